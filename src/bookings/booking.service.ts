@@ -1,0 +1,210 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { isPgError, PG } from '../db/pg-errors.ts';
+import { withTransaction, type Tx } from '../db/transaction.ts';
+import { AppError } from '../errors.ts';
+import { enqueue } from '../outbox/enqueue.ts';
+import * as properties from '../properties/properties.repository.ts';
+import type { UserRow } from '../users/users.repository.ts';
+import * as repo from './bookings.repository.ts';
+import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
+import { claimIdempotencyKey, requestHash, storeIdempotentResponse } from './idempotency.ts';
+import { priceStay } from './pricing.ts';
+
+export const MAX_NIGHTS = 90;
+
+/** Namespace of the per-property advisory lock (the first of pg_advisory_xact_lock's two keys). */
+const BOOKING_LOCK_NAMESPACE = 0x5b00c;
+
+export interface BookingDeps {
+  db: Db;
+  serviceFeePercent: number;
+  idempotencyTtlHours: number;
+  /** Today's date, 'YYYY-MM-DD' (UTC). Injected so tests can pin the calendar. */
+  today?: () => string;
+}
+
+const utcToday = () => new Date().toISOString().slice(0, 10);
+
+export function toBookingResponse(v: repo.BookingView): BookingResponse {
+  const b = v.booking;
+  return {
+    id: b.publicId,
+    propertyId: v.property.publicId,
+    guestId: v.guest.publicId,
+    checkIn: b.checkIn,
+    checkOut: b.checkOut,
+    guests: b.guests,
+    status: b.status,
+    price: {
+      currency: b.currency,
+      nights: b.nights,
+      nightlyPrice: b.nightlyPrice,
+      subtotal: b.subtotal,
+      cleaningFee: b.cleaningFee,
+      serviceFee: b.serviceFee,
+      total: b.total,
+    },
+    createdAt: b.createdAt.toISOString(),
+    cancelledAt: b.cancelledAt ? b.cancelledAt.toISOString() : null,
+  };
+}
+
+function bookingEventPayload(v: repo.BookingView, idempotencyKey: string) {
+  const b = v.booking;
+  return {
+    bookingId: b.publicId,
+    propertyId: v.property.publicId,
+    propertyTitle: v.property.title,
+    guestEmail: v.guest.email,
+    guestName: v.guest.name,
+    hostEmail: v.host.email,
+    hostName: v.host.name,
+    checkIn: b.checkIn,
+    checkOut: b.checkOut,
+    guests: b.guests,
+    nights: b.nights,
+    total: b.total,
+    currency: b.currency,
+    idempotencyKey,
+  };
+}
+
+export interface CreateBookingResult {
+  status: number;
+  body: BookingResponse;
+  replayed: boolean;
+}
+
+/**
+ * Books a stay. One transaction holds: the idempotency key, the booking row and its
+ * `booking.created` outbox row. The exclusion constraint decides whether the dates are free; if
+ * it fires, the rollback takes the outbox row with it and nobody is emailed about a booking that
+ * lost the race.
+ */
+export async function createBooking(
+  deps: BookingDeps,
+  guest: UserRow,
+  body: CreateBookingBody,
+  idempotencyKey?: string,
+): Promise<CreateBookingResult> {
+  if (guest.role !== 'guest') throw new AppError('forbidden', 'Only guests can book');
+  const today = (deps.today ?? utcToday)();
+
+  return withTransaction(deps.db, async (tx) => {
+    if (idempotencyKey) {
+      const claim = await claimIdempotencyKey(tx, guest.id, idempotencyKey, requestHash(body), deps.idempotencyTtlHours);
+      if (claim.kind === 'replay') {
+        return { status: claim.response.status, body: claim.response.body as BookingResponse, replayed: true };
+      }
+    }
+
+    const property = await properties.findProperty(tx, body.propertyId);
+    if (!property) throw new AppError('not_found', 'No such property');
+    if (!property.active) throw new AppError('property_inactive');
+    if (body.checkIn < today) throw new AppError('check_in_in_past');
+    if (body.guests > property.maxGuests) {
+      throw new AppError('too_many_guests', `This property takes at most ${property.maxGuests} guests`);
+    }
+    const price = priceStay({ ...body, ...property }, deps.serviceFeePercent);
+    if (price.nights > MAX_NIGHTS) throw new AppError('stay_too_long');
+
+    await lockPropertyForBooking(tx, property.id);
+    const booking = await insertOrConflict(tx, {
+      propertyId: property.id,
+      guestId: guest.id,
+      checkIn: body.checkIn,
+      checkOut: body.checkOut,
+      guests: body.guests,
+      ...price,
+    });
+
+    const view = (await repo.findBookingView(tx, booking.publicId))!;
+    await enqueue(tx, 'booking.created', bookingEventPayload(view, `booking-created:${booking.publicId}`), {
+      key: booking.publicId,
+    });
+    const response = toBookingResponse(view);
+    if (idempotencyKey) await storeIdempotentResponse(tx, guest.id, idempotencyKey, { status: 201, body: response });
+    return { status: 201, body: response, replayed: false };
+  });
+}
+
+/**
+ * Concurrent inserts of overlapping stays under a GiST exclusion constraint can deadlock each
+ * other (40P01) instead of one failing cleanly with 23P01. Taking a per-property transaction lock
+ * first makes bookings of one property queue up, so the loser sees the winner's committed row and
+ * gets a clean exclusion violation. Bookings of different properties do not wait on each other.
+ * The constraint, not this lock, remains what guarantees no overlap.
+ */
+async function lockPropertyForBooking(tx: Tx, propertyId: number) {
+  await tx.execute(sql`select pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, ${propertyId}::int)`);
+}
+
+async function insertOrConflict(tx: Tx, values: Parameters<typeof repo.insertBooking>[1]) {
+  try {
+    return await repo.insertBooking(tx, values);
+  } catch (err) {
+    if (isPgError(err, PG.exclusionViolation, 'bookings_no_overlap')) throw new AppError('dates_unavailable');
+    throw err;
+  }
+}
+
+/** The guest sees their bookings; the host sees bookings of their properties; nobody else learns it exists. */
+function canSee(user: UserRow, v: repo.BookingView): boolean {
+  return user.role === 'admin' || v.guest.id === user.id || v.property.hostId === user.id;
+}
+
+export async function getBooking(deps: BookingDeps, user: UserRow, publicId: string): Promise<BookingResponse> {
+  const v = await repo.findBookingView(deps.db, publicId);
+  if (!v || !canSee(user, v)) throw new AppError('not_found', 'No such booking');
+  return toBookingResponse(v);
+}
+
+/**
+ * Cancels a confirmed booking and writes `booking.cancelled` in the same transaction. Cancelling
+ * an already-cancelled booking answers the booking as it is and writes nothing: the second click
+ * of an impatient user must not send a second email.
+ */
+export async function cancelBooking(deps: BookingDeps, user: UserRow, publicId: string): Promise<BookingResponse> {
+  return withTransaction(deps.db, async (tx) => {
+    const v = await repo.findBookingViewForUpdate(tx, publicId);
+    if (!v || !(v.guest.id === user.id || v.property.hostId === user.id)) {
+      throw new AppError('not_found', 'No such booking');
+    }
+    if (v.booking.status === 'cancelled') return toBookingResponse(v);
+    const booking = await repo.markCancelled(tx, v.booking.id);
+    const updated = { ...v, booking };
+    await enqueue(
+      tx,
+      'booking.cancelled',
+      {
+        ...bookingEventPayload(updated, `booking-cancelled:${booking.publicId}`),
+        cancelledBy: v.guest.id === user.id ? 'guest' : 'host',
+      },
+      { key: booking.publicId },
+    );
+    return toBookingResponse(updated);
+  });
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
+
+function decodeCursor(cursor: string): string {
+  const publicId = Buffer.from(cursor, 'base64url').toString();
+  if (!UUID.test(publicId)) {
+    throw new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message: 'invalid cursor' }]);
+  }
+  return publicId;
+}
+
+export async function listBookings(deps: BookingDeps, user: UserRow, limit: number, cursor?: string) {
+  const scope = user.role === 'host' ? { hostId: user.id } : user.role === 'guest' ? { guestId: user.id } : {};
+  const rows = await repo.listBookingViews(deps.db, scope, limit + 1, cursor ? decodeCursor(cursor) : undefined);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    items: page.map(toBookingResponse),
+    nextCursor: rows.length > limit && last ? encodeCursor(last.booking.publicId) : null,
+  };
+}

@@ -1,0 +1,115 @@
+import { z } from 'zod';
+
+/**
+ * Every setting the API, the worker and the scripts read, parsed once at start-up.
+ * `.env.example` lists the same variables with the same defaults; keep the two in step.
+ * Nothing here branches on NODE_ENV: behaviour follows these values only.
+ */
+
+/** The address the embedded PostgreSQL listens on when DATABASE_URL is not set. */
+export const EMBEDDED_DEFAULTS = {
+  port: 54320,
+  user: 'postgres',
+  password: 'stayhub',
+  database: 'stayhub',
+} as const;
+
+export const defaultDatabaseUrl = (port: number = EMBEDDED_DEFAULTS.port) =>
+  `postgres://${EMBEDDED_DEFAULTS.user}:${EMBEDDED_DEFAULTS.password}@127.0.0.1:${port}/${EMBEDDED_DEFAULTS.database}`;
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
+  .transform((v) => ['true', '1', 'yes', 'on'].includes(v));
+
+const int = (min: number, max: number = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+
+const optionalUrl = z
+  .string()
+  .trim()
+  .transform((v) => (v === '' ? undefined : v))
+  .pipe(z.string().url().optional());
+
+const envSchema = z.object({
+  // --- database
+  DATABASE_URL: optionalUrl.optional(),
+  EMBEDDED_PG_PORT: int(1, 65535).default(EMBEDDED_DEFAULTS.port),
+  EMBEDDED_PG_DIR: z.string().default('.data/postgres'),
+  DB_POOL_MAX: int(1, 200).default(10),
+
+  // --- HTTP API
+  PORT: int(0, 65535).default(3000),
+  HOST: z.string().default('127.0.0.1'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  BODY_LIMIT_BYTES: int(1024).default(64 * 1024),
+  CORS_ORIGINS: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+  RATE_LIMIT_AUTH_PER_MINUTE: int(1).default(10),
+  TRUST_PROXY: bool.default(false),
+
+  // --- business rules
+  SERVICE_FEE_PERCENT: int(0, 100).default(12),
+  SESSION_TTL_HOURS: int(1).default(24 * 30),
+  IDEMPOTENCY_TTL_HOURS: int(1).default(24),
+
+  // --- outbox worker
+  LEASE_SECONDS: int(1).default(60),
+  BACKOFF_BASE_SECONDS: z.coerce.number().positive().default(2),
+  BACKOFF_MAX_SECONDS: z.coerce.number().positive().default(256),
+  BACKOFF_JITTER: bool.default(true),
+  MAX_ATTEMPTS: int(1, 100).default(8),
+  UNKNOWN_TOPIC_RECHECK_SECONDS: int(1).default(60),
+  POLL_INTERVAL_MS: int(10).default(1000),
+  WORKER_BATCH_SIZE: int(1, 1000).default(20),
+  WORKER_CONCURRENCY: int(1, 256).default(8),
+  SHUTDOWN_TIMEOUT_SECONDS: int(1).default(30),
+  OUTBOX_RETENTION_DAYS: int(0).default(7),
+  OUTBOX_PURGE_INTERVAL_SECONDS: int(1).default(3600),
+  WORKER_METRICS_PORT: int(0, 65535).optional(),
+
+  // --- mail
+  SMTP_URL: optionalUrl.optional(),
+  SMTP_TIMEOUT_MS: int(100).default(10_000),
+  MAIL_DIR: z.string().default('var/mail'),
+  MAIL_FROM: z.string().default('StayHub <no-reply@stayhub.test>'),
+
+  // --- search index
+  SEARCH_DATABASE_URL: optionalUrl.optional(),
+  SEARCH_STATEMENT_TIMEOUT_MS: int(10).default(2000),
+  SEARCH_POOL_MAX: int(1, 100).default(4),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export type Config = Readonly<
+  Omit<Env, 'DATABASE_URL'> & {
+    DATABASE_URL: string;
+    /** True when DATABASE_URL was not given and the embedded server is the database. */
+    usesEmbeddedDatabase: boolean;
+    SEARCH_DATABASE_URL: string;
+  }
+>;
+
+export class ConfigError extends Error {
+  constructor(public readonly problems: string[]) {
+    super(`Invalid configuration:\n  ${problems.join('\n  ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; throws one ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
+  }
+  const e = parsed.data;
+  const databaseUrl = e.DATABASE_URL ?? defaultDatabaseUrl(e.EMBEDDED_PG_PORT);
+  return Object.freeze({
+    ...e,
+    DATABASE_URL: databaseUrl,
+    usesEmbeddedDatabase: e.DATABASE_URL === undefined,
+    SEARCH_DATABASE_URL: e.SEARCH_DATABASE_URL ?? databaseUrl,
+  });
+}

@@ -1,0 +1,47 @@
+import pg from 'pg';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import * as schema from './schema.ts';
+
+export type Db = NodePgDatabase<typeof schema>;
+
+export interface Database {
+  pool: pg.Pool;
+  db: Db;
+  close(): Promise<void>;
+}
+
+/** Dates of a stay stay plain 'YYYY-MM-DD' strings: never let pg turn a `date` into a local-time Date. */
+pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
+
+export interface PoolOptions {
+  max?: number;
+  /** statement_timeout for every connection of this pool, in ms (0 = none). */
+  statementTimeoutMs?: number;
+  applicationName?: string;
+}
+
+export function createPool(connectionString: string, opts: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    application_name: opts.applicationName ?? 'stayhub',
+    statement_timeout: opts.statementTimeoutMs || undefined,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client that loses its connection (database restart) emits 'error' on the pool; without
+  // a listener that would crash the process. The pool drops the client and makes a new one.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export function createDatabase(connectionString: string, opts: PoolOptions = {}): Database {
+  const pool = createPool(connectionString, opts);
+  const db = drizzle(pool, { schema });
+  let closed: Promise<void> | undefined;
+  return {
+    pool,
+    db,
+    close: () => (closed ??= pool.end()),
+  };
+}

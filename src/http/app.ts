@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import helmet from '@fastify/helmet';
+import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { AfterPropertyCommit } from '../properties/properties.service.ts';
+import { registerAuth } from './plugins/auth.ts';
+import { registerErrorHandler } from './plugins/error-handler.ts';
+import { authRoutes } from './routes/auth.ts';
+import { bookingRoutes } from './routes/bookings.ts';
+import { healthRoutes } from './routes/health.ts';
+import { propertyRoutes } from './routes/properties.ts';
+
+/** What every route plugin receives: the app's dependencies, built once by the caller. */
+export interface AppContext {
+  config: Config;
+  db: Database;
+  /** Runs after a property change commits (the search index's direct write). */
+  afterPropertyCommit?: AfterPropertyCommit;
+  /** Today's date (YYYY-MM-DD, UTC); tests pin it. */
+  today?: () => string;
+}
+
+export interface BuildAppOptions extends AppContext {
+  logger: Logger;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
+
+/**
+ * Builds the API without listening, so tests can `inject` requests into it. `server.ts` is the
+ * only place that binds a port.
+ */
+export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> {
+  const { config, logger, ...ctx } = opts;
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    trustProxy: config.TRUST_PROXY,
+    // A caller's X-Request-Id is kept (if sane) so a request can be followed across services.
+    requestIdHeader: 'x-request-id',
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  registerErrorHandler(app);
+  await app.register(helmet);
+  // CORS is closed unless CORS_ORIGINS names the browser origins allowed to call the API.
+  await app.register(cors, { origin: config.CORS_ORIGINS.length ? config.CORS_ORIGINS : false });
+  await app.register(rateLimit, {
+    global: false,
+    errorResponseBuilder: () => new AppError('rate_limited'),
+  });
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'StayHub API', version: '0.1.0', description: 'Bookings with a transactional outbox.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
+  const routeCtx: AppContext = { config, ...ctx };
+  await app.register(healthRoutes, routeCtx);
+  await app.register(authRoutes, routeCtx);
+  await app.register(propertyRoutes, routeCtx);
+  await app.register(bookingRoutes, routeCtx);
+  return app;
+}

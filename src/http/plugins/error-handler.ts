@@ -1,0 +1,60 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { AppError, type FieldError } from '../../errors.ts';
+import { pgError, PG } from '../../db/pg-errors.ts';
+import { problem, sendProblem } from '../problem.ts';
+
+/** Fastify's own client-error codes, mapped to ours. */
+const FASTIFY_CLIENT_ERRORS: Record<string, Parameters<typeof problem>[0]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'bad_request',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'bad_request',
+};
+
+/** Postgres rejecting a value the validation should have caught: still the client's input, never a 500. */
+const PG_INPUT_ERRORS = new Set([PG.invalidTextRepresentation, PG.datetimeFieldOverflow, '22003', '22007', '22021', '22P05']);
+
+/**
+ * The one place an error becomes a response. Client errors (< 500) tell the client what is wrong;
+ * anything else is logged in full and answered with a generic 500 that reveals nothing.
+ */
+export function registerErrorHandler(app: FastifyInstance) {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err instanceof AppError) {
+      if (err.status >= 500) request.log.error({ err }, 'request failed');
+      return sendProblem(reply, problem(err.code, err.message, err.errors));
+    }
+
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const where = err.validationContext ?? 'body';
+      const errors: FieldError[] = err.validation.map((v) => {
+        const path = v.instancePath.replace(/^\//, '').replace(/\//g, '.');
+        return { path: path ? `${where}.${path}` : where, message: v.message ?? 'is invalid' };
+      });
+      return sendProblem(reply, problem('validation_failed', undefined, errors));
+    }
+
+    const mapped = err.code ? FASTIFY_CLIENT_ERRORS[err.code] : undefined;
+    if (mapped) return sendProblem(reply, problem(mapped, err.message));
+    if (err instanceof SyntaxError || err.statusCode === 400) return sendProblem(reply, problem('bad_request', err.message));
+    if (err.statusCode === 429) return sendProblem(reply, problem('rate_limited'));
+
+    const pgErr = pgError(err);
+    if (pgErr && PG_INPUT_ERRORS.has(pgErr.code)) {
+      request.log.warn({ err }, 'database rejected input that passed validation');
+      return sendProblem(reply, problem('bad_request', 'A value in the request is not valid'));
+    }
+
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendProblem(reply, problem('bad_request', err.message));
+    }
+    request.log.error({ err }, 'unhandled error');
+    return sendProblem(reply, problem('internal_error'));
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`)),
+  );
+}

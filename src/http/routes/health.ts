@@ -1,0 +1,33 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { outboxStats } from '../../outbox/stats.ts';
+import type { AppContext } from '../app.ts';
+
+const healthResponse = z.object({
+  status: z.enum(['ok', 'error']),
+  db: z.enum(['up', 'down']),
+  outbox: z
+    .object({ pending: z.number(), leased: z.number(), dead: z.number(), oldestPendingAgeSeconds: z.number().nullable() })
+    .optional(),
+});
+
+/** Liveness plus the outbox's three alarm numbers; 503 when the database cannot be reached. */
+export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
+  app.get(
+    '/health',
+    { logLevel: 'warn', schema: { tags: ['ops'], response: { 200: healthResponse, 503: healthResponse } } },
+    async (request, reply) => {
+      try {
+        const s = await outboxStats(ctx.db.db);
+        return {
+          status: 'ok' as const,
+          db: 'up' as const,
+          outbox: { pending: s.pending, leased: s.leased, dead: s.dead, oldestPendingAgeSeconds: s.oldestPendingAgeSeconds },
+        };
+      } catch (err) {
+        request.log.warn({ err }, 'health check: database unreachable');
+        return reply.status(503).send({ status: 'error' as const, db: 'down' as const });
+      }
+    },
+  );
+};

@@ -1,0 +1,31 @@
+import closeWithGrace from 'close-with-grace';
+import { loadConfig } from '../config.ts';
+import { createDatabase } from '../db/client.ts';
+import { createLogger } from '../logger.ts';
+import { buildApp } from './app.ts';
+
+/**
+ * The API process: builds the app, listens, and on SIGTERM/SIGINT stops taking requests, lets
+ * those in flight finish, then closes the pool. A second signal or the timeout exits at once.
+ */
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, 'api');
+  const db = createDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'stayhub-api' });
+  const app = await buildApp({ config, logger, db });
+  app.addHook('onClose', async () => db.close());
+
+  closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_SECONDS * 1000, logger }, async ({ signal, err }) => {
+    if (err) logger.error({ err }, 'shutting down after an error');
+    else logger.info({ signal }, 'shutting down');
+    await app.close();
+  });
+
+  await app.listen({ port: config.PORT, host: config.HOST });
+}
+
+main().catch((err) => {
+  // eslint-disable-next-line no-console
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

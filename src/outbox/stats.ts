@@ -1,0 +1,73 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+
+export interface TopicStats {
+  topic: string;
+  pending: number;
+  leased: number;
+  dead: number;
+  doneLastHour: number;
+  oldestPendingAgeSeconds: number | null;
+}
+
+export interface OutboxStats {
+  /** PENDING rows, including leased ones and ones backing off. */
+  pending: number;
+  /** PENDING rows a worker holds right now (claimed, lease not yet expired). */
+  leased: number;
+  dead: number;
+  doneLastHour: number;
+  /** Age of the oldest PENDING message: the one number that says "the worker is stuck or dead". */
+  oldestPendingAgeSeconds: number | null;
+  byTopic: TopicStats[];
+}
+
+/**
+ * One pass over the live rows (PENDING through the partial index, DEAD through its own partial
+ * index) and the last hour of DONE rows; it never scans the DONE history.
+ */
+export async function outboxStats(db: Db): Promise<OutboxStats> {
+  const { rows } = await db.execute<{
+    topic: string;
+    pending: string;
+    leased: string;
+    dead: string;
+    done_last_hour: string;
+    oldest_pending_age: string | null;
+  }>(sql`
+    with live as (
+      select topic, status, created_at, claim_id, available_at from outbox where status = 'PENDING'
+      union all
+      select topic, status, created_at, claim_id, available_at from outbox where status = 'DEAD'
+      union all
+      select topic, status, created_at, claim_id, available_at from outbox
+       where status = 'DONE' and processed_at > now() - interval '1 hour'
+    )
+    select topic,
+           count(*) filter (where status = 'PENDING') as pending,
+           count(*) filter (where status = 'PENDING' and claim_id is not null and available_at > now()) as leased,
+           count(*) filter (where status = 'DEAD') as dead,
+           count(*) filter (where status = 'DONE') as done_last_hour,
+           extract(epoch from now() - min(created_at) filter (where status = 'PENDING')) as oldest_pending_age
+      from live
+     group by topic
+     order by topic`);
+  const byTopic: TopicStats[] = rows.map((r) => ({
+    topic: r.topic,
+    pending: Number(r.pending),
+    leased: Number(r.leased),
+    dead: Number(r.dead),
+    doneLastHour: Number(r.done_last_hour),
+    oldestPendingAgeSeconds: r.oldest_pending_age === null ? null : Math.round(Number(r.oldest_pending_age)),
+  }));
+  const sum = (k: 'pending' | 'leased' | 'dead' | 'doneLastHour') => byTopic.reduce((n, t) => n + t[k], 0);
+  const ages = byTopic.map((t) => t.oldestPendingAgeSeconds).filter((a): a is number => a !== null);
+  return {
+    pending: sum('pending'),
+    leased: sum('leased'),
+    dead: sum('dead'),
+    doneLastHour: sum('doneLastHour'),
+    oldestPendingAgeSeconds: ages.length ? Math.max(...ages) : null,
+    byTopic,
+  };
+}

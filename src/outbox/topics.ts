@@ -1,0 +1,53 @@
+import { z } from 'zod';
+
+/**
+ * The contract between the API (which writes events) and the worker (which handles them): every
+ * topic's name and the schema of its payload. Both sides import this module; a payload that does
+ * not match its topic's schema is refused by `enqueue` and dead-lettered by the worker.
+ */
+
+const bookingEvent = z.object({
+  bookingId: z.string().uuid(),
+  propertyId: z.string().uuid(),
+  propertyTitle: z.string(),
+  guestEmail: z.string().email(),
+  guestName: z.string(),
+  hostEmail: z.string().email(),
+  hostName: z.string(),
+  checkIn: z.string().date(),
+  checkOut: z.string().date(),
+  guests: z.number().int().positive(),
+  nights: z.number().int().positive(),
+  total: z.number().int().nonnegative(),
+  currency: z.string().length(3),
+  /** Passed downstream so a redelivered effect is recognisable as the same effect. */
+  idempotencyKey: z.string().min(1),
+});
+
+export const TOPICS = {
+  /** A booking was confirmed. Snapshot of what the emails say. */
+  'booking.created': bookingEvent,
+  /** A confirmed booking was cancelled (by its guest or its host). */
+  'booking.cancelled': bookingEvent.extend({ cancelledBy: z.enum(['guest', 'host']) }),
+  /**
+   * A property was created or changed. A trigger, not a snapshot: the handler re-reads the row,
+   * which is the truth, so the latest state wins whatever order messages are handled in.
+   */
+  'property.changed': z.object({
+    propertyId: z.string().uuid(),
+    reason: z.enum(['created', 'updated', 'index-write-failed']).optional(),
+    idempotencyKey: z.string().min(1).optional(),
+  }),
+} as const;
+
+export type TopicName = keyof typeof TOPICS;
+export type PayloadOf<T extends TopicName> = z.infer<(typeof TOPICS)[T]>;
+
+export const TOPIC_NAMES = Object.keys(TOPICS) as TopicName[];
+
+export function isTopicName(name: string): name is TopicName {
+  return Object.hasOwn(TOPICS, name);
+}
+
+/** The channel `enqueue` notifies and the worker LISTENs on. */
+export const OUTBOX_CHANNEL = 'outbox';

@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { buildApp, type AppContext } from '../../src/http/app.ts';
+import { loggerOptions } from '../../src/logger.ts';
+import type { TestDatabase } from './db.ts';
+
+/** Everything the app logged, one parsed JSON object per line. */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void) {
+    this.lines.push(...chunk.toString().split('\n').filter(Boolean));
+    done();
+  }
+  get text() {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  config: Config;
+  logs: LogCapture;
+}
+
+export function testConfig(db: TestDatabase, env: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATABASE_URL: db.url,
+    LOG_LEVEL: 'info',
+    RATE_LIMIT_AUTH_PER_MINUTE: '100000',
+    BACKOFF_JITTER: 'false',
+    MAIL_DIR: `var/test-mail/${db.name}`,
+    ...env,
+  });
+}
+
+export async function buildTestApp(
+  db: TestDatabase,
+  env: Record<string, string> = {},
+  extra: Partial<Omit<AppContext, 'config' | 'db'>> = {},
+): Promise<TestApp> {
+  const config = testConfig(db, env);
+  const logs = new LogCapture();
+  const logger = pino({ ...loggerOptions(config.LOG_LEVEL), transport: undefined }, logs);
+  const app = await buildApp({ config, logger, db, ...extra });
+  await app.ready();
+  return { app, config, logs };
+}
+
+export const uniqueEmail = (tag = 'user') => `${tag}-${randomBytes(5).toString('hex')}@example.test`;
+
+export interface Session {
+  token: string;
+  user: { id: string; email: string; name: string; role: string };
+  auth: { authorization: string };
+}
+
+export async function signUp(app: FastifyInstance, role: 'guest' | 'host', name = `A ${role}`): Promise<Session> {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/auth/register',
+    payload: { email: uniqueEmail(role), password: 'correct horse battery', name, role },
+  });
+  if (res.statusCode !== 201) throw new Error(`sign-up failed: ${res.statusCode} ${res.body}`);
+  const body = res.json();
+  return { token: body.token, user: body.user, auth: { authorization: `Bearer ${body.token}` } };
+}
+
+export const propertyInput = (overrides: Record<string, unknown> = {}) => ({
+  title: 'Sea-view flat in Porto',
+  description: 'Two rooms, a balcony over the Douro.',
+  city: 'Porto',
+  country: 'PT',
+  currency: 'EUR',
+  nightlyPrice: 10_000,
+  cleaningFee: 2_500,
+  maxGuests: 4,
+  ...overrides,
+});
+
+export async function listProperty(app: FastifyInstance, host: Session, overrides: Record<string, unknown> = {}) {
+  const res = await app.inject({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput(overrides) });
+  if (res.statusCode !== 201) throw new Error(`create property failed: ${res.statusCode} ${res.body}`);
+  return res.json() as { id: string; [k: string]: unknown };
+}
+
+/** 'YYYY-MM-DD', `days` from today (UTC). */
+export function daysFromNow(days: number): string {
+  const d = new Date();
+  d.setUTCDate(d.getUTCDate() + days);
+  return d.toISOString().slice(0, 10);
+}

@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { createDatabase, type Database } from '../../src/db/client.ts';
+
+const TEMPLATE_DB = 'stayhub_template';
+
+export interface TestDatabase extends Database {
+  name: string;
+  url: string;
+  /** Drops the database. Fails if anything still holds a connection: a leaked pool fails its test file. */
+  drop(): Promise<void>;
+}
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: inject('pgServerUrl') });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+export function urlFor(database: string): string {
+  const u = new URL(inject('pgServerUrl'));
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** A fresh, migrated database cloned from the template (milliseconds), with a pool on it. */
+export async function createTestDatabase(prefix = 't'): Promise<TestDatabase> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  await admin((c) => c.query(`create database ${name} template ${TEMPLATE_DB}`));
+  const url = urlFor(name);
+  const database = createDatabase(url, { max: 10, applicationName: 'stayhub-test' });
+  return {
+    ...database,
+    name,
+    url,
+    async drop() {
+      await database.close();
+      await admin(async (c) => {
+        // Give connections closed a moment ago time to leave pg_stat_activity.
+        for (let i = 0; i < 50; i++) {
+          const { rows } = await c.query('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
+          if (rows[0].n === 0) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        const { rows } = await c.query(
+          'select application_name, state, query from pg_stat_activity where datname = $1',
+          [name],
+        );
+        if (rows.length) {
+          throw new Error(`test database ${name} still has ${rows.length} connection(s) open: ${JSON.stringify(rows)}`);
+        }
+        await c.query(`drop database ${name}`);
+      });
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
+
+let db: TestDatabase;
+let t: TestApp;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  t = await buildTestApp(db);
+});
+afterAll(async () => {
+  await t.app.close();
+  await db.drop();
+});
+
+describe('smoke', () => {
+  it('books a stay and writes its outbox row', async () => {
+    const host = await signUp(t.app, 'host');
+    const guest = await signUp(t.app, 'guest');
+    const property = await listProperty(t.app, host);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/bookings',
+      headers: guest.auth,
+      payload: { propertyId: property.id, checkIn: daysFromNow(10), checkOut: daysFromNow(13), guests: 2 },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json().price).toEqual({
+      currency: 'EUR', nights: 3, nightlyPrice: 10000, subtotal: 30000, cleaningFee: 2500, serviceFee: 3900, total: 36400,
+    });
+    const { rows } = await db.pool.query(`select topic, key, payload from outbox order by id`);
+    expect(rows.map((r) => r.topic)).toEqual(['property.changed', 'booking.created']);
+  });
+});
