@@ -1,0 +1,52 @@
+import type { Logger } from '../logger.ts';
+import type { PayloadOf, TopicName } from '../outbox/topics.ts';
+
+/**
+ * What a handler is given: the message's identity and its validated payload. A handler must be
+ * safe to run twice for the same message (delivery is at-least-once): use the payload's
+ * idempotencyKey downstream, make the effect naturally idempotent, or record what was done.
+ */
+export interface HandlerContext<T extends TopicName> {
+  messageId: string;
+  topic: T;
+  key: string | null;
+  attempt: number;
+  payload: PayloadOf<T>;
+  log: Logger;
+  /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
+  signal: AbortSignal;
+}
+
+export interface Handler<T extends TopicName = TopicName> {
+  /** Stable name: recorded per message in outbox.handlers_done, so renaming one re-runs it. */
+  name: string;
+  topic: T;
+  handle(ctx: HandlerContext<T>): Promise<void>;
+}
+
+/** Topic → its handlers. Built from an explicit list (src/worker/handlers/index.ts), never from import side effects. */
+export class HandlerRegistry {
+  private readonly byTopic = new Map<string, Handler[]>();
+
+  constructor(handlers: Handler<any>[] = []) {
+    for (const h of handlers) this.register(h);
+  }
+
+  register<T extends TopicName>(handler: Handler<T>): this {
+    const list = this.byTopic.get(handler.topic) ?? [];
+    if (list.some((h) => h.name === handler.name)) {
+      throw new Error(`handler ${handler.name} is registered twice for ${handler.topic}`);
+    }
+    list.push(handler as unknown as Handler);
+    this.byTopic.set(handler.topic, list);
+    return this;
+  }
+
+  handlersFor(topic: string): Handler[] {
+    return this.byTopic.get(topic) ?? [];
+  }
+
+  topics(): string[] {
+    return [...this.byTopic.keys()].sort();
+  }
+}
