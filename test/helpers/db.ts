@@ -59,3 +59,15 @@ export async function createTestDatabase(prefix = 't'): Promise<TestDatabase> {
     },
   };
 }
+
+/** Row counts of every table a request could write: compared before and after a rejected request. */
+export async function tableCounts(db: Database): Promise<Record<string, number>> {
+  const { rows } = await db.pool.query(`
+    select (select count(*) from users)::int as users,
+           (select count(*) from sessions)::int as sessions,
+           (select count(*) from properties)::int as properties,
+           (select count(*) from bookings)::int as bookings,
+           (select count(*) from idempotency_keys)::int as idempotency_keys,
+           (select count(*) from outbox)::int as outbox`);
+  return rows[0];
+}
