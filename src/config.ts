@@ -78,6 +78,8 @@ const envSchema = z.object({
   SEARCH_DATABASE_URL: optionalUrl.optional(),
   SEARCH_STATEMENT_TIMEOUT_MS: int(10).default(2000),
   SEARCH_POOL_MAX: int(1, 100).default(4),
+  /** How long a host's save waits for the direct index write before answering anyway (the worker repairs). */
+  SEARCH_DIRECT_TIMEOUT_MS: int(0, 10_000).default(250),
 });
 
 export type Env = z.infer<typeof envSchema>;
