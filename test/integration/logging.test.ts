@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { buildTestApp, daysFromNow, listProperty, type TestApp } from '../helpers/app.ts';
+
+let db: TestDatabase;
+let t: TestApp;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  t = await buildTestApp(db, { LOG_LEVEL: 'trace' });
+});
+afterAll(async () => {
+  await t.app.close();
+  await db.drop();
+});
+
+describe('logs', () => {
+  it('never contain passwords or tokens, and carry request ids', async () => {
+    const password = 'Sup3r-Secret-Passw0rd';
+    const email = 'logcheck@example.test';
+    const reg = await t.app.inject({ method: 'POST', url: '/auth/register', payload: { email, password, name: 'Log', role: 'host' } });
+    const token = reg.json().token as string;
+    await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } });
+    await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email, password: `${password}-wrong` } });
+    const host = { token, auth: { authorization: `Bearer ${token}` }, user: reg.json().user };
+    const p = await listProperty(t.app, host);
+    // a failing request too: errors are logged in full, and must still not leak the token
+    await t.app.inject({ method: 'POST', url: '/bookings', headers: { authorization: `Bearer ${token}` }, payload: { propertyId: p.id, checkIn: daysFromNow(3), checkOut: daysFromNow(4), guests: 1 } });
+    await t.app.inject({ method: 'GET', url: '/me', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-me-123' } });
+
+    const text = t.logs.text;
+    expect(t.logs.lines.length).toBeGreaterThan(5);
+    expect(text).not.toContain(password);
+    expect(text).not.toContain(token);
+    const lines = t.logs.lines.map((l) => JSON.parse(l));
+    expect(lines.some((l) => l.reqId === 'trace-me-123')).toBe(true);
+    expect(lines.filter((l) => l.req).every((l) => typeof l.reqId === 'string')).toBe(true);
+  });
+});
