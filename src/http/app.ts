@@ -35,6 +35,28 @@ export interface BuildAppOptions extends AppContext {
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
 
 /**
+ * JSON bodies must be UTF-8 (RFC 8259). Fastify's own parser decodes leniently, so an invalid
+ * byte silently became U+FFFD and was stored (found by the fuzz tests): the client's data changed
+ * without anyone being told. Decode strictly first, then hand over to the default parser, which
+ * keeps its __proto__/constructor poisoning checks and empty-body handling.
+ */
+function acceptOnlyValidUtf8Json(app: FastifyInstance) {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = decoder.decode(body as Buffer);
+    } catch {
+      done(new AppError('bad_request', 'The request body is not valid UTF-8'), undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
+}
+
+/**
  * Builds the API without listening, so tests can `inject` requests into it. `server.ts` is the
  * only place that binds a port.
  */
@@ -53,6 +75,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   });
   // JSON only: a text/plain body would otherwise reach the validators as a string.
   app.removeContentTypeParser('text/plain');
+  acceptOnlyValidUtf8Json(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.addHook('onSend', async (request, reply) => {
