@@ -13,9 +13,12 @@ import type { Logger } from '../logger.ts';
 import type { AfterPropertyCommit } from '../properties/properties.service.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandler } from './plugins/error-handler.ts';
+import { problem, sendProblem } from './problem.ts';
+import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { bookingRoutes } from './routes/bookings.ts';
 import { healthRoutes } from './routes/health.ts';
+import { registerMetrics } from './routes/metrics.ts';
 import { propertyRoutes } from './routes/properties.ts';
 
 /** What every route plugin receives: the app's dependencies, built once by the caller. */
@@ -72,6 +75,13 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
+    // The router answers a malformed %-escape or an over-long path parameter itself, before any
+    // route or error handler, in its own JSON shape (and a 414 for a long id). Found by the fuzz
+    // tests: answer them as the problem documents every other client error is.
+    frameworkErrors: (err, _request, reply) => {
+      const code = err.code === 'FST_ERR_BAD_URL' || err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'bad_request' : 'internal_error';
+      return sendProblem(reply, problem(code, code === 'bad_request' ? 'The URL is not valid' : undefined));
+    },
   });
   // JSON only: a text/plain body would otherwise reach the validators as a string.
   app.removeContentTypeParser('text/plain');
@@ -101,9 +111,11 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
 
   registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
   const routeCtx: AppContext = { config, ...ctx };
+  registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
   await app.register(healthRoutes, routeCtx);
   await app.register(authRoutes, routeCtx);
   await app.register(propertyRoutes, routeCtx);
   await app.register(bookingRoutes, routeCtx);
+  await app.register(adminRoutes, routeCtx);
   return app;
 }
