@@ -18,10 +18,25 @@ export const REDACT_PATHS = [
   'databaseUrl',
 ];
 
+/**
+ * drizzle's DrizzleQueryError carries the query's parameters, in `params` and in its message and
+ * stack ("params: …"). Those can be emails, password hashes or token hashes: never log them.
+ */
+function serializeError(err: unknown) {
+  const s = pino.stdSerializers.err(err as Error) as unknown as Record<string, unknown>;
+  if (!s || typeof s !== 'object') return s;
+  delete s.params;
+  for (const k of ['message', 'stack'] as const) {
+    if (typeof s[k] === 'string') s[k] = (s[k] as string).replace(/\nparams: [^\n]*/g, '\nparams: [redacted]');
+  }
+  return s;
+}
+
 export function loggerOptions(level: string, name?: string): LoggerOptions {
   return {
     level,
     name,
+    serializers: { err: serializeError },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     // Pretty output only for a person at a terminal; machines get one JSON object a line.
     transport: process.stdout.isTTY ? { target: 'pino-pretty', options: { colorize: true } } : undefined,

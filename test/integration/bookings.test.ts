@@ -146,10 +146,10 @@ describe('GET /bookings', () => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const res = await t.app.inject({ method: 'GET', url: `/bookings?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: g.auth });
+      const res: { statusCode: number; json(): { items: { id: string }[]; nextCursor: string | null } } = await t.app.inject({ method: 'GET', url: `/bookings?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: g.auth });
       expect(res.statusCode).toBe(200);
       const page = res.json();
-      seen.push(...page.items.map((b: { id: string }) => b.id));
+      seen.push(...page.items.map((b) => b.id));
       cursor = page.nextCursor;
     } while (cursor);
     expect(seen).toEqual([...ids].reverse());

@@ -36,3 +36,19 @@ describe('logs', () => {
     expect(lines.filter((l) => l.req).every((l) => typeof l.reqId === 'string')).toBe(true);
   });
 });
+
+describe('error serialisation', () => {
+  it('strips query parameters from database errors', async () => {
+    const { createLogger } = await import('../../src/logger.ts');
+    const { LogCapture } = await import('../helpers/app.ts');
+    const capture = new LogCapture();
+    const log = createLogger('info', 'test', capture);
+    const err = Object.assign(new Error('Failed query: insert into users values ($1)\nparams: secret@example.test,scrypt$hash'), {
+      params: ['secret@example.test', 'scrypt$hash'],
+    });
+    log.error({ err }, 'boom');
+    expect(capture.text).toContain('Failed query');
+    expect(capture.text).not.toContain('secret@example.test');
+    expect(capture.text).not.toContain('scrypt$hash');
+  });
+});

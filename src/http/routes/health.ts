@@ -25,7 +25,10 @@ export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
           outbox: { pending: s.pending, leased: s.leased, dead: s.dead, oldestPendingAgeSeconds: s.oldestPendingAgeSeconds },
         };
       } catch (err) {
-        request.log.warn({ err }, 'health check: database unreachable');
+        // The root cause (ECONNREFUSED, timeout…) is what an operator needs; not the whole query.
+        let cause: unknown = err;
+        while ((cause as { cause?: unknown }).cause) cause = (cause as { cause?: unknown }).cause;
+        request.log.warn({ reason: (cause as Error).message }, 'health check: database unreachable');
         return reply.status(503).send({ status: 'error' as const, db: 'down' as const });
       }
     },
