@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, propertyInput, signUp, type Session, type TestApp } from '../helpers/app.ts';
@@ -23,7 +24,7 @@ afterAll(async () => {
 const validBooking = () => ({ propertyId, checkIn: daysFromNow(10), checkOut: daysFromNow(12), guests: 2 });
 
 async function expectRejected(
-  req: Parameters<TestApp['app']['inject']>[0] & object,
+  req: InjectOptions,
   status: number,
   field?: string,
 ) {
@@ -108,7 +109,7 @@ describe('path and query validation', () => {
     ['GET', '/bookings/1', 'params.id'],
     ['POST', '/bookings/%27%3B%20drop%20table%20bookings--/cancel', 'params.id'],
   ])('%s %s → 400', async (method, url, field) => {
-    await expectRejected({ method: method as 'GET', url, headers: guest.auth }, 400, field);
+    await expectRejected({ method: method as 'GET' | 'POST', url, headers: guest.auth }, 400, field);
   });
 
   it('availability with bad ranges → 400', async () => {
