@@ -41,4 +41,14 @@ describe('loadConfig', () => {
     expect(names.length).toBeGreaterThan(20);
     for (const name of names) expect(example, name).toMatch(new RegExp(`^#? ?${name}=`, 'm'));
   });
+
+  it('docker-compose sets only variables the code reads', async () => {
+    const { readFileSync } = await import('node:fs');
+    const compose = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
+    const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
+    const known = new Set([...source.matchAll(/^\s{2}([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!));
+    const set = [...compose.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!).filter((n) => !n.startsWith('POSTGRES_'));
+    expect(set.length).toBeGreaterThan(5);
+    for (const name of set) expect(known, name).toContain(name);
+  });
 });
