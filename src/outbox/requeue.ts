@@ -24,7 +24,7 @@ export async function requeueDead(
 ): Promise<RequeueResult> {
   const where =
     'ids' in criteria
-      ? sql`public_id = any(${criteria.ids}::uuid[])`
+      ? sql`public_id = any(${sql.param(criteria.ids)}::uuid[])`
       : 'topic' in criteria
         ? sql`topic = ${criteria.topic}`
         : sql`true`;

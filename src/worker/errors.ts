@@ -1,0 +1,35 @@
+import { PermanentError } from '../errors.ts';
+
+/**
+ * Which failures are worth retrying. Permanent (DEAD at once):
+ * - the project's PermanentError, thrown by a handler that knows no retry can help;
+ * - an SMTP reply 5xx (nodemailer sets `responseCode`): the server refused for good (unknown
+ *   mailbox, message rejected).
+ * Everything else is transient and retried with backoff: SMTP 4xx (greylisting, mailbox busy),
+ * timeouts (ETIMEDOUT), refused or dropped connections (ECONNECTION, ECONNREFUSED), database
+ * blips, and any bug, which a deploy may fix before the attempts run out.
+ * (A payload that fails its topic's schema is also permanent; dispatch checks that before any
+ * handler runs.)
+ */
+export function isPermanent(err: unknown): boolean {
+  if (err instanceof PermanentError) return true;
+  const code = (err as { responseCode?: unknown } | null)?.responseCode;
+  return typeof code === 'number' && code >= 500 && code < 600;
+}
+
+const EMAIL = /[^\s<>()"',;:@]+@[^\s<>()"',;:@]+\.[A-Za-z]{2,}/g;
+
+/** Replaces anything shaped like an email address: SMTP errors quote the recipient. */
+export function redactEmails(s: string): string {
+  return s.replace(EMAIL, '[email]');
+}
+
+/** "email.host-new-booking: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
+export function describeFailure(handler: string, err: unknown): string {
+  const e = err instanceof Error ? err : new Error(String(err));
+  // nodemailer's errors are plain Errors with a code (ETIMEDOUT, ECONNECTION, EENVELOPE): keep it.
+  const code = (e as Error & { code?: unknown }).code;
+  const name = e.name === 'Error' && typeof code === 'string' ? `Error(${code})` : e.name;
+  const text = `${handler}: ${name}: ${e.message}`.replace(/\s+/g, ' ').trim();
+  return redactEmails(text).slice(0, 2000);
+}
