@@ -20,6 +20,8 @@ import { bookingRoutes } from './routes/bookings.ts';
 import { healthRoutes } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
 import { propertyRoutes } from './routes/properties.ts';
+import { searchRoutes } from './routes/search.ts';
+import type { SearchIndex } from '../search/search-index.ts';
 
 /** What every route plugin receives: the app's dependencies, built once by the caller. */
 export interface AppContext {
@@ -27,6 +29,8 @@ export interface AppContext {
   db: Database;
   /** Runs after a property change commits (the search index's direct write). */
   afterPropertyCommit?: AfterPropertyCommit;
+  /** The search index (its own pool); GET /search opens one from config if not given. */
+  searchIndex?: SearchIndex;
   /** Today's date (YYYY-MM-DD, UTC); tests pin it. */
   today?: () => string;
 }
@@ -116,6 +120,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(authRoutes, routeCtx);
   await app.register(propertyRoutes, routeCtx);
   await app.register(bookingRoutes, routeCtx);
+  await app.register(searchRoutes, routeCtx);
   await app.register(adminRoutes, routeCtx);
   return app;
 }

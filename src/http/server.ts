@@ -2,6 +2,8 @@ import closeWithGrace from 'close-with-grace';
 import { loadConfig } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
 import { createLogger } from '../logger.ts';
+import { createDirectIndexer } from '../search/direct-index.ts';
+import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { buildApp } from './app.ts';
 
 /**
@@ -12,8 +14,20 @@ async function main() {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const db = createDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'stayhub-api' });
-  const app = await buildApp({ config, logger, db });
-  app.addHook('onClose', async () => db.close());
+  // The search index on its own pool, shared by GET /search and the direct write after a save.
+  const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-api-search' });
+  const direct = createDirectIndexer({
+    db: db.db,
+    searchIndex,
+    log: logger.child({ component: 'search-direct' }),
+    timeoutMs: config.SEARCH_DIRECT_TIMEOUT_MS,
+  });
+  const app = await buildApp({ config, logger, db, searchIndex, afterPropertyCommit: direct.afterPropertyCommit });
+  app.addHook('onClose', async () => {
+    await direct.drain(); // direct index writes still running in the background use both pools
+    await searchIndex.close();
+    await db.close();
+  });
 
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_SECONDS * 1000, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'shutting down after an error');

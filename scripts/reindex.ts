@@ -1,0 +1,99 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../src/config.ts';
+import { createDatabase } from '../src/db/client.ts';
+import { createPostgresSearchIndex, searchIndexOptions } from '../src/search/postgres-search-index.ts';
+import { reindex, type ReindexProgress, type ReindexSummary } from '../src/search/reindex.ts';
+
+/*
+ * `npm run reindex [-- --batch-size N]`: rebuilds the search index from the properties table,
+ * in place, while the API keeps serving (see src/search/reindex.ts).
+ *
+ * On a terminal: a live line with count, rate and ETA. Otherwise (CI, cron, a pipe): one summary
+ * line at the end. Ctrl-C finishes the batch in flight and exits 130 with the summary so far; a
+ * second Ctrl-C exits at once (the batch in flight rolls back — the index stays consistent).
+ */
+
+const HELP = `usage: npm run reindex [-- --batch-size N]
+Rebuilds the search index from the properties table without emptying it first.`;
+
+const n = (x: number) => Math.round(x).toLocaleString('en-US');
+const secs = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
+const rate = (p: ReindexProgress) => (p.elapsedMs > 0 ? (p.done / p.elapsedMs) * 1000 : 0);
+
+function progressLine(p: ReindexProgress): string {
+  if (p.pass === 'sweep') return `reindex: sweeping documents of removed properties… ${n(p.removed)} removed`;
+  const r = rate(p);
+  const pct = p.total ? Math.min(100, (p.done / p.total) * 100).toFixed(0) : '100';
+  const eta = r > 0 && p.total > p.done ? secs(((p.total - p.done) / r) * 1000) : '—';
+  return `reindex: ${n(p.done)}/${n(p.total)} (${pct}%) · ${n(r)}/s · ETA ${eta}`;
+}
+
+function summaryLine(s: ReindexSummary): string {
+  return (
+    `reindex ${s.interrupted ? 'INTERRUPTED' : 'done'}: ${n(s.done)}/${n(s.total)} properties in ${secs(s.elapsedMs)} ` +
+    `(${n(rate(s))}/s) · ${n(s.written)} written, ${n(s.unchanged)} unchanged, ${n(s.removed)} removed · ` +
+    `${n(s.documents)} documents in the index`
+  );
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: { 'batch-size': { type: 'string', default: '500' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
+  const batchSize = Number(values['batch-size']);
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
+    process.stderr.write('--batch-size must be a whole number from 1 to 10000\n');
+    return 2;
+  }
+
+  const config = loadConfig();
+  const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex' });
+  const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), max: 2, applicationName: 'stayhub-reindex' });
+  const tty = process.stdout.isTTY === true;
+  const stop = new AbortController();
+
+  const onSignal = () => {
+    if (stop.signal.aborted) {
+      process.stderr.write('\nreindex: stopping now (the batch in flight rolls back)\n');
+      process.exit(130);
+    }
+    stop.abort();
+    process.stderr.write(`${tty ? '\n' : ''}reindex: finishing the current batch, then stopping (Ctrl-C again to stop now)\n`);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  let lastDraw = 0;
+  try {
+    const summary = await reindex({
+      db: db.db,
+      searchIndex,
+      batchSize,
+      signal: stop.signal,
+      onProgress: (p) => {
+        const now = Date.now();
+        if (!tty || now - lastDraw < 100) return;
+        lastDraw = now;
+        process.stdout.write(`\r\x1b[K${progressLine(p)}`);
+      },
+    });
+    if (tty) process.stdout.write('\r\x1b[K');
+    process.stdout.write(`${summaryLine(summary)}\n`);
+    return summary.interrupted ? 130 : 0;
+  } finally {
+    await searchIndex.close();
+    await db.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`\nreindex failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,33 @@
+import type { Db } from '../../db/client.ts';
+import type { SearchIndex } from '../../search/search-index.ts';
+import { indexProperties } from '../../search/source.ts';
+import type { Handler } from '../registry.ts';
+
+export const SEARCH_INDEX_PROPERTY = 'search.index-property';
+
+export interface SearchIndexPropertyDeps {
+  db: Db;
+  searchIndex: SearchIndex;
+}
+
+/**
+ * `property.changed` → the property's search document. The event is only a trigger: the handler
+ * re-reads the property row (the truth) and upserts its document, or removes it if the property
+ * is inactive or gone. Running it twice, or for messages in any order, leaves the index as the
+ * latest row says: sync() serialises writers of one document and reads the row after taking the
+ * document's lock, and the upsert never replaces a document built from a newer row.
+ *
+ * An unreachable or slow index throws, and the worker retries with backoff; after MAX_ATTEMPTS the
+ * message goes DEAD, which for this derived data means "stale until requeued or reindexed", not a
+ * lost fact.
+ */
+export function searchIndexPropertyHandler(deps: SearchIndexPropertyDeps): Handler<'property.changed'> {
+  return {
+    name: SEARCH_INDEX_PROPERTY,
+    topic: 'property.changed',
+    async handle({ payload, log }) {
+      const counts = await indexProperties(deps.db, deps.searchIndex, [payload.propertyId]);
+      log.debug({ propertyId: payload.propertyId, reason: payload.reason, ...counts }, 'search document synced');
+    },
+  };
+}
