@@ -6,6 +6,7 @@ import { createDatabase } from '../db/client.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { TOPIC_NAMES } from '../outbox/topics.ts';
+import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 import { createWorker } from './loop.ts';
 import { HandlerRegistry, type Handler } from './registry.ts';
@@ -121,10 +122,12 @@ export async function main(opts: MainOptions): Promise<number> {
     applicationName: 'stayhub-worker',
   });
   const mailer = createMailer(config);
-  const deps: HandlerDeps = { config, db: database.db, mailer, logger };
+  const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-worker-search' });
+  const deps: HandlerDeps = { config, db: database.db, mailer, logger, searchIndex };
   const registry = buildRegistry(deps, opts.extraHandlers);
   const cleanup = async () => {
     mailer.close();
+    await searchIndex.close();
     await database.close();
   };
 

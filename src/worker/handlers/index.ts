@@ -2,8 +2,10 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
+import type { SearchIndex } from '../../search/search-index.ts';
 import type { Handler } from '../registry.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from './booking-emails.ts';
+import { searchIndexPropertyHandler } from './search-index-property.ts';
 
 /** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
 export interface HandlerDeps {
@@ -12,6 +14,8 @@ export interface HandlerDeps {
   db: Db;
   mailer: Mailer;
   logger: Logger;
+  /** The search index, on its own pool (SEARCH_DATABASE_URL, SEARCH_STATEMENT_TIMEOUT_MS). */
+  searchIndex: SearchIndex;
 }
 
 /**
@@ -26,5 +30,6 @@ export function defaultHandlers(deps: HandlerDeps): Handler<any>[] {
     hostNewBooking(deps),
     guestCancellation(deps),
     hostCancellation(deps),
+    searchIndexPropertyHandler(deps),
   ];
 }
