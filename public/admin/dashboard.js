@@ -1,0 +1,316 @@
+// The outbox dashboard: vanilla JS against the admin API. Everything shown comes from
+// /admin/outbox/*, authorised by the bearer token kept in sessionStorage (gone when the tab closes).
+// Every value from the server is put into the page with textContent, never innerHTML: a
+// last_error or a payload is data, and must not become markup.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'stayhub.adminToken';
+  const params = new URLSearchParams(location.search);
+  // ?refresh=ms lets a test (or an impatient operator) refresh faster; bounded to 1–60 s.
+  const REFRESH_MS = Math.min(60_000, Math.max(1_000, Number(params.get('refresh')) || 5_000));
+  const DEAD_PAGE = 100;
+
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, props = {}, ...children) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(props)) {
+      if (k === 'class') node.className = v;
+      else if (k === 'text') node.textContent = v;
+      else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+      else if (k in node) node[k] = v;
+      else node.setAttribute(k, v);
+    }
+    for (const c of children) node.append(c);
+    return node;
+  };
+
+  let timer = null;
+  const selected = new Set();
+  let lastDead = [];
+
+  // ---------------------------------------------------------------- API
+
+  class SignedOut extends Error {}
+
+  async function api(path, { method = 'GET', body } = {}) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) throw new SignedOut();
+    const headers = { authorization: `Bearer ${token}` };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    if (res.status === 401 || res.status === 403) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      throw new SignedOut(res.status === 403 ? 'This account is not an admin.' : 'Your session has ended. Sign in again.');
+    }
+    const data = res.status === 204 ? null : await res.json().catch(() => null);
+    if (!res.ok) throw new Error((data && (data.detail || data.title)) || `HTTP ${res.status}`);
+    return data;
+  }
+
+  // ---------------------------------------------------------------- sign-in
+
+  function showSignIn(message = '') {
+    stopRefresh();
+    $('dashboard').hidden = true;
+    $('sign-out').hidden = true;
+    $('sign-in').hidden = false;
+    $('sign-in-error').textContent = message;
+    setStatus('');
+    $('email').focus();
+  }
+
+  function showDashboard() {
+    $('sign-in').hidden = true;
+    $('dashboard').hidden = false;
+    $('sign-out').hidden = false;
+    refresh();
+  }
+
+  $('sign-in-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const button = $('sign-in-button');
+    button.disabled = true;
+    $('sign-in-error').textContent = '';
+    try {
+      const res = await fetch('/auth/login', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: $('email').value, password: $('password').value }),
+      });
+      const data = await res.json().catch(() => null);
+      if (!res.ok) throw new Error((data && (data.detail || data.title)) || `HTTP ${res.status}`);
+      if (data.user.role !== 'admin') {
+        // Do not keep a non-admin's session open in this tab.
+        await fetch('/auth/logout', { method: 'POST', headers: { authorization: `Bearer ${data.token}` } });
+        throw new Error('This account is not an admin.');
+      }
+      sessionStorage.setItem(TOKEN_KEY, data.token);
+      $('password').value = '';
+      showDashboard();
+    } catch (err) {
+      $('sign-in-error').textContent = err.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  $('sign-out').addEventListener('click', async () => {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (token) await fetch('/auth/logout', { method: 'POST', headers: { authorization: `Bearer ${token}` } }).catch(() => {});
+    showSignIn();
+  });
+
+  // ---------------------------------------------------------------- refresh loop
+
+  function stopRefresh() {
+    clearTimeout(timer);
+    timer = null;
+  }
+
+  function setStatus(text, failed = false) {
+    $('status').textContent = text;
+    $('status').classList.toggle('failed', failed);
+  }
+
+  async function refresh() {
+    stopRefresh();
+    try {
+      const [stats, dead, depth] = await Promise.all([
+        api('/admin/outbox/stats'),
+        api(`/admin/outbox/messages?status=DEAD&limit=${DEAD_PAGE}`),
+        api('/admin/outbox/depth?minutes=60'),
+      ]);
+      renderNumbers(stats);
+      renderTopics(stats);
+      renderDead(dead.items, stats.dead);
+      renderChart(depth.points);
+      setStatus(`Updated ${new Date().toLocaleTimeString()}`);
+    } catch (err) {
+      if (err instanceof SignedOut) return showSignIn(err.message);
+      // Keep the last numbers on screen, and say they are stale.
+      setStatus(`Refresh failed: ${err.message}`, true);
+    }
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && !$('dashboard').hidden) refresh();
+  });
+
+  // ---------------------------------------------------------------- rendering
+
+  const fmt = (n) => n.toLocaleString();
+
+  function age(seconds) {
+    if (seconds === null || seconds === undefined) return '—';
+    if (seconds < 60) return `${seconds}s`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)}m ${seconds % 60}s`;
+    if (seconds < 86400) return `${Math.floor(seconds / 3600)}h ${Math.floor((seconds % 3600) / 60)}m`;
+    return `${Math.floor(seconds / 86400)}d ${Math.floor((seconds % 86400) / 3600)}h`;
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+
+  function renderNumbers(s) {
+    $('n-pending').textContent = fmt(s.pending);
+    $('n-leased').textContent = `${fmt(s.leased)} being handled`;
+    $('n-oldest').textContent = age(s.oldestPendingAgeSeconds);
+    $('n-dead').textContent = fmt(s.dead);
+    $('n-done').textContent = fmt(s.doneLastHour);
+    $('card-dead').classList.toggle('alarm', s.dead > 0);
+    // Past ten minutes the worker is stuck or down (docs/operating.md has the reasoning).
+    $('card-oldest').classList.toggle('alarm', (s.oldestPendingAgeSeconds ?? 0) > 600);
+    const unknown = $('unknown-topics');
+    unknown.hidden = s.unknownTopics.length === 0;
+    unknown.textContent = s.unknownTopics.length
+      ? `No handler for: ${s.unknownTopics.join(', ')}. These messages stay pending until a worker that handles them is deployed.`
+      : '';
+  }
+
+  function renderTopics(s) {
+    const body = $('topics').tBodies[0];
+    const rows = s.byTopic.map((t) => {
+      const retry = t.dead > 0
+        ? el('button', { type: 'button', class: 'small', text: `Retry ${t.dead} dead`, onclick: () => retryTopic(t.topic, t.dead) })
+        : '';
+      return el('tr', { class: t.handled ? '' : 'unhandled', 'data-topic': t.topic },
+        el('td', { text: t.topic }),
+        el('td', { class: 'num', text: fmt(t.pending) }),
+        el('td', { class: 'num', text: fmt(t.leased) }),
+        el('td', { class: t.dead > 0 ? 'num bad' : 'num', text: fmt(t.dead) }),
+        el('td', { class: 'num', text: fmt(t.doneLastHour) }),
+        el('td', { class: 'num', text: age(t.oldestPendingAgeSeconds) }),
+        el('td', {}, retry),
+      );
+    });
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 7, class: 'muted', text: 'No messages in the last hour.' })));
+    body.replaceChildren(...rows);
+  }
+
+  function renderDead(items, total) {
+    lastDead = items;
+    const ids = new Set(items.map((m) => m.id));
+    for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
+    $('dead-count').textContent = total > items.length ? `(${fmt(items.length)} newest of ${fmt(total)})` : `(${fmt(total)})`;
+    $('dead-empty').hidden = items.length > 0;
+    $('dead').hidden = items.length === 0;
+    $('dead').tBodies[0].replaceChildren(
+      ...items.map((m) =>
+        el('tr', { 'data-id': m.id },
+          el('td', {}, el('input', {
+            type: 'checkbox',
+            checked: selected.has(m.id),
+            'aria-label': `Select ${m.id}`,
+            onchange: (e) => { e.target.checked ? selected.add(m.id) : selected.delete(m.id); updateSelection(); },
+          })),
+          el('td', {}, el('button', { type: 'button', class: 'link', title: m.id, text: m.id.slice(0, 8), onclick: () => showDetail(m.id) })),
+          el('td', { text: m.topic }),
+          el('td', { class: 'num', text: String(m.attempts) }),
+          el('td', { text: when(m.processedAt) }),
+          el('td', { class: 'error-text', text: m.lastError ?? '' }),
+          el('td', {}, el('button', { type: 'button', class: 'small retry', text: 'Retry', onclick: () => retryOne(m) })),
+        ),
+      ),
+    );
+    updateSelection();
+  }
+
+  function updateSelection() {
+    $('retry-selected').disabled = selected.size === 0;
+    $('retry-selected').textContent = selected.size ? `Retry selected (${selected.size})` : 'Retry selected';
+    $('select-all').checked = lastDead.length > 0 && selected.size === lastDead.length;
+  }
+
+  $('select-all').addEventListener('change', (e) => {
+    selected.clear();
+    if (e.target.checked) for (const m of lastDead) selected.add(m.id);
+    for (const box of $('dead').tBodies[0].querySelectorAll('input[type=checkbox]')) box.checked = e.target.checked;
+    updateSelection();
+  });
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs) => {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    return node;
+  };
+
+  function renderChart(points) {
+    const W = 600, H = 160, PAD = 6;
+    const max = Math.max(1, ...points.map((p) => Math.max(p.pending, p.dead)));
+    const t0 = new Date(points[0].at).getTime();
+    const t1 = new Date(points[points.length - 1].at).getTime();
+    const x = (p) => ((new Date(p.at).getTime() - t0) / Math.max(1, t1 - t0)) * W;
+    const y = (v) => H - PAD - (v / max) * (H - 2 * PAD);
+    const line = (key) => points.map((p) => `${x(p).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
+    const chart = $('chart');
+    chart.replaceChildren(
+      ...[0.25, 0.5, 0.75].map((f) => svg('line', { class: 'grid', x1: 0, x2: W, y1: y(max * f), y2: y(max * f) })),
+      svg('polygon', { class: 'pending-area', points: `0,${H} ${line('pending')} ${W},${H}` }),
+      svg('polyline', { class: 'pending', points: line('pending') }),
+      svg('polyline', { class: 'dead', points: line('dead') }),
+    );
+    $('chart-max').textContent = `max ${fmt(max)}`;
+  }
+
+  // ---------------------------------------------------------------- actions
+
+  async function act(confirmText, path, body) {
+    if (!confirm(confirmText)) return;
+    try {
+      const result = await api(path, { method: 'POST', body });
+      setStatus(`${result.affected} message(s) back to pending`);
+      for (const id of result.messageIds) selected.delete(id);
+    } catch (err) {
+      if (err instanceof SignedOut) return showSignIn(err.message);
+      alert(`Retry failed: ${err.message}`);
+    }
+    refresh();
+  }
+
+  const REPLAY_NOTE = 'It goes back to PENDING with its attempts reset; handlers that already succeeded for it are not run again.';
+
+  function retryOne(m) {
+    return act(`Retry message ${m.id} (${m.topic})?\n\n${REPLAY_NOTE}`, `/admin/outbox/messages/${m.id}/retry`);
+  }
+
+  $('retry-selected').addEventListener('click', () => {
+    const ids = [...selected];
+    if (ids.length) act(`Retry ${ids.length} dead message(s)?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { ids });
+  });
+
+  function retryTopic(topic, count) {
+    return act(`Retry all ${count} dead message(s) of ${topic}?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { topic });
+  }
+
+  async function showDetail(id) {
+    try {
+      const m = await api(`/admin/outbox/messages/${id}`);
+      $('detail-id').textContent = m.id;
+      const fields = [
+        ['Topic', m.topic], ['Key', m.key ?? '—'], ['Status', m.leased ? `${m.status} (leased)` : m.status],
+        ['Attempts', String(m.attempts)], ['Available at', when(m.availableAt)], ['Last error', m.lastError ?? '—'],
+        ['Handlers', m.handlers.length ? m.handlers.map((h) => `${h.name}: ${h.state}`).join(', ') : m.handlersDone.join(', ') || '—'],
+      ];
+      $('detail-fields').replaceChildren(...fields.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })]));
+      $('detail-history').replaceChildren(
+        ...m.history.map((h) => el('li', { text: `${when(h.at)} — ${h.event}${h.detail ? `: ${h.detail}` : ''}` })),
+      );
+      $('detail-payload').textContent = JSON.stringify(m.payload, null, 2);
+      $('detail').hidden = false;
+      $('detail').scrollIntoView({ behavior: 'smooth', block: 'start' });
+    } catch (err) {
+      if (err instanceof SignedOut) return showSignIn(err.message);
+      alert(`Could not load the message: ${err.message}`);
+    }
+  }
+
+  $('detail-close').addEventListener('click', () => { $('detail').hidden = true; });
+
+  // ---------------------------------------------------------------- start
+
+  if (sessionStorage.getItem(TOKEN_KEY)) showDashboard();
+  else showSignIn();
+})();

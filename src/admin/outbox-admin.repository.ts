@@ -1,0 +1,164 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import type { OutboxStatus } from '../db/schema.ts';
+
+/** An outbox row as the admin side reads it (internal id kept only for paging). */
+export interface OutboxMessageRow {
+  id: number;
+  publicId: string;
+  topic: string;
+  key: string | null;
+  status: OutboxStatus;
+  attempts: number;
+  availableAt: Date;
+  claimId: string | null;
+  claimedAt: Date | null;
+  handlersDone: string[];
+  processedAt: Date | null;
+  lastError: string | null;
+  createdAt: Date;
+  /** True while a worker holds the message (claimed, lease not yet run out). Computed by Postgres' clock. */
+  leased: boolean;
+}
+
+type RawRow = {
+  id: string;
+  public_id: string;
+  topic: string;
+  key: string | null;
+  status: OutboxStatus;
+  attempts: number;
+  available_at: Date;
+  claim_id: string | null;
+  claimed_at: Date | null;
+  handlers_done: string[];
+  processed_at: Date | null;
+  last_error: string | null;
+  created_at: Date;
+  leased: boolean;
+};
+
+const toRow = (r: RawRow): OutboxMessageRow => ({
+  id: Number(r.id),
+  publicId: r.public_id,
+  topic: r.topic,
+  key: r.key,
+  status: r.status,
+  attempts: r.attempts,
+  availableAt: new Date(r.available_at),
+  claimId: r.claim_id,
+  claimedAt: r.claimed_at && new Date(r.claimed_at),
+  handlersDone: r.handlers_done,
+  processedAt: r.processed_at && new Date(r.processed_at),
+  lastError: r.last_error,
+  createdAt: new Date(r.created_at),
+  leased: r.leased,
+});
+
+// "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline (available_at
+// while claimed) still ahead. A claim whose lease ran out is claimable again, so it is not leased.
+const COLUMNS = sql`id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
+  handlers_done, processed_at, last_error, created_at,
+  (status = 'PENDING' and claim_id is not null and available_at > now()) as leased`;
+
+export interface ListFilter {
+  status?: OutboxStatus;
+  topic?: string;
+  /** Internal id of the last row of the previous page. */
+  beforeId?: number;
+  limit: number;
+}
+
+/**
+ * Keyset pagination, newest first, on the internal id. `id < $cursor order by id desc limit n`
+ * never repeats or skips a row when new messages arrive between pages, and costs the same on page
+ * 100 as on page 1 (OFFSET would read and throw away every earlier row). For DEAD rows, the query
+ * the dashboard runs every few seconds, the partial index outbox_dead_idx (topic, id) holds
+ * exactly the candidates; PENDING and DONE walk the primary key backwards.
+ */
+export async function listMessages(db: Db, f: ListFilter): Promise<OutboxMessageRow[]> {
+  const conds: SQL[] = [sql`true`];
+  if (f.status) conds.push(sql`status = ${f.status}`);
+  if (f.topic) conds.push(sql`topic = ${f.topic}`);
+  if (f.beforeId !== undefined) conds.push(sql`id < ${f.beforeId}`);
+  const { rows } = await db.execute<RawRow>(sql`
+    select ${COLUMNS} from outbox
+     where ${sql.join(conds, sql` and `)}
+     order by id desc
+     limit ${f.limit}`);
+  return rows.map(toRow);
+}
+
+export async function findMessage(db: Db, publicId: string): Promise<(OutboxMessageRow & { payload: unknown }) | undefined> {
+  const { rows } = await db.execute<RawRow & { payload: unknown }>(sql`
+    select ${COLUMNS}, payload from outbox where public_id = ${publicId}::uuid`);
+  const r = rows[0];
+  return r && { ...toRow(r), payload: r.payload };
+}
+
+/** The internal id behind a cursor's public id, if that message still exists (purge deletes old DONE rows). */
+export async function idOf(db: Db, publicId: string): Promise<number | undefined> {
+  const { rows } = await db.execute<{ id: string }>(sql`select id from outbox where public_id = ${publicId}::uuid`);
+  return rows[0] ? Number(rows[0].id) : undefined;
+}
+
+export interface AuditEntry {
+  at: Date;
+  actor: string;
+  action: string;
+  affected: number;
+}
+
+/**
+ * Replays that included this message. outbox_audit is written once per replay by people, so it
+ * stays small; a scan with `= any(message_ids)` is fine and needs no index.
+ */
+export async function auditFor(db: Db, publicId: string): Promise<AuditEntry[]> {
+  const { rows } = await db.execute<{ created_at: Date; actor: string; action: string; affected: number }>(sql`
+    select created_at, actor, action, affected from outbox_audit
+     where ${publicId}::uuid = any(message_ids)
+     order by id`);
+  return rows.map((r) => ({ at: new Date(r.created_at), actor: r.actor, action: r.action, affected: r.affected }));
+}
+
+export interface DepthPoint {
+  at: Date;
+  /** Messages written but not yet DONE or DEAD at that moment (what the worker still owed). */
+  pending: number;
+  /** Messages that had died by then and are still DEAD now. */
+  dead: number;
+}
+
+/**
+ * Depth over the last `minutes`, one point a minute, reconstructed from the table itself rather
+ * than sampled: a message was pending at time t if it was created by t and not yet processed
+ * (DONE or DEAD) at t. Only three kinds of rows can have been pending in the window: those still
+ * PENDING, those DEAD, and those that became DONE inside it; each is read through its own partial
+ * index, so the DONE history outside the window is never scanned. A message that died and was
+ * replayed lost its first processed_at, so it counts as pending for its whole life: a small
+ * overstatement, on the safe side.
+ */
+export async function depthHistory(db: Db, minutes: number): Promise<DepthPoint[]> {
+  const { rows } = await db.execute<{ at: Date; pending: string; dead: string }>(sql`
+    with window_rows as (
+      select created_at, processed_at, status from outbox where status = 'PENDING'
+      union all
+      select created_at, processed_at, status from outbox where status = 'DEAD'
+      union all
+      select created_at, processed_at, status from outbox
+       where status = 'DONE' and processed_at > now() - make_interval(mins => ${minutes})
+    ),
+    points as (
+      select generate_series(date_trunc('minute', now()) - make_interval(mins => ${minutes}),
+                             date_trunc('minute', now()), interval '1 minute') as at
+      union all
+      select now()
+    )
+    select p.at,
+           count(w.*) filter (where w.created_at <= p.at and (w.processed_at is null or w.processed_at > p.at)) as pending,
+           count(w.*) filter (where w.status = 'DEAD' and w.processed_at <= p.at) as dead
+      from points p left join window_rows w on w.created_at <= p.at
+     group by p.at
+     order by p.at`);
+  return rows.map((r) => ({ at: new Date(r.at), pending: Number(r.pending), dead: Number(r.dead) }));
+}

@@ -1,0 +1,112 @@
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
+import { contractCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import * as service from '../../admin/outbox-admin.service.ts';
+import {
+  bulkRetryBody,
+  depthQuery,
+  depthResponse,
+  listMessagesQuery,
+  messageDetailResponse,
+  messageListResponse,
+  messageParams,
+  retryResponse,
+  statsResponse,
+} from '../../admin/outbox-admin.schemas.ts';
+import { currentUser } from '../plugins/auth.ts';
+import type { AppContext } from '../app.ts';
+
+export interface AdminRoutesOptions extends AppContext {
+  /** Which topics the worker handles, and with which handlers. Defaults to the topic contract. */
+  handlerCatalogue?: HandlerCatalogue;
+}
+
+/**
+ * The operator's view: the outbox admin API (admins only) and the dashboard's static files.
+ *
+ * Every /admin/outbox route sits in one encapsulated scope whose onRequest hook is
+ * `requireRole('admin')`, so a route added here later cannot forget it: 401 without a token,
+ * 403 for anyone but an admin, before the query or body is even parsed.
+ */
+export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app, opts) => {
+  const deps = { db: opts.db.db, catalogue: opts.handlerCatalogue ?? contractCatalogue() };
+
+  await app.register(dashboardFiles);
+
+  await app.register(async (scope) => {
+    const api = scope.withTypeProvider<ZodTypeProvider>();
+    api.addHook('onRequest', api.requireRole('admin'));
+    const tags = ['admin'];
+    const security = [{ bearer: [] }];
+
+    api.get('/admin/outbox/stats', { schema: { tags, security, response: { 200: statsResponse } } }, async () =>
+      service.stats(deps),
+    );
+
+    api.get(
+      '/admin/outbox/depth',
+      { schema: { tags, security, querystring: depthQuery, response: { 200: depthResponse } } },
+      async (request) => service.depth(deps, request.query.minutes),
+    );
+
+    api.get(
+      '/admin/outbox/messages',
+      { schema: { tags, security, querystring: listMessagesQuery, response: { 200: messageListResponse } } },
+      async (request) => service.listMessages(deps, request.query),
+    );
+
+    api.get(
+      '/admin/outbox/messages/:publicId',
+      { schema: { tags, security, params: messageParams, response: { 200: messageDetailResponse } } },
+      async (request) => service.getMessage(deps, request.params.publicId),
+    );
+
+    api.post(
+      '/admin/outbox/messages/:publicId/retry',
+      { schema: { tags, security, params: messageParams, response: { 200: retryResponse } } },
+      async (request) => {
+        const result = await service.retryOne(deps, currentUser(request), request.params.publicId);
+        request.log.info({ messageIds: result.messageIds, adminId: currentUser(request).publicId }, 'dead letter replayed');
+        return result;
+      },
+    );
+
+    api.post(
+      '/admin/outbox/retry',
+      { schema: { tags, security, body: bulkRetryBody, response: { 200: retryResponse } } },
+      async (request) => {
+        const result = await service.retryMany(deps, currentUser(request), request.body);
+        request.log.info(
+          { affected: result.affected, topic: 'topic' in request.body ? request.body.topic : undefined, adminId: currentUser(request).publicId },
+          'dead letters replayed',
+        );
+        return result;
+      },
+    );
+  });
+};
+
+/**
+ * The dashboard: three static files, read once at start-up and served from memory. A fixed list,
+ * not a directory handler, so no request path can reach any other file. Scripts and styles are
+ * separate files because helmet's Content-Security-Policy forbids inline ones. The page itself
+ * is public (it holds no data); everything it shows comes from the admin API with a token.
+ */
+async function dashboardFiles(app: FastifyInstance) {
+  const dir = new URL('../../../public/admin/', import.meta.url);
+  const files = [
+    { urls: ['/admin', '/admin/'], file: 'index.html', type: 'text/html; charset=utf-8' },
+    { urls: ['/admin/dashboard.js'], file: 'dashboard.js', type: 'text/javascript; charset=utf-8' },
+    { urls: ['/admin/dashboard.css'], file: 'dashboard.css', type: 'text/css; charset=utf-8' },
+  ];
+  for (const { urls, file, type } of files) {
+    const body = readFileSync(new URL(file, dir));
+    for (const url of urls) {
+      app.get(url, { schema: { hide: true } }, async (_request, reply) =>
+        // no-cache: the browser revalidates, so a deploy's new dashboard is picked up at once.
+        reply.type(type).header('cache-control', 'no-cache').send(body),
+      );
+    }
+  }
+}

@@ -1,0 +1,92 @@
+import { Gauge, type Registry } from 'prom-client';
+import type { Db } from '../db/client.ts';
+import { outboxStats, type OutboxStats } from '../outbox/stats.ts';
+import type { HandlerCatalogue } from '../admin/handler-catalogue.ts';
+
+export interface OutboxGaugeOptions {
+  db: Db;
+  catalogue: HandlerCatalogue;
+  /** How long one database read serves scrapes (default 5 s): several Prometheus servers or a fast interval still cost one query per period. */
+  cacheMs?: number;
+  now?: () => number;
+  /** Told when a read fails (the scrape still succeeds, with stats_up 0). */
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * The outbox's numbers as gauges, read from the database when Prometheus scrapes, never per
+ * request. One `outboxStats` query feeds every gauge; its result is kept `cacheMs`, and
+ * concurrent scrapes share the query in flight.
+ *
+ * Every handled topic always has a series (0 when empty), so an alert compares numbers instead of
+ * reasoning about absent series. If the database cannot be read, the outbox gauges are left empty
+ * for that scrape and `stayhub_outbox_stats_up` is 0: a stale number would look healthy.
+ */
+export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOptions): void {
+  const cacheMs = opts.cacheMs ?? 5_000;
+  const now = opts.now ?? Date.now;
+
+  let cached: { at: number; value: Promise<OutboxStats | null> } | undefined;
+  const read = (): Promise<OutboxStats | null> => {
+    if (cached && now() - cached.at < cacheMs) return cached.value;
+    const value = outboxStats(opts.db).catch((err: unknown) => {
+      opts.onError?.(err);
+      return null;
+    });
+    cached = { at: now(), value };
+    return value;
+  };
+
+  // prom-client starts every metric's collect() at once on a scrape and serialises each metric
+  // after its own collect resolves. All these gauges await the same promise, which applies one
+  // read to all of them synchronously, so a scrape never mixes two snapshots; within the cache
+  // period nothing is re-applied.
+  let applied: Promise<OutboxStats | null> | undefined;
+  let applying: Promise<void> = Promise.resolve();
+  function collect(): Promise<void> {
+    const value = read();
+    if (value !== applied) {
+      applied = value;
+      applying = value.then(apply);
+    }
+    return applying;
+  }
+
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Gauge<L>({ name, help, labelNames, registers: [registry], collect });
+
+  const messages = gauge(
+    'stayhub_outbox_messages',
+    'Outbox messages by status and topic. pending includes leased and backing-off messages; dead ones stay until replayed.',
+    ['status', 'topic'],
+  );
+  const leased = gauge('stayhub_outbox_leased_messages', 'PENDING messages a worker holds right now (claimed, lease not run out), by topic.', ['topic']);
+  const doneLastHour = gauge('stayhub_outbox_done_last_hour', 'Messages that became DONE in the last hour, by topic.', ['topic']);
+  const oldestAge = gauge(
+    'stayhub_outbox_oldest_pending_age_seconds',
+    'Age (since creation) of the oldest PENDING message, by topic; 0 when none is pending.',
+    ['topic'],
+  );
+  const unknownTopic = gauge(
+    'stayhub_outbox_unknown_topic_messages',
+    'PENDING messages whose topic has no handler in the worker (left pending, never dead-lettered), by topic.',
+    ['topic'],
+  );
+  const up = gauge('stayhub_outbox_stats_up', '1 if the last outbox stats read succeeded, 0 if the database could not be read.', []);
+
+  function apply(s: OutboxStats | null) {
+    for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic]) g.reset();
+    up.set(s ? 1 : 0);
+    if (!s) return;
+    const byTopic = new Map(s.byTopic.map((t) => [t.topic, t] as const));
+    for (const topic of new Set([...opts.catalogue.topics(), ...byTopic.keys()])) {
+      const t = byTopic.get(topic);
+      messages.set({ status: 'pending', topic }, t?.pending ?? 0);
+      messages.set({ status: 'dead', topic }, t?.dead ?? 0);
+      leased.set({ topic }, t?.leased ?? 0);
+      doneLastHour.set({ topic }, t?.doneLastHour ?? 0);
+      oldestAge.set({ topic }, t?.oldestPendingAgeSeconds ?? 0);
+      if (t && t.pending > 0 && !opts.catalogue.isHandled(topic)) unknownTopic.set({ topic }, t.pending);
+    }
+  }
+}
