@@ -1,0 +1,178 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { claimBatch } from '../../src/outbox/claim.ts';
+import * as settle from '../../src/outbox/settle.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { getMessage, getMessages, insertMessage, insertMessages, makeDue } from '../helpers/worker.ts';
+
+/*
+ * The claim and settle statements on their own, against real Postgres: SKIP LOCKED, no double
+ * claims under concurrency, per-key order, and fencing of late settles.
+ */
+
+let tdb: TestDatabase;
+beforeAll(async () => {
+  tdb = await createTestDatabase('wclaim');
+});
+afterAll(async () => {
+  await tdb?.drop();
+});
+beforeEach(async () => {
+  await tdb.db.execute(sql`truncate outbox`);
+});
+
+const claim = (limit = 10, leaseSeconds = 60) => claimBatch(tdb.db, { limit, leaseSeconds, claimId: randomUUID() });
+
+describe('claim', () => {
+  it('skips rows another transaction holds locked, and does not wait for it (SKIP LOCKED)', async () => {
+    const rows = await insertMessages(tdb.db, Array.from({ length: 10 }, () => ({ topic: 'test.t' })));
+    const ids = rows.map((r) => r.id);
+    const holder = new pg.Client({ connectionString: tdb.url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      // Worker A's claim transaction, frozen in the middle: it holds the first five rows.
+      await holder.query('select id from outbox where id = any($1) for update', [ids.slice(0, 5)]);
+
+      let started = performance.now();
+      const b = await claim(10);
+      let elapsed = performance.now() - started;
+      expect(b.map((m) => m.id).sort((x, y) => x - y)).toEqual(ids.slice(5));
+      expect(elapsed, `worker B blocked for ${elapsed.toFixed(0)} ms: waiting, not skipping`).toBeLessThan(1000);
+
+      // Everything left is either locked by A or leased by B: nothing, and at once.
+      started = performance.now();
+      expect(await claim(10)).toEqual([]);
+      elapsed = performance.now() - started;
+      expect(elapsed).toBeLessThan(1000);
+    } finally {
+      await holder.query('rollback');
+      await holder.end();
+    }
+    // A's rows are claimable once A is gone.
+    expect((await claim(10)).map((m) => m.id).sort((x, y) => x - y)).toEqual(ids.slice(0, 5));
+  });
+
+  it('N claimers in parallel over 2,000 messages never claim one twice', async () => {
+    await insertMessages(tdb.db, Array.from({ length: 2000 }, (_, i) => ({ topic: 'test.t', payload: { i } })));
+    const claimers = 8;
+    const seen: number[][] = await Promise.all(
+      Array.from({ length: claimers }, async () => {
+        const mine: number[] = [];
+        for (;;) {
+          const batch = await claim(25 + Math.floor(Math.random() * 50));
+          if (batch.length === 0) return mine;
+          mine.push(...batch.map((m) => m.id));
+        }
+      }),
+    );
+    const all = seen.flat();
+    expect(new Set(all).size).toBe(all.length);
+    expect(all.length).toBe(2000);
+    // More than one claimer did real work (otherwise this proved nothing about concurrency).
+    expect(seen.filter((s) => s.length > 0).length).toBeGreaterThan(1);
+    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where attempts <> 1 or claim_id is null`);
+    expect(rows[0]!.n).toBe(0);
+  });
+
+  it('takes the lease: attempts counted, claim token set, hidden until the lease ends', async () => {
+    const m = await insertMessage(tdb.db, 'test.t');
+    const [c] = await claim(10, 30);
+    expect(c).toMatchObject({ id: m.id, attempts: 1, handlersDone: [] });
+    const row = await getMessage(tdb.db, m.id);
+    expect(row.claim_id).toBe(c!.claimId);
+    expect(row.due_in).toBeGreaterThan(29);
+    expect(row.due_in).toBeLessThanOrEqual(30);
+    expect(await claim()).toEqual([]);
+    await makeDue(tdb.db); // the lease runs out (the worker died)
+    const [again] = await claim();
+    expect(again).toMatchObject({ id: m.id, attempts: 2 });
+    expect(again!.claimId).not.toBe(c!.claimId);
+  });
+
+  it('does not claim messages that are not due yet', async () => {
+    const m = await insertMessage(tdb.db, 'test.t');
+    await tdb.db.execute(sql`update outbox set available_at = now() + interval '5 seconds' where id = ${m.id}`);
+    expect(await claim()).toEqual([]);
+  });
+});
+
+describe('per-key order in the claim', () => {
+  it('holds back a message while an older one of its key is pending (new, leased or backing off); other keys go ahead', async () => {
+    const [a1, a2, b1, n1, n2] = await insertMessages(tdb.db, [
+      { topic: 't', key: 'A' },
+      { topic: 't', key: 'A' },
+      { topic: 't', key: 'B' },
+      { topic: 't', key: null },
+      { topic: 't', key: null },
+    ]);
+    const first = await claim(10);
+    // a2 waits for a1; messages without a key are not ordered.
+    expect(first.map((m) => m.id).sort((x, y) => x - y)).toEqual([a1!.id, b1!.id, n1!.id, n2!.id]);
+
+    // a1 leased: a2 still waits.
+    expect(await claim(10)).toEqual([]);
+    // a1 fails and backs off: a2 still waits (its confirmation has not gone yet).
+    const c1 = first.find((m) => m.id === a1!.id)!;
+    await settle.scheduleRetry(tdb.db, a1!.id, c1.claimId, 0.2, 'x');
+    await new Promise((r) => setTimeout(r, 300));
+    const second = await claim(10);
+    expect(second.map((m) => m.id)).toEqual([a1!.id]);
+    // a1 done: now a2.
+    await settle.markDone(tdb.db, a1!.id, second[0]!.claimId);
+    expect((await claim(10)).map((m) => m.id)).toEqual([a2!.id]);
+  });
+
+  it('a DEAD message does not block its key', async () => {
+    const [a1, a2] = await insertMessages(tdb.db, [
+      { topic: 't', key: 'A' },
+      { topic: 't', key: 'A' },
+    ]);
+    const [c] = await claim(10);
+    expect(c!.id).toBe(a1!.id);
+    await settle.markDead(tdb.db, a1!.id, c!.claimId, 'h: PermanentError: no');
+    expect((await claim(10)).map((m) => m.id)).toEqual([a2!.id]);
+  });
+});
+
+describe('fencing', () => {
+  it('a late worker settling after its lease was re-claimed changes nothing', async () => {
+    const m = await insertMessage(tdb.db, 'test.t');
+    const [late] = await claim(10, 1);
+    await makeDue(tdb.db); // late's lease has run out…
+    const [current] = await claim(10); // …and another worker claimed the message
+    expect(current!.claimId).not.toBe(late!.claimId);
+    const before = await getMessage(tdb.db, m.id);
+
+    expect(await settle.recordHandlerDone(tdb.db, m.id, late!.claimId, 'h1')).toBe(false);
+    expect(await settle.markDone(tdb.db, m.id, late!.claimId)).toBe(false);
+    expect(await settle.markDead(tdb.db, m.id, late!.claimId, 'late')).toBe(false);
+    expect(await settle.scheduleRetry(tdb.db, m.id, late!.claimId, 100, 'late')).toBe(false);
+    expect(await settle.releaseUnknownTopic(tdb.db, m.id, late!.claimId, 100)).toBe(false);
+    expect(await settle.handBack(tdb.db, [{ id: m.id, claimId: late!.claimId }])).toBe(0);
+    const after = await getMessage(tdb.db, m.id);
+    expect({ ...after, due_in: 0 }).toEqual({ ...before, due_in: 0 });
+
+    // The current claim settles normally.
+    expect(await settle.recordHandlerDone(tdb.db, m.id, current!.claimId, 'h1')).toBe(true);
+    expect(await settle.markDone(tdb.db, m.id, current!.claimId)).toBe(true);
+    const done = await getMessage(tdb.db, m.id);
+    expect(done).toMatchObject({ status: 'DONE', handlers_done: ['h1'], claim_id: null });
+    expect(done.processed_at).not.toBeNull();
+    // And once DONE, even the claim that did it cannot change it again.
+    expect(await settle.markDead(tdb.db, m.id, current!.claimId, 'x')).toBe(false);
+  });
+
+  it('hand-back returns claimed messages as they were: attempt not counted, due now', async () => {
+    const rows = await insertMessages(tdb.db, [{ topic: 't' }, { topic: 't' }]);
+    const claimed = await claim(10);
+    expect(await settle.handBack(tdb.db, claimed)).toBe(2);
+    const after = await getMessages(tdb.db, rows.map((r) => r.id));
+    for (const r of after) {
+      expect(r).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });
+      expect(r.due_in).toBeLessThanOrEqual(0);
+    }
+  });
+});
