@@ -81,8 +81,8 @@ export async function reindex(opts: ReindexOptions): Promise<ReindexSummary> {
 
   // Pass 2: documents whose property is gone (or inactive and missed above). Synced, not blindly
   // deleted, so a property activated a moment ago is upserted rather than removed.
-  p.pass = 'sweep';
   let after: string | null = null;
+  if (!signal?.aborted) p.pass = 'sweep';
   while (!signal?.aborted) {
     const ids = await searchIndex.listIds(after, batchSize);
     if (ids.length === 0) break;
@@ -93,6 +93,6 @@ export async function reindex(opts: ReindexOptions): Promise<ReindexSummary> {
     report();
   }
 
-  report();
+  p.elapsedMs = performance.now() - started;
   return { ...p, interrupted: !!signal?.aborted, documents: await searchIndex.count() };
 }
