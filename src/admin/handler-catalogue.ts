@@ -1,4 +1,5 @@
 import { TOPIC_NAMES } from '../outbox/topics.ts';
+import { defaultHandlers, type HandlerDeps } from '../worker/handlers/index.ts';
 
 /** One subscription of the worker: a handler name and the topic it handles. */
 export interface HandlerInfo {
@@ -48,4 +49,40 @@ export class HandlerCatalogue {
  */
 export function contractCatalogue(): HandlerCatalogue {
   return new HandlerCatalogue([], TOPIC_NAMES);
+}
+
+/**
+ * The worker's real subscriptions, read from its explicit handler list
+ * (src/worker/handlers/index.ts). Building a handler only captures its dependencies — they are
+ * used when it handles a message — so the list is built here with dependencies that refuse to be
+ * touched, and only names and topics are kept. Should a handler ever use a dependency while being
+ * built, this falls back to the topic contract and says so, rather than stopping the API.
+ *
+ * The API and the worker are deployed together from this tree; during a rolling deploy the API's
+ * view can briefly differ from the running worker's.
+ */
+export function workerCatalogue(onFallback?: (err: unknown) => void): HandlerCatalogue {
+  const refusing = (name: string) =>
+    new Proxy(
+      {},
+      {
+        get(_target, prop) {
+          throw new Error(`handler dependency ${name}.${String(prop)} used while building the handler list`);
+        },
+      },
+    );
+  const deps = {
+    config: refusing('config'),
+    db: refusing('db'),
+    mailer: refusing('mailer'),
+    logger: refusing('logger'),
+    searchIndex: refusing('searchIndex'),
+  } as unknown as HandlerDeps;
+  try {
+    const handlers = defaultHandlers(deps);
+    return new HandlerCatalogue(handlers.map((h) => ({ name: h.name, topic: h.topic })));
+  } catch (err) {
+    onFallback?.(err);
+    return contractCatalogue();
+  }
 }

@@ -10,6 +10,7 @@ import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgre
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 import { createWorker } from './loop.ts';
 import { HandlerRegistry, type Handler } from './registry.ts';
+import { serveWorkerMetrics, type MetricsServer } from '../metrics/worker-metrics.ts'; // metrics (issue 7)
 
 /*
  * `npm run drain-outbox -- [flags]`: the outbox worker, a process of its own. Safe to stop and
@@ -191,7 +192,20 @@ export async function main(opts: MainOptions): Promise<number> {
   process.on('SIGINT', onSignal);
 
   const startedAt = Date.now();
+  // --- metrics (issue 7): Prometheus text on WORKER_METRICS_PORT, only when it is set. -----------
+  let metricsServer: MetricsServer | undefined;
+  // --- end metrics
   try {
+    // --- metrics (issue 7)
+    if (config.WORKER_METRICS_PORT !== undefined) {
+      metricsServer = await serveWorkerMetrics(worker.events, {
+        port: config.WORKER_METRICS_PORT,
+        host: config.HOST,
+        batchSize: flags.batchSize ?? config.WORKER_BATCH_SIZE,
+      });
+      logger.info({ port: metricsServer.port }, 'worker metrics on /metrics');
+    }
+    // --- end metrics
     if (flags.mode === 'once') await worker.runOnce();
     else if (flags.mode === 'until-empty') await worker.runUntilEmpty();
     else {
@@ -208,6 +222,7 @@ export async function main(opts: MainOptions): Promise<number> {
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    await metricsServer?.close(); // metrics (issue 7)
     await cleanup();
   }
 }

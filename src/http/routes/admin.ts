@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
-import { contractCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
 import * as service from '../../admin/outbox-admin.service.ts';
 import {
   bulkRetryBody,
@@ -30,7 +30,12 @@ export interface AdminRoutesOptions extends AppContext {
  * 403 for anyone but an admin, before the query or body is even parsed.
  */
 export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app, opts) => {
-  const deps = { db: opts.db.db, catalogue: opts.handlerCatalogue ?? contractCatalogue() };
+  const deps = {
+    db: opts.db.db,
+    catalogue:
+      opts.handlerCatalogue ??
+      workerCatalogue((err) => app.log.warn({ err }, 'admin: could not read the worker handler list; using the topic contract')),
+  };
 
   await app.register(dashboardFiles);
 

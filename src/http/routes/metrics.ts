@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { contractCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
 import { createApiMetrics, type ApiMetrics } from '../../metrics/api-metrics.ts';
 import type { AppContext } from '../app.ts';
 
@@ -20,7 +20,7 @@ export function registerMetrics(
 ): ApiMetrics {
   const metrics = createApiMetrics({
     db: ctx.db.db,
-    catalogue: ctx.handlerCatalogue ?? contractCatalogue(),
+    catalogue: ctx.handlerCatalogue ?? workerCatalogue(),
     onOutboxReadError: (err) => app.log.warn({ err }, 'metrics: outbox stats could not be read'),
   });
 

@@ -1,0 +1,146 @@
+import type { EventEmitter } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+/**
+ * The worker's events as this module reads them (the contract is documented in
+ * src/worker/loop.ts). Typed structurally, so metrics do not depend on the worker's internals.
+ */
+export interface WorkerOutcomeEvent {
+  messageId: string;
+  topic: string;
+  handler: string | null;
+  attempt: number;
+  outcome: 'done' | 'retry' | 'dead' | 'unknown_topic' | 'handed_back';
+  durationMs: number;
+}
+
+export interface WorkerEventSource {
+  on(event: 'claimed', listener: (e: { count: number }) => void): unknown;
+  on(event: 'outcome', listener: (e: WorkerOutcomeEvent) => void): unknown;
+  off(event: 'claimed', listener: (e: { count: number }) => void): unknown;
+  off(event: 'outcome', listener: (e: WorkerOutcomeEvent) => void): unknown;
+}
+
+export interface WorkerMetrics {
+  registry: Registry;
+  /** Stops listening to the worker's events. */
+  detach(): void;
+}
+
+/** Outcomes without a handler (unknown topic, handed back, dead before any handler ran) share this label. */
+export const NO_HANDLER = 'none';
+
+/**
+ * Counters and histograms fed by the worker's events, in a registry of their own.
+ *
+ *   stayhub_worker_handler_outcomes_total{topic, handler, outcome}
+ *       outcome: done (handled) | retry (failed, will back off) | dead (failed for good) |
+ *                unknown_topic (no handler, left pending) | handed_back (returned at shutdown)
+ *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
+ *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
+ */
+export function createWorkerMetrics(events: WorkerEventSource | EventEmitter, opts: { batchSize?: number } = {}): WorkerMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const outcomes = new Counter({
+    name: 'stayhub_worker_handler_outcomes_total',
+    help: 'Handler outcomes by topic, handler and outcome (done, retry, dead, unknown_topic, handed_back).',
+    labelNames: ['topic', 'handler', 'outcome'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'stayhub_worker_handler_duration_seconds',
+    help: 'How long handlers ran, by topic, handler and outcome.',
+    labelNames: ['topic', 'handler', 'outcome'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  // Buckets up to the batch size: a batch that is always full says the worker is behind.
+  const max = opts.batchSize ?? 20;
+  const batchBuckets = [...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].filter((b) => b < max).concat(max))];
+  const batch = new Histogram({
+    name: 'stayhub_worker_claim_batch_size',
+    help: 'Messages per non-empty claim.',
+    buckets: batchBuckets,
+    registers: [registry],
+  });
+
+  const onClaimed = (e: { count: number }) => batch.observe(e.count);
+  const onOutcome = (e: WorkerOutcomeEvent) => {
+    const labels = { topic: e.topic, handler: e.handler ?? NO_HANDLER, outcome: e.outcome };
+    outcomes.inc(labels);
+    if (e.handler !== null) duration.observe(labels, e.durationMs / 1000);
+  };
+  const source = events as WorkerEventSource;
+  source.on('claimed', onClaimed);
+  source.on('outcome', onOutcome);
+  return {
+    registry,
+    detach() {
+      source.off('claimed', onClaimed);
+      source.off('outcome', onOutcome);
+    },
+  };
+}
+
+export interface MetricsServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A tiny HTTP server for Prometheus: GET /metrics and nothing else. Separate from the worker's
+ * work, so a scrape never waits for a handler; it holds no database connection.
+ */
+export async function startMetricsServer(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsServer> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics unavailable\n'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The worker's metrics, served on `port`: what src/worker/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
+export async function serveWorkerMetrics(
+  events: WorkerEventSource | EventEmitter,
+  opts: { port: number; host?: string; batchSize?: number },
+): Promise<MetricsServer> {
+  const metrics = createWorkerMetrics(events, { batchSize: opts.batchSize });
+  let server: MetricsServer;
+  try {
+    server = await startMetricsServer(metrics.registry, opts.port, opts.host);
+  } catch (err) {
+    metrics.detach();
+    throw err;
+  }
+  return {
+    port: server.port,
+    async close() {
+      metrics.detach();
+      await server.close();
+    },
+  };
+}

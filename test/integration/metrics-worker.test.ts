@@ -1,0 +1,96 @@
+import { EventEmitter } from 'node:events';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PermanentError } from '../../src/errors.ts';
+import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { createWorker } from '../../src/worker/loop.ts';
+import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { captureLogger, insertMessages, testHandler, workerConfig } from '../helpers/worker.ts';
+
+/*
+ * The worker's metrics, fed by a real worker loop in-process against real Postgres, read over
+ * HTTP from the small server drain-outbox starts when WORKER_METRICS_PORT is set.
+ */
+
+let tdb: TestDatabase;
+beforeAll(async () => {
+  tdb = await createTestDatabase('wmetrics');
+});
+afterAll(async () => {
+  await tdb?.drop();
+});
+
+function value(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('worker metrics', () => {
+  it('count outcomes by topic and handler, time handlers, and record claim batch sizes', async () => {
+    const { logger } = captureLogger();
+    const worker = createWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { MAX_ATTEMPTS: '3' }),
+      registry: new HandlerRegistry([
+        testHandler('ok', 'test.fanout'),
+        testHandler('flaky', 'test.fanout', async () => {
+          throw new Error('downstream said no');
+        }),
+        testHandler('poison', 'test.poison', async () => {
+          throw new PermanentError('cannot ever work');
+        }),
+      ]),
+      logger,
+      listen: false,
+      purge: false,
+      batchSize: 10,
+    });
+    const server = await serveWorkerMetrics(worker.events, { port: 0, batchSize: 10 });
+    try {
+      await insertMessages(tdb.db, [
+        { topic: 'test.fanout' },
+        { topic: 'test.fanout' },
+        { topic: 'test.poison' },
+        { topic: 'test.nobody' },
+      ]);
+      // One claim of all four; the fanout messages back off after 'flaky' fails, so they are not due again.
+      await worker.runOnce();
+
+      const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+      const text = await res.text();
+
+      const outcome = (topic: string, handler: string, o: string) =>
+        value(text, `stayhub_worker_handler_outcomes_total{topic="${topic}",handler="${handler}",outcome="${o}"}`);
+      expect(outcome('test.fanout', 'ok', 'done')).toBe(2);
+      expect(outcome('test.fanout', 'flaky', 'retry')).toBe(2);
+      expect(outcome('test.poison', 'poison', 'dead')).toBe(1);
+      expect(outcome('test.nobody', 'none', 'unknown_topic')).toBe(1);
+
+      expect(value(text, 'stayhub_worker_handler_duration_seconds_count{topic="test.fanout",handler="ok",outcome="done"}')).toBe(2);
+      expect(text).not.toMatch(/stayhub_worker_handler_duration_seconds_count\{[^}]*handler="none"/);
+
+      expect(value(text, 'stayhub_worker_claim_batch_size_count')).toBe(1);
+      expect(value(text, 'stayhub_worker_claim_batch_size_sum')).toBe(4);
+      expect(value(text, 'stayhub_worker_claim_batch_size_bucket{le="5"}')).toBe(1);
+      expect(value(text, 'stayhub_worker_claim_batch_size_bucket{le="2"}')).toBe(0);
+      expect(text).toMatch(/^# TYPE process_cpu_seconds_total counter/m);
+
+      expect((await fetch(`http://127.0.0.1:${server.port}/other`)).status).toBe(404);
+    } finally {
+      await server.close();
+      await worker.stop();
+    }
+  });
+
+  it('stops counting once closed, and frees its port', async () => {
+    const events = new EventEmitter();
+    const server = await serveWorkerMetrics(events, { port: 0 });
+    const port = server.port;
+    await server.close();
+    expect(events.listenerCount('outcome')).toBe(0);
+    expect(events.listenerCount('claimed')).toBe(0);
+    await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
+  });
+});
