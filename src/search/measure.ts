@@ -1,0 +1,171 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { loadConfig } from '../config.ts';
+import { createDatabase } from '../db/client.ts';
+import { EmbeddedPostgres, ensureDatabase } from '../db/embedded.ts';
+import { runMigrations } from '../db/migrate.ts';
+import { buildApp } from '../http/app.ts';
+import { createPostgresSearchIndex } from './postgres-search-index.ts';
+import { reindex } from './reindex.ts';
+
+/*
+ * Measures the search index on realistic volume (a measurement, not a test: nothing here passes
+ * or fails). Run: `node --import tsx src/search/measure.ts [--properties 10000] [--requests 2000]`.
+ *
+ * Starts a throw-away embedded PostgreSQL (or uses MEASURE_DATABASE_URL, whose database it
+ * fills), seeds N properties with ~2 confirmed bookings each, times `reindex` into an empty index
+ * and again when everything is current, then serves the API on 127.0.0.1 and times GET /search
+ * over real HTTP, one request at a time, for a mix of queries (text, filters, dates, next pages).
+ */
+
+const { values } = parseArgs({
+  options: {
+    properties: { type: 'string', default: '10000' },
+    requests: { type: 'string', default: '2000' },
+  },
+});
+const N = Number(values.properties);
+const REQUESTS = Number(values.requests);
+
+const WORDS = ['sunny', 'quiet', 'cosy', 'modern', 'rustic', 'spacious', 'charming', 'bright', 'historic', 'stylish'];
+const KINDS = ['flat', 'loft', 'studio', 'cottage', 'villa', 'cabin', 'house', 'apartment', 'chalet', 'room'];
+const FEATURES = ['garden', 'balcony', 'terrace', 'fireplace', 'pool', 'sea view', 'river view', 'sauna', 'courtyard', 'rooftop'];
+const CITIES: [string, string][] = [
+  ['Lisbon', 'PT'], ['Porto', 'PT'], ['Madrid', 'ES'], ['Seville', 'ES'], ['Paris', 'FR'], ['Lyon', 'FR'],
+  ['Berlin', 'DE'], ['Hamburg', 'DE'], ['Rome', 'IT'], ['Naples', 'IT'], ['Vienna', 'AT'], ['Prague', 'CZ'],
+  ['Krakow', 'PL'], ['Dublin', 'IE'], ['Ghent', 'BE'], ['Utrecht', 'NL'], ['Bergen', 'NO'], ['Turku', 'FI'],
+  ['Aarhus', 'DK'], ['Split', 'HR'],
+];
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+
+async function main() {
+  let server: EmbeddedPostgres | undefined;
+  let dir: string | undefined;
+  let url = process.env.MEASURE_DATABASE_URL;
+  if (!url) {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-measure-'));
+    chmodSync(dir, 0o755);
+    server = new EmbeddedPostgres({ dataDir: path.join(dir, 'data'), port: await freePort(), user: 'postgres', password: 'measure' });
+    await server.initialise();
+    await server.start();
+    await ensureDatabase(server.url, 'measure');
+    const u = new URL(server.url);
+    u.pathname = '/measure';
+    url = u.toString();
+  }
+  await runMigrations(url);
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' });
+  const db = createDatabase(url, { max: 10, applicationName: 'measure' });
+  const searchIndex = createPostgresSearchIndex({ url, max: config.SEARCH_POOL_MAX, statementTimeoutMs: config.SEARCH_STATEMENT_TIMEOUT_MS });
+
+  try {
+    process.stdout.write(`seeding ${N.toLocaleString('en-US')} properties…\n`);
+    await db.pool.query(`truncate search_documents, bookings, properties, users restart identity cascade`);
+    const { rows: [host] } = await db.pool.query(
+      `insert into users (email, name, role, password_hash) values ('measure-host@example.test', 'Host', 'host', 'x') returning id`,
+    );
+    const { rows: [guest] } = await db.pool.query(
+      `insert into users (email, name, role, password_hash) values ('measure-guest@example.test', 'Guest', 'guest', 'x') returning id`,
+    );
+    // Deterministic variety: title = adjective + kind + feature, 20 cities, prices 40–400 €, 1–10 guests.
+    await db.pool.query(
+      `insert into properties (host_id, title, description, city, country, nightly_price, max_guests)
+       select $1,
+              initcap(($2::text[])[1 + i % 10] || ' ' || ($3::text[])[1 + (i / 10) % 10] || ' with ' || ($4::text[])[1 + (i / 100) % 10]) || ' #' || i,
+              'A ' || ($2::text[])[1 + (i / 7) % 10] || ' place near the ' || ($4::text[])[1 + (i / 3) % 10]
+                || '. Walk to the old town, cafés and the market; good for families and remote work.',
+              ($5::text[])[1 + i % 20], ($6::text[])[1 + i % 20],
+              4000 + (i * 37) % 36000, 1 + i % 10
+       from generate_series(1, $7::int) as i`,
+      [host.id, WORDS, KINDS, FEATURES, CITIES.map((c) => c[0]), CITIES.map((c) => c[1]), N],
+    );
+    // Two confirmed stays per property in the next 60 days, at offsets that vary by property.
+    await db.pool.query(
+      `insert into bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total)
+       select p.id, $1, current_date + s.start, current_date + s.start + 3, 1, 'EUR', 3, p.nightly_price, 3 * p.nightly_price, 0, 0, 3 * p.nightly_price
+       from properties p cross join lateral (values ((p.id % 20)::int), ((30 + p.id % 25)::int)) as s(start)`,
+      [guest.id],
+    );
+    await db.pool.query('analyze');
+
+    const cold = await reindex({ db: db.db, searchIndex, batchSize: 500 });
+    const warm = await reindex({ db: db.db, searchIndex, batchSize: 500 });
+    await db.pool.query('analyze search_documents');
+    const rate = (s: typeof cold) => Math.round((s.done / s.elapsedMs) * 1000);
+    process.stdout.write(
+      `reindex into an empty index: ${cold.done} properties in ${(cold.elapsedMs / 1000).toFixed(2)} s = ${rate(cold)}/s (${cold.written} written)\n` +
+        `reindex when current:        ${warm.done} properties in ${(warm.elapsedMs / 1000).toFixed(2)} s = ${rate(warm)}/s (${warm.written} written)\n`,
+    );
+
+    const app = await buildApp({ config, logger: pino({ level: 'silent' }), db, searchIndex });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
+    const mix: [string, () => string][] = [
+      ['q (one word)', () => `q=${FEATURES[Math.floor(Math.random() * 10)]!.split(' ')[0]}`],
+      ['q + city', () => `q=${KINDS[Math.floor(Math.random() * 10)]}&city=${CITIES[Math.floor(Math.random() * 20)]![0]}`],
+      ['filters only', () => `country=${CITIES[Math.floor(Math.random() * 20)]![1]}&guests=4&minPrice=10000&maxPrice=20000`],
+      ['q + dates', () => `q=${WORDS[Math.floor(Math.random() * 10)]}&checkIn=${day(5)}&checkOut=${day(9)}&guests=2`],
+      ['city + dates', () => `city=${CITIES[Math.floor(Math.random() * 20)]![0]}&checkIn=${day(10)}&checkOut=${day(12)}`],
+      ['no filter', () => ``],
+    ];
+    const get = async (qs: string) => {
+      const res = await fetch(`${base}/search?${qs}`);
+      if (res.status !== 200) throw new Error(`GET /search?${qs}: ${res.status} ${await res.text()}`);
+      return (await res.json()) as { items: unknown[]; nextCursor: string | null };
+    };
+    for (let i = 0; i < 60; i++) await get(mix[i % mix.length]![1]()); // warm-up
+
+    const all: number[] = [];
+    const byKind = new Map<string, number[]>();
+    const record = (kind: string, ms: number) => {
+      all.push(ms);
+      byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+    };
+    for (let i = 0; i < REQUESTS; i++) {
+      const [kind, make] = mix[i % mix.length]!;
+      const qs = make();
+      let started = performance.now();
+      const page = await get(qs);
+      record(kind, performance.now() - started);
+      if (page.nextCursor && i % 4 === 0) {
+        started = performance.now();
+        await get(`${qs}${qs ? '&' : ''}cursor=${page.nextCursor}`);
+        record('next page', performance.now() - started);
+      }
+    }
+    await app.close();
+
+    const line = (label: string, xs: number[]) => {
+      const s = [...xs].sort((a, b) => a - b);
+      return `  ${label.padEnd(14)} n=${String(s.length).padStart(5)}  median ${fmt(pct(s, 50))}  p99 ${fmt(pct(s, 99))}\n`;
+    };
+    process.stdout.write(`GET /search over HTTP on 127.0.0.1, sequential, ${N.toLocaleString('en-US')} properties:\n`);
+    process.stdout.write(line('all', all));
+    for (const [kind, xs] of byKind) process.stdout.write(line(kind, xs));
+  } finally {
+    await searchIndex.close();
+    await db.close();
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`measure failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
