@@ -1,0 +1,154 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { createDatabase } from '../src/db/client.ts';
+import { AppError } from '../src/errors.ts';
+import { createUser } from '../src/users/auth.service.ts';
+import { emailSchema } from '../src/users/users.schemas.ts';
+
+/*
+ * `npm run create-admin -- --email ops@example.com --name "Olga Ops"`
+ *
+ * Creates a user with role `admin` (the role cannot be chosen at sign-up). The password is never
+ * a flag — it would stay in the shell history and show in `ps` — but is typed at a prompt without
+ * echo, or piped on stdin (`printf '%s\n' "$PW" | npm run create-admin -- …`, first line used).
+ * Needs the database running (`npm start`, or DATABASE_URL).
+ *
+ * Exit codes: 0 created · 1 the email is taken or the database is unreachable · 2 bad input.
+ */
+
+const USAGE = 'usage: npm run create-admin -- --email <email> --name <name>   (password from the prompt or stdin)';
+const MIN_PASSWORD = 10;
+
+class UsageError extends Error {}
+
+const input = z.object({
+  email: emailSchema,
+  name: z.string().trim().min(1, 'must not be empty').max(100),
+  password: z.string().min(MIN_PASSWORD, `must be at least ${MIN_PASSWORD} characters`).max(200),
+});
+
+function parseFlags(argv: string[]) {
+  if (argv.some((a) => a === '--password' || a.startsWith('--password='))) {
+    throw new UsageError('the password is not taken as a flag (shell history, ps); type it at the prompt or pipe it on stdin');
+  }
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: { email: { type: 'string' }, name: { type: 'string' } },
+    });
+    if (!values.email || !values.name) throw new UsageError('--email and --name are required');
+    return { email: values.email, name: values.name };
+  } catch (e) {
+    throw e instanceof UsageError ? e : new UsageError((e as Error).message);
+  }
+}
+
+/** Reads a line from the terminal without echoing it. Ctrl-C cancels. */
+function promptHidden(question: string): Promise<string> {
+  const stdin = process.stdin;
+  process.stderr.write(question);
+  stdin.setRawMode(true);
+  stdin.resume();
+  stdin.setEncoding('utf8');
+  return new Promise((resolve, reject) => {
+    let value = '';
+    const finish = (fn: () => void) => {
+      stdin.off('data', onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+      process.stderr.write('\n');
+      fn();
+    };
+    const onData = (chunk: string) => {
+      for (const ch of chunk) {
+        if (ch === '\r' || ch === '\n') return finish(() => resolve(value));
+        if (ch === '\u0003' || ch === '\u0004') return finish(() => reject(new UsageError('cancelled')));
+        if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);
+        else value += ch;
+      }
+    };
+    stdin.on('data', onData);
+  });
+}
+
+/** Piped input: the first line, without its line ending. */
+async function readStdinLine(): Promise<string> {
+  let data = '';
+  for await (const chunk of process.stdin) data += chunk;
+  return data.split(/\r?\n/)[0] ?? '';
+}
+
+async function readPassword(): Promise<string> {
+  if (!process.stdin.isTTY) return readStdinLine();
+  const first = await promptHidden('Password (at least 10 characters): ');
+  const second = await promptHidden('Same password again: ');
+  if (first !== second) throw new UsageError('the two passwords differ');
+  return first;
+}
+
+async function main(): Promise<number> {
+  let flags: { email: string; name: string };
+  let config;
+  try {
+    flags = parseFlags(process.argv.slice(2));
+    config = loadConfig();
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`create-admin: ${e.message}\n${USAGE}\n`);
+      return 2;
+    }
+    if (e instanceof ConfigError) {
+      process.stderr.write(`create-admin: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+
+  let values: z.infer<typeof input>;
+  try {
+    const parsed = input.safeParse({ ...flags, password: await readPassword() });
+    if (!parsed.success) {
+      process.stderr.write(
+        `create-admin: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}\n`,
+      );
+      return 2;
+    }
+    values = parsed.data;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`create-admin: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+
+  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-create-admin' });
+  try {
+    const user = await createUser(database.db, { ...values, role: 'admin' });
+    process.stdout.write(`created admin ${user.publicId} (${user.email}); sign in at /admin\n`);
+    return 0;
+  } catch (e) {
+    if (e instanceof AppError && e.code === 'email_taken') {
+      process.stderr.write('create-admin: an account with this email already exists\n');
+      return 1;
+    }
+    const code = (e as { code?: string }).code;
+    process.stderr.write(`create-admin: could not write to the database (${code ?? (e as Error).message}); is it running?\n`);
+    return 1;
+  } finally {
+    await database.close();
+  }
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`create-admin: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
