@@ -5,7 +5,7 @@ import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createMailer } from '../../src/mail/mailer.ts';
-import { defaultHandlers } from '../../src/worker/handlers/index.ts';
+import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from '../../src/worker/handlers/booking-emails.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -39,7 +39,8 @@ function emailWorker(env: Record<string, string>) {
   const worker = createWorker({
     db: tdb.db,
     config,
-    registry: new HandlerRegistry(defaultHandlers({ config, db: tdb.db, mailer, logger })),
+    // The four email handlers of the production list (src/worker/handlers/index.ts).
+    registry: new HandlerRegistry([guestConfirmation, hostNewBooking, guestCancellation, hostCancellation].map((h) => h({ config, mailer }))),
     logger,
     listen: false,
     purge: false,

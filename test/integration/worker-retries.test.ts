@@ -261,7 +261,7 @@ describe('isolation and order', () => {
       inFlight.add(key!);
       maxParallel = Math.max(maxParallel, inFlight.size);
       await sleep(Math.random() * 15);
-      order.set(key!, [...(order.get(key!) ?? []), (payload as { seq: number }).seq]);
+      order.set(key!, [...(order.get(key!) ?? []), (payload as unknown as { seq: number }).seq]);
       inFlight.delete(key!);
     });
     const msgs = [];

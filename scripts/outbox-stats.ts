@@ -1,0 +1,49 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../src/config.ts';
+import { createDatabase } from '../src/db/client.ts';
+import { outboxStats, type OutboxStats } from '../src/outbox/stats.ts';
+
+/*
+ * `npm run outbox:stats [-- --json]`: the outbox's numbers, per topic and in total, the same ones
+ * GET /health reports: pending (incl. leased and backing off), leased (a worker holds it now),
+ * dead, done in the last hour, and the age of the oldest pending message, the number that says
+ * "the worker is stuck or down".
+ */
+
+const age = (s: number | null) =>
+  s === null ? '-' : s < 120 ? `${s}s` : s < 7200 ? `${Math.round(s / 60)}m` : `${(s / 3600).toFixed(1)}h`;
+
+export function formatStats(s: OutboxStats): string {
+  const header = ['topic', 'pending', 'leased', 'dead', 'done 1h', 'oldest pending'];
+  const rows = [
+    ...s.byTopic.map((t) => [t.topic, t.pending, t.leased, t.dead, t.doneLastHour, age(t.oldestPendingAgeSeconds)]),
+    ['TOTAL', s.pending, s.leased, s.dead, s.doneLastHour, age(s.oldestPendingAgeSeconds)],
+  ].map((r) => r.map(String));
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+async function main(): Promise<number> {
+  let json = false;
+  try {
+    json = !!parseArgs({ options: { json: { type: 'boolean' } }, strict: true }).values.json;
+  } catch (e) {
+    process.stderr.write(`outbox:stats: ${(e as Error).message}\nusage: npm run outbox:stats [-- --json]\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-stats' });
+  try {
+    const stats = await outboxStats(database.db);
+    process.stdout.write(`${json ? JSON.stringify(stats, null, 2) : formatStats(stats)}\n`);
+    return 0;
+  } catch (e) {
+    process.stderr.write(`outbox:stats: ${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    await database.close();
+  }
+}
+
+main().then((code) => (process.exitCode = code));
