@@ -135,8 +135,10 @@ async function main(): Promise<number> {
       process.stderr.write('create-admin: an account with this email already exists\n');
       return 1;
     }
-    const code = (e as { code?: string }).code;
-    process.stderr.write(`create-admin: could not write to the database (${code ?? (e as Error).message}); is it running?\n`);
+    // drizzle wraps the driver's error and its message quotes the query with its parameters (the
+    // password hash among them): report only the underlying error's code.
+    const cause = ((e as { cause?: unknown }).cause ?? e) as { code?: string };
+    process.stderr.write(`create-admin: could not write to the database (${cause.code ?? 'unknown error'}); is it running?\n`);
     return 1;
   } finally {
     await database.close();

@@ -19,10 +19,14 @@ afterAll(async () => {
   await db.drop();
 });
 
-function createAdmin(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function createAdmin(
+  args: string[],
+  stdin: string,
+  databaseUrl = db.url,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/create-admin.ts', ...args], {
-      env: { ...process.env, DATABASE_URL: db.url },
+      env: { ...process.env, DATABASE_URL: databaseUrl },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -75,5 +79,12 @@ describe('npm run create-admin', () => {
     }
     const { rows: after } = await db.pool.query(`select count(*)::int as n from users`);
     expect(after[0].n).toBe(before[0].n);
+  });
+
+  it('says the database is unreachable without echoing the query (it carries the password hash)', async () => {
+    const r = await createAdmin(['--email', uniqueEmail('ops'), '--name', 'X'], 'a long enough secret\n', 'postgres://postgres:x@127.0.0.1:1/none');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/could not write to the database \(ECONNREFUSED\)/);
+    expect(r.stderr).not.toMatch(/scrypt|insert into/i);
   });
 });
