@@ -1,0 +1,320 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import path from 'node:path';
+import autocannon, { type AutocannonResult } from 'autocannon';
+import pg from 'pg';
+import { runPgbench, type PgbenchRun } from './lib/pgbench.ts';
+import { freePort, nodeTsx, ROOT, stopChild } from './lib/proc.ts';
+import { round, sleep } from './lib/stats.ts';
+
+/**
+ * The booking write path. The API runs as its own process (`node --import tsx src/http/server.ts`,
+ * exactly what `npm run api` starts) so autocannon, in this process, never shares its event loop.
+ * Users and properties are created through the HTTP API; every POST /bookings asks for a stay no
+ * one else asked for, so every answer should be a 201.
+ */
+
+/** The namespace of the service's per-property advisory lock (BOOKING_LOCK_NAMESPACE, 0x5b00c). */
+const BOOKING_LOCK_NAMESPACE = 0x5b00c;
+const STAY_NIGHTS = 2;
+
+export interface ApiFixture {
+  url: string;
+  baseUrl: string;
+  api: ChildProcess;
+  guests: string[]; // bearer tokens
+  apiProperties: string[]; // public ids, for autocannon
+  conflictProperty: string;
+  /** Internal ids (contiguous) of the properties and guests pgbench books. */
+  pgbench: { pmin: number; nprops: number; gmin: number; nguests: number };
+  close(): Promise<void>;
+}
+
+async function http(baseUrl: string, method: string, url: string, body?: unknown, token?: string) {
+  const res = await fetch(baseUrl + url, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = (await res.json().catch(() => ({}))) as any;
+  if (!res.ok) throw new Error(`${method} ${url} → ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function register(baseUrl: string, role: 'guest' | 'host', i: number): Promise<string> {
+  const body = { email: `bench-${role}-${i}@example.test`, password: 'correct horse battery', name: `Bench ${role} ${i}`, role };
+  return (await http(baseUrl, 'POST', '/auth/register', body)).token;
+}
+
+const property = (i: number) => ({
+  title: `Bench flat ${i}`,
+  city: 'Porto',
+  country: 'PT',
+  nightlyPrice: 10_000,
+  cleaningFee: 2_500,
+  maxGuests: 4,
+});
+
+async function contiguousIds(url: string, table: 'properties' | 'users', publicIds: string[]) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ min: string; max: string; n: number }>(
+      `select min(id) as min, max(id) as max, count(*)::int as n from ${table} where public_id = any($1::uuid[])`,
+      [publicIds],
+    );
+    const r = rows[0]!;
+    if (Number(r.max) - Number(r.min) + 1 !== r.n) throw new Error(`${table} ids for pgbench are not contiguous`);
+    return { min: Number(r.min), n: r.n };
+  } finally {
+    await c.end();
+  }
+}
+
+export async function startApi(
+  url: string,
+  sizes: { guests: number; properties: number },
+  logDir: string,
+): Promise<ApiFixture> {
+  const port = await freePort();
+  const { cmd, args } = nodeTsx('src/http/server.ts');
+  const api = spawn(cmd, args, {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      // Request logs off: this measures the write path, not pino writing two lines a request.
+      LOG_LEVEL: 'warn',
+      // Registration is rate-limited per address; the bench signs up its users from one.
+      RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(path.join(logDir, 'api.log'));
+  api.stdout!.pipe(log);
+  api.stderr!.pipe(log);
+  const baseUrl = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (api.exitCode !== null) throw new Error(`the API exited (${api.exitCode}); see ${path.join(logDir, 'api.log')}`);
+    try {
+      if ((await fetch(`${baseUrl}/health`)).ok) break;
+    } catch {
+      /* not listening yet */
+    }
+    if (i > 300) throw new Error('the API did not answer /health within 30 s');
+    await sleep(100);
+  }
+
+  const hostToken = await register(baseUrl, 'host', 0);
+  const guests: string[] = [];
+  const guestIds: string[] = [];
+  for (let i = 0; i < sizes.guests; i++) {
+    const body = await http(baseUrl, 'POST', '/auth/register', {
+      email: `bench-guest-${i}@example.test`,
+      password: 'correct horse battery',
+      name: `Bench guest ${i}`,
+      role: 'guest',
+    });
+    guests.push(body.token);
+    guestIds.push(body.user.id);
+  }
+  const create = async (i: number) => (await http(baseUrl, 'POST', '/properties', property(i), hostToken)).id as string;
+  const apiProperties: string[] = [];
+  for (let i = 0; i < sizes.properties; i++) apiProperties.push(await create(i));
+  const pgbenchProperties: string[] = [];
+  for (let i = 0; i < sizes.properties; i++) pgbenchProperties.push(await create(10_000 + i));
+  const conflictProperty = await create(99_999);
+
+  const p = await contiguousIds(url, 'properties', pgbenchProperties);
+  const g = await contiguousIds(url, 'users', guestIds);
+  return {
+    url,
+    baseUrl,
+    api,
+    guests,
+    apiProperties,
+    conflictProperty,
+    pgbench: { pmin: p.min, nprops: p.n, gmin: g.min, nguests: g.n },
+    close: () => stopChild(api),
+  };
+}
+
+/** 'YYYY-MM-DD', `days` from today (UTC): the service's calendar. */
+function day(days: number): string {
+  const d = new Date();
+  d.setUTCDate(d.getUTCDate() + days);
+  return d.toISOString().slice(0, 10);
+}
+
+/**
+ * Stay number n: property n mod P, check-in 1 + 2·⌊n/P⌋ days ahead, two nights. Distinct n never
+ * overlap, so no request of a run can conflict with any other, in this run or an earlier one.
+ */
+let nextApiSlot = 0;
+
+export interface ApiRun {
+  rps: number;
+  p99: number;
+  requests: number;
+  non201: number;
+  errors: number;
+}
+
+function summarise(r: AutocannonResult) {
+  return {
+    rps: round(r.requests.average, 1),
+    p99: round(r.latency.p99, 3),
+    requests: r.requests.total,
+    errors: r.errors + r.timeouts,
+    codes: Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]) => [k, v.count])),
+  };
+}
+
+export async function apiBookings(f: ApiFixture, connections: number, seconds: number): Promise<ApiRun> {
+  const P = f.apiProperties.length;
+  const result = await autocannon({
+    url: `${f.baseUrl}/bookings`,
+    connections,
+    duration: seconds,
+    timeout: 30,
+    requests: [
+      {
+        method: 'POST',
+        setupRequest: (req) => {
+          const n = nextApiSlot++;
+          const checkIn = 1 + STAY_NIGHTS * Math.floor(n / P);
+          return {
+            ...req,
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${f.guests[n % f.guests.length]}` },
+            body: JSON.stringify({
+              propertyId: f.apiProperties[n % P],
+              checkIn: day(checkIn),
+              checkOut: day(checkIn + STAY_NIGHTS),
+              guests: 2,
+            }),
+          };
+        },
+      },
+    ],
+  });
+  const s = summarise(result);
+  const non201 = s.requests - (s.codes['201'] ?? 0);
+  if (non201 > 0) console.warn(`  ! ${non201} POST /bookings answers were not 201: ${JSON.stringify(s.codes)}`);
+  return { rps: s.rps, p99: s.p99, requests: s.requests, non201, errors: s.errors };
+}
+
+let nextConflictRound = 0;
+
+/**
+ * 32 connections all asking for the same stay of one property: request i books round ⌊i/32⌋'s
+ * dates, so each round of 32 has one winner (201) and 31 losers that must get a clean 409.
+ */
+export async function apiConflicts(f: ApiFixture, connections: number, seconds: number) {
+  let i = 0;
+  const base = 10_000 + nextConflictRound; // far from the non-conflicting stays of this property
+  const result = await autocannon({
+    url: `${f.baseUrl}/bookings`,
+    connections,
+    duration: seconds,
+    timeout: 30,
+    requests: [
+      {
+        method: 'POST',
+        setupRequest: (req) => {
+          const round = Math.floor(i / connections);
+          nextConflictRound = Math.max(nextConflictRound, round + 1);
+          const checkIn = base + STAY_NIGHTS * round;
+          const guest = f.guests[i++ % f.guests.length];
+          return {
+            ...req,
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${guest}` },
+            body: JSON.stringify({ propertyId: f.conflictProperty, checkIn: day(checkIn), checkOut: day(checkIn + STAY_NIGHTS), guests: 2 }),
+          };
+        },
+      },
+    ],
+  });
+  nextConflictRound += 1;
+  const s = summarise(result);
+  const c201 = s.codes['201'] ?? 0;
+  const c409 = s.codes['409'] ?? 0;
+  const c5xx = result['5xx'];
+  return {
+    rps: s.rps,
+    p99: s.p99,
+    requests: s.requests,
+    created201: c201,
+    conflict409: c409,
+    server5xx: c5xx,
+    other: s.requests - c201 - c409 - c5xx,
+    share409: round(s.requests ? (100 * c409) / s.requests : Number.NaN, 2),
+    errors: s.errors,
+  };
+}
+
+/**
+ * The service's booking transaction as plain SQL, for pgbench: read the property, take the
+ * per-property advisory lock, insert the booking (the exclusion constraint checks the dates),
+ * read it back with its people (the response and the event's snapshot), write the outbox row with
+ * a payload of the same shape, and pg_notify — then COMMIT. `withOutbox: false` drops the last two.
+ * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
+ */
+export function bookingScript(withOutbox: boolean): string {
+  const lines = [
+    '\\set k :k + 1',
+    '\\set slot :k * :clients + :client_id',
+    '\\set pid :pmin + (:slot % :nprops)',
+    '\\set gid :gmin + (:slot % :nguests)',
+    `\\set day :base + ${STAY_NIGHTS} * (:slot / :nprops)`,
+    'BEGIN;',
+    'SELECT id, public_id, host_id, title, active, max_guests, nightly_price, cleaning_fee, currency FROM properties WHERE id = :pid;',
+    `SELECT pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, :pid::int);`,
+    'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
+      `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING public_id AS bid \\gset`,
+    'SELECT b.*, p.public_id AS property_public_id, p.title, p.host_id, g.public_id AS guest_public_id, g.email AS guest_email, g.name AS guest_name, ' +
+      'h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name FROM bookings b JOIN properties p ON p.id = b.property_id ' +
+      'JOIN users g ON g.id = b.guest_id JOIN users h ON h.id = p.host_id WHERE b.public_id = :bid;',
+  ];
+  if (withOutbox) {
+    lines.push(
+      "INSERT INTO outbox (topic, key, payload) VALUES ('booking.created', :bid, jsonb_build_object(" +
+        "'bookingId', :bid::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+        "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
+        "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
+        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || :bid::text));",
+      "SELECT pg_notify('outbox', 'booking.created');",
+    );
+  }
+  lines.push('END;');
+  return lines.join('\n') + '\n';
+}
+
+/** The first free day for pgbench's properties: every earlier run's stays end before it. */
+async function pgbenchBaseDay(f: ApiFixture): Promise<number> {
+  const c = new pg.Client({ connectionString: f.url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ d: number }>(
+      'select coalesce(max(check_out) - current_date, 0)::int + 1 as d from bookings where property_id between $1 and $2',
+      [f.pgbench.pmin, f.pgbench.pmin + f.pgbench.nprops - 1],
+    );
+    return rows[0]!.d;
+  } finally {
+    await c.end();
+  }
+}
+
+export async function pgbenchBookings(f: ApiFixture, clients: number, seconds: number, withOutbox: boolean): Promise<PgbenchRun> {
+  const base = await pgbenchBaseDay(f);
+  const r = await runPgbench({
+    url: f.url,
+    script: bookingScript(withOutbox),
+    clients,
+    seconds,
+    vars: { k: 0, base, ...f.pgbench },
+  });
+  if (r.failed > 0) console.warn(`  ! pgbench: ${r.failed} failed transactions`);
+  return r;
+}

@@ -1,0 +1,41 @@
+import { main } from '../../src/worker/drain-outbox.ts';
+import type { Handler } from '../../src/worker/registry.ts';
+
+/**
+ * `node --import tsx scripts/bench/bench-worker.ts --until-empty`: our real worker entry point
+ * (src/worker/drain-outbox.ts `main`, its flags, config and loop) with two benchmark handlers
+ * added to the production list, for topics no producer writes:
+ *
+ *   bench.noop   returns at once: the drain measures the queue's own overhead
+ *   bench.sleep  waits BENCH_SLEEP_MS (20 ms): a handler bound by I/O, like an email provider
+ *
+ * Topics outside src/outbox/topics.ts have no payload schema, so no validation runs for them,
+ * as for the peers' jobs.
+ */
+const sleepMs = Number(process.env.BENCH_SLEEP_MS ?? 20);
+
+const benchHandlers = (): Handler<any>[] => [
+  { name: 'bench-noop', topic: 'bench.noop' as never, handle: async () => {} },
+  {
+    name: 'bench-sleep',
+    topic: 'bench.sleep' as never,
+    handle: ({ signal }) =>
+      new Promise<void>((resolve, reject) => {
+        const t = setTimeout(resolve, sleepMs);
+        signal.addEventListener('abort', () => {
+          clearTimeout(t);
+          reject(signal.reason);
+        });
+      }),
+  },
+];
+
+main({ argv: process.argv.slice(2), extraHandlers: benchHandlers }).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`bench-worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

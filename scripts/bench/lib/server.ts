@@ -1,0 +1,130 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { EmbeddedPostgres } from '../../../src/db/embedded.ts';
+import { runMigrations } from '../../../src/db/migrate.ts';
+import { freePort, ROOT } from './proc.ts';
+
+/**
+ * One embedded PostgreSQL for the whole bench, with the server's default settings (fsync on,
+ * synchronous_commit on): the numbers must be what a real deployment pays for durability. Each
+ * system gets its own database on this one server, so they share the same disk, WAL and CPUs.
+ */
+export interface BenchServer {
+  pg: EmbeddedPostgres;
+  dir: string;
+  url(database: string): string;
+  /** Creates a database; `template` clones an existing one (which must have no connections). */
+  createDatabase(name: string, template?: string): Promise<string>;
+  /** A migrated, empty StayHub database to clone from. */
+  ourTemplate: string;
+  stop(): Promise<void>;
+}
+
+export async function startServer(log: (msg: string) => void): Promise<BenchServer> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-bench-pg-'));
+  chmodSync(dir, 0o755); // the `postgres` system user must reach the data folder
+  const server = new EmbeddedPostgres({
+    dataDir: path.join(dir, 'data'),
+    port: await freePort(),
+    user: 'postgres',
+    password: 'bench',
+    logFile: path.join(dir, 'postgres.log'),
+  });
+  log(`initdb in ${dir}`);
+  await server.initialise();
+  await server.start();
+
+  const admin = async (sql: string) => {
+    const c = new pg.Client({ connectionString: server.url });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  const createDatabase = async (name: string, template?: string) => {
+    await admin(`create database "${name}"${template ? ` template "${template}"` : ''}`);
+    return server.urlFor(name);
+  };
+
+  const ourTemplate = 'stayhub_bench_template';
+  await createDatabase(ourTemplate);
+  await runMigrations(server.urlFor(ourTemplate));
+
+  return {
+    pg: server,
+    dir,
+    url: (db) => server.urlFor(db),
+    createDatabase,
+    ourTemplate,
+    async stop() {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The settings that decide write-path numbers, as the server reports them. */
+export async function postgresSettings(url: string): Promise<Record<string, string>> {
+  const names = [
+    'server_version',
+    'fsync',
+    'synchronous_commit',
+    'full_page_writes',
+    'wal_sync_method',
+    'wal_level',
+    'shared_buffers',
+    'work_mem',
+    'max_connections',
+    'max_wal_size',
+    'checkpoint_timeout',
+    'autovacuum',
+    'jit',
+  ];
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ name: string; setting: string; unit: string | null }>(
+      'select name, current_setting(name) as setting from pg_settings where name = any($1) order by name',
+      [names],
+    );
+    return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
+  } finally {
+    await c.end();
+  }
+}
+
+function packageVersion(name: string): string {
+  try {
+    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function machine() {
+  const cpus = os.cpus();
+  return {
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100),
+  };
+}
+
+export function versions(postgres: string, pgbench: string | null) {
+  return {
+    node: process.version,
+    postgres,
+    pgbench,
+    graphileWorker: packageVersion('graphile-worker'),
+    pgBoss: packageVersion('pg-boss'),
+    autocannon: packageVersion('autocannon'),
+    pg: packageVersion('pg'),
+    fastify: packageVersion('fastify'),
+  };
+}

@@ -1,0 +1,222 @@
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import pino from 'pino';
+import { loadConfig } from '../../src/config.ts';
+import { createDatabase } from '../../src/db/client.ts';
+import { claimBatch } from '../../src/outbox/claim.ts';
+import { createWorker } from '../../src/worker/loop.ts';
+import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
+import { LatencyProbe } from './lib/latency.ts';
+import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
+import { median, msSince } from './lib/stats.ts';
+
+/**
+ * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
+ * is src/worker/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
+ * graphile-worker's `--once` processes: wall time minus the same processes' time on an empty
+ * outbox. Latency runs the same loop in-process (createWorker, LISTEN/NOTIFY), like the peers'.
+ */
+
+async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Messages as `enqueue` writes them (one row each, a unique key as a booking's events have, a
+ * small JSON payload), but in one statement: they are all committed before the clock starts.
+ */
+export async function fillOutbox(url: string, topic: string, count: number): Promise<void> {
+  await withClient(url, async (c) => {
+    await c.query(
+      `insert into outbox (topic, key, payload)
+       select $1, gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $2::int) i`,
+      [topic, count],
+    );
+    await c.query('analyze outbox');
+  });
+}
+
+const workerEnv = (url: string, extra: Record<string, string> = {}) => ({
+  DATABASE_URL: url,
+  // Like graphile-worker's NO_LOG_SUCCESS in its perfTest: no log line per handled message.
+  LOG_LEVEL: 'warn',
+  MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail'),
+  ...extra,
+});
+
+function drainProcesses(url: string, processes: number, flags: string[], env: Record<string, string> = {}) {
+  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts', '--until-empty', ...flags);
+  return runParallel(processes, () => runProcess(cmd, args, { env: workerEnv(url, env), timeoutMs: 600_000 }));
+}
+
+/**
+ * Drains `count` messages of `topic` with `processes` worker processes; `createDb` gives a fresh
+ * migrated database (so DONE rows of earlier runs never weigh on a later one).
+ */
+export async function oursDrain(
+  url: string,
+  opts: { topic: string; count: number; processes: number; flags?: string[]; env?: Record<string, string> },
+) {
+  const flags = opts.flags ?? [];
+  let t = process.hrtime.bigint();
+  assertOk('bench-worker --until-empty (empty)', await drainProcesses(url, opts.processes, flags, opts.env));
+  const startupMs = msSince(t);
+
+  await fillOutbox(url, opts.topic, opts.count);
+  t = process.hrtime.bigint();
+  assertOk('bench-worker --until-empty', await drainProcesses(url, opts.processes, flags, opts.env));
+  const totalMs = msSince(t);
+
+  const left = await withClient(url, (c) =>
+    c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`),
+  );
+  if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
+  const drainMs = Math.max(1, totalMs - startupMs);
+  return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000, startupSeconds: startupMs / 1000 };
+}
+
+/** Commit → handler with our worker idle on LISTEN (in-process, default settings). */
+export async function oursLatency(url: string, samples: number) {
+  const probe = new LatencyProbe();
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
+  const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 2, applicationName: 'bench-worker' });
+  const handler: Handler<any> = {
+    name: 'bench-latency',
+    topic: 'bench.latency' as never,
+    handle: async (ctx) => probe.arrived((ctx.payload as { id: number }).id),
+  };
+  const worker = createWorker({
+    db: database.db,
+    config,
+    registry: new HandlerRegistry([handler]),
+    logger: pino({ level: 'warn' }),
+    purge: false,
+  });
+  await worker.start();
+  try {
+    // Warm-up, as graphile-worker's latency test does: connections open, code paths compiled.
+    await withClient(url, async (c) => {
+      await c.query(
+        `insert into outbox (topic, key, payload) select 'bench.latency', gen_random_uuid()::text, jsonb_build_object('id', -i) from generate_series(1, 100) i`,
+      );
+      await c.query(`select pg_notify('outbox', 'bench.latency')`);
+      for (let i = 0; i < 500; i++) {
+        const { rows } = await c.query(`select count(*)::int as n from outbox where status = 'PENDING'`);
+        if (rows[0].n === 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    });
+    return await probe.run({
+      url,
+      samples,
+      // What enqueue() runs inside the producer's transaction: the row, then pg_notify (sent at COMMIT).
+      insert: async (client, id) => {
+        await client.query(`insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`, [id]);
+        await client.query(`select pg_notify('outbox', 'bench.latency')`);
+      },
+    });
+  } finally {
+    await worker.stop();
+    await database.close();
+  }
+}
+
+/**
+ * Claim cost against history. Two outboxes with the same `pending` PENDING rows; the second also
+ * holds `done` DONE rows, older than every pending one, as the worker leaves them. Both are
+ * VACUUM ANALYZEd, as autovacuum would have done for a table that grew this way.
+ */
+export async function prepareClaimTables(emptyUrl: string, historyUrl: string, pending: number, done: number) {
+  for (const url of [emptyUrl, historyUrl]) {
+    await withClient(url, async (c) => {
+      if (url === historyUrl) {
+        await c.query(
+          `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
+           select 'booking.created', gen_random_uuid()::text, jsonb_build_object('i', i), 'DONE', 1,
+                  now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
+                  now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
+             from generate_series(1, $1::int) i`,
+          [done],
+        );
+      }
+      await c.query(
+        `insert into outbox (topic, key, payload) select 'bench.noop', gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
+        [pending],
+      );
+      await c.query('vacuum analyze outbox');
+    });
+  }
+}
+
+/**
+ * The median time of one claimBatch (the worker's real claim) over `samples` claims. Each runs
+ * in a transaction that is rolled back, so every sample sees the same table; only the claim
+ * statement is timed, not the BEGIN/ROLLBACK around it.
+ */
+export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
+  const database = createDatabase(url, { max: 1, applicationName: 'bench-claim' });
+  try {
+    const ms: number[] = [];
+    for (let i = 0; i < samples + 5; i++) {
+      let elapsed = 0;
+      await database.db
+        .transaction(async (tx) => {
+          const t = process.hrtime.bigint();
+          const claimed = await claimBatch(tx as never, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
+          elapsed = msSince(t);
+          if (claimed.length !== batch) throw new Error(`claimed ${claimed.length}, expected ${batch}`);
+          throw new Rollback();
+        })
+        .catch((e) => {
+          if (!(e instanceof Rollback)) throw e;
+        });
+      if (i >= 5) ms.push(elapsed); // the first few warm the cache
+    }
+    return median(ms);
+  } finally {
+    await database.close();
+  }
+}
+
+class Rollback extends Error {}
+
+/**
+ * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as claimBatch sends it: the statement is
+ * captured from the driver (not copied here, so it cannot drift from src/outbox/claim.ts) and
+ * explained with its parameters inside a transaction that is rolled back.
+ */
+export async function explainClaim(url: string, batch: number): Promise<string> {
+  const database = createDatabase(url, { max: 1, applicationName: 'bench-claim-explain' });
+  const client = await database.pool.connect();
+  try {
+    await client.query('begin');
+    let captured: { text: string; values: unknown[] } | undefined;
+    const original = client.query.bind(client);
+    (client as any).query = (q: any, v?: any, ...rest: any[]) => {
+      const text = typeof q === 'string' ? q : q?.text;
+      const values = typeof q === 'string' ? v : (q?.values ?? v);
+      if (typeof text === 'string' && /for update skip locked/i.test(text)) captured = { text, values: values ?? [] };
+      return (original as any)(q, v, ...rest);
+    };
+    const { drizzle } = await import('drizzle-orm/node-postgres');
+    await claimBatch(drizzle(client as never) as never, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
+    (client as any).query = original;
+    await client.query('rollback');
+    if (!captured) return '(the claim statement was not captured)';
+    await client.query('begin');
+    const { rows } = await client.query(`explain (analyze, buffers, costs off) ${captured.text}`, captured.values as unknown[]);
+    await client.query('rollback');
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  } finally {
+    client.release();
+    await database.close();
+  }
+}

@@ -1,0 +1,64 @@
+/** How big each measurement is: the full run (`npm run bench`) and the smoke run (`--smoke`). */
+export interface BenchParams {
+  runs: number;
+  drainMessages: number;
+  graphileProcesses: number;
+  latencySamples: number;
+  pgBossLatencySamples: number;
+  ioMessages: number;
+  ioSleepMs: number;
+  ioProcesses: number[];
+  connections: number[];
+  httpSeconds: number;
+  outboxCostClients: number;
+  conflictConnections: number;
+  claimPending: number;
+  claimDone: number;
+  claimSamples: number;
+  claimBatch: number;
+  apiGuests: number;
+  apiProperties: number;
+}
+
+export const FULL: BenchParams = {
+  runs: 3,
+  drainMessages: 20_000,
+  graphileProcesses: 4, // perfTest/run.js PARALLELISM
+  latencySamples: 500,
+  // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
+  pgBossLatencySamples: 60,
+  ioMessages: 2_000,
+  ioSleepMs: 20,
+  ioProcesses: [1, 2, 4],
+  connections: [1, 8, 32],
+  httpSeconds: 8,
+  outboxCostClients: 8,
+  conflictConnections: 32,
+  claimPending: 10_000,
+  claimDone: 1_000_000,
+  claimSamples: 200,
+  claimBatch: 20, // WORKER_BATCH_SIZE's default
+  apiGuests: 16,
+  apiProperties: 200,
+};
+
+export const SMOKE: BenchParams = {
+  runs: 1,
+  drainMessages: 2_000,
+  graphileProcesses: 2,
+  latencySamples: 20,
+  pgBossLatencySamples: 3,
+  ioMessages: 80,
+  ioSleepMs: 20,
+  ioProcesses: [1, 2, 4],
+  connections: [1, 8, 32],
+  httpSeconds: 1,
+  outboxCostClients: 8,
+  conflictConnections: 32,
+  claimPending: 1_000,
+  claimDone: 20_000,
+  claimSamples: 20,
+  claimBatch: 20,
+  apiGuests: 4,
+  apiProperties: 20,
+};

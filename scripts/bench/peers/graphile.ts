@@ -1,0 +1,93 @@
+import path from 'node:path';
+import pg from 'pg';
+import { Logger, run, runMigrations } from 'graphile-worker';
+import { LatencyProbe } from '../lib/latency.ts';
+import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
+import { msSince } from '../lib/stats.ts';
+
+/**
+ * graphile-worker, measured the way its authors measure it (graphile/worker perfTest/run.js):
+ * jobs are added before the clock starts, then PARALLELISM `graphile-worker --once` processes
+ * drain them; the time of the same processes on an empty queue (start-up and shutdown) is
+ * subtracted. Settings: peers/graphile.config.cjs (perfTest's graphile.config.js).
+ */
+
+const CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
+const CONFIG = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
+const silent = new Logger(() => () => {});
+
+export async function setupGraphile(url: string): Promise<void> {
+  await runMigrations({ connectionString: url, logger: silent });
+}
+
+async function query<T extends pg.QueryResultRow = any>(url: string, text: string, values: unknown[] = []) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await c.query<T>(text, values);
+  } finally {
+    await c.end();
+  }
+}
+
+const onceProcesses = (url: string, parallel: number) =>
+  runParallel(parallel, () =>
+    runProcess(process.execPath, [CLI, '--once', '--config', CONFIG, '-c', url], {
+      env: { NO_LOG_SUCCESS: '1' },
+      timeoutMs: 600_000,
+    }),
+  );
+
+export async function graphileDrain(url: string, jobs: number, parallel: number) {
+  // Start-up + shutdown of the same processes with nothing to do.
+  let t = process.hrtime.bigint();
+  assertOk('graphile-worker --once (empty)', await onceProcesses(url, parallel));
+  const startupMs = msSince(t);
+
+  await query(url, `select graphile_worker.add_job('noop', json_build_object('i', i)) from generate_series(1, $1::int) i`, [jobs]);
+  await query(url, 'analyze graphile_worker._private_jobs');
+
+  t = process.hrtime.bigint();
+  assertOk('graphile-worker --once', await onceProcesses(url, parallel));
+  const totalMs = msSince(t);
+
+  const left = await query<{ n: number }>(url, 'select count(*)::int as n from graphile_worker._private_jobs');
+  if (left.rows[0]!.n !== 0) throw new Error(`graphile-worker left ${left.rows[0]!.n} jobs behind`);
+  const drainMs = Math.max(1, totalMs - startupMs);
+  return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000, startupSeconds: startupMs / 1000 };
+}
+
+/**
+ * Latency as graphile/worker perfTest/latencyTest.js measures it: an in-process runner,
+ * concurrency 1, default settings (woken by LISTEN/NOTIFY), 100 warm-up jobs first.
+ */
+export async function graphileLatency(url: string, samples: number) {
+  const probe = new LatencyProbe();
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', () => {});
+  const runner = await run({
+    pgPool: pool,
+    concurrency: 1,
+    noHandleSignals: true,
+    logger: silent,
+    taskList: { latency: async (payload) => probe.arrived((payload as { id: number }).id) },
+  });
+  try {
+    await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i)) from generate_series(1, 100) i`);
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await pool.query(`select count(*)::int as n from graphile_worker._private_jobs`);
+      if (rows[0].n === 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return await probe.run({
+      url,
+      samples,
+      insert: async (client, id) => {
+        await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int))`, [id]);
+      },
+    });
+  } finally {
+    await runner.stop();
+    await pool.end();
+  }
+}

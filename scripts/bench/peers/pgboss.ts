@@ -1,0 +1,86 @@
+import PgBoss from 'pg-boss';
+import pg from 'pg';
+import { LatencyProbe } from '../lib/latency.ts';
+import { msSince, sleep } from '../lib/stats.ts';
+
+/**
+ * pg-boss set up for throughput: work() fetching large batches (BATCH jobs per fetch, completed
+ * together) at its shortest polling interval (0.5 s, pg-boss's minimum). pg-boss 10 polls; it
+ * has no LISTEN/NOTIFY wake-up, which is why its latency is bound to the polling interval.
+ * Background maintenance and cron are off, so nothing but the measured work runs.
+ */
+export const PGBOSS_BATCH = 5000;
+export const PGBOSS_POLL_SECONDS = 0.5;
+
+async function startBoss(url: string): Promise<PgBoss> {
+  const boss = new PgBoss({ connectionString: url, max: 10, supervise: false, schedule: false });
+  boss.on('error', (err) => console.error('pg-boss error:', err));
+  await boss.start();
+  return boss;
+}
+
+export async function setupPgBoss(url: string): Promise<void> {
+  const boss = await startBoss(url); // installs its schema
+  await boss.stop({ graceful: false, wait: true });
+}
+
+export async function pgBossDrain(url: string, jobs: number, run: number) {
+  const boss = await startBoss(url);
+  const name = `drain_${run}_${Date.now()}`; // a fresh queue (its own partition) per run
+  await boss.createQueue(name);
+  for (let i = 0; i < jobs; i += 5000) {
+    const chunk = Array.from({ length: Math.min(5000, jobs - i) }, (_, k) => ({ name, data: { i: i + k } }));
+    await boss.insert(chunk);
+  }
+  const check = new pg.Client({ connectionString: url });
+  await check.connect();
+  try {
+    await check.query('analyze pgboss.job');
+    let handled = 0;
+    const t = process.hrtime.bigint();
+    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async (batch) => {
+      handled += batch.length;
+    });
+    while (handled < jobs) await sleep(5);
+    // The clock stops when the last batch is completed in the database, not when it is handed over.
+    for (;;) {
+      const { rows } = await check.query(
+        `select count(*)::int as n from pgboss.job where name = $1 and state <> 'completed'`,
+        [name],
+      );
+      if (rows[0].n === 0) break;
+      await sleep(5);
+    }
+    const drainMs = msSince(t);
+    return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
+  } finally {
+    await check.end();
+    await boss.stop({ graceful: false, wait: true });
+  }
+}
+
+export async function pgBossLatency(url: string, samples: number) {
+  const boss = await startBoss(url);
+  const name = `latency_${Date.now()}`;
+  await boss.createQueue(name);
+  const probe = new LatencyProbe();
+  try {
+    await boss.work(name, { batchSize: 1, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async ([job]) => {
+      probe.arrived((job!.data as { id: number }).id);
+    });
+    return await probe.run({
+      url,
+      samples,
+      insert: async (client, id) => {
+        // pg-boss's own send(), run on the sample's transaction through its `db` option.
+        await boss.send(name, { id }, { db: { executeSql: (text, values) => client.query(text, values) } });
+      },
+      // A pause drawn over the whole polling interval: without it every sample would land at the
+      // same point of pg-boss's poll cycle (right after a fetch: the worst case, every time).
+      pauseMs: () => Math.random() * PGBOSS_POLL_SECONDS * 1000,
+      timeoutMs: 30_000,
+    });
+  } finally {
+    await boss.stop({ graceful: false, wait: true });
+  }
+}

@@ -1,0 +1,102 @@
+import type { BenchResults } from './run.ts';
+
+/** bench-results.md: the same figures as the JSON, as tables a person reads. */
+
+const n = (v: number | null | undefined, digits = 0) =>
+  v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const x = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${n(v, 2)}×`);
+
+export function renderMarkdown(r: BenchResults): string {
+  const L: string[] = [];
+  const p = r.params;
+  L.push(`# StayHub benchmark results (${r.mode} run)`, '');
+  L.push(
+    `${r.startedAt} · ${r.durationSeconds ?? '?'} s · each figure is the median of ${p.runs} run(s) · one embedded PostgreSQL, every system in its own database`,
+    '',
+  );
+  L.push('## Machine and versions', '');
+  L.push(`- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`);
+  const v = r.versions;
+  L.push(`- Node ${v.node}; PostgreSQL ${v.postgres}; ${v.pgbench ?? 'pgbench not installed'}; graphile-worker ${v.graphileWorker}; pg-boss ${v.pgBoss}; autocannon ${v.autocannon}; pg ${v.pg}; fastify ${v.fastify}`);
+  L.push(`- PostgreSQL settings: ${Object.entries(r.postgresSettings).filter(([k]) => k !== 'server_version').map(([k, s]) => `${k}=${s}`).join(', ')}`);
+  L.push('');
+
+  if (r.targets) {
+    L.push('## Targets', '', '| Target | Goal | This run | |', '|---|---|---|---|');
+    for (const t of r.targets) L.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'} |`);
+    L.push('');
+  }
+
+  if (r.drain) {
+    const d = r.drain;
+    L.push(`## 1. Drain throughput (${n(p.drainMessages)} no-op messages, committed before the clock starts)`, '');
+    L.push('| System | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
+    const row = (name: string, rep: typeof d.ours1) =>
+      L.push(`| ${name} | ${n(rep.median.perSecond)} | ${n(rep.median.drainSeconds, 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+    row('ours, 1 process (`--until-empty`)', d.ours1);
+    row('ours, 2 processes', d.ours2);
+    row(`graphile-worker, ${p.graphileProcesses} × \`--once\` (perfTest settings)`, d.graphile);
+    row('pg-boss, batch 5,000, poll 0.5 s', d.pgBoss);
+    L.push('', `Ours (best) / graphile-worker: ${x(d.ratios.oursBestVsGraphile)} · ours (best) / pg-boss: ${x(d.ratios.oursBestVsPgBoss)} · ours 2 processes / 1: ${x(d.ratios.ours2VsOurs1)}`, '');
+  }
+
+  if (r.latency) {
+    const l = r.latency;
+    L.push(`## 2. Commit → handler latency (idle worker; ${p.latencySamples} samples per run, pg-boss ${p.pgBossLatencySamples})`, '');
+    L.push('| System | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |', '|---|---:|---:|---:|---:|');
+    const row = (name: string, rep: typeof l.ours) =>
+      L.push(`| ${name} | ${n(rep.median.p50, 2)} | ${n(rep.median.p99, 2)} | ${n(rep.median.max, 2)} | ${n(rep.median.mean, 2)} |`);
+    row('ours (LISTEN/NOTIFY)', l.ours);
+    row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
+    row('pg-boss (polling, 0.5 s)', l.pgBoss);
+    L.push('');
+  }
+
+  if (r.api) {
+    L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s per run)`, '');
+    L.push('| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |', '|---:|---:|---:|---:|---:|---:|');
+    for (const c of r.api.byConnections) {
+      L.push(`| ${c.connections} | ${n(c.api.median.rps)} | ${n(c.api.median.p99, 1)} | ${n(c.pgbench?.median.tps)} | ${n(c.pgbench?.median.p99, 1)} | ${x(c.ratio)} |`);
+    }
+    L.push('', `Answers other than 201 in the non-conflicting runs: ${r.api.non201}.`, '');
+  }
+
+  L.push('## 4. What the outbox costs a booking (pgbench, same transaction with and without the outbox insert + pg_notify)', '');
+  if (r.outboxCost) {
+    const o = r.outboxCost;
+    L.push('| Clients | with outbox (tps) | without (tps) | with / without | cost |', '|---:|---:|---:|---:|---:|');
+    L.push(`| ${o.clients} | ${n(o.withOutbox.median.tps)} | ${n(o.withoutOutbox.median.tps)} | ${x(o.ratio)} | ${n(o.costPercent, 1)} % |`, '');
+  } else L.push('Not measured (pgbench missing or the section failed).', '');
+
+  if (r.claim) {
+    const c = r.claim.runs.median;
+    L.push(`## 5. Claim cost against history (one claim of ${p.claimBatch}; ${n(p.claimPending)} PENDING)`, '');
+    L.push(`| 0 DONE rows (ms) | ${n(p.claimDone)} DONE rows (ms) | ratio |`, '|---:|---:|---:|');
+    L.push(`| ${n(c.emptyMs, 3)} | ${n(c.withHistoryMs, 3)} | ${x(c.ratio)} |`, '');
+    L.push('The claim as the worker sends it, explained on the table with history:', '', '```', r.claim.explain, '```', '');
+  }
+
+  if (r.io) {
+    L.push(`## 6. Scaling when handlers wait on I/O (${n(p.ioMessages)} messages, handler sleeps ${p.ioSleepMs} ms)`, '');
+    L.push('| Processes | Messages/s | vs 1 process |', '|---:|---:|---:|');
+    for (const [k, rep] of Object.entries(r.io.byProcesses)) L.push(`| ${k} | ${n(rep.median.perSecond)} | ${x(r.io.scaling[`x${k}`])} |`);
+    L.push('');
+  }
+
+  if (r.conflicts) {
+    const c = r.conflicts.runs.median;
+    L.push(`## 7. Conflicts under contention (${r.conflicts.connections} connections, all booking the same dates)`, '');
+    L.push('| req/s | p99 (ms) | 409 share | expected | 201 | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|');
+    L.push(`| ${n(c.rps)} | ${n(c.p99, 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.created201)} | ${n(c.server5xx)} | ${n(c.other)} |`, '');
+  }
+
+  L.push('## How each system was run', '');
+  for (const [k, s] of Object.entries(r.setup)) L.push(`- **${k}**: ${s}`);
+  L.push('');
+  if (r.errors.length) {
+    L.push('## Sections that failed', '');
+    for (const e of r.errors) L.push(`- ${e.section}: ${e.message.split('\n')[0]}`);
+    L.push('');
+  }
+  return `${L.join('\n')}\n`;
+}

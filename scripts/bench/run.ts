@@ -1,0 +1,327 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { apiBookings, apiConflicts, pgbenchBookings, startApi, type ApiFixture } from './api.ts';
+import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
+import { ROOT } from './lib/proc.ts';
+import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
+import { repeat, round, type Repeated } from './lib/stats.ts';
+import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
+import { FULL, SMOKE, type BenchParams } from './params.ts';
+import { graphileDrain, graphileLatency, setupGraphile } from './peers/graphile.ts';
+import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
+import { renderMarkdown } from './report.ts';
+import { evaluateTargets } from './targets.ts';
+
+/*
+ * `npm run bench` (about 10–15 minutes) and `npm run bench -- --smoke` (`npm run bench:smoke`,
+ * about 30 s): one embedded PostgreSQL with default settings, every system in its own database on
+ * it, each measurement repeated (3× in the full run) and reported as the median of its runs.
+ * Writes bench-results.json and bench-results.md (repo root, or --out DIR).
+ *
+ *   --smoke        every measurement once, on tiny inputs (what test/integration/bench-smoke.test.ts runs)
+ *   --out DIR      where to write the two result files
+ *   --only a,b     only these sections: claim, drain, latency, io, api (for working on one)
+ */
+
+const { values: flags } = parseArgs({
+  options: { smoke: { type: 'boolean' }, out: { type: 'string' }, only: { type: 'string' } },
+  strict: true,
+});
+const P: BenchParams = flags.smoke ? SMOKE : FULL;
+const outDir = path.resolve(flags.out ?? ROOT);
+const only = flags.only ? new Set(flags.only.split(',')) : undefined;
+
+const t0 = Date.now();
+const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
+
+type Drain = { perSecond: number; drainSeconds: number };
+type Lat = { p50: number; p99: number; max: number; mean: number };
+
+export interface BenchResults {
+  mode: 'full' | 'smoke';
+  startedAt: string;
+  durationSeconds?: number;
+  machine: ReturnType<typeof machine>;
+  versions: ReturnType<typeof versions>;
+  postgresSettings: Record<string, string>;
+  params: BenchParams;
+  setup: Record<string, string>;
+  claim?: { runs: Repeated<{ emptyMs: number; withHistoryMs: number; ratio: number }>; explain: string };
+  drain?: {
+    ours1: Repeated<Drain>;
+    ours2: Repeated<Drain>;
+    graphile: Repeated<Drain>;
+    pgBoss: Repeated<Drain>;
+    ratios: Record<string, number>;
+  };
+  latency?: { ours: Repeated<Lat>; graphile: Repeated<Lat>; pgBoss: Repeated<Lat> };
+  io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
+  api?: {
+    byConnections: {
+      connections: number;
+      api: Repeated<{ rps: number; p99: number }>;
+      pgbench: Repeated<{ tps: number; p99: number }> | null;
+      ratio: number | null;
+    }[];
+    non201: number;
+  };
+  outboxCost?: {
+    clients: number;
+    withOutbox: Repeated<{ tps: number; p99: number }>;
+    withoutOutbox: Repeated<{ tps: number; p99: number }>;
+    ratio: number;
+    costPercent: number;
+  } | null;
+  conflicts?: {
+    connections: number;
+    runs: Repeated<{ rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number }>;
+    expectedShare409: number;
+  };
+  targets?: ReturnType<typeof evaluateTargets>;
+  errors: { section: string; message: string }[];
+}
+
+async function main(): Promise<number> {
+  log(`StayHub bench (${flags.smoke ? 'smoke' : 'full'}), results to ${outDir}`);
+  const pgbench = await pgbenchVersion();
+  if (!pgbench) log(PGBENCH_INSTALL_HINT);
+
+  const server: BenchServer = await startServer(log);
+  const results: BenchResults = {
+    mode: flags.smoke ? 'smoke' : 'full',
+    startedAt: new Date(t0).toISOString(),
+    machine: machine(),
+    versions: versions('', pgbench),
+    postgresSettings: {},
+    params: P,
+    setup: {
+      ours: 'scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, default WORKER_BATCH_SIZE/WORKER_CONCURRENCY, LOG_LEVEL=warn',
+      graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
+      pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
+      latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
+      api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
+      pgbench: '-M extended, the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)',
+    },
+    errors: [],
+  };
+  const section = async (name: string, fn: () => Promise<void>) => {
+    if (only && !only.has(name)) return;
+    const t = Date.now();
+    log(`== ${name}`);
+    try {
+      await fn();
+    } catch (err) {
+      const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      results.errors.push({ section: name, message });
+      log(`!! ${name} failed: ${message}`);
+    }
+    log(`   ${name}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  };
+
+  let dbSeq = 0;
+  const freshOurs = () => server.createDatabase(`ours_${dbSeq++}`, server.ourTemplate);
+
+  try {
+    results.postgresSettings = await postgresSettings(server.url('postgres'));
+    results.versions = versions(results.postgresSettings.server_version ?? 'unknown', pgbench);
+
+    await section('claim', async () => {
+      const emptyUrl = await freshOurs();
+      const historyUrl = await freshOurs();
+      log(`   filling: ${P.claimPending} PENDING each, ${P.claimDone} DONE in the second`);
+      await prepareClaimTables(emptyUrl, historyUrl, P.claimPending, P.claimDone);
+      const runs = await repeat(P.runs, async () => {
+        const emptyMs = await timeClaims(emptyUrl, P.claimSamples, P.claimBatch);
+        const withHistoryMs = await timeClaims(historyUrl, P.claimSamples, P.claimBatch);
+        log(`   claim: ${emptyMs.toFixed(3)} ms empty, ${withHistoryMs.toFixed(3)} ms with history`);
+        return { emptyMs, withHistoryMs, ratio: withHistoryMs / emptyMs };
+      });
+      results.claim = { runs, explain: await explainClaim(historyUrl, P.claimBatch) };
+    });
+
+    await section('drain', async () => {
+      const graphileUrl = await server.createDatabase('graphile');
+      await setupGraphile(graphileUrl);
+      const bossUrl = await server.createDatabase('pgboss');
+      await setupPgBoss(bossUrl);
+      const ours1: Drain[] = [];
+      const ours2: Drain[] = [];
+      const graphile: Drain[] = [];
+      const pgBoss: Drain[] = [];
+      const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
+      // Interleaved, so a slow phase of a shared machine does not land on one system only.
+      for (let r = 0; r < P.runs; r++) {
+        ours1.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1 }));
+        show('ours ×1', ours1.at(-1)!);
+        ours2.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 2 }));
+        show('ours ×2', ours2.at(-1)!);
+        graphile.push(await graphileDrain(graphileUrl, P.drainMessages, P.graphileProcesses));
+        show('graphile-worker', graphile.at(-1)!);
+        pgBoss.push(await pgBossDrain(bossUrl, P.drainMessages, r));
+        show('pg-boss', pgBoss.at(-1)!);
+      }
+      const rep = (runs: Drain[]) => repeatOf(runs.map((d) => ({ perSecond: d.perSecond, drainSeconds: d.drainSeconds })));
+      const d = { ours1: rep(ours1), ours2: rep(ours2), graphile: rep(graphile), pgBoss: rep(pgBoss) };
+      const best = Math.max(d.ours1.median.perSecond, d.ours2.median.perSecond);
+      results.drain = {
+        ...d,
+        ratios: {
+          oursBestVsGraphile: round(best / d.graphile.median.perSecond, 3),
+          oursBestVsPgBoss: round(best / d.pgBoss.median.perSecond, 3),
+          oursBestVsBestPeer: round(best / Math.max(d.graphile.median.perSecond, d.pgBoss.median.perSecond), 3),
+          ours2VsOurs1: round(d.ours2.median.perSecond / d.ours1.median.perSecond, 3),
+        },
+      };
+    });
+
+    await section('latency', async () => {
+      const graphileUrl = await server.createDatabase('graphile_latency');
+      await setupGraphile(graphileUrl);
+      const bossUrl = await server.createDatabase('pgboss_latency');
+      await setupPgBoss(bossUrl);
+      const ours: Lat[] = [];
+      const graphile: Lat[] = [];
+      const pgBoss: Lat[] = [];
+      const show = (who: string, l: Lat) => log(`   ${who}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`);
+      for (let r = 0; r < P.runs; r++) {
+        ours.push(await oursLatency(await freshOurs(), P.latencySamples));
+        show('ours', ours.at(-1)!);
+        graphile.push(await graphileLatency(graphileUrl, P.latencySamples));
+        show('graphile-worker', graphile.at(-1)!);
+        pgBoss.push(await pgBossLatency(bossUrl, P.pgBossLatencySamples));
+        show('pg-boss', pgBoss.at(-1)!);
+      }
+      results.latency = { ours: repeatOf(ours), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
+    });
+
+    await section('io', async () => {
+      const by: Record<string, Drain[]> = {};
+      for (let r = 0; r < P.runs; r++) {
+        for (const processes of P.ioProcesses) {
+          const d = await oursDrain(await freshOurs(), {
+            topic: 'bench.sleep',
+            count: P.ioMessages,
+            processes,
+            env: { BENCH_SLEEP_MS: String(P.ioSleepMs) },
+          });
+          (by[processes] ??= []).push({ perSecond: d.perSecond, drainSeconds: d.drainSeconds });
+          log(`   ${processes} process(es), ${P.ioSleepMs} ms handler: ${Math.round(d.perSecond)} msg/s`);
+        }
+      }
+      const byProcesses = Object.fromEntries(Object.entries(by).map(([k, v]) => [k, repeatOf(v)]));
+      const one = byProcesses['1']!.median.perSecond;
+      results.io = {
+        byProcesses,
+        scaling: Object.fromEntries(Object.entries(byProcesses).map(([k, v]) => [`x${k}`, round(v.median.perSecond / one, 3)])),
+      };
+    });
+
+    await section('api', async () => {
+      const apiUrl = await server.createDatabase('stayhub_api', server.ourTemplate);
+      const fixture: ApiFixture = await startApi(apiUrl, { guests: P.apiGuests, properties: P.apiProperties }, server.dir);
+      try {
+        // Warm-up: JIT, pool connections, plan caches.
+        await apiBookings(fixture, 8, Math.min(2, P.httpSeconds));
+        const api: Record<number, { rps: number; p99: number }[]> = {};
+        const bench: Record<number, { tps: number; p99: number }[]> = {};
+        let non201 = 0;
+        for (let r = 0; r < P.runs; r++) {
+          for (const c of P.connections) {
+            const a = await apiBookings(fixture, c, P.httpSeconds);
+            non201 += a.non201;
+            (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
+            let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
+            if (pgbench) {
+              const b = await pgbenchBookings(fixture, c, P.httpSeconds, true);
+              (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
+              line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
+            }
+            log(line);
+          }
+        }
+        results.api = {
+          byConnections: P.connections.map((c) => {
+            const a = repeatOf(api[c]!);
+            const b = bench[c] ? repeatOf(bench[c]!) : null;
+            return { connections: c, api: a, pgbench: b, ratio: b ? round(a.median.rps / b.median.tps, 3) : null };
+          }),
+          non201,
+        };
+
+        if (pgbench) {
+          const withOutbox: { tps: number; p99: number }[] = [];
+          const withoutOutbox: { tps: number; p99: number }[] = [];
+          for (let r = 0; r < P.runs; r++) {
+            const w = await pgbenchBookings(fixture, P.outboxCostClients, P.httpSeconds, true);
+            const wo = await pgbenchBookings(fixture, P.outboxCostClients, P.httpSeconds, false);
+            withOutbox.push({ tps: w.tps, p99: w.p99 });
+            withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
+            log(`   outbox cost: ${w.tps} tps with, ${wo.tps} tps without`);
+          }
+          const w = repeatOf(withOutbox);
+          const wo = repeatOf(withoutOutbox);
+          const ratio = round(w.median.tps / wo.median.tps, 3);
+          results.outboxCost = { clients: P.outboxCostClients, withOutbox: w, withoutOutbox: wo, ratio, costPercent: round(100 * (1 - ratio), 1) };
+        } else {
+          results.outboxCost = null;
+        }
+
+        const conflictRuns = [];
+        for (let r = 0; r < P.runs; r++) {
+          const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
+          conflictRuns.push(c);
+          log(`   conflicts: ${c.rps} req/s, ${c.share409} % 409, ${c.created201} × 201, ${c.server5xx} × 5xx, ${c.other} other`);
+        }
+        results.conflicts = {
+          connections: P.conflictConnections,
+          runs: repeatOf(
+            conflictRuns.map((c) => ({
+              rps: c.rps, p99: c.p99, share409: c.share409, server5xx: c.server5xx, created201: c.created201,
+              conflict409: c.conflict409, other: c.other, requests: c.requests,
+            })),
+          ),
+          expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
+        };
+      } finally {
+        await fixture.close();
+      }
+    });
+  } finally {
+    const t = Date.now();
+    await server.stop();
+    log(`postgres stopped in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  }
+
+  results.durationSeconds = Math.round((Date.now() - t0) / 1000);
+  results.targets = evaluateTargets(results);
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(path.join(outDir, 'bench-results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(path.join(outDir, 'bench-results.md'), renderMarkdown(results));
+  log(`wrote ${path.join(outDir, 'bench-results.json')} and bench-results.md in ${results.durationSeconds} s`);
+  for (const t of results.targets) log(`   ${t.met === null ? '  ?' : t.met ? ' ok' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
+  if (results.errors.length) log(`${results.errors.length} section(s) failed: ${results.errors.map((e) => e.section).join(', ')}`);
+  return results.errors.length ? 1 : 0;
+}
+
+/** Medians of runs already taken (interleaved loops collect runs themselves). */
+function repeatOf<T extends Record<string, number>>(runs: T[]): Repeated<T> {
+  const keys = Object.keys(runs[0] ?? {}) as (keyof T)[];
+  const median = {} as T;
+  for (const k of keys) {
+    const s = runs.map((r) => r[k] as number).sort((a, b) => a - b);
+    const mid = Math.floor(s.length / 2);
+    median[k] = round(s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2, 3) as T[keyof T];
+  }
+  return { runs: runs.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)])) as T), median };
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
