@@ -43,10 +43,15 @@ export function decodeCursor(cursor: string): IndexKey | undefined {
   }
 }
 
+// PostgreSQL text cannot hold NUL, and no search needs control characters: refuse them here (400)
+// rather than let the index reject them (which would read as the index failing).
+const text = (max: number) =>
+  z.string().trim().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+
 export const searchQuery = z
   .strictObject({
-    q: z.string().trim().max(200).optional(),
-    city: z.string().trim().min(1).max(100).optional(),
+    q: text(200).optional(),
+    city: text(100).min(1).optional(),
     country: z
       .string()
       .regex(/^[A-Za-z]{2}$/, 'must be an ISO 3166-1 alpha-2 code')

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type Session, type TestApp } from '../helpers/app.ts';
@@ -293,6 +294,8 @@ describe('GET /search: bad parameters are 400 problem details', () => {
     'cursor=not-a-cursor': 'cursor',
     'nope=1': '',
     'q=a&q=b': 'q',
+    'q=a%00b': 'q',
+    'city=Li%00sbon': 'city',
   };
   for (const [qs, field] of Object.entries(bad)) {
     it(`?${qs}`, async () => {
@@ -318,5 +321,30 @@ describe('GET /search: bad parameters are 400 problem details', () => {
       const res = await t.app.inject({ method: 'GET', url: `/search?q=${encodeURIComponent(q)}` });
       expect(res.statusCode, `${q}: ${res.body}`).toBe(200);
     }
+  });
+});
+
+describe('GET /search: random query strings', () => {
+  it('answer 200 or a 400 problem, never a 5xx (fast-check)', async () => {
+    const names = ['q', 'city', 'country', 'guests', 'checkIn', 'checkOut', 'minPrice', 'maxPrice', 'limit', 'cursor', 'x', '__proto__'];
+    const value = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary', maxLength: 300 }),
+      fc.integer().map(String),
+      fc.double().map(String),
+      fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)),
+      fc.constantFrom('\u0000', "'; drop table search_documents; --", '!!:*', '"a', 'a <-> b', '(', 'Lisbon', 'PT'),
+      fc.string().map((v) => Buffer.from(JSON.stringify({ r: v, i: v })).toString('base64url')),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(fc.constantFrom(...names), value), async (params) => {
+        const qs = new URLSearchParams(params as Record<string, string>).toString();
+        const res = await t.app.inject({ method: 'GET', url: `/search?${qs}` });
+        expect([200, 400], `${qs}: ${res.body}`).toContain(res.statusCode);
+        if (res.statusCode === 400) expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      }),
+      { numRuns: 300 },
+    );
+    expect((await db.pool.query('select count(*)::int as n from search_documents')).rows[0].n).toBeGreaterThan(0);
   });
 });
