@@ -32,6 +32,12 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): pg
   // An idle client that loses its connection (database restart) emits 'error' on the pool; without
   // a listener that would crash the process. The pool drops the client and makes a new one.
   pool.on('error', () => {});
+  // A client checked out of the pool has no 'error' listener (pg-pool removes its own while the
+  // client is lent out). If the server ends the connection mid-transaction (restart,
+  // pg_terminate_backend), pg delivers the error to the running query AND emits 'error' on the
+  // client: unheard, that event crashes the process. Found by the chaos run. The query's own
+  // rejection still reaches the caller, and the pool discards the broken client on release.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
