@@ -1,0 +1,100 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { getMessages, insertMessages } from '../helpers/worker.ts';
+
+/* The outbox's operator scripts as real processes: stats, requeue of dead letters, purge. */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+let tdb: TestDatabase;
+beforeAll(async () => {
+  tdb = await createTestDatabase('wscripts');
+});
+afterAll(async () => {
+  await tdb?.drop();
+});
+beforeEach(async () => {
+  await tdb.db.execute(sql`truncate outbox, outbox_audit`);
+});
+
+async function run(script: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'info' },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+describe('outbox scripts', () => {
+  it('outbox:requeue puts DEAD messages back (by id, by topic, all) with attempts reset, and audits it', async () => {
+    const rows = await insertMessages(tdb.db, [
+      { topic: 'a.dead' },
+      { topic: 'a.dead' },
+      { topic: 'b.dead' },
+      { topic: 'c.done' },
+    ]);
+    await tdb.db.execute(sql`
+      update outbox set status = case when topic = 'c.done' then 'DONE' else 'DEAD' end,
+                        attempts = 8, processed_at = now(), last_error = 'h: Error: x'`);
+
+    let r = await run('scripts/outbox-requeue.ts', ['--id', rows[0]!.public_id]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
+    expect(r.stdout).toContain(rows[0]!.public_id);
+    r = await run('scripts/outbox-requeue.ts', ['--topic', 'b.dead']);
+    expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
+    let after = await getMessages(tdb.db, rows.map((m) => m.id));
+    expect(after.map((m) => [m.status, m.attempts])).toEqual([['PENDING', 0], ['DEAD', 8], ['PENDING', 0], ['DONE', 8]]);
+
+    r = await run('scripts/outbox-requeue.ts', ['--all-dead']);
+    expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
+    after = await getMessages(tdb.db, rows.map((m) => m.id));
+    expect(after.map((m) => m.status)).toEqual(['PENDING', 'PENDING', 'PENDING', 'DONE']);
+    const { rows: audit } = await tdb.db.execute<{ affected: number; actor: string }>(
+      sql`select affected, actor from outbox_audit order by id`,
+    );
+    expect(audit.map((a) => a.affected)).toEqual([1, 1, 1]);
+    expect(audit[0]!.actor).toMatch(/^cli:/);
+
+    r = await run('scripts/outbox-requeue.ts', []);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('usage: npm run outbox:requeue');
+    r = await run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid']);
+    expect(r.code).toBe(2);
+  });
+
+  it('outbox:stats prints pending, leased, dead and oldest pending age per topic', async () => {
+    await insertMessages(tdb.db, [{ topic: 'booking.created' }, { topic: 'booking.created' }, { topic: 'property.changed' }]);
+    await tdb.db.execute(sql`update outbox set created_at = now() - interval '90 seconds' where topic = 'property.changed'`);
+    await tdb.db.execute(sql`update outbox set claim_id = gen_random_uuid(), available_at = now() + interval '1 minute'
+                              where id = (select min(id) from outbox)`);
+    const r = await run('scripts/outbox-stats.ts');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => l.split(/\s{2,}/));
+    expect(lines[0]).toEqual(['topic', 'pending', 'leased', 'dead', 'done 1h', 'oldest pending']);
+    expect(lines).toContainEqual(['booking.created', '2', '1', '0', '0', expect.stringMatching(/^\d+s$/)]);
+    expect(lines).toContainEqual(['property.changed', '1', '0', '0', '0', expect.stringMatching(/^(9\d|1\d\d)s$/)]);
+    expect(lines.at(-1)!.slice(0, 4)).toEqual(['TOTAL', '3', '1', '0']);
+  });
+
+  it('outbox:purge deletes old DONE messages only', async () => {
+    await tdb.db.execute(sql`
+      insert into outbox (topic, payload, status, processed_at)
+      select 't', '{}'::jsonb, 'DONE', now() - interval '10 days' from generate_series(1, 1200)
+      union all select 't', '{}', 'DEAD', now() - interval '10 days'
+      union all select 't', '{}', 'DONE', now()`);
+    const r = await run('scripts/outbox-purge.ts', ['--days', '7']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('deleted 1200 DONE message(s) older than 7 day(s)');
+    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox`);
+    expect(rows[0]!.n).toBe(2);
+  });
+});
