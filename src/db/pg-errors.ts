@@ -30,6 +30,30 @@ export function pgError(err: unknown): PgErrorLike | undefined {
   return undefined;
 }
 
+/** Socket-level failures (Node's codes) on the way to the database. */
+const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+/** pg and pg-pool raise these without a code when a connection dies or cannot be had in time. */
+const CONNECTION_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
+
+/**
+ * True when the database could not be reached or went away mid-query (restart, failover,
+ * pg_terminate_backend, pool exhausted for connectionTimeoutMillis): SQLSTATE class 08
+ * (connection exception), 57P01-57P03 (shutdown, crash, not yet accepting), 53300 (too many
+ * connections), or a socket error. Not the request's fault, and worth retrying later: the API
+ * answers 503, not 500. Found by the chaos run (a Postgres restart gave clients 500s).
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === 'string') {
+      if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300') return true;
+      if (NETWORK_ERRORS.has(code)) return true;
+    }
+    if (typeof message === 'string' && CONNECTION_MESSAGES.test(message)) return true;
+  }
+  return false;
+}
+
 export function isRetryableTransactionError(err: unknown): boolean {
   const code = pgError(err)?.code;
   return code === PG.deadlockDetected || code === PG.serializationFailure;

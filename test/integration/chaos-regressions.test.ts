@@ -1,6 +1,8 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPool } from '../../src/db/client.ts';
+import { createDatabase, createPool, type Database } from '../../src/db/client.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
 
 /*
  * Regression tests for bugs the chaos run (npm run chaos) found. Each names the run's symptom.
@@ -22,7 +24,8 @@ describe('connection killed while a client is checked out (chaos: pg_terminate_b
     process.prependListener('uncaughtException', onUncaught);
     try {
       const client = await pool.connect();
-      const running = client.query('select pg_sleep(30)');
+      // Settled into a value at once, so its rejection is never "unhandled" while we wait.
+      const running = client.query('select pg_sleep(30)').then(() => null, (err: unknown) => err);
       for (let i = 0; i < 100; i++) {
         const { rowCount } = await db.pool.query(
           `select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'stayhub-checked-out' and query like '%pg_sleep(30)%'`,
@@ -30,7 +33,7 @@ describe('connection killed while a client is checked out (chaos: pg_terminate_b
         if (rowCount) break;
         await new Promise((r) => setTimeout(r, 50));
       }
-      await expect(running).rejects.toMatchObject({ code: '57P01' });
+      expect(await running).toMatchObject({ code: '57P01' });
       // The socket's end arrives after the error message: give it time to be emitted.
       await new Promise((r) => setTimeout(r, 300));
       client.release(new Error('connection lost'));
@@ -41,6 +44,77 @@ describe('connection killed while a client is checked out (chaos: pg_terminate_b
     } finally {
       process.off('uncaughtException', onUncaught);
       await pool.end();
+    }
+  });
+});
+
+describe('database outage → 503, never 500 (chaos: a Postgres restart gave clients 500s)', () => {
+  it('answers 503 service_unavailable with Retry-After when the database cannot be reached', async () => {
+    // A pool pointed at a port nobody listens on: every query fails with ECONNREFUSED.
+    const nowhere: Database = createDatabase('postgres://postgres:x@127.0.0.1:1/nowhere', { max: 1 });
+    const t = await buildTestApp({ ...db, ...nowhere } as TestDatabase);
+    try {
+      const login = await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'a@b.test', password: 'whatever-long' } });
+      expect(login.statusCode, login.body).toBe(503);
+      expect(login.json().code).toBe('service_unavailable');
+      expect(login.headers['retry-after']).toBe('1');
+
+      const authed = await t.app.inject({ method: 'GET', url: '/bookings', headers: { authorization: `Bearer ${'a'.repeat(43)}` } });
+      expect(authed.statusCode, authed.body).toBe(503);
+    } finally {
+      await t.app.close();
+      await nowhere.close();
+    }
+  });
+
+  it('answers 503 when its connection is terminated mid-request (57P01, as in a fast shutdown)', async () => {
+    const appDb = createDatabase(db.url, { max: 2, applicationName: 'stayhub-api-57p01' });
+    const t: TestApp = await buildTestApp({ ...db, ...appDb } as TestDatabase);
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      const host = await signUp(t.app, 'host');
+      const guest = await signUp(t.app, 'guest');
+      const property = await listProperty(t.app, host);
+      const booked = await t.app.inject({
+        method: 'POST',
+        url: '/bookings',
+        headers: guest.auth,
+        payload: { propertyId: property.id, checkIn: daysFromNow(5), checkOut: daysFromNow(7), guests: 1 },
+      });
+      expect(booked.statusCode).toBe(201);
+      const bookingId = booked.json().id as string;
+
+      // Hold the booking's row lock so the cancel waits inside its transaction, then kill its backend.
+      await holder.query('begin');
+      await holder.query('select 1 from bookings where public_id = $1 for update', [bookingId]);
+      const pending = t.app.inject({ method: 'POST', url: `/bookings/${bookingId}/cancel`, headers: guest.auth });
+      let pid: number | undefined;
+      for (let i = 0; i < 100 && pid === undefined; i++) {
+        const { rows } = await db.pool.query(
+          `select pid from pg_stat_activity where application_name = 'stayhub-api-57p01' and wait_event_type = 'Lock'`,
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(pid, 'the cancel never waited on the lock').toBeDefined();
+      await db.pool.query('select pg_terminate_backend($1)', [pid]);
+      const res = await pending;
+      expect(res.statusCode, res.body).toBe(503);
+      expect(res.json().code).toBe('service_unavailable');
+      await holder.query('rollback');
+
+      // Nothing was half-done: the booking is still confirmed and no cancellation event exists;
+      // the client's retry then succeeds.
+      const { rows } = await db.pool.query(`select count(*)::int as n from outbox where topic = 'booking.cancelled'`);
+      expect(rows[0].n).toBe(0);
+      const retry = await t.app.inject({ method: 'POST', url: `/bookings/${bookingId}/cancel`, headers: guest.auth });
+      expect(retry.statusCode, retry.body).toBe(200);
+      expect(retry.json().status).toBe('cancelled');
+    } finally {
+      await holder.end();
+      await t.app.close();
+      await appDb.close();
     }
   });
 });

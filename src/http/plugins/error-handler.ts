@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, type FieldError } from '../../errors.ts';
-import { pgError, PG } from '../../db/pg-errors.ts';
+import { isDatabaseUnavailable, pgError, PG } from '../../db/pg-errors.ts';
 import { problem, sendProblem } from '../problem.ts';
 
 /** Fastify's own client-error codes, mapped to ours. */
@@ -49,6 +49,13 @@ export function registerErrorHandler(app: FastifyInstance) {
 
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendProblem(reply, problem('bad_request', err.message));
+    }
+    // The database restarting or unreachable is an outage, not a bug: 503 tells the client to come
+    // back (with the same Idempotency-Key), where a 500 would say the request itself broke something.
+    if (isDatabaseUnavailable(err)) {
+      request.log.warn({ err }, 'database unavailable');
+      reply.header('retry-after', '1');
+      return sendProblem(reply, problem('service_unavailable', 'The database is unavailable; retry shortly'));
     }
     request.log.error({ err }, 'unhandled error');
     return sendProblem(reply, problem('internal_error'));
