@@ -105,8 +105,8 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
   }
 
   const failures: { handler: Handler; error: unknown; durationMs: number }[] = [];
-  for (const handler of handlers) {
-    if (msg.handlersDone.includes(handler.name)) continue;
+  const pending = handlers.filter((h) => !msg.handlersDone.includes(h.name));
+  for (const [i, handler] of pending.entries()) {
     const t0 = performance.now();
     try {
       await handler.handle({
@@ -123,15 +123,23 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
       continue;
     }
     const durationMs = Math.round(performance.now() - t0);
-    const held = await persist(log, 'handler success', () => settle.recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name));
+    // The last handler, all others fine: record it and DONE in one write.
+    const last = i === pending.length - 1 && failures.length === 0;
+    const held = await persist(log, last ? 'done' : 'handler success', () =>
+      last
+        ? settle.markDone(ctx.db, msg.id, msg.claimId, handler.name)
+        : settle.recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name),
+    );
     if (!held) {
       log.warn({ handler: handler.name }, 'claim superseded (lease expired); leaving the message to its new claim');
       return 'lost';
     }
     emit(ctx, { ...base, handler: handler.name, outcome: 'done', durationMs });
+    if (last) return 'done';
   }
 
   if (failures.length === 0) {
+    // Every handler had already succeeded on an earlier attempt.
     return (await persist(log, 'done', () => settle.markDone(ctx.db, msg.id, msg.claimId))) ? 'done' : 'lost';
   }
 
