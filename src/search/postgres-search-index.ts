@@ -96,6 +96,8 @@ export class PostgresSearchIndex implements SearchIndex {
     // An idle client losing its connection emits 'error' on the pool; unhandled, it would kill
     // the process that is only using the index as an optimisation.
     this.pool.on('error', () => {});
+    // Same for a client that is checked out when its connection is killed (see db/client.ts).
+    this.pool.on('connect', (client) => client.on('error', () => {}));
     this.db = drizzle(this.pool);
   }
 
