@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pgTypes from 'pg';
 import { createDatabase, createPool, type Database } from '../../src/db/client.ts';
+import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
 
@@ -16,34 +18,55 @@ afterAll(async () => {
   await db?.drop();
 });
 
+/**
+ * Checks out a client of `pool`, kills its backend during a query, and returns what escaped:
+ * errors that reached process 'uncaughtException' (each one would have crashed a worker or the API).
+ */
+async function killCheckedOutClient(pool: pgTypes.Pool, applicationName: string): Promise<unknown[]> {
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(err);
+  process.prependListener('uncaughtException', onUncaught);
+  try {
+    const client = await pool.connect();
+    // Settled into a value at once, so its rejection is never "unhandled" while we wait.
+    const running = client.query('select pg_sleep(30)').then(() => null, (err: unknown) => err);
+    for (let i = 0; i < 100; i++) {
+      const { rowCount } = await db.pool.query(
+        `select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query like '%pg_sleep(30)%'`,
+        [applicationName],
+      );
+      if (rowCount) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await running).toMatchObject({ code: '57P01' });
+    // The socket's end arrives after the error message: give it time to be emitted.
+    await new Promise((r) => setTimeout(r, 300));
+    client.release(new Error('connection lost'));
+    // The pool recovers: the broken client was discarded, a new connection works.
+    const { rows } = await pool.query('select 1 as ok');
+    expect(rows[0].ok).toBe(1);
+    return uncaught;
+  } finally {
+    process.off('uncaughtException', onUncaught);
+  }
+}
+
 describe('connection killed while a client is checked out (chaos: pg_terminate_backend / Postgres restart)', () => {
-  it('rejects the running query and raises no uncaught error event that would crash the process', async () => {
+  it('the application pool: the query rejects, no uncaught error event crashes the process', async () => {
     const pool = createPool(db.url, { max: 1, applicationName: 'stayhub-checked-out' });
-    const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
-    process.prependListener('uncaughtException', onUncaught);
     try {
-      const client = await pool.connect();
-      // Settled into a value at once, so its rejection is never "unhandled" while we wait.
-      const running = client.query('select pg_sleep(30)').then(() => null, (err: unknown) => err);
-      for (let i = 0; i < 100; i++) {
-        const { rowCount } = await db.pool.query(
-          `select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'stayhub-checked-out' and query like '%pg_sleep(30)%'`,
-        );
-        if (rowCount) break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(await running).toMatchObject({ code: '57P01' });
-      // The socket's end arrives after the error message: give it time to be emitted.
-      await new Promise((r) => setTimeout(r, 300));
-      client.release(new Error('connection lost'));
-      expect(uncaught).toEqual([]);
-      // The pool recovers: the broken client was discarded, a new connection works.
-      const { rows } = await pool.query('select 1 as ok');
-      expect(rows[0].ok).toBe(1);
+      expect(await killCheckedOutClient(pool, 'stayhub-checked-out')).toEqual([]);
     } finally {
-      process.off('uncaughtException', onUncaught);
       await pool.end();
+    }
+  });
+
+  it("the search index's own pool: same (chaos: a worker exited with code 1 on an unheard 57P01)", async () => {
+    const index = new PostgresSearchIndex({ url: db.url, max: 1, applicationName: 'stayhub-search-checked-out' });
+    try {
+      expect(await killCheckedOutClient(index.pool, 'stayhub-search-checked-out')).toEqual([]);
+    } finally {
+      await index.close();
     }
   });
 });
