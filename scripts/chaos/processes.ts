@@ -1,0 +1,100 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import readline from 'node:readline';
+
+/*
+ * The chaos run's process supervisor. Each system process (API, workers, SMTP sink) is a real
+ * child process started the way production starts it (`node --import tsx <entry>`, so a signal
+ * reaches the real process), in its own process group, its output appended to a log file.
+ *
+ * Like a process manager (systemd, Kubernetes) it restarts a process that exits on its own;
+ * those unplanned exits are counted, because one the run did not cause is a finding. A kill the
+ * run injects is planned: the process stays down until the fault restarts it.
+ */
+
+export interface ChildSpec {
+  name: string;
+  /** Script run by `node --import tsx`. */
+  entry: string;
+  args?: string[];
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  logFile: string;
+  /** Called for every output line (stdout and stderr). */
+  onLine?: (line: string) => void;
+}
+
+export class Supervised {
+  private child?: ChildProcess;
+  private log: WriteStream;
+  private planned = false;
+  private stopped = false;
+  /** Exits the run did not cause (crash, fatal error at start-up…). */
+  unplannedExits: { at: number; code: number | null; signal: string | null }[] = [];
+  starts = 0;
+  private restartTimer?: NodeJS.Timeout;
+
+  constructor(readonly spec: ChildSpec) {
+    this.log = createWriteStream(spec.logFile, { flags: 'a' });
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  start(): void {
+    if (this.running || this.stopped) return;
+    this.planned = false;
+    this.starts++;
+    const child = spawn(process.execPath, ['--import', 'tsx', this.spec.entry, ...(this.spec.args ?? [])], {
+      cwd: this.spec.cwd,
+      env: this.spec.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.log.write(`--- ${new Date().toISOString()} start #${this.starts} pid ${child.pid}\n`);
+    for (const stream of [child.stdout!, child.stderr!]) {
+      readline.createInterface({ input: stream }).on('line', (line) => {
+        this.log.write(`${line}\n`);
+        this.spec.onLine?.(line);
+      });
+    }
+    child.on('exit', (code, signal) => {
+      this.log.write(`--- ${new Date().toISOString()} exit code=${code} signal=${signal}\n`);
+      if (this.child !== child) return;
+      if (this.planned || this.stopped) return;
+      this.unplannedExits.push({ at: Date.now(), code, signal });
+      // Restart after a short pause, as a process manager would.
+      this.restartTimer = setTimeout(() => this.start(), 500);
+    });
+  }
+
+  /** Sends `signal` and waits for the exit (SIGKILL after `timeoutMs`). The process stays down. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL', timeoutMs = 10_000): Promise<void> {
+    clearTimeout(this.restartTimer);
+    const child = this.child;
+    this.planned = true;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      child.kill(signal);
+    } catch {
+      return;
+    }
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Final stop: SIGTERM (graceful), then no restart ever. */
+  async stop(timeoutMs = 15_000): Promise<void> {
+    this.stopped = true;
+    await this.kill('SIGTERM', timeoutMs);
+    await new Promise<void>((resolve) => this.log.end(resolve));
+  }
+}

@@ -1,0 +1,49 @@
+import type { ChaosResults } from './run.ts';
+
+/** The short markdown table written beside chaos-results.json (and printed at the end of a run). */
+export function renderMarkdown(r: ChaosResults): string {
+  const f = r.figures;
+  const m = f.mail;
+  const lines = [
+    `## Chaos run: ${r.ok ? 'PASS' : 'FAIL'} (seed ${r.seed}, ${r.durationSeconds} s of load)`,
+    '',
+    `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}.`,
+    '',
+    '| Invariant | Result |',
+    '|---|---|',
+    ...r.checks.map((c) => `| ${c.name} | ${c.ok ? 'held' : `**BROKEN** (${c.violationCount})`} |`),
+    '',
+    '| Figure | Value |',
+    '|---|---|',
+    `| bookings made (201) | ${f.bookingsMade} |`,
+    `| bookings in the database (confirmed / cancelled) | ${f.bookingsInDatabase.total} (${f.bookingsInDatabase.confirmed} / ${f.bookingsInDatabase.cancelled}) |`,
+    `| booking attempts / 409 dates_unavailable / overlap storms | ${f.load.bookingAttempts} / ${f.load.conflicts409} / ${f.load.overlapStorms} |`,
+    `| requests sent (incl. client retries) / retries / gave up | ${f.requests} / ${f.clientRetries} / ${f.load.gaveUp} |`,
+    `| faults: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} (${f.workerKillsMidHandlers}) |`,
+    `| faults: API SIGKILL | ${f.faults['api-kill']} |`,
+    `| faults: SMTP server down | ${f.faults['smtp-outage']} |`,
+    `| faults: Postgres restart (fast shutdown) | ${f.faults['pg-restart']} |`,
+    `| faults: pg_terminate_backend on worker connections | ${f.faults['pg-terminate-workers']} |`,
+    `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
+    `| emails expected / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
+    `| duplicates delivered (extra copies; messages affected) | ${m.duplicates} (${m.duplicatedMessages}) |`,
+    `| emails about nothing (unexpected Message-IDs) | ${m.unexpected} |`,
+    `| DEAD messages (all to the ${r.settings.bounceRecipients} 550 recipients) | ${f.outbox.dead} |`,
+    `| PENDING at the end (handled topics / topics without a handler) | ${f.outbox.pendingHandled} / ${f.outbox.pendingUnhandled} |`,
+    `| drain time after the load stopped | ${f.drainSecondsAfterLoad ?? 'not drained'} s |`,
+    `| from the last fault to steady state (oldest pending ≤ 5 s) | ${f.secondsFromLastFaultToSteadyState ?? 'n/a'} s |`,
+    `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s |`,
+    `| max PENDING messages | ${f.maxPending} |`,
+  ];
+  const exits = Object.entries(f.unplannedExits).filter(([, e]) => e.length);
+  if (exits.length) {
+    lines.push('', 'Unplanned exits (restarted by the harness): ' + exits.map(([n, e]) => `${n} ×${e.length} (codes ${e.map((x) => x.code ?? x.signal).join(', ')})`).join('; '));
+  }
+  const broken = r.checks.filter((c) => !c.ok);
+  if (broken.length) {
+    lines.push('', '### Violations (first ten of each)');
+    for (const c of broken) lines.push('', `**${c.name}**`, ...c.violations.map((v) => `- ${v}`));
+  }
+  lines.push('', `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}\``, '');
+  return lines.join('\n');
+}

@@ -1,0 +1,456 @@
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { execFileSync } from 'node:child_process';
+import { createPool } from '../../src/db/client.ts';
+import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
+import { runMigrations } from '../../src/db/migrate.ts';
+import { runChecks, type CheckOutput } from './checks.ts';
+import { ApiClient } from './client.ts';
+import { FaultInjector, planFaults, type FaultKind, type InjectedFault } from './faults.ts';
+import { Load } from './load.ts';
+import { Supervised } from './processes.ts';
+import { renderMarkdown } from './report.ts';
+import { Rng } from './rng.ts';
+import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
+
+/*
+ * `npm run chaos -- [--duration 60] [--seed N] [--out DIR]`
+ *
+ * Runs the real system on this machine — embedded Postgres, the API process, two outbox worker
+ * processes and a real SMTP server in a process of its own — puts load on it while injecting the
+ * faults drawn from --seed, lets the workers drain, then checks that nothing was lost (see
+ * checks.ts) and writes chaos-results.json and chaos-results.md to --out. Exit code 0 only if
+ * every invariant held; 1 if one broke; 2 for bad flags or a harness failure.
+ *
+ * Everything is on loopback, on free ports, in a temporary folder: it never touches the
+ * developer's database or `npm start`'s ports. The folder (with every process's log) is deleted
+ * after a passing run and kept, with its path printed, after a failing one.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+// Worker settings that make retries fit in a short run. The retry window (sum of the backoff
+// delays before a message dies) must be longer than any SMTP outage the schedule draws.
+const WORKER_ENV = {
+  LEASE_SECONDS: '5',
+  BACKOFF_BASE_SECONDS: '0.2',
+  BACKOFF_MAX_SECONDS: '2',
+  MAX_ATTEMPTS: '12',
+  POLL_INTERVAL_MS: '250',
+  SMTP_TIMEOUT_MS: '3000',
+  SHUTDOWN_TIMEOUT_SECONDS: '5',
+};
+const MAIL_FROM = 'StayHub <no-reply@stayhub.test>';
+
+/** Smallest total of backoff delays before a message dies (jitter can only shorten a delay by half). */
+function retryWindowMs(): number {
+  const base = Number(WORKER_ENV.BACKOFF_BASE_SECONDS);
+  const max = Number(WORKER_ENV.BACKOFF_MAX_SECONDS);
+  let total = 0;
+  for (let n = 1; n < Number(WORKER_ENV.MAX_ATTEMPTS); n++) total += Math.min(base * 2 ** (n - 1), max) / 2;
+  return total * 1000;
+}
+
+interface Flags {
+  durationSeconds: number;
+  seed: number;
+  out: string;
+  concurrency: number;
+  keep: boolean;
+}
+
+function parseFlags(argv: string[]): Flags {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      duration: { type: 'string', default: '60' },
+      seed: { type: 'string' },
+      out: { type: 'string' },
+      concurrency: { type: 'string', default: '6' },
+      keep: { type: 'boolean', default: false },
+    },
+  });
+  const num = (name: string, v: string, min: number) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min} (got "${v}")`);
+    return n;
+  };
+  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0);
+  return {
+    durationSeconds: num('duration', values.duration!, 10),
+    seed,
+    out: path.resolve(values.out ?? path.join(root, 'var', 'chaos', String(seed))),
+    concurrency: num('concurrency', values.concurrency!, 1),
+    keep: values.keep!,
+  };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if (await probe()) return;
+    } catch {
+      /* not yet */
+    }
+    await sleep(100);
+  }
+  throw new Error(`${what} not ready within ${timeoutMs} ms`);
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export interface ChaosResults {
+  ok: boolean;
+  seed: number;
+  durationSeconds: number;
+  startedAt: string;
+  wallSeconds: number;
+  machine: { cpus: number; node: string };
+  settings: { worker: typeof WORKER_ENV; concurrency: number; tempFailRate: number; bounceRecipients: number; retryWindowSeconds: number };
+  checks: CheckOutput['checks'];
+  figures: {
+    bookingsMade: number;
+    bookingsInDatabase: CheckOutput['bookings'];
+    load: Load['figures'];
+    requests: number;
+    clientRetries: number;
+    responses: Record<string, number>;
+    faults: Record<FaultKind, number>;
+    workerKillsMidHandlers: number;
+    mail: CheckOutput['mail'];
+    outbox: CheckOutput['outbox'];
+    drainSecondsAfterLoad: number | null;
+    secondsFromLastFaultToSteadyState: number | null;
+    maxOldestPendingAgeSeconds: number;
+    maxPending: number;
+    unplannedExits: Record<string, { at: string; code: number | null; signal: string | null }[]>;
+  };
+  faults: Array<Omit<InjectedFault, 'startedAt' | 'endedAt'> & { atSeconds: number; seconds: number }>;
+  handledTopics: string[];
+}
+
+async function main(): Promise<number> {
+  let flags: Flags;
+  try {
+    flags = parseFlags(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`chaos: ${(err as Error).message}\nusage: npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]\n`);
+    return 2;
+  }
+  const t0 = Date.now();
+  const say = (msg: string) => process.stdout.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}\n`);
+  const rng = new Rng(flags.seed);
+  const faultRng = rng.fork('faults');
+  const loadRng = rng.fork('load');
+  const sinkRng = rng.fork('smtp');
+  say(`seed ${flags.seed}, duration ${flags.durationSeconds} s, results to ${flags.out}`);
+
+  // --- the stage: a temporary folder the `postgres` user can reach, free ports
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-chaos-'));
+  chmodSync(dir, 0o755);
+  const logs = path.join(dir, 'logs');
+  mkdirSync(logs);
+  const [pgPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
+  const postgres = new EmbeddedPostgres({
+    dataDir: path.join(dir, 'pg'),
+    port: pgPort,
+    user: 'postgres',
+    password: 'chaos',
+    logFile: path.join(logs, 'postgres.log'),
+  });
+  const children: Supervised[] = [];
+  let admin: ReturnType<typeof createPool> | undefined;
+  let sampler: NodeJS.Timeout | undefined;
+
+  const cleanup = async () => {
+    clearInterval(sampler);
+    await Promise.all(children.map((c) => c.stop(8_000).catch(() => {})));
+    await admin?.end().catch(() => {});
+    await postgres.stop().catch(() => {});
+  };
+  let interrupted = false;
+  process.once('SIGINT', () => {
+    interrupted = true;
+    say('interrupted: stopping everything');
+    void cleanup().finally(() => process.exit(130));
+  });
+
+  try {
+    await postgres.initialise();
+    await postgres.start();
+    await ensureDatabase(postgres.url, 'stayhub');
+    const databaseUrl = postgres.urlFor('stayhub');
+    await runMigrations(databaseUrl);
+    admin = createPool(databaseUrl, { max: 3, applicationName: 'stayhub-chaos' });
+    say(`embedded Postgres on ${pgPort}, migrated`);
+
+    const bounceEmails = [`bounce-1-${flags.seed}@chaos.test`, `bounce-2-${flags.seed}@chaos.test`];
+    const tempFailRate = 0.1;
+    const recordFile = path.join(dir, 'smtp-received.jsonl');
+    writeFileSync(recordFile, '');
+
+    const baseEnv: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: databaseUrl,
+      LOG_LEVEL: 'info',
+      MAIL_FROM,
+    };
+
+    // --- the SMTP server
+    const sinkOptions: SinkOptions = {
+      port: smtpPort,
+      recordFile,
+      seed: sinkRng.int(1, 2 ** 30),
+      tempFailRate,
+      rejectRecipients: bounceEmails,
+      latencyMs: [5, 40],
+    };
+    const smtp = new Supervised({
+      name: 'smtp',
+      entry: path.join(root, 'scripts/chaos/smtp-sink.ts'),
+      args: [JSON.stringify(sinkOptions)],
+      env: baseEnv,
+      cwd: root,
+      logFile: path.join(logs, 'smtp.log'),
+    });
+    children.push(smtp);
+    smtp.start();
+    const waitSmtpUp = () => waitFor('SMTP server', () => portOpen(smtpPort), 30_000);
+    await waitSmtpUp();
+
+    // --- the API
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const api = new Supervised({
+      name: 'api',
+      entry: path.join(root, 'src/http/server.ts'),
+      env: { ...baseEnv, PORT: String(apiPort), HOST: '127.0.0.1', RATE_LIMIT_AUTH_PER_MINUTE: '1000000', SHUTDOWN_TIMEOUT_SECONDS: '5', LOG_LEVEL: 'warn' },
+      cwd: root,
+      logFile: path.join(logs, 'api.log'),
+    });
+    children.push(api);
+    api.start();
+    // Up = answering HTTP at all (a 503 while Postgres restarts still means the process is up).
+    const waitApiUp = () => waitFor('API', async () => (await fetch(`${apiUrl}/health`)).status > 0, 60_000);
+    await waitApiUp();
+    say(`API on ${apiPort}, SMTP server on ${smtpPort}`);
+
+    // --- the workers
+    const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true` };
+    const handledTopics = execFileSync(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], {
+      cwd: root,
+      env: workerEnv,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .toString()
+      .split('\n')
+      .map((l) => l.split(':')[0]!.trim())
+      .filter(Boolean);
+    say(`worker handles: ${handledTopics.join(', ')}`);
+    const lastWorkerActivity = [0, 0];
+    const workers = [0, 1].map(
+      (i) =>
+        new Supervised({
+          name: `worker-${i}`,
+          entry: path.join(root, 'src/worker/drain-outbox.ts'),
+          env: workerEnv,
+          cwd: root,
+          logFile: path.join(logs, `worker-${i}.log`),
+          onLine: (line) => {
+            if (line.includes('"outbox handler outcome"')) lastWorkerActivity[i] = Date.now();
+          },
+        }),
+    );
+    children.push(...workers);
+    workers.forEach((w) => w.start());
+
+    // --- the outbox, sampled every second (oldest PENDING age of topics the worker handles)
+    const samples: { at: number; pending: number; oldestAge: number }[] = [];
+    sampler = setInterval(() => {
+      admin!
+        .query<{ pending: number; age: number | null }>(
+          `select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as age
+             from outbox where status = 'PENDING' and topic = any($1)`,
+          [handledTopics],
+        )
+        .then(({ rows }) => samples.push({ at: Date.now(), pending: rows[0]!.pending, oldestAge: rows[0]!.age ?? 0 }))
+        .catch(() => {}); // Postgres restarting: no sample
+    }, 1_000);
+
+    // --- the load and the faults
+    const client = new ApiClient(apiUrl);
+    const load = new Load({
+      api: client,
+      rng: loadRng,
+      hosts: 6,
+      guests: 16,
+      bounceEmails,
+      concurrency: flags.concurrency,
+      thinkMs: [20, 120],
+      runTag: String(flags.seed),
+    });
+    await load.setup();
+    say(`set up ${load.users.length} users and ${load.properties.length} properties`);
+
+    const durationMs = flags.durationSeconds * 1000;
+    const plan = planFaults(faultRng, { durationMs, workers: workers.length, maxSmtpOutageMs: Math.floor(retryWindowMs() / 2) });
+    const injector = new FaultInjector({
+      workers,
+      api,
+      smtp,
+      postgres,
+      admin,
+      lastWorkerActivity,
+      waitApiUp,
+      waitSmtpUp,
+      log: say,
+    });
+    const loadStart = Date.now();
+    say(`load for ${flags.durationSeconds} s with ${plan.length} faults planned`);
+    injector.start(plan);
+    await load.run(durationMs);
+    const loadEnd = Date.now();
+    say(`load done: ${load.figures.bookingsCreated} bookings, ${load.figures.cancellations} cancellations; waiting for faults in progress`);
+    await injector.settle();
+    // Every process up again (a fault may have ended with one still restarting).
+    await waitApiUp();
+    await waitSmtpUp();
+    workers.forEach((w) => w.start());
+
+    // --- drain: wait until nothing the worker handles is PENDING (bounded)
+    const drainDeadline = Date.now() + Math.max(120_000, durationMs);
+    let drainedAt: number | null = null;
+    while (Date.now() < drainDeadline) {
+      try {
+        const { rows } = await admin.query<{ n: number }>(
+          `select count(*)::int as n from outbox where status = 'PENDING' and topic = any($1)`,
+          [handledTopics],
+        );
+        if (rows[0]!.n === 0) {
+          drainedAt = Date.now();
+          break;
+        }
+      } catch {
+        /* retry */
+      }
+      await sleep(250);
+    }
+    say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
+    clearInterval(sampler);
+
+    // --- checks (the API is still up for the clients' look-ups)
+    const records = readFileSync(recordFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as SinkRecord);
+    const out = await runChecks({
+      db: admin,
+      api: client,
+      mailFrom: MAIL_FROM,
+      records,
+      bounceEmails,
+      clientBookings: [...load.bookings.values()],
+      handledTopics,
+    });
+
+    const faultsByKind = { 'worker-kill': 0, 'api-kill': 0, 'smtp-outage': 0, 'pg-restart': 0, 'pg-terminate-workers': 0 } as Record<FaultKind, number>;
+    for (const f of injector.done) faultsByKind[f.kind]++;
+    const lastFault = injector.lastFaultEndedAt;
+    // Steady state after the last fault: the first sample at which no message is older than 5 s.
+    const steady = lastFault ? samples.find((s) => s.at >= lastFault && s.oldestAge <= 5) : undefined;
+    const responses: Record<string, number> = {};
+    for (const [k, n] of [...client.counts.entries()].sort()) responses[k] = n;
+
+    const results: ChaosResults = {
+      ok: out.checks.every((c) => c.ok) && drainedAt !== null,
+      seed: flags.seed,
+      durationSeconds: flags.durationSeconds,
+      startedAt: new Date(t0).toISOString(),
+      wallSeconds: Math.round((Date.now() - t0) / 1000),
+      machine: { cpus: os.cpus().length, node: process.version },
+      settings: {
+        worker: WORKER_ENV,
+        concurrency: flags.concurrency,
+        tempFailRate,
+        bounceRecipients: bounceEmails.length,
+        retryWindowSeconds: Math.round(retryWindowMs() / 100) / 10,
+      },
+      checks: [
+        ...out.checks,
+        { name: 'the workers drain within the bound', ok: drainedAt !== null, violations: drainedAt ? [] : ['not drained'], violationCount: drainedAt ? 0 : 1 },
+      ],
+      figures: {
+        bookingsMade: load.figures.bookingsCreated,
+        bookingsInDatabase: out.bookings,
+        load: load.figures,
+        requests: client.requests,
+        clientRetries: client.retries,
+        responses,
+        faults: faultsByKind,
+        workerKillsMidHandlers: injector.done.filter((f) => f.kind === 'worker-kill' && f.detail.includes('mid-handlers')).length,
+        mail: out.mail,
+        outbox: out.outbox,
+        drainSecondsAfterLoad: drainedAt ? Math.round((drainedAt - loadEnd) / 100) / 10 : null,
+        secondsFromLastFaultToSteadyState: steady && lastFault ? Math.round((steady.at - lastFault) / 100) / 10 : null,
+        maxOldestPendingAgeSeconds: Math.round(Math.max(0, ...samples.map((s) => s.oldestAge)) * 10) / 10,
+        maxPending: Math.max(0, ...samples.map((s) => s.pending)),
+        unplannedExits: Object.fromEntries(
+          children.map((c) => [c.spec.name, c.unplannedExits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))]),
+        ),
+      },
+      faults: injector.done
+        .sort((a, b) => a.startedAt - b.startedAt)
+        .map(({ startedAt, endedAt, ...f }) => ({ ...f, atSeconds: Math.round((startedAt - loadStart) / 100) / 10, seconds: Math.round((endedAt - startedAt) / 100) / 10 })),
+      handledTopics,
+    };
+
+    mkdirSync(flags.out, { recursive: true });
+    writeFileSync(path.join(flags.out, 'chaos-results.json'), `${JSON.stringify(results, null, 2)}\n`);
+    const md = renderMarkdown(results);
+    writeFileSync(path.join(flags.out, 'chaos-results.md'), md);
+    process.stdout.write(`\n${md}\n`);
+
+    await cleanup();
+    if (results.ok && !flags.keep) rmSync(dir, { recursive: true, force: true });
+    else say(`logs and data kept in ${dir}`);
+    say(results.ok ? 'PASS: every invariant held' : 'FAIL: an invariant broke (see above)');
+    return results.ok ? 0 : 1;
+  } catch (err) {
+    if (interrupted) return 130;
+    process.stderr.write(`chaos: harness failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    await cleanup();
+    process.stderr.write(`chaos: logs kept in ${dir}\n`);
+    return 2;
+  }
+}
+
+main().then((code) => process.exit(code));
