@@ -1,0 +1,39 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+
+let db: TestDatabase;
+let t: TestApp;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  t = await buildTestApp(db);
+});
+afterAll(async () => {
+  await t.app.close();
+  await db.drop();
+});
+
+describe('OpenAPI', () => {
+  it('is generated from the zod schemas that validate requests', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/docs/json' });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json();
+    expect(doc.openapi).toMatch(/^3\./);
+    const post = doc.paths['/bookings'].post;
+    const schema = post.requestBody.content['application/json'].schema;
+    expect(schema.required).toEqual(expect.arrayContaining(['propertyId', 'checkIn', 'checkOut', 'guests']));
+    expect(schema.additionalProperties).toBe(false);
+    expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(['201']));
+    expect(doc.paths['/properties/{id}/availability'].get.parameters.map((p: { name: string }) => p.name)).toEqual(
+      expect.arrayContaining(['id', 'from', 'to']),
+    );
+  });
+
+  it('serves the UI at /docs', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/docs' });
+    expect([200, 302]).toContain(res.statusCode);
+    const page = res.statusCode === 302 ? await t.app.inject({ method: 'GET', url: res.headers.location as string }) : res;
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('swagger');
+  });
+});
