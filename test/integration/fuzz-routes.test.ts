@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createUser } from '../../src/users/auth.service.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, propertyInput, signUp, type Session, type TestApp } from '../helpers/app.ts';
 
@@ -20,6 +21,7 @@ let host: Session;
 let otherHost: Session;
 let guest: Session;
 let otherGuest: Session;
+let admin: { authorization: string };
 let propertyId: string;
 let bookingId: string;
 
@@ -70,6 +72,10 @@ beforeAll(async () => {
   guest = await signUp(app, 'guest');
   otherGuest = await signUp(app, 'guest');
   propertyId = (await listProperty(app, host)).id;
+  // Admins cannot sign up; made as `npm run create-admin` makes them, then signed in.
+  await createUser(db.db, { email: 'fuzz-admin@example.test', password: 'correct horse battery', name: 'Admin', role: 'admin' });
+  const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'fuzz-admin@example.test', password: 'correct horse battery' } });
+  admin = { authorization: `Bearer ${login.json().token}` };
   const res = await app.inject({
     method: 'POST',
     url: '/bookings',
@@ -218,6 +224,13 @@ const ROUTES: JsonRoute[] = [
     optional: ['title', 'nightlyPrice', 'maxGuests'],
   },
   {
+    name: 'POST /admin/outbox/retry',
+    method: 'POST',
+    url: () => '/admin/outbox/retry',
+    headers: () => admin,
+    valid: () => ({ topic: 'booking.created' }),
+  },
+  {
     name: 'POST /bookings',
     method: 'POST',
     url: () => '/bookings',
@@ -321,6 +334,14 @@ describe('query routes', () => {
       await probe({ method: 'GET', url: `/properties/${q}` }, false);
       await probe({ method: 'GET', url: `/bookings/${q}`, headers: guest.auth }, false);
       await probe({ method: 'GET', url: `/properties/${q}/availability?from=${daysFromNow(1)}&to=${daysFromNow(5)}` }, false);
+      for (const param of ['q', 'city', 'country', 'guests', 'checkIn', 'checkOut', 'minPrice', 'maxPrice', 'limit', 'cursor']) {
+        await probe({ method: 'GET', url: `/search?${param}=${q}` }, false);
+      }
+      await probe({ method: 'GET', url: `/admin/outbox/messages?status=${q}&topic=${q}`, headers: admin }, false);
+      await probe({ method: 'GET', url: `/admin/outbox/messages?limit=${q}&cursor=${q}`, headers: admin }, false);
+      await probe({ method: 'GET', url: `/admin/outbox/depth?minutes=${q}`, headers: admin }, false);
+      await probe({ method: 'GET', url: `/admin/outbox/messages/${q}`, headers: admin }, false);
+      await probe({ method: 'POST', url: `/admin/outbox/messages/${q}/retry`, headers: admin }, false);
     }
     // Unknown parameters and prototype keys in the query string.
     await probe({ method: 'GET', url: '/bookings?__proto__[admin]=1', headers: guest.auth }, false);
@@ -331,12 +352,12 @@ describe('query routes', () => {
   it('random query strings (fast-check)', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.dictionary(fc.constantFrom('limit', 'cursor', 'from', 'to', 'x', '__proto__'), fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.integer().map(String), fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)))),
-        fc.constantFrom('/bookings', `/properties/{p}/availability`),
+        fc.dictionary(fc.constantFrom('limit', 'cursor', 'from', 'to', 'x', '__proto__', 'q', 'city', 'guests', 'minPrice', 'status', 'topic', 'minutes'), fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.integer().map(String), fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)))),
+        fc.constantFrom('/bookings', `/properties/{p}/availability`, '/search', '/admin/outbox/messages', '/admin/outbox/depth'),
         async (params, path) => {
           const qs = new URLSearchParams(params as Record<string, string>).toString();
           const url = `${path.replace('{p}', propertyId)}?${qs}`;
-          await probe({ method: 'GET', url, headers: guest.auth }, false);
+          await probe({ method: 'GET', url, headers: path.startsWith('/admin') ? admin : guest.auth }, false);
         },
       ),
       { numRuns: 150 },
