@@ -24,7 +24,8 @@ function run(name: string, entry: string, env: NodeJS.ProcessEnv): ChildProcess 
     cwd: root,
     env,
     detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // The IPC channel is a lifeline: if this supervisor dies, the children see it close and stop.
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => process.stdout.write(`[${name}] ${line}\n`));

@@ -5,6 +5,7 @@ import { createLogger } from '../logger.ts';
 import { createDirectIndexer } from '../search/direct-index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { buildApp } from './app.ts';
+import { stopWhenSupervisorDies } from '../lifecycle.ts';
 
 /**
  * The API process: builds the app, listens, and on SIGTERM/SIGINT stops taking requests, lets
@@ -35,6 +36,7 @@ async function main() {
     await app.close();
   });
 
+  stopWhenSupervisorDies();
   await app.listen({ port: config.PORT, host: config.HOST });
 }
 

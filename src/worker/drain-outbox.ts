@@ -9,6 +9,7 @@ import { TOPIC_NAMES } from '../outbox/topics.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 import { createWorker } from './loop.ts';
+import { stopWhenSupervisorDies } from '../lifecycle.ts';
 import { HandlerRegistry, type Handler } from './registry.ts';
 import { serveWorkerMetrics, type MetricsServer } from '../metrics/worker-metrics.ts'; // metrics (issue 7)
 
@@ -190,6 +191,7 @@ export async function main(opts: MainOptions): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  stopWhenSupervisorDies();
 
   const startedAt = Date.now();
   // --- metrics (issue 7): Prometheus text on WORKER_METRICS_PORT, only when it is set. -----------

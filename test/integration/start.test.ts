@@ -1,0 +1,85 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/*
+ * The README's first command, for real: `npm start` on an empty data folder starts the embedded
+ * PostgreSQL, migrates, runs the API and the worker; a booking made through the API is emailed by
+ * the worker; SIGINT stops worker, then API, then PostgreSQL, and exits 0.
+ */
+
+const root = path.resolve(import.meta.dirname, '../..');
+const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-'));
+chmodSync(dir, 0o755);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+
+async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe('npm start', () => {
+  it('runs PostgreSQL, API and worker, and stops them in order on SIGINT', async () => {
+    const [pgPort, apiPort] = [await freePort(), await freePort()];
+    const env = { ...process.env, EMBEDDED_PG_DIR: path.join(dir, 'pg'), EMBEDDED_PG_PORT: String(pgPort), PORT: String(apiPort), MAIL_DIR: path.join(dir, 'mail'), LOG_LEVEL: 'info' };
+    delete env.DATABASE_URL;
+    delete env.SMTP_URL;
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const api = `http://127.0.0.1:${apiPort}`;
+      await waitFor(async () => ((await fetch(`${api}/health`)).ok ? true : undefined), 60_000);
+      const post = async (url: string, body: object, token?: string) => {
+        const res = await fetch(`${api}${url}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+          body: JSON.stringify(body),
+        });
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      const host = await post('/auth/register', { email: 'h@example.test', password: 'correct horse battery', name: 'H', role: 'host' });
+      const guest = await post('/auth/register', { email: 'g@example.test', password: 'correct horse battery', name: 'G', role: 'guest' });
+      const property = await post('/properties', { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 }, host.body.token);
+      const checkIn = new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10);
+      const checkOut = new Date(Date.now() + 7 * 86_400_000).toISOString().slice(0, 10);
+      const booking = await post('/bookings', { propertyId: property.body.id, checkIn, checkOut, guests: 1 }, guest.body.token);
+      expect(booking.status).toBe(201);
+      // The worker (a separate process) picks the committed message up and writes both emails.
+      await waitFor(async () => {
+        const h = (await (await fetch(`${api}/health`)).json()) as { outbox: { pending: number } };
+        return h.outbox.pending === 0 ? true : undefined;
+      }, 20_000);
+      const { readdirSync } = await import('node:fs');
+      expect(readdirSync(path.join(dir, 'mail')).filter((f) => f.includes(booking.body.id))).toHaveLength(2);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    // Worker first, then the API, then PostgreSQL (the supervisor says "stopped" after it).
+    const workerStopped = out.indexOf('outbox worker stopped');
+    const apiStopping = out.indexOf('"msg":"shutting down"');
+    const allStopped = out.indexOf('[start] stopped');
+    expect(workerStopped).toBeGreaterThan(-1);
+    expect(apiStopping).toBeGreaterThan(workerStopped);
+    expect(allStopped).toBeGreaterThan(apiStopping);
+  }, 120_000);
+});
