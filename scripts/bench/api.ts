@@ -261,7 +261,10 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
  * a payload of the same shape, and pg_notify — then COMMIT. `withOutbox: false` drops the last two.
  * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
  */
-export function bookingScript(withOutbox: boolean): string {
+export type OutboxVariant = 'in-transaction' | 'no-notify' | 'notify-after-commit' | 'none';
+
+export function bookingScript(withOutbox: boolean, variant: OutboxVariant = withOutbox ? 'in-transaction' : 'none'): string {
+  withOutbox = variant !== 'none';
   const lines = [
     '\\set k :k + 1',
     '\\set slot :k * :clients + :client_id',
@@ -284,10 +287,12 @@ export function bookingScript(withOutbox: boolean): string {
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
         "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
         "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || :bid::text));",
-      "SELECT pg_notify('outbox', 'booking.created');",
     );
+    if (variant === 'in-transaction') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   }
   lines.push('END;');
+  // The diagnostic variant: the wake-up sent on its own after COMMIT (see docs/performance.md).
+  if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   return lines.join('\n') + '\n';
 }
 
@@ -306,11 +311,17 @@ async function pgbenchBaseDay(f: ApiFixture): Promise<number> {
   }
 }
 
-export async function pgbenchBookings(f: ApiFixture, clients: number, seconds: number, withOutbox: boolean): Promise<PgbenchRun> {
+export async function pgbenchBookings(
+  f: ApiFixture,
+  clients: number,
+  seconds: number,
+  withOutbox: boolean,
+  variant?: OutboxVariant,
+): Promise<PgbenchRun> {
   const base = await pgbenchBaseDay(f);
   const r = await runPgbench({
     url: f.url,
-    script: bookingScript(withOutbox),
+    script: bookingScript(withOutbox, variant),
     clients,
     seconds,
     vars: { k: 0, base, ...f.pgbench },

@@ -48,7 +48,7 @@ export const SMOKE: BenchParams = {
   graphileProcesses: 2,
   latencySamples: 20,
   pgBossLatencySamples: 3,
-  ioMessages: 80,
+  ioMessages: 200,
   ioSleepMs: 20,
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],

@@ -72,6 +72,12 @@ export interface BenchResults {
     withoutOutbox: Repeated<{ tps: number; p99: number }>;
     ratio: number;
     costPercent: number;
+    diagnostics: {
+      rowWithoutNotify: Repeated<{ tps: number; p99: number }>;
+      notifyAfterCommit: Repeated<{ tps: number; p99: number }>;
+      rowWithoutNotifyCostPercent: number;
+      notifyAfterCommitCostPercent: number;
+    };
   } | null;
   conflicts?: {
     connections: number;
@@ -252,17 +258,39 @@ async function main(): Promise<number> {
         if (pgbench) {
           const withOutbox: { tps: number; p99: number }[] = [];
           const withoutOutbox: { tps: number; p99: number }[] = [];
+          const noNotify: { tps: number; p99: number }[] = [];
+          const notifyAfter: { tps: number; p99: number }[] = [];
+          const c = P.outboxCostClients;
           for (let r = 0; r < P.runs; r++) {
-            const w = await pgbenchBookings(fixture, P.outboxCostClients, P.httpSeconds, true);
-            const wo = await pgbenchBookings(fixture, P.outboxCostClients, P.httpSeconds, false);
+            const w = await pgbenchBookings(fixture, c, P.httpSeconds, true);
+            const wo = await pgbenchBookings(fixture, c, P.httpSeconds, false);
+            // Diagnostics: which part of the outbox costs what (the row, or the NOTIFY at COMMIT).
+            const nn = await pgbenchBookings(fixture, c, P.httpSeconds, true, 'no-notify');
+            const na = await pgbenchBookings(fixture, c, P.httpSeconds, true, 'notify-after-commit');
             withOutbox.push({ tps: w.tps, p99: w.p99 });
             withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
-            log(`   outbox cost: ${w.tps} tps with, ${wo.tps} tps without`);
+            noNotify.push({ tps: nn.tps, p99: nn.p99 });
+            notifyAfter.push({ tps: na.tps, p99: na.p99 });
+            log(`   outbox cost: ${w.tps} tps with, ${wo.tps} without; row without notify ${nn.tps}, notify after commit ${na.tps}`);
           }
           const w = repeatOf(withOutbox);
           const wo = repeatOf(withoutOutbox);
           const ratio = round(w.median.tps / wo.median.tps, 3);
-          results.outboxCost = { clients: P.outboxCostClients, withOutbox: w, withoutOutbox: wo, ratio, costPercent: round(100 * (1 - ratio), 1) };
+          const nn = repeatOf(noNotify);
+          const na = repeatOf(notifyAfter);
+          results.outboxCost = {
+            clients: c,
+            withOutbox: w,
+            withoutOutbox: wo,
+            ratio,
+            costPercent: round(100 * (1 - ratio), 1),
+            diagnostics: {
+              rowWithoutNotify: nn,
+              notifyAfterCommit: na,
+              rowWithoutNotifyCostPercent: round(100 * (1 - nn.median.tps / wo.median.tps), 1),
+              notifyAfterCommitCostPercent: round(100 * (1 - na.median.tps / wo.median.tps), 1),
+            },
+          };
         } else {
           results.outboxCost = null;
         }

@@ -65,6 +65,7 @@ export async function graphileLatency(url: string, samples: number) {
   const probe = new LatencyProbe();
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const runner = await run({
     pgPool: pool,
     concurrency: 1,
