@@ -60,9 +60,10 @@ function emit(ctx: DispatchContext, event: OutcomeEvent) {
  *
  * Handlers of one message run one after the other, each one's success recorded the moment it
  * finishes. All pending handlers run even when one fails (the guest's email should not wait for
- * the host's mail server); then the message is DONE if all succeeded, DEAD if a failure was
+ * the host's mail server); then the message is DONE if all succeeded, DEAD if every failure was
  * permanent or this was the last attempt, otherwise it backs off and only the failed handlers run
- * next time.
+ * next time. (Every, not any: a 550 for the guest must not stop the retry of the host's 451 —
+ * found by the chaos run, where it lost host emails.)
  */
 export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promise<MessageOutcome> {
   const started = performance.now();
@@ -144,7 +145,7 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
   }
 
   const lastError = failures.map((f) => describeFailure(f.handler.name, f.error)).join(' | ').slice(0, 4000);
-  const permanent = failures.some((f) => isPermanent(f.error));
+  const permanent = failures.every((f) => isPermanent(f.error));
   const outcome = permanent || msg.attempts >= ctx.maxAttempts ? 'dead' : 'retry';
   const held =
     outcome === 'dead'

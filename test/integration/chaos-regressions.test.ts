@@ -5,6 +5,9 @@ import { createDatabase, createPool, type Database } from '../../src/db/client.t
 import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
+import { createWorker } from '../../src/worker/loop.ts';
+import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { bookingPayload, captureLogger, getMessage, insertMessage, makeDue, testHandler, workerConfig } from '../helpers/worker.ts';
 
 /*
  * Regression tests for bugs the chaos run (npm run chaos) found. Each names the run's symptom.
@@ -138,6 +141,51 @@ describe('database outage → 503, never 500 (chaos: a Postgres restart gave cli
       await holder.end();
       await t.app.close();
       await appDb.close();
+    }
+  });
+});
+
+describe("a permanent failure does not cancel another handler's retry (chaos: host emails lost for 550 guests)", () => {
+  it('retries the transiently failed handler; DEAD only once nothing but permanent failures remain', async () => {
+    const smtpError = (code: number) => Object.assign(new Error(`reply ${code}`), { code: 'EENVELOPE', responseCode: code });
+    let hostCalls = 0;
+    let guestCalls = 0;
+    const { logger } = captureLogger();
+    const w = createWorker({
+      db: db.db,
+      config: workerConfig(db),
+      registry: new HandlerRegistry([
+        // The guest's mailbox does not exist: 550, every time.
+        testHandler('email.guest', 'booking.created', async () => {
+          guestCalls++;
+          throw smtpError(550);
+        }),
+        // The host's server is busy once (451), then accepts.
+        testHandler('email.host', 'booking.created', async () => {
+          hostCalls++;
+          if (hostCalls === 1) throw smtpError(451);
+        }),
+      ]),
+      logger,
+      listen: false,
+      purge: false,
+    });
+    try {
+      // Only this test's message: earlier tests in this file left events behind.
+      await db.pool.query('truncate outbox');
+      const m = await insertMessage(db.db, 'booking.created', bookingPayload(), 'k-550-451');
+      await w.runOnce();
+      // Before the fix this was DEAD here, and the host's email was never retried.
+      expect(await getMessage(db.db, m.id)).toMatchObject({ status: 'PENDING', attempts: 1, handlers_done: [] });
+      await makeDue(db.db, [m.id]);
+      await w.runOnce();
+      const row = await getMessage(db.db, m.id);
+      expect(row).toMatchObject({ status: 'DEAD', attempts: 2, handlers_done: ['email.host'] });
+      expect(row.last_error).toMatch(/^email\.guest: .*550/);
+      expect(hostCalls).toBe(2);
+      expect(guestCalls).toBe(2);
+    } finally {
+      await w.stop();
     }
   });
 });
