@@ -142,6 +142,8 @@
   // ---------------------------------------------------------------- rendering
 
   const fmt = (n) => n.toLocaleString();
+  // A line may break after a dot in a topic name ('booking.<here>created') on a narrow screen.
+  const breakable = (topic) => topic.replace(/\./g, '.\u200b');
 
   function age(seconds) {
     if (seconds === null || seconds === undefined) return '—';
@@ -173,10 +175,16 @@
     const body = $('topics').tBodies[0];
     const rows = s.byTopic.map((t) => {
       const retry = t.dead > 0
-        ? el('button', { type: 'button', class: 'small', text: `Retry ${t.dead} dead`, onclick: () => retryTopic(t.topic, t.dead) })
+        ? el('button', {
+          type: 'button',
+          class: 'small',
+          text: 'Retry all',
+          'aria-label': `Retry all ${t.dead} dead messages of ${t.topic}`,
+          onclick: () => retryTopic(t.topic, t.dead),
+        })
         : '';
       return el('tr', { class: t.handled ? '' : 'unhandled', 'data-topic': t.topic },
-        el('td', { text: t.topic }),
+        el('td', { text: breakable(t.topic), title: t.topic }),
         el('td', { class: 'num', text: fmt(t.pending) }),
         el('td', { class: 'num', text: fmt(t.leased) }),
         el('td', { class: t.dead > 0 ? 'num bad' : 'num', text: fmt(t.dead) }),
@@ -206,7 +214,7 @@
             onchange: (e) => { e.target.checked ? selected.add(m.id) : selected.delete(m.id); updateSelection(); },
           })),
           el('td', {}, el('button', { type: 'button', class: 'link', title: m.id, text: m.id.slice(0, 8), onclick: () => showDetail(m.id) })),
-          el('td', { text: m.topic }),
+          el('td', { text: breakable(m.topic), title: m.topic }),
           el('td', { class: 'num', text: String(m.attempts) }),
           el('td', { text: when(m.processedAt) }),
           el('td', { class: 'error-text', text: m.lastError ?? '' }),
