@@ -191,7 +191,6 @@ export async function main(opts: MainOptions): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  stopWhenSupervisorDies();
 
   const startedAt = Date.now();
   // --- metrics (issue 7): Prometheus text on WORKER_METRICS_PORT, only when it is set. -----------
@@ -241,6 +240,7 @@ function isEntry(): boolean {
 }
 
 if (isEntry()) {
+  stopWhenSupervisorDies();
   main({ argv: process.argv.slice(2) }).then(
     (code) => {
       process.exitCode = code;
