@@ -30,7 +30,9 @@ export class Supervised {
   private planned = false;
   private stopped = false;
   /** Exits the run did not cause (crash, fatal error at start-up…). */
-  unplannedExits: { at: number; code: number | null; signal: string | null }[] = [];
+  unplannedExits: { at: number; code: number | null; signal: string | null; lastLines: string[] }[] = [];
+  /** The last lines of output of the current process: why it exited, if it did on its own. */
+  private tail: string[] = [];
   starts = 0;
   private restartTimer?: NodeJS.Timeout;
 
@@ -57,10 +59,13 @@ export class Supervised {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
+    this.tail = [];
     this.log.write(`--- ${new Date().toISOString()} start #${this.starts} pid ${child.pid}\n`);
     for (const stream of [child.stdout!, child.stderr!]) {
       readline.createInterface({ input: stream }).on('line', (line) => {
         this.log.write(`${line}\n`);
+        this.tail.push(line.slice(0, 400));
+        if (this.tail.length > 6) this.tail.shift();
         this.spec.onLine?.(line);
       });
     }
@@ -68,7 +73,7 @@ export class Supervised {
       this.log.write(`--- ${new Date().toISOString()} exit code=${code} signal=${signal}\n`);
       if (this.child !== child) return;
       if (this.planned || this.stopped) return;
-      this.unplannedExits.push({ at: Date.now(), code, signal });
+      this.unplannedExits.push({ at: Date.now(), code, signal, lastLines: this.tail.filter((l) => !l.includes('"level":30')) });
       // Restart after a short pause, as a process manager would.
       this.restartTimer = setTimeout(() => this.start(), 500);
     });

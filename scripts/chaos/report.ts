@@ -37,7 +37,10 @@ export function renderMarkdown(r: ChaosResults): string {
   ];
   const exits = Object.entries(f.unplannedExits).filter(([, e]) => e.length);
   if (exits.length) {
-    lines.push('', 'Unplanned exits (restarted by the harness): ' + exits.map(([n, e]) => `${n} ×${e.length} (codes ${e.map((x) => x.code ?? x.signal).join(', ')})`).join('; '));
+    lines.push('', 'Unplanned exits (the harness restarted each):');
+    for (const [n, list] of exits) {
+      for (const e of list) lines.push(`- ${n} at ${e.at}, code ${e.code ?? e.signal}: ${(e.lastLines.at(-1) ?? '').slice(0, 200)}`);
+    }
   }
   const broken = r.checks.filter((c) => !c.ok);
   if (broken.length) {
