@@ -1,5 +1,6 @@
 import { main } from '../../src/worker/drain-outbox.ts';
 import type { Handler } from '../../src/worker/registry.ts';
+import { firstJobMarker } from './lib/marks.ts';
 
 /**
  * `node --import tsx scripts/bench/bench-worker.ts --until-empty`: our real worker entry point
@@ -13,14 +14,17 @@ import type { Handler } from '../../src/worker/registry.ts';
  * as for the peers' jobs.
  */
 const sleepMs = Number(process.env.BENCH_SLEEP_MS ?? 20);
+// Records when this process entered its first handler (scripts/bench/lib/marks.ts).
+const mark = firstJobMarker(process.env.BENCH_MARK_DIR);
 
 const benchHandlers = (): Handler<any>[] => [
-  { name: 'bench-noop', topic: 'bench.noop' as never, handle: async () => {} },
+  { name: 'bench-noop', topic: 'bench.noop' as never, handle: async () => mark() },
   {
     name: 'bench-sleep',
     topic: 'bench.sleep' as never,
     handle: ({ signal }) =>
       new Promise<void>((resolve, reject) => {
+        mark();
         const t = setTimeout(resolve, sleepMs);
         signal.addEventListener('abort', () => {
           clearTimeout(t);

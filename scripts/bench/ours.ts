@@ -10,13 +10,14 @@ import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
+import { markDir, nowMs } from './lib/marks.ts';
 import { median, msSince } from './lib/stats.ts';
 
 /**
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
  * is src/worker/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
- * graphile-worker's `--once` processes: wall time minus the same processes' time on an empty
- * outbox. Latency runs the same loop in-process (createWorker, LISTEN/NOTIFY), like the peers'.
+ * graphile-worker's `--once` processes (lib/marks.ts). Latency runs the same loop in-process
+ * (createWorker, LISTEN/NOTIFY), like the peers'.
  */
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
@@ -52,35 +53,33 @@ const workerEnv = (url: string, extra: Record<string, string> = {}) => ({
   ...extra,
 });
 
-function drainProcesses(url: string, processes: number, flags: string[], env: Record<string, string> = {}) {
-  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts', '--until-empty', ...flags);
+function drainProcesses(url: string, processes: number, env: Record<string, string> = {}) {
+  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts', '--until-empty');
   return runParallel(processes, () => runProcess(cmd, args, { env: workerEnv(url, env), timeoutMs: 600_000 }));
 }
 
 /**
- * Drains `count` messages of `topic` with `processes` worker processes; `createDb` gives a fresh
- * migrated database (so DONE rows of earlier runs never weigh on a later one).
+ * Drains `count` messages of `topic` with `processes` worker processes started together, on a
+ * fresh migrated database (so DONE rows of earlier runs never weigh on a later one). The clock
+ * runs from the first handler entered in any process to the last process's exit (lib/marks.ts).
  */
 export async function oursDrain(
   url: string,
-  opts: { topic: string; count: number; processes: number; flags?: string[]; env?: Record<string, string> },
+  opts: { topic: string; count: number; processes: number; env?: Record<string, string> },
 ) {
-  const flags = opts.flags ?? [];
-  let t = process.hrtime.bigint();
-  assertOk('bench-worker --until-empty (empty)', await drainProcesses(url, opts.processes, flags, opts.env));
-  const startupMs = msSince(t);
-
   await fillOutbox(url, opts.topic, opts.count);
-  t = process.hrtime.bigint();
-  assertOk('bench-worker --until-empty', await drainProcesses(url, opts.processes, flags, opts.env));
-  const totalMs = msSince(t);
-
-  const left = await withClient(url, (c) =>
-    c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`),
-  );
-  if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
-  const drainMs = Math.max(1, totalMs - startupMs);
-  return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000, startupSeconds: startupMs / 1000 };
+  const marks = markDir();
+  try {
+    assertOk('bench-worker --until-empty', await drainProcesses(url, opts.processes, { ...opts.env, BENCH_MARK_DIR: marks.dir }));
+    const drainMs = nowMs() - marks.earliest();
+    const left = await withClient(url, (c) =>
+      c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`),
+    );
+    if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
+    return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000 };
+  } finally {
+    marks.cleanup();
+  }
 }
 
 /** Commit → handler with our worker idle on LISTEN (in-process, default settings). */

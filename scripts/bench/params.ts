@@ -10,6 +10,8 @@ export interface BenchParams {
   ioProcesses: number[];
   connections: number[];
   httpSeconds: number;
+  /** pgbench needs a little longer to be meaningful: with 32 clients, connecting alone takes most of a second. */
+  pgbenchSeconds: number;
   outboxCostClients: number;
   conflictConnections: number;
   claimPending: number;
@@ -32,6 +34,7 @@ export const FULL: BenchParams = {
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],
   httpSeconds: 8,
+  pgbenchSeconds: 8,
   outboxCostClients: 8,
   conflictConnections: 32,
   claimPending: 10_000,
@@ -44,7 +47,7 @@ export const FULL: BenchParams = {
 
 export const SMOKE: BenchParams = {
   runs: 1,
-  drainMessages: 2_000,
+  drainMessages: 1_000,
   graphileProcesses: 2,
   latencySamples: 20,
   pgBossLatencySamples: 3,
@@ -53,6 +56,7 @@ export const SMOKE: BenchParams = {
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],
   httpSeconds: 1,
+  pgbenchSeconds: 2,
   outboxCostClients: 8,
   conflictConnections: 32,
   claimPending: 1_000,
@@ -60,5 +64,5 @@ export const SMOKE: BenchParams = {
   claimSamples: 20,
   claimBatch: 20,
   apiGuests: 4,
-  apiProperties: 20,
+  apiProperties: 10,
 };

@@ -53,7 +53,7 @@ export function renderMarkdown(r: BenchResults): string {
   }
 
   if (r.api) {
-    L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s per run)`, '');
+    L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, '');
     L.push('| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |', '|---:|---:|---:|---:|---:|---:|');
     for (const c of r.api.byConnections) {
       L.push(`| ${c.connections} | ${n(c.api.median.rps)} | ${n(c.api.median.p99, 1)} | ${n(c.pgbench?.median.tps)} | ${n(c.pgbench?.median.p99, 1)} | ${x(c.ratio)} |`);

@@ -94,6 +94,13 @@ async function main(): Promise<number> {
   if (!pgbench) log(PGBENCH_INSTALL_HINT);
 
   const server: BenchServer = await startServer(log);
+  // Ctrl-C: the server runs in its own process group, so it must be stopped here or be orphaned.
+  const onSignal = () => {
+    log('interrupted: stopping postgres');
+    void server.stop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   const results: BenchResults = {
     mode: flags.smoke ? 'smoke' : 'full',
     startedAt: new Date(t0).toISOString(),
@@ -103,6 +110,7 @@ async function main(): Promise<number> {
     params: P,
     setup: {
       ours: 'scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, default WORKER_BATCH_SIZE/WORKER_CONCURRENCY, LOG_LEVEL=warn',
+      drainClock: 'from the first handler entered (any process) to the last process exit / last job completed; messages committed before',
       graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
       pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
@@ -239,7 +247,7 @@ async function main(): Promise<number> {
             (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
             let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
             if (pgbench) {
-              const b = await pgbenchBookings(fixture, c, P.httpSeconds, true);
+              const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
               (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
               line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
             }
@@ -262,11 +270,11 @@ async function main(): Promise<number> {
           const notifyAfter: { tps: number; p99: number }[] = [];
           const c = P.outboxCostClients;
           for (let r = 0; r < P.runs; r++) {
-            const w = await pgbenchBookings(fixture, c, P.httpSeconds, true);
-            const wo = await pgbenchBookings(fixture, c, P.httpSeconds, false);
+            const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
+            const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false);
             // Diagnostics: which part of the outbox costs what (the row, or the NOTIFY at COMMIT).
-            const nn = await pgbenchBookings(fixture, c, P.httpSeconds, true, 'no-notify');
-            const na = await pgbenchBookings(fixture, c, P.httpSeconds, true, 'notify-after-commit');
+            const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify');
+            const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'notify-after-commit');
             withOutbox.push({ tps: w.tps, p99: w.p99 });
             withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
             noNotify.push({ tps: nn.tps, p99: nn.p99 });

@@ -70,7 +70,10 @@ export async function runPgbench(opts: {
         if (cols.length >= 3) latencies.push(Number(cols[2]) / 1000); // µs → ms
       }
     }
-    if (!Number.isFinite(tps)) throw new Error(`could not read tps from pgbench output:\n${r.stdout}`);
+    if (!Number.isFinite(tps)) {
+      if (transactions === 0) throw new Error(`pgbench completed no transaction in ${opts.seconds} s (clients still connecting?)`);
+      throw new Error(`could not read tps from pgbench output:\n${r.stdout}`);
+    }
     return { tps: round(tps, 1), p99: round(percentile(latencies, 99), 3), transactions, failed };
   } finally {
     rmSync(dir, { recursive: true, force: true });

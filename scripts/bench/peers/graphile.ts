@@ -3,13 +3,14 @@ import pg from 'pg';
 import { Logger, run, runMigrations } from 'graphile-worker';
 import { LatencyProbe } from '../lib/latency.ts';
 import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
-import { msSince } from '../lib/stats.ts';
+import { markDir, nowMs } from '../lib/marks.ts';
 
 /**
  * graphile-worker, measured the way its authors measure it (graphile/worker perfTest/run.js):
  * jobs are added before the clock starts, then PARALLELISM `graphile-worker --once` processes
- * drain them; the time of the same processes on an empty queue (start-up and shutdown) is
- * subtracted. Settings: peers/graphile.config.cjs (perfTest's graphile.config.js).
+ * drain them. perfTest subtracts a separately timed start-up; we start the clock at the first job
+ * any process handles instead (lib/marks.ts), the same rule as for our worker. Settings:
+ * peers/graphile.config.cjs (perfTest's graphile.config.js).
  */
 
 const CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
@@ -30,31 +31,27 @@ async function query<T extends pg.QueryResultRow = any>(url: string, text: strin
   }
 }
 
-const onceProcesses = (url: string, parallel: number) =>
+const onceProcesses = (url: string, parallel: number, markDirPath: string) =>
   runParallel(parallel, () =>
     runProcess(process.execPath, [CLI, '--once', '--config', CONFIG, '-c', url], {
-      env: { NO_LOG_SUCCESS: '1' },
+      env: { NO_LOG_SUCCESS: '1', BENCH_MARK_DIR: markDirPath },
       timeoutMs: 600_000,
     }),
   );
 
 export async function graphileDrain(url: string, jobs: number, parallel: number) {
-  // Start-up + shutdown of the same processes with nothing to do.
-  let t = process.hrtime.bigint();
-  assertOk('graphile-worker --once (empty)', await onceProcesses(url, parallel));
-  const startupMs = msSince(t);
-
   await query(url, `select graphile_worker.add_job('noop', json_build_object('i', i)) from generate_series(1, $1::int) i`, [jobs]);
   await query(url, 'analyze graphile_worker._private_jobs');
-
-  t = process.hrtime.bigint();
-  assertOk('graphile-worker --once', await onceProcesses(url, parallel));
-  const totalMs = msSince(t);
-
-  const left = await query<{ n: number }>(url, 'select count(*)::int as n from graphile_worker._private_jobs');
-  if (left.rows[0]!.n !== 0) throw new Error(`graphile-worker left ${left.rows[0]!.n} jobs behind`);
-  const drainMs = Math.max(1, totalMs - startupMs);
-  return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000, startupSeconds: startupMs / 1000 };
+  const marks = markDir();
+  try {
+    assertOk('graphile-worker --once', await onceProcesses(url, parallel, marks.dir));
+    const drainMs = nowMs() - marks.earliest();
+    const left = await query<{ n: number }>(url, 'select count(*)::int as n from graphile_worker._private_jobs');
+    if (left.rows[0]!.n !== 0) throw new Error(`graphile-worker left ${left.rows[0]!.n} jobs behind`);
+    return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
+  } finally {
+    marks.cleanup();
+  }
 }
 
 /**

@@ -1,7 +1,8 @@
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import { LatencyProbe } from '../lib/latency.ts';
-import { msSince, sleep } from '../lib/stats.ts';
+import { nowMs } from '../lib/marks.ts';
+import { sleep } from '../lib/stats.ts';
 
 /**
  * pg-boss set up for throughput: work() fetching large batches (BATCH jobs per fetch, completed
@@ -37,8 +38,9 @@ export async function pgBossDrain(url: string, jobs: number, run: number) {
   try {
     await check.query('analyze pgboss.job');
     let handled = 0;
-    const t = process.hrtime.bigint();
+    let firstMs: number | undefined; // the same start rule as the other systems (lib/marks.ts)
     await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async (batch) => {
+      firstMs ??= nowMs();
       handled += batch.length;
     });
     while (handled < jobs) await sleep(5);
@@ -51,7 +53,7 @@ export async function pgBossDrain(url: string, jobs: number, run: number) {
       if (rows[0].n === 0) break;
       await sleep(5);
     }
-    const drainMs = msSince(t);
+    const drainMs = nowMs() - firstMs!;
     return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
     await check.end();

@@ -1,0 +1,37 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+/**
+ * When did a drain start? Not when its processes were spawned: start-up time (node, tsx, module
+ * loading, connecting) would count against the system, and subtracting a separately measured
+ * start-up is fragile on a shared machine (one slow start makes the difference meaningless). So
+ * every worker process records the wall-clock moment its first handler is entered, in a file of
+ * its own (BENCH_MARK_DIR); the drain runs from the earliest of those to the last process's exit.
+ * The same rule applies to every system (peers/graphile-tasks/noop.cjs, bench-worker.ts, and
+ * pg-boss in-process).
+ */
+export const nowMs = () => performance.timeOrigin + performance.now();
+
+/** Called on every handler entry; writes the first one only (one small synchronous write a process). */
+export function firstJobMarker(dir: string | undefined): () => void {
+  let marked = false;
+  return () => {
+    if (marked || !dir) return;
+    marked = true;
+    writeFileSync(path.join(dir, `first-${process.pid}`), String(nowMs()));
+  };
+}
+
+export function markDir(): { dir: string; earliest(): number; cleanup(): void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-bench-marks-'));
+  return {
+    dir,
+    earliest() {
+      const marks = readdirSync(dir).map((f) => Number(readFileSync(path.join(dir, f), 'utf8')));
+      if (marks.length === 0) throw new Error('no worker process handled a message');
+      return Math.min(...marks);
+    },
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
