@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, copyFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -5,7 +6,6 @@ import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUser } from '../../src/users/auth.service.ts';
-import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
 import { bookingPayload, waitFor } from '../helpers/worker.ts';
@@ -13,9 +13,14 @@ import { bookingPayload, waitFor } from '../helpers/worker.ts';
 /*
  * The dashboard in real headless Chromium (Debian's, driven by playwright-core): an admin signs
  * in, sees a dead letter, retries it with a confirmation, and watches it leave the dead list and
- * then be delivered by the real worker (src/worker/drain-outbox.ts `main`, in-process, with the
- * file mail sink). Screenshots go to test-artifacts/ (git-ignored); the laptop one is also copied
- * to docs/img/dashboard.png for the README.
+ * then be delivered by the real worker (src/worker/drain-outbox.ts with the file mail sink).
+ *
+ * The worker runs as its own process, not through `main()` in this test process: in-process,
+ * vitest's fork pool reported "Worker exited unexpectedly" after all tests had passed, in 2-3 runs
+ * out of 5 (0 of 6 without it); the cause was not found.
+ *
+ * Screenshots go to test-artifacts/ (git-ignored); with UPDATE_SCREENSHOTS=1 the laptop one is
+ * also copied to docs/img/dashboard.png for the README.
  */
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -42,6 +47,10 @@ beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
+    // The test runner owns this process's signals; the browser is closed in afterAll.
+    handleSIGINT: false,
+    handleSIGTERM: false,
+    handleSIGHUP: false,
     args: [
       '--headless',
       '--no-sandbox',
@@ -96,6 +105,20 @@ async function seedHour(): Promise<{ deadBooking: string; deadProperty: string }
     ['9b2e4c1a-0d5f-4e7a-8c3b-6f1d2e3a4b5c', { propertyId: '9b2e4c1a-0d5f-4e7a-8c3b-6f1d2e3a4b5c', reason: 'updated' }],
   );
   return { deadBooking: a[0].public_id, deadProperty: b[0].public_id };
+}
+
+function runWorkerUntilEmpty(): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--until-empty'], {
+      env: { ...process.env, DATABASE_URL: db.url, MAIL_DIR: mailDir, LOG_LEVEL: 'warn', BACKOFF_JITTER: 'false' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, output }));
+  });
 }
 
 /** A page that fails the test on any script error or Content-Security-Policy violation. */
@@ -156,8 +179,12 @@ describe('the outbox dashboard in Chromium', () => {
     await page.evaluate(() => window.scrollTo(0, 0));
 
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
-    mkdirSync(path.resolve('docs/img'), { recursive: true });
-    copyFileSync(path.join(ARTIFACTS, 'dashboard.png'), path.resolve('docs/img/dashboard.png'));
+    // The README's copy changes on every run (times, ids): refreshed only when asked, so a test run
+    // does not leave the tree modified. `UPDATE_SCREENSHOTS=1 npx vitest run test/browser`.
+    if (process.env.UPDATE_SCREENSHOTS === '1') {
+      mkdirSync(path.resolve('docs/img'), { recursive: true });
+      copyFileSync(path.join(ARTIFACTS, 'dashboard.png'), path.resolve('docs/img/dashboard.png'));
+    }
 
     // Retry, and accept the confirmation (a dismissed one must change nothing: checked first).
     page.once('dialog', (d) => void d.dismiss());
@@ -183,14 +210,9 @@ describe('the outbox dashboard in Chromium', () => {
     ]);
     expect(audit).toEqual([{ actor: `admin:${adminEmail}`, affected: 1 }]);
 
-    // The real worker, in-process, until nothing is due: it delivers the replayed message only.
-    const code = await drainOutbox({
-      argv: ['--until-empty'],
-      env: { DATABASE_URL: db.url, MAIL_DIR: mailDir, LOG_LEVEL: 'silent', BACKOFF_JITTER: 'false' },
-      out: () => {},
-      err: () => {},
-    });
-    expect(code).toBe(0);
+    // The real worker, `npm run drain-outbox -- --until-empty`, delivers the replayed message only.
+    const worker = await runWorkerUntilEmpty();
+    expect(worker.code, worker.output).toBe(0);
     const { rows: delivered } = await db.pool.query(`select status, handlers_done from outbox where public_id = $1`, [deadBooking]);
     expect(delivered[0].status).toBe('DONE');
     expect(delivered[0].handlers_done.sort()).toEqual(['email.guest-confirmation', 'email.host-new-booking']);
@@ -217,11 +239,13 @@ describe('the outbox dashboard in Chromium', () => {
     expect(boxes[0]!.y).toBe(boxes[1]!.y);
     expect(boxes[2]!.y).toBeGreaterThan(boxes[0]!.y);
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-phone.png'), fullPage: true });
-    // The Retry buttons are on screen, not behind a sideways scroll.
-    for (const button of await page.locator('#dead tbody button.retry, #topics tbody button').all()) {
-      const box = (await button.boundingBox())!;
-      expect(box.x + box.width).toBeLessThanOrEqual(390);
-    }
+    // The Retry buttons are on screen, not behind a sideways scroll. Measured in one step: the
+    // tables are redrawn every second.
+    const rights = await page.evaluate(() =>
+      [...document.querySelectorAll('#dead tbody button.retry, #topics tbody button')].map((b) => b.getBoundingClientRect().right),
+    );
+    expect(rights.length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...rights)).toBeLessThanOrEqual(390);
     expect(problems).toEqual([]);
     await page.context().close();
   }, 60_000);
