@@ -15,9 +15,10 @@ import { bookingPayload, waitFor } from '../helpers/worker.ts';
  * in, sees a dead letter, retries it with a confirmation, and watches it leave the dead list and
  * then be delivered by the real worker (src/worker/drain-outbox.ts with the file mail sink).
  *
- * The worker runs as its own process, not through `main()` in this test process: in-process,
- * vitest's fork pool reported "Worker exited unexpectedly" after all tests had passed, in 2-3 runs
- * out of 5 (0 of 6 without it); the cause was not found.
+ * The worker runs as its own process — the real entry point, as `npm start` runs it — rather than
+ * through `main()` in this test process. (In-process, `main()` once unref'd the test runner's IPC
+ * channel and vitest reported "Worker exited unexpectedly" after the tests passed; fixed in
+ * drain-outbox since, but a process keeps the test independent of the runner's internals.)
  *
  * Screenshots go to test-artifacts/ (git-ignored); with UPDATE_SCREENSHOTS=1 the laptop one is
  * also copied to docs/img/dashboard.png for the README.

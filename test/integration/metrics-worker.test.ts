@@ -1,11 +1,13 @@
+import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { captureLogger, insertMessages, testHandler, workerConfig } from '../helpers/worker.ts';
+import { captureLogger, insertMessages, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*
  * The worker's metrics, fed by a real worker loop in-process against real Postgres, read over
@@ -91,6 +93,55 @@ describe('worker metrics', () => {
     await server.close();
     expect(events.listenerCount('outcome')).toBe(0);
     expect(events.listenerCount('claimed')).toBe(0);
+    await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
+  });
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
+  it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
+      env: {
+        ...process.env,
+        DATABASE_URL: tdb.url,
+        WORKER_METRICS_PORT: String(port),
+        LOG_LEVEL: 'warn',
+        POLL_INTERVAL_MS: '100',
+        MAIL_DIR: 'var/test-mail/metrics-worker',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      await insertMessages(tdb.db, [{ topic: 'test.only-in-this-test' }]);
+      const text = await waitFor(
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined);
+          const body = res?.ok ? await res.text() : undefined;
+          return body?.includes('outcome="unknown_topic"') ? body : undefined;
+        },
+        30_000,
+        `the worker's /metrics to count the unknown topic (output so far: ${output})`,
+      );
+      expect(value(text, 'stayhub_worker_handler_outcomes_total{topic="test.only-in-this-test",handler="none",outcome="unknown_topic"}')).toBe(1);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited, output).toBe(0);
     await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
   });
 });
