@@ -37,7 +37,7 @@ async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): 
 describe('npm start', () => {
   it('runs PostgreSQL, API and worker, and stops them in order on SIGINT', async () => {
     const [pgPort, apiPort] = [await freePort(), await freePort()];
-    const env = { ...process.env, EMBEDDED_PG_DIR: path.join(dir, 'pg'), EMBEDDED_PG_PORT: String(pgPort), PORT: String(apiPort), MAIL_DIR: path.join(dir, 'mail'), LOG_LEVEL: 'info' };
+    const env: NodeJS.ProcessEnv = { ...process.env, EMBEDDED_PG_DIR: path.join(dir, 'pg'), EMBEDDED_PG_PORT: String(pgPort), PORT: String(apiPort), MAIL_DIR: path.join(dir, 'mail'), LOG_LEVEL: 'info' };
     delete env.DATABASE_URL;
     delete env.SMTP_URL;
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
