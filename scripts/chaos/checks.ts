@@ -62,6 +62,8 @@ export interface CheckOutput {
   mail: MailFigures;
   outbox: { byTopicStatus: Record<string, number>; dead: number; pendingHandled: number; pendingUnhandled: number };
   bookings: { total: number; confirmed: number; cancelled: number };
+  /** The messages that took longest from commit to DONE/DEAD: where the max pending age came from. */
+  slowest: { topic: string; status: string; attempts: number; seconds: number; createdAt: string; lastError: string | null }[];
 }
 
 function result(name: string, violations: string[]): CheckResult {
@@ -247,6 +249,11 @@ export async function runChecks(input: CheckInput): Promise<CheckOutput> {
     ),
   );
 
+  const { rows: slowest } = await db.query<{ topic: string; status: string; attempts: number; seconds: number; created_at: Date; last_error: string | null }>(
+    `select topic, status, attempts, extract(epoch from processed_at - created_at)::float8 as seconds, created_at, last_error
+       from outbox where processed_at is not null order by processed_at - created_at desc limit 5`,
+  );
+
   const byTopicStatus: Record<string, number> = {};
   for (const m of outbox) byTopicStatus[`${m.topic} ${m.status}`] = (byTopicStatus[`${m.topic} ${m.status}`] ?? 0) + 1;
   const dupCounts = [...accepted.values()].filter((n) => n > 1);
@@ -270,6 +277,14 @@ export async function runChecks(input: CheckInput): Promise<CheckOutput> {
       pendingHandled: pendingHandled.length,
       pendingUnhandled: pendingUnhandled.length,
     },
+    slowest: slowest.map((r) => ({
+      topic: r.topic,
+      status: r.status,
+      attempts: r.attempts,
+      seconds: Math.round(r.seconds * 10) / 10,
+      createdAt: r.created_at.toISOString(),
+      lastError: r.last_error ? r.last_error.slice(0, 300) : null,
+    })),
     bookings: {
       total: bookings.length,
       confirmed: bookings.filter((b) => b.status === 'confirmed').length,

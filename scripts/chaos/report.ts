@@ -32,9 +32,14 @@ export function renderMarkdown(r: ChaosResults): string {
     `| PENDING at the end (handled topics / topics without a handler) | ${f.outbox.pendingHandled} / ${f.outbox.pendingUnhandled} |`,
     `| drain time after the load stopped | ${f.drainSecondsAfterLoad ?? 'not drained'} s |`,
     `| from the last fault to steady state (oldest pending ≤ 5 s) | ${f.secondsFromLastFaultToSteadyState ?? 'n/a'} s |`,
-    `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s |`,
+    `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s (at +${f.maxOldestPendingAtSeconds ?? '?'} s) |`,
     `| max PENDING messages | ${f.maxPending} |`,
   ];
+  lines.push('', `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}`).join(', ')}.`);
+  if (f.slowestMessages.length) {
+    lines.push('', 'Slowest messages (commit to DONE/DEAD):');
+    for (const m of f.slowestMessages) lines.push(`- ${m.topic} ${m.status} after ${m.seconds} s, ${m.attempts} attempts${m.lastError ? `; last error: ${m.lastError.slice(0, 160)}` : ''}`);
+  }
   const exits = Object.entries(f.unplannedExits).filter(([, e]) => e.length);
   if (exits.length) {
     lines.push('', 'Unplanned exits (the harness restarted each):');

@@ -152,10 +152,28 @@ export interface ChaosResults {
     secondsFromLastFaultToSteadyState: number | null;
     maxOldestPendingAgeSeconds: number;
     maxPending: number;
+    /** When the oldest-pending age peaked, seconds from the start of the load. */
+    maxOldestPendingAtSeconds: number | null;
+    slowestMessages: CheckOutput['slowest'];
+    /** Every 10 s of the run: PENDING count and oldest pending age (the max within the window). */
+    timeline: { atSeconds: number; pending: number; oldestAgeSeconds: number }[];
     unplannedExits: Record<string, { at: string; code: number | null; signal: string | null; lastLines: string[] }[]>;
   };
   faults: Array<Omit<InjectedFault, 'startedAt' | 'endedAt'> & { atSeconds: number; seconds: number }>;
   handledTopics: string[];
+}
+
+/** The samples in 10-second windows (max of each), for the results file. */
+function timeline(samples: { at: number; pending: number; oldestAge: number }[], start: number) {
+  const windows = new Map<number, { pending: number; oldestAge: number }>();
+  for (const s of samples) {
+    const w = Math.floor((s.at - start) / 10_000) * 10;
+    const cur = windows.get(w) ?? { pending: 0, oldestAge: 0 };
+    windows.set(w, { pending: Math.max(cur.pending, s.pending), oldestAge: Math.max(cur.oldestAge, s.oldestAge) });
+  }
+  return [...windows.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([atSeconds, v]) => ({ atSeconds, pending: v.pending, oldestAgeSeconds: Math.round(v.oldestAge * 10) / 10 }));
 }
 
 /**
@@ -403,6 +421,7 @@ async function main(): Promise<number> {
     const lastFault = injector.lastFaultEndedAt;
     // Steady state after the last fault: the first sample at which no message is older than 5 s.
     const steady = lastFault ? samples.find((s) => s.at >= lastFault && s.oldestAge <= 5) : undefined;
+    const peak = samples.reduce<(typeof samples)[number] | undefined>((best, x) => (!best || x.oldestAge > best.oldestAge ? x : best), undefined);
     const responses: Record<string, number> = {};
     for (const [k, n] of [...client.counts.entries()].sort()) responses[k] = n;
 
@@ -440,6 +459,9 @@ async function main(): Promise<number> {
         secondsFromLastFaultToSteadyState: steady && lastFault ? Math.round((steady.at - lastFault) / 100) / 10 : null,
         maxOldestPendingAgeSeconds: Math.round(Math.max(0, ...samples.map((s) => s.oldestAge)) * 10) / 10,
         maxPending: Math.max(0, ...samples.map((s) => s.pending)),
+        maxOldestPendingAtSeconds: peak ? Math.round((peak.at - loadStart) / 100) / 10 : null,
+        slowestMessages: out.slowest,
+        timeline: timeline(samples, loadStart),
         unplannedExits: Object.fromEntries(
           children.map((c) => [c.spec.name, c.unplannedExits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))]),
         ),
