@@ -109,3 +109,17 @@ export async function handBack(db: Db, claims: { id: number; claimId: string }[]
      where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`);
   return res.rowCount ?? 0;
 }
+
+/**
+ * Keeps a claim alive while its handlers are still running: moves the lease deadline forward,
+ * fenced like every settle. Without it, a handler that outlives LEASE_SECONDS would see its
+ * message claimed and run a second time, in parallel, by another worker. A worker that dies stops
+ * extending, so its messages still come back one lease after its last heartbeat.
+ */
+export function extendLease(db: Db, id: number, claimId: string, leaseSeconds: number): Promise<boolean> {
+  return fenced(
+    db,
+    sql`update outbox set available_at = now() + make_interval(secs => ${leaseSeconds})
+         where ${fence(id, claimId)}`,
+  );
+}

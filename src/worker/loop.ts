@@ -5,7 +5,7 @@ import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { claimBatch, type ClaimedMessage } from '../outbox/claim.ts';
 import { purgeDone } from '../outbox/purge.ts';
-import { handBack } from '../outbox/settle.ts';
+import { extendLease, handBack } from '../outbox/settle.ts';
 import { OUTBOX_CHANNEL } from '../outbox/topics.ts';
 import { dispatch, type DispatchContext, type MessageOutcome } from './dispatch.ts';
 import { OutboxListener } from './listener.ts';
@@ -229,15 +229,37 @@ class OutboxWorker implements Worker {
 
   private async run(msg: Queued): Promise<void> {
     let outcome: MessageOutcome;
+    const heartbeat = this.keepLeaseAlive(msg);
     try {
       outcome = await dispatch(this.dispatchCtx, msg);
     } catch (err) {
       // dispatch records failures itself; reaching here is a bug. The lease brings the message back.
       this.log.error({ err, messageId: msg.publicId }, 'dispatch failed unexpectedly');
       outcome = 'lost';
+    } finally {
+      clearInterval(heartbeat);
     }
     const key = ({ done: 'done', retry: 'retried', dead: 'dead', unknown_topic: 'unknownTopic', lost: 'lost' } as const)[outcome];
     this.counts[key]++;
+  }
+
+  /**
+   * Extends the lease every third of LEASE_SECONDS while the message's handlers run, so a slow
+   * handler (a sluggish SMTP server) is never run twice in parallel by another worker. A failed
+   * extension is only logged: the fence on every settle still protects the outcome.
+   */
+  private keepLeaseAlive(msg: Queued): NodeJS.Timeout {
+    const lease = this.config.LEASE_SECONDS;
+    const timer = setInterval(() => {
+      extendLease(this.db, msg.id, msg.claimId, lease).then(
+        (held) => {
+          if (!held) this.log.warn({ messageId: msg.publicId }, 'lease could not be extended: the claim was superseded');
+        },
+        (err) => this.log.warn({ messageId: msg.publicId, err: { message: (err as Error).message } }, 'lease extension failed'),
+      );
+    }, (lease * 1000) / 3);
+    timer.unref();
+    return timer;
   }
 
   private async handBack(msgs: Queued[]): Promise<void> {

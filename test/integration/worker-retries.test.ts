@@ -335,3 +335,30 @@ describe('logging', () => {
     await w.stop();
   });
 });
+
+describe('lease extension', () => {
+  it('a handler slower than LEASE_SECONDS keeps its claim: no other worker runs it meanwhile', async () => {
+    let runs = 0;
+    const slow = worker(
+      [
+        testHandler('slow', 'test.slow', async () => {
+          runs++;
+          await sleep(3_500);
+        }),
+      ],
+      { LEASE_SECONDS: '1' },
+    );
+    const other = worker([testHandler('slow', 'test.slow', async () => void runs++)], { LEASE_SECONDS: '1' });
+    const m = await insertMessage(tdb.db, 'test.slow');
+    const first = slow.w.runOnce();
+    await waitFor(async () => runs === 1);
+    // Well past the 1 s lease: without the heartbeat the second worker would claim it here.
+    for (let i = 0; i < 5; i++) {
+      await sleep(500);
+      expect(await other.w.runOnce()).toBe(0);
+    }
+    await first;
+    expect(runs).toBe(1);
+    expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'DONE', attempts: 1 });
+  });
+});
