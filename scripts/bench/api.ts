@@ -213,7 +213,8 @@ let nextConflictRound = 0;
  */
 export async function apiConflicts(f: ApiFixture, connections: number, seconds: number) {
   let i = 0;
-  const base = 10_000 + nextConflictRound; // far from the non-conflicting stays of this property
+  // Far from every non-conflicting stay; each run starts after the last round of the previous one.
+  const base = 10_000 + STAY_NIGHTS * nextConflictRound;
   const result = await autocannon({
     url: `${f.baseUrl}/bookings`,
     connections,
