@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ApiClient, GaveUp } from './client.ts';
+import { ApiClient, GaveUp, type ApiResponse } from './client.ts';
 import type { Rng } from './rng.ts';
 
 /*
@@ -49,6 +49,10 @@ export interface LoadFigures {
   usersRegistered: number;
   reads: number;
   gaveUp: number;
+  /** Bookings sent twice at once with the same Idempotency-Key (a double-click, a resend). */
+  doubleSubmits: number;
+  /** Double submits whose two answers disagree (different booking, or one 201 and one refusal). */
+  idempotencyMismatches: string[];
   otherUnexpected: { route: string; status: number; body: string }[];
 }
 
@@ -92,6 +96,8 @@ export class Load {
     usersRegistered: 0,
     reads: 0,
     gaveUp: 0,
+    doubleSubmits: 0,
+    idempotencyMismatches: [],
     otherUnexpected: [],
   };
   private startedAt = 0;
@@ -180,24 +186,36 @@ export class Load {
   async book(guest: User, property: Property, dates: { checkIn: string; checkOut: string }): Promise<void> {
     this.figures.bookingAttempts++;
     const key = randomUUID();
-    const guests = this.o.rng.int(1, 2);
-    const res = await this.api.call('POST', '/bookings', {
-      token: guest.token,
-      idempotencyKey: key,
-      route: 'POST /bookings',
-      body: { propertyId: property.id, ...dates, guests },
-    });
-    if (res.status === 201 || res.status === 200) {
-      if (res.headers.get('idempotent-replayed') === 'true') this.figures.replays++;
-      const id = res.body.id as string;
-      if (!this.bookings.has(id)) this.figures.bookingsCreated++;
-      this.bookings.set(id, { id, guest, property, ...dates, status: 'confirmed' });
-    } else if (res.status === 409 && res.body?.code === 'dates_unavailable') {
-      this.figures.conflicts409++;
-    } else if (res.status === 422) {
-      this.figures.rejected422++;
-    } else {
-      this.unexpected('POST /bookings', res.status, res.body);
+    const body = { propertyId: property.id, ...dates, guests: this.o.rng.int(1, 2) };
+    const send = () => this.api.call('POST', '/bookings', { token: guest.token, idempotencyKey: key, route: 'POST /bookings', body });
+    // One booking in ten is sent twice at the same moment with the same key: both answers must
+    // name the same booking (the second one replayed), or both be the same refusal.
+    const double = this.o.rng.chance(0.1);
+    const answers = double ? await Promise.all([send(), send()]) : [await send()];
+    if (double) {
+      this.figures.doubleSubmits++;
+      const [a, b] = answers as [ApiResponse, ApiResponse];
+      const ok201 = (r: ApiResponse) => r.status === 201 || r.status === 200;
+      const same = ok201(a) && ok201(b) ? a.body.id === b.body.id : !ok201(a) && !ok201(b) && a.status === b.status;
+      if (!same && this.figures.idempotencyMismatches.length < 20) {
+        this.figures.idempotencyMismatches.push(`key ${key}: ${a.status} ${a.body?.id ?? a.body?.code} vs ${b.status} ${b.body?.id ?? b.body?.code}`);
+      }
+    }
+    for (const res of answers) {
+      if (res.status === 201 || res.status === 200) {
+        if (res.headers.get('idempotent-replayed') === 'true') this.figures.replays++;
+        const id = res.body.id as string;
+        if (!this.bookings.has(id)) {
+          this.figures.bookingsCreated++;
+          this.bookings.set(id, { id, guest, property, ...dates, status: 'confirmed' });
+        }
+      } else if (res.status === 409 && res.body?.code === 'dates_unavailable') {
+        this.figures.conflicts409++;
+      } else if (res.status === 422) {
+        this.figures.rejected422++;
+      } else {
+        this.unexpected('POST /bookings', res.status, res.body);
+      }
     }
   }
 

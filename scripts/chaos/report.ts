@@ -19,6 +19,7 @@ export function renderMarkdown(r: ChaosResults): string {
     `| bookings in the database (confirmed / cancelled) | ${f.bookingsInDatabase.total} (${f.bookingsInDatabase.confirmed} / ${f.bookingsInDatabase.cancelled}) |`,
     `| booking attempts / 409 dates_unavailable / overlap storms | ${f.load.bookingAttempts} / ${f.load.conflicts409} / ${f.load.overlapStorms} |`,
     `| requests sent (incl. client retries) / retries / gave up | ${f.requests} / ${f.clientRetries} / ${f.load.gaveUp} |`,
+    `| double submits (same Idempotency-Key twice at once) / answers replayed | ${f.load.doubleSubmits} / ${f.load.replays} |`,
     `| faults: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} (${f.workerKillsMidHandlers}) |`,
     `| faults: API SIGKILL | ${f.faults['api-kill']} |`,
     `| faults: SMTP server down | ${f.faults['smtp-outage']} |`,

@@ -442,6 +442,12 @@ async function main(): Promise<number> {
       checks: [
         ...out.checks,
         crashCheck(children),
+        {
+          name: 'the same Idempotency-Key sent twice at once gets the same answer (one booking, replayed)',
+          ok: load.figures.idempotencyMismatches.length === 0,
+          violations: load.figures.idempotencyMismatches.slice(0, 10),
+          violationCount: load.figures.idempotencyMismatches.length,
+        },
         { name: 'the workers drain within the bound', ok: drainedAt !== null, violations: drainedAt ? [] : ['not drained'], violationCount: drainedAt ? 0 : 1 },
       ],
       figures: {

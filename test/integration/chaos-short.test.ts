@@ -51,6 +51,7 @@ describe('chaos (short variant)', () => {
       expect(r.figures.bookingsMade).toBeGreaterThan(20);
       expect(r.figures.bookingsInDatabase.cancelled).toBeGreaterThan(0);
       expect(r.figures.load.conflicts409).toBeGreaterThan(0);
+      expect(r.figures.load.replays).toBeGreaterThan(0); // Idempotency-Key replays happened, and agreed
       for (const [kind, n] of Object.entries(r.figures.faults)) expect(n, `faults of kind ${kind}`).toBeGreaterThan(0);
       expect(r.figures.faults['worker-kill']).toBeGreaterThanOrEqual(3);
       expect(r.figures.mail.delivered).toBeGreaterThan(r.figures.bookingsMade);
