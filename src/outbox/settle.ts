@@ -33,20 +33,80 @@ export function recordHandlerDone(db: Db, id: number, claimId: string, handler: 
   );
 }
 
+interface DoneItem {
+  id: number;
+  claimId: string;
+  /** The handler whose success completes the message, recorded in the same write. */
+  handler: string | null;
+}
+
 /**
- * Every handler has succeeded. `lastHandler`, when given, is recorded in the same UPDATE: the
- * common case (the last or only handler just succeeded) costs one write, not two.
+ * The UPDATE that marks messages DONE, for one message or many: each row is fenced on its own
+ * claim, and RETURNING says which claims were still held. `lastHandler`, when given, is recorded
+ * in the same write, so the common case (the last or only handler just succeeded) costs one write.
  */
-export function markDone(db: Db, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
-  const handlers = lastHandler
-    ? sql`, handlers_done = case when ${lastHandler} = any(handlers_done) then handlers_done
-                                 else array_append(handlers_done, ${lastHandler}::text) end`
-    : sql``;
-  return fenced(
-    db,
-    sql`update outbox set status = 'DONE', processed_at = now(), claim_id = null ${handlers}
-         where ${fence(id, claimId)}`,
-  );
+async function markDoneMany(db: Db, items: DoneItem[]): Promise<Set<number>> {
+  const res = await db.execute<{ id: string }>(sql`
+    update outbox o
+       set status = 'DONE', processed_at = now(), claim_id = null,
+           handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
+                                else array_append(o.handlers_done, v.handler) end
+      from unnest(${sql.param(items.map((i) => i.id))}::bigint[],
+                  ${sql.param(items.map((i) => i.claimId))}::uuid[],
+                  ${sql.param(items.map((i) => i.handler))}::text[]) as v(id, claim_id, handler)
+     where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
+    returning o.id`);
+  return new Set(res.rows.map((r) => Number(r.id)));
+}
+
+/** Every handler has succeeded: one message, one fenced write. */
+export async function markDone(db: Db, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
+  return (await markDoneMany(db, [{ id, claimId, handler: lastHandler ?? null }])).has(id);
+}
+
+/**
+ * Group commit for DONE. With fsync on, every autocommitted UPDATE waits for its WAL flush, and a
+ * worker that commits each finished message alone spends most of its time waiting for the disk
+ * (it drained ~1,000 no-op messages/s where graphile-worker, which batches completions, drained
+ * ~8,000). Here at most one write is in flight: the first finished message is written at once (no
+ * added latency when the worker is idle), and every message that finishes while that write is in
+ * flight goes into the next one. Each message's outcome still stands alone: a row whose claim was
+ * superseded is simply not in RETURNING, and only that message learns it lost its claim.
+ */
+export class DoneBatcher {
+  private queue: (DoneItem & { resolve(held: boolean): void; reject(err: unknown): void })[] = [];
+  private writing = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly maxBatch = 500,
+  ) {}
+
+  markDone(id: number, claimId: string, lastHandler?: string): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ id, claimId, handler: lastHandler ?? null, resolve, reject });
+      void this.writeAll();
+    });
+  }
+
+  private async writeAll(): Promise<void> {
+    if (this.writing) return;
+    this.writing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.maxBatch);
+        try {
+          const held = await markDoneMany(this.db, batch);
+          for (const item of batch) item.resolve(held.has(item.id));
+        } catch (err) {
+          // The caller retries (dispatch's persist); a write that failed changed nothing.
+          for (const item of batch) item.reject(err);
+        }
+      }
+    } finally {
+      this.writing = false;
+    }
+  }
 }
 
 /**

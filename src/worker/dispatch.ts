@@ -18,6 +18,8 @@ export interface DispatchContext {
   maxAttempts: number;
   backoff: BackoffOptions;
   unknownTopicRecheckSeconds: number;
+  /** Marks a message DONE (fenced); the loop batches these writes (settle.ts DoneBatcher). */
+  markDone(id: number, claimId: string, lastHandler?: string): Promise<boolean>;
   /** Called when a topic has no handler; the loop decides whether to warn (not on every poll). */
   onUnknownTopic(topic: string): void;
 }
@@ -128,7 +130,7 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
     const last = i === pending.length - 1 && failures.length === 0;
     const held = await persist(log, last ? 'done' : 'handler success', () =>
       last
-        ? settle.markDone(ctx.db, msg.id, msg.claimId, handler.name)
+        ? ctx.markDone(msg.id, msg.claimId, handler.name)
         : settle.recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name),
     );
     if (!held) {
@@ -141,7 +143,7 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
 
   if (failures.length === 0) {
     // Every handler had already succeeded on an earlier attempt.
-    return (await persist(log, 'done', () => settle.markDone(ctx.db, msg.id, msg.claimId))) ? 'done' : 'lost';
+    return (await persist(log, 'done', () => ctx.markDone(msg.id, msg.claimId))) ? 'done' : 'lost';
   }
 
   const lastError = failures.map((f) => describeFailure(f.handler.name, f.error)).join(' | ').slice(0, 4000);

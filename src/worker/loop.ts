@@ -5,7 +5,7 @@ import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { claimBatch, type ClaimedMessage } from '../outbox/claim.ts';
 import { purgeDone } from '../outbox/purge.ts';
-import { extendLease, handBack } from '../outbox/settle.ts';
+import { DoneBatcher, extendLease, handBack } from '../outbox/settle.ts';
 import { OUTBOX_CHANNEL } from '../outbox/topics.ts';
 import { dispatch, type DispatchContext, type MessageOutcome } from './dispatch.ts';
 import { OutboxListener } from './listener.ts';
@@ -143,8 +143,10 @@ class OutboxWorker implements Worker {
     this.log = opts.logger;
     this.batchSize = opts.batchSize ?? opts.config.WORKER_BATCH_SIZE;
     this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
+    const doneBatcher = new DoneBatcher(this.db);
     this.dispatchCtx = {
       db: this.db,
+      markDone: (id, claimId, lastHandler) => doneBatcher.markDone(id, claimId, lastHandler),
       registry: opts.registry,
       log: this.log,
       events: this.events,
@@ -307,13 +309,26 @@ class OutboxWorker implements Worker {
     return n;
   }
 
+  /**
+   * Claims the next batch as soon as a slot is free rather than after the whole batch finished (a
+   * batch waiting for its slowest message would leave the other slots idle). When a claim finds
+   * nothing, it waits for what is in flight, since a finished message may make the next message of
+   * its key due, and claims once more: empty then means empty.
+   */
   async runUntilEmpty(): Promise<number> {
     let total = 0;
     while (!this.stopping) {
-      const n = await this.runOnce();
+      if (this.queue.length > 0 || this.active.size >= this.concurrency) {
+        await this.nextChange();
+        continue;
+      }
+      const n = await this.claim();
       total += n;
-      if (n === 0) break;
+      if (n > 0) continue;
+      if (this.active.size === 0) break;
+      await this.drained();
     }
+    await this.drained();
     return total;
   }
 
