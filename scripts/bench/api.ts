@@ -205,7 +205,8 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
   return { rps: s.rps, p99: s.p99, requests: s.requests, non201, errors: s.errors };
 }
 
-let nextConflictRound = 0;
+/** Rounds used by earlier conflict runs: a later run never asks for dates an earlier one booked. */
+let conflictRoundsUsed = 0;
 
 /**
  * 32 connections all asking for the same stay of one property: request i books round ⌊i/32⌋'s
@@ -213,8 +214,9 @@ let nextConflictRound = 0;
  */
 export async function apiConflicts(f: ApiFixture, connections: number, seconds: number) {
   let i = 0;
-  // Far from every non-conflicting stay; each run starts after the last round of the previous one.
-  const base = 10_000 + STAY_NIGHTS * nextConflictRound;
+  let rounds = 0;
+  // Far from every non-conflicting stay, and after the last round of every earlier run.
+  const base = 10_000 + STAY_NIGHTS * conflictRoundsUsed;
   const result = await autocannon({
     url: `${f.baseUrl}/bookings`,
     connections,
@@ -225,7 +227,7 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
         method: 'POST',
         setupRequest: (req) => {
           const round = Math.floor(i / connections);
-          nextConflictRound = Math.max(nextConflictRound, round + 1);
+          rounds = Math.max(rounds, round + 1);
           const checkIn = base + STAY_NIGHTS * round;
           const guest = f.guests[i++ % f.guests.length];
           return {
@@ -237,7 +239,7 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
       },
     ],
   });
-  nextConflictRound += 1;
+  conflictRoundsUsed += rounds + 1;
   const s = summarise(result);
   const c201 = s.codes['201'] ?? 0;
   const c409 = s.codes['409'] ?? 0;
