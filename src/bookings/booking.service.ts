@@ -1,10 +1,8 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { isPgError, PG } from '../db/pg-errors.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
 import { enqueue } from '../outbox/enqueue.ts';
-import * as properties from '../properties/properties.repository.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
@@ -13,7 +11,7 @@ import { priceStay } from './pricing.ts';
 
 export const MAX_NIGHTS = 90;
 
-/** Namespace of the per-property advisory lock (the first of pg_advisory_xact_lock's two keys). */
+/** Namespace of the per-property booking lock (the first of pg_advisory_xact_lock's two keys; see the repository). */
 const BOOKING_LOCK_NAMESPACE = 0x5b00c;
 
 export interface BookingDeps {
@@ -99,8 +97,9 @@ export async function createBooking(
       }
     }
 
-    const property = await properties.findProperty(tx, body.propertyId);
-    if (!property) throw new AppError('not_found', 'No such property');
+    const found = await repo.findPropertyLockedForBooking(tx, body.propertyId, BOOKING_LOCK_NAMESPACE);
+    if (!found) throw new AppError('not_found', 'No such property');
+    const { property, host } = found;
     if (!property.active) throw new AppError('property_inactive');
     if (body.checkIn < today) throw new AppError('check_in_in_past');
     if (body.guests > property.maxGuests) {
@@ -109,7 +108,6 @@ export async function createBooking(
     const price = priceStay({ ...body, ...property }, deps.serviceFeePercent);
     if (price.nights > MAX_NIGHTS) throw new AppError('stay_too_long');
 
-    await lockPropertyForBooking(tx, property.id);
     const booking = await insertOrConflict(tx, {
       propertyId: property.id,
       guestId: guest.id,
@@ -119,7 +117,12 @@ export async function createBooking(
       ...price,
     });
 
-    const view = (await repo.findBookingView(tx, booking.publicId))!;
+    const view: repo.BookingView = {
+      booking,
+      property: { id: property.id, publicId: property.publicId, title: property.title, hostId: property.hostId },
+      guest: { id: guest.id, publicId: guest.publicId, email: guest.email, name: guest.name },
+      host,
+    };
     await enqueue(tx, 'booking.created', bookingEventPayload(view, `booking-created:${booking.publicId}`), {
       key: booking.publicId,
     });
@@ -127,17 +130,6 @@ export async function createBooking(
     if (idempotencyKey) await storeIdempotentResponse(tx, guest.id, idempotencyKey, { status: 201, body: response });
     return { status: 201, body: response, replayed: false };
   });
-}
-
-/**
- * Concurrent inserts of overlapping stays under a GiST exclusion constraint can deadlock each
- * other (40P01) instead of one failing cleanly with 23P01. Taking a per-property transaction lock
- * first makes bookings of one property queue up, so the loser sees the winner's committed row and
- * gets a clean exclusion violation. Bookings of different properties do not wait on each other.
- * The constraint, not this lock, remains what guarantees no overlap.
- */
-async function lockPropertyForBooking(tx: Tx, propertyId: number) {
-  await tx.execute(sql`select pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, ${propertyId}::int)`);
 }
 
 async function insertOrConflict(tx: Tx, values: Parameters<typeof repo.insertBooking>[1]) {

@@ -33,6 +33,29 @@ function selectViews(db: Db | Tx) {
     .innerJoin(host, eq(host.id, properties.hostId));
 }
 
+/**
+ * The property to book, its host, and the per-property booking lock, in one round trip.
+ *
+ * Concurrent inserts of overlapping stays under a GiST exclusion constraint can deadlock each
+ * other (40P01) instead of one failing cleanly with 23P01. Taking a per-property transaction lock
+ * first makes bookings of one property queue up, so the loser sees the winner's committed row and
+ * gets a clean exclusion violation. Bookings of different properties do not wait on each other.
+ * The constraint, not this lock, remains what guarantees no overlap. The lock is taken in the
+ * select list (once, for the one matching row) to save a round trip on the hot path.
+ */
+export async function findPropertyLockedForBooking(tx: Tx, publicId: string, lockNamespace: number) {
+  const [row] = await tx
+    .select({
+      property: properties,
+      host: { id: host.id, publicId: host.publicId, email: host.email, name: host.name },
+      locked: sql<string>`pg_advisory_xact_lock(${lockNamespace}, ${properties.id}::int)::text`,
+    })
+    .from(properties)
+    .innerJoin(host, eq(host.id, properties.hostId))
+    .where(eq(properties.publicId, publicId));
+  return row && { property: row.property, host: row.host };
+}
+
 export async function insertBooking(tx: Tx, values: typeof bookings.$inferInsert): Promise<BookingRow> {
   const [row] = await tx.insert(bookings).values(values).returning();
   return row!;

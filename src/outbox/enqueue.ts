@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import type { Tx } from '../db/transaction.ts';
-import { outbox } from '../db/schema.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
 
 export interface EnqueuedMessage {
@@ -26,11 +25,15 @@ export async function enqueue<T extends TopicName>(
   payload: PayloadOf<T>,
   opts: { key?: string } = {},
 ): Promise<EnqueuedMessage> {
-  const snapshot = JSON.parse(JSON.stringify(TOPICS[topic].parse(payload))) as unknown;
-  const [row] = await tx
-    .insert(outbox)
-    .values({ topic, payload: snapshot, key: opts.key ?? null })
-    .returning({ id: outbox.id, publicId: outbox.publicId, topic: outbox.topic });
-  await tx.execute(sql`select pg_notify(${OUTBOX_CHANNEL}, ${topic})`);
-  return row!;
+  const snapshot = JSON.stringify(TOPICS[topic].parse(payload));
+  // The insert and its notify in one statement: one round trip on every producer's hot path.
+  const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
+    with ins as (
+      insert into outbox (topic, payload, key)
+      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null})
+      returning id, public_id, topic
+    )
+    select id, public_id, topic, pg_notify(${OUTBOX_CHANNEL}, topic) from ins`);
+  const row = rows[0]!;
+  return { id: Number(row.id), publicId: row.public_id, topic: row.topic };
 }
