@@ -310,15 +310,25 @@ class OutboxWorker implements Worker {
   }
 
   /**
-   * Claims the next batch as soon as a slot is free rather than after the whole batch finished (a
-   * batch waiting for its slowest message would leave the other slots idle). When a claim finds
+   * Whether to claim now. The next batch is claimed while the current one is still running (as
+   * long as less than a batch waits locally), so the claim's round trip and commit overlap the
+   * handlers and their DONE writes instead of adding to them. Prefetched messages wait at most a
+   * batch's worth; one that waited too long for its lease is handed back, not started (pump).
+   */
+  private wantsMore(): boolean {
+    return this.queue.length < this.batchSize && this.queue.length + this.active.size < this.batchSize + this.concurrency;
+  }
+
+  /**
+   * Claims ahead (wantsMore) rather than after the whole batch finished (a batch waiting for its
+   * slowest message would leave the other slots idle). When a claim finds
    * nothing, it waits for what is in flight, since a finished message may make the next message of
    * its key due, and claims once more: empty then means empty.
    */
   async runUntilEmpty(): Promise<number> {
     let total = 0;
     while (!this.stopping) {
-      if (this.queue.length > 0 || this.active.size >= this.concurrency) {
+      if (!this.wantsMore()) {
         await this.nextChange();
         continue;
       }
@@ -373,7 +383,7 @@ class OutboxWorker implements Worker {
   private async loop(): Promise<void> {
     let dbFailures = 0;
     while (!this.stopping) {
-      if (this.queue.length > 0 || this.active.size >= this.concurrency) {
+      if (!this.wantsMore()) {
         await this.nextChange();
         continue;
       }
