@@ -308,6 +308,19 @@ describe('classic malicious payloads on every JSON route', () => {
     }
   });
 
+  it('stores SQL fragments in free text verbatim and executes nothing', async () => {
+    const name = "Robert'); DROP TABLE users; -- $$ \\' OR 1=1";
+    const res = await probe(
+      json('POST', '/auth/register', { email: 'bobby-tables@example.test', password: 'correct horse battery', name, role: 'guest' }),
+      false,
+    );
+    expect(res.statusCode, res.body).toBe(201);
+    const me = await app.inject({ method: 'GET', url: '/me', headers: { authorization: `Bearer ${res.json().token}` } });
+    expect(me.json().name).toBe(name);
+    const { rows } = await db.pool.query('select count(*)::int as n from users');
+    expect(rows[0].n).toBeGreaterThan(4);
+  });
+
   it('rejects malformed Idempotency-Key headers without a 5xx', async () => {
     const body = { propertyId, checkIn: daysFromNow(70), checkOut: daysFromNow(71), guests: 1 };
     for (const key of ['has space', 'x'.repeat(300), "'; drop table idempotency_keys; --\u00e9", '\u0000']) {
