@@ -7,7 +7,7 @@ export function renderMarkdown(r: ChaosResults): string {
   const lines = [
     `## Chaos run: ${r.ok ? 'PASS' : 'FAIL'} (seed ${r.seed}, ${r.durationSeconds} s of load)`,
     '',
-    `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}.`,
+    `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}; code ${r.code.commit?.slice(0, 10) ?? 'unknown'}${r.code.srcDirty ? ' (with uncommitted changes in src/)' : ''}.`,
     '',
     '| Invariant | Result |',
     '|---|---|',

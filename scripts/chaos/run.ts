@@ -135,6 +135,8 @@ export interface ChaosResults {
   startedAt: string;
   wallSeconds: number;
   machine: { cpus: number; node: string };
+  /** The code that ran: HEAD, and whether src/ had uncommitted changes. */
+  code: { commit: string | null; srcDirty: boolean | null };
   settings: { worker: typeof WORKER_ENV; concurrency: number; tempFailRate: number; bounceRecipients: number; retryWindowSeconds: number };
   checks: CheckOutput['checks'];
   figures: {
@@ -161,6 +163,15 @@ export interface ChaosResults {
   };
   faults: Array<Omit<InjectedFault, 'startedAt' | 'endedAt'> & { atSeconds: number; seconds: number }>;
   handledTopics: string[];
+}
+
+function gitVersion(): { commit: string | null; srcDirty: boolean | null } {
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return { commit: git('rev-parse', 'HEAD'), srcDirty: git('status', '--porcelain', '--', 'src', 'migrations') !== '' };
+  } catch {
+    return { commit: null, srcDirty: null };
+  }
 }
 
 /** The samples in 10-second windows (max of each), for the results file. */
@@ -201,6 +212,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const t0 = Date.now();
+  const codeVersion = gitVersion();
   const say = (msg: string) => process.stdout.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}\n`);
   const rng = new Rng(flags.seed);
   const faultRng = rng.fork('faults');
@@ -432,6 +444,7 @@ async function main(): Promise<number> {
       startedAt: new Date(t0).toISOString(),
       wallSeconds: Math.round((Date.now() - t0) / 1000),
       machine: { cpus: os.cpus().length, node: process.version },
+      code: codeVersion,
       settings: {
         worker: WORKER_ENV,
         concurrency: flags.concurrency,
