@@ -12,6 +12,25 @@ import { isRetryableTransactionError } from './pg-errors.ts';
 export type Tx = PgTransaction<NodePgQueryResultHKT, typeof schema, ExtractTablesWithRelations<typeof schema>>;
 
 /**
+ * Work to run once a transaction has committed, per transaction started by `withTransaction`.
+ * Never for a rolled-back attempt: its list is dropped with it.
+ */
+const afterCommit = new WeakMap<Tx, Map<string, (db: Db) => Promise<unknown>>>();
+
+/**
+ * Asks for `fn` to run after `tx` commits (once per `name`: a second request with the same name is
+ * the same work). Returns false when `tx` was not started by `withTransaction`, which alone runs
+ * these: the caller must then do the work inside the transaction instead. An after-commit failure
+ * cannot undo the commit, so it must only be an optimisation (see outbox/enqueue.ts).
+ */
+export function runAfterCommit(tx: Tx, name: string, fn: (db: Db) => Promise<unknown>): boolean {
+  const hooks = afterCommit.get(tx);
+  if (!hooks) return false;
+  if (!hooks.has(name)) hooks.set(name, fn);
+  return true;
+}
+
+/**
  * Runs `work` in one transaction and commits it. A deadlock (40P01) or serialization failure
  * (40001) rolls back everything `work` did, so it is safe to run again from the start: it is
  * retried a few times before it surfaces. Any other error rolls back and is rethrown.
@@ -19,7 +38,13 @@ export type Tx = PgTransaction<NodePgQueryResultHKT, typeof schema, ExtractTable
 export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, attempts = 5): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await db.transaction(work);
+      const hooks = new Map<string, (db: Db) => Promise<unknown>>();
+      const result = await db.transaction((tx) => {
+        afterCommit.set(tx, hooks);
+        return work(tx);
+      });
+      for (const hook of hooks.values()) await hook(db).catch(() => undefined);
+      return result;
     } catch (err) {
       if (attempt >= attempts || !isRetryableTransactionError(err)) throw err;
       // A short randomised pause lets the transaction that won the deadlock finish first.
