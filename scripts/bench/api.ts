@@ -258,15 +258,18 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
 }
 
 /**
- * The service's booking transaction as plain SQL, for pgbench: read the property, take the
+ * The service's booking transaction as plain SQL, for pgbench, statement for statement what
+ * src/bookings/booking.service.ts sends: read the property and its host while taking the
  * per-property advisory lock, insert the booking (the exclusion constraint checks the dates),
- * read it back with its people (the response and the event's snapshot), write the outbox row with
- * a payload of the same shape, and pg_notify — then COMMIT. `withOutbox: false` drops the last two.
- * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
+ * write the outbox row with a payload of the same shape, COMMIT, then pg_notify (enqueue sends the
+ * worker's wake-up after the commit). `withOutbox: false` drops the outbox row and the notify.
+ * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
+ * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
+ * client_id, so no two ever overlap.
  */
-export type OutboxVariant = 'in-transaction' | 'no-notify' | 'notify-after-commit' | 'none';
+export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'none';
 
-export function bookingScript(withOutbox: boolean, variant: OutboxVariant = withOutbox ? 'in-transaction' : 'none'): string {
+export function bookingScript(withOutbox: boolean, variant: OutboxVariant = withOutbox ? 'notify-after-commit' : 'none'): string {
   withOutbox = variant !== 'none';
   const lines = [
     '\\set k :k + 1',
@@ -275,26 +278,22 @@ export function bookingScript(withOutbox: boolean, variant: OutboxVariant = with
     '\\set gid :gmin + (:slot % :nguests)',
     `\\set day :base + ${STAY_NIGHTS} * (:slot / :nprops)`,
     'BEGIN;',
-    'SELECT id, public_id, host_id, title, active, max_guests, nightly_price, cleaning_fee, currency FROM properties WHERE id = :pid;',
-    `SELECT pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, :pid::int);`,
+    'SELECT p.*, h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name, ' +
+      `pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, p.id::int)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid;`,
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
-      `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING public_id AS bid \\gset`,
-    'SELECT b.*, p.public_id AS property_public_id, p.title, p.host_id, g.public_id AS guest_public_id, g.email AS guest_email, g.name AS guest_name, ' +
-      'h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name FROM bookings b JOIN properties p ON p.id = b.property_id ' +
-      'JOIN users g ON g.id = b.guest_id JOIN users h ON h.id = p.host_id WHERE b.public_id = :bid;',
+      `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING public_id \\gset`,
   ];
   if (withOutbox) {
     lines.push(
-      "INSERT INTO outbox (topic, key, payload) VALUES ('booking.created', :bid, jsonb_build_object(" +
-        "'bookingId', :bid::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+      "WITH ins AS (INSERT INTO outbox (topic, key, payload) VALUES ('booking.created', :public_id, jsonb_build_object(" +
+        "'bookingId', :public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
         "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || :bid::text));",
+        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || :public_id::text)) " +
+        `RETURNING id, public_id, topic) SELECT id, public_id, topic${variant === 'in-transaction' ? ", pg_notify('outbox', topic)" : ''} FROM ins;`,
     );
-    if (variant === 'in-transaction') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   }
   lines.push('END;');
-  // The diagnostic variant: the wake-up sent on its own after COMMIT (see docs/performance.md).
   if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   return lines.join('\n') + '\n';
 }

@@ -69,9 +69,9 @@ export function renderMarkdown(r: BenchResults): string {
     const d = o.diagnostics;
     L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
     L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
-    L.push(`| outbox row + pg_notify in the transaction (what the service does) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`);
+    L.push(`| outbox row, pg_notify right after COMMIT (what the service does) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`);
     L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
-    L.push(`| outbox row, pg_notify sent after COMMIT | ${n(d.notifyAfterCommit.median.tps)} | ${n(d.notifyAfterCommitCostPercent, 1)} % |`, '');
+    L.push(`| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`, '');
   } else L.push('Not measured (pgbench missing or the section failed).', '');
 
   if (r.claim) {
