@@ -170,7 +170,8 @@ function gitVersion(): { commit: string | null; srcDirty: boolean | null } {
     const git = (...args: string[]) => execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
     return { commit: git('rev-parse', 'HEAD'), srcDirty: git('status', '--porcelain', '--', 'src', 'migrations') !== '' };
   } catch {
-    return { commit: null, srcDirty: null };
+    // Not a git checkout (a `git archive` snapshot): the caller may say which commit it is.
+    return { commit: process.env.CHAOS_CODE_COMMIT ?? null, srcDirty: process.env.CHAOS_CODE_COMMIT ? false : null };
   }
 }
 
