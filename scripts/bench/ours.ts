@@ -116,9 +116,12 @@ export async function oursLatency(url: string, samples: number) {
     return await probe.run({
       url,
       samples,
-      // What enqueue() runs inside the producer's transaction: the row, then pg_notify (sent at COMMIT).
+      // What enqueue() does: the row inside the producer's transaction, the wake-up right after COMMIT
+      // (src/outbox/enqueue.ts); the clock includes that extra round trip.
       insert: async (client, id) => {
         await client.query(`insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`, [id]);
+      },
+      afterCommit: async (client) => {
         await client.query(`select pg_notify('outbox', 'bench.latency')`);
       },
     });

@@ -29,7 +29,8 @@ export const FULL: BenchParams = {
   latencySamples: 500,
   // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
   pgBossLatencySamples: 60,
-  ioMessages: 2_000,
+  // Enough work per process that start-up skew between processes does not dominate the 4-process run.
+  ioMessages: 8_000,
   ioSleepMs: 20,
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],

@@ -29,6 +29,8 @@ export class LatencyProbe {
     samples: number;
     /** Inserts message `id` on `client`, inside the open transaction. */
     insert: (client: pg.Client, id: number) => Promise<void>;
+    /** What the producer sends right after COMMIT (our enqueue's wake-up); inside the clock. */
+    afterCommit?: (client: pg.Client) => Promise<void>;
     /** Pause after each handled sample (default 10 ms); a function draws a new one each time. */
     pauseMs?: number | (() => number);
     timeoutMs?: number;
@@ -42,6 +44,7 @@ export class LatencyProbe {
         const handled = new Promise<void>((resolve) => this.waiters.set(id, resolve));
         this.started.set(id, process.hrtime.bigint());
         await client.query('commit');
+        await opts.afterCommit?.(client);
         const timeout = opts.timeoutMs ?? 10_000;
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
