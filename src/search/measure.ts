@@ -11,6 +11,7 @@ import { runMigrations } from '../db/migrate.ts';
 import { buildApp } from '../http/app.ts';
 import { createPostgresSearchIndex } from './postgres-search-index.ts';
 import { reindex } from './reindex.ts';
+import { freePort } from '../net/free-port.ts';
 
 /*
  * Measures the search index on realistic volume (a measurement, not a test: nothing here passes
@@ -41,13 +42,6 @@ const CITIES: [string, string][] = [
   ['Aarhus', 'DK'], ['Split', 'HR'],
 ];
 
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;

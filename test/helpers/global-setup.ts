@@ -1,11 +1,11 @@
 import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { freePort } from '../../src/net/free-port.ts';
 
 export const TEMPLATE_DB = 'stayhub_template';
 
@@ -16,17 +16,6 @@ declare module 'vitest' {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Starts a throw-away PostgreSQL for this run (or uses TEST_DATABASE_URL's server), migrates a

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
@@ -8,6 +7,7 @@ import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessages, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import { freePort } from '../../src/net/free-port.ts';
 
 /*
  * The worker's metrics, fed by a real worker loop in-process against real Postgres, read over
@@ -97,16 +97,6 @@ describe('worker metrics', () => {
   });
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
   it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/net/free-port.ts';
 
 /*
  * The README's first command, for real: `npm start` on an empty data folder starts the embedded
@@ -16,13 +16,6 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-'));
 chmodSync(dir, 0o755);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 
 async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -1,22 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root (scripts/bench/lib → ../../..). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../../src/net/free-port.ts';
 
 export interface Finished {
   code: number | null;
