@@ -5,7 +5,8 @@ import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { buildApp, type AppContext } from '../../src/http/app.ts';
 import { loggerOptions } from '../../src/logger.ts';
-import type { TestDatabase } from './db.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './db.ts';
 
 /** Everything the app logged, one parsed JSON object per line. */
 export class LogCapture extends Writable {
@@ -91,4 +92,39 @@ export function daysFromNow(days: number): string {
   const d = new Date();
   d.setUTCDate(d.getUTCDate() + days);
   return d.toISOString().slice(0, 10);
+}
+
+/**
+ * A test file's own database and app: created before its tests, closed and dropped after (the drop
+ * fails if a connection leaked). Read `t.db`, `t.app`, `t.logs`, `t.config` inside tests and hooks.
+ */
+export function useTestApp(env: Record<string, string> = {}, extra: Partial<Omit<AppContext, 'config' | 'db'>> = {}) {
+  let db: TestDatabase | undefined;
+  let built: TestApp | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    built = await buildTestApp(db, env, extra);
+  });
+  afterAll(async () => {
+    await built?.app.close();
+    await db?.drop();
+  });
+  const ready = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('useTestApp: used before its beforeAll ran');
+    return v;
+  };
+  return {
+    get db() {
+      return ready(db);
+    },
+    get app() {
+      return ready(built).app;
+    },
+    get logs() {
+      return ready(built).logs;
+    },
+    get config() {
+      return ready(built).config;
+    },
+  };
 }

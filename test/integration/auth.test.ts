@@ -1,17 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
+import { describe, expect, it } from 'vitest';
+import { tableCounts } from '../helpers/db.ts';
+import { buildTestApp, signUp, uniqueEmail, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp();
 
 const register = (payload: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/auth/register', payload });
 const login = (payload: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/auth/login', payload });
@@ -25,10 +16,10 @@ describe('register', () => {
     expect(body.user).toMatchObject({ email, name: 'Ana', role: 'guest' });
     expect(Object.keys(body.user).sort()).toEqual(['createdAt', 'email', 'id', 'name', 'role']);
     expect(body.token).toMatch(/^[A-Za-z0-9_-]{40,}$/);
-    const { rows } = await db.pool.query('select password_hash from users where email = $1', [email]);
+    const { rows } = await t.db.pool.query('select password_hash from users where email = $1', [email]);
     expect(rows[0].password_hash).toMatch(/^scrypt\$/);
     expect(res.body).not.toContain(rows[0].password_hash);
-    const stored = await db.pool.query('select token_hash from sessions');
+    const stored = await t.db.pool.query('select token_hash from sessions');
     expect(stored.rows.map((r) => r.token_hash)).not.toContain(body.token);
   });
 
@@ -41,14 +32,14 @@ describe('register', () => {
   });
 
   it('refuses a password under 10 characters and an admin self-registration, writing nothing', async () => {
-    const before = await tableCounts(db);
+    const before = await tableCounts(t.db);
     const weak = await register({ email: uniqueEmail(), password: 'short', name: 'A', role: 'guest' });
     expect(weak.statusCode).toBe(400);
     expect(weak.json().errors).toEqual([{ path: 'body.password', message: 'must be at least 10 characters' }]);
     const admin = await register({ email: uniqueEmail(), password: 'long enough pw', name: 'A', role: 'admin' });
     expect(admin.statusCode).toBe(400);
     expect(admin.json().errors[0].path).toBe('body.role');
-    expect(await tableCounts(db)).toEqual(before);
+    expect(await tableCounts(t.db)).toEqual(before);
   });
 });
 
@@ -84,14 +75,14 @@ describe('login and sessions', () => {
       expect(res.json().code).toBe('unauthorized');
     }
     const s = await signUp(t.app, 'guest');
-    await db.pool.query(`update sessions set expires_at = now() - interval '1 second'`);
+    await t.db.pool.query(`update sessions set expires_at = now() - interval '1 second'`);
     expect((await t.app.inject({ method: 'GET', url: '/me', headers: s.auth })).statusCode).toBe(401);
   });
 });
 
 describe('rate limiting', () => {
   it('answers 429 after repeated login attempts from one address', async () => {
-    const limited = await buildTestApp(db, { RATE_LIMIT_AUTH_PER_MINUTE: '3' });
+    const limited = await buildTestApp(t.db, { RATE_LIMIT_AUTH_PER_MINUTE: '3' });
     try {
       const codes: number[] = [];
       for (let i = 0; i < 5; i++) {

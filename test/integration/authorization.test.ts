@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, propertyInput, signUp, type Session, type TestApp } from '../helpers/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { daysFromNow, listProperty, propertyInput, signUp, type Session, useTestApp } from '../helpers/app.ts';
 
 /*
  * Every route × {anonymous, guest, other guest, host, other host}. "guest" holds booking B on
@@ -11,15 +10,12 @@ import { buildTestApp, daysFromNow, listProperty, propertyInput, signUp, type Se
 type Actor = 'anonymous' | 'guest' | 'otherGuest' | 'host' | 'otherHost';
 const ACTORS: Actor[] = ['anonymous', 'guest', 'otherGuest', 'host', 'otherHost'];
 
-let db: TestDatabase;
-let t: TestApp;
+const t = useTestApp();
 let sessions: Record<Exclude<Actor, 'anonymous'>, Session>;
 let propertyId: string;
 let bookingId: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
   const [guest, otherGuest, host, otherHost] = await Promise.all([
     signUp(t.app, 'guest'), signUp(t.app, 'guest'), signUp(t.app, 'host'), signUp(t.app, 'host'),
   ]);
@@ -30,10 +26,6 @@ beforeAll(async () => {
     payload: { propertyId, checkIn: daysFromNow(5), checkOut: daysFromNow(7), guests: 1 },
   });
   bookingId = b.json().id;
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
 });
 
 const headersOf = (a: Actor) => (a === 'anonymous' ? {} : sessions[a].auth);
@@ -87,7 +79,7 @@ describe('authorization matrix', () => {
     expect((await cancel('anonymous')).statusCode).toBe(401);
     expect((await cancel('otherGuest')).statusCode).toBe(404);
     expect((await cancel('otherHost')).statusCode).toBe(404);
-    const { rows } = await db.pool.query('select status from bookings where public_id = $1', [bookingId]);
+    const { rows } = await t.db.pool.query('select status from bookings where public_id = $1', [bookingId]);
     expect(rows[0].status).toBe('confirmed');
     expect((await cancel('host')).statusCode).toBe(200);
     expect((await cancel('guest')).statusCode).toBe(200);

@@ -1,21 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, signUp, type Session, type TestApp } from '../helpers/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { tableCounts } from '../helpers/db.ts';
+import { daysFromNow, listProperty, signUp, type Session, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
+const t = useTestApp({ DB_POOL_MAX: '20' });
 let host: Session;
 let guests: Session[];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db, { DB_POOL_MAX: '20' });
   host = await signUp(t.app, 'host');
   guests = await Promise.all(Array.from({ length: 10 }, () => signUp(t.app, 'guest')));
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
 });
 
 describe('concurrent bookings', () => {
@@ -35,7 +28,7 @@ describe('concurrent bookings', () => {
     const codes = responses.map((r) => r.statusCode);
     expect(codes.filter((c) => c === 201)).toHaveLength(1);
     expect(codes.filter((c) => c === 409)).toHaveLength(49);
-    const { rows } = await db.pool.query(
+    const { rows } = await t.db.pool.query(
       `select (select count(*)::int from bookings where property_id = pr.id) as bookings,
               (select count(*)::int from outbox o join bookings b on b.public_id::text = o.key
                 where b.property_id = pr.id and o.topic = 'booking.created') as events
@@ -76,25 +69,25 @@ describe('Idempotency-Key', () => {
     const first = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 200) });
     expect(first.statusCode).toBe(201);
     expect(first.headers['idempotent-replayed']).toBeUndefined();
-    const before = await tableCounts(db);
+    const before = await tableCounts(t.db);
     // Same body with its keys in another order is the same request.
     const { guests: n, ...rest } = body(p.id, 200);
     const second = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: { guests: n, ...rest } });
     expect(second.statusCode).toBe(201);
     expect(second.headers['idempotent-replayed']).toBe('true');
     expect(second.json()).toEqual(first.json());
-    expect(await tableCounts(db)).toEqual(before);
+    expect(await tableCounts(t.db)).toEqual(before);
   });
 
   it('refuses the same key with a different body (422 idempotency_key_reused)', async () => {
     const p = await listProperty(t.app, host);
     const headers = { ...guests[1]!.auth, 'idempotency-key': 'reused-key' };
     expect((await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 220) })).statusCode).toBe(201);
-    const before = await tableCounts(db);
+    const before = await tableCounts(t.db);
     const res = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 230) });
     expect(res.statusCode).toBe(422);
     expect(res.json().code).toBe('idempotency_key_reused');
-    expect(await tableCounts(db)).toEqual(before);
+    expect(await tableCounts(t.db)).toEqual(before);
   });
 
   it('keys are per user: another user may use the same key', async () => {
@@ -115,7 +108,7 @@ describe('Idempotency-Key', () => {
     expect(responses.map((r) => r.statusCode)).toEqual(Array(10).fill(201));
     expect(new Set(responses.map((r) => r.json().id)).size).toBe(1);
     expect(responses.filter((r) => r.headers['idempotent-replayed'] === 'true')).toHaveLength(9);
-    const { rows } = await db.pool.query(
+    const { rows } = await t.db.pool.query(
       `select count(*)::int n from bookings where property_id = (select id from properties where public_id = $1)`,
       [p.id],
     );

@@ -1,17 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
+import { describe, expect, it } from 'vitest';
+import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp();
 
 describe('smoke', () => {
   it('books a stay and writes its outbox row', async () => {
@@ -28,7 +18,7 @@ describe('smoke', () => {
     expect(res.json().price).toEqual({
       currency: 'EUR', nights: 3, nightlyPrice: 10000, subtotal: 30000, cleaningFee: 2500, serviceFee: 3900, total: 36400,
     });
-    const { rows } = await db.pool.query(`select topic, key, payload from outbox order by id`);
+    const { rows } = await t.db.pool.query(`select topic, key, payload from outbox order by id`);
     expect(rows.map((r) => r.topic)).toEqual(['property.changed', 'booking.created']);
   });
 });

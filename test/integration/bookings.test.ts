@@ -1,21 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, signUp, type Session, type TestApp } from '../helpers/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { tableCounts } from '../helpers/db.ts';
+import { daysFromNow, listProperty, signUp, type Session, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
+const t = useTestApp();
 let host: Session;
 let guest: Session;
 let otherGuest: Session;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
   [host, guest, otherGuest] = await Promise.all([signUp(t.app, 'host'), signUp(t.app, 'guest'), signUp(t.app, 'guest')]);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
 });
 
 const book = (who: Session, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
@@ -23,7 +16,7 @@ const book = (who: Session, body: Record<string, unknown>, headers: Record<strin
 
 const outboxRows = async (propertyKeyOrBooking?: string) =>
   (
-    await db.pool.query(
+    await t.db.pool.query(
       `select topic, key, payload, status from outbox where $1::text is null or key = $1 order by id`,
       [propertyKeyOrBooking ?? null],
     )
@@ -65,15 +58,15 @@ describe('POST /bookings', () => {
     const p = await listProperty(t.app, host);
     const first = await book(guest, { propertyId: p.id, checkIn: daysFromNow(40), checkOut: daysFromNow(45), guests: 1 });
     expect(first.statusCode).toBe(201);
-    const before = await tableCounts(db);
+    const before = await tableCounts(t.db);
     for (const [from, to] of [[40, 45], [39, 41], [44, 50], [41, 43], [30, 60]] as const) {
       const res = await book(otherGuest, { propertyId: p.id, checkIn: daysFromNow(from), checkOut: daysFromNow(to), guests: 1 });
       expect(res.statusCode, `${from}-${to}`).toBe(409);
       expect(res.json().code).toBe('dates_unavailable');
       expect(res.headers['content-type']).toContain('application/problem+json');
     }
-    expect(await tableCounts(db)).toEqual(before);
-    const created = (await db.pool.query(
+    expect(await tableCounts(t.db)).toEqual(before);
+    const created = (await t.db.pool.query(
       `select count(*)::int n from outbox o join bookings b on b.public_id::text = o.key
         where o.topic = 'booking.created' and b.property_id = (select id from properties where public_id = $1)`, [p.id])).rows[0].n;
     expect(created).toBe(1);
@@ -101,11 +94,11 @@ describe('POST /bookings', () => {
     ['property_inactive', {}, { active: false }],
   ])('answers 422 %s and writes nothing', async (code, bodyOverride, propertyOverride) => {
     const p = await listProperty(t.app, host, { maxGuests: 4, ...propertyOverride });
-    const before = await tableCounts(db);
+    const before = await tableCounts(t.db);
     const res = await book(guest, { propertyId: p.id, checkIn: daysFromNow(60), checkOut: daysFromNow(62), guests: 2, ...bodyOverride });
     expect(res.statusCode, res.body).toBe(422);
     expect(res.json().code).toBe(code);
-    expect(await tableCounts(db)).toEqual(before);
+    expect(await tableCounts(t.db)).toEqual(before);
   });
 
   it('accepts exactly 90 nights and checking in today', async () => {
@@ -188,7 +181,7 @@ describe('GET /health', () => {
     const body = res.json();
     expect(body.status).toBe('ok');
     expect(body.db).toBe('up');
-    const { rows } = await db.pool.query(`select count(*)::int n from outbox where status = 'PENDING'`);
+    const { rows } = await t.db.pool.query(`select count(*)::int n from outbox where status = 'PENDING'`);
     expect(body.outbox.pending).toBe(rows[0].n);
     expect(body.outbox.oldestPendingAgeSeconds).toBeGreaterThanOrEqual(0);
   });

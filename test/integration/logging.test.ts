@@ -1,17 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, type TestApp } from '../helpers/app.ts';
+import { describe, expect, it } from 'vitest';
+import { daysFromNow, listProperty, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db, { LOG_LEVEL: 'trace' });
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp({ LOG_LEVEL: 'trace' });
 
 describe('logs', () => {
   it('never contain passwords or tokens, and carry request ids', async () => {

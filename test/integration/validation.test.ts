@@ -1,24 +1,17 @@
 import fc from 'fast-check';
 import type { InjectOptions } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, propertyInput, signUp, type Session, type TestApp } from '../helpers/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { tableCounts } from '../helpers/db.ts';
+import { daysFromNow, listProperty, propertyInput, signUp, type Session, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
+const t = useTestApp({ LOG_LEVEL: 'warn' });
 let host: Session;
 let guest: Session;
 let propertyId: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db, { LOG_LEVEL: 'warn' });
   [host, guest] = await Promise.all([signUp(t.app, 'host'), signUp(t.app, 'guest')]);
   propertyId = (await listProperty(t.app, host)).id;
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
 });
 
 const validBooking = () => ({ propertyId, checkIn: daysFromNow(10), checkOut: daysFromNow(12), guests: 2 });
@@ -28,7 +21,7 @@ async function expectRejected(
   status: number,
   field?: string,
 ) {
-  const before = await tableCounts(db);
+  const before = await tableCounts(t.db);
   const res = await t.app.inject(req);
   expect(res.statusCode, res.body).toBe(status);
   expect(res.headers['content-type']).toContain('application/problem+json');
@@ -36,7 +29,7 @@ async function expectRejected(
   expect(body.status).toBe(status);
   expect(typeof body.code).toBe('string');
   if (field) expect(body.errors.map((e: { path: string }) => e.path)).toContain(field);
-  expect(await tableCounts(db)).toEqual(before);
+  expect(await tableCounts(t.db)).toEqual(before);
   return body;
 }
 
@@ -149,10 +142,10 @@ describe('property-based: random bodies never cause a 5xx or a write when reject
           { requiredKeys: [] },
         ),
         async (body) => {
-          const before = await tableCounts(db);
+          const before = await tableCounts(t.db);
           const res = await t.app.inject({ method: 'POST', url: '/bookings', headers: guest.auth, payload: body as object });
           expect(res.statusCode, res.body).toBeLessThan(500);
-          if (res.statusCode >= 400) expect(await tableCounts(db)).toEqual(before);
+          if (res.statusCode >= 400) expect(await tableCounts(t.db)).toEqual(before);
         },
       ),
       { numRuns: 150 },
@@ -177,10 +170,10 @@ describe('property-based: random bodies never cause a 5xx or a write when reject
           { requiredKeys: [] },
         ),
         async (body) => {
-          const before = await tableCounts(db);
+          const before = await tableCounts(t.db);
           const res = await t.app.inject({ method: 'POST', url: '/properties', headers: host.auth, payload: body as object });
           expect(res.statusCode, res.body).toBeLessThan(500);
-          if (res.statusCode >= 400) expect(await tableCounts(db)).toEqual(before);
+          if (res.statusCode >= 400) expect(await tableCounts(t.db)).toEqual(before);
         },
       ),
       { numRuns: 150 },
