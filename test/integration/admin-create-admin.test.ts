@@ -1,28 +1,18 @@
 import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, uniqueEmail, type TestApp } from '../helpers/app.ts';
+import { describe, expect, it } from 'vitest';
+import { uniqueEmail, useTestApp } from '../helpers/app.ts';
 
 /*
  * `npm run create-admin` as a real process against a real database: the password comes from
  * stdin (a pipe here; a TTY prompt without echo for a person), never from a flag.
  */
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp();
 
 function createAdmin(
   args: string[],
   stdin: string,
-  databaseUrl = db.url,
+  databaseUrl = t.db.url,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/create-admin.ts', ...args], {
@@ -63,7 +53,7 @@ describe('npm run create-admin', () => {
   });
 
   it('refuses a password flag, a short password, a bad email and missing flags, creating nobody', { timeout: 60_000 }, async () => {
-    const { rows: before } = await db.pool.query(`select count(*)::int as n from users`);
+    const { rows: before } = await t.db.pool.query(`select count(*)::int as n from users`);
     const email = uniqueEmail('ops');
     const cases = [
       { args: ['--email', email, '--name', 'X', '--password', 'a long enough secret'], stdin: '', err: /not taken as a flag/ },
@@ -77,7 +67,7 @@ describe('npm run create-admin', () => {
       expect(r.code, JSON.stringify(cases[i]!.args)).toBe(2);
       expect(r.stderr).toMatch(cases[i]!.err);
     }
-    const { rows: after } = await db.pool.query(`select count(*)::int as n from users`);
+    const { rows: after } = await t.db.pool.query(`select count(*)::int as n from users`);
     expect(after[0].n).toBe(before[0].n);
   });
 

@@ -1,11 +1,10 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { EventEmitter } from 'node:events';
 import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { useTestApp } from '../helpers/app.ts';
 
 /*
  * prometheus/alerts.yml and prometheus.yml: parsed and checked for shape here always; checked and
@@ -23,16 +22,7 @@ const alerts = rules.filter((r) => r.alert);
 
 const hasPromtool = spawnSync('promtool', ['--version']).status === 0;
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp();
 
 describe('prometheus/alerts.yml', () => {
   it('has the three alerts the outbox needs, each with a severity and what to do', () => {

@@ -1,21 +1,11 @@
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HandlerCatalogue } from '../../src/admin/handler-catalogue.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
+import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 
-let db: TestDatabase;
-let t: TestApp;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  t = await buildTestApp(db);
-});
-afterAll(async () => {
-  await t.app.close();
-  await db.drop();
-});
+const t = useTestApp();
 
 async function scrape(): Promise<string> {
   const res = await t.app.inject({ method: 'GET', url: '/metrics' });
@@ -31,7 +21,7 @@ function value(text: string, series: string): number | undefined {
 }
 
 async function insert(topic: string, status: 'PENDING' | 'DEAD' | 'DONE', ageSeconds = 0) {
-  await db.pool.query(
+  await t.db.pool.query(
     `insert into outbox (topic, payload, status, created_at, available_at, processed_at)
      values ($1, '{}', $2, now() - make_interval(secs => $3), now(), case when $2 = 'PENDING' then null else now() end)`,
     [topic, status, ageSeconds],
@@ -90,7 +80,7 @@ describe('GET /metrics on the API', () => {
   });
 
   it('outbox gauges match the table, by status and topic', async () => {
-    await db.pool.query('delete from outbox');
+    await t.db.pool.query('delete from outbox');
     await insert('booking.created', 'PENDING', 300);
     await insert('booking.created', 'PENDING', 10);
     await insert('booking.created', 'DEAD');
@@ -99,7 +89,7 @@ describe('GET /metrics on the API', () => {
     // The app's gauges keep a read for 5 s and an earlier test scraped them: read these through a
     // registry of our own without a cache (the cache has its own test below).
     const registry = new Registry();
-    registerOutboxGauges(registry, { db: db.db, catalogue: new HandlerCatalogue([{ name: 'h', topic: 'booking.created' }]), cacheMs: 0 });
+    registerOutboxGauges(registry, { db: t.db.db, catalogue: new HandlerCatalogue([{ name: 'h', topic: 'booking.created' }]), cacheMs: 0 });
     const text = await registry.metrics();
     expect(value(text, 'stayhub_outbox_messages{status="pending",topic="booking.created"}')).toBe(2);
     expect(value(text, 'stayhub_outbox_messages{status="dead",topic="booking.created"}')).toBe(1);
@@ -113,10 +103,10 @@ describe('GET /metrics on the API', () => {
   });
 
   it('reads the database on scrape, at most once per cache period', async () => {
-    await db.pool.query('delete from outbox');
+    await t.db.pool.query('delete from outbox');
     let clock = 1_000_000;
     let reads = 0;
-    const counting = { ...db.db, execute: (...args: Parameters<typeof db.db.execute>) => (reads++, db.db.execute(...args)) } as typeof db.db;
+    const counting = { ...t.db.db, execute: (...args: Parameters<typeof t.db.db.execute>) => (reads++, t.db.db.execute(...args)) } as typeof t.db.db;
     const registry = new Registry();
     registerOutboxGauges(registry, { db: counting, catalogue: new HandlerCatalogue([]), cacheMs: 5_000, now: () => clock });
     expect(reads).toBe(0); // nothing is read until someone scrapes
