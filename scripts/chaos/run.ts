@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { freePort } from '../../src/net/free-port.ts';
 import { runChecks, type CheckOutput } from './checks.ts';
 import { ApiClient } from './client.ts';
 import { FaultInjector, planFaults, type FaultKind, type InjectedFault } from './faults.ts';
@@ -88,18 +89,6 @@ function parseFlags(argv: string[]): Flags {
     concurrency: num('concurrency', values.concurrency!, 1),
     keep: values.keep!,
   };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
