@@ -172,9 +172,17 @@ function summarise(r: AutocannonResult) {
   };
 }
 
-export async function apiBookings(f: ApiFixture, connections: number, seconds: number): Promise<ApiRun> {
-  const P = f.apiProperties.length;
-  const result = await autocannon({
+/**
+ * autocannon POSTing bookings for `seconds` over `connections`; `next()` names each request's
+ * guest token and stay (called once per request, in order).
+ */
+function postBookings(
+  f: ApiFixture,
+  connections: number,
+  seconds: number,
+  next: () => { token: string; propertyId: string; checkIn: number },
+) {
+  return autocannon({
     url: `${f.baseUrl}/bookings`,
     connections,
     duration: seconds,
@@ -183,21 +191,23 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
       {
         method: 'POST',
         setupRequest: (req) => {
-          const n = nextApiSlot++;
-          const checkIn = 1 + STAY_NIGHTS * Math.floor(n / P);
+          const { token, propertyId, checkIn } = next();
           return {
             ...req,
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${f.guests[n % f.guests.length]}` },
-            body: JSON.stringify({
-              propertyId: f.apiProperties[n % P],
-              checkIn: day(checkIn),
-              checkOut: day(checkIn + STAY_NIGHTS),
-              guests: 2,
-            }),
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+            body: JSON.stringify({ propertyId, checkIn: day(checkIn), checkOut: day(checkIn + STAY_NIGHTS), guests: 2 }),
           };
         },
       },
     ],
+  });
+}
+
+export async function apiBookings(f: ApiFixture, connections: number, seconds: number): Promise<ApiRun> {
+  const P = f.apiProperties.length;
+  const result = await postBookings(f, connections, seconds, () => {
+    const n = nextApiSlot++;
+    return { token: f.guests[n % f.guests.length]!, propertyId: f.apiProperties[n % P]!, checkIn: 1 + STAY_NIGHTS * Math.floor(n / P) };
   });
   const s = summarise(result);
   const non201 = s.requests - (s.codes['201'] ?? 0);
@@ -217,27 +227,10 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
   let rounds = 0;
   // Far from every non-conflicting stay, and after the last round of every earlier run.
   const base = 10_000 + STAY_NIGHTS * conflictRoundsUsed;
-  const result = await autocannon({
-    url: `${f.baseUrl}/bookings`,
-    connections,
-    duration: seconds,
-    timeout: 30,
-    requests: [
-      {
-        method: 'POST',
-        setupRequest: (req) => {
-          const round = Math.floor(i / connections);
-          rounds = Math.max(rounds, round + 1);
-          const checkIn = base + STAY_NIGHTS * round;
-          const guest = f.guests[i++ % f.guests.length];
-          return {
-            ...req,
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${guest}` },
-            body: JSON.stringify({ propertyId: f.conflictProperty, checkIn: day(checkIn), checkOut: day(checkIn + STAY_NIGHTS), guests: 2 }),
-          };
-        },
-      },
-    ],
+  const result = await postBookings(f, connections, seconds, () => {
+    const round = Math.floor(i / connections);
+    rounds = Math.max(rounds, round + 1);
+    return { token: f.guests[i++ % f.guests.length]!, propertyId: f.conflictProperty, checkIn: base + STAY_NIGHTS * round };
   });
   conflictRoundsUsed += rounds + 1;
   const s = summarise(result);
