@@ -1,17 +1,19 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, copyFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, copyFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUser } from '../../src/users/auth.service.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
-import { bookingPayload, waitFor } from '../helpers/worker.ts';
+import { launchChromium } from '../helpers/chromium.ts';
+import { bookingPayload } from '../helpers/worker.ts';
 
 /*
- * The dashboard in real headless Chromium (Debian's, driven by playwright-core): an admin signs
+ * The dashboard in real headless Chromium (driven by playwright-core; a system Chromium when there
+ * is one, else the one packaged in @sparticuz/chromium: test/helpers/chromium.ts): an admin signs
  * in, sees a dead letter, retries it with a confirmation, and watches it leave the dead list and
  * then be delivered by the real worker (src/worker/drain-outbox.ts with the file mail sink).
  *
@@ -20,12 +22,15 @@ import { bookingPayload, waitFor } from '../helpers/worker.ts';
  * channel and vitest reported "Worker exited unexpectedly" after the tests passed; fixed in
  * drain-outbox since, but a process keeps the test independent of the runner's internals.)
  *
- * Screenshots go to test-artifacts/ (git-ignored); with UPDATE_SCREENSHOTS=1 the laptop one is
- * also copied to docs/img/dashboard.png for the README.
+ * Each test seeds its own outbox (seedHour empties it first), so any one of them runs alone.
+ *
+ * Screenshots go to a temporary folder (TEST_ARTIFACTS to keep them elsewhere); with
+ * UPDATE_SCREENSHOTS=1 the laptop one is also copied to docs/img/dashboard.png for the README.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = path.resolve('test-artifacts');
+const ARTIFACTS = process.env.TEST_ARTIFACTS
+  ? path.resolve(process.env.TEST_ARTIFACTS)
+  : mkdtempSync(path.join(os.tmpdir(), 'stayhub-dashboard-shots-'));
 const PASSWORD = 'dashboard password 1';
 
 let db: TestDatabase;
@@ -36,33 +41,13 @@ let adminEmail: string;
 const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-dashboard-mail-'));
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)`);
-  }
   db = await createTestDatabase('browser');
   t = await buildTestApp(db);
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   adminEmail = uniqueEmail('ops');
   await createUser(db.db, { email: adminEmail, password: PASSWORD, name: 'Olga Ops', role: 'admin' });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // The test runner owns this process's signals; the browser is closed in afterAll.
-    handleSIGINT: false,
-    handleSIGTERM: false,
-    handleSIGHUP: false,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
   mkdirSync(ARTIFACTS, { recursive: true });
 }, 120_000);
 
@@ -70,10 +55,13 @@ afterAll(async () => {
   await browser?.close();
   await t?.app.close();
   await db?.drop();
+  rmSync(mailDir, { recursive: true, force: true });
 });
 
 /** What an outbox looks like after an hour of traffic: delivered messages, two backing off, two dead. */
 async function seedHour(): Promise<{ deadBooking: string; deadProperty: string }> {
+  // The test's own rows only, whatever ran before it.
+  await db.pool.query('truncate outbox, outbox_audit');
   // 40 messages delivered over the last hour, each seconds after it was written, except during a
   // ten-minute mail-provider outage about half an hour ago, when they waited out their backoff.
   await db.pool.query(`
@@ -188,9 +176,17 @@ describe('the outbox dashboard in Chromium', () => {
     }
 
     // Retry, and accept the confirmation (a dismissed one must change nothing: checked first).
-    page.once('dialog', (d) => void d.dismiss());
+    // Every request the page sends to a retry endpoint is recorded: the dismissed click must send
+    // none, which is checked once the accepted click's request has been answered (no sleep).
+    const retryRequests: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && /\/admin\/outbox\/.*retry/.test(r.url())) retryRequests.push(r.url());
+    });
+    const dismissed = new Promise<void>((resolve) =>
+      page.once('dialog', (d) => void d.dismiss().then(() => resolve())),
+    );
     await row.locator('button.retry').click();
-    await page.waitForTimeout(300);
+    await dismissed;
     const { rows: still } = await db.pool.query(`select status from outbox where public_id = $1`, [deadBooking]);
     expect(still[0].status).toBe('DEAD');
 
@@ -199,7 +195,10 @@ describe('the outbox dashboard in Chromium', () => {
       confirmText = d.message();
       void d.accept();
     });
+    const answered = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith(`/admin/outbox/messages/${deadBooking}/retry`));
     await row.locator('button.retry').click();
+    expect((await answered).status()).toBe(200);
+    expect(retryRequests, 'the dismissed confirmation sent a request').toEqual([`${base}/admin/outbox/messages/${deadBooking}/retry`]);
     // Back to PENDING: it leaves the dead list and joins the pending count.
     await row.waitFor({ state: 'detached', timeout: 15_000 });
     expect(confirmText).toContain(deadBooking);
@@ -230,6 +229,7 @@ describe('the outbox dashboard in Chromium', () => {
   }, 120_000);
 
   it('fits a phone screen without sideways scrolling', async () => {
+    await seedHour();
     const { page, problems } = await openPage({ width: 390, height: 844 });
     await signIn(page, adminEmail, PASSWORD);
     await page.locator('#dead tbody tr').first().waitFor({ timeout: 15_000 });

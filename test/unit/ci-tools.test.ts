@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { hasTool, inCI } from '../helpers/tools.ts';
+
+/*
+ * The external tools some checks call. On a developer's machine a missing one only skips those
+ * checks (they say how to install it); in CI (CI=true, .ci/run) it is a failure, so a CI image
+ * that lost a package cannot turn checks into skips and still pass.
+ */
+const TOOLS = [
+  { name: 'promtool', versionArgs: ['--version'], debian: 'prometheus', usedBy: 'test/integration/metrics-alerts.test.ts' },
+  { name: 'pgbench', versionArgs: ['--version'], debian: 'postgresql-client', usedBy: 'test/integration/bench-smoke.test.ts' },
+];
+
+describe('tools the suite calls', () => {
+  for (const tool of TOOLS) {
+    it(`${tool.name}: present, or we are not in CI`, () => {
+      const present = hasTool(tool.name, tool.versionArgs);
+      expect(
+        present || !inCI,
+        `${tool.name} is missing with CI=true (${tool.usedBy} would check less): apt-get install -y ${tool.debian}`,
+      ).toBe(true);
+    });
+  }
+});
