@@ -1,76 +1,127 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDatabase, type Database } from '../../src/db/client.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { enqueue } from '../../src/outbox/enqueue.ts';
+import { OUTBOX_CHANNEL } from '../../src/outbox/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { recordStatements, type LoggedStatement, type StatementLog } from '../helpers/statement-log.ts';
+import { waitFor } from '../helpers/worker.ts';
+
+/*
+ * A listener cannot tell a NOTIFY sent after COMMIT from one sent inside the transaction:
+ * PostgreSQL delivers the latter at COMMIT and merges duplicates. So besides what a listener
+ * hears, these tests read what was sent (a log of every statement of the pool `enqueue` runs on).
+ */
 
 let db: TestDatabase;
+/** The pool under test, its statements logged; `db.pool` is left for the test's own queries. */
+let traced: Database;
+let log: StatementLog;
 let listener: pg.Client;
 const heard: string[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
+  traced = createDatabase(db.url, { max: 2, applicationName: 'stayhub-test-traced' });
+  log = recordStatements(traced.pool);
   listener = new pg.Client({ connectionString: db.url });
   await listener.connect();
   listener.on('notification', (n) => heard.push(n.payload ?? ''));
-  await listener.query('listen outbox');
+  await listener.query(`listen ${pg.escapeIdentifier(OUTBOX_CHANNEL)}`);
 });
 afterAll(async () => {
-  await listener.end();
-  await db.drop();
+  await listener?.end();
+  await traced?.close();
+  await db?.drop();
+});
+beforeEach(() => {
+  heard.length = 0;
+  log.clear();
 });
 
 const payload = () => ({ propertyId: randomUUID(), reason: 'updated' as const });
-const settle = () => new Promise((r) => setTimeout(r, 300));
 const count = async () => (await db.pool.query('select count(*)::int n from outbox')).rows[0].n as number;
+
+/**
+ * Everything the listener has been sent up to now, without sleeping: a marker notified from
+ * another session reaches the listener after every notification committed before it.
+ */
+async function heardUpToNow(): Promise<string[]> {
+  const marker = `marker:${randomUUID()}`;
+  await db.pool.query('select pg_notify($1, $2)', [OUTBOX_CHANNEL, marker]);
+  await waitFor(async () => heard.includes(marker), 10_000, 'the marker notification');
+  return heard.filter((p) => !p.startsWith('marker:'));
+}
+
+const normalised = (s: LoggedStatement) => s.text.replace(/\s+/g, ' ').trim().toLowerCase();
+const notifies = () => log.statements.filter((s) => /pg_notify/i.test(s.text));
+const commitOf = () => {
+  const commits = log.statements.filter((s) => normalised(s) === 'commit');
+  expect(commits, 'one COMMIT').toHaveLength(1);
+  return commits[0]!;
+};
 
 describe('enqueue', () => {
   it('writes the row in the caller’s transaction and wakes the worker once, after the commit', async () => {
-    heard.length = 0;
     const before = await count();
-    await withTransaction(db.db, async (tx) => {
+    await withTransaction(traced.db, async (tx) => {
       const a = await enqueue(tx, 'property.changed', payload());
       const b = await enqueue(tx, 'property.changed', payload());
       expect(b.id).toBeGreaterThan(a.id);
       // Not committed yet: nobody else sees the rows, and nobody has been woken.
       expect(await count()).toBe(before);
-      await settle();
-      expect(heard).toEqual([]);
+      expect(await heardUpToNow()).toEqual([]);
     });
     expect(await count()).toBe(before + 2);
-    await settle();
-    expect(heard).toEqual(['property.changed']);
+    expect(await heardUpToNow()).toEqual(['property.changed']);
+
+    // What was sent: one pg_notify for the two rows, as a statement of its own, sent once the
+    // COMMIT had been answered (inside the transaction it would hold the cluster-wide notify lock
+    // through the commit: src/outbox/enqueue.ts).
+    const commit = commitOf();
+    const sent = notifies();
+    expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([
+      expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/),
+    ]);
+    expect(sent[0]!.startSeq, 'the notify is sent after the COMMIT is answered').toBeGreaterThan(commit.endSeq!);
+    const inserts = log.statements.filter((s) => /insert into outbox/i.test(s.text));
+    expect(inserts).toHaveLength(2);
+    for (const insert of inserts) expect(insert.endSeq!).toBeLessThan(commit.startSeq);
   });
 
   it('a rolled-back transaction leaves no row and wakes nobody', async () => {
-    heard.length = 0;
     const before = await count();
     await expect(
-      withTransaction(db.db, async (tx) => {
+      withTransaction(traced.db, async (tx) => {
         await enqueue(tx, 'property.changed', payload());
         throw new Error('the business change failed');
       }),
     ).rejects.toThrow('the business change failed');
-    await settle();
     expect(await count()).toBe(before);
-    expect(heard).toEqual([]);
+    expect(await heardUpToNow()).toEqual([]);
+    expect(log.statements.map(normalised)).toContain('rollback');
+    expect(notifies()).toEqual([]);
   });
 
   it('inside a transaction it did not start, the notify goes in the transaction (delivered at COMMIT)', async () => {
-    heard.length = 0;
-    await db.db.transaction(async (tx) => {
+    await traced.db.transaction(async (tx) => {
       await enqueue(tx, 'property.changed', payload());
     });
-    await settle();
-    expect(heard).toEqual(['property.changed']);
+    expect(await heardUpToNow()).toEqual(['property.changed']);
+    // No after-commit hook to run it: the notify is sent inside the transaction, before the COMMIT.
+    const sent = notifies();
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.endSeq!).toBeLessThan(commitOf().startSeq);
   });
 
   it('refuses a payload that does not match its topic, writing nothing', async () => {
     const before = await count();
     await expect(
-      withTransaction(db.db, (tx) => enqueue(tx, 'property.changed', { propertyId: 'not-a-uuid' } as never)),
+      withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', { propertyId: 'not-a-uuid' } as never)),
     ).rejects.toThrow();
     expect(await count()).toBe(before);
+    expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))).toEqual([]);
   });
 });

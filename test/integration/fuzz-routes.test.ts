@@ -283,9 +283,17 @@ describe('classic malicious payloads on every JSON route', () => {
       await probe(json('POST', '/properties', propertyInput(), { authorization }), true);
       await probe({ method: 'GET', url: '/bookings', headers: { authorization } }, true);
     }
-    // A guest's valid token does not let them list a property, nor a host's let them book.
-    await probe(json('POST', '/properties', propertyInput(), guest.auth), true);
-    await probe(json('POST', '/bookings', ROUTES[4]!.valid(), host.auth), true);
+    // A guest's valid token does not let them list a property, nor a host's let them book: each
+    // sends a body the route accepts from the right role, so only the role check can refuse it.
+    const listing = await probe(json('POST', '/properties', propertyInput(), guest.auth), true);
+    expect(listing.statusCode, listing.body).toBe(403);
+    // The booking route's valid body, on dates of its own so it cannot collide with other bookings.
+    const validBooking = { ...ROUTES.find((r) => r.name === 'POST /bookings')!.valid(), checkIn: daysFromNow(90), checkOut: daysFromNow(92) };
+    const asHost = await probe(json('POST', '/bookings', validBooking, { ...host.auth, 'idempotency-key': 'fuzz-host-books' }), true);
+    expect(asHost.statusCode, asHost.body).toBe(403);
+    // The same request from a guest is a booking: the body was never the reason for the 403.
+    const asGuest = await probe(json('POST', '/bookings', validBooking, { ...guest.auth, 'idempotency-key': 'fuzz-guest-books' }), false);
+    expect(asGuest.statusCode, asGuest.body).toBe(201);
   });
 
   it('refuses invalid UTF-8 inside an otherwise valid body instead of storing replacement characters', async () => {
