@@ -4,6 +4,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, LogCapture, listProperty, signUp, testConfig, type Session } from '../helpers/app.ts';
+import { waitFor } from '../helpers/worker.ts';
 import { createDirectIndexer } from '../../src/search/direct-index.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import type { SearchDocument, TruthReader } from '../../src/search/search-index.ts';
@@ -132,8 +133,11 @@ describe('a broken index never fails or slows a save', () => {
     }
   });
 
-  it('index table locked: PATCH answers within the budget while the direct write waits, and the index catches up', async () => {
-    const slow = createPostgresSearchIndex({ url: db.url, statementTimeoutMs: 3_000 });
+  it('index table locked: PATCH answers while the direct write is still blocked, and the index catches up', async () => {
+    // A statement timeout longer than the test: the blocked direct write can only end when the
+    // lock is released, which happens after the PATCH has answered. An answer that waited for it
+    // could not come at all.
+    const slow = createPostgresSearchIndex({ url: db.url, statementTimeoutMs: 120_000 });
     const logs = new LogCapture();
     const direct = createDirectIndexer({ db: db.db, searchIndex: slow, log: pino({ level: 'info' }, logs), timeoutMs: 200 });
     const t = await buildTestApp(db, {}, { searchIndex: slow, afterPropertyCommit: direct.afterPropertyCommit });
@@ -147,12 +151,23 @@ describe('a broken index never fails or slows a save', () => {
 
       await locker.query('begin');
       await locker.query('lock table search_documents in access exclusive mode');
-      const started = performance.now();
-      const res = await patch(t.app, host, property.id, { title: 'Mill house by the weir' });
-      const elapsed = performance.now() - started;
+      const answer = patch(t.app, host, property.id, { title: 'Mill house by the weir' });
+      // Only a guard against a hang, not a speed check (the lock is held until after the answer).
+      let guard: NodeJS.Timeout | undefined;
+      const res = await Promise.race([
+        answer,
+        new Promise<never>((_, reject) => {
+          guard = setTimeout(() => reject(new Error('PATCH waited for the locked search index')), 20_000);
+        }),
+      ]).finally(() => clearTimeout(guard));
       expect(res.statusCode, res.body).toBe(200);
-      expect(elapsed).toBeLessThan(1_500); // the lock would hold it 3 s; the save waited ~200 ms
       expect(logs.text).toContain('direct search-index write is slow');
+      // The order of events: the save has answered, and its direct write is still waiting for the lock.
+      const { rows: blocked } = await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_locks
+          where locktype = 'relation' and relation = 'search_documents'::regclass and not granted`,
+      );
+      expect(blocked[0]!.n, 'the direct write is still blocked when the PATCH answers').toBeGreaterThanOrEqual(1);
       await locker.query('rollback');
 
       await direct.drain();
@@ -257,7 +272,15 @@ describe('the handler: idempotent, order-independent', () => {
     // Meanwhile the host deactivates it, and writer B (the handler of that change) runs.
     await patch(app, host, property.id, { active: false });
     const b = indexProperties(db.db, index, [property.id]);
-    await new Promise((r) => setTimeout(r, 150));
+    // B is seen waiting for A's per-document lock before A goes on (no sleep: a B that never
+    // waited, or had not started yet, would prove nothing).
+    await waitFor(async () => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database
+          where d.datname = current_database() and l.locktype = 'advisory' and not l.granted`,
+      );
+      return rows[0]!.n >= 1;
+    }, 10_000, 'writer B to wait for the document lock');
     release();
     await Promise.all([a, b]);
 
