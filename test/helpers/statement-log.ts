@@ -16,6 +16,8 @@ export interface StatementLog {
   readonly statements: LoggedStatement[];
   /** Statements sent but not answered yet. */
   inFlight(): number;
+  /** A point in the log's sequence, to order an event of the test against the statements. */
+  mark(): number;
   clear(): void;
 }
 
@@ -63,6 +65,7 @@ export function recordStatements(pool: pg.Pool): StatementLog {
   return {
     statements,
     inFlight: () => statements.filter((s) => s.endSeq === undefined).length,
+    mark: () => ++seq,
     clear: () => void statements.splice(0),
   };
 }

@@ -1,16 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
+import pino from 'pino';
+import { createDatabase } from '../../src/db/client.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { enqueue } from '../../src/outbox/enqueue.ts';
 import { purgeDone } from '../../src/outbox/purge.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { bookingPayload, captureLogger, sleep, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import { bookingPayload, captureLogger, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import { recordStatements, type LoggedStatement } from '../helpers/statement-log.ts';
 
 /*
  * Wake-up by LISTEN/NOTIFY (with the fallback poll set to a minute, only the notification can
- * explain a fast pick-up), the listener surviving its connection being killed, and housekeeping.
+ * explain a pick-up by the first claim after the commit), the listener surviving its connection
+ * being killed, and housekeeping.
  */
 
 let tdb: TestDatabase;
@@ -23,35 +27,64 @@ afterAll(async () => {
 
 async function enqueueBooking() {
   const payload = bookingPayload();
-  const committedAt = await withTransaction(tdb.db, async (tx) => {
+  await withTransaction(tdb.db, async (tx) => {
     await enqueue(tx, 'booking.created', payload, { key: payload.bookingId });
-    return () => performance.now();
   });
-  return { payload, committedAt: committedAt() };
+  return { payload };
 }
 
+/** The worker's claim query (FOR UPDATE SKIP LOCKED), recognised in a statement log. */
+const isClaim = (s: LoggedStatement) => /skip locked/i.test(s.text);
+
 describe('LISTEN/NOTIFY', () => {
-  it('handles a committed message within a second although the poll interval is a minute, and again after the listener connection is killed', async () => {
-    const handledAt = new Map<string, number>();
-    const { logger, entries } = captureLogger();
+  it('a committed message is claimed by the wake-up right after its commit although the poll interval is a minute, and again after the listener connection is killed', async () => {
+    // The worker runs on a pool of its own whose statements are logged: the test waits until the
+    // worker's last claim came back empty (the loop then sleeps for a minute) before it commits,
+    // and reads which claim picked the message up. No sleeps, no wall-clock bounds.
+    const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
+    const log = recordStatements(traced.pool);
+    const handled = new Set<string>();
+    const entries: Record<string, unknown>[] = [];
+    let reconnectedAt: number | undefined;
+    const logger = pino({ level: 'info' }, {
+      write(line: string) {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        entries.push(entry);
+        // Logged just before the listener wakes the loop for a catch-up claim.
+        if (entry.msg === 'listener reconnected') reconnectedAt = log.mark();
+      },
+    });
     const worker = createWorker({
-      db: tdb.db,
+      db: traced.db,
       config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
       registry: new HandlerRegistry([
         testHandler('record', 'booking.created', async ({ payload }) => {
-          handledAt.set((payload as { bookingId: string }).bookingId, performance.now());
+          handled.add((payload as { bookingId: string }).bookingId);
         }),
       ]),
       logger,
       purge: false,
     });
+    /** The worker is asleep: its last claim since `after` came back empty and nothing is running. */
+    const asleepAfter = (after: number) => () =>
+      waitFor(async () => {
+        const claims = log.statements.filter((s) => isClaim(s) && s.startSeq > after);
+        const last = claims.at(-1);
+        return last !== undefined && last.endSeq !== undefined && last.rowCount === 0 && log.inFlight() === 0;
+      }, 20_000, 'the worker to sleep after an empty claim');
+    /** Commits a message, and checks the very next claim took it: the wake-up, not a poll. */
+    const commitAndSeeItWoken = async () => {
+      const before = log.mark();
+      const { payload } = await enqueueBooking();
+      // Well inside the one-minute poll interval: only the notification can explain it.
+      await waitFor(async () => handled.has(payload.bookingId), 20_000, 'the message handled');
+      const next = log.statements.find((s) => isClaim(s) && s.startSeq > before);
+      expect(next?.rowCount, 'the first claim after the commit took the message').toBe(1);
+    };
     try {
       await worker.start();
-      await sleep(200); // the first (empty) claim is done; the loop now sleeps for a minute
-
-      const first = await enqueueBooking();
-      const t1 = await waitFor(async () => handledAt.get(first.payload.bookingId), 5000, 'first message handled');
-      expect(t1 - first.committedAt).toBeLessThan(1000);
+      await asleepAfter(0)();
+      await commitAndSeeItWoken();
 
       // The database kills the listener's session (as on a restart or failover).
       const { rows } = await tdb.db.execute<{ pid: number }>(
@@ -59,20 +92,21 @@ describe('LISTEN/NOTIFY', () => {
       );
       expect(rows).toHaveLength(1);
       await tdb.db.execute(sql`select pg_terminate_backend(${rows[0]!.pid})`);
+      // Reconnected: a new session has run its LISTEN, and the catch-up claim that follows came back empty.
       await waitFor(async () => {
-        const r = await tdb.db.execute<{ pid: number }>(
-          sql`select pid from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
+        const r = await tdb.db.execute<{ pid: number; state: string; query: string }>(
+          sql`select pid, state, query from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
         );
-        return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid;
+        return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid && r.rows[0]!.state === 'idle' && /^listen/i.test(r.rows[0]!.query);
       }, 10_000, 'listener to reconnect');
-      await sleep(100);
+      await waitFor(async () => reconnectedAt, 10_000, 'the reconnection logged');
+      await asleepAfter(reconnectedAt!)();
 
-      const second = await enqueueBooking();
-      const t2 = await waitFor(async () => handledAt.get(second.payload.bookingId), 5000, 'second message handled');
-      expect(t2 - second.committedAt).toBeLessThan(1000);
-      expect(entries().some((e) => e.msg === 'listener connection lost; reconnecting')).toBe(true);
+      await commitAndSeeItWoken();
+      expect(entries.some((e) => e.msg === 'listener connection lost; reconnecting')).toBe(true);
     } finally {
       await worker.stop();
+      await traced.close();
     }
   });
 
