@@ -142,3 +142,23 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false>, ti
     await sleep(25);
   }
 }
+
+/** The database's clock right now (clock_timestamp, microseconds), to order events against rows. */
+export async function dbClock(db: Db): Promise<string> {
+  const { rows } = await db.execute<{ t: string }>(sql`select clock_timestamp()::text as t`);
+  return rows[0]!.t;
+}
+
+/**
+ * The backoff a settle scheduled, bracketed without wall-clock slack: the settle ran after the
+ * claim and before `settledBy` (a `dbClock` read once the run was over), so the delay it added
+ * to its own now() lies within [available_at − settledBy, available_at − claimed_at] seconds.
+ */
+export async function scheduledDelays(db: Db, ids: number[], settledBy: string): Promise<{ id: number; min: number; max: number }[]> {
+  const { rows } = await db.execute<{ id: number; min: number; max: number }>(sql`
+    select id::int as id,
+           extract(epoch from available_at - ${settledBy}::timestamptz)::float8 as min,
+           extract(epoch from available_at - claimed_at)::float8 as max
+      from outbox where id = any(${sql.param(ids)}::bigint[]) order by id`);
+  return rows;
+}

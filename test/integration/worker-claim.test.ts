@@ -83,7 +83,7 @@ describe('claim', () => {
     expect(c).toMatchObject({ id: m.id, attempts: 1, handlersDone: [] });
     const row = await getMessage(tdb.db, m.id);
     expect(row.claim_id).toBe(c!.claimId);
-    expect(row.due_in).toBeGreaterThan(29);
+    expect(row.scheduled_after_claim).toBe(30); // the lease: 30 s from the claim's own now()
     expect(row.due_in).toBeLessThanOrEqual(30);
     expect(await claim()).toEqual([]);
     await makeDue(tdb.db); // the lease runs out (the worker died)
@@ -116,8 +116,10 @@ describe('per-key order in the claim', () => {
     expect(await claim(10)).toEqual([]);
     // a1 fails and backs off: a2 still waits (its confirmation has not gone yet).
     const c1 = first.find((m) => m.id === a1!.id)!;
-    await settle.scheduleRetry(tdb.db, a1!.id, c1.claimId, 0.2, 'x');
-    await new Promise((r) => setTimeout(r, 300));
+    await settle.scheduleRetry(tdb.db, a1!.id, c1.claimId, 60, 'x');
+    expect(await claim(10)).toEqual([]);
+    // Its backoff over (time travel, not a sleep): a1 comes back, a2 still behind it.
+    await makeDue(tdb.db, [a1!.id]);
     const second = await claim(10);
     expect(second.map((m) => m.id)).toEqual([a1!.id]);
     // a1 done: now a2.

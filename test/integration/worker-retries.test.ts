@@ -8,11 +8,13 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import {
   bookingPayload,
   captureLogger,
+  dbClock,
   getMessage,
   getMessages,
   insertMessage,
   insertMessages,
   makeDue,
+  scheduledDelays,
   sleep,
   testHandler,
   waitFor,
@@ -65,18 +67,25 @@ describe('backoff and dead letters', () => {
       }),
     ]);
     const m = await insertMessage(tdb.db, 'test.fail');
-    const scheduled: number[] = [];
+    const scheduled: { min: number; max: number }[] = [];
     for (let attempt = 1; attempt <= 7; attempt++) {
       expect(await w.runOnce()).toBe(1);
+      const settledBy = await dbClock(tdb.db);
       const row = await getMessage(tdb.db, m.id);
       expect(row).toMatchObject({ status: 'PENDING', attempts: attempt, claim_id: null });
       expect(row.last_error).toBe(`always-fails: Boom: attempt ${attempt} failed`);
       // Not due before its backoff ends…
       expect(await w.runOnce()).toBe(0);
-      scheduled.push(Math.round(row.scheduled_after_claim!));
+      // The delay the settle added lies in this bracket, however long the run took.
+      const [d] = await scheduledDelays(tdb.db, [m.id], settledBy);
+      scheduled.push(d!);
       await makeDue(tdb.db, [m.id]); // …so skip the wait.
     }
-    expect(scheduled).toEqual([2, 4, 8, 16, 32, 64, 128]);
+    [2, 4, 8, 16, 32, 64, 128].forEach((expected, i) => {
+      const d = scheduled[i]!;
+      expect(expected, `attempt ${i + 1}: delay within [${d.min}, ${d.max}]`).toBeGreaterThanOrEqual(d.min);
+      expect(expected, `attempt ${i + 1}: delay within [${d.min}, ${d.max}]`).toBeLessThanOrEqual(d.max);
+    });
 
     expect(await w.runOnce()).toBe(1);
     const dead = await getMessage(tdb.db, m.id);
@@ -99,12 +108,15 @@ describe('backoff and dead letters', () => {
     const ids = msgs.map((m) => m.id);
     for (let attempt = 1; attempt <= 9; attempt++) {
       await w.runOnce();
+      const settledBy = await dbClock(tdb.db);
       const rows = await getMessages(tdb.db, ids);
       const full = backoffDelaySeconds(attempt, { baseSeconds: 2, maxSeconds: 256 });
-      for (const r of rows) {
-        expect(r.attempts).toBe(attempt);
-        expect(r.scheduled_after_claim!).toBeGreaterThanOrEqual(full / 2);
-        expect(r.scheduled_after_claim!).toBeLessThanOrEqual(full + 0.5);
+      for (const r of rows) expect(r.attempts).toBe(attempt);
+      // Each delay's bracket (settle between the claim and settledBy) meets [full/2, full]:
+      // no tolerance for how long the run took.
+      for (const d of await scheduledDelays(tdb.db, ids, settledBy)) {
+        expect(d.max, `delay bracket [${d.min}, ${d.max}] vs [${full / 2}, ${full}]`).toBeGreaterThanOrEqual(full / 2);
+        expect(d.min, `delay bracket [${d.min}, ${d.max}] vs [${full / 2}, ${full}]`).toBeLessThanOrEqual(full);
       }
       // Ten messages that failed together do not all retry at the same instant.
       expect(new Set(rows.map((r) => r.scheduled_after_claim!.toFixed(3))).size).toBeGreaterThan(5);
@@ -188,14 +200,17 @@ describe('fan-out', () => {
 
 describe('unknown topics', () => {
   it('stay PENDING with attempts unchanged, are looked at again after the recheck delay, and are delivered once a handler exists', async () => {
-    const a = worker([testHandler('email', 'booking.created')], { UNKNOWN_TOPIC_RECHECK_SECONDS: '1' });
+    // A recheck delay no slow machine can outlast within the test; its end is time travel below.
+    const a = worker([testHandler('email', 'booking.created')], { UNKNOWN_TOPIC_RECHECK_SECONDS: '60' });
     const m = await insertMessage(tdb.db, 'test.unregistered', { hello: 1 });
 
     expect(await a.w.runOnce()).toBe(1);
+    const settledBy = await dbClock(tdb.db);
     let row = await getMessage(tdb.db, m.id);
     expect(row).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null, last_error: null });
-    expect(row.due_in).toBeGreaterThan(0.5);
-    expect(row.due_in).toBeLessThanOrEqual(1);
+    const [d] = await scheduledDelays(tdb.db, [m.id], settledBy);
+    expect(60, `recheck delay within [${d!.min}, ${d!.max}]`).toBeGreaterThanOrEqual(d!.min);
+    expect(60, `recheck delay within [${d!.min}, ${d!.max}]`).toBeLessThanOrEqual(d!.max);
     // Not on every poll: until the recheck delay is over, it is not claimed again.
     expect(await a.w.runOnce()).toBe(0);
     const warnings = a.entries().filter((e) => e.level === 40 && e.topic === 'test.unregistered');
@@ -203,7 +218,8 @@ describe('unknown topics', () => {
     expect(warnings[0]!.knownTopics).toEqual(['booking.created']);
     expect(String(warnings[0]!.msg)).toContain('known: booking.created');
 
-    await sleep(1100);
+    // The delay over (time travel, not a sleep): it is looked at again.
+    await makeDue(tdb.db, [m.id]);
     expect(await a.w.runOnce()).toBe(1); // re-checked after the delay
     row = await getMessage(tdb.db, m.id);
     expect(row).toMatchObject({ status: 'PENDING', attempts: 0 });
@@ -289,15 +305,20 @@ describe('isolation and order', () => {
 describe('stopping', () => {
   it('finishes the handler in flight and hands back what was claimed but not started', async () => {
     let started = 0;
+    let finish!: () => void;
+    const gate = new Promise<void>((r) => (finish = r));
     const { w, outcomes } = worker(
-      [testHandler('slow', 'test.slow', async () => { started++; await sleep(400); })],
+      [testHandler('slow', 'test.slow', async () => { started++; await gate; })],
       {},
       { concurrency: 1, batchSize: 5 },
     );
     const msgs = await insertMessages(tdb.db, Array.from({ length: 5 }, () => ({ topic: 'test.slow' })));
     await w.start();
     await waitFor(async () => started === 1, 5000, 'first handler to start');
-    const summary = await w.stop();
+    // Stop is asked while the handler is still running; the handler finishes only afterwards.
+    const stopping = w.stop();
+    finish();
+    const summary = await stopping;
     expect(started).toBe(1);
     expect(summary).toMatchObject({ claimed: 5, done: 1, handedBack: 4 });
     const rows = await getMessages(tdb.db, msgs.map((m) => m.id));
