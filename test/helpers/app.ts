@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
@@ -32,7 +35,7 @@ export function testConfig(db: TestDatabase, env: Record<string, string> = {}): 
     LOG_LEVEL: 'info',
     RATE_LIMIT_AUTH_PER_MINUTE: '100000',
     BACKOFF_JITTER: 'false',
-    MAIL_DIR: `var/test-mail/${db.name}`,
+    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), `stayhub-mail-${db.name}-`)),
     ...env,
   });
 }

@@ -3,8 +3,6 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/client.ts';
 
-const TEMPLATE_DB = 'stayhub_template';
-
 export interface TestDatabase extends Database {
   name: string;
   url: string;
@@ -31,7 +29,7 @@ export function urlFor(database: string): string {
 /** A fresh, migrated database cloned from the template (milliseconds), with a pool on it. */
 export async function createTestDatabase(prefix = 't'): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  await admin((c) => c.query(`create database ${name} template ${TEMPLATE_DB}`));
+  await admin((c) => c.query(`create database ${name} template ${inject('templateDb')}`));
   const url = urlFor(name);
   const database = createDatabase(url, { max: 10, applicationName: 'stayhub-test' });
   return {

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,12 +9,32 @@ import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 
-export const TEMPLATE_DB = 'stayhub_template';
-
 declare module 'vitest' {
   export interface ProvidedContext {
     /** Admin URL of the test server (database `postgres`). */
     pgServerUrl: string;
+    /** The migrated template this run's test databases are cloned from. */
+    templateDb: string;
+  }
+}
+
+const repoRoot = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * Untracked and ignored paths inside the repository (file by file), or undefined outside a git
+ * checkout. Compared before and after the run: a test must write to temporary folders only.
+ */
+function repoWrites(): Set<string> | undefined {
+  try {
+    const out = execFileSync('git', ['status', '--porcelain', '--ignored', '--untracked-files=all', '-z'], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return new Set(out.split('\0').filter((l) => l.startsWith('?? ') || l.startsWith('!! ')).map((l) => l.slice(3)));
+  } catch {
+    return undefined;
   }
 }
 
@@ -20,9 +42,12 @@ declare module 'vitest' {
 /**
  * Starts a throw-away PostgreSQL for this run (or uses TEST_DATABASE_URL's server), migrates a
  * template database once, and hands its address to the test files. Each run gets its own
- * folder and port, so two runs on one machine never meet.
+ * folder and port, and its own template name (also on a shared TEST_DATABASE_URL server), so two
+ * runs on one machine never meet. At the end the run fails if a test left files in the repository.
  */
 export default async function setup(project: TestProject) {
+  const filesBefore = repoWrites();
+  const templateDb = `stayhub_template_${randomBytes(4).toString('hex')}`;
   let serverUrl = process.env.TEST_DATABASE_URL;
   let server: EmbeddedPostgres | undefined;
   let dir: string | undefined;
@@ -42,19 +67,32 @@ export default async function setup(project: TestProject) {
     serverUrl = server.url;
   }
 
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE_DB}`);
-  await admin.end();
-  await ensureDatabase(serverUrl, TEMPLATE_DB);
+  await ensureDatabase(serverUrl, templateDb);
   const templateUrl = new URL(serverUrl);
-  templateUrl.pathname = `/${TEMPLATE_DB}`;
+  templateUrl.pathname = `/${templateDb}`;
   await runMigrations(templateUrl.toString());
 
   project.provide('pgServerUrl', serverUrl);
+  project.provide('templateDb', templateDb);
 
   return async () => {
-    await server?.stop();
+    if (server) {
+      await server.stop();
+    } else {
+      // A shared server keeps only what other runs own.
+      const admin = new pg.Client({ connectionString: serverUrl });
+      await admin.connect();
+      await admin.query(`drop database if exists ${templateDb}`).finally(() => admin.end());
+    }
     if (dir) rmSync(dir, { recursive: true, force: true });
+    const filesAfter = repoWrites();
+    if (filesBefore && filesAfter) {
+      const written = [...filesAfter].filter((f) => !filesBefore.has(f));
+      if (written.length) {
+        // A teardown error is printed but does not change vitest's exit code: set it too.
+        process.exitCode = 1;
+        throw new Error(`the test run wrote into the repository (tests must use temporary folders): ${written.slice(0, 20).join(', ')}`);
+      }
+    }
   };
 }

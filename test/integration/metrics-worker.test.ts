@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
@@ -108,7 +111,7 @@ describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
         WORKER_METRICS_PORT: String(port),
         LOG_LEVEL: 'warn',
         POLL_INTERVAL_MS: '100',
-        MAIL_DIR: 'var/test-mail/metrics-worker',
+        MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-metrics-worker-')),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
