@@ -1,16 +1,52 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
-// One embedded PostgreSQL for the whole run (test/helpers/global-setup.ts): a template database
-// is migrated once, and each test file clones its own database from it.
+/*
+ * One embedded PostgreSQL for the whole run (test/helpers/global-setup.ts, on the root config
+ * only, so it runs once): a template database is migrated once, and each test file clones its
+ * own database from it.
+ *
+ * Two projects. "suite": every ordinary file, two at a time. "end-to-end": the heavy files, each
+ * of which starts processes of its own (the chaos run, the bench smoke, `npm start`, the browser)
+ * and needs the machine to itself; they run after the suite (sequence.groupOrder 1), one at a time
+ * (maxWorkers 1), so they never compete with other files on a two-core machine.
+ */
+const END_TO_END = [
+  'test/integration/chaos-short.test.ts',
+  'test/integration/bench-smoke.test.ts',
+  'test/integration/start.test.ts',
+  'test/browser/**/*.test.ts',
+];
+
+const shared = {
+  pool: 'forks',
+  testTimeout: 30_000,
+  hookTimeout: 60_000,
+  teardownTimeout: 30_000,
+} as const;
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
-    pool: 'forks',
-    maxWorkers: 2,
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    teardownTimeout: 30_000,
     reporters: ['default'],
+    projects: [
+      {
+        test: {
+          ...shared,
+          name: 'suite',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...END_TO_END],
+          maxWorkers: 2,
+        },
+      },
+      {
+        test: {
+          ...shared,
+          name: 'end-to-end',
+          include: END_TO_END,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });
