@@ -19,7 +19,9 @@ const END_TO_END = [
 
 const shared = {
   pool: 'forks',
-  testTimeout: 30_000,
+  // A guard against hangs, not a speed check: tests that start processes take several times
+  // longer on a loaded two-core machine (a 30 s limit failed one there).
+  testTimeout: 60_000,
   hookTimeout: 60_000,
   teardownTimeout: 30_000,
 } as const;

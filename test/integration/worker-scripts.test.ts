@@ -34,7 +34,9 @@ async function run(script: string, args: string[] = []): Promise<{ code: number;
 }
 
 describe('outbox scripts', () => {
-  it('outbox:requeue puts DEAD messages back (by id, by topic, all) with attempts reset, and audits it', async () => {
+  // Five script processes one after another (each a node + tsx start): seconds each on a busy
+  // two-core machine, so the hang guard is wider than the default.
+  it('outbox:requeue puts DEAD messages back (by id, by topic, all) with attempts reset, and audits it', { timeout: 120_000 }, async () => {
     const rows = await insertMessages(tdb.db, [
       { topic: 'a.dead' },
       { topic: 'a.dead' },
