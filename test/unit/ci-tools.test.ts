@@ -9,6 +9,7 @@ import { hasTool, inCI } from '../helpers/tools.ts';
 const TOOLS = [
   { name: 'promtool', versionArgs: ['--version'], debian: 'prometheus', usedBy: 'test/integration/metrics-alerts.test.ts' },
   { name: 'pgbench', versionArgs: ['--version'], debian: 'postgresql-client', usedBy: 'test/integration/bench-smoke.test.ts' },
+  { name: 'nats-server', versionArgs: ['--version'], debian: 'nats-server', usedBy: 'the JetStream tests' },
 ];
 
 describe('tools the suite calls', () => {
