@@ -162,12 +162,16 @@ describe('a broken index never fails or slows a save', () => {
       ]).finally(() => clearTimeout(guard));
       expect(res.statusCode, res.body).toBe(200);
       expect(logs.text).toContain('direct search-index write is slow');
-      // The order of events: the save has answered, and its direct write is still waiting for the lock.
-      const { rows: blocked } = await db.pool.query<{ n: number }>(
-        `select count(*)::int as n from pg_locks
-          where locktype = 'relation' and relation = 'search_documents'::regclass and not granted`,
-      );
-      expect(blocked[0]!.n, 'the direct write is still blocked when the PATCH answers').toBeGreaterThanOrEqual(1);
+      // The order of events: the save has answered, and its direct write is seen waiting for the
+      // lock afterwards (on a busy machine it may reach the lock only after the answer): a write
+      // that is still to finish cannot have been waited for.
+      await waitFor(async () => {
+        const { rows: blocked } = await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks
+            where locktype = 'relation' and relation = 'search_documents'::regclass and not granted`,
+        );
+        return blocked[0]!.n >= 1;
+      }, 20_000, 'the direct write to wait for the locked index after the PATCH answered');
       await locker.query('rollback');
 
       await direct.drain();

@@ -74,7 +74,8 @@ function startWorker(entry: string, args: string[], env: Record<string, string> 
     lines,
     stderr,
     exit,
-    async waitForLine(pattern, timeoutMs = 15_000) {
+    // A hang guard, wide enough for a node + tsx start on a loaded two-core machine (15 s was not).
+    async waitForLine(pattern, timeoutMs = 45_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
         const hit = lines.find((l) => pattern.test(l));
