@@ -364,17 +364,19 @@ describe('lease extension', () => {
       [
         testHandler('slow', 'test.slow', async () => {
           runs++;
-          await sleep(3_500);
+          await sleep(4_500);
         }),
       ],
-      { LEASE_SECONDS: '1' },
+      // 2 s, not 1: the worker hands back, unstarted, a message claimed more than LEASE_SECONDS − 1 s
+      // ago, so with a 1 s lease any millisecond between claim and start handed it back (flaky).
+      { LEASE_SECONDS: '2' },
     );
-    const other = worker([testHandler('slow', 'test.slow', async () => void runs++)], { LEASE_SECONDS: '1' });
+    const other = worker([testHandler('slow', 'test.slow', async () => void runs++)], { LEASE_SECONDS: '2' });
     const m = await insertMessage(tdb.db, 'test.slow');
     const first = slow.w.runOnce();
     await waitFor(async () => runs === 1);
-    // Well past the 1 s lease: without the heartbeat the second worker would claim it here.
-    for (let i = 0; i < 5; i++) {
+    // Well past the 2 s lease: without the heartbeat the second worker would claim it here.
+    for (let i = 0; i < 7; i++) {
       await sleep(500);
       expect(await other.w.runOnce()).toBe(0);
     }
