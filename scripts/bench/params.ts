@@ -2,6 +2,8 @@
 export interface BenchParams {
   runs: number;
   drainMessages: number;
+  /** Messages committed in one statement onto idle long-running workers (the burst section). */
+  burstMessages: number;
   graphileProcesses: number;
   latencySamples: number;
   pgBossLatencySamples: number;
@@ -23,8 +25,10 @@ export interface BenchParams {
 }
 
 export const FULL: BenchParams = {
-  runs: 3,
+  // Interleaved runs per measurement: 5, so a median and its min–max say something on a shared machine.
+  runs: 5,
   drainMessages: 20_000,
+  burstMessages: 20_000,
   graphileProcesses: 4, // perfTest/run.js PARALLELISM
   latencySamples: 500,
   // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
@@ -49,6 +53,7 @@ export const FULL: BenchParams = {
 export const SMOKE: BenchParams = {
   runs: 1,
   drainMessages: 1_000,
+  burstMessages: 1_000,
   graphileProcesses: 2,
   latencySamples: 20,
   pgBossLatencySamples: 3,

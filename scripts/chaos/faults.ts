@@ -85,6 +85,8 @@ export interface InjectorDeps {
   log(line: string): void;
   /** How long to wait for terminated backends to disappear from pg_stat_activity (default 3 s). */
   backendGoneTimeoutMs?: number;
+  /** How long pg_terminate_backend waits for a worker connection to exist (default 10 s). */
+  connectionWaitMs?: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -214,6 +216,16 @@ export class FaultInjector {
         };
       }
       case 'pg-terminate-workers': {
+        // Right after a restart or a worker kill there may be no worker connection yet: wait
+        // (bounded) for one, so the fault severs live connections rather than nothing.
+        const until = Date.now() + (d.connectionWaitMs ?? 10_000);
+        for (;;) {
+          const { rows: live } = await d.admin
+            .query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where application_name like 'stayhub-worker%'`)
+            .catch(() => ({ rows: [{ n: 0 }] }));
+          if ((live[0]?.n ?? 0) > 0 || Date.now() > until) break;
+          await sleep(100);
+        }
         const { rows } = await d.admin.query<{ pid: number; name: string }>(
           // Materialized first, so pg_terminate_backend is only ever called on the workers' backends.
           `with w as materialized (

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
@@ -276,7 +276,6 @@ async function main(): Promise<number> {
     children.push(smtp);
     smtp.start();
     const waitSmtpUp = () => waitFor('SMTP server', () => portOpen(smtpPort), 30_000);
-    await waitSmtpUp();
 
     // --- the API
     const apiUrl = `http://127.0.0.1:${apiPort}`;
@@ -291,21 +290,21 @@ async function main(): Promise<number> {
     api.start();
     // Up = answering HTTP at all (a 503 while Postgres restarts still means the process is up).
     const waitApiUp = () => waitFor('API', async () => (await fetch(`${apiUrl}/health`)).status > 0, 60_000);
-    await waitApiUp();
-    say(`API on ${apiPort}, SMTP server on ${smtpPort}`);
 
-    // --- the workers
+    // --- the workers' topics, asked while the SMTP server and the API start (each start loads
+    // TypeScript through tsx: seconds apiece on a busy machine, so not one after the other)
     const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true` };
-    const handledTopics = execFileSync(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], {
-      cwd: root,
-      env: workerEnv,
-      stdio: ['ignore', 'pipe', 'ignore'],
-    })
-      .toString()
+    const topicsOut = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], { cwd: root, env: workerEnv }, (err, stdout) =>
+        err ? reject(err) : resolve(stdout),
+      ),
+    );
+    const handledTopics = topicsOut
       .split('\n')
       .map((l) => l.split(':')[0]!.trim())
       .filter(Boolean);
-    say(`worker handles: ${handledTopics.join(', ')}`);
+    await Promise.all([waitSmtpUp(), waitApiUp()]);
+    say(`API on ${apiPort}, SMTP server on ${smtpPort}; worker handles: ${handledTopics.join(', ')}`);
     const lastWorkerActivity = [0, 0];
     const workers = [0, 1].map(
       (i) =>

@@ -49,6 +49,7 @@ function deps(over: Partial<InjectorDeps> = {}): InjectorDeps & { lines: string[
     waitSmtpUp: async () => {},
     log: (l) => lines.push(l),
     backendGoneTimeoutMs: 200,
+    connectionWaitMs: 200,
     lines,
     ...over,
   };
