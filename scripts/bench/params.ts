@@ -12,8 +12,14 @@ export interface BenchParams {
   ioProcesses: number[];
   connections: number[];
   httpSeconds: number;
+  /** When set, each autocannon run sends this many requests per connection instead of httpSeconds (smoke). */
+  httpRequestsPerConnection?: number;
+  /** graphile-worker process counts in the burst section. */
+  burstGraphileProcesses: number[];
   /** pgbench needs a little longer to be meaningful: with 32 clients, connecting alone takes most of a second. */
   pgbenchSeconds: number;
+  /** When set, pgbench runs this many transactions per client instead of pgbenchSeconds (smoke). */
+  pgbenchTransactions?: number;
   outboxCostClients: number;
   conflictConnections: number;
   claimPending: number;
@@ -39,6 +45,7 @@ export const FULL: BenchParams = {
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],
   httpSeconds: 8,
+  burstGraphileProcesses: [1, 2],
   pgbenchSeconds: 8,
   outboxCostClients: 8,
   conflictConnections: 32,
@@ -59,10 +66,13 @@ export const SMOKE: BenchParams = {
   pgBossLatencySamples: 3,
   ioMessages: 200,
   ioSleepMs: 20,
-  ioProcesses: [1, 2, 4],
+  ioProcesses: [1, 4],
   connections: [1, 8, 32],
   httpSeconds: 1,
+  httpRequestsPerConnection: 3,
+  burstGraphileProcesses: [1],
   pgbenchSeconds: 2,
+  pgbenchTransactions: 10,
   outboxCostClients: 8,
   conflictConnections: 32,
   claimPending: 1_000,

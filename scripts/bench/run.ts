@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { apiBookings, apiConflicts, pgbenchBookings, startApi, type ApiFixture } from './api.ts';
+import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCounts, type ApiFixture } from './api.ts';
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { ROOT } from './lib/proc.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
@@ -39,6 +39,7 @@ const { values: flags } = parseArgs({
 });
 const P: BenchParams = flags.smoke ? SMOKE : FULL;
 const outDir = path.resolve(flags.out ?? ROOT);
+useFixedRequestCounts(P.httpRequestsPerConnection);
 const only = flags.only ? new Set(flags.only.split(',')) : undefined;
 
 /**
@@ -108,7 +109,10 @@ export interface BenchResults {
   } | null;
   conflicts?: {
     connections: number;
-    runs: Repeated<{ rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number }>;
+    runs: Repeated<{
+      rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number;
+      rounds: number; bookingsKept: number; maxWinnersPerRound: number;
+    }>;
     expectedShare409: number;
   };
   targets?: ReturnType<typeof evaluateTargets>;
@@ -222,17 +226,17 @@ async function main(): Promise<number> {
     });
 
     await section('burst', async () => {
-      const runs: Record<string, Burst[]> = { ours1: [], ours2: [], graphile1: [], graphile2: [], pgBoss: [] };
+      const runs: Record<string, Burst[]> = { ours1: [], ours2: [], ...Object.fromEntries(P.burstGraphileProcesses.map((n) => [`graphile${n}`, []])), pgBoss: [] };
       const show = (who: string, b: Burst) => log(`   ${who}: ${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
       for (let r = 0; r < P.runs; r++) {
         runs.ours1!.push(await oursBurst(await freshOurs(), P.burstMessages, 1, OURS_THROUGHPUT));
         show('ours ×1', runs.ours1!.at(-1)!);
         runs.ours2!.push(await oursBurst(await freshOurs(), P.burstMessages, 2, OURS_THROUGHPUT));
         show('ours ×2', runs.ours2!.at(-1)!);
-        runs.graphile1!.push(await graphileBurst(await freshGraphile(), P.burstMessages, 1));
-        show('graphile-worker ×1', runs.graphile1!.at(-1)!);
-        runs.graphile2!.push(await graphileBurst(await freshGraphile(), P.burstMessages, 2));
-        show('graphile-worker ×2', runs.graphile2!.at(-1)!);
+        for (const n of P.burstGraphileProcesses) {
+          runs[`graphile${n}`]!.push(await graphileBurst(await freshGraphile(), P.burstMessages, n));
+          show(`graphile-worker ×${n}`, runs[`graphile${n}`]!.at(-1)!);
+        }
         runs.pgBoss!.push(await pgBossBurst(await freshPgBoss(), P.burstMessages));
         show('pg-boss', runs.pgBoss!.at(-1)!);
       }
@@ -241,7 +245,10 @@ async function main(): Promise<number> {
       results.burst = {
         messages: P.burstMessages,
         systems,
-        ratios: ratiosOf({ ours1: med('ours1'), ours2: med('ours2') }, { graphile1: med('graphile1'), graphile2: med('graphile2'), pgBoss: med('pgBoss') }),
+        ratios: ratiosOf(
+          { ours1: med('ours1'), ours2: med('ours2') },
+          Object.fromEntries(Object.keys(systems).filter((k) => !k.startsWith('ours')).map((k) => [k, med(k)])),
+        ),
       };
     });
 
@@ -299,7 +306,7 @@ async function main(): Promise<number> {
             (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
             let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
             if (pgbench) {
-              const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
+              const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
               (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
               line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
             }
@@ -322,11 +329,11 @@ async function main(): Promise<number> {
           const notifyAfter: { tps: number; p99: number }[] = [];
           const c = P.outboxCostClients;
           for (let r = 0; r < P.runs; r++) {
-            const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
-            const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false);
+            const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
+            const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false, undefined, P.pgbenchTransactions);
             // Diagnostics: which part of the outbox costs what (the row, or the NOTIFY at COMMIT).
-            const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify');
-            const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'in-transaction');
+            const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify', P.pgbenchTransactions);
+            const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'in-transaction', P.pgbenchTransactions);
             withOutbox.push({ tps: w.tps, p99: w.p99 });
             withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
             noNotify.push({ tps: nn.tps, p99: nn.p99 });
@@ -359,7 +366,7 @@ async function main(): Promise<number> {
         for (let r = 0; r < P.runs; r++) {
           const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
           conflictRuns.push(c);
-          log(`   conflicts: ${c.rps} req/s, ${c.share409} % 409, ${c.created201} × 201, ${c.server5xx} × 5xx, ${c.other} other`);
+          log(`   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`);
         }
         results.conflicts = {
           connections: P.conflictConnections,
@@ -367,6 +374,7 @@ async function main(): Promise<number> {
             conflictRuns.map((c) => ({
               rps: c.rps, p99: c.p99, share409: c.share409, server5xx: c.server5xx, created201: c.created201,
               conflict409: c.conflict409, other: c.other, requests: c.requests,
+              rounds: c.rounds, bookingsKept: c.bookingsKept, maxWinnersPerRound: c.maxWinnersPerRound,
             })),
           ),
           expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
