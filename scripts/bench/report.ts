@@ -140,8 +140,12 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.conflicts) {
     const c = r.conflicts.runs.median;
     L.push(`## 7. Conflicts under contention (${r.conflicts.connections} connections, all booking the same dates)`, '');
-    L.push('| req/s | p99 (ms) | 409 share | expected | 201 | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|');
-    L.push(`| ${n(c.rps)} | ${n(c.p99, 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.created201)} | ${n(c.server5xx)} | ${n(c.other)} |`, '');
+    const rr = r.conflicts.runs;
+    L.push('| req/s | p99 (ms) | 409 share | expected | rounds | 201 | bookings kept | most winners in a round | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    L.push(
+      `| ${mm(rr, 'rps')} | ${mm(rr, 'p99', 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.rounds)} | ${n(c.created201)} | ${n(c.bookingsKept)} | ${n(rr.max.maxWinnersPerRound)} | ${n(rr.max.server5xx)} | ${n(rr.max.other)} |`,
+      '',
+    );
   }
 
   L.push('## How each system was run', '');

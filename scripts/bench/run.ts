@@ -5,7 +5,7 @@ import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCo
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { ROOT } from './lib/proc.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
-import { repeat, repeatOf, round, type Repeated } from './lib/stats.ts';
+import { ratiosOf, repeat, repeatOf, round, type Ratios, type Repeated } from './lib/stats.ts';
 import { graphileBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
 import { codeVersion, loadBefore } from './lib/trace.ts';
 import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
@@ -53,8 +53,7 @@ const t0 = Date.now();
 const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 
 type Drain = { perSecond: number; drainSeconds: number };
-/** Each of our configurations against each peer, median / median (and the labelled best of ours). */
-type Ratios = Record<string, Record<string, number>>;
+
 type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export interface BenchResults {
@@ -398,19 +397,6 @@ async function main(): Promise<number> {
   for (const t of results.targets) log(`   ${t.met === null ? '  ?' : t.met ? ' ok' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
   if (results.errors.length) log(`${results.errors.length} section(s) failed: ${results.errors.map((e) => e.section).join(', ')}`);
   return results.errors.length ? 1 : 0;
-}
-
-/**
- * Each of our configurations against each peer (median over median), never only the best of ours
- * picked after the fact; the best of ours is there too, under its own label.
- */
-function ratiosOf(ours: Record<string, number>, peers: Record<string, number>): Ratios {
-  const bestPeer = Math.max(...Object.values(peers));
-  const row = (v: number) => ({ ...Object.fromEntries(Object.entries(peers).map(([k, p]) => [k, round(v / p, 3)])), bestPeer: round(v / bestPeer, 3) });
-  return {
-    ...Object.fromEntries(Object.entries(ours).map(([k, v]) => [k, row(v)])),
-    bestOfOurs: row(Math.max(...Object.values(ours))),
-  };
 }
 
 main().then(

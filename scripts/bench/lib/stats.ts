@@ -51,3 +51,19 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Milliseconds since `start` (a process.hrtime.bigint() value). */
 export const msSince = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
+
+/** Each of our configurations (rows) against each peer (columns), median over median. */
+export type Ratios = Record<string, Record<string, number>>;
+
+/**
+ * Every configuration of ours against every peer and against the best peer, never only the best
+ * of ours picked after the fact; the best of ours is a row of its own, labelled `bestOfOurs`.
+ */
+export function ratiosOf(ours: Record<string, number>, peers: Record<string, number>): Ratios {
+  const bestPeer = Math.max(...Object.values(peers));
+  const row = (v: number) => ({ ...Object.fromEntries(Object.entries(peers).map(([k, p]) => [k, round(v / p, 3)])), bestPeer: round(v / bestPeer, 3) });
+  return {
+    ...Object.fromEntries(Object.entries(ours).map(([k, v]) => [k, row(v)])),
+    bestOfOurs: row(Math.max(...Object.values(ours))),
+  };
+}
