@@ -13,7 +13,7 @@ const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digi
 const LABELS: Record<string, string> = {
   ours1: 'ours, 1 process',
   ours2: 'ours, 2 processes',
-  bestOfOurs: '**best of ours** (×1 or ×2, picked per column after the run)',
+  bestOfOurs: '**best of ours** (the faster median of ×1 and ×2, chosen after the run)',
   graphile: 'graphile-worker',
   graphile1: 'graphile-worker ×1',
   graphile2: 'graphile-worker ×2',

@@ -176,6 +176,10 @@ export class Load {
       ...Array.from({ length: this.o.guests - this.o.bounceEmails.length }, () => this.register('guest')),
     ]);
     await Promise.all(this.hosts().flatMap((host) => [this.createProperty(host), this.createProperty(host)]));
+    // Each 550 guest books once before the load, so every run, however short, exercises the dead
+    // letter path (the random load alone left a 20 s run without one).
+    const bouncers = this.guests().filter((g) => g.bounces);
+    await Promise.all(bouncers.map((g, i) => this.book(g, this.properties[i % this.properties.length]!, { checkIn: isoDay(400 + 5 * i), checkOut: isoDay(402 + 5 * i) })));
   }
 
   /** The booking horizon grows with time, so the calendar never fills up for good. */
