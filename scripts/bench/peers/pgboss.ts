@@ -3,7 +3,6 @@ import pg from 'pg';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
-import { sleep } from '../lib/stats.ts';
 
 /**
  * pg-boss set up for throughput: work() fetching large batches (BATCH jobs per fetch, completed
