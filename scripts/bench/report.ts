@@ -13,6 +13,7 @@ const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digi
 const LABELS: Record<string, string> = {
   ours1: 'ours, 1 process',
   ours2: 'ours, 2 processes',
+  ours1Default: 'ours, 1 process, defaults, LOG_LEVEL=info',
   bestOfOurs: '**best of ours** (the faster median of ×1 and ×2, chosen after the run)',
   graphile: 'graphile-worker',
   graphile1: 'graphile-worker ×1',
@@ -62,8 +63,9 @@ export function renderMarkdown(r: BenchResults): string {
     L.push('| System | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
     const row = (name: string, rep: typeof d.ours1) =>
       L.push(`| ${name} | ${mm(rep, 'perSecond')} | ${mm(rep, 'drainSeconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
-    row('ours, 1 process (`--until-empty`)', d.ours1);
+    row('ours, 1 process (`--until-empty`, batch 500 / concurrency 32, LOG_LEVEL=warn)', d.ours1);
     row('ours, 2 processes', d.ours2);
+    if (d.ours1Default) row('ours, 1 process, default settings and LOG_LEVEL=info', d.ours1Default);
     row(`graphile-worker, ${p.graphileProcesses} × \`--once\` (perfTest settings)`, d.graphile);
     row('pg-boss, batch 5,000, poll 0.5 s', d.pgBoss);
     L.push('', 'Ratios of medians (each configuration of ours against each peer):', '');

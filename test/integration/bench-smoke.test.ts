@@ -42,12 +42,12 @@ describe('npm run bench -- --smoke', () => {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
     }
 
-    for (const system of ['ours1', 'ours2', 'graphile', 'pgBoss']) {
+    for (const system of ['ours1', 'ours2', 'ours1Default', 'graphile', 'pgBoss']) {
       expect(finitePositive(r.drain[system].median.perSecond), `drain ${system}`).toBe(true);
       expect(r.drain[system].min.perSecond).toBeLessThanOrEqual(r.drain[system].max.perSecond);
     }
     // Every configuration of ours against every peer, and the labelled best of ours.
-    for (const mine of ['ours1', 'ours2', 'bestOfOurs']) {
+    for (const mine of ['ours1', 'ours2', 'ours1Default', 'bestOfOurs']) {
       for (const peer of ['graphile', 'pgBoss', 'bestPeer']) expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
     }
     // Idle workers hit by one committed burst: every system measured, and compared.
