@@ -154,6 +154,12 @@ function day(days: number): string {
  */
 let nextApiSlot = 0;
 
+/** Set by the smoke run: requests per run as a function of the connections, instead of seconds. */
+let httpAmount: ((connections: number) => number) | undefined;
+export function useFixedRequestCounts(perConnection: number | undefined): void {
+  httpAmount = perConnection ? (c) => c * perConnection : undefined;
+}
+
 export interface ApiRun {
   rps: number;
   p99: number;
@@ -185,7 +191,8 @@ function postBookings(
   return autocannon({
     url: `${f.baseUrl}/bookings`,
     connections,
-    duration: seconds,
+    // A fixed number of requests instead of a duration (the smoke run): done however loaded the machine.
+    ...(httpAmount ? { amount: httpAmount(connections) } : { duration: seconds }),
     timeout: 30,
     requests: [
       {
@@ -237,15 +244,37 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
   const c201 = s.codes['201'] ?? 0;
   const c409 = s.codes['409'] ?? 0;
   const c5xx = result['5xx'];
+  // What the database kept of this run: at most one booking per round's dates, and exactly one
+  // for every 201 (a winner the client was told about). Holds under any load, unlike "one 201 per
+  // round": on a busy machine a round can end with every request refused or timed out.
+  const c = new pg.Client({ connectionString: f.url });
+  await c.connect();
+  let kept: { winners: number; maxPerRound: number };
+  try {
+    const { rows } = await c.query<{ winners: number; max_per_round: number }>(
+      `select count(*)::int as winners, coalesce(max(n), 0)::int as max_per_round
+         from (select check_in, count(*)::int as n from bookings b join properties p on p.id = b.property_id
+                where p.public_id = $1 and b.status = 'confirmed'
+                  and b.check_in between current_date + $2::int and current_date + $3::int
+                group by check_in) r`,
+      [f.conflictProperty, base, base + STAY_NIGHTS * rounds],
+    );
+    kept = { winners: rows[0]!.winners, maxPerRound: rows[0]!.max_per_round };
+  } finally {
+    await c.end();
+  }
   return {
     rps: s.rps,
     p99: s.p99,
     requests: s.requests,
+    rounds,
     created201: c201,
     conflict409: c409,
     server5xx: c5xx,
     other: s.requests - c201 - c409 - c5xx,
     share409: round(s.requests ? (100 * c409) / s.requests : Number.NaN, 2),
+    bookingsKept: kept.winners,
+    maxWinnersPerRound: kept.maxPerRound,
     errors: s.errors,
   };
 }
@@ -312,6 +341,7 @@ export async function pgbenchBookings(
   seconds: number,
   withOutbox: boolean,
   variant?: OutboxVariant,
+  transactionsPerClient?: number,
 ): Promise<PgbenchRun> {
   const base = await pgbenchBaseDay(f);
   const r = await runPgbench({
@@ -319,6 +349,7 @@ export async function pgbenchBookings(
     script: bookingScript(withOutbox, variant),
     clients,
     seconds,
+    transactionsPerClient,
     vars: { k: 0, base, ...f.pgbench },
   });
   if (r.failed > 0) console.warn(`  ! pgbench: ${r.failed} failed transactions`);

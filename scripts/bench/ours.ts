@@ -10,7 +10,8 @@ import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
-import { markDir, nowMs } from './lib/marks.ts';
+import { markDir } from './lib/marks.ts';
+import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';
 
 /**
@@ -61,7 +62,8 @@ function drainProcesses(url: string, processes: number, env: Record<string, stri
 /**
  * Drains `count` messages of `topic` with `processes` worker processes started together, on a
  * fresh migrated database (so DONE rows of earlier runs never weigh on a later one). The clock
- * runs from the first handler entered in any process to the last process's exit (lib/marks.ts).
+ * runs from the first handler entered in any process (lib/marks.ts) to the moment nothing is
+ * PENDING (lib/settled.ts): the same start and end as every other system's.
  */
 export async function oursDrain(
   url: string,
@@ -69,15 +71,19 @@ export async function oursDrain(
 ) {
   await fillOutbox(url, opts.topic, opts.count);
   const marks = markDir();
+  const watch = watchSettled(url, PENDING.ours);
   try {
-    assertOk('bench-worker --until-empty', await drainProcesses(url, opts.processes, { ...opts.env, BENCH_MARK_DIR: marks.dir }));
-    const drainMs = nowMs() - marks.earliest();
+    const exits = drainProcesses(url, opts.processes, { ...opts.env, BENCH_MARK_DIR: marks.dir });
+    const settledAt = await Promise.race([watch.settled, exits.then((r) => (assertOk('bench-worker --until-empty', r), watch.settled))]);
+    assertOk('bench-worker --until-empty', await exits);
+    const drainMs = settledAt - marks.earliest();
     const left = await withClient(url, (c) =>
       c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`),
     );
     if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
     return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
+    await watch.stop();
     marks.cleanup();
   }
 }

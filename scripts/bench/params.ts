@@ -2,6 +2,8 @@
 export interface BenchParams {
   runs: number;
   drainMessages: number;
+  /** Messages committed in one statement onto idle long-running workers (the burst section). */
+  burstMessages: number;
   graphileProcesses: number;
   latencySamples: number;
   pgBossLatencySamples: number;
@@ -10,8 +12,14 @@ export interface BenchParams {
   ioProcesses: number[];
   connections: number[];
   httpSeconds: number;
+  /** When set, each autocannon run sends this many requests per connection instead of httpSeconds (smoke). */
+  httpRequestsPerConnection?: number;
+  /** graphile-worker process counts in the burst section. */
+  burstGraphileProcesses: number[];
   /** pgbench needs a little longer to be meaningful: with 32 clients, connecting alone takes most of a second. */
   pgbenchSeconds: number;
+  /** When set, pgbench runs this many transactions per client instead of pgbenchSeconds (smoke). */
+  pgbenchTransactions?: number;
   outboxCostClients: number;
   conflictConnections: number;
   claimPending: number;
@@ -23,8 +31,10 @@ export interface BenchParams {
 }
 
 export const FULL: BenchParams = {
-  runs: 3,
+  // Interleaved runs per measurement: 5, so a median and its min–max say something on a shared machine.
+  runs: 5,
   drainMessages: 20_000,
+  burstMessages: 20_000,
   graphileProcesses: 4, // perfTest/run.js PARALLELISM
   latencySamples: 500,
   // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
@@ -35,6 +45,7 @@ export const FULL: BenchParams = {
   ioProcesses: [1, 2, 4],
   connections: [1, 8, 32],
   httpSeconds: 8,
+  burstGraphileProcesses: [1, 2],
   pgbenchSeconds: 8,
   outboxCostClients: 8,
   conflictConnections: 32,
@@ -49,15 +60,19 @@ export const FULL: BenchParams = {
 export const SMOKE: BenchParams = {
   runs: 1,
   drainMessages: 1_000,
+  burstMessages: 1_000,
   graphileProcesses: 2,
   latencySamples: 20,
   pgBossLatencySamples: 3,
   ioMessages: 200,
   ioSleepMs: 20,
-  ioProcesses: [1, 2, 4],
+  ioProcesses: [1, 4],
   connections: [1, 8, 32],
   httpSeconds: 1,
+  httpRequestsPerConnection: 3,
+  burstGraphileProcesses: [1],
   pgbenchSeconds: 2,
+  pgbenchTransactions: 10,
   outboxCostClients: 8,
   conflictConnections: 32,
   claimPending: 1_000,

@@ -1,3 +1,4 @@
+import type { Repeated } from './lib/stats.ts';
 import type { BenchResults } from './run.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
@@ -5,15 +6,44 @@ import type { BenchResults } from './run.ts';
 const n = (v: number | null | undefined, digits = 0) =>
   v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const x = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${n(v, 2)}×`);
+/** A median with its spread over the runs: "1,234 (1,100–1,300)". */
+const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0) =>
+  rep.runs.length > 1 ? `${n(rep.median[k], digits)} (${n(rep.min[k], digits)}–${n(rep.max[k], digits)})` : n(rep.median[k], digits);
+
+const LABELS: Record<string, string> = {
+  ours1: 'ours, 1 process',
+  ours2: 'ours, 2 processes',
+  ours1Default: 'ours, 1 process, defaults, LOG_LEVEL=info',
+  bestOfOurs: '**best of ours** (the faster median of ×1 and ×2, chosen after the run)',
+  graphile: 'graphile-worker',
+  graphile1: 'graphile-worker ×1',
+  graphile2: 'graphile-worker ×2',
+  pgBoss: 'pg-boss',
+  bestPeer: 'best peer',
+};
+
+/** Every configuration of ours (rows) against every peer (columns). */
+function ratioTable(L: string[], ratios: Record<string, Record<string, number>>) {
+  const cols = Object.keys(Object.values(ratios)[0] ?? {});
+  L.push(`| ours ÷ | ${cols.map((c) => LABELS[c] ?? c).join(' | ')} |`, `|---|${cols.map(() => '---:').join('|')}|`);
+  for (const [k, row] of Object.entries(ratios)) L.push(`| ${LABELS[k] ?? k} | ${cols.map((c) => x(row[c])).join(' | ')} |`);
+  L.push('');
+}
 
 export function renderMarkdown(r: BenchResults): string {
   const L: string[] = [];
   const p = r.params;
   L.push(`# StayHub benchmark results (${r.mode} run)`, '');
   L.push(
-    `${r.startedAt} · ${r.durationSeconds ?? '?'} s · each figure is the median of ${p.runs} run(s) · one embedded PostgreSQL, every system in its own database`,
+    `${r.startedAt} · ${r.durationSeconds ?? '?'} s · each figure is the median of ${p.runs} interleaved run(s), min–max in brackets · one embedded PostgreSQL, a fresh database for every run of every system`,
+    '',
+    `Code: ${r.code.commit ?? 'unknown commit'}${r.code.dirty ? ` **with uncommitted changes** (${r.code.dirtyFiles.join(', ')})` : r.code.dirty === false ? ' (clean tree)' : ''}.`,
     '',
   );
+  const loads = Object.entries(r.load);
+  if (loads.length) {
+    L.push(`Load average (1 min) before each section, on ${loads[0]![1].cores} cores: ${loads.map(([k, l]) => `${k} ${l.loadAverage1m}${l.overloaded ? ' **(over the cores: noisy)**' : ''}`).join(' · ')}.`, '');
+  }
   L.push('## Machine and versions', '');
   L.push(`- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`);
   const v = r.versions;
@@ -32,12 +62,32 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(`## 1. Drain throughput (${n(p.drainMessages)} no-op messages, committed before the clock starts)`, '');
     L.push('| System | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
     const row = (name: string, rep: typeof d.ours1) =>
-      L.push(`| ${name} | ${n(rep.median.perSecond)} | ${n(rep.median.drainSeconds, 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
-    row('ours, 1 process (`--until-empty`)', d.ours1);
+      L.push(`| ${name} | ${mm(rep, 'perSecond')} | ${mm(rep, 'drainSeconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+    row('ours, 1 process (`--until-empty`, batch 500 / concurrency 32, LOG_LEVEL=warn)', d.ours1);
     row('ours, 2 processes', d.ours2);
+    if (d.ours1Default) row('ours, 1 process, default settings and LOG_LEVEL=info', d.ours1Default);
     row(`graphile-worker, ${p.graphileProcesses} × \`--once\` (perfTest settings)`, d.graphile);
     row('pg-boss, batch 5,000, poll 0.5 s', d.pgBoss);
-    L.push('', `Ours (best) / graphile-worker: ${x(d.ratios.oursBestVsGraphile)} · ours (best) / pg-boss: ${x(d.ratios.oursBestVsPgBoss)} · ours 2 processes / 1: ${x(d.ratios.ours2VsOurs1)}`, '');
+    L.push('', 'Ratios of medians (each configuration of ours against each peer):', '');
+    ratioTable(L, d.ratios);
+  }
+
+  if (r.burst) {
+    const b = r.burst;
+    L.push(`## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`, '');
+    L.push('| System | Messages/s | Seconds from COMMIT | Runs (msg/s) |', '|---|---:|---:|---|');
+    const names: Record<string, string> = {
+      ours1: 'ours, 1 process (long-running)',
+      ours2: 'ours, 2 processes',
+      graphile1: 'graphile-worker, 1 process (perfTest settings)',
+      graphile2: 'graphile-worker, 2 processes',
+      pgBoss: 'pg-boss, batch 5,000, poll 0.5 s',
+    };
+    for (const [k, rep] of Object.entries(b.systems)) {
+      L.push(`| ${names[k] ?? k} | ${mm(rep, 'perSecond')} | ${mm(rep, 'seconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+    }
+    L.push('', 'Ratios of medians:', '');
+    ratioTable(L, b.ratios);
   }
 
   if (r.latency) {
@@ -45,7 +95,7 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(`## 2. Commit → handler latency (idle worker; ${p.latencySamples} samples per run, pg-boss ${p.pgBossLatencySamples})`, '');
     L.push('| System | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |', '|---|---:|---:|---:|---:|');
     const row = (name: string, rep: typeof l.ours) =>
-      L.push(`| ${name} | ${n(rep.median.p50, 2)} | ${n(rep.median.p99, 2)} | ${n(rep.median.max, 2)} | ${n(rep.median.mean, 2)} |`);
+      L.push(`| ${name} | ${mm(rep, 'p50', 2)} | ${mm(rep, 'p99', 2)} | ${mm(rep, 'max', 2)} | ${mm(rep, 'mean', 2)} |`);
     row('ours (LISTEN/NOTIFY)', l.ours);
     row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
     row('pg-boss (polling, 0.5 s)', l.pgBoss);
@@ -56,7 +106,7 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, '');
     L.push('| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |', '|---:|---:|---:|---:|---:|---:|');
     for (const c of r.api.byConnections) {
-      L.push(`| ${c.connections} | ${n(c.api.median.rps)} | ${n(c.api.median.p99, 1)} | ${n(c.pgbench?.median.tps)} | ${n(c.pgbench?.median.p99, 1)} | ${x(c.ratio)} |`);
+      L.push(`| ${c.connections} | ${mm(c.api, 'rps')} | ${mm(c.api, 'p99', 1)} | ${c.pgbench ? mm(c.pgbench, 'tps') : '—'} | ${c.pgbench ? mm(c.pgbench, 'p99', 1) : '—'} | ${x(c.ratio)} |`);
     }
     L.push('', `Answers other than 201 in the non-conflicting runs: ${r.api.non201}.`, '');
   }
@@ -65,7 +115,7 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.outboxCost) {
     const o = r.outboxCost;
     L.push('| Clients | with outbox (tps) | without (tps) | with / without | cost |', '|---:|---:|---:|---:|---:|');
-    L.push(`| ${o.clients} | ${n(o.withOutbox.median.tps)} | ${n(o.withoutOutbox.median.tps)} | ${x(o.ratio)} | ${n(o.costPercent, 1)} % |`, '');
+    L.push(`| ${o.clients} | ${mm(o.withOutbox, 'tps')} | ${mm(o.withoutOutbox, 'tps')} | ${x(o.ratio)} | ${n(o.costPercent, 1)} % |`, '');
     const d = o.diagnostics;
     L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
     L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
@@ -85,15 +135,19 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.io) {
     L.push(`## 6. Scaling when handlers wait on I/O (${n(p.ioMessages)} messages, handler sleeps ${p.ioSleepMs} ms)`, '');
     L.push('| Processes | Messages/s | vs 1 process |', '|---:|---:|---:|');
-    for (const [k, rep] of Object.entries(r.io.byProcesses)) L.push(`| ${k} | ${n(rep.median.perSecond)} | ${x(r.io.scaling[`x${k}`])} |`);
+    for (const [k, rep] of Object.entries(r.io.byProcesses)) L.push(`| ${k} | ${mm(rep, 'perSecond')} | ${x(r.io.scaling[`x${k}`])} |`);
     L.push('');
   }
 
   if (r.conflicts) {
     const c = r.conflicts.runs.median;
     L.push(`## 7. Conflicts under contention (${r.conflicts.connections} connections, all booking the same dates)`, '');
-    L.push('| req/s | p99 (ms) | 409 share | expected | 201 | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|');
-    L.push(`| ${n(c.rps)} | ${n(c.p99, 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.created201)} | ${n(c.server5xx)} | ${n(c.other)} |`, '');
+    const rr = r.conflicts.runs;
+    L.push('| req/s | p99 (ms) | 409 share | expected | rounds | 201 | bookings kept | most winners in a round | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    L.push(
+      `| ${mm(rr, 'rps')} | ${mm(rr, 'p99', 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.rounds)} | ${n(c.created201)} | ${n(c.bookingsKept)} | ${n(rr.max.maxWinnersPerRound)} | ${n(rr.max.server5xx)} | ${n(rr.max.other)} |`,
+      '',
+    );
   }
 
   L.push('## How each system was run', '');

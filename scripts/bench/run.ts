@@ -1,11 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { apiBookings, apiConflicts, pgbenchBookings, startApi, type ApiFixture } from './api.ts';
+import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCounts, type ApiFixture } from './api.ts';
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { ROOT } from './lib/proc.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
-import { repeat, round, type Repeated } from './lib/stats.ts';
+import { ratiosOf, repeat, repeatOf, round, type Ratios, type Repeated } from './lib/stats.ts';
+import { graphileBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
+import { codeVersion, loadBefore } from './lib/trace.ts';
 import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
 import { FULL, SMOKE, type BenchParams } from './params.ts';
 import { graphileDrain, graphileLatency, setupGraphile } from './peers/graphile.ts';
@@ -21,7 +23,14 @@ import { evaluateTargets } from './targets.ts';
  *
  *   --smoke        every measurement once, on tiny inputs (what test/integration/bench-smoke.test.ts runs)
  *   --out DIR      where to write the two result files
- *   --only a,b     only these sections: claim, drain, latency, io, api (for working on one)
+ *   --only a,b     only these sections: claim, drain, burst, latency, io, api (for working on one)
+ *
+ * The same rules for every system: a fresh database for every run of every system (cloned from a
+ * template with its schema), the same start of the clock (first handler entered, or the burst's
+ * COMMIT) and the same end (nothing pending, seen by one observer: lib/settled.ts), runs of all
+ * systems interleaved, every configuration's own ratio to each peer reported (a "best of ours"
+ * row is labelled as such), each median with its min–max, the commit and the load average before
+ * each section (flagged when it exceeded the cores).
  */
 
 const { values: flags } = parseArgs({
@@ -30,6 +39,7 @@ const { values: flags } = parseArgs({
 });
 const P: BenchParams = flags.smoke ? SMOKE : FULL;
 const outDir = path.resolve(flags.out ?? ROOT);
+useFixedRequestCounts(P.httpRequestsPerConnection);
 const only = flags.only ? new Set(flags.only.split(',')) : undefined;
 
 /**
@@ -43,12 +53,17 @@ const t0 = Date.now();
 const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 
 type Drain = { perSecond: number; drainSeconds: number };
+
 type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export interface BenchResults {
   mode: 'full' | 'smoke';
   startedAt: string;
   durationSeconds?: number;
+  /** The code measured: HEAD and whether the tree had uncommitted changes. */
+  code: ReturnType<typeof codeVersion>;
+  /** The 1-minute load average before each section; `overloaded` when it exceeded the cores. */
+  load: Record<string, ReturnType<typeof loadBefore>>;
   machine: ReturnType<typeof machine>;
   versions: ReturnType<typeof versions>;
   postgresSettings: Record<string, string>;
@@ -58,9 +73,16 @@ export interface BenchResults {
   drain?: {
     ours1: Repeated<Drain>;
     ours2: Repeated<Drain>;
+    /** One process as a user gets it: default WORKER_BATCH_SIZE / WORKER_CONCURRENCY and LOG_LEVEL=info. */
+    ours1Default: Repeated<Drain>;
     graphile: Repeated<Drain>;
     pgBoss: Repeated<Drain>;
-    ratios: Record<string, number>;
+    ratios: Ratios;
+  };
+  burst?: {
+    messages: number;
+    systems: Record<string, Repeated<Burst>>;
+    ratios: Ratios;
   };
   latency?: { ours: Repeated<Lat>; graphile: Repeated<Lat>; pgBoss: Repeated<Lat> };
   io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
@@ -88,7 +110,10 @@ export interface BenchResults {
   } | null;
   conflicts?: {
     connections: number;
-    runs: Repeated<{ rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number }>;
+    runs: Repeated<{
+      rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number;
+      rounds: number; bookingsKept: number; maxWinnersPerRound: number;
+    }>;
     expectedShare409: number;
   };
   targets?: ReturnType<typeof evaluateTargets>;
@@ -111,13 +136,16 @@ async function main(): Promise<number> {
   const results: BenchResults = {
     mode: flags.smoke ? 'smoke' : 'full',
     startedAt: new Date(t0).toISOString(),
+    code: codeVersion(),
+    load: {},
     machine: machine(),
     versions: versions('', pgbench),
     postgresSettings: {},
     params: P,
     setup: {
       ours: `scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, LOG_LEVEL=warn; drain: our throughput settings WORKER_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_BATCH_SIZE} WORKER_CONCURRENCY=${OURS_THROUGHPUT.WORKER_CONCURRENCY} (as the peers run with their authors' throughput settings); I/O scaling: the defaults (20/8)`,
-      drainClock: 'from the first handler entered (any process) to the last process exit / last job completed; messages committed before',
+      drainClock: 'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
+      burst: `every system started in its long-running mode and idle (listening or polling, a warm-up of 100 handled, 1 s idle), then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings, pg-boss batch ${PGBOSS_BATCH} poll ${PGBOSS_POLL_SECONDS} s`,
       graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
       pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
@@ -129,7 +157,9 @@ async function main(): Promise<number> {
   const section = async (name: string, fn: () => Promise<void>) => {
     if (only && !only.has(name)) return;
     const t = Date.now();
-    log(`== ${name}`);
+    const load = loadBefore();
+    results.load[name] = load;
+    log(`== ${name} (load average ${load.loadAverage1m} on ${load.cores} cores${load.overloaded ? ': OVERLOADED, figures of this section are suspect' : ''})`);
     try {
       await fn();
     } catch (err) {
@@ -161,13 +191,21 @@ async function main(): Promise<number> {
       results.claim = { runs, explain: await explainClaim(historyUrl, P.claimBatch) };
     });
 
+    // Templates with each peer's schema installed once: every run clones a fresh database, as ours does.
+    let peerTemplates: Promise<{ graphile: string; pgBoss: string }> | undefined;
+    const templates = () =>
+      (peerTemplates ??= (async () => {
+        await setupGraphile(await server.createDatabase('graphile_template'));
+        await setupPgBoss(await server.createDatabase('pgboss_template'));
+        return { graphile: 'graphile_template', pgBoss: 'pgboss_template' };
+      })());
+    const freshGraphile = async () => server.createDatabase(`graphile_${dbSeq++}`, (await templates()).graphile);
+    const freshPgBoss = async () => server.createDatabase(`pgboss_${dbSeq++}`, (await templates()).pgBoss);
+
     await section('drain', async () => {
-      const graphileUrl = await server.createDatabase('graphile');
-      await setupGraphile(graphileUrl);
-      const bossUrl = await server.createDatabase('pgboss');
-      await setupPgBoss(bossUrl);
       const ours1: Drain[] = [];
       const ours2: Drain[] = [];
+      const ours1Default: Drain[] = [];
       const graphile: Drain[] = [];
       const pgBoss: Drain[] = [];
       const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
@@ -177,30 +215,54 @@ async function main(): Promise<number> {
         show('ours ×1', ours1.at(-1)!);
         ours2.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 2, env: OURS_THROUGHPUT }));
         show('ours ×2', ours2.at(-1)!);
-        graphile.push(await graphileDrain(graphileUrl, P.drainMessages, P.graphileProcesses));
+        // Issue 13: one process at the defaults and the default log level must get faster too.
+        ours1Default.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: { LOG_LEVEL: 'info' } }));
+        show('ours ×1, defaults, LOG_LEVEL=info', ours1Default.at(-1)!);
+        graphile.push(await graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses));
         show('graphile-worker', graphile.at(-1)!);
-        pgBoss.push(await pgBossDrain(bossUrl, P.drainMessages, r));
+        pgBoss.push(await pgBossDrain(await freshPgBoss(), P.drainMessages, r));
         show('pg-boss', pgBoss.at(-1)!);
       }
-      const rep = (runs: Drain[]) => repeatOf(runs.map((d) => ({ perSecond: d.perSecond, drainSeconds: d.drainSeconds })));
-      const d = { ours1: rep(ours1), ours2: rep(ours2), graphile: rep(graphile), pgBoss: rep(pgBoss) };
-      const best = Math.max(d.ours1.median.perSecond, d.ours2.median.perSecond);
+      const d = { ours1: repeatOf(ours1), ours2: repeatOf(ours2), ours1Default: repeatOf(ours1Default), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
       results.drain = {
         ...d,
+        // The best-of-ours row is over our throughput settings (×1, ×2), as issue 13's target says;
+        // the defaults row has its own ratios.
         ratios: {
-          oursBestVsGraphile: round(best / d.graphile.median.perSecond, 3),
-          oursBestVsPgBoss: round(best / d.pgBoss.median.perSecond, 3),
-          oursBestVsBestPeer: round(best / Math.max(d.graphile.median.perSecond, d.pgBoss.median.perSecond), 3),
-          ours2VsOurs1: round(d.ours2.median.perSecond / d.ours1.median.perSecond, 3),
+          ...ratiosOf({ ours1: d.ours1.median.perSecond, ours2: d.ours2.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }),
+          ours1Default: ratiosOf({ x: d.ours1Default.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }).x!,
         },
       };
     });
 
+    await section('burst', async () => {
+      const runs: Record<string, Burst[]> = { ours1: [], ours2: [], ...Object.fromEntries(P.burstGraphileProcesses.map((n) => [`graphile${n}`, []])), pgBoss: [] };
+      const show = (who: string, b: Burst) => log(`   ${who}: ${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
+      for (let r = 0; r < P.runs; r++) {
+        runs.ours1!.push(await oursBurst(await freshOurs(), P.burstMessages, 1, OURS_THROUGHPUT));
+        show('ours ×1', runs.ours1!.at(-1)!);
+        runs.ours2!.push(await oursBurst(await freshOurs(), P.burstMessages, 2, OURS_THROUGHPUT));
+        show('ours ×2', runs.ours2!.at(-1)!);
+        for (const n of P.burstGraphileProcesses) {
+          runs[`graphile${n}`]!.push(await graphileBurst(await freshGraphile(), P.burstMessages, n));
+          show(`graphile-worker ×${n}`, runs[`graphile${n}`]!.at(-1)!);
+        }
+        runs.pgBoss!.push(await pgBossBurst(await freshPgBoss(), P.burstMessages));
+        show('pg-boss', runs.pgBoss!.at(-1)!);
+      }
+      const systems = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, repeatOf(v)]));
+      const med = (k: string) => systems[k]!.median.perSecond;
+      results.burst = {
+        messages: P.burstMessages,
+        systems,
+        ratios: ratiosOf(
+          { ours1: med('ours1'), ours2: med('ours2') },
+          Object.fromEntries(Object.keys(systems).filter((k) => !k.startsWith('ours')).map((k) => [k, med(k)])),
+        ),
+      };
+    });
+
     await section('latency', async () => {
-      const graphileUrl = await server.createDatabase('graphile_latency');
-      await setupGraphile(graphileUrl);
-      const bossUrl = await server.createDatabase('pgboss_latency');
-      await setupPgBoss(bossUrl);
       const ours: Lat[] = [];
       const graphile: Lat[] = [];
       const pgBoss: Lat[] = [];
@@ -208,9 +270,9 @@ async function main(): Promise<number> {
       for (let r = 0; r < P.runs; r++) {
         ours.push(await oursLatency(await freshOurs(), P.latencySamples));
         show('ours', ours.at(-1)!);
-        graphile.push(await graphileLatency(graphileUrl, P.latencySamples));
+        graphile.push(await graphileLatency(await freshGraphile(), P.latencySamples));
         show('graphile-worker', graphile.at(-1)!);
-        pgBoss.push(await pgBossLatency(bossUrl, P.pgBossLatencySamples));
+        pgBoss.push(await pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples));
         show('pg-boss', pgBoss.at(-1)!);
       }
       results.latency = { ours: repeatOf(ours), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
@@ -254,7 +316,7 @@ async function main(): Promise<number> {
             (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
             let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
             if (pgbench) {
-              const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
+              const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
               (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
               line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
             }
@@ -277,11 +339,11 @@ async function main(): Promise<number> {
           const notifyAfter: { tps: number; p99: number }[] = [];
           const c = P.outboxCostClients;
           for (let r = 0; r < P.runs; r++) {
-            const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true);
-            const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false);
+            const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
+            const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false, undefined, P.pgbenchTransactions);
             // Diagnostics: which part of the outbox costs what (the row, or the NOTIFY at COMMIT).
-            const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify');
-            const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'in-transaction');
+            const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify', P.pgbenchTransactions);
+            const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'in-transaction', P.pgbenchTransactions);
             withOutbox.push({ tps: w.tps, p99: w.p99 });
             withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
             noNotify.push({ tps: nn.tps, p99: nn.p99 });
@@ -314,7 +376,7 @@ async function main(): Promise<number> {
         for (let r = 0; r < P.runs; r++) {
           const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
           conflictRuns.push(c);
-          log(`   conflicts: ${c.rps} req/s, ${c.share409} % 409, ${c.created201} × 201, ${c.server5xx} × 5xx, ${c.other} other`);
+          log(`   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`);
         }
         results.conflicts = {
           connections: P.conflictConnections,
@@ -322,6 +384,7 @@ async function main(): Promise<number> {
             conflictRuns.map((c) => ({
               rps: c.rps, p99: c.p99, share409: c.share409, server5xx: c.server5xx, created201: c.created201,
               conflict409: c.conflict409, other: c.other, requests: c.requests,
+              rounds: c.rounds, bookingsKept: c.bookingsKept, maxWinnersPerRound: c.maxWinnersPerRound,
             })),
           ),
           expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
@@ -345,18 +408,6 @@ async function main(): Promise<number> {
   for (const t of results.targets) log(`   ${t.met === null ? '  ?' : t.met ? ' ok' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
   if (results.errors.length) log(`${results.errors.length} section(s) failed: ${results.errors.map((e) => e.section).join(', ')}`);
   return results.errors.length ? 1 : 0;
-}
-
-/** Medians of runs already taken (interleaved loops collect runs themselves). */
-function repeatOf<T extends Record<string, number>>(runs: T[]): Repeated<T> {
-  const keys = Object.keys(runs[0] ?? {}) as (keyof T)[];
-  const median = {} as T;
-  for (const k of keys) {
-    const s = runs.map((r) => r[k] as number).sort((a, b) => a - b);
-    const mid = Math.floor(s.length / 2);
-    median[k] = round(s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2, 3) as T[keyof T];
-  }
-  return { runs: runs.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)])) as T), median };
 }
 
 main().then(

@@ -22,9 +22,12 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
       met: value === null || value === undefined || !Number.isFinite(value) ? null : met(value),
     });
 
-  add('Drain throughput: our best / best peer', '≥ 1', r.drain?.ratios.oursBestVsBestPeer, (v) => v >= 1, '×');
+  // Issue 13's target is "best of 1 and 2 processes": the labelled best-of-ours row, beside which
+  // the report shows every configuration's own ratio.
+  add('Drain (backlog, --until-empty): best of ours ×1/×2 / best peer', '≥ 1', r.drain?.ratios.bestOfOurs?.bestPeer, (v) => v >= 1, '×');
+  add('Drain (idle workers, one burst): best of ours ×1/×2 / best peer', '≥ 1', r.burst?.ratios.bestOfOurs?.bestPeer, (v) => v >= 1, '×');
   add('Latency p50: ours / graphile-worker', '≤ 1', r.latency ? r.latency.ours.median.p50 / r.latency.graphile.median.p50 : null, (v) => v <= 1, '×');
-  add('Latency p99 (ours)', '< 10 ms', r.latency?.ours.median.p99, (v) => v < 10, ' ms');
+  add('Latency p99: ours / graphile-worker', '≤ 1', r.latency ? r.latency.ours.median.p99 / r.latency.graphile.median.p99 : null, (v) => v <= 1, '×');
   const at8 = r.api?.byConnections.find((c) => c.connections === 8);
   add('API / pgbench at 8 connections', '≥ 0.5', at8?.ratio ?? null, (v) => v >= 0.5, '×');
   add('Outbox cost to the booking transaction', '≤ 15 %', r.outboxCost?.costPercent ?? null, (v) => v <= 15, ' %');

@@ -1,16 +1,20 @@
-import type pg from 'pg';
-import type { EmbeddedPostgres } from '../../src/db/embedded.ts';
-import type { Supervised } from './processes.ts';
+import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
+import type { FaultKind, FaultOutcome } from './verdict.ts';
 
 /*
  * The fault schedule, drawn from the seed before the load starts (so the same --seed gives the
  * same faults at the same offsets), and the injector that carries it out against the running
- * processes. Faults may overlap: a worker may be killed while Postgres restarts; real outages do
- * not take turns either.
+ * processes. Faults on different targets may overlap (a worker may be killed while Postgres
+ * restarts; real outages do not take turns either), but never two on one target: a second kill of
+ * a process that is already down kills nothing and cuts the first outage short. A fault due while
+ * its target is still under another one waits for it.
+ *
+ * A fault counts only with evidence of its effect, observed by the injector: the killed pid's exit
+ * (by the signal sent), more than zero backends that actually ended, a postmaster start time that
+ * changed. One without (a kill with nothing running, no connection to terminate) is recorded with
+ * `evidence: null`, reported, and not counted (verdict.ts).
  */
-
-export type FaultKind = 'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers';
 
 export interface PlannedFault {
   kind: FaultKind;
@@ -19,14 +23,10 @@ export interface PlannedFault {
   /** How long the victim stays down (kills, outages, the restart's pause), ms. */
   downMs: number;
   /** Which worker (worker-kill). */
-  target?: number;
+  worker?: number;
 }
 
-export interface InjectedFault extends PlannedFault {
-  startedAt: number;
-  endedAt: number;
-  detail: string;
-}
+export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
 
 export interface ScheduleOptions {
   durationMs: number;
@@ -45,7 +45,7 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
   const seconds = d / 1000;
   const plan: PlannedFault[] = [];
   for (let i = 0; i < Math.max(4, Math.round(seconds / 15)); i++) {
-    plan.push({ kind: 'worker-kill', at: when(), downMs: rng.int(300, 3_000), target: rng.int(0, o.workers - 1) });
+    plan.push({ kind: 'worker-kill', at: when(), downMs: rng.int(300, 3_000), worker: rng.int(0, o.workers - 1) });
   }
   for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
     plan.push({ kind: 'api-kill', at: when(), downMs: rng.int(200, 2_000) });
@@ -60,26 +60,61 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
   return plan.sort((a, b) => a.at - b.at);
 }
 
+/** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
+export interface Killable {
+  kill(signal?: NodeJS.Signals): Promise<ExitObserved | null>;
+  start(): void;
+}
+
+/** Just what the injector asks of the admin pool. */
+export interface Queryable {
+  query<R extends Record<string, unknown> = any>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
+}
+
 export interface InjectorDeps {
-  workers: Supervised[];
-  api: Supervised;
-  smtp: Supervised;
-  postgres: EmbeddedPostgres;
-  admin: pg.Pool;
+  workers: Killable[];
+  api: Killable;
+  smtp: Killable;
+  postgres: { stop(): Promise<void>; start(): Promise<void> };
+  admin: Queryable;
   /** When each worker last reported a handler outcome (ms epoch): "busy" means recently. */
   lastWorkerActivity: number[];
   /** Resolves once the process answers again (API: /health; SMTP: its port). */
   waitApiUp(): Promise<void>;
   waitSmtpUp(): Promise<void>;
   log(line: string): void;
+  /** How long to wait for terminated backends to disappear from pg_stat_activity (default 3 s). */
+  backendGoneTimeoutMs?: number;
+  /** How long pg_terminate_backend waits for a worker connection to exist (default 10 s). */
+  connectionWaitMs?: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What a fault hits. pg_terminate_backend and a restart both act on the server: one at a time. */
+export function faultTarget(f: PlannedFault): string {
+  switch (f.kind) {
+    case 'worker-kill':
+      return `worker-${f.worker ?? 0}`;
+    case 'api-kill':
+      return 'api';
+    case 'smtp-outage':
+      return 'smtp';
+    case 'pg-restart':
+    case 'pg-terminate-workers':
+      return 'postgres';
+  }
+}
+
+const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
+  seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;
 
 export class FaultInjector {
   readonly done: InjectedFault[] = [];
   private running = new Set<Promise<void>>();
   private timers: NodeJS.Timeout[] = [];
+  /** Per target, the fault in progress (or queued last): the next one starts after it. */
+  private busy = new Map<string, Promise<void>>();
 
   constructor(private readonly d: InjectorDeps) {}
 
@@ -88,82 +123,131 @@ export class FaultInjector {
     for (const f of plan) {
       this.timers.push(
         setTimeout(() => {
-          const p = this.inject(f)
+          const target = faultTarget(f);
+          const due = Date.now();
+          const before = this.busy.get(target) ?? Promise.resolve();
+          const p: Promise<void> = before
+            .then(() => this.inject(f, target, Date.now() - due))
             .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
             .finally(() => this.running.delete(p));
+          this.busy.set(target, p);
           this.running.add(p);
         }, f.at),
       );
     }
   }
 
-  /** Waits for the faults in progress (and cancels any not yet started). */
+  /** Waits for the faults in progress or queued (and cancels any not yet due). */
   async settle(): Promise<void> {
     for (const t of this.timers) clearTimeout(t);
-    await Promise.all([...this.running]);
+    while (this.running.size) await Promise.all([...this.running]);
   }
 
   get lastFaultEndedAt(): number | undefined {
     return this.done.length ? Math.max(...this.done.map((f) => f.endedAt)) : undefined;
   }
 
-  private async inject(f: PlannedFault): Promise<void> {
+  private async inject(f: PlannedFault, target: string, waitedMs: number): Promise<void> {
     const startedAt = Date.now();
-    const detail = await this.run(f);
-    const fault: InjectedFault = { ...f, startedAt, endedAt: Date.now(), detail };
+    const { detail, evidence } = await this.run(f);
+    const fault: InjectedFault = { ...f, target, startedAt, endedAt: Date.now(), detail, evidence, waitedMs };
     this.done.push(fault);
-    this.d.log(`fault ${f.kind} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s): ${detail}`);
+    this.d.log(`fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waitedMs > 50 ? `, waited ${waitedMs} ms for the target` : ''}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`);
   }
 
-  private async run(f: PlannedFault): Promise<string> {
+  private async postmasterStart(): Promise<string | null> {
+    // The pool's connections died with the old server: the first attempts may fail.
+    for (let i = 0; i < 50; i++) {
+      try {
+        const { rows } = await this.d.admin.query<{ t: string }>('select pg_postmaster_start_time()::text as t');
+        return rows[0]?.t ?? null;
+      } catch {
+        await sleep(100);
+      }
+    }
+    return null;
+  }
+
+  private async run(f: PlannedFault): Promise<{ detail: string; evidence: string | null }> {
     const d = this.d;
     switch (f.kind) {
       case 'worker-kill': {
-        const i = f.target ?? 0;
+        const i = f.worker ?? 0;
         const w = d.workers[i]!;
         // Mid-handlers: wait (up to 3 s) until this worker has just finished a handler, i.e. it is
         // working through a batch and the next handlers are running.
         const deadline = Date.now() + 3_000;
         while (Date.now() - d.lastWorkerActivity[i]! > 150 && Date.now() < deadline) await sleep(20);
         const busy = Date.now() - d.lastWorkerActivity[i]! <= 150;
-        const pid = w.pid;
-        await w.kill('SIGKILL');
+        const seen = await w.kill('SIGKILL');
         await sleep(f.downMs);
         w.start();
-        return `SIGKILL worker ${i} (pid ${pid}) ${busy ? 'mid-handlers' : 'while idle'}, down ${f.downMs} ms`;
+        return {
+          detail: `SIGKILL worker ${i} (${seen ? `pid ${seen.pid}` : 'no process running'}) ${busy ? 'mid-handlers' : 'while idle'}, down ${f.downMs} ms`,
+          evidence: killEvidence(seen, 'SIGKILL'),
+        };
       }
       case 'api-kill': {
-        const pid = d.api.pid;
-        await d.api.kill('SIGKILL');
+        const seen = await d.api.kill('SIGKILL');
         await sleep(f.downMs);
         d.api.start();
         await d.waitApiUp();
-        return `SIGKILL API (pid ${pid}), down ${f.downMs} ms before restart`;
+        return { detail: `SIGKILL API (${seen ? `pid ${seen.pid}` : 'no process running'}), down ${f.downMs} ms before restart`, evidence: killEvidence(seen, 'SIGKILL') };
       }
       case 'smtp-outage': {
-        await d.smtp.kill('SIGKILL');
+        const seen = await d.smtp.kill('SIGKILL');
         await sleep(f.downMs);
         d.smtp.start();
         await d.waitSmtpUp();
-        return `SMTP server killed, restarted after ${f.downMs} ms`;
+        return { detail: `SMTP server killed (${seen ? `pid ${seen.pid}` : 'no process running'}), restarted after ${f.downMs} ms`, evidence: killEvidence(seen, 'SIGKILL') };
       }
       case 'pg-restart': {
+        const before = await this.postmasterStart();
         const t0 = Date.now();
         await d.postgres.stop(); // fast shutdown: SIGINT to the postmaster
         const stopped = Date.now() - t0;
         await sleep(f.downMs);
         await d.postgres.start();
-        return `Postgres fast shutdown (${stopped} ms) and start; down ${Date.now() - t0} ms in all`;
+        const after = await this.postmasterStart();
+        const changed = before !== null && after !== null && before !== after;
+        return {
+          detail: `Postgres fast shutdown (${stopped} ms) and start; down ${Date.now() - t0} ms in all; postmaster started ${before} → ${after}`,
+          evidence: changed ? `pg_postmaster_start_time() ${before} → ${after}` : null,
+        };
       }
       case 'pg-terminate-workers': {
-        const { rows } = await d.admin.query<{ n: number; names: string | null }>(
-          `select count(*)::int as n, string_agg(distinct application_name, ',') as names
-             from (select application_name, pg_terminate_backend(pid) as ok
-                     from pg_stat_activity
-                    where application_name like 'stayhub-worker%' and pid <> pg_backend_pid()) t
-            where ok`,
+        // Right after a restart or a worker kill there may be no worker connection yet: wait
+        // (bounded) for one, so the fault severs live connections rather than nothing.
+        const until = Date.now() + (d.connectionWaitMs ?? 10_000);
+        for (;;) {
+          const { rows: live } = await d.admin
+            .query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where application_name like 'stayhub-worker%'`)
+            .catch(() => ({ rows: [{ n: 0 }] }));
+          if ((live[0]?.n ?? 0) > 0 || Date.now() > until) break;
+          await sleep(100);
+        }
+        const { rows } = await d.admin.query<{ pid: number; name: string }>(
+          // Materialized first, so pg_terminate_backend is only ever called on the workers' backends.
+          `with w as materialized (
+             select pid, application_name from pg_stat_activity
+              where application_name like 'stayhub-worker%' and pid <> pg_backend_pid())
+           select pid, application_name as name from w where pg_terminate_backend(pid)`,
         );
-        return `pg_terminate_backend on ${rows[0]?.n ?? 0} worker connection(s) (${rows[0]?.names ?? 'none'})`;
+        // pg_terminate_backend only sends the signal: count the backends that are really gone.
+        const pids = rows.map((r) => r.pid);
+        let left = pids;
+        const deadline = Date.now() + (d.backendGoneTimeoutMs ?? 3_000);
+        while (left.length && Date.now() < deadline) {
+          const { rows: alive } = await d.admin.query<{ pid: number }>('select pid from pg_stat_activity where pid = any($1::int[])', [left]);
+          left = alive.map((r) => r.pid);
+          if (left.length) await sleep(50);
+        }
+        const ended = pids.length - left.length;
+        const names = [...new Set(rows.map((r) => r.name))].join(',') || 'none';
+        return {
+          detail: `pg_terminate_backend on ${pids.length} worker connection(s) (${names}); ${ended} ended`,
+          evidence: ended > 0 ? `${ended} backend(s) ended: pids ${pids.filter((p) => !left.includes(p)).join(', ')}` : null,
+        };
       }
     }
   }

@@ -24,6 +24,13 @@ export interface ChildSpec {
   onLine?: (line: string) => void;
 }
 
+/** A process exit the supervisor saw with its own eyes (the child's 'exit' event). */
+export interface ExitObserved {
+  pid: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 export class Supervised {
   private child?: ChildProcess;
   private log: WriteStream;
@@ -79,21 +86,27 @@ export class Supervised {
     });
   }
 
-  /** Sends `signal` and waits for the exit (SIGKILL after `timeoutMs`). The process stays down. */
-  async kill(signal: NodeJS.Signals = 'SIGKILL', timeoutMs = 10_000): Promise<void> {
+  /**
+   * Sends `signal` and waits for the exit (SIGKILL after `timeoutMs`). The process stays down.
+   * Resolves with the exit it observed, or null when there was no running process to signal: a
+   * fault that killed nothing must not be counted as one.
+   */
+  async kill(signal: NodeJS.Signals = 'SIGKILL', timeoutMs = 10_000): Promise<ExitObserved | null> {
     clearTimeout(this.restartTimer);
     const child = this.child;
     this.planned = true;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null;
+    const pid = child.pid!;
+    const exited = new Promise<ExitObserved>((resolve) => child.once('exit', (code, sig) => resolve({ pid, code, signal: sig })));
     try {
-      child.kill(signal);
+      if (!child.kill(signal)) return null;
     } catch {
-      return;
+      return null;
     }
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    await exited;
+    const seen = await exited;
     clearTimeout(timer);
+    return seen;
   }
 
   /** Final stop: SIGTERM (graceful), then no restart ever. */

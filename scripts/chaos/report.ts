@@ -20,13 +20,15 @@ export function renderMarkdown(r: ChaosResults): string {
     `| booking attempts / 409 dates_unavailable / overlap storms | ${f.load.bookingAttempts} / ${f.load.conflicts409} / ${f.load.overlapStorms} |`,
     `| requests sent (incl. client retries) / retries / gave up | ${f.requests} / ${f.clientRetries} / ${f.load.gaveUp} |`,
     `| double submits (same Idempotency-Key twice at once) / answers replayed | ${f.load.doubleSubmits} / ${f.load.replays} |`,
-    `| faults: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} (${f.workerKillsMidHandlers}) |`,
-    `| faults: API SIGKILL | ${f.faults['api-kill']} |`,
-    `| faults: SMTP server down | ${f.faults['smtp-outage']} |`,
-    `| faults: Postgres restart (fast shutdown) | ${f.faults['pg-restart']} |`,
-    `| faults: pg_terminate_backend on worker connections | ${f.faults['pg-terminate-workers']} |`,
+    `| faults with evidence / planned: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} / ${f.faultsPlanned['worker-kill']} (${f.workerKillsMidHandlers}) |`,
+    `| faults with evidence / planned: API SIGKILL | ${f.faults['api-kill']} / ${f.faultsPlanned['api-kill']} |`,
+    `| faults with evidence / planned: SMTP server down | ${f.faults['smtp-outage']} / ${f.faultsPlanned['smtp-outage']} |`,
+    `| faults with evidence / planned: Postgres restart (postmaster start time changed) | ${f.faults['pg-restart']} / ${f.faultsPlanned['pg-restart']} |`,
+    `| faults with evidence / planned: pg_terminate_backend on worker connections (backends ended) | ${f.faults['pg-terminate-workers']} / ${f.faultsPlanned['pg-terminate-workers']} |`,
+    `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
     `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
-    `| emails expected / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
+    `| emails expected (Message-ID, recipient) / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
+    `| emails to a wrong recipient | ${m.wrongRecipient} |`,
     `| duplicates delivered (extra copies; messages affected) | ${m.duplicates} (${m.duplicatedMessages}) |`,
     `| emails about nothing (unexpected Message-IDs) | ${m.unexpected} |`,
     `| DEAD messages (all to the ${r.settings.bounceRecipients} 550 recipients) | ${f.outbox.dead} |`,
@@ -36,7 +38,12 @@ export function renderMarkdown(r: ChaosResults): string {
     `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s (at +${f.maxOldestPendingAtSeconds ?? '?'} s) |`,
     `| max PENDING messages | ${f.maxPending} |`,
   ];
-  lines.push('', `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}`).join(', ')}.`);
+  const mn = r.minimums;
+  lines.push(
+    '',
+    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(mn.faults).map(([k, n]) => `${k} ${n}`).join(', ')}; no client gave up.`,
+  );
+  lines.push('', `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`);
   if (f.slowestMessages.length) {
     lines.push('', 'Slowest messages (commit to DONE/DEAD):');
     for (const m of f.slowestMessages) lines.push(`- ${m.topic} ${m.status} after ${m.seconds} s, ${m.attempts} attempts${m.lastError ? `; last error: ${m.lastError.slice(0, 160)}` : ''}`);

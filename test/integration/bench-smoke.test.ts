@@ -8,8 +8,10 @@ import { afterAll, describe, expect, it } from 'vitest';
  * `npm run bench -- --smoke`: every measurement of the benchmark once, on tiny inputs, against its
  * own embedded PostgreSQL (not the test server: the bench needs default settings, fsync on).
  * What is asserted is that every figure comes out (a broken section, a renamed column, a peer
- * upgrade that changes an API all fail here), not how fast anything is: smoke inputs are too
- * small for the numbers to mean anything.
+ * upgrade that changes an API all fail here) and what holds under any load: never how fast
+ * anything is, nor anything that needs a request to finish within some time (the smoke's HTTP and
+ * pgbench runs are fixed request counts, not durations, so a busy machine makes them slower, not
+ * empty). Smoke inputs are too small for the numbers to mean anything.
  */
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -19,11 +21,11 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 const finitePositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
 
 describe('npm run bench -- --smoke', () => {
-  it('runs every measurement and writes every figure', { timeout: 240_000 }, () => {
+  it('runs every measurement and writes every figure', { timeout: 600_000 }, () => {
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench/run.ts', '--smoke', '--out', out], {
       cwd: root,
       encoding: 'utf8',
-      timeout: 230_000,
+      timeout: 590_000, // a hang, not slowness: on a loaded machine the smoke takes minutes
     });
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
 
@@ -33,14 +35,31 @@ describe('npm run bench -- --smoke', () => {
     expect(r.machine.cores).toBeGreaterThan(0);
     expect(r.postgresSettings.fsync).toBe('on');
     expect(r.postgresSettings.synchronous_commit).toBe('on');
-
-    for (const system of ['ours1', 'ours2', 'graphile', 'pgBoss']) {
-      expect(finitePositive(r.drain[system].median.perSecond), `drain ${system}`).toBe(true);
+    // Traceable: the commit measured, and the load before each section (flagged above the cores).
+    expect(r.code.commit).toMatch(/^[0-9a-f]{40}$/);
+    expect(typeof r.code.dirty).toBe('boolean');
+    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'api']) {
+      expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
     }
+
+    for (const system of ['ours1', 'ours2', 'ours1Default', 'graphile', 'pgBoss']) {
+      expect(finitePositive(r.drain[system].median.perSecond), `drain ${system}`).toBe(true);
+      expect(r.drain[system].min.perSecond).toBeLessThanOrEqual(r.drain[system].max.perSecond);
+    }
+    // Every configuration of ours against every peer, and the labelled best of ours.
+    for (const mine of ['ours1', 'ours2', 'ours1Default', 'bestOfOurs']) {
+      for (const peer of ['graphile', 'pgBoss', 'bestPeer']) expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
+    }
+    // Idle workers hit by one committed burst: every system measured, and compared.
+    expect(Object.keys(r.burst.systems).sort()).toEqual(['graphile1', 'ours1', 'ours2', 'pgBoss']);
+    for (const [system, rep] of Object.entries(r.burst.systems) as [string, { median: { perSecond: number } }][]) {
+      expect(finitePositive(rep.median.perSecond), `burst ${system}`).toBe(true);
+    }
+    expect(finitePositive(r.burst.ratios.bestOfOurs.bestPeer)).toBe(true);
     for (const system of ['ours', 'graphile', 'pgBoss']) {
       for (const k of ['p50', 'p99', 'max']) expect(finitePositive(r.latency[system].median[k]), `latency ${system} ${k}`).toBe(true);
     }
-    for (const processes of ['1', '2', '4']) {
+    for (const processes of ['1', '4']) {
       expect(finitePositive(r.io.byProcesses[processes].median.perSecond), `io ×${processes}`).toBe(true);
     }
     expect(finitePositive(r.claim.runs.median.emptyMs)).toBe(true);
@@ -52,11 +71,17 @@ describe('npm run bench -- --smoke', () => {
     for (const c of r.api.byConnections) expect(finitePositive(c.api.median.rps), `API at ${c.connections}`).toBe(true);
     expect(r.api.non201).toBe(0); // every stay asked for was free
 
-    // Contention: one winner per round, clean 409s for the rest, never a 5xx.
-    expect(r.conflicts.runs.median.created201).toBeGreaterThanOrEqual(1);
-    expect(r.conflicts.runs.median.share409).toBeGreaterThan(50);
-    expect(r.conflicts.runs.median.server5xx).toBe(0);
-    expect(r.conflicts.runs.median.other).toBe(0);
+    // Contention, what holds under any load: never two winners for one round's dates, every 201
+    // a booking the database kept, every other answer a clean 409, never a 5xx. (Not "one 201
+    // per round": on a busy machine a round can end with no winner, and that is no bug.)
+    for (const c of r.conflicts.runs.runs) {
+      expect(c.maxWinnersPerRound).toBeLessThanOrEqual(1);
+      expect(c.created201).toBeLessThanOrEqual(c.rounds);
+      expect(c.created201).toBe(c.bookingsKept);
+      expect(c.created201 + c.conflict409).toBe(c.requests);
+      expect(c.server5xx).toBe(0);
+      expect(c.other).toBe(0);
+    }
 
     if (r.versions.pgbench) {
       for (const c of r.api.byConnections) {
@@ -70,10 +95,10 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    expect(r.targets).toHaveLength(8);
+    expect(r.targets).toHaveLength(9);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
-    for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts']) {
+    for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 1b. Idle workers', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts']) {
       expect(md).toContain(heading);
     }
   });

@@ -7,16 +7,22 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ChaosResults } from '../../scripts/chaos/run.ts';
 
 /*
- * The short chaos variant, as CI runs it (`npm test` in .ci/run): `npm run chaos` for 45 s of load
- * with a fixed seed (CHAOS_SEED overrides it), as a separate process with its own embedded
- * Postgres, API, two workers and SMTP server. It passes only if the run's invariants all held;
- * a failure prints the run's own report (violations, seed to reproduce).
+ * The short chaos variant, as CI runs it (`npm test` in .ci/run): `npm run chaos` for 20 s of load
+ * with a fixed seed (CHAOS_SEED / CHAOS_DURATION override them), as a separate process with its
+ * own embedded Postgres, API, two workers and SMTP server. It passes only if the run's verdict
+ * passed; a failure prints the run's own report (violations, seed to reproduce).
+ *
+ * Why 20 s: the shortest load that still injects every fault kind with evidence (4 worker kills,
+ * an API kill, an SMTP outage, a Postgres restart, 2 pg_terminate_backend, one target at a time)
+ * and makes well over the verdict's minimum of bookings (≥ 10; 38 made on a 2-core machine at
+ * load 16). The verdict itself fails a run below its minimums (scripts/chaos/verdict.ts), so a
+ * run too short or too slowed down to judge is red, not vacuously green.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const out = mkdtempSync(path.join(os.tmpdir(), 'stayhub-chaos-short-'));
 const seed = process.env.CHAOS_SEED ?? '20261130';
-const duration = process.env.CHAOS_DURATION ?? '45';
+const duration = process.env.CHAOS_DURATION ?? '20';
 
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
@@ -45,19 +51,20 @@ describe('chaos (short variant)', () => {
       const report = readFileSync(path.join(out, 'chaos-results.md'), 'utf8');
 
       for (const check of r.checks) expect(check.ok, `${check.name}\n\n${report}`).toBe(true);
+      expect(r.ok, report).toBe(true);
       expect(code, report).toBe(0);
 
-      // The run did what it claims: real load, every kind of fault, mail actually flowing.
-      expect(r.figures.bookingsMade).toBeGreaterThan(20);
-      expect(r.figures.bookingsInDatabase.cancelled).toBeGreaterThan(0);
+      // The verdict's own floor was in force (it is what makes an empty run FAIL)…
+      expect(r.checks.map((c) => c.name)).toContainEqual(expect.stringMatching(/^the run had something to judge/));
+      expect(r.figures.bookingsInDatabase.total).toBeGreaterThanOrEqual(r.minimums.bookings);
+      // …and the run exercised what it claims: every fault kind with evidence, conflicts,
+      // double submits, 451s retried and the 550 recipients' messages dead-lettered.
+      for (const [kind, n] of Object.entries(r.figures.faults)) expect(n, `faults of kind ${kind} with evidence`).toBeGreaterThan(0);
       expect(r.figures.load.conflicts409).toBeGreaterThan(0);
-      expect(r.figures.load.replays).toBeGreaterThan(0); // Idempotency-Key replays happened, and agreed
-      for (const [kind, n] of Object.entries(r.figures.faults)) expect(n, `faults of kind ${kind}`).toBeGreaterThan(0);
-      expect(r.figures.faults['worker-kill']).toBeGreaterThanOrEqual(3);
-      expect(r.figures.mail.delivered).toBeGreaterThan(r.figures.bookingsMade);
-      expect(r.figures.mail.lost).toBe(0);
+      expect(r.figures.load.doubleSubmits).toBeGreaterThan(0);
+      expect(r.figures.mail.delivered).toBe(r.figures.mail.expected);
       expect(r.figures.mail.refused451).toBeGreaterThan(0);
-      expect(r.figures.outbox.dead).toBeGreaterThan(0); // the 550 recipients' messages
+      expect(r.figures.outbox.dead).toBeGreaterThan(0);
     },
     300_000,
   );

@@ -38,6 +38,12 @@ export async function runPgbench(opts: {
   script: string;
   clients: number;
   seconds: number;
+  /**
+   * A fixed number of transactions per client (`-t`) instead of a duration: the smoke run uses it,
+   * so pgbench finishes with transactions however loaded the machine is (with `-T 2`, 32 clients
+   * still connecting on a busy machine completed none).
+   */
+  transactionsPerClient?: number;
   vars: Record<string, number>;
 }): Promise<PgbenchRun> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-pgbench-'));
@@ -51,7 +57,7 @@ export async function runPgbench(opts: {
       '-M', 'extended',
       '-c', String(opts.clients),
       '-j', String(Math.min(opts.clients, 2)),
-      '-T', String(opts.seconds),
+      ...(opts.transactionsPerClient ? ['-t', String(opts.transactionsPerClient)] : ['-T', String(opts.seconds)]),
       '-f', scriptFile,
       '-l', `--log-prefix=${path.join(dir, 'log')}`,
       '-D', `clients=${opts.clients}`,

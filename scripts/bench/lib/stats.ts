@@ -17,23 +17,53 @@ export function percentile(values: number[], p: number): number {
 
 export const round = (n: number, digits = 2) => (Number.isFinite(n) ? Number(n.toFixed(digits)) : n);
 
-/** A measurement repeated `runs` times: every run's value plus the median the report uses. */
+/** A measurement repeated `runs` times: every run's value, the median the report uses, and the spread. */
 export interface Repeated<T extends Record<string, number>> {
   runs: T[];
   median: T;
+  min: T;
+  max: T;
+}
+
+/** Median, min and max of each numeric field of runs already taken (interleaved loops collect their own). */
+export function repeatOf<T extends Record<string, number>>(runs: T[]): Repeated<T> {
+  const keys = Object.keys(runs[0] ?? {}) as (keyof T)[];
+  const med = {} as T;
+  const min = {} as T;
+  const max = {} as T;
+  for (const k of keys) {
+    const values = runs.map((r) => r[k] as number);
+    med[k] = round(median(values), 3) as T[keyof T];
+    min[k] = round(Math.min(...values), 3) as T[keyof T];
+    max[k] = round(Math.max(...values), 3) as T[keyof T];
+  }
+  return { runs: runs.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)])) as T), median: med, min, max };
 }
 
 /** Runs `measure` n times in sequence and takes the median of each numeric field separately. */
 export async function repeat<T extends Record<string, number>>(n: number, measure: (run: number) => Promise<T>): Promise<Repeated<T>> {
   const runs: T[] = [];
   for (let i = 0; i < n; i++) runs.push(await measure(i));
-  const keys = Object.keys(runs[0] ?? {}) as (keyof T)[];
-  const med = {} as T;
-  for (const k of keys) med[k] = round(median(runs.map((r) => r[k] as number)), 3) as T[keyof T];
-  return { runs, median: med };
+  return repeatOf(runs);
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Milliseconds since `start` (a process.hrtime.bigint() value). */
 export const msSince = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
+
+/** Each of our configurations (rows) against each peer (columns), median over median. */
+export type Ratios = Record<string, Record<string, number>>;
+
+/**
+ * Every configuration of ours against every peer and against the best peer, never only the best
+ * of ours picked after the fact; the best of ours is a row of its own, labelled `bestOfOurs`.
+ */
+export function ratiosOf(ours: Record<string, number>, peers: Record<string, number>): Ratios {
+  const bestPeer = Math.max(...Object.values(peers));
+  const row = (v: number) => ({ ...Object.fromEntries(Object.entries(peers).map(([k, p]) => [k, round(v / p, 3)])), bestPeer: round(v / bestPeer, 3) });
+  return {
+    ...Object.fromEntries(Object.entries(ours).map(([k, v]) => [k, row(v)])),
+    bestOfOurs: row(Math.max(...Object.values(ours))),
+  };
+}

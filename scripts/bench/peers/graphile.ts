@@ -3,13 +3,15 @@ import pg from 'pg';
 import { Logger, run, runMigrations } from 'graphile-worker';
 import { LatencyProbe } from '../lib/latency.ts';
 import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
-import { markDir, nowMs } from '../lib/marks.ts';
+import { markDir } from '../lib/marks.ts';
+import { PENDING, watchSettled } from '../lib/settled.ts';
 
 /**
  * graphile-worker, measured the way its authors measure it (graphile/worker perfTest/run.js):
  * jobs are added before the clock starts, then PARALLELISM `graphile-worker --once` processes
  * drain them. perfTest subtracts a separately timed start-up; we start the clock at the first job
- * any process handles instead (lib/marks.ts), the same rule as for our worker. Settings:
+ * any process handles instead (lib/marks.ts) and stop it when no job is left (lib/settled.ts),
+ * the same rules as for every system. Settings:
  * peers/graphile.config.cjs (perfTest's graphile.config.js).
  */
 
@@ -50,13 +52,18 @@ export async function graphileDrain(url: string, jobs: number, parallel: number)
   );
   await query(url, 'analyze graphile_worker._private_jobs');
   const marks = markDir();
+  const watch = watchSettled(url, PENDING.graphile);
   try {
-    assertOk('graphile-worker --once', await onceProcesses(url, parallel, marks.dir));
-    const drainMs = nowMs() - marks.earliest();
+    const exits = onceProcesses(url, parallel, marks.dir);
+    // The same end as every system's: nothing pending (lib/settled.ts), not the processes' exit.
+    const settledAt = await Promise.race([watch.settled, exits.then((r) => (assertOk('graphile-worker --once', r), watch.settled))]);
+    assertOk('graphile-worker --once', await exits);
+    const drainMs = settledAt - marks.earliest();
     const left = await query<{ n: number }>(url, 'select count(*)::int as n from graphile_worker._private_jobs');
     if (left.rows[0]!.n !== 0) throw new Error(`graphile-worker left ${left.rows[0]!.n} jobs behind`);
     return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
+    await watch.stop();
     marks.cleanup();
   }
 }

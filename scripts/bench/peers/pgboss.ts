@@ -2,7 +2,7 @@ import PgBoss from 'pg-boss';
 import pg from 'pg';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
-import { sleep } from '../lib/stats.ts';
+import { PENDING, watchSettled } from '../lib/settled.ts';
 
 /**
  * pg-boss set up for throughput: work() fetching large batches (BATCH jobs per fetch, completed
@@ -35,28 +35,20 @@ export async function pgBossDrain(url: string, jobs: number, run: number) {
   }
   const check = new pg.Client({ connectionString: url });
   await check.connect();
+  await check.query('analyze pgboss.job');
+  await check.end();
+  const watch = watchSettled(url, PENDING.pgBoss, [name]);
   try {
-    await check.query('analyze pgboss.job');
-    let handled = 0;
     let firstMs: number | undefined; // the same start rule as the other systems (lib/marks.ts)
-    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async (batch) => {
+    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async () => {
       firstMs ??= nowMs();
-      handled += batch.length;
     });
-    while (handled < jobs) await sleep(5);
-    // The clock stops when the last batch is completed in the database, not when it is handed over.
-    for (;;) {
-      const { rows } = await check.query(
-        `select count(*)::int as n from pgboss.job where name = $1 and state <> 'completed'`,
-        [name],
-      );
-      if (rows[0].n === 0) break;
-      await sleep(5);
-    }
-    const drainMs = nowMs() - firstMs!;
+    // The clock stops when nothing of the queue is left unsettled (lib/settled.ts), as for every system.
+    const settledAt = await watch.settled;
+    const drainMs = settledAt - firstMs!;
     return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
-    await check.end();
+    await watch.stop();
     await boss.stop({ graceful: false, wait: true });
   }
 }

@@ -1,0 +1,153 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import PgBoss from 'pg-boss';
+import { nowMs } from './lib/marks.ts';
+import { nodeTsx, ROOT, stopChild } from './lib/proc.ts';
+import { PENDING, watchSettled } from './lib/settled.ts';
+import { sleep } from './lib/stats.ts';
+import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS } from './peers/pgboss.ts';
+
+/**
+ * Long-running idle workers hit by a burst: the state an outbox worker spends its life in.
+ * Every system is started in its long-running mode and left idle (connected, listening or
+ * polling, a warm-up batch handled), then `count` no-op messages are committed in ONE statement,
+ * and the clock runs from that COMMIT to the moment nothing is pending (lib/settled.ts, the same
+ * observer for every system). Each run gets a fresh database.
+ *
+ *   ours            scripts/bench/bench-worker.ts (src/worker/drain-outbox.ts) with no mode flag,
+ *                   1 or 2 processes, LISTEN/NOTIFY; the wake-up sent after COMMIT as enqueue does
+ *   graphile-worker its CLI without --once, 1 or 2 processes, perfTest settings
+ *   pg-boss         work() in this process, batch 5,000, polling every 0.5 s (no LISTEN)
+ */
+
+export type Burst = { perSecond: number; seconds: number };
+
+/** Waits until `n` sessions of this database sit on LISTEN (the worker is up and idle). */
+async function waitListening(url: string, n: number, procs: ChildProcess[], timeoutMs = 60_000): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      for (const p of procs) if (p.exitCode !== null) throw new Error(`a worker exited (${p.exitCode}) before it was idle`);
+      const { rows } = await c.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity where datname = current_database() and query ilike 'listen%'`,
+      );
+      if (rows[0]!.n >= n) return;
+      if (Date.now() > deadline) throw new Error(`${rows[0]!.n} of ${n} workers listening after ${timeoutMs} ms`);
+      await sleep(50);
+    }
+  } finally {
+    await c.end();
+  }
+}
+
+/** Commits `insertSql` (one statement) and times from COMMIT until nothing is pending. */
+async function timeBurst(
+  url: string,
+  count: number,
+  pending: { sql: string; values?: unknown[] },
+  insert: (c: pg.Client) => Promise<void>,
+  afterCommit?: (c: pg.Client) => Promise<void>,
+): Promise<Burst> {
+  const c = new pg.Client({ connectionString: url, application_name: 'bench-burst-producer' });
+  await c.connect();
+  let committed!: (t: number) => void;
+  const commitAt = new Promise<number>((r) => (committed = r));
+  const watch = watchSettled(url, pending.sql, pending.values ?? [], { after: commitAt });
+  try {
+    await c.query('begin');
+    await insert(c);
+    const t0 = nowMs();
+    await c.query('commit');
+    await afterCommit?.(c);
+    committed(t0);
+    const seconds = ((await watch.settled) - t0) / 1000;
+    return { perSecond: count / seconds, seconds };
+  } finally {
+    committed(0);
+    await watch.stop();
+    await c.end();
+  }
+}
+
+/** A warm-up batch, handled to the end: connections open, code paths compiled, then idle. */
+async function warmUp(url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
+  await timeBurst(url, 1, pending, insert);
+  await sleep(1_000);
+}
+
+const oursInsert = (n: number) => async (c: pg.Client) => {
+  await c.query(
+    `insert into outbox (topic, key, payload) select 'bench.noop', gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
+    [n],
+  );
+};
+const oursNotify = async (c: pg.Client) => void (await c.query(`select pg_notify('outbox', 'bench.noop')`));
+
+export async function oursBurst(url: string, count: number, processes: number, env: Record<string, string>): Promise<Burst> {
+  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts');
+  const procs = Array.from({ length: processes }, () =>
+    spawn(cmd, args, {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail'), ...env },
+      stdio: 'ignore',
+    }),
+  );
+  try {
+    await waitListening(url, processes, procs);
+    await warmUp(url, { sql: PENDING.ours }, oursInsert(100));
+    return await timeBurst(url, count, { sql: PENDING.ours }, oursInsert(count), oursNotify);
+  } finally {
+    await Promise.all(procs.map((p) => stopChild(p)));
+  }
+}
+
+const graphileInsert = (n: number) => async (c: pg.Client) => {
+  await c.query(
+    `select graphile_worker.add_jobs(array(
+       select row('noop', json_build_object('i', i), null, null, null, null, null, null)::graphile_worker.job_spec
+         from generate_series(1, $1::int) i))`,
+    [n],
+  );
+};
+
+export async function graphileBurst(url: string, count: number, processes: number): Promise<Burst> {
+  const cli = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
+  const config = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
+  const procs = Array.from({ length: processes }, () =>
+    spawn(process.execPath, [cli, '--config', config, '-c', url], { cwd: ROOT, env: { ...process.env, NO_LOG_SUCCESS: '1' }, stdio: 'ignore' }),
+  );
+  try {
+    await waitListening(url, processes, procs);
+    await warmUp(url, { sql: PENDING.graphile }, graphileInsert(100));
+    return await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+  } finally {
+    await Promise.all(procs.map((p) => stopChild(p)));
+  }
+}
+
+export async function pgBossBurst(url: string, count: number): Promise<Burst> {
+  const boss = new PgBoss({ connectionString: url, max: 10, supervise: false, schedule: false });
+  boss.on('error', (err) => console.error('pg-boss error:', err));
+  await boss.start();
+  const name = `burst_${Date.now()}`;
+  await boss.createQueue(name);
+  // pg-boss's own insert(), run on the burst's transaction through its `db` option: one statement.
+  const insert = (n: number) => async (c: pg.Client) => {
+    await boss.insert(
+      Array.from({ length: n }, (_, i) => ({ name, data: { i } })),
+      { db: { executeSql: (text, values) => c.query(text, values) } },
+    );
+  };
+  const pending = { sql: PENDING.pgBoss, values: [name] };
+  try {
+    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async () => {});
+    await warmUp(url, pending, insert(100));
+    return await timeBurst(url, count, pending, insert(count));
+  } finally {
+    await boss.stop({ graceful: false, wait: true });
+  }
+}

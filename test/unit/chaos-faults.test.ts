@@ -1,0 +1,184 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FaultInjector, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
+import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
+
+/*
+ * The fault injector counts a fault only with evidence of its effect, and never runs two faults
+ * on one target at once. Fed fakes whose effect the test decides; the supervisor's kill is
+ * checked on a real child process.
+ */
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-chaos-faults-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A process that is running (kill observes its exit by SIGKILL) or not (kill finds nothing). */
+function fakeProcess(running: boolean): Killable & { kills: number; intervals: [number, number][] } {
+  let downSince = 0;
+  let pid = 100;
+  const p = {
+    kills: 0,
+    intervals: [] as [number, number][],
+    async kill(): Promise<ExitObserved | null> {
+      p.kills++;
+      if (!running) return null;
+      running = false;
+      downSince = Date.now();
+      return { pid: pid++, code: null, signal: 'SIGKILL' };
+    },
+    start() {
+      if (!running) p.intervals.push([downSince, Date.now()]);
+      running = true;
+    },
+  };
+  return p;
+}
+
+function deps(over: Partial<InjectorDeps> = {}): InjectorDeps & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    workers: [fakeProcess(true), fakeProcess(true)],
+    api: fakeProcess(true),
+    smtp: fakeProcess(true),
+    postgres: { stop: async () => {}, start: async () => {} },
+    admin: { query: async () => ({ rows: [] }) },
+    lastWorkerActivity: [Date.now() + 60_000, Date.now() + 60_000], // "busy": no wait before a kill
+    waitApiUp: async () => {},
+    waitSmtpUp: async () => {},
+    log: (l) => lines.push(l),
+    backendGoneTimeoutMs: 200,
+    connectionWaitMs: 200,
+    lines,
+    ...over,
+  };
+}
+
+async function inject(d: InjectorDeps, plan: PlannedFault[]) {
+  const injector = new FaultInjector(d);
+  injector.start(plan);
+  await new Promise((r) => setTimeout(r, Math.max(...plan.map((f) => f.at)) + 20));
+  await injector.settle();
+  return injector.done;
+}
+
+describe('fault evidence', () => {
+  it('a kill that found a running process counts; one that found nothing does not', async () => {
+    const d = deps({ workers: [fakeProcess(true), fakeProcess(false)] });
+    const done = await inject(d, [
+      { kind: 'worker-kill', at: 0, downMs: 10, worker: 0 },
+      { kind: 'worker-kill', at: 0, downMs: 10, worker: 1 },
+    ]);
+    const byWorker = Object.fromEntries(done.map((f) => [f.target, f.evidence]));
+    expect(byWorker['worker-0']).toMatch(/exited by SIGKILL/);
+    expect(byWorker['worker-1']).toBeNull();
+    expect(d.lines.some((l) => l.includes('NO EFFECT SEEN'))).toBe(true);
+  });
+
+  it('pg_terminate_backend counts only backends that really ended, and only when there was one', async () => {
+    const none = await inject(deps(), [{ kind: 'pg-terminate-workers', at: 0, downMs: 0 }]);
+    expect(none[0]!.evidence).toBeNull();
+
+    let polls = 0;
+    const admin = {
+      query: async (text: string) => {
+        if (text.includes('pg_terminate_backend')) return { rows: [{ pid: 11, name: 'stayhub-worker' }, { pid: 12, name: 'stayhub-worker-listen' }] };
+        // The first poll still sees 12 (the signal was sent, the backend not yet gone).
+        return { rows: polls++ === 0 ? [{ pid: 12 }] : [] };
+      },
+    };
+    const ended = await inject(deps({ admin: admin as never }), [{ kind: 'pg-terminate-workers', at: 0, downMs: 0 }]);
+    expect(ended[0]!.evidence).toMatch(/2 backend\(s\) ended/);
+
+    const stuck = { query: async (text: string) => ({ rows: text.includes('pg_terminate_backend') ? [{ pid: 13, name: 'stayhub-worker' }] : [{ pid: 13 }] }) };
+    const notEnded = await inject(deps({ admin: stuck as never }), [{ kind: 'pg-terminate-workers', at: 0, downMs: 0 }]);
+    expect(notEnded[0]!.evidence).toBeNull();
+  });
+
+  it('a Postgres restart counts only when pg_postmaster_start_time() changed', async () => {
+    const startTime = (changes: boolean) => {
+      let t = 0;
+      return {
+        postgres: { stop: async () => {}, start: async () => void (changes && t++) },
+        admin: { query: async () => ({ rows: [{ t: `2026-11-30 23:00:0${t}+00` }] }) } as never,
+      };
+    };
+    const same = await inject(deps(startTime(false)), [{ kind: 'pg-restart', at: 0, downMs: 0 }]);
+    expect(same[0]!.evidence).toBeNull();
+    const restarted = await inject(deps(startTime(true)), [{ kind: 'pg-restart', at: 0, downMs: 0 }]);
+    expect(restarted[0]!.evidence).toMatch(/23:00:00.*→.*23:00:01/);
+  });
+});
+
+describe('one fault per target at a time', () => {
+  it('a second kill of the same worker waits until the first one has restarted it', async () => {
+    const w = fakeProcess(true);
+    const d = deps({ workers: [w, fakeProcess(true)] });
+    const done = await inject(d, [
+      { kind: 'worker-kill', at: 0, downMs: 150, worker: 0 },
+      { kind: 'worker-kill', at: 20, downMs: 50, worker: 0 },
+    ]);
+    expect(done).toHaveLength(2);
+    const [a, b] = [...done].sort((x, y) => x.startedAt - y.startedAt);
+    expect(b!.startedAt).toBeGreaterThanOrEqual(a!.endedAt);
+    expect(b!.waitedMs).toBeGreaterThan(0);
+    // Both found the worker running: two real kills, two full outages.
+    expect(done.every((f) => f.evidence)).toBe(true);
+    expect(w.intervals).toHaveLength(2);
+  });
+
+  it('a restart and a pg_terminate_backend (both on the server) take turns; different targets overlap', async () => {
+    let stopping = false;
+    const order: string[] = [];
+    const d = deps({
+      postgres: {
+        stop: async () => {
+          stopping = true;
+          order.push('stop');
+        },
+        start: async () => {
+          await new Promise((r) => setTimeout(r, 100));
+          stopping = false;
+          order.push('start');
+        },
+      },
+      admin: {
+        query: async (text: string) => {
+          if (text.includes('pg_terminate_backend')) {
+            order.push(stopping ? 'terminate-while-down' : 'terminate');
+            return { rows: [] };
+          }
+          return { rows: [{ t: String(order.length) }] };
+        },
+      } as never,
+    });
+    const done = await inject(d, [
+      { kind: 'pg-restart', at: 0, downMs: 0 },
+      { kind: 'pg-terminate-workers', at: 10, downMs: 0 },
+      { kind: 'api-kill', at: 10, downMs: 50 },
+    ]);
+    expect(order).toEqual(['stop', 'start', 'terminate']);
+    const restart = done.find((f) => f.kind === 'pg-restart')!;
+    const api = done.find((f) => f.kind === 'api-kill')!;
+    expect(api.startedAt).toBeLessThan(restart.endedAt);
+  });
+});
+
+describe('the supervisor (a real child process)', () => {
+  it('reports the exit it caused, and null for a kill of a process that is already gone', async () => {
+    const entry = path.join(dir, 'idle.mjs');
+    writeFileSync(entry, 'setInterval(() => {}, 1000);\n');
+    const s = new Supervised({ name: 'idle', entry, env: { PATH: process.env.PATH }, cwd: dir, logFile: path.join(dir, 'idle.log') });
+    s.start();
+    const pid = s.pid;
+    try {
+      const first = await s.kill('SIGKILL');
+      expect(first).toEqual({ pid, code: null, signal: 'SIGKILL' });
+      expect(await s.kill('SIGKILL')).toBeNull();
+      expect(s.unplannedExits).toEqual([]);
+    } finally {
+      await s.stop(2_000);
+    }
+  });
+});
