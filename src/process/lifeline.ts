@@ -11,8 +11,9 @@ import { readFileSync, writeSync } from 'node:fs';
  * - `npm start`'s children (scripts/start.ts opens an IPC channel to each): the supervisor died
  *   without stopping them.
  *
- * So: we note our parent at start (and, when the parent is the shell npm runs scripts through, the
- * shell's parent, i.e. npm) and poll them; an IPC channel's disconnect is watched too. When one of
+ * So, when npm started us: we note our parent at start (and, when the parent is the shell npm runs
+ * scripts through, the shell's parent, i.e. npm) and poll them; an IPC channel's disconnect is
+ * watched too, however we were started. When one of
  * them is gone, `stop` runs once — the entry point passes the same graceful stop as SIGTERM.
  *
  * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
@@ -91,7 +92,9 @@ function logLine(level: number, name: string, msg: string, fields: Record<string
 const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
   const parent = process.ppid;
   const ancestors: Ancestor[] = [];
-  if (parent > 1) {
+  // Only under npm (it sets npm_lifecycle_event for the script it runs): a process started with
+  // `node … &` from a shell that then exits keeps the usual meaning and runs on.
+  if (parent > 1 && process.env.npm_lifecycle_event) {
     ancestors.push(describe(parent));
     // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
     // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
