@@ -5,22 +5,28 @@ import { fileURLToPath } from 'node:url';
 import { EMBEDDED_DEFAULTS, loadConfig } from '../src/config.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { onParentGone } from '../src/process/lifeline.ts';
 
 /*
  * `npm start`: the whole system on one machine. Starts the embedded PostgreSQL (unless
  * DATABASE_URL points elsewhere), applies the migrations, then runs the API and the outbox
  * worker as two child processes with prefixed logs. Ctrl-C stops the worker (it finishes its
  * in-flight messages), then the API (it finishes its requests), then Postgres. A second Ctrl-C
- * stops everything at once.
+ * stops everything at once. SIGTERM does the same, and so does the exit of the npm that ran us
+ * (npm passes no SIGTERM on: src/process/lifeline.ts).
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const say = (msg: string) => process.stdout.write(`[start] ${msg}\n`);
 
+// Built (`npm run build`: dist/scripts/start.js) the children are the built JavaScript too.
+const built = import.meta.url.endsWith('.js');
+
 function run(name: string, entry: string, env: NodeJS.ProcessEnv): ChildProcess {
   // Own process group: a terminal's Ctrl-C reaches only this supervisor, which stops the
   // children in order. `node --import tsx` (not `npx tsx`) so the signal reaches the real process.
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const args = built ? [entry.replace(/\.ts$/, '.js')] : ['--import', 'tsx', entry];
+  const child = spawn(process.execPath, args, {
     cwd: root,
     env,
     detached: true,
@@ -48,9 +54,37 @@ function stopChild(child: ChildProcess, name: string, timeoutMs: number): Promis
   });
 }
 
+let stopping = false;
+
 async function main() {
   const config = loadConfig();
   let postgres: EmbeddedPostgres | undefined;
+  const children: { name: string; child: ChildProcess }[] = [];
+
+  // Handlers first: a signal (or npm's exit) during start-up must stop a PostgreSQL that is
+  // already running, not leave it behind with nobody to stop it.
+  const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
+  const shutdown = async (reason: string, code: number) => {
+    if (stopping) {
+      say('second signal: stopping everything now');
+      children.forEach(({ child }) => child.kill('SIGKILL'));
+      await postgres?.stop();
+      process.exit(1);
+    }
+    stopping = true;
+    say(`${reason}: stopping the worker, then the API, then PostgreSQL`);
+    for (const { name, child } of children) await stopChild(child, name, timeoutMs);
+    await postgres?.stop();
+    say('stopped');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT', 0));
+  process.on('SIGTERM', () => void shutdown('SIGTERM', 0));
+  // npm passes no SIGTERM on: when the npm that ran `npm start` exits, stop as on SIGTERM.
+  onParentGone(() => !stopping && void shutdown('npm (our parent) exited', 0), { name: 'start' });
+  // If this process dies anyway, take the children with it.
+  process.on('exit', () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL')));
+
   if (config.usesEmbeddedDatabase) {
     postgres = new EmbeddedPostgres({
       dataDir: path.resolve(root, config.EMBEDDED_PG_DIR),
@@ -59,7 +93,9 @@ async function main() {
       password: EMBEDDED_DEFAULTS.password,
     });
     if (await postgres.initialise()) say(`created a new cluster in ${config.EMBEDDED_PG_DIR}`);
+    if (stopping) return;
     await postgres.start();
+    if (stopping) return;
     await ensureDatabase(postgres.url, EMBEDDED_DEFAULTS.database);
     say(`embedded PostgreSQL listening on 127.0.0.1:${config.EMBEDDED_PG_PORT}`);
   } else {
@@ -67,34 +103,13 @@ async function main() {
   }
   await runMigrations(config.DATABASE_URL);
   say('migrations applied');
+  if (stopping) return; // the shutdown under way stops PostgreSQL and exits
 
   const env = { ...process.env, DATABASE_URL: config.DATABASE_URL };
-  const worker = run('worker', 'src/worker/drain-outbox.ts', env);
-  const api = run('api', 'src/http/server.ts', env);
-  const children = [worker, api];
-  // If this process dies, take the children with it.
-  process.on('exit', () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
-
-  let stopping = false;
-  const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
-  const shutdown = async (reason: string, code: number) => {
-    if (stopping) {
-      say('second signal: stopping everything now');
-      children.forEach((c) => c.kill('SIGKILL'));
-      await postgres?.stop();
-      process.exit(1);
-    }
-    stopping = true;
-    say(`${reason}: stopping the worker, then the API, then PostgreSQL`);
-    await stopChild(worker, 'worker', timeoutMs);
-    await stopChild(api, 'api', timeoutMs);
-    await postgres?.stop();
-    say('stopped');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT', 0));
-  process.on('SIGTERM', () => void shutdown('SIGTERM', 0));
-  for (const [name, child] of [['worker', worker], ['api', api]] as const) {
+  // The worker first in the list: it is stopped first (its handlers may still call the API's database).
+  children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
+  children.push({ name: 'api', child: run('api', 'src/http/server.ts', env) });
+  for (const { name, child } of children) {
     child.on('exit', (code, signal) => {
       if (!stopping) void shutdown(`${name} exited unexpectedly (${signal ?? code})`, 1);
     });
@@ -102,6 +117,8 @@ async function main() {
 }
 
 main().catch(async (err) => {
+  // A start-up step that failed because a shutdown stopped PostgreSQL under it: the shutdown exits.
+  if (stopping) return;
   process.stderr.write(`[start] ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -6,11 +6,8 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import type { Config } from '../config.ts';
-import type { Database } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import type { AfterPropertyCommit } from '../properties/properties.service.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandler } from './plugins/error-handler.ts';
 import { problem, sendProblem } from './problem.ts';
@@ -21,19 +18,10 @@ import { healthRoutes } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
 import { propertyRoutes } from './routes/properties.ts';
 import { searchRoutes } from './routes/search.ts';
-import type { SearchIndex } from '../search/search-index.ts';
+import type { AppContext } from './context.ts';
 
-/** What every route plugin receives: the app's dependencies, built once by the caller. */
-export interface AppContext {
-  config: Config;
-  db: Database;
-  /** Runs after a property change commits (the search index's direct write). */
-  afterPropertyCommit?: AfterPropertyCommit;
-  /** The search index (its own pool); GET /search opens one from config if not given. */
-  searchIndex?: SearchIndex;
-  /** Today's date (YYYY-MM-DD, UTC); tests pin it. */
-  today?: () => string;
-}
+// Callers that build the app (tests, scripts) get the context type from here too.
+export type { AppContext } from './context.ts';
 
 export interface BuildAppOptions extends AppContext {
   logger: Logger;

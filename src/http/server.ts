@@ -5,11 +5,12 @@ import { createLogger } from '../logger.ts';
 import { createDirectIndexer } from '../search/direct-index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { buildApp } from './app.ts';
-import { stopWhenSupervisorDies } from '../lifecycle.ts';
+import { onParentGone, sigtermSelfUnless } from '../process/lifeline.ts';
 
 /**
  * The API process: builds the app, listens, and on SIGTERM/SIGINT stops taking requests, lets
  * those in flight finish, then closes the pool. A second signal or the timeout exits at once.
+ * The same happens when the npm that started it exits (src/process/lifeline.ts).
  */
 async function main() {
   const config = loadConfig();
@@ -24,19 +25,35 @@ async function main() {
     timeoutMs: config.SEARCH_DIRECT_TIMEOUT_MS,
   });
   const app = await buildApp({ config, logger, db, searchIndex, afterPropertyCommit: direct.afterPropertyCommit });
+  // Keep-alive: `server.close()` closes the connections idle at that moment and then waits for the
+  // others, and a client that just got its in-flight answer keeps its socket open (undici: for the
+  // server's 72 s keep-alive hint). So while closing, answers say `Connection: close`, and sockets
+  // that turn idle are closed as they do; otherwise the close waits out SHUTDOWN_TIMEOUT_SECONDS
+  // and exits 1 although every request was answered.
+  let closingIdle: NodeJS.Timeout | undefined;
+  app.addHook('preClose', async () => {
+    closingIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closingIdle) reply.header('connection', 'close');
+  });
   app.addHook('onClose', async () => {
+    clearInterval(closingIdle);
     await direct.drain(); // direct index writes still running in the background use both pools
     await searchIndex.close();
     await db.close();
   });
 
+  let stopping = false;
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_SECONDS * 1000, logger }, async ({ signal, err }) => {
+    stopping = true;
     if (err) logger.error({ err }, 'shutting down after an error');
     else logger.info({ signal }, 'shutting down');
     await app.close();
   });
 
-  stopWhenSupervisorDies();
+  // Started by npm (or `npm start`) and it went away: the same graceful close as SIGTERM.
+  onParentGone(sigtermSelfUnless(() => stopping), { name: 'api' });
   await app.listen({ port: config.PORT, host: config.HOST });
 }
 

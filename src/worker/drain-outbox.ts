@@ -9,7 +9,7 @@ import { TOPIC_NAMES } from '../outbox/topics.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 import { createWorker } from './loop.ts';
-import { stopWhenSupervisorDies } from '../lifecycle.ts';
+import { onParentGone } from '../process/lifeline.ts';
 import { HandlerRegistry, type Handler } from './registry.ts';
 import { serveWorkerMetrics, type MetricsServer } from '../metrics/worker-metrics.ts'; // metrics (issue 7)
 
@@ -191,6 +191,8 @@ export async function main(opts: MainOptions): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // The npm (or `npm start`) that started us went away: it forwards no SIGTERM, so drain as on one.
+  const lifeline = onParentGone(() => signals === 0 && onSignal('SIGTERM'), { name: 'worker' });
 
   const startedAt = Date.now();
   // --- metrics (issue 7): Prometheus text on WORKER_METRICS_PORT, only when it is set. -----------
@@ -223,6 +225,7 @@ export async function main(opts: MainOptions): Promise<number> {
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    lifeline.dispose();
     await metricsServer?.close(); // metrics (issue 7)
     await cleanup();
   }
@@ -240,7 +243,6 @@ function isEntry(): boolean {
 }
 
 if (isEntry()) {
-  stopWhenSupervisorDies();
   main({ argv: process.argv.slice(2) }).then(
     (code) => {
       process.exitCode = code;

@@ -15,7 +15,7 @@ import {
   statsResponse,
 } from '../../admin/outbox-admin.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 export interface AdminRoutesOptions extends AppContext {
   /** Which topics the worker handles, and with which handlers. Defaults to the topic contract. */

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import * as auth from '../../users/auth.service.ts';
 import { authResponse, loginBody, registerBody, userResponse } from '../../users/users.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps = { db: ctx.db.db, sessionTtlHours: ctx.config.SESSION_TTL_HOURS };

@@ -10,7 +10,7 @@ import {
 import { idParams } from '../../properties/properties.schemas.ts';
 import { AppError } from '../../errors.ts';
 import { currentUser } from '../plugins/auth.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps = {

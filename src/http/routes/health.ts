@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { outboxStats } from '../../outbox/stats.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 const healthResponse = z.object({
   status: z.enum(['ok', 'error']),

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
 import { createApiMetrics, type ApiMetrics } from '../../metrics/api-metrics.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 /**
  * GET /metrics in Prometheus' text format, and the hook that times every request.

@@ -9,7 +9,7 @@ import {
   propertyResponse,
 } from '../../properties/properties.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 export const propertyRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps = { db: ctx.db.db, afterPropertyCommit: ctx.afterPropertyCommit };

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../search/postgres-search-index.ts';
 import { searchQuery, searchResponse } from '../../search/search.schemas.ts';
 import { searchProperties } from '../../search/search.service.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 /**
  * GET /search. Public, like GET /properties/:id. The index comes from the caller (server.ts, or a

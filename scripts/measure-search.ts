@@ -4,18 +4,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { loadConfig } from '../config.ts';
-import { createDatabase } from '../db/client.ts';
-import { EmbeddedPostgres, ensureDatabase } from '../db/embedded.ts';
-import { runMigrations } from '../db/migrate.ts';
-import { buildApp } from '../http/app.ts';
-import { createPostgresSearchIndex } from './postgres-search-index.ts';
-import { reindex } from './reindex.ts';
-import { freePort } from '../net/free-port.ts';
+import { loadConfig } from '../src/config.ts';
+import { createDatabase } from '../src/db/client.ts';
+import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
+import { runMigrations } from '../src/db/migrate.ts';
+import { buildApp } from '../src/http/app.ts';
+import { createPostgresSearchIndex } from '../src/search/postgres-search-index.ts';
+import { reindex } from '../src/search/reindex.ts';
+import { freePort } from '../src/net/free-port.ts';
 
 /*
  * Measures the search index on realistic volume (a measurement, not a test: nothing here passes
- * or fails). Run: `node --import tsx src/search/measure.ts [--properties 10000] [--requests 2000]`.
+ * or fails). Run: `npm run measure:search -- [--properties 10000] [--requests 2000]`.
  *
  * Starts a throw-away embedded PostgreSQL (or uses MEASURE_DATABASE_URL, whose database it
  * fills), seeds N properties with ~2 confirmed bookings each, times `reindex` into an empty index

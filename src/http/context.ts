@@ -1,0 +1,19 @@
+import type { Config } from '../config.ts';
+import type { Database } from '../db/client.ts';
+import type { AfterPropertyCommit } from '../properties/properties.service.ts';
+import type { SearchIndex } from '../search/search-index.ts';
+
+/**
+ * What every route plugin receives: the app's dependencies, built once by the caller. A module of
+ * its own so that the route files and app.ts (which imports them) do not import each other.
+ */
+export interface AppContext {
+  config: Config;
+  db: Database;
+  /** Runs after a property change commits (the search index's direct write). */
+  afterPropertyCommit?: AfterPropertyCommit;
+  /** The search index (its own pool); GET /search opens one from config if not given. */
+  searchIndex?: SearchIndex;
+  /** Today's date (YYYY-MM-DD, UTC); tests pin it. */
+  today?: () => string;
+}

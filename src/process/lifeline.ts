@@ -1,0 +1,158 @@
+import { readFileSync, writeSync } from 'node:fs';
+
+/*
+ * A long-running process must stop gracefully when whoever started it goes away, however it was
+ * started. Two cases leave it running with nobody to stop it:
+ *
+ * - `npm run …` / `npm start`: npm does not pass SIGTERM on. `kill -TERM <npm>` makes npm exit at
+ *   once; npm runs the script through `sh -c`, which dies with it (or, if npm was SIGKILLed, stays
+ *   waiting), and node lives on, orphaned. The container or the terminal that stopped npm believes
+ *   the service stopped; the worker is then SIGKILLed later with its messages in flight.
+ * - `npm start`'s children (scripts/start.ts opens an IPC channel to each): the supervisor died
+ *   without stopping them.
+ *
+ * So, when npm started us: we note our parent at start (and, when the parent is the shell npm runs
+ * scripts through, the shell's parent, i.e. npm) and poll them; an IPC channel's disconnect is
+ * watched too, however we were started. When one of
+ * them is gone, `stop` runs once — the entry point passes the same graceful stop as SIGTERM.
+ *
+ * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
+ * file every 250 ms costs nothing measurable. A process whose parent is init (PID 1 in a
+ * container: ppid 0; a systemd service: ppid 1) has nobody to lose and is not watched.
+ */
+
+export interface LifelineOptions {
+  /** Written into the two log lines (`name` field), like the pino loggers' name. */
+  name: string;
+  /** How often the ancestors are checked (default 250 ms). */
+  intervalMs?: number;
+}
+
+export interface Lifeline {
+  /** Stop watching (the work is done; the process is about to exit on its own). */
+  dispose(): void;
+}
+
+const SHELLS = new Set(['sh', 'dash', 'bash', 'zsh', 'ash', 'busybox']);
+
+interface Ancestor {
+  pid: number;
+  /** /proc start time: tells our ancestor from a new process that reused its pid. */
+  startTime?: string;
+}
+
+/** Fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses). */
+function procStat(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+function procComm(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function describe(pid: number): Ancestor {
+  // Field 22 of stat is the start time; after the name, index 19.
+  return { pid, startTime: procStat(pid)?.[19] };
+}
+
+/** Gone: no such process, a zombie waiting to be reaped, or its pid now belongs to another process. */
+function isGone(a: Ancestor): boolean {
+  const stat = procStat(a.pid);
+  if (stat) return stat[0] === 'Z' || stat[0] === 'X' || (a.startTime !== undefined && stat[19] !== a.startTime);
+  try {
+    process.kill(a.pid, 0); // no /proc (not Linux): existence only
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'EPERM';
+  }
+}
+
+/** One JSON line on stderr, shaped like our pino lines; synchronous so it survives process exit. */
+function logLine(level: number, name: string, msg: string, fields: Record<string, unknown>) {
+  try {
+    writeSync(2, `${JSON.stringify({ level, time: Date.now(), pid: process.pid, name, ...fields, msg })}\n`);
+  } catch {
+    // stderr closed: nobody is reading, nothing to tell.
+  }
+}
+
+/**
+ * Who started us, noted when this module loads (before the entry point's slow start-up: a parent
+ * that dies while we connect to the database is still noticed at the first poll).
+ */
+const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
+  const parent = process.ppid;
+  const ancestors: Ancestor[] = [];
+  // Only under npm (it sets npm_lifecycle_event for the script it runs): a process started with
+  // `node … &` from a shell that then exits keeps the usual meaning and runs on.
+  if (parent > 1 && process.env.npm_lifecycle_event) {
+    ancestors.push(describe(parent));
+    // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
+    // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
+    const comm = procComm(parent);
+    const grandparent = Number(procStat(parent)?.[1]);
+    if (comm && SHELLS.has(comm) && grandparent > 1) ancestors.push(describe(grandparent));
+  }
+  return { parent, ancestors };
+})();
+
+/**
+ * Calls `stop` once when the process that started us goes away (see the header). `stop` must be
+ * the entry point's graceful shutdown and must do nothing when a shutdown is already under way (a
+ * Ctrl-C reaches both npm and node: node starts draining, then npm's exit must not count as a
+ * second signal).
+ */
+export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline {
+  const { parent, ancestors } = startedBy;
+  let fired = false;
+  let timer: NodeJS.Timeout | undefined;
+  const fire = (reason: string, fields: Record<string, unknown>) => {
+    if (fired) return;
+    fired = true;
+    dispose();
+    logLine(40, opts.name, `${reason}: stopping as on SIGTERM`, fields);
+    // Nobody is left to collect our exit status: say it.
+    process.once('exit', (code) => logLine(code === 0 ? 30 : 50, opts.name, 'exited after its parent went away', { exitCode: code }));
+    stop();
+  };
+  const onDisconnect = () => fire('the supervisor closed its IPC channel', {});
+
+  if (ancestors.length) {
+    timer = setInterval(() => {
+      if (process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
+      const gone = ancestors.find(isGone);
+      if (gone) fire('parent process gone', { parentPid: gone.pid });
+    }, opts.intervalMs ?? 250);
+    timer.unref(); // the watch must never keep a finished process alive
+  }
+  if (process.send && process.channel) {
+    process.channel.unref();
+    process.once('disconnect', onDisconnect);
+  }
+
+  function dispose() {
+    if (timer) clearInterval(timer);
+    timer = undefined;
+    process.off('disconnect', onDisconnect);
+  }
+  return { dispose };
+}
+
+/**
+ * The usual `stop` for `onParentGone`: SIGTERM to ourselves, so the entry point's own SIGTERM
+ * handling runs unchanged — unless `alreadyStopping()` says a shutdown has begun.
+ */
+export function sigtermSelfUnless(alreadyStopping: () => boolean): () => void {
+  return () => {
+    if (!alreadyStopping()) process.kill(process.pid, 'SIGTERM');
+  };
+}

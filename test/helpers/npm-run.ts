@@ -1,0 +1,137 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+/*
+ * A script started the way a person or a container starts it: `npm run …` as a child of the test,
+ * so the test can signal npm alone (what `docker stop` or `kill <pid>` does) and then check what
+ * happened to everything npm had started. Linux only (/proc), like the machines we run on.
+ */
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface NpmRun {
+  npm: ChildProcess;
+  /** stdout and stderr lines of npm and of everything it started (they share npm's pipes). */
+  lines: string[];
+  /** Resolves when the pipes close: every process that held them (npm, sh, node, …) has exited. */
+  closed: Promise<void>;
+  waitForLine(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** The JSON log lines, parsed (other lines skipped), with a `[name] ` prefix removed. */
+  json(): Record<string, any>[];
+}
+
+export function npmRun(args: string[], env: NodeJS.ProcessEnv): NpmRun {
+  const npm = spawn('npm', args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  for (const stream of [npm.stdout!, npm.stderr!]) {
+    let rest = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => {
+      const parts = (rest + chunk).split('\n');
+      rest = parts.pop()!;
+      lines.push(...parts);
+    });
+    stream.on('end', () => rest && lines.push(rest));
+  }
+  // 'close' comes after npm's exit *and* the end of both pipes, which the orphans hold open.
+  const closed = new Promise<void>((resolve) => npm.once('close', () => resolve()));
+  return {
+    npm,
+    lines,
+    closed,
+    async waitForLine(pattern, timeoutMs = 30_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const hit = lines.find((l) => pattern.test(l));
+        if (hit) return hit;
+        if (Date.now() > until) throw new Error(`no line matching ${pattern} within ${timeoutMs} ms:\n${lines.join('\n')}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    json() {
+      return lines.flatMap((l) => {
+        const i = l.indexOf('{');
+        if (i < 0) return [];
+        try {
+          return [JSON.parse(l.slice(i)) as Record<string, any>];
+        } catch {
+          return [];
+        }
+      });
+    },
+  };
+}
+
+function stat(pid: number): { ppid: number; state: string } | undefined {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { state: f[0]!, ppid: Number(f[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every live process below `pid` (children, grandchildren, …). */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const s = stat(Number(entry));
+    if (!s) continue;
+    children.set(s.ppid, [...(children.get(s.ppid) ?? []), Number(entry)]);
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length) {
+    for (const c of children.get(queue.shift()!) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+/** Running (a zombie has exited: it only waits for its parent to read its status). */
+export function isRunning(pid: number): boolean {
+  const s = stat(pid);
+  return s !== undefined && s.state !== 'Z' && s.state !== 'X';
+}
+
+export function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+  } catch {
+    return '?';
+  }
+}
+
+/** SIGKILL to whatever of `pids` still runs (a failed test must not leave its processes behind). */
+export function killLeftovers(pids: number[]): void {
+  for (const p of pids.filter(isRunning)) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/** Waits for `closed`, or fails naming what is still running; kills leftovers so no test leaks them. */
+export async function expectAllGone(run: NpmRun, pids: number[], timeoutMs: number): Promise<void> {
+  const timedOut = Symbol('timeout');
+  const r = await Promise.race([run.closed, new Promise((res) => setTimeout(() => res(timedOut), timeoutMs))]);
+  const left = pids.filter(isRunning);
+  const described = left.map((p) => `${p} ${commandOf(p)}`);
+  killLeftovers(left);
+  if (r === timedOut || left.length) {
+    throw new Error(`still running ${timeoutMs} ms after npm was signalled:\n  ${described.join('\n  ')}\n--- output:\n${run.lines.join('\n')}`);
+  }
+}
+
+/** The environment of a fresh shell for the script under test: no database or SMTP of the runner's. */
+export function scriptEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const { DATABASE_URL: _a, SMTP_URL: _b, ...inherited } = process.env;
+  return { ...inherited, LOG_LEVEL: 'info', ...extra };
+}
