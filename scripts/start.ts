@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { EMBEDDED_DEFAULTS, loadConfig } from '../src/config.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { announceWhenReady, childLogEnv } from './start-console.ts';
 
 /*
  * `npm start`: the whole system on one machine. Starts the embedded PostgreSQL (unless
@@ -68,10 +69,11 @@ async function main() {
   await runMigrations(config.DATABASE_URL);
   say('migrations applied');
 
-  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL };
+  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, ...childLogEnv(config) };
   const worker = run('worker', 'src/worker/drain-outbox.ts', env);
   const api = run('api', 'src/http/server.ts', env);
   const children = [worker, api];
+  void announceWhenReady({ config, api, say });
   // If this process dies, take the children with it.
   process.on('exit', () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
 
