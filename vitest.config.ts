@@ -12,5 +12,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
     reporters: ['default'],
+    // A developer's .env must not reach the tests or the processes they start (src/env-file.ts).
+    env: { ENV_FILE: '' },
   },
 });
