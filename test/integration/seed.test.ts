@@ -5,6 +5,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_BOOKINGS, DEMO_PASSWORD, DEMO_PROPERTIES, DEMO_USERS, NonDemoDataError, seedDemo, type SeedDeps } from '../../src/demo/seed.ts';
+import { createBooking } from '../../src/bookings/booking.service.ts';
+import { createProperty } from '../../src/properties/properties.service.ts';
+import { createUser } from '../../src/users/auth.service.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { buildTestApp, signUp, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
@@ -123,6 +126,31 @@ describe('npm run seed', () => {
       expect((await tableCounts(other)).properties).toBe(before.properties! + DEMO_PROPERTIES.length);
     } finally {
       await otherApp.app.close();
+    }
+  });
+
+  it('skips a planned booking whose dates a demo user already took, and books the rest', async () => {
+    const third = await createTestDatabase();
+    try {
+      const today = () => '2030-01-01';
+      const d = { ...deps(third), today };
+      // Someone trying the demo: the demo host's property exists, and another demo guest booked
+      // the first planned stay's dates before the seed ran.
+      const planned = DEMO_BOOKINGS[0];
+      const host = await createUser(third.db, { ...DEMO_USERS[0], password: DEMO_PASSWORD });
+      const spec = DEMO_PROPERTIES.find((p) => p.title === planned.title)!;
+      const property = await createProperty({ db: third.db }, host, { ...spec, active: true });
+      const early = await createUser(third.db, { email: 'early@demo.stayhub.test', name: 'Early', role: 'guest', password: DEMO_PASSWORD });
+      const checkIn = new Date(Date.UTC(2030, 0, 1 + planned.inDays)).toISOString().slice(0, 10);
+      await createBooking(d, early, { propertyId: property.id, checkIn, checkOut: new Date(Date.UTC(2030, 0, 1 + planned.inDays + 1)).toISOString().slice(0, 10), guests: 1 });
+
+      const result = await seedDemo(d);
+      expect(result.created.bookings).toBe(DEMO_BOOKINGS.length - 1);
+      expect(result.created.properties).toBe(DEMO_PROPERTIES.length - 1);
+      expect((await tableCounts(third)).bookings).toBe(DEMO_BOOKINGS.length); // theirs + ours minus the clash
+      expect((await seedDemo(d)).created).toEqual({ users: 0, properties: 0, bookings: 0, cancellations: 0 });
+    } finally {
+      await third.drop();
     }
   });
 });
