@@ -30,6 +30,8 @@ export default defineConfig({
   test: {
     globalSetup: ['test/helpers/global-setup.ts'],
     reporters: ['default'],
+    // A developer's .env must not reach the tests or the processes they start (src/env-file.ts).
+    env: { ENV_FILE: '' },
     projects: [
       {
         test: {

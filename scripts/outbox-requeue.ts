@@ -43,7 +43,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const logger = createLogger(config.LOG_LEVEL, 'outbox-requeue');
+  const logger = createLogger(config.LOG_LEVEL, 'outbox-requeue', { format: config.LOG_FORMAT });
   const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-requeue' });
   try {
     const label = `cli:${os.userInfo().username}`;

@@ -6,6 +6,7 @@ import { EMBEDDED_DEFAULTS, loadConfig } from '../src/config.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { onParentGone } from '../src/process/lifeline.ts';
+import { announceWhenReady, childLogEnv } from './start-console.ts';
 
 /*
  * `npm start`: the whole system on one machine. Starts the embedded PostgreSQL (unless
@@ -105,10 +106,12 @@ async function main() {
   say('migrations applied');
   if (stopping) return; // the shutdown under way stops PostgreSQL and exits
 
-  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL };
+  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, ...childLogEnv(config) };
   // The worker first in the list: it is stopped first (its handlers may still call the API's database).
   children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
-  children.push({ name: 'api', child: run('api', 'src/http/server.ts', env) });
+  const api = run('api', 'src/http/server.ts', env);
+  children.push({ name: 'api', child: api });
+  void announceWhenReady({ config, api, say });
   for (const { name, child } of children) {
     child.on('exit', (code, signal) => {
       if (!stopping) void shutdown(`${name} exited unexpectedly (${signal ?? code})`, 1);

@@ -1,4 +1,10 @@
 import { z } from 'zod';
+import { applyEnvFile } from './env-file.ts';
+import { LOG_FORMATS } from './logger.ts';
+
+// Every entry point and script reads its settings through this module, so loading `.env` here,
+// as the module is first imported, means none of them can forget it. The real environment wins.
+applyEnvFile();
 
 /**
  * Every setting the API, the worker and the scripts read, parsed once at start-up.
@@ -40,6 +46,8 @@ const envSchema = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().default('127.0.0.1'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** auto: pretty on a terminal, JSON lines elsewhere. */
+  LOG_FORMAT: z.enum(LOG_FORMATS).default('auto'),
   BODY_LIMIT_BYTES: int(1024).default(64 * 1024),
   CORS_ORIGINS: z
     .string()

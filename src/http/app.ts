@@ -16,6 +16,7 @@ import { authRoutes } from './routes/auth.ts';
 import { bookingRoutes } from './routes/bookings.ts';
 import { healthRoutes } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
+import { rootRoutes } from './routes/root.ts';
 import { propertyRoutes } from './routes/properties.ts';
 import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
@@ -104,6 +105,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
   const routeCtx: AppContext = { config, ...ctx };
   registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
+  await app.register(rootRoutes); // GET /: the front door (HTML for browsers, JSON links otherwise)
   await app.register(healthRoutes, routeCtx);
   await app.register(authRoutes, routeCtx);
   await app.register(propertyRoutes, routeCtx);

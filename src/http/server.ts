@@ -14,7 +14,7 @@ import { onParentGone, sigtermSelfUnless } from '../process/lifeline.ts';
  */
 async function main() {
   const config = loadConfig();
-  const logger = createLogger(config.LOG_LEVEL, 'api');
+  const logger = createLogger(config.LOG_LEVEL, 'api', { format: config.LOG_FORMAT });
   const db = createDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'stayhub-api' });
   // The search index on its own pool, shared by GET /search and the direct write after a save.
   const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-api-search' });

@@ -116,7 +116,7 @@ export async function main(opts: MainOptions): Promise<number> {
     throw e;
   }
 
-  const logger: Logger = createLogger(config.LOG_LEVEL, 'worker');
+  const logger: Logger = createLogger(config.LOG_LEVEL, 'worker', { format: config.LOG_FORMAT });
   const concurrency = flags.concurrency ?? config.WORKER_CONCURRENCY;
   // Claims, settles and purges need connections besides the handlers that use the database.
   const database = createDatabase(config.DATABASE_URL, {
