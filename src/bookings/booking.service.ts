@@ -185,7 +185,7 @@ const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base6
 function decodeCursor(cursor: string): string {
   const publicId = Buffer.from(cursor, 'base64url').toString();
   if (!UUID.test(publicId)) {
-    throw new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message: 'invalid cursor' }]);
+    throw new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message: 'is not a cursor this endpoint returned' }]);
   }
   return publicId;
 }
