@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { poolOf, run, statement } from '../db/prepared.ts';
+import { poolOf } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
+import { wakeUpFor } from './wake-up.ts';
 
 export interface EnqueuedMessage {
   id: number;
@@ -55,9 +56,6 @@ export async function enqueue<T extends TopicName>(
  * the caller's transaction, and the wake-up goes after the commit.
  */
 
-/** Sent after every booking's commit: a prepared statement (db/prepared.ts). */
-const NOTIFY = statement('outbox-notify-v1', 'select pg_notify($1, $2)');
-
 /** The payload, validated against its topic's schema, as the JSON stored in `outbox.payload`. */
 export function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf<T>): string {
   return JSON.stringify(TOPICS[topic].parse(payload));
@@ -68,5 +66,6 @@ export function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf
  * `withTransaction`: the caller must then send `pg_notify(OUTBOX_CHANNEL, topic)` inside it.
  */
 export function wakeWorkerAfterCommit(tx: Tx, topic: TopicName): boolean {
-  return runAfterCommit(tx, `outbox-notify:${topic}`, (db) => run(poolOf(db), NOTIFY, [OUTBOX_CHANNEL, topic]));
+  // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit.
+  return runAfterCommit(tx, `outbox-notify:${topic}`, (db) => wakeUpFor(poolOf(db), topic).request());
 }
