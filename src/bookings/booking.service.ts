@@ -144,9 +144,9 @@ export async function createBooking(
   });
 }
 
-async function insertOrConflict(tx: Tx, ...args: Parameters<typeof repo.insertBookingWithEvent> extends [Tx, ...infer R] ? R : never) {
+async function insertOrConflict(tx: Tx, values: repo.NewBooking, event: repo.BookingEvent) {
   try {
-    return await repo.insertBookingWithEvent(tx, ...args);
+    return await repo.insertBookingWithEvent(tx, values, event);
   } catch (err) {
     if (isPgError(err, PG.exclusionViolation, 'bookings_no_overlap')) throw new AppError('dates_unavailable');
     throw err;

@@ -133,11 +133,16 @@ const insertWithEvent = (notifyInside: boolean) =>
 const INSERT_WITH_EVENT = insertWithEvent(false);
 const INSERT_WITH_EVENT_NOTIFY = insertWithEvent(true);
 
-export async function insertBookingWithEvent(
-  tx: Tx,
-  v: NewBooking,
-  event: { topic: TopicName; snapshot: string; key: string; notifyInside: boolean },
-): Promise<BookingRow> {
+/** The outbox row written with a booking: `snapshot` from `outboxSnapshot` (outbox/enqueue.ts). */
+export interface BookingEvent {
+  topic: TopicName;
+  snapshot: string;
+  key: string;
+  /** True when the transaction has no after-commit work: the wake-up is then sent inside it. */
+  notifyInside: boolean;
+}
+
+export async function insertBookingWithEvent(tx: Tx, v: NewBooking, event: BookingEvent): Promise<BookingRow> {
   const [r] = await run<Record<string, any>>(clientOf(tx), event.notifyInside ? INSERT_WITH_EVENT_NOTIFY : INSERT_WITH_EVENT, [
     v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
     v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
