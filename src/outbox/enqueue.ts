@@ -66,6 +66,10 @@ export function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf
  * `withTransaction`: the caller must then send `pg_notify(OUTBOX_CHANNEL, topic)` inside it.
  */
 export function wakeWorkerAfterCommit(tx: Tx, topic: TopicName): boolean {
-  // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit.
-  return runAfterCommit(tx, `outbox-notify:${topic}`, (db) => wakeUpFor(poolOf(db), topic).request());
+  // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit. Not
+  // awaited: the caller's answer does not depend on it (it cannot fail the commit, and a lost one
+  // is found by the worker's poll), and while it is in flight the next commits share the next one.
+  return runAfterCommit(tx, `outbox-notify:${topic}`, async (db) => {
+    void wakeUpFor(poolOf(db), topic).request();
+  });
 }
