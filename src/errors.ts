@@ -5,6 +5,7 @@
 export const ERRORS = {
   validation_failed: { status: 400, title: 'The request is not valid' },
   bad_request: { status: 400, title: 'Bad request' },
+  invalid_cursor: { status: 400, title: 'The cursor is not one this endpoint returned' },
   unauthorized: { status: 401, title: 'Authentication required' },
   invalid_credentials: { status: 401, title: 'Email or password is wrong' },
   forbidden: { status: 403, title: 'Not allowed' },

@@ -282,9 +282,9 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
 /**
  * The service's booking transaction as plain SQL, for pgbench, statement for statement what
  * src/bookings/booking.service.ts sends: read the property and its host while taking the
- * per-property advisory lock, insert the booking (the exclusion constraint checks the dates),
- * write the outbox row with a payload of the same shape, COMMIT, then pg_notify (enqueue sends the
- * worker's wake-up after the commit). `withOutbox: false` drops the outbox row and the notify.
+ * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
+ * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
+ * worker's wake-up goes after the commit). `withOutbox: false` drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
  * client_id, so no two ever overlap.
@@ -301,19 +301,24 @@ export function bookingScript(withOutbox: boolean, variant: OutboxVariant = with
     `\\set day :base + ${STAY_NIGHTS} * (:slot / :nprops)`,
     'BEGIN;',
     'SELECT p.*, h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name, ' +
-      `pg_advisory_xact_lock(${BOOKING_LOCK_NAMESPACE}, p.id::int)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid;`,
-    'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
-      `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING public_id \\gset`,
+      `pg_advisory_xact_lock((${BOOKING_LOCK_NAMESPACE}::bigint << 32) # p.id)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid;`,
   ];
+  const insertBooking =
+    'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
+    `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING *`;
   if (withOutbox) {
+    // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
     lines.push(
-      "WITH ins AS (INSERT INTO outbox (topic, key, payload) VALUES ('booking.created', :public_id, jsonb_build_object(" +
-        "'bookingId', :public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+      `WITH b AS (${insertBooking}), ` +
+        "o AS (INSERT INTO outbox (topic, key, payload) SELECT 'booking.created', b.public_id, jsonb_build_object(" +
+        "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
         "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || :public_id::text)) " +
-        `RETURNING id, public_id, topic) SELECT id, public_id, topic${variant === 'in-transaction' ? ", pg_notify('outbox', topic)" : ''} FROM ins;`,
+        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text) FROM b " +
+        `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
     );
+  } else {
+    lines.push(`${insertBooking};`);
   }
   lines.push('END;');
   if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");

@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
 import { isPgError, PG } from '../db/pg-errors.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
-import { enqueue } from '../outbox/enqueue.ts';
+import { enqueue, outboxSnapshot, wakeWorkerAfterCommit } from '../outbox/enqueue.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
@@ -11,8 +12,8 @@ import { priceStay } from './pricing.ts';
 
 export const MAX_NIGHTS = 90;
 
-/** Namespace of the per-property booking lock (the first of pg_advisory_xact_lock's two keys; see the repository). */
-const BOOKING_LOCK_NAMESPACE = 0x5b00c;
+/** Namespace of the per-property booking lock, folded into its one bigint key (see the repository). */
+export const BOOKING_LOCK_NAMESPACE = 0x5b00c;
 
 export interface BookingDeps {
   db: Db;
@@ -48,7 +49,12 @@ export function toBookingResponse(v: repo.BookingView): BookingResponse {
   };
 }
 
-function bookingEventPayload(v: repo.BookingView, idempotencyKey: string) {
+type EventBooking = Pick<
+  repo.BookingRow,
+  'publicId' | 'checkIn' | 'checkOut' | 'guests' | 'nights' | 'total' | 'currency'
+>;
+
+function bookingEventPayload(v: Omit<repo.BookingView, 'booking'> & { booking: EventBooking }, idempotencyKey: string) {
   const b = v.booking;
   return {
     bookingId: b.publicId,
@@ -108,33 +114,39 @@ export async function createBooking(
     const price = priceStay({ ...body, ...property }, deps.serviceFeePercent);
     if (price.nights > MAX_NIGHTS) throw new AppError('stay_too_long');
 
-    const booking = await insertOrConflict(tx, {
+    // The public id is chosen here (a v4 UUID, as the column's default would be) so the event's
+    // payload can be built before the insert, and the booking and its event written by one statement.
+    const values: repo.NewBooking = {
+      publicId: randomUUID(),
       propertyId: property.id,
       guestId: guest.id,
       checkIn: body.checkIn,
       checkOut: body.checkOut,
       guests: body.guests,
       ...price,
-    });
-
-    const view: repo.BookingView = {
-      booking,
+    };
+    const people = {
       property: { id: property.id, publicId: property.publicId, title: property.title, hostId: property.hostId },
       guest: { id: guest.id, publicId: guest.publicId, email: guest.email, name: guest.name },
       host,
     };
-    await enqueue(tx, 'booking.created', bookingEventPayload(view, `booking-created:${booking.publicId}`), {
-      key: booking.publicId,
-    });
-    const response = toBookingResponse(view);
+    const topic = 'booking.created';
+    const snapshot = outboxSnapshot(
+      topic,
+      bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`),
+    );
+    const notifyInside = !wakeWorkerAfterCommit(tx, topic);
+    const booking = await insertOrConflict(tx, values, { topic, snapshot, key: values.publicId, notifyInside });
+
+    const response = toBookingResponse({ booking, ...people });
     if (idempotencyKey) await storeIdempotentResponse(tx, guest.id, idempotencyKey, { status: 201, body: response });
     return { status: 201, body: response, replayed: false };
   });
 }
 
-async function insertOrConflict(tx: Tx, values: Parameters<typeof repo.insertBooking>[1]) {
+async function insertOrConflict(tx: Tx, values: repo.NewBooking, event: repo.BookingEvent) {
   try {
-    return await repo.insertBooking(tx, values);
+    return await repo.insertBookingWithEvent(tx, values, event);
   } catch (err) {
     if (isPgError(err, PG.exclusionViolation, 'bookings_no_overlap')) throw new AppError('dates_unavailable');
     throw err;
@@ -185,7 +197,7 @@ const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base6
 function decodeCursor(cursor: string): string {
   const publicId = Buffer.from(cursor, 'base64url').toString();
   if (!UUID.test(publicId)) {
-    throw new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message: 'invalid cursor' }]);
+    throw new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message: 'is not a cursor this endpoint returned' }]);
   }
   return publicId;
 }

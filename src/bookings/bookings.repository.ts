@@ -1,8 +1,11 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import { alias } from 'drizzle-orm/pg-core';
 import type { Db } from '../db/client.ts';
+import { clientOf, run, statement } from '../db/prepared.ts';
 import type { Tx } from '../db/transaction.ts';
 import { bookings, properties, users } from '../db/schema.ts';
+import { OUTBOX_CHANNEL, type TopicName } from '../outbox/topics.ts';
+import type { PropertyRow } from '../properties/properties.repository.ts';
 
 export type BookingRow = typeof bookings.$inferSelect;
 
@@ -33,6 +36,33 @@ function selectViews(db: Db | Tx) {
     .innerJoin(host, eq(host.id, properties.hostId));
 }
 
+/*
+ * The booking transaction's statements are plain SQL, prepared once per connection (see
+ * db/prepared.ts): POST /bookings is the hot path. The rest of this file keeps drizzle.
+ */
+
+/**
+ * The per-property booking lock's key: one bigint that takes the property's whole id. The
+ * namespace sits in the high bits and is folded in with XOR, which is a bijection on bigint: two
+ * properties can never share a key, whatever their ids (the two-int form used to cast the bigint
+ * id to int, which fails once ids pass 2^31). The key space is shared with every other user of
+ * single-bigint advisory locks; a collision there would only make two unrelated transactions wait
+ * for each other, never break a guarantee.
+ */
+export const BOOKING_LOCK_KEY_SQL = (namespace: number, idExpr: string) => `((${namespace}::bigint << 32) # ${idExpr})`;
+
+const PROPERTY_LOCKED = (namespace: number) =>
+  statement(
+    `booking-property-locked-v2-${namespace}`,
+    `select p.id, p.public_id, p.host_id, p.title, p.description, p.city, p.country, p.currency,
+            p.nightly_price, p.cleaning_fee, p.max_guests, p.active, p.created_at, p.updated_at,
+            h.public_id as host_public_id, h.email as host_email, h.name as host_name,
+            pg_advisory_xact_lock(${BOOKING_LOCK_KEY_SQL(namespace, 'p.id')})::text as locked
+       from properties p join users h on h.id = p.host_id
+      where p.public_id = $1`,
+  );
+const propertyLockedStatements = new Map<number, ReturnType<typeof PROPERTY_LOCKED>>();
+
 /**
  * The property to book, its host, and the per-property booking lock, in one round trip.
  *
@@ -44,21 +74,102 @@ function selectViews(db: Db | Tx) {
  * select list (once, for the one matching row) to save a round trip on the hot path.
  */
 export async function findPropertyLockedForBooking(tx: Tx, publicId: string, lockNamespace: number) {
-  const [row] = await tx
-    .select({
-      property: properties,
-      host: { id: host.id, publicId: host.publicId, email: host.email, name: host.name },
-      locked: sql<string>`pg_advisory_xact_lock(${lockNamespace}, ${properties.id}::int)::text`,
-    })
-    .from(properties)
-    .innerJoin(host, eq(host.id, properties.hostId))
-    .where(eq(properties.publicId, publicId));
-  return row && { property: row.property, host: row.host };
+  let stmt = propertyLockedStatements.get(lockNamespace);
+  if (!stmt) propertyLockedStatements.set(lockNamespace, (stmt = PROPERTY_LOCKED(lockNamespace)));
+  const [r] = await run<Record<string, any>>(clientOf(tx), stmt, [publicId]);
+  if (!r) return undefined;
+  const property: PropertyRow = {
+    id: Number(r.id),
+    publicId: r.public_id,
+    hostId: Number(r.host_id),
+    title: r.title,
+    description: r.description,
+    city: r.city,
+    country: r.country,
+    currency: r.currency,
+    nightlyPrice: r.nightly_price,
+    cleaningFee: r.cleaning_fee,
+    maxGuests: r.max_guests,
+    active: r.active,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+  const host = { id: property.hostId, publicId: r.host_public_id as string, email: r.host_email as string, name: r.host_name as string };
+  return { property, host };
 }
 
-export async function insertBooking(tx: Tx, values: typeof bookings.$inferInsert): Promise<BookingRow> {
-  const [row] = await tx.insert(bookings).values(values).returning();
-  return row!;
+export type NewBooking = Omit<typeof bookings.$inferInsert, 'id' | 'publicId' | 'status' | 'createdAt' | 'updatedAt' | 'cancelledAt' | 'stay'> & {
+  publicId: string;
+};
+
+/** The booking row's columns, in the order both insert statements return them. */
+const BOOKING_COLUMNS = `id, public_id, property_id, guest_id, check_in, check_out, stay, guests, status, currency, nights,
+  nightly_price, subtotal, cleaning_fee, service_fee, total, created_at, updated_at, cancelled_at`;
+
+/**
+ * The booking row and its outbox event in ONE statement (one round trip instead of two): the
+ * outbox row is inserted from the booking's RETURNING, so it exists exactly when the booking does,
+ * and both are in the caller's transaction, committed or rolled back together. If the exclusion
+ * constraint refuses the stay, the whole statement fails and neither row is written. The event's
+ * payload was validated against its topic by `outboxSnapshot` (outbox/enqueue.ts, which keeps the
+ * outbox's rules); the worker's wake-up is sent after the commit, or, for a transaction that has no
+ * after-commit work, inside it (delivered at COMMIT), exactly as `enqueue` does.
+ */
+const insertWithEvent = (notifyInside: boolean) =>
+  statement(
+    `booking-insert-with-event-v1${notifyInside ? '-notify' : ''}`,
+    `with b as (
+       insert into bookings (public_id, property_id, guest_id, check_in, check_out, guests, currency, nights,
+                             nightly_price, subtotal, cleaning_fee, service_fee, total)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+       returning ${BOOKING_COLUMNS}
+     ), o as (
+       insert into outbox (topic, payload, key)
+       select $14, $15::jsonb, $16 from b
+       returning topic
+     )
+     select ${BOOKING_COLUMNS.replace(/(\w+)/g, 'b.$1')}${notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', o.topic) from o)` : ''} from b`,
+  );
+const INSERT_WITH_EVENT = insertWithEvent(false);
+const INSERT_WITH_EVENT_NOTIFY = insertWithEvent(true);
+
+/** The outbox row written with a booking: `snapshot` from `outboxSnapshot` (outbox/enqueue.ts). */
+export interface BookingEvent {
+  topic: TopicName;
+  snapshot: string;
+  key: string;
+  /** True when the transaction has no after-commit work: the wake-up is then sent inside it. */
+  notifyInside: boolean;
+}
+
+export async function insertBookingWithEvent(tx: Tx, v: NewBooking, event: BookingEvent): Promise<BookingRow> {
+  const [r] = await run<Record<string, any>>(clientOf(tx), event.notifyInside ? INSERT_WITH_EVENT_NOTIFY : INSERT_WITH_EVENT, [
+    v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
+    v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
+    event.topic, event.snapshot, event.key,
+  ]);
+  if (!r) throw new Error('insertBookingWithEvent: the insert returned no row');
+  return {
+    id: Number(r.id),
+    publicId: r.public_id,
+    propertyId: Number(r.property_id),
+    guestId: Number(r.guest_id),
+    checkIn: r.check_in,
+    checkOut: r.check_out,
+    stay: r.stay,
+    guests: r.guests,
+    status: r.status,
+    currency: r.currency,
+    nights: r.nights,
+    nightlyPrice: r.nightly_price,
+    subtotal: r.subtotal,
+    cleaningFee: r.cleaning_fee,
+    serviceFee: r.service_fee,
+    total: r.total,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    cancelledAt: r.cancelled_at,
+  };
 }
 
 export async function findBookingView(db: Db | Tx, publicId: string): Promise<BookingView | undefined> {

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
+import { clientOf, run, statement } from '../db/prepared.ts';
 import type { Tx } from '../db/transaction.ts';
-import { idempotencyKeys } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 
 /*
@@ -31,6 +30,36 @@ function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/*
+ * Prepared statements (db/prepared.ts): POST /bookings with a key runs them on every request.
+ *
+ * CLAIM takes the key in one round trip: a new key is inserted; an EXPIRED key is taken over in
+ * place (the same key may be used afresh after its TTL: this was a delete then an insert); a live
+ * key returns nothing and is looked up by FIND. A live key row written by a transaction still in
+ * flight makes CLAIM wait for it (the primary key), exactly as the plain insert did: a concurrent
+ * duplicate then sees the first one's outcome. ON CONFLICT DO UPDATE also locks a live row it does
+ * not update, until this transaction ends; replays of one key therefore queue behind each other,
+ * which costs nothing (a replay's transaction is one more read).
+ */
+const CLAIM = statement(
+  'idempotency-claim-v1',
+  `insert into idempotency_keys as k (user_id, key, request_hash, expires_at)
+   values ($1, $2, $3, now() + make_interval(hours => $4::int))
+   on conflict (user_id, key) do update
+     set request_hash = excluded.request_hash, response_status = null, response_body = null,
+         created_at = now(), expires_at = excluded.expires_at
+     where k.expires_at <= now()
+   returning 1 as claimed`,
+);
+const FIND = statement(
+  'idempotency-find-v1',
+  'select request_hash, response_status, response_body from idempotency_keys where user_id = $1 and key = $2',
+);
+const STORE = statement(
+  'idempotency-store-v1',
+  'update idempotency_keys set response_status = $3, response_body = $4::jsonb where user_id = $1 and key = $2',
+);
+
 export const requestHash = (body: unknown) => createHash('sha256').update(canonical(body)).digest('hex');
 
 export async function claimIdempotencyKey(
@@ -40,30 +69,21 @@ export async function claimIdempotencyKey(
   hash: string,
   ttlHours: number,
 ): Promise<KeyClaim> {
-  // An expired key is forgotten: the same key may be used afresh after its TTL.
-  await tx
-    .delete(idempotencyKeys)
-    .where(and(eq(idempotencyKeys.userId, userId), eq(idempotencyKeys.key, key), sql`${idempotencyKeys.expiresAt} <= now()`));
-  const inserted = await tx
-    .insert(idempotencyKeys)
-    .values({ userId, key, requestHash: hash, expiresAt: sql`now() + make_interval(hours => ${ttlHours})` })
-    .onConflictDoNothing()
-    .returning({ key: idempotencyKeys.key });
-  if (inserted.length) return { kind: 'new' };
+  const client = clientOf(tx);
+  const claimed = await run(client, CLAIM, [userId, key, hash, ttlHours]);
+  if (claimed.length) return { kind: 'new' };
 
-  const [existing] = await tx
-    .select()
-    .from(idempotencyKeys)
-    .where(and(eq(idempotencyKeys.userId, userId), eq(idempotencyKeys.key, key)));
+  const [existing] = await run<{ request_hash: string; response_status: number | null; response_body: unknown }>(
+    client,
+    FIND,
+    [userId, key],
+  );
   if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep: let the client retry
-  if (existing.requestHash !== hash) throw new AppError('idempotency_key_reused');
-  if (existing.responseStatus === null) throw new AppError('request_in_progress');
-  return { kind: 'replay', response: { status: existing.responseStatus, body: existing.responseBody } };
+  if (existing.request_hash !== hash) throw new AppError('idempotency_key_reused');
+  if (existing.response_status === null) throw new AppError('request_in_progress');
+  return { kind: 'replay', response: { status: existing.response_status, body: existing.response_body } };
 }
 
 export async function storeIdempotentResponse(tx: Tx, userId: number, key: string, response: StoredResponse) {
-  await tx
-    .update(idempotencyKeys)
-    .set({ responseStatus: response.status, responseBody: response.body })
-    .where(and(eq(idempotencyKeys.userId, userId), eq(idempotencyKeys.key, key)));
+  await run(clientOf(tx), STORE, [userId, key, response.status, JSON.stringify(response.body)]);
 }

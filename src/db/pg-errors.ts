@@ -54,6 +54,16 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return false;
 }
 
+/**
+ * SQLSTATE class 22, "data exception": PostgreSQL refused a value (out of range, not a number, bad
+ * date, invalid byte sequence, NUL in text…). Such a value can only come from the request, so it
+ * is the client's fault: a 400, never a 5xx. Validation should have refused it first; this is the
+ * net under it, for every route.
+ */
+export function isDataException(err: unknown): boolean {
+  return pgError(err)?.code.startsWith('22') ?? false;
+}
+
 export function isRetryableTransactionError(err: unknown): boolean {
   const code = pgError(err)?.code;
   return code === PG.deadlockDetected || code === PG.serializationFailure;

@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
+import { poolOf } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
+import { wakeUpFor } from './wake-up.ts';
 
 export interface EnqueuedMessage {
   id: number;
@@ -33,10 +35,8 @@ export async function enqueue<T extends TopicName>(
   payload: PayloadOf<T>,
   opts: { key?: string } = {},
 ): Promise<EnqueuedMessage> {
-  const snapshot = JSON.stringify(TOPICS[topic].parse(payload));
-  const notifyAfterCommit = runAfterCommit(tx, `outbox-notify:${topic}`, (db) =>
-    db.execute(sql`select pg_notify(${OUTBOX_CHANNEL}, ${topic})`),
-  );
+  const snapshot = outboxSnapshot(topic, payload);
+  const notifyAfterCommit = wakeWorkerAfterCommit(tx, topic);
   const notifyInside = notifyAfterCommit ? sql`` : sql`, pg_notify(${OUTBOX_CHANNEL}, topic)`;
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
@@ -47,4 +47,29 @@ export async function enqueue<T extends TopicName>(
     select id, public_id, topic ${notifyInside} from ins`);
   const row = rows[0]!;
   return { id: Number(row.id), publicId: row.public_id, topic: row.topic };
+}
+
+/*
+ * The two halves of `enqueue`, for a hot path that folds the outbox insert into its own statement
+ * (the booking: one round trip for the booking row and its event, see bookings.repository.ts). The
+ * rules stay the same: the payload is validated against its topic's schema, the row is written in
+ * the caller's transaction, and the wake-up goes after the commit.
+ */
+
+/** The payload, validated against its topic's schema, as the JSON stored in `outbox.payload`. */
+export function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf<T>): string {
+  return JSON.stringify(TOPICS[topic].parse(payload));
+}
+
+/**
+ * Asks for the worker's wake-up after `tx` commits. False when `tx` was not started by
+ * `withTransaction`: the caller must then send `pg_notify(OUTBOX_CHANNEL, topic)` inside it.
+ */
+export function wakeWorkerAfterCommit(tx: Tx, topic: TopicName): boolean {
+  // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit. Not
+  // awaited: the caller's answer does not depend on it (it cannot fail the commit, and a lost one
+  // is found by the worker's poll), and while it is in flight the next commits share the next one.
+  return runAfterCommit(tx, `outbox-notify:${topic}`, async (db) => {
+    void wakeUpFor(poolOf(db), topic).request();
+  });
 }

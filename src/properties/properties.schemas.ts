@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { multiLineText, singleLineText } from '../validation.ts';
 
 const money = z.number().int().min(0).max(10_000_000); // minor units; 100,000.00 a night at most
 
 export const propertyBody = z.strictObject({
-  title: z.string().trim().min(3).max(200),
-  description: z.string().trim().max(5000).default(''),
-  city: z.string().trim().min(1).max(100),
+  title: singleLineText(3, 200),
+  description: multiLineText(5000).default(''),
+  city: singleLineText(1, 100),
   country: z
     .string()
     .regex(/^[A-Za-z]{2}$/, 'must be an ISO 3166-1 alpha-2 code')
@@ -26,7 +27,7 @@ export type PropertyBody = z.infer<typeof propertyBody>;
 export const propertyPatchBody = z
   .strictObject({
     title: propertyBody.shape.title,
-    description: z.string().trim().max(5000),
+    description: multiLineText(5000),
     city: propertyBody.shape.city,
     country: propertyBody.shape.country,
     currency: z

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { AppError } from '../errors.ts';
+import { singleLineText } from '../validation.ts';
 import { isoDate, propertyResponse } from '../properties/properties.schemas.ts';
 import type { IndexKey } from './search-index.ts';
 
@@ -18,7 +20,21 @@ const digits = (min: number, max: number) =>
     .pipe(z.number().int().min(min).max(max));
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const RANK = /^-?\d+(\.\d+)?(e[-+]?\d+)?$/i;
+const RANK = /^\d{1,20}(\.\d{1,20})?(e[-+]?\d{1,3})?$/i;
+/** float4's range: the index compares the cursor's rank as `real`, which refuses anything outside it. */
+const FLOAT4_MAX = 3.4028234663852886e38;
+const FLOAT4_MIN_NORMAL = 1.1754943508222875e-38;
+
+/**
+ * A rank as the index printed it (`ts_rank_cd(...)::text`): a non-negative float4. Checked by
+ * value, not only by shape: "1e99" has the shape of a number but is out of range for `real`, and
+ * PostgreSQL would refuse it as a data error (22003) in the middle of the search.
+ */
+function isRank(r: string): boolean {
+  if (!RANK.test(r)) return false;
+  const n = Number(r);
+  return Number.isFinite(n) && (n === 0 || (n >= FLOAT4_MIN_NORMAL && n <= FLOAT4_MAX));
+}
 
 /**
  * The cursor is opaque to clients: base64url of the last returned hit's ordering key, (rank, id)
@@ -36,22 +52,34 @@ export function decodeCursor(cursor: string): IndexKey | undefined {
     const { r, i } = raw as { r?: unknown; i?: unknown };
     if (typeof i !== 'string' || !UUID.test(i)) return undefined;
     if (r === undefined) return { propertyId: i.toLowerCase() };
-    if (typeof r !== 'string' || !RANK.test(r)) return undefined;
+    if (typeof r !== 'string' || !isRank(r)) return undefined;
     return { rank: r, propertyId: i.toLowerCase() };
   } catch {
     return undefined;
   }
 }
 
+/**
+ * The ordering key a cursor stands for, or an `invalid_cursor` error (400) naming the field. A
+ * cursor carries the ordering it came from: a text-search cursor cannot continue an id-ordered list.
+ */
+export function cursorKey(cursor: string, q: string | undefined): IndexKey {
+  const key = decodeCursor(cursor);
+  const refuse = (message: string) =>
+    new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message }]);
+  if (!key) throw refuse('is not a cursor this endpoint returned');
+  if ((key.rank !== undefined) !== (q !== undefined)) throw refuse('belongs to a search with a different q');
+  return key;
+}
+
 // PostgreSQL text cannot hold NUL, and no search needs control characters: refuse them here (400)
 // rather than let the index reject them (which would read as the index failing).
-const text = (max: number) =>
-  z.string().trim().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+const text = (min: number, max: number) => singleLineText(min, max);
 
 export const searchQuery = z
   .strictObject({
-    q: text(200).optional(),
-    city: text(100).min(1).optional(),
+    q: text(0, 200).optional(),
+    city: text(1, 100).optional(),
     country: z
       .string()
       .regex(/^[A-Za-z]{2}$/, 'must be an ISO 3166-1 alpha-2 code')
@@ -80,15 +108,8 @@ export const searchQuery = z
     if (p.minPrice !== undefined && p.maxPrice !== undefined && p.minPrice > p.maxPrice) {
       ctx.addIssue({ code: 'custom', path: ['maxPrice'], message: 'must not be below minPrice' });
     }
-    if (p.cursor !== undefined) {
-      const key = decodeCursor(p.cursor);
-      if (!key) ctx.addIssue({ code: 'custom', path: ['cursor'], message: 'is not a cursor this endpoint returned' });
-      // A cursor carries the ordering it came from: a text-search cursor cannot continue an id-ordered list.
-      else if ((key.rank !== undefined) !== (p.q !== undefined)) {
-        ctx.addIssue({ code: 'custom', path: ['cursor'], message: 'belongs to a search with a different q' });
-      }
-    }
   });
+// The cursor is checked by the service (`cursorKey`), which answers `invalid_cursor`.
 export type SearchQuery = z.infer<typeof searchQuery>;
 
 export const searchResponse = z.object({

@@ -1,9 +1,10 @@
 import type { Db } from '../db/client.ts';
+import { isDataException } from '../db/pg-errors.ts';
 import { AppError } from '../errors.ts';
 import { toPropertyResponse } from '../properties/properties.service.ts';
 import type { PropertyWithHost } from '../properties/properties.repository.ts';
 import type { IndexHit, IndexKey, SearchIndex } from './search-index.ts';
-import { decodeCursor, encodeCursor, type SearchQuery, type SearchResponse } from './search.schemas.ts';
+import { cursorKey, encodeCursor, type SearchQuery, type SearchResponse } from './search.schemas.ts';
 import { loadMatchingProperties, type TruthFilter } from './source.ts';
 
 export interface SearchDeps {
@@ -46,7 +47,7 @@ export async function searchProperties(deps: SearchDeps, p: SearchQuery): Promis
   const batchSize = Math.min(filter.stay ? Math.max(p.limit * 3, 50) : want, 500);
 
   const kept: { hit: IndexHit; property: PropertyWithHost }[] = [];
-  let after: IndexKey | undefined = p.cursor ? decodeCursor(p.cursor) : undefined;
+  let after: IndexKey | undefined = p.cursor !== undefined ? cursorKey(p.cursor, p.q) : undefined;
   let examined = 0;
   let exhausted = false;
 
@@ -92,12 +93,15 @@ export async function searchProperties(deps: SearchDeps, p: SearchQuery): Promis
 
 /**
  * An index that is down or slower than its statement timeout makes search unavailable (503), not
- * a bug (500). Nothing else is affected: bookings and saves never wait on the index.
+ * a bug (500). Nothing else is affected: bookings and saves never wait on the index. A data
+ * exception (SQLSTATE 22xxx) is not the index failing but a value from the request it refused:
+ * it goes to the error handler as it is, which answers 400.
  */
 async function queryIndex(index: SearchIndex, q: Parameters<SearchIndex['query']>[0]): Promise<IndexHit[]> {
   try {
     return await index.query(q);
   } catch (err) {
+    if (isDataException(err)) throw err;
     // The cause rides along for the error log (the error handler logs every >= 500 in full).
     throw Object.assign(new AppError('service_unavailable', 'Search is temporarily unavailable'), { cause: err });
   }

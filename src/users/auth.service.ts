@@ -4,6 +4,7 @@ import { isPgError, PG } from '../db/pg-errors.ts';
 import { AppError } from '../errors.ts';
 import type { UserRole } from '../db/schema.ts';
 import { DUMMY_HASH_PROMISE, hashPassword, verifyPassword } from './password.ts';
+import { sessionCacheFor } from './session-cache.ts';
 import * as repo from './users.repository.ts';
 import type { LoginBody, RegisterBody, UserResponse } from './users.schemas.ts';
 
@@ -53,9 +54,21 @@ export async function login(deps: AuthDeps, body: LoginBody) {
 }
 
 export async function logout(deps: AuthDeps, token: string): Promise<void> {
-  await repo.revokeSession(deps.db, hashToken(token));
+  const tokenHash = hashToken(token);
+  await repo.revokeSession(deps.db, tokenHash);
+  // After the revoke. A lookup of this token that read the session just before the revoke can
+  // still put it back, but only for SESSION_CACHE_MS: the bound the cache promises.
+  sessionCacheFor(deps.db).delete(tokenHash);
 }
 
+/** The user behind a live session token; remembered for at most a second (see session-cache.ts). */
 export async function authenticate(deps: AuthDeps, token: string): Promise<repo.UserRow | undefined> {
-  return repo.findUserBySessionHash(deps.db, hashToken(token));
+  const tokenHash = hashToken(token);
+  const cache = sessionCacheFor(deps.db);
+  const cached = cache.get(tokenHash);
+  if (cached) return cached;
+  const found = await repo.findUserBySessionHash(deps.db, tokenHash);
+  if (!found) return undefined;
+  cache.set(tokenHash, found.user, found.expiresAt);
+  return found.user;
 }

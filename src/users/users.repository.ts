@@ -1,5 +1,6 @@
-import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { poolOf, run, statement } from '../db/prepared.ts';
 import type { Tx } from '../db/transaction.ts';
 import { sessions, users, type UserRole } from '../db/schema.ts';
 
@@ -25,14 +26,42 @@ export async function insertSession(db: Db | Tx, values: { tokenHash: string; us
   await db.insert(sessions).values(values);
 }
 
-/** The user behind a live (unexpired, unrevoked) session token hash. */
-export async function findUserBySessionHash(db: Db, tokenHash: string): Promise<UserRow | undefined> {
-  const [row] = await db
-    .select({ user: users })
-    .from(sessions)
-    .innerJoin(users, eq(users.id, sessions.userId))
-    .where(and(eq(sessions.tokenHash, tokenHash), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)));
-  return row?.user;
+/**
+ * The user behind a live (unexpired, unrevoked) session token hash, and when that session expires.
+ * Runs on every authenticated request: a prepared statement (see db/prepared.ts).
+ */
+const SESSION_USER = statement(
+  'session-user-v1',
+  `select u.id, u.public_id, u.email, u.name, u.role, u.password_hash, u.created_at, u.updated_at,
+          s.expires_at
+     from sessions s join users u on u.id = s.user_id
+    where s.token_hash = $1 and s.revoked_at is null and s.expires_at > now()`,
+);
+
+export interface SessionUser {
+  user: UserRow;
+  expiresAt: Date;
+}
+
+export async function findUserBySessionHash(db: Db, tokenHash: string): Promise<SessionUser | undefined> {
+  const [r] = await run<{
+    id: string; public_id: string; email: string; name: string; role: UserRole; password_hash: string;
+    created_at: Date; updated_at: Date; expires_at: Date;
+  }>(poolOf(db), SESSION_USER, [tokenHash]);
+  if (!r) return undefined;
+  return {
+    user: {
+      id: Number(r.id), // bigserial in 'number' mode, as drizzle reads it elsewhere
+      publicId: r.public_id,
+      email: r.email,
+      name: r.name,
+      role: r.role,
+      passwordHash: r.password_hash,
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+    },
+    expiresAt: r.expires_at,
+  };
 }
 
 export async function revokeSession(db: Db, tokenHash: string): Promise<void> {

@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { noControlCharacters, singleLineText } from '../validation.ts';
 
-export const emailSchema = z.string().trim().max(254).email();
+export const emailSchema = noControlCharacters(z.string()).trim().max(254).email();
 
 export const registerBody = z.strictObject({
   email: emailSchema,
   password: z.string().min(10, 'must be at least 10 characters').max(200),
-  name: z.string().trim().min(1).max(100),
+  name: singleLineText(1, 100),
   // `admin` exists but cannot be self-registered (see `npm run create-admin`).
   role: z.enum(['guest', 'host']),
 });

@@ -80,6 +80,30 @@ describe('login and sessions', () => {
   });
 });
 
+describe('session lookups are remembered for at most a second', () => {
+  it('logout refuses the token at once, even right after it was used', async () => {
+    const s = await signUp(t.app, 'guest');
+    expect((await t.app.inject({ method: 'GET', url: '/me', headers: s.auth })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'POST', url: '/auth/logout', headers: s.auth })).statusCode).toBe(204);
+    expect((await t.app.inject({ method: 'GET', url: '/me', headers: s.auth })).statusCode).toBe(401);
+  });
+
+  it('a session revoked elsewhere (another API process, SQL) is refused within ~1 s', async () => {
+    const s = await signUp(t.app, 'guest');
+    expect((await t.app.inject({ method: 'GET', url: '/me', headers: s.auth })).statusCode).toBe(200);
+    const revokedAt = Date.now();
+    await t.db.pool.query(`update sessions set revoked_at = now() where user_id = (select id from users where public_id = $1)`, [s.user.id]);
+    // Poll: the answer may stay 200 only while the remembered lookup is younger than a second.
+    for (;;) {
+      const res = await t.app.inject({ method: 'GET', url: '/me', headers: s.auth });
+      if (res.statusCode === 401) break;
+      expect(res.statusCode).toBe(200);
+      expect(Date.now() - revokedAt).toBeLessThan(1_000 + 250);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+});
+
 describe('rate limiting', () => {
   it('answers 429 after repeated login attempts from one address', async () => {
     const limited = await buildTestApp(t.db, { RATE_LIMIT_AUTH_PER_MINUTE: '3' });

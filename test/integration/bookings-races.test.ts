@@ -79,6 +79,24 @@ describe('Idempotency-Key', () => {
     expect(await tableCounts(t.db)).toEqual(before);
   });
 
+  it('an expired key is taken afresh: a new request with it books, and the key then replays the new one', async () => {
+    const p = await listProperty(t.app, host);
+    const headers = { ...guests[7]!.auth, 'idempotency-key': 'expiring-key' };
+    const first = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 300) });
+    expect(first.statusCode).toBe(201);
+    await t.db.pool.query(`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'expiring-key'`);
+    // Another body: refused while the key lived (422), a new request once it expired.
+    const second = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 310) });
+    expect(second.statusCode, second.body).toBe(201);
+    expect(second.headers['idempotent-replayed']).toBeUndefined();
+    expect(second.json().id).not.toBe(first.json().id);
+    const third = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 310) });
+    expect(third.headers['idempotent-replayed']).toBe('true');
+    expect(third.json()).toEqual(second.json());
+    const { rows } = await t.db.pool.query(`select count(*)::int as n, min(expires_at) > now() as live from idempotency_keys where key = 'expiring-key'`);
+    expect(rows[0]).toEqual({ n: 1, live: true });
+  });
+
   it('refuses the same key with a different body (422 idempotency_key_reused)', async () => {
     const p = await listProperty(t.app, host);
     const headers = { ...guests[1]!.auth, 'idempotency-key': 'reused-key' };

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, type FieldError } from '../../errors.ts';
-import { isDatabaseUnavailable, pgError, PG } from '../../db/pg-errors.ts';
+import { isDatabaseUnavailable, isDataException } from '../../db/pg-errors.ts';
 import { problem, sendProblem } from '../problem.ts';
 
 /** Fastify's own client-error codes, mapped to ours. */
@@ -12,9 +12,6 @@ const FASTIFY_CLIENT_ERRORS: Record<string, Parameters<typeof problem>[0]> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'bad_request',
   FST_ERR_CTP_INVALID_JSON_BODY: 'bad_request',
 };
-
-/** Postgres rejecting a value the validation should have caught: still the client's input, never a 500. */
-const PG_INPUT_ERRORS = new Set([PG.invalidTextRepresentation, PG.datetimeFieldOverflow, '22003', '22007', '22021', '22P05']);
 
 /**
  * The one place an error becomes a response. Client errors (< 500) tell the client what is wrong;
@@ -41,8 +38,9 @@ export function registerErrorHandler(app: FastifyInstance) {
     if (err instanceof SyntaxError || err.statusCode === 400) return sendProblem(reply, problem('bad_request', err.message));
     if (err.statusCode === 429) return sendProblem(reply, problem('rate_limited'));
 
-    const pgErr = pgError(err);
-    if (pgErr && PG_INPUT_ERRORS.has(pgErr.code)) {
+    // Postgres rejecting a value the validation should have caught (any SQLSTATE 22xxx): still the
+    // client's input, never a 500 or a 503.
+    if (isDataException(err)) {
       request.log.warn({ err }, 'database rejected input that passed validation');
       return sendProblem(reply, problem('bad_request', 'A value in the request is not valid'));
     }
