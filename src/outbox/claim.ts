@@ -89,8 +89,7 @@ const CLAIM = `
            claim_id = $2::uuid,
            claimed_at = now(),
            available_at = now() + make_interval(secs => $3)
-      from due
-     where outbox.id = due.id
+     where outbox.id = any(array(select id from due))
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done
   )
@@ -99,6 +98,11 @@ const CLAIM = `
    order by c.id`;
 
 /*
+ * `id = any(array(select id from due))`, not `from due where id = due.id`: with the join, the
+ * planner estimated a hash join and read the WHOLE table (DONE history included) on every claim to
+ * update 500 rows (70 ms of 250 on 20,000 rows, growing with the history); with the array it is
+ * 500 primary-key lookups.
+ *
  * The rows come back as arrays, oldest first (UPDATE … RETURNING keeps no order, the outer select
  * does), each turned into one ClaimedMessage: no row object, no second pass. An id fits a float8
  * exactly up to 2^53. Empty handlers_done comes back as null, so the common case parses no array.
