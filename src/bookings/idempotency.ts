@@ -55,7 +55,7 @@ export async function claimIdempotencyKey(
     .select()
     .from(idempotencyKeys)
     .where(and(eq(idempotencyKeys.userId, userId), eq(idempotencyKeys.key, key)));
-  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep: let the client retry
+  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep (the worker's housekeeping, src/worker/housekeeping.ts): let the client retry
   if (existing.requestHash !== hash) throw new AppError('idempotency_key_reused');
   if (existing.responseStatus === null) throw new AppError('request_in_progress');
   return { kind: 'replay', response: { status: existing.responseStatus, body: existing.responseBody } };
