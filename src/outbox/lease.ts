@@ -1,5 +1,5 @@
 import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, query } from './worker-sql.ts';
+import { ASYNC_COMMIT, intArray, query, uuidArray } from './worker-sql.ts';
 
 /*
  * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
@@ -12,14 +12,14 @@ export interface Claim {
   claimId: string;
 }
 
-function arrays(claims: readonly Claim[]): [number[], string[]] {
+function arrays(claims: readonly Claim[]): [string, string] {
   const ids = new Array<number>(claims.length);
   const tokens = new Array<string>(claims.length);
   for (let i = 0; i < claims.length; i++) {
     ids[i] = claims[i]!.id;
     tokens[i] = claims[i]!.claimId;
   }
-  return [ids, tokens];
+  return [intArray(ids), uuidArray(tokens)];
 }
 
 /**

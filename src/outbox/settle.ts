@@ -1,5 +1,5 @@
 import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, query } from './worker-sql.ts';
+import { ASYNC_COMMIT, intArray, query, textArray, uuidArray } from './worker-sql.ts';
 
 /*
  * Settling a claimed message: recording its outcome. Every statement here is one autocommitted
@@ -73,7 +73,7 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
     claims[i] = it.claimId;
     handlers[i] = it.lastHandler;
   }
-  const res = await query<{ n: string }>(db, 'outbox-mark-done', MARK_DONE, [ids, claims, handlers]);
+  const res = await query<{ n: string }>(db, 'outbox-mark-done', MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers)]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;

@@ -57,3 +57,26 @@ export function query<R extends QueryResultRow = QueryResultRow>(
 export function queryArrays(db: Db, name: string, text: string, values: unknown[]): Promise<QueryResult<unknown[]>> {
   return client(db).query({ name, text, values, rowMode: 'array' }) as Promise<QueryResult<unknown[]>>;
 }
+
+/*
+ * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert
+ * each element on its own (prepareValue, a regex escape per string), a cost per message in every
+ * batched write. Numbers and uuids need no quoting; text is quoted and escaped.
+ */
+export function intArray(values: readonly number[]): string {
+  return `{${values.join(',')}}`;
+}
+
+export function uuidArray(values: readonly string[]): string {
+  return `{${values.join(',')}}`;
+}
+
+export function textArray(values: readonly (string | null)[]): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) out += ',';
+    const v = values[i];
+    out += v === null || v === undefined ? 'NULL' : `"${v.replace(/[\\"]/g, '\\$&')}"`;
+  }
+  return `${out}}`;
+}

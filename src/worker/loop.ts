@@ -92,6 +92,7 @@ class OutboxWorker implements Worker {
   private housekeeping: Housekeeping | undefined;
   private progress: ProgressLog | undefined;
   private handingBack: Promise<void> = Promise.resolve();
+  private handBacksPending = 0;
   /** Set by a notification (or a settled message) that arrived since the last claim began. */
   private wakePending = false;
   private wakeUp: (() => void) | undefined;
@@ -214,7 +215,11 @@ class OutboxWorker implements Worker {
   };
 
   private handBackLater(msgs: ClaimedMessage[]) {
-    this.handingBack = this.handingBack.then(() => this.handBack(msgs));
+    this.handBacksPending++;
+    this.handingBack = this.handingBack.then(() => this.handBack(msgs)).finally(() => {
+      this.handBacksPending--;
+      this.notifyChanged();
+    });
   }
 
   private async handBack(msgs: ClaimedMessage[]): Promise<void> {
@@ -282,7 +287,8 @@ class OutboxWorker implements Worker {
       const n = await this.claim();
       total += n;
       if (n > 0) continue;
-      if (this.held.size === 0 && this.queue.length === 0) break;
+      // Empty means empty only when nothing we hold could still make a message due.
+      if (this.held.size === 0 && this.queue.length === 0 && this.handBacksPending === 0) break;
       await this.drained();
     }
     await this.drained();

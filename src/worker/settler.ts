@@ -41,7 +41,7 @@ export class Settler {
     }
     this.singles++;
     void this.settleOne(msg, verdict).finally(() => {
-      if (--this.singles === 0 && this.done.pending === 0) this.wakeIdle();
+      if (--this.singles === 0) this.wakeIdle();
     });
   }
 
