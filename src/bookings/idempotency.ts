@@ -78,7 +78,7 @@ export async function claimIdempotencyKey(
     FIND,
     [userId, key],
   );
-  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep: let the client retry
+  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep (the worker's housekeeping, src/worker/housekeeping.ts): let the client retry
   if (existing.request_hash !== hash) throw new AppError('idempotency_key_reused');
   if (existing.response_status === null) throw new AppError('request_in_progress');
   return { kind: 'replay', response: { status: existing.response_status, body: existing.response_body } };

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { withTransaction } from '../db/transaction.ts';
+import { runAfterCommit, withTransaction } from '../db/transaction.ts';
 import { outboxAudit } from '../db/schema.ts';
+import { OUTBOX_CHANNEL } from './topics.ts';
 
 export type RequeueCriteria = { ids: string[] } | { topic: string } | { allDead: true };
 
@@ -16,6 +17,10 @@ export interface RequeueResult {
  * exist, or neither. Only DEAD rows are touched: a PENDING or DONE message named by id is left as
  * it is (replaying a DONE message would repeat its effects). handlers_done is kept, so a message
  * whose guest email went out and host email died re-sends only the host email.
+ *
+ * The worker's wake-up is sent after COMMIT, for the reasons `enqueue` gives (src/outbox/enqueue.ts:
+ * a NOTIFY inside the transaction holds the cluster-wide notification lock through the commit);
+ * the payload says why it woke. If it is lost, the worker's poll finds the messages.
  */
 export async function requeueDead(
   db: Db,
@@ -44,7 +49,9 @@ export async function requeueDead(
       affected: messageIds.length,
       messageIds,
     });
-    if (messageIds.length) await tx.execute(sql`select pg_notify('outbox', 'requeue')`);
+    if (messageIds.length) {
+      runAfterCommit(tx, 'outbox-notify:requeue', (after) => after.execute(sql`select pg_notify(${OUTBOX_CHANNEL}, 'requeue')`));
+    }
     return { affected: messageIds.length, messageIds };
   });
 }

@@ -1,112 +1,87 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { ASYNC_COMMIT, intArray, query, textArray, uuidArray } from './worker-sql.ts';
 
 /*
- * Settling a claimed message. Every statement here is one autocommitted UPDATE, so each message's
- * outcome is committed on its own: one message's failure never rolls back another's finished work.
+ * Settling a claimed message: recording its outcome. Every statement here is one autocommitted
+ * UPDATE, so each message's outcome is committed on its own: one message's failure never rolls
+ * back another's finished work. Commits are asynchronous (see src/outbox/worker-sql.ts for what a
+ * database crash can then cause: a redelivery, never a loss).
  *
  * Every one is fenced: `WHERE id = $id AND claim_id = $token AND status = 'PENDING'`. A worker
  * whose lease ran out while it was still working (a long GC pause, a cut network) may come back
  * after another worker claimed the same row; its update then matches nothing and the newer
- * claim's outcome stands. Each function says whether it still held the claim.
+ * claim's outcome stands. Each function says whether it still held the claim, per (id, claim).
+ *
+ * The lease verbs (extend, hand back) are in src/outbox/lease.ts.
  */
 
-const fence = (id: number, claimId: string) =>
-  sql`id = ${id} and claim_id = ${claimId}::uuid and status = 'PENDING'`;
+const FENCE = `id = $1 and claim_id = $2::uuid and status = 'PENDING'`;
 
-async function fenced(db: Db, query: ReturnType<typeof sql>): Promise<boolean> {
-  const res = await db.execute(query);
+async function fenced(db: Db, name: string, text: string, values: unknown[]): Promise<boolean> {
+  const res = await query(db, name, text, values);
   return (res.rowCount ?? 0) > 0;
 }
 
 /**
- * Records one handler's success as soon as it finishes, before the next handler runs: if the
- * worker dies between two handlers, the redelivery runs only the ones not recorded here.
+ * Records one handler's success as soon as it finishes, before the next handler of the same
+ * message runs: if the worker dies between two handlers, the redelivery runs only the ones not
+ * recorded here. (The last handler's success is recorded with DONE, in the same write.)
  */
 export function recordHandlerDone(db: Db, id: number, claimId: string, handler: string): Promise<boolean> {
   return fenced(
     db,
-    sql`update outbox
-           set handlers_done = case when ${handler} = any(handlers_done) then handlers_done
-                                    else array_append(handlers_done, ${handler}::text) end
-         where ${fence(id, claimId)}`,
+    'outbox-handler-done',
+    `update outbox
+        set handlers_done = case when $3 = any(handlers_done) then handlers_done
+                                 else array_append(handlers_done, $3::text) end
+       from ${ASYNC_COMMIT}
+      where ${FENCE}`,
+    [id, claimId, handler],
   );
 }
 
-interface DoneItem {
+export interface DoneItem {
   id: number;
   claimId: string;
-  /** The handler whose success completes the message, recorded in the same write. */
-  handler: string | null;
+  /** The handler whose success completes the message, recorded in the same write (or null). */
+  lastHandler: string | null;
 }
 
+const MARK_DONE = `
+  update outbox o
+     set status = 'DONE', processed_at = now(), claim_id = null,
+         handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
+                              else array_append(o.handlers_done, v.handler) end
+    from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
+         ${ASYNC_COMMIT}
+   where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
+  returning v.n`;
+
 /**
- * The UPDATE that marks messages DONE, for one message or many: each row is fenced on its own
- * claim, and RETURNING says which claims were still held. `lastHandler`, when given, is recorded
- * in the same write, so the common case (the last or only handler just succeeded) costs one write.
+ * Marks messages DONE, one message or many in one UPDATE: each row fenced on its own claim.
+ * Returns, per item and in order, whether that (id, claim) was still held: the match is on the
+ * pair, so a worker that somehow holds two claims of one message learns about each separately.
  */
-async function markDoneMany(db: Db, items: DoneItem[]): Promise<Set<number>> {
-  const res = await db.execute<{ id: string }>(sql`
-    update outbox o
-       set status = 'DONE', processed_at = now(), claim_id = null,
-           handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
-                                else array_append(o.handlers_done, v.handler) end
-      from unnest(${sql.param(items.map((i) => i.id))}::bigint[],
-                  ${sql.param(items.map((i) => i.claimId))}::uuid[],
-                  ${sql.param(items.map((i) => i.handler))}::text[]) as v(id, claim_id, handler)
-     where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
-    returning o.id`);
-  return new Set(res.rows.map((r) => Number(r.id)));
+export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<boolean[]> {
+  const n = items.length;
+  const ids = new Array<number>(n);
+  const claims = new Array<string>(n);
+  const handlers = new Array<string | null>(n);
+  for (let i = 0; i < n; i++) {
+    const it = items[i]!;
+    ids[i] = it.id;
+    claims[i] = it.claimId;
+    handlers[i] = it.lastHandler;
+  }
+  const res = await query<{ n: string }>(db, 'outbox-mark-done', MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers)]);
+  const held = new Array<boolean>(n).fill(false);
+  for (const r of res.rows) held[Number(r.n) - 1] = true;
+  return held;
 }
 
 /** Every handler has succeeded: one message, one fenced write. */
 export async function markDone(db: Db, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
-  return (await markDoneMany(db, [{ id, claimId, handler: lastHandler ?? null }])).has(id);
-}
-
-/**
- * Group commit for DONE. With fsync on, every autocommitted UPDATE waits for its WAL flush, and a
- * worker that commits each finished message alone spends most of its time waiting for the disk
- * (it drained ~1,000 no-op messages/s where graphile-worker, which batches completions, drained
- * ~8,000). Here at most one write is in flight: the first finished message is written at once (no
- * added latency when the worker is idle), and every message that finishes while that write is in
- * flight goes into the next one. Each message's outcome still stands alone: a row whose claim was
- * superseded is simply not in RETURNING, and only that message learns it lost its claim.
- */
-export class DoneBatcher {
-  private queue: (DoneItem & { resolve(held: boolean): void; reject(err: unknown): void })[] = [];
-  private writing = false;
-
-  constructor(
-    private readonly db: Db,
-    private readonly maxBatch = 500,
-  ) {}
-
-  markDone(id: number, claimId: string, lastHandler?: string): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ id, claimId, handler: lastHandler ?? null, resolve, reject });
-      void this.writeAll();
-    });
-  }
-
-  private async writeAll(): Promise<void> {
-    if (this.writing) return;
-    this.writing = true;
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.maxBatch);
-        try {
-          const held = await markDoneMany(this.db, batch);
-          for (const item of batch) item.resolve(held.has(item.id));
-        } catch (err) {
-          // The caller retries (dispatch's persist); a write that failed changed nothing.
-          for (const item of batch) item.reject(err);
-        }
-      }
-    } finally {
-      this.writing = false;
-    }
-  }
+  return (await markDoneMany(db, [{ id, claimId, lastHandler: lastHandler ?? null }]))[0]!;
 }
 
 /**
@@ -122,10 +97,12 @@ export function scheduleRetry(
 ): Promise<boolean> {
   return fenced(
     db,
-    sql`update outbox
-           set available_at = now() + make_interval(secs => ${delaySeconds}), claim_id = null,
-               last_error = ${lastError}
-         where ${fence(id, claimId)}`,
+    'outbox-retry',
+    `update outbox
+        set available_at = now() + make_interval(secs => $3), claim_id = null, last_error = $4
+       from ${ASYNC_COMMIT}
+      where ${FENCE}`,
+    [id, claimId, delaySeconds, lastError],
   );
 }
 
@@ -133,9 +110,12 @@ export function scheduleRetry(
 export function markDead(db: Db, id: number, claimId: string, lastError: string): Promise<boolean> {
   return fenced(
     db,
-    sql`update outbox
-           set status = 'DEAD', processed_at = now(), claim_id = null, last_error = ${lastError}
-         where ${fence(id, claimId)}`,
+    'outbox-dead',
+    `update outbox
+        set status = 'DEAD', processed_at = now(), claim_id = null, last_error = $3
+       from ${ASYNC_COMMIT}
+      where ${FENCE}`,
+    [id, claimId, lastError],
   );
 }
 
@@ -147,39 +127,87 @@ export function markDead(db: Db, id: number, claimId: string, lastError: string)
 export function releaseUnknownTopic(db: Db, id: number, claimId: string, recheckSeconds: number): Promise<boolean> {
   return fenced(
     db,
-    sql`update outbox
-           set attempts = greatest(attempts - 1, 0), claim_id = null,
-               available_at = now() + make_interval(secs => ${recheckSeconds})
-         where ${fence(id, claimId)}`,
+    'outbox-unknown-topic',
+    `update outbox
+        set attempts = greatest(attempts - 1, 0), claim_id = null,
+            available_at = now() + make_interval(secs => $3)
+       from ${ASYNC_COMMIT}
+      where ${FENCE}`,
+    [id, claimId, recheckSeconds],
   );
 }
 
 /**
- * Shutdown: messages claimed but never started go back as they were (attempt not counted, due at
- * once) so another worker need not wait for the lease to end. Returns how many were handed back.
+ * Group commit for DONE. Messages finished in the same turn of the event loop go into one UPDATE
+ * (the write is scheduled with setImmediate, after every handler that finished in this turn has
+ * reported), and at most one write is in flight: whatever finishes meanwhile goes into the next.
+ * An idle worker adds no delay (the first finished message is written in the same turn), a busy
+ * one writes hundreds of rows per statement, as graphile-worker's batched completion and pg-boss's
+ * complete() do. Each (id, claim) still learns on its own whether it held its claim.
+ *
+ * A write that fails (database briefly unreachable) is tried again, up to 5 times over ~6 s;
+ * after that its messages are reported as not recorded and their leases bring them back.
  */
-export async function handBack(db: Db, claims: { id: number; claimId: string }[]): Promise<number> {
-  if (claims.length === 0) return 0;
-  const ids = claims.map((c) => c.id);
-  const tokens = claims.map((c) => c.claimId);
-  const res = await db.execute(sql`
-    update outbox o
-       set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
-      from unnest(${sql.param(ids)}::bigint[], ${sql.param(tokens)}::uuid[]) as c(id, claim_id)
-     where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`);
-  return res.rowCount ?? 0;
-}
+export class DoneBatcher<T extends DoneItem> {
+  private queue: T[] = [];
+  private writing = false;
+  private scheduled = false;
+  private idle: (() => void)[] = [];
 
-/**
- * Keeps a claim alive while its handlers are still running: moves the lease deadline forward,
- * fenced like every settle. Without it, a handler that outlives LEASE_SECONDS would see its
- * message claimed and run a second time, in parallel, by another worker. A worker that dies stops
- * extending, so its messages still come back one lease after its last heartbeat.
- */
-export function extendLease(db: Db, id: number, claimId: string, leaseSeconds: number): Promise<boolean> {
-  return fenced(
-    db,
-    sql`update outbox set available_at = now() + make_interval(secs => ${leaseSeconds})
-         where ${fence(id, claimId)}`,
-  );
+  constructor(
+    private readonly db: Db,
+    /** Called once per item: true = DONE under its claim, false = claim superseded, null = not recorded. */
+    private readonly onResult: (item: T, held: boolean | null, err?: unknown) => void,
+    private readonly maxBatch = 1000,
+  ) {}
+
+  get pending(): number {
+    return this.queue.length + (this.writing ? 1 : 0);
+  }
+
+  add(item: T): void {
+    this.queue.push(item);
+    if (!this.scheduled && !this.writing) {
+      this.scheduled = true;
+      setImmediate(this.flush);
+    }
+  }
+
+  /** Resolves when nothing is queued or being written. */
+  settled(): Promise<void> {
+    if (this.queue.length === 0 && !this.writing && !this.scheduled) return Promise.resolve();
+    return new Promise((r) => this.idle.push(r));
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    if (this.writing) return;
+    void this.writeAll();
+  };
+
+  private async writeAll(): Promise<void> {
+    this.writing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
+        this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
+        let held: boolean[] | undefined;
+        let error: unknown;
+        for (let i = 0; i < 5 && held === undefined; i++) {
+          try {
+            held = await markDoneMany(this.db, batch);
+          } catch (err) {
+            error = err;
+            if (i < 4) await new Promise((r) => setTimeout(r, 200 * 2 ** i));
+          }
+        }
+        for (let i = 0; i < batch.length; i++) this.onResult(batch[i]!, held ? held[i]! : null, held ? undefined : error);
+      }
+    } finally {
+      this.writing = false;
+      const waiters = this.idle;
+      this.idle = [];
+      for (const w of waiters) w();
+    }
+  }
 }

@@ -1,169 +1,149 @@
-import type { EventEmitter } from 'node:events';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
-import { retryDelaySeconds, type BackoffOptions } from '../outbox/backoff.ts';
+import type { BackoffOptions } from '../outbox/backoff.ts';
 import type { ClaimedMessage } from '../outbox/claim.ts';
-import * as settle from '../outbox/settle.ts';
+import { recordHandlerDone } from '../outbox/settle.ts';
 import { TOPICS, isTopicName } from '../outbox/topics.ts';
-import { describeFailure, isPermanent, redactEmails } from './errors.ts';
-import type { Handler, HandlerRegistry } from './registry.ts';
-import type { OutcomeEvent, WorkerEvents } from './loop.ts';
+import { redactEmails } from './errors.ts';
+import type { OutcomeReporter } from './events.ts';
+import { persist } from './settler.ts';
+import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
+import { verdictAfterRun, verdictBeforeRun, DONE, type HandlerFailure, type Verdict } from './verdict.ts';
 
 export interface DispatchContext {
   db: Db;
   registry: HandlerRegistry;
   log: Logger;
-  events: EventEmitter<WorkerEvents>;
+  reporter: OutcomeReporter;
   signal: AbortSignal;
   maxAttempts: number;
   backoff: BackoffOptions;
-  unknownTopicRecheckSeconds: number;
-  /** Marks a message DONE (fenced); the loop batches these writes (settle.ts DoneBatcher). */
-  markDone(id: number, claimId: string, lastHandler?: string): Promise<boolean>;
   /** Called when a topic has no handler; the loop decides whether to warn (not on every poll). */
   onUnknownTopic(topic: string): void;
+  /**
+   * Receives every dispatched message with its verdict (null: our claim was lost, nothing more to
+   * record). Called exactly once per message: this is how a message leaves dispatch.
+   */
+  settle(msg: ClaimedMessage, verdict: Verdict | null): void;
 }
 
-/** What happened to the message as a whole. 'lost' = our claim was superseded (lease ran out). */
-export type MessageOutcome = 'done' | 'retry' | 'dead' | 'unknown_topic' | 'lost';
-
 /**
- * Settles are single UPDATEs; if the database is briefly unreachable, try a few times. If it stays
- * unreachable the outcome is not recorded, the lease runs out and the message is delivered again:
- * at-least-once, never lost.
+ * What a handler is given. A class, so a call costs one small object and no closure; the child
+ * logger bound to { messageId, topic, attempt, handler } is built only if the handler asks for it.
  */
-async function persist(log: Logger, what: string, op: () => Promise<boolean>): Promise<boolean> {
-  for (let i = 0; ; i++) {
-    try {
-      return await op();
-    } catch (err) {
-      if (i >= 4) {
-        log.error({ err: { message: (err as Error).message } }, `could not record ${what}; the lease will bring the message back`);
-        return false;
-      }
-      await new Promise((r) => setTimeout(r, 200 * 2 ** i));
-    }
+class HandlerCall implements HandlerContext<never> {
+  private childLog: Logger | undefined;
+
+  constructor(
+    private readonly msg: ClaimedMessage,
+    readonly payload: never,
+    private readonly handler: string,
+    private readonly parentLog: Logger,
+    readonly signal: AbortSignal,
+  ) {}
+
+  get messageId() {
+    return this.msg.publicId;
+  }
+  get topic() {
+    return this.msg.topic as never;
+  }
+  get key() {
+    return this.msg.key;
+  }
+  get attempt() {
+    return this.msg.attempts;
+  }
+  get log(): Logger {
+    return (this.childLog ??= this.parentLog.child({
+      messageId: this.msg.publicId,
+      topic: this.msg.topic,
+      attempt: this.msg.attempts,
+      handler: this.handler,
+    }));
   }
 }
 
-function emit(ctx: DispatchContext, event: OutcomeEvent) {
-  const level = event.outcome === 'done' ? 'info' : event.outcome === 'dead' ? 'error' : event.outcome === 'retry' ? 'warn' : 'info';
-  ctx.log[level](event, 'outbox handler outcome');
-  try {
-    ctx.events.emit('outcome', event);
-  } catch (err) {
-    ctx.log.error({ err }, 'an outcome listener threw');
-  }
+function describeIssues(topic: string, issues: { path: PropertyKey[]; message: string }[]): string {
+  const text = issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ');
+  return redactEmails(`payload: ZodError: does not match the ${topic} schema: ${text}`).slice(0, 2000);
 }
 
 /**
- * Runs one claimed message through its handlers and records the outcome, every write fenced on
- * this claim. No transaction is open while a handler runs.
+ * Runs one claimed message through its handlers, then hands it with its verdict to
+ * `ctx.settle` (src/worker/settler.ts records it). No transaction is open while a handler runs.
  *
- * Handlers of one message run one after the other, each one's success recorded the moment it
- * finishes. All pending handlers run even when one fails (the guest's email should not wait for
- * the host's mail server); then the message is DONE if all succeeded, DEAD if every failure was
- * permanent or this was the last attempt, otherwise it backs off and only the failed handlers run
- * next time. (Every, not any: a 550 for the guest must not stop the retry of the host's 451 —
- * found by the chaos run, where it lost host emails.)
+ * Handlers of one message run one after the other. A success followed by another handler is
+ * recorded the moment it finishes (if the worker dies before the next one, the redelivery does not
+ * repeat it); the success that completes the message is recorded with DONE, in the same write.
+ * The rules (done / retry at T / dead) are src/worker/verdict.ts.
  */
-export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promise<MessageOutcome> {
-  const started = performance.now();
-  const base = { messageId: msg.publicId, topic: msg.topic, attempt: msg.attempts };
-  const log = ctx.log.child({ messageId: msg.publicId, topic: msg.topic, attempt: msg.attempts });
-  const ms = () => Math.round(performance.now() - started);
+export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promise<void> {
+  let verdict: Verdict | null;
+  try {
+    verdict = await run(ctx, msg);
+  } catch (err) {
+    // run() records handler failures itself; reaching here is a bug. The lease brings the message back.
+    ctx.log.error({ err, messageId: msg.publicId }, 'dispatch failed unexpectedly');
+    verdict = null;
+  }
+  ctx.settle(msg, verdict);
+}
 
+async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict | null> {
   const handlers = ctx.registry.handlersFor(msg.topic);
-  if (handlers.length === 0) {
-    ctx.onUnknownTopic(msg.topic);
-    const held = await persist(log, 'unknown-topic release', () =>
-      settle.releaseUnknownTopic(ctx.db, msg.id, msg.claimId, ctx.unknownTopicRecheckSeconds),
-    );
-    if (!held) return 'lost';
-    emit(ctx, { ...base, handler: null, outcome: 'unknown_topic', durationMs: ms() });
-    return 'unknown_topic';
-  }
-
-  const dead = async (handler: string | null, error: string): Promise<MessageOutcome> => {
-    const held = await persist(log, 'dead letter', () => settle.markDead(ctx.db, msg.id, msg.claimId, error));
-    if (!held) return 'lost';
-    emit(ctx, { ...base, handler, outcome: 'dead', durationMs: ms(), error });
-    return 'dead';
-  };
-
-  // Attempts are counted at claim. More claims than MAX_ATTEMPTS means earlier claims ended without
-  // an outcome (the worker died, every time): stop feeding this message to workers.
-  if (msg.attempts > ctx.maxAttempts) {
-    return dead(null, `worker: LeaseExpired: claimed ${msg.attempts - 1} times without an outcome (did the worker crash each time?)`);
-  }
-
-  let payload: unknown = msg.payload;
-  if (isTopicName(msg.topic)) {
+  if (handlers.length === 0) ctx.onUnknownTopic(msg.topic);
+  // Topics of the API↔worker contract have a payload schema; others (tests, bench) do not.
+  let payload = msg.payload;
+  let invalid: string | null = null;
+  if (handlers.length > 0 && msg.attempts <= ctx.maxAttempts && isTopicName(msg.topic)) {
     const parsed = TOPICS[msg.topic].safeParse(msg.payload);
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ');
-      return dead(null, redactEmails(`payload: ZodError: does not match the ${msg.topic} schema: ${issues}`).slice(0, 2000));
-    }
-    payload = parsed.data;
+    if (parsed.success) payload = parsed.data;
+    else invalid = describeIssues(msg.topic, parsed.error.issues);
   }
+  const early = verdictBeforeRun({
+    handlerCount: handlers.length,
+    attempts: msg.attempts,
+    maxAttempts: ctx.maxAttempts,
+    payloadError: invalid,
+  });
+  if (early) return early;
 
-  const failures: { handler: Handler; error: unknown; durationMs: number }[] = [];
-  const pending = handlers.filter((h) => !msg.handlersDone.includes(h.name));
-  for (const [i, handler] of pending.entries()) {
+  const pending: readonly Handler[] =
+    msg.handlersDone.length === 0 ? handlers : handlers.filter((h) => !msg.handlersDone.includes(h.name));
+  let failures: HandlerFailure[] | null = null;
+  const last = pending.length - 1;
+  for (let i = 0; i <= last; i++) {
+    const handler = pending[i]!;
     const t0 = performance.now();
     try {
-      await handler.handle({
-        messageId: msg.publicId,
-        topic: msg.topic as never,
-        key: msg.key,
-        attempt: msg.attempts,
-        payload: payload as never,
-        log: log.child({ handler: handler.name }),
-        signal: ctx.signal,
-      });
+      await handler.handle(new HandlerCall(msg, payload as never, handler.name, ctx.log, ctx.signal));
     } catch (error) {
-      failures.push({ handler, error, durationMs: Math.round(performance.now() - t0) });
+      (failures ??= []).push({ handler: handler.name, error, durationMs: Math.round(performance.now() - t0) });
       continue;
     }
     const durationMs = Math.round(performance.now() - t0);
-    // The last handler, all others fine: record it and DONE in one write.
-    const last = i === pending.length - 1 && failures.length === 0;
-    const held = await persist(log, last ? 'done' : 'handler success', () =>
-      last
-        ? ctx.markDone(msg.id, msg.claimId, handler.name)
-        : settle.recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name),
-    );
-    if (!held) {
-      log.warn({ handler: handler.name }, 'claim superseded (lease expired); leaving the message to its new claim');
-      return 'lost';
+    if (i === last && failures === null) {
+      // The common case: recorded with DONE, in one (batched) write.
+      msg.lastHandler = handler.name;
+      msg.handlerMs = durationMs;
+      return DONE;
     }
-    emit(ctx, { ...base, handler: handler.name, outcome: 'done', durationMs });
-    if (last) return 'done';
+    const held = await persist(ctx.log, 'handler success', () => recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name));
+    if (!held) {
+      ctx.log.warn({ messageId: msg.publicId, handler: handler.name }, 'claim superseded (lease expired); leaving the message to its new claim');
+      return null;
+    }
+    if (ctx.reporter.wants('done')) {
+      ctx.reporter.outcome({ messageId: msg.publicId, topic: msg.topic, handler: handler.name, attempt: msg.attempts, outcome: 'done', durationMs });
+    }
   }
-
-  if (failures.length === 0) {
-    // Every handler had already succeeded on an earlier attempt.
-    return (await persist(log, 'done', () => ctx.markDone(msg.id, msg.claimId))) ? 'done' : 'lost';
-  }
-
-  const lastError = failures.map((f) => describeFailure(f.handler.name, f.error)).join(' | ').slice(0, 4000);
-  const permanent = failures.every((f) => isPermanent(f.error));
-  const outcome = permanent || msg.attempts >= ctx.maxAttempts ? 'dead' : 'retry';
-  const held =
-    outcome === 'dead'
-      ? await persist(log, 'dead letter', () => settle.markDead(ctx.db, msg.id, msg.claimId, lastError))
-      : await persist(log, 'retry', () =>
-          settle.scheduleRetry(ctx.db, msg.id, msg.claimId, retryDelaySeconds(msg.attempts, ctx.backoff), lastError),
-        );
-  if (!held) return 'lost';
-  for (const f of failures) {
-    emit(ctx, {
-      ...base,
-      handler: f.handler.name,
-      outcome,
-      durationMs: f.durationMs,
-      error: describeFailure(f.handler.name, f.error),
-    });
-  }
-  return outcome;
+  if (failures === null) return DONE; // every handler had already succeeded on an earlier attempt
+  return verdictAfterRun({
+    attempts: msg.attempts,
+    maxAttempts: ctx.maxAttempts,
+    ran: pending.map((h) => h.name),
+    failures,
+    backoff: ctx.backoff,
+  });
 }

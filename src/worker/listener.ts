@@ -3,9 +3,10 @@ import type { Logger } from '../logger.ts';
 
 /**
  * LISTEN on the outbox channel over one dedicated connection (a pooled connection would be handed
- * to someone else, and LISTEN belongs to a session). `enqueue` calls pg_notify in the producer's
- * transaction, which Postgres delivers at COMMIT, so the worker wakes within milliseconds of a
- * message becoming visible, and never for a rolled-back one.
+ * to someone else, and LISTEN belongs to a session). `enqueue` (and `requeueDead`) send pg_notify
+ * right AFTER the producer's COMMIT (src/outbox/enqueue.ts says why not inside it), so the worker
+ * wakes within milliseconds of a message becoming visible, and never for a rolled-back one. A
+ * notify lost between COMMIT and send (the producer died) is covered by the fallback poll.
  *
  * The connection can die (database restart, pg_terminate_backend, network). That must never crash
  * the worker, and notifications sent while it was down are lost, so: on error or end, reconnect

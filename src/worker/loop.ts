@@ -1,15 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
+import type { EventEmitter } from 'node:events';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { claimBatch, type ClaimedMessage } from '../outbox/claim.ts';
-import { purgeDone } from '../outbox/purge.ts';
-import { DoneBatcher, extendLease, handBack } from '../outbox/settle.ts';
+import { handBack } from '../outbox/lease.ts';
 import { OUTBOX_CHANNEL } from '../outbox/topics.ts';
-import { dispatch, type DispatchContext, type MessageOutcome } from './dispatch.ts';
+import { dispatch, type DispatchContext } from './dispatch.ts';
+import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './events.ts';
+import { Heartbeat } from './heartbeat.ts';
+import { Housekeeping } from './housekeeping.ts';
 import { OutboxListener } from './listener.ts';
 import type { HandlerRegistry } from './registry.ts';
+import { Settler, type MessageOutcome } from './settler.ts';
+
+export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './events.ts';
 
 /**
  * The worker loop, usable in-process (tests, other tools) and by src/worker/drain-outbox.ts.
@@ -20,56 +25,11 @@ import type { HandlerRegistry } from './registry.ts';
  *   await worker.start();          // run: LISTEN + fallback poll + housekeeping, until stop()
  *   await worker.stop();           // stop claiming, finish in-flight, hand back the rest
  *
- * ## Events (a stable contract: the metrics code subscribes to them)
- *
- * `worker.events` is an EventEmitter with:
- *
- * - `'claimed'`  `{ count: number }` — after every claim that returned at least one message.
- * - `'outcome'`  `OutcomeEvent` — once per handler outcome, and once per message for the
- *   message-level outcomes (handler: null):
- *     - `messageId`  the message's public id (uuid)
- *     - `topic`      e.g. 'booking.created'
- *     - `handler`    the handler's name, or null for 'unknown_topic', 'handed_back', and a
- *                    'dead' decided before any handler ran (invalid payload, too many claims)
- *     - `attempt`    the attempt number (1 on the first delivery)
- *     - `outcome`    'done' (this handler succeeded) | 'retry' (failed; the message backs off) |
- *                    'dead' (failed; the message is DEAD) | 'unknown_topic' (no handler; left
- *                    PENDING, attempt not counted) | 'handed_back' (claimed, never started,
- *                    returned at shutdown)
- *     - `durationMs` how long the handler ran (0 for handed_back)
- *     - `error`      for 'retry' and 'dead': "handler: ErrorClass: message", email addresses removed
- *
- * The same fields are logged, one line per outcome ('outbox handler outcome').
+ * One message's way: claim (src/outbox/claim.ts, a batch per statement, into the local queue) →
+ * dispatch (src/worker/dispatch.ts, its handlers, when a slot is free and enough lease is left) →
+ * verdict (src/worker/verdict.ts) → settle (src/worker/settler.ts, DONE batched). The heartbeat
+ * (src/worker/heartbeat.ts) keeps what is held leased; events and logs: src/worker/events.ts.
  */
-export type Outcome = 'done' | 'retry' | 'dead' | 'unknown_topic' | 'handed_back';
-
-export interface OutcomeEvent {
-  messageId: string;
-  topic: string;
-  handler: string | null;
-  attempt: number;
-  outcome: Outcome;
-  durationMs: number;
-  error?: string;
-}
-
-export interface WorkerEvents {
-  claimed: [{ count: number }];
-  outcome: [OutcomeEvent];
-}
-
-/** Messages by final outcome, for the shutdown summary. */
-export interface WorkerSummary {
-  claimed: number;
-  done: number;
-  retried: number;
-  dead: number;
-  unknownTopic: number;
-  handedBack: number;
-  /** Claims that were superseded before we could settle them (our lease had run out). */
-  lost: number;
-  purged: number;
-}
 
 export interface WorkerOptions {
   db: Db;
@@ -81,7 +41,7 @@ export interface WorkerOptions {
   concurrency?: number;
   /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
   listen?: boolean;
-  /** start() purges old DONE rows every OUTBOX_PURGE_INTERVAL_SECONDS (default true). */
+  /** start() runs the housekeeping (old DONE rows, expired keys and sessions) every OUTBOX_PURGE_INTERVAL_SECONDS (default true). */
   purge?: boolean;
   /** For the backoff jitter; Math.random otherwise. */
   random?: () => number;
@@ -99,41 +59,44 @@ export interface Worker {
   summary(): WorkerSummary;
 }
 
-interface Queued extends ClaimedMessage {
-  /** Local clock when the claim returned: a message whose lease has run out locally is not started. */
-  claimedAtMs: number;
-}
-
 export function createWorker(opts: WorkerOptions): Worker {
   return new OutboxWorker(opts);
 }
 
+const COUNT_KEY = { done: 'done', retry: 'retried', dead: 'dead', unknown_topic: 'unknownTopic', lost: 'lost' } as const;
+
 class OutboxWorker implements Worker {
-  readonly events = new EventEmitter<WorkerEvents>();
   private readonly db: Db;
   private readonly config: Config;
   private readonly log: Logger;
   private readonly batchSize: number;
   private readonly concurrency: number;
   private readonly abortController = new AbortController();
+  private readonly reporter: OutcomeReporter;
   private readonly dispatchCtx: DispatchContext;
-  private readonly counts: WorkerSummary = {
-    claimed: 0, done: 0, retried: 0, dead: 0, unknownTopic: 0, handedBack: 0, lost: 0, purged: 0,
-  };
+  private readonly settler: Settler;
+  private readonly heartbeat: Heartbeat;
+  private readonly counts = emptySummary();
 
-  private readonly queue: Queued[] = [];
-  private readonly active = new Set<Promise<void>>();
+  /** Claimed, not started. */
+  private queue: ClaimedMessage[] = [];
+  /** Started and not yet settled (handlers running, or their outcome being written): leased by the heartbeat. */
+  private readonly held = new Set<ClaimedMessage>();
+  /** Handlers running (a slot each). */
+  private running = 0;
   private stopping = false;
   private stopPromise: Promise<WorkerSummary> | undefined;
   private loopPromise: Promise<void> | undefined;
   private claiming: Promise<number> | undefined;
   private listener: OutboxListener | undefined;
-  private purgeTimer: NodeJS.Timeout | undefined;
-  private purging: Promise<void> | undefined;
-  /** Set by a notification (or a finished message) that arrived since the last claim began. */
+  private housekeeping: Housekeeping | undefined;
+  private progress: ProgressLog | undefined;
+  private handingBack: Promise<void> = Promise.resolve();
+  private handBacksPending = 0;
+  /** Set by a notification (or a settled message) that arrived since the last claim began. */
   private wakePending = false;
   private wakeUp: (() => void) | undefined;
-  /** Waiters for "a slot came free / everything finished". */
+  /** Waiters for "a slot came free / something settled". */
   private changed: (() => void)[] = [];
   private readonly unknownWarnedAt = new Map<string, number>();
 
@@ -143,13 +106,14 @@ class OutboxWorker implements Worker {
     this.log = opts.logger;
     this.batchSize = opts.batchSize ?? opts.config.WORKER_BATCH_SIZE;
     this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
-    const doneBatcher = new DoneBatcher(this.db);
+    this.reporter = new OutcomeReporter(this.log);
+    this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, this.onSettled);
+    this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS, this.held);
     this.dispatchCtx = {
       db: this.db,
-      markDone: (id, claimId, lastHandler) => doneBatcher.markDone(id, claimId, lastHandler),
       registry: opts.registry,
       log: this.log,
-      events: this.events,
+      reporter: this.reporter,
       signal: this.abortController.signal,
       maxAttempts: this.config.MAX_ATTEMPTS,
       backoff: {
@@ -158,9 +122,13 @@ class OutboxWorker implements Worker {
         jitter: this.config.BACKOFF_JITTER,
         random: opts.random,
       },
-      unknownTopicRecheckSeconds: this.config.UNKNOWN_TOPIC_RECHECK_SECONDS,
       onUnknownTopic: (topic) => this.warnUnknownTopic(topic),
+      settle: this.onDispatched,
     };
+  }
+
+  get events(): EventEmitter<WorkerEvents> {
+    return this.reporter.events;
   }
 
   summary(): WorkerSummary {
@@ -179,92 +147,82 @@ class OutboxWorker implements Worker {
     );
   }
 
-  // --- claiming and running -------------------------------------------------------------------
+  // --- claim → dispatch → settle --------------------------------------------------------------
 
   /** Claims up to batchSize due messages into the local queue and starts as many as slots allow. */
   private claim(): Promise<number> {
-    const run = async () => {
-      const batch = await claimBatch(this.db, {
-        limit: this.batchSize,
-        leaseSeconds: this.config.LEASE_SECONDS,
-        claimId: randomUUID(),
-      });
-      if (batch.length === 0) return 0;
-      const now = Date.now();
-      this.counts.claimed += batch.length;
-      this.queue.push(...batch.map((m) => ({ ...m, claimedAtMs: now })));
-      try {
-        this.events.emit('claimed', { count: batch.length });
-      } catch (err) {
-        this.log.error({ err }, 'a claimed listener threw');
-      }
-      this.pump();
-      return batch.length;
-    };
-    const p = run().finally(() => {
+    const p = this.claimNow().finally(() => {
       if (this.claiming === p) this.claiming = undefined;
     });
     this.claiming = p;
     return p;
   }
 
-  /** Starts queued messages while slots are free. Nothing new starts once stopping. */
-  private pump() {
-    while (!this.stopping && this.active.size < this.concurrency && this.queue.length > 0) {
-      const msg = this.queue.shift()!;
-      // Started this late, the lease may end mid-handler and another worker may run it too; give it
-      // back instead (the claim is fenced, so this is harmless if someone already took it).
-      if (Date.now() - msg.claimedAtMs > this.config.LEASE_SECONDS * 1000 - 1000) {
-        void this.handBack([msg]);
-        continue;
-      }
-      const p: Promise<void> = this.run(msg).finally(() => {
-        this.active.delete(p);
-        this.pump();
-        this.notifyChanged();
-        // A finished message may unblock the next message of its key: look again now.
-        this.wake();
-      });
-      this.active.add(p);
-    }
-  }
-
-  private async run(msg: Queued): Promise<void> {
-    let outcome: MessageOutcome;
-    const heartbeat = this.keepLeaseAlive(msg);
-    try {
-      outcome = await dispatch(this.dispatchCtx, msg);
-    } catch (err) {
-      // dispatch records failures itself; reaching here is a bug. The lease brings the message back.
-      this.log.error({ err, messageId: msg.publicId }, 'dispatch failed unexpectedly');
-      outcome = 'lost';
-    } finally {
-      clearInterval(heartbeat);
-    }
-    const key = ({ done: 'done', retry: 'retried', dead: 'dead', unknown_topic: 'unknownTopic', lost: 'lost' } as const)[outcome];
-    this.counts[key]++;
+  private async claimNow(): Promise<number> {
+    const batch = await claimBatch(this.db, {
+      limit: this.batchSize,
+      leaseSeconds: this.config.LEASE_SECONDS,
+      claimId: randomUUID(),
+    });
+    const n = batch.length;
+    if (n === 0) return 0;
+    this.counts.claimed += n;
+    if (this.queue.length === 0) this.queue = batch;
+    else for (const m of batch) this.queue.push(m);
+    this.reporter.claimed(n);
+    this.pump();
+    return n;
   }
 
   /**
-   * Extends the lease every third of LEASE_SECONDS while the message's handlers run, so a slow
-   * handler (a sluggish SMTP server) is never run twice in parallel by another worker. A failed
-   * extension is only logged: the fence on every settle still protects the outcome.
+   * Starts queued messages while slots are free. Nothing new starts once stopping. A message with
+   * less than half its lease left (it waited behind slow handlers) is handed back instead: started
+   * that late, its lease could end mid-handler and another worker could run it in parallel.
    */
-  private keepLeaseAlive(msg: Queued): NodeJS.Timeout {
-    const lease = this.config.LEASE_SECONDS;
-    const timer = setInterval(() => {
-      extendLease(this.db, msg.id, msg.claimId, lease).then(
-        (held) => {
-          if (!held) this.log.warn({ messageId: msg.publicId }, 'lease could not be extended: the claim was superseded');
-        },
-        (err) => this.log.warn({ messageId: msg.publicId, err: { message: (err as Error).message } }, 'lease extension failed'),
-      );
-    }, (lease * 1000) / 3);
-    timer.unref();
-    return timer;
+  private pump() {
+    let stale: ClaimedMessage[] | undefined;
+    const now = Date.now();
+    while (!this.stopping && this.running < this.concurrency && this.queue.length > 0) {
+      const msg = this.queue.shift()!;
+      if (!this.heartbeat.canStart(msg, now)) {
+        (stale ??= []).push(msg);
+        continue;
+      }
+      this.running++;
+      this.held.add(msg);
+      void dispatch(this.dispatchCtx, msg);
+    }
+    if (this.held.size > 0) this.heartbeat.ensureRunning();
+    if (stale) this.handBackLater(stale);
   }
 
-  private async handBack(msgs: Queued[]): Promise<void> {
+  /** dispatch → here: the slot is free at once; the verdict goes to the settler. */
+  private readonly onDispatched = (msg: ClaimedMessage, verdict: Parameters<DispatchContext['settle']>[1]): void => {
+    this.running--;
+    this.settler.settle(msg, verdict);
+    this.pump();
+    this.notifyChanged();
+  };
+
+  /** settler → here: the outcome is recorded (or given up on); the message is no longer ours. */
+  private readonly onSettled = (msg: ClaimedMessage, outcome: MessageOutcome): void => {
+    this.held.delete(msg);
+    this.counts[COUNT_KEY[outcome]]++;
+    this.heartbeat.maybeStop();
+    this.notifyChanged();
+    // A settled message may make the next message of its key due: look again.
+    this.wake();
+  };
+
+  private handBackLater(msgs: ClaimedMessage[]) {
+    this.handBacksPending++;
+    this.handingBack = this.handingBack.then(() => this.handBack(msgs)).finally(() => {
+      this.handBacksPending--;
+      this.notifyChanged();
+    });
+  }
+
+  private async handBack(msgs: ClaimedMessage[]): Promise<void> {
     if (msgs.length === 0) return;
     try {
       const n = await handBack(this.db, msgs);
@@ -274,20 +232,14 @@ class OutboxWorker implements Worker {
       this.log.warn({ err: { message: (err as Error).message }, count: msgs.length }, 'could not hand back claimed messages');
       return;
     }
+    if (!this.reporter.wants('handed_back')) return;
     for (const m of msgs) {
-      const event = {
-        messageId: m.publicId, topic: m.topic, handler: null, attempt: m.attempts, outcome: 'handed_back' as const, durationMs: 0,
-      };
-      this.log.info(event, 'outbox handler outcome');
-      try {
-        this.events.emit('outcome', event);
-      } catch (err) {
-        this.log.error({ err }, 'an outcome listener threw');
-      }
+      this.reporter.outcome({ messageId: m.publicId, topic: m.topic, handler: null, attempt: m.attempts, outcome: 'handed_back', durationMs: 0 });
     }
   }
 
   private notifyChanged() {
+    if (this.changed.length === 0) return;
     const waiters = this.changed;
     this.changed = [];
     for (const w of waiters) w();
@@ -297,9 +249,10 @@ class OutboxWorker implements Worker {
     return new Promise((r) => this.changed.push(r));
   }
 
-  /** Until nothing is queued or running (queued messages are handed back by stop()). */
+  /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */
   private async drained(): Promise<void> {
-    while (this.active.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.nextChange();
+    while (this.held.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.nextChange();
+    await this.handingBack;
   }
 
   async runOnce(): Promise<number> {
@@ -311,18 +264,17 @@ class OutboxWorker implements Worker {
 
   /**
    * Whether to claim now. The next batch is claimed while the current one is still running (as
-   * long as less than a batch waits locally), so the claim's round trip and commit overlap the
-   * handlers and their DONE writes instead of adding to them. Prefetched messages wait at most a
-   * batch's worth; one that waited too long for its lease is handed back, not started (pump).
+   * long as less than a batch waits locally), so the claim's round trip overlaps the handlers and
+   * their DONE writes instead of adding to them. A prefetched message that waited too long for its
+   * lease is handed back, not started (pump).
    */
   private wantsMore(): boolean {
-    return this.queue.length < this.batchSize && this.queue.length + this.active.size < this.batchSize + this.concurrency;
+    return this.queue.length < this.batchSize && this.queue.length + this.held.size < 2 * this.batchSize + this.concurrency;
   }
 
   /**
-   * Claims ahead (wantsMore) rather than after the whole batch finished (a batch waiting for its
-   * slowest message would leave the other slots idle). When a claim finds
-   * nothing, it waits for what is in flight, since a finished message may make the next message of
+   * Claims ahead (wantsMore) rather than after the whole batch finished. When a claim finds
+   * nothing, it waits for what is in flight, since a settled message may make the next message of
    * its key due, and claims once more: empty then means empty.
    */
   async runUntilEmpty(): Promise<number> {
@@ -335,7 +287,8 @@ class OutboxWorker implements Worker {
       const n = await this.claim();
       total += n;
       if (n > 0) continue;
-      if (this.active.size === 0) break;
+      // Empty means empty only when nothing we hold could still make a message due.
+      if (this.held.size === 0 && this.queue.length === 0 && this.handBacksPending === 0) break;
       await this.drained();
     }
     await this.drained();
@@ -371,8 +324,15 @@ class OutboxWorker implements Worker {
       await this.listener.start();
     }
     if (this.opts.purge !== false) {
-      this.schedulePurge(0);
+      this.housekeeping = new Housekeeping(this.db, this.log, {
+        retentionDays: this.config.OUTBOX_RETENTION_DAYS,
+        intervalSeconds: this.config.OUTBOX_PURGE_INTERVAL_SECONDS,
+        onPurged: (c) => (this.counts.purged += c.outbox),
+      });
+      this.housekeeping.start();
     }
+    this.progress = new ProgressLog(this.log, () => this.summary());
+    this.progress.start();
     this.loopPromise = this.loop();
     this.log.info(
       { batchSize: this.batchSize, concurrency: this.concurrency, leaseSeconds: this.config.LEASE_SECONDS, topics: this.opts.registry.topics() },
@@ -406,32 +366,6 @@ class OutboxWorker implements Worker {
     }
   }
 
-  private schedulePurge(delayMs: number) {
-    this.purgeTimer = setTimeout(() => {
-      this.purging = this.purgeNow().finally(() => {
-        this.purging = undefined;
-        if (!this.stopping) this.schedulePurge(this.config.OUTBOX_PURGE_INTERVAL_SECONDS * 1000);
-      });
-    }, delayMs);
-    this.purgeTimer.unref();
-  }
-
-  private async purgeNow(): Promise<void> {
-    try {
-      let total = 0;
-      // Bounded batches, and it stops between two of them when the worker stops.
-      while (!this.stopping) {
-        const n = await purgeDone(this.db, { retentionDays: this.config.OUTBOX_RETENTION_DAYS, batchSize: 1000, maxBatches: 1 });
-        total += n;
-        if (n < 1000) break;
-      }
-      this.counts.purged += total;
-      if (total > 0) this.log.info({ purged: total, retentionDays: this.config.OUTBOX_RETENTION_DAYS }, 'purged old DONE messages');
-    } catch (err) {
-      this.log.warn({ err: { message: (err as Error).message } }, 'purge failed; will try again next time');
-    }
-  }
-
   // --- stopping -------------------------------------------------------------------------------
 
   stop(): Promise<WorkerSummary> {
@@ -442,17 +376,22 @@ class OutboxWorker implements Worker {
     this.stopping = true;
     this.wake();
     this.notifyChanged();
-    clearTimeout(this.purgeTimer);
+    this.progress?.stop();
+    const housekeeping = this.housekeeping?.stop();
     // A claim in progress completes; what it brought in is handed back below, not started.
     await this.loopPromise;
     await this.claiming?.catch(() => 0);
-    await this.handBack(this.queue.splice(0));
+    const rest = this.queue;
+    this.queue = [];
+    this.handBackLater(rest);
+    await this.handingBack;
     this.notifyChanged();
-    while (this.active.size > 0) await Promise.allSettled([...this.active]);
-    await this.purging;
+    while (this.held.size > 0) await this.nextChange();
+    await this.settler.settled();
+    await this.heartbeat.stop();
+    await housekeeping;
     await this.listener?.close();
-    const s = this.summary();
-    return s;
+    return this.summary();
   }
 
   abort(): void {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { claimBatch } from '../../src/outbox/claim.ts';
 import * as settle from '../../src/outbox/settle.ts';
+import { handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { getMessage, getMessages, insertMessage, insertMessages, makeDue } from '../helpers/worker.ts';
 
@@ -153,7 +154,7 @@ describe('fencing', () => {
     expect(await settle.markDead(tdb.db, m.id, late!.claimId, 'late')).toBe(false);
     expect(await settle.scheduleRetry(tdb.db, m.id, late!.claimId, 100, 'late')).toBe(false);
     expect(await settle.releaseUnknownTopic(tdb.db, m.id, late!.claimId, 100)).toBe(false);
-    expect(await settle.handBack(tdb.db, [{ id: m.id, claimId: late!.claimId }])).toBe(0);
+    expect(await handBack(tdb.db, [{ id: m.id, claimId: late!.claimId }])).toBe(0);
     const after = await getMessage(tdb.db, m.id);
     expect({ ...after, due_in: 0 }).toEqual({ ...before, due_in: 0 });
 
@@ -170,7 +171,7 @@ describe('fencing', () => {
   it('hand-back returns claimed messages as they were: attempt not counted, due now', async () => {
     const rows = await insertMessages(tdb.db, [{ topic: 't' }, { topic: 't' }]);
     const claimed = await claim(10);
-    expect(await settle.handBack(tdb.db, claimed)).toBe(2);
+    expect(await handBack(tdb.db, claimed)).toBe(2);
     const after = await getMessages(tdb.db, rows.map((r) => r.id));
     for (const r of after) {
       expect(r).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });

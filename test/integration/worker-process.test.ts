@@ -126,14 +126,14 @@ describe('drain-outbox flags and exit codes', () => {
     expect(msg).not.toContain('secret');
   });
 
-  it('--once processes one batch (here: 2 of 3 booking messages, 4 emails in MAIL_DIR) and exits 0', async () => {
+  it('--once processes one batch (here: 2 of 3 booking messages, 4 emails in MAIL_DIR, a line per outcome at debug) and exits 0', async () => {
     const payloads = [bookingPayload(), bookingPayload(), bookingPayload()];
     const rows = await insertMessages(
       tdb.db,
       payloads.map((p) => ({ topic: 'booking.created', payload: p, key: p.bookingId })),
     );
     const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-'));
-    const p = startWorker(REAL, ['--once', '--batch-size', '2'], { MAIL_DIR: mailDir });
+    const p = startWorker(REAL, ['--once', '--batch-size', '2'], { MAIL_DIR: mailDir, LOG_LEVEL: 'debug' });
     expect((await p.exit).code).toBe(0);
     const after = await getMessages(tdb.db, rows.map((r) => r.id));
     expect(after.map((r) => r.status)).toEqual(['DONE', 'DONE', 'PENDING']);

@@ -37,8 +37,8 @@ beforeEach(async () => {
   await tdb.db.execute(sql`truncate outbox`);
 });
 
-function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extra: Partial<WorkerOptions> = {}) {
-  const { logger, entries } = captureLogger();
+function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extra: Partial<WorkerOptions> = {}, level = 'info') {
+  const { logger, entries } = captureLogger(level);
   const w = createWorker({
     db: tdb.db,
     config: workerConfig(tdb, env),
@@ -332,16 +332,21 @@ describe('stopping', () => {
 });
 
 describe('logging', () => {
-  it('logs one line per handler outcome with id, topic, handler, attempt, outcome, duration, and no email address', async () => {
-    const { w, entries } = worker([
-      testHandler('guest', 'booking.created', async () => {}),
-      testHandler('host', 'booking.created', async () => {
-        throw Object.assign(new Error("Can't send mail - all recipients were rejected: 550 <host@example.test>: no such user"), {
-          code: 'EENVELOPE',
-          responseCode: 550,
-        });
-      }),
-    ]);
+  it('at debug, logs one line per handler outcome with id, topic, handler, attempt, outcome, duration, and no email address', async () => {
+    const { w, entries } = worker(
+      [
+        testHandler('guest', 'booking.created', async () => {}),
+        testHandler('host', 'booking.created', async () => {
+          throw Object.assign(new Error("Can't send mail - all recipients were rejected: 550 <host@example.test>: no such user"), {
+            code: 'EENVELOPE',
+            responseCode: 550,
+          });
+        }),
+      ],
+      {},
+      {},
+      'debug',
+    );
     const m = await insertMessage(tdb.db, 'booking.created', bookingPayload());
     await w.runOnce();
     const lines = entries().filter((e) => e.msg === 'outbox handler outcome');
@@ -353,6 +358,23 @@ describe('logging', () => {
     expect(all).not.toMatch(/@example\.test/);
     const row = await getMessage(tdb.db, m.id);
     expect(row.last_error).toBe("host: Error(EENVELOPE): Can't send mail - all recipients were rejected: 550 <[email]>: no such user");
+    await w.stop();
+  });
+});
+
+describe('logging at info (the default)', () => {
+  it('logs no line per successful message, failures still one each', async () => {
+    const { w, entries } = worker([
+      testHandler('ok', 'test.ok', async () => {}),
+      testHandler('bad', 'test.bad', async () => {
+        throw new Boom('nope');
+      }),
+    ]);
+    await insertMessages(tdb.db, [{ topic: 'test.ok' }, { topic: 'test.ok' }, { topic: 'test.bad' }]);
+    await w.runOnce();
+    const lines = entries().filter((e) => e.msg === 'outbox handler outcome');
+    expect(lines.map((l) => [l.handler, l.outcome])).toEqual([['bad', 'retry']]);
+    expect(w.summary()).toMatchObject({ claimed: 3, done: 2, retried: 1 });
     await w.stop();
   });
 });

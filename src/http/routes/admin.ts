@@ -18,7 +18,7 @@ import { currentUser } from '../plugins/auth.ts';
 import type { AppContext } from '../context.ts';
 
 export interface AdminRoutesOptions extends AppContext {
-  /** Which topics the worker handles, and with which handlers. Defaults to the topic contract. */
+  /** Which topics the worker handles, and with which handlers. Defaults to the worker's handler list (src/worker/handlers/catalogue.ts). */
   handlerCatalogue?: HandlerCatalogue;
 }
 
@@ -32,9 +32,7 @@ export interface AdminRoutesOptions extends AppContext {
 export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app, opts) => {
   const deps = {
     db: opts.db.db,
-    catalogue:
-      opts.handlerCatalogue ??
-      workerCatalogue((err) => app.log.warn({ err }, 'admin: could not read the worker handler list; using the topic contract')),
+    catalogue: opts.handlerCatalogue ?? workerCatalogue(),
   };
 
   await app.register(dashboardFiles);

@@ -1,0 +1,73 @@
+import type { Db } from '../db/client.ts';
+import { ASYNC_COMMIT, intArray, query, uuidArray } from './worker-sql.ts';
+
+/*
+ * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
+ * never started. Fenced on (id, claim id) like every settle (src/outbox/settle.ts), batched (one
+ * statement for every message a worker holds), asynchronous commit (src/outbox/worker-sql.ts).
+ */
+
+export interface Claim {
+  id: number;
+  claimId: string;
+}
+
+function arrays(claims: readonly Claim[]): [string, string] {
+  const ids = new Array<number>(claims.length);
+  const tokens = new Array<string>(claims.length);
+  for (let i = 0; i < claims.length; i++) {
+    ids[i] = claims[i]!.id;
+    tokens[i] = claims[i]!.claimId;
+  }
+  return [intArray(ids), uuidArray(tokens)];
+}
+
+/**
+ * Moves the lease deadline of every given claim to now() + leaseSeconds. The worker's heartbeat
+ * calls this for everything it holds, every quarter of a lease. Without it, a handler that outlives
+ * LEASE_SECONDS would see its message claimed and run a second time, in parallel, by another
+ * worker. A worker that dies stops extending, so its messages still come back one lease after its
+ * last heartbeat. Returns, per claim and in order, whether it was still held.
+ */
+export async function extendLeases(db: Db, claims: readonly Claim[], leaseSeconds: number): Promise<boolean[]> {
+  if (claims.length === 0) return [];
+  const [ids, tokens] = arrays(claims);
+  const res = await query<{ n: string }>(
+    db,
+    'outbox-extend-leases',
+    `update outbox o set available_at = now() + make_interval(secs => $3)
+       from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
+      where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'
+     returning c.n`,
+    [ids, tokens, leaseSeconds],
+  );
+  const held = new Array<boolean>(claims.length).fill(false);
+  for (const r of res.rows) held[Number(r.n) - 1] = true;
+  return held;
+}
+
+/** One claim: whether it was still held. */
+export async function extendLease(db: Db, id: number, claimId: string, leaseSeconds: number): Promise<boolean> {
+  return (await extendLeases(db, [{ id, claimId }], leaseSeconds))[0]!;
+}
+
+/**
+ * Messages claimed but never started go back as they were (attempt not counted, due at once), so
+ * another worker need not wait for the lease to end: at shutdown, and for a prefetched message
+ * that waited locally so long that too little of its lease was left to start it safely.
+ * Returns how many were handed back.
+ */
+export async function handBack(db: Db, claims: readonly Claim[]): Promise<number> {
+  if (claims.length === 0) return 0;
+  const [ids, tokens] = arrays(claims);
+  const res = await query(
+    db,
+    'outbox-hand-back',
+    `update outbox o
+        set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
+       from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
+      where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`,
+    [ids, tokens],
+  );
+  return res.rowCount ?? 0;
+}

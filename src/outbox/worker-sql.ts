@@ -1,0 +1,82 @@
+import type { QueryResult, QueryResultRow } from 'pg';
+import type { Db } from '../db/client.ts';
+
+/*
+ * How the worker sends its own statements (claim, lease, settle): straight to node-postgres, each
+ * as a named prepared statement, not through drizzle's query builder. These few statements run
+ * for every batch (hundreds of times a second under load): named, each connection parses and plans
+ * them once, and no query object is rebuilt per call. The SQL stays in the module of its verb.
+ *
+ * ## Asynchronous commit for the worker's own writes
+ *
+ * `ASYNC_COMMIT` is a FROM item that runs `set_config('synchronous_commit', 'off', true)` inside
+ * the statement's own (implicit) transaction. It is local to that transaction, and PostgreSQL reads
+ * the setting when the transaction commits, so exactly this statement's COMMIT returns without
+ * waiting for its WAL flush (fsync, ~1–3 ms on our disks, most of a claim's or settle's time). No
+ * other statement is affected: the connection goes back to the pool with the server's setting, so
+ * a handler's writes and the booking transaction (API) still wait for their flush.
+ *
+ * What a database crash can then cause (the WAL writer flushes within wal_writer_delay, 200 ms by
+ * default, so only the last moment of the worker's writes is at stake; and any later synchronous
+ * commit, such as a booking, flushes every earlier record with it):
+ *   - a lost DONE, retry or dead letter: the message is PENDING again under its old claim and is
+ *     delivered again when that lease ends. A redelivery, which at-least-once allows.
+ *   - a lost claim or lease extension: the row goes back to its earlier lease deadline. If a
+ *     handler of ours was still running across the crash and recovery, another worker may claim the
+ *     message and run it while ours finishes: the one case where a handler can run twice IN
+ *     PARALLEL, as with a worker cut off from the database by a network partition. Our late
+ *     settle is then refused by the claim fence, so the row's final state stays right.
+ *   - a lost hand-back or unknown-topic release: the message waits for its lease to end.
+ * Nothing is ever lost: every change of the worker only moves a message forward (claimed → DONE)
+ * or back to PENDING, and a lost write leaves it PENDING (test/integration/worker-crash.test.ts).
+ */
+export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true)) as async_commit`;
+
+interface Queryable {
+  query(q: { name: string; text: string; values: unknown[]; rowMode?: 'array' }): Promise<QueryResult<any>>;
+}
+
+/** The pool behind a drizzle database (drizzle sets `$client`; its Db type does not declare it). */
+function client(db: Db): Queryable {
+  const c = (db as unknown as { $client?: Queryable }).$client;
+  if (!c) throw new Error('the worker needs a drizzle database built on a node-postgres pool');
+  return c;
+}
+
+/** One named statement through the pool behind `db`. */
+export function query<R extends QueryResultRow = QueryResultRow>(
+  db: Db,
+  name: string,
+  text: string,
+  values: unknown[],
+): Promise<QueryResult<R>> {
+  return client(db).query({ name, text, values }) as Promise<QueryResult<R>>;
+}
+
+/** Like `query`, rows as arrays (no object per row built only to be read once). */
+export function queryArrays(db: Db, name: string, text: string, values: unknown[]): Promise<QueryResult<unknown[]>> {
+  return client(db).query({ name, text, values, rowMode: 'array' }) as Promise<QueryResult<unknown[]>>;
+}
+
+/*
+ * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert
+ * each element on its own (prepareValue, a regex escape per string), a cost per message in every
+ * batched write. Numbers and uuids need no quoting; text is quoted and escaped.
+ */
+export function intArray(values: readonly number[]): string {
+  return `{${values.join(',')}}`;
+}
+
+export function uuidArray(values: readonly string[]): string {
+  return `{${values.join(',')}}`;
+}
+
+export function textArray(values: readonly (string | null)[]): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) out += ',';
+    const v = values[i];
+    out += v === null || v === undefined ? 'NULL' : `"${v.replace(/[\\"]/g, '\\$&')}"`;
+  }
+  return `${out}}`;
+}

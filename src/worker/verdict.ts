@@ -1,0 +1,97 @@
+import { retryDelaySeconds, type BackoffOptions } from '../outbox/backoff.ts';
+import { describeFailure, isPermanent } from './errors.ts';
+
+/*
+ * What happens to a message, decided from what its handlers did: the one place where the worker's
+ * rules live. Pure: no database, no clock, no logger (the jitter's random source comes in with
+ * `backoff`), so it is tested on its own (test/unit/verdict.test.ts). Recording a verdict is
+ * src/worker/settler.ts's job.
+ */
+
+export interface HandlerFailure {
+  handler: string;
+  error: unknown;
+  durationMs: number;
+}
+
+/** A failure as recorded and reported: "handler: ErrorClass: message", email addresses removed. */
+export interface DescribedFailure {
+  handler: string;
+  error: string;
+  durationMs: number;
+}
+
+export type Verdict =
+  /** Every handler has now succeeded. */
+  | { readonly kind: 'done' }
+  /** Some failed, none for good, attempts left: due again after `delaySeconds`; only `failed` run then. */
+  | {
+      readonly kind: 'retry';
+      readonly delaySeconds: number;
+      readonly error: string;
+      readonly succeeded: readonly string[];
+      readonly failures: readonly DescribedFailure[];
+    }
+  /** Out of attempts, every failure permanent, or unprocessable (`failures` empty): DEAD with `error`. */
+  | {
+      readonly kind: 'dead';
+      readonly error: string;
+      readonly succeeded: readonly string[];
+      readonly failures: readonly DescribedFailure[];
+    }
+  /** No handler for the topic: left PENDING, looked at again later, attempt not counted. */
+  | { readonly kind: 'unknown_topic' };
+
+export const DONE: Verdict = Object.freeze({ kind: 'done' });
+const UNKNOWN_TOPIC: Verdict = Object.freeze({ kind: 'unknown_topic' });
+const NONE: readonly string[] = Object.freeze([]);
+
+/**
+ * Before any handler runs. Null: run the handlers.
+ * - no handler for the topic → unknown_topic (never dead: usually a consumer not deployed yet);
+ * - claimed more than maxAttempts times → dead: attempts are counted at claim, so more claims than
+ *   attempts means earlier claims ended without an outcome (the worker died, every time);
+ * - a payload that does not match its topic's schema → dead: no retry fixes it.
+ */
+export function verdictBeforeRun(facts: {
+  handlerCount: number;
+  attempts: number;
+  maxAttempts: number;
+  payloadError: string | null;
+}): Verdict | null {
+  if (facts.handlerCount === 0) return UNKNOWN_TOPIC;
+  if (facts.attempts > facts.maxAttempts) {
+    const error = `worker: LeaseExpired: claimed ${facts.attempts - 1} times without an outcome (did the worker crash each time?)`;
+    return { kind: 'dead', error, succeeded: NONE, failures: [] };
+  }
+  if (facts.payloadError !== null) return { kind: 'dead', error: facts.payloadError, succeeded: NONE, failures: [] };
+  return null;
+}
+
+/**
+ * After this attempt's handlers ran (all of them, even after one failed: the guest's email should
+ * not wait for the host's mail server). DONE if none failed; DEAD if every failure was permanent
+ * or this was the last attempt; otherwise retry after the capped exponential backoff (with
+ * jitter). Every, not any: a 550 for the guest must not stop the retry of the host's 451 (found by
+ * the chaos run, where it lost host emails).
+ */
+export function verdictAfterRun(facts: {
+  attempts: number;
+  maxAttempts: number;
+  /** The handlers this attempt ran, in order. */
+  ran: readonly string[];
+  failures: readonly HandlerFailure[];
+  backoff: BackoffOptions;
+}): Verdict {
+  if (facts.failures.length === 0) return DONE;
+  const failed = new Set(facts.failures.map((f) => f.handler));
+  const succeeded = facts.ran.filter((h) => !failed.has(h));
+  const failures = facts.failures.map((f) => ({ handler: f.handler, error: describeFailure(f.handler, f.error), durationMs: f.durationMs }));
+  const error = failures
+    .map((f) => f.error)
+    .join(' | ')
+    .slice(0, 4000);
+  const permanent = facts.failures.every((f) => isPermanent(f.error));
+  if (permanent || facts.attempts >= facts.maxAttempts) return { kind: 'dead', error, succeeded, failures };
+  return { kind: 'retry', delaySeconds: retryDelaySeconds(facts.attempts, facts.backoff), error, succeeded, failures };
+}
