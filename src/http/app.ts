@@ -21,6 +21,7 @@ import { healthRoutes } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
 import { propertyRoutes } from './routes/properties.ts';
 import { searchRoutes } from './routes/search.ts';
+import { earningsRoutes } from './routes/earnings.ts';
 import type { SearchIndex } from '../search/search-index.ts';
 
 /** What every route plugin receives: the app's dependencies, built once by the caller. */
@@ -122,5 +123,6 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(bookingRoutes, routeCtx);
   await app.register(searchRoutes, routeCtx);
   await app.register(adminRoutes, routeCtx);
+  await app.register(earningsRoutes, routeCtx); // GET /hosts/me/earnings (events consumer's ledger)
   return app;
 }
