@@ -54,26 +54,31 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const labelNames = ['group'] as const;
-  const pending = new Gauge({ name: 'stayhub_events_group_pending_messages', help: 'Events not yet delivered to the group.', labelNames, registers: [registry] });
-  const ackPending = new Gauge({ name: 'stayhub_events_group_ack_pending_messages', help: 'Events delivered to the group and not acked.', labelNames, registers: [registry] });
-  const age = new Gauge({
-    name: 'stayhub_events_group_oldest_unacked_age_seconds',
-    help: 'Age of the oldest event the group has not acked (0 when caught up).',
-    labelNames,
-    registers: [registry],
-    async collect() {
-      const lag = await readLag(o.jsm, o.stream);
-      pending.reset();
-      ackPending.reset();
-      this.reset();
-      for (const l of lag) {
-        pending.set({ group: l.group }, l.pending);
-        ackPending.set({ group: l.group }, l.ackPending);
-        this.set({ group: l.group }, Math.round(l.oldestUnackedAgeSeconds * 10) / 10);
-      }
-    },
-  });
-  void age;
+  // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
+  let reading: Promise<GroupLag[]> | undefined;
+  const lag = () => {
+    reading ??= readLag(o.jsm, o.stream).finally(() => setTimeout(() => (reading = undefined), 250));
+    return reading;
+  };
+  const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const groups = await lag();
+        this.reset();
+        for (const l of groups) this.set({ group: l.group }, pick(l));
+      },
+    });
+  gauge('stayhub_events_group_pending_messages', 'Events not yet delivered to the group.', (l) => l.pending);
+  gauge('stayhub_events_group_ack_pending_messages', 'Events delivered to the group and not acked.', (l) => l.ackPending);
+  gauge(
+    'stayhub_events_group_oldest_unacked_age_seconds',
+    'Age of the oldest event the group has not acked (0 when caught up).',
+    (l) => Math.round(l.oldestUnackedAgeSeconds * 10) / 10,
+  );
   new Gauge({
     name: 'stayhub_events_group_dead_letters',
     help: 'Consumer dead letters not replayed yet.',
