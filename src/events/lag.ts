@@ -57,7 +57,7 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
   // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
   let reading: Promise<GroupLag[]> | undefined;
   const lag = () => {
-    reading ??= readLag(o.jsm, o.stream).finally(() => setTimeout(() => (reading = undefined), 250));
+    reading ??= readLag(o.jsm, o.stream).finally(() => (reading = undefined));
     return reading;
   };
   const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
