@@ -124,3 +124,34 @@ export async function readStream(url: string, stream: string): Promise<StoredEve
     await nc.close();
   }
 }
+
+/**
+ * A TCP proxy in front of a NATS server that delays everything the server sends by `delayMs`:
+ * every PubAck arrives that much later, so publishes made one at a time take delayMs each, and
+ * pipelined ones share the wait.
+ */
+export async function slowProxy(targetPort: number, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.on('data', (d) => upstream.write(d));
+    upstream.on('data', (d) => setTimeout(() => client.writable && client.write(d), delayMs));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}

@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config.ts';
 import { main } from '../../src/worker/drain-outbox.ts';
 import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../src/events/stream.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { readStream, skipWithoutNats, slowProxy, startNats, type NatsServer } from '../helpers/nats.ts';
 import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
 
 /*
@@ -155,6 +155,31 @@ describe.skipIf(skip)('events relay', () => {
     const { rows: ch } = await tdb.db.execute<{ handlers_done: string[] }>(sql`select handlers_done from outbox where id = ${changed!.id}`);
     expect(ch[0]!.handlers_done).not.toContain('events.relay');
   });
+
+  it('pipelines publishes: many PubAcks outstanding at once, not one at a time', async () => {
+    // Every server reply arrives 200 ms late. One publish at a time, 64 messages would add
+    // 64 × 200 ms = 12.8 s to a drain; with 16 handlers in flight, about 4 × 200 ms plus the
+    // slower connect and stream check. Compared with the same drain without the delay, back to back.
+    const timedDrain = async (natsUrl: string) => {
+      await tdb.db.execute(sql`truncate outbox`);
+      await insertMessages(tdb.db, bookings(64, 64));
+      const started = performance.now();
+      const { code } = await drain({ NATS_URL: natsUrl, WORKER_CONCURRENCY: '16', WORKER_BATCH_SIZE: '64' });
+      expect(code).toBe(0);
+      expect(await statuses()).toEqual({ DONE: 64 });
+      return (performance.now() - started) / 1000;
+    };
+    const direct = await timedDrain(nats.url);
+    const proxy = await slowProxy(nats.port, 200);
+    let delayed: number;
+    try {
+      delayed = await timedDrain(proxy.url);
+    } finally {
+      await proxy.close();
+    }
+    expect(delayed - direct).toBeLessThan(6.4);
+    expect(await readStream(nats.url, stream)).toHaveLength(128);
+  }, 60_000);
 
   it('keeps per-key order in the stream with many messages in flight', async () => {
     const msgs = await insertMessages(tdb.db, bookings(240, 12));
