@@ -15,6 +15,8 @@ export interface HandlerContext<T extends TopicName> {
   log: Logger;
   /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
   signal: AbortSignal;
+  /** When the event was written (outbox.created_at), if the dispatcher passes it; the events relay reads it otherwise. */
+  occurredAt?: Date;
 }
 
 export interface Handler<T extends TopicName = TopicName> {

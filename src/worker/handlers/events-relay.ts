@@ -26,8 +26,9 @@ export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[
 }
 
 /**
- * When each message was written (outbox.created_at), for the Occurred-At header. Handlers are not
- * given it, so it is read here; the worker starts many handlers in the same tick after a claim,
+ * When each message was written (outbox.created_at), for the Occurred-At header, when the
+ * dispatcher does not pass it (HandlerContext.occurredAt: the claim could return created_at and
+ * save this read); the worker starts many handlers in the same tick after a claim,
  * and all lookups of one tick share one query instead of one round trip each.
  */
 function occurredAtLoader(db: Db) {
@@ -89,13 +90,13 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
       // Shared by every topic's handler: one connection, one stream check.
       prepare: () => (prepared ??= pub.prepare()),
       close: () => (closed ??= pub.close()),
-      async handle({ messageId, topic: t, key, payload, log }) {
+      async handle({ messageId, topic: t, key, payload, log, occurredAt: given }) {
         const result = await pub.publish({
           subject: subjectFor(deps.config.EVENTS_SUBJECT_PREFIX, t),
           messageId,
           topic: t,
           key,
-          occurredAt: await occurredAt(messageId),
+          occurredAt: given ?? (await occurredAt(messageId)),
           schemaVersion: SCHEMA_VERSIONS[t],
           body: publicBody(payload),
         });
