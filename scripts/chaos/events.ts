@@ -84,9 +84,15 @@ async function countStream(natsUrl: string, stream: string, filter: string): Pro
   try {
     const info = await (await jetstreamManager(nc)).streams.info(stream);
     if (info.state.messages === 0) return counts;
-    const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: [filter] });
+    // Unfiltered (a filtered ordered consumer needs nats-server 2.10), filtered here.
+    const prefix = filter.replace(/>$/, '');
+    const consumer = await jetstream(nc).consumers.get(stream);
     const messages = await consumer.consume({ max_messages: 1000 });
     for await (const m of messages) {
+      if (!m.subject.startsWith(prefix)) {
+        if (m.info.pending === 0) break;
+        continue;
+      }
       const id = m.headers?.get('Nats-Msg-Id') ?? `(no id, seq ${m.seq})`;
       counts.set(id, (counts.get(id) ?? 0) + 1);
       if (m.info.pending === 0) break;
@@ -128,4 +134,86 @@ export async function checkEvents(o: {
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Everything run.ts needs for the events, behind a few calls:
+ *
+ *   const events = await startEventsChaos({ databaseUrl, root });
+ *   // workers: spawn them with { ...env, ...events.env } so they relay into this NATS
+ *   await events.startConsumer();                       // npm run consume:earnings, supervised
+ *   faults: events.killConsumer()  ·  events.natsOutage(ms)
+ *   after the drain: await events.finish(); results.push(...await events.check());
+ */
+export async function startEventsChaos(o: { databaseUrl: string; root: string; group?: string; log?: (l: string) => void }) {
+  const nats = await startChaosNats();
+  const stream = 'CHAOS_EVENTS';
+  const subjectPrefix = 'chaos';
+  const group = o.group ?? 'earnings';
+  const env: Record<string, string> = {
+    NATS_URL: nats.url,
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: subjectPrefix,
+    EVENTS_EARNINGS_GROUP: group,
+    EVENTS_ACK_WAIT_SECONDS: '5',
+  };
+  const log = o.log ?? (() => {});
+  let consumer: ChildProcess | undefined;
+  let supervising = false;
+  let kills = 0;
+  const spawnConsumer = (args: string[] = []) =>
+    spawn(process.execPath, ['--import', 'tsx', 'scripts/consume-earnings.ts', ...args], {
+      cwd: o.root,
+      env: { ...process.env, DATABASE_URL: o.databaseUrl, LOG_LEVEL: 'warn', ...env },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  const supervise = () => {
+    consumer = spawnConsumer();
+    consumer.once('exit', (code, signal) => {
+      if (!supervising) return;
+      log(`earnings consumer exited (${signal ?? code}); restarting`);
+      setTimeout(supervise, 500);
+    });
+  };
+  return {
+    env,
+    nats,
+    get consumerKills() {
+      return kills;
+    },
+    async startConsumer() {
+      supervising = true;
+      supervise();
+    },
+    /** SIGKILL: whatever it was applying rolls back and comes back after the ack wait. */
+    killConsumer() {
+      kills++;
+      consumer?.kill('SIGKILL');
+    },
+    /** nats-server down for `ms`, then back on the same store. */
+    async natsOutage(ms: number) {
+      await nats.stop();
+      await new Promise((r) => setTimeout(r, ms));
+      await nats.start();
+    },
+    /** Stops the supervised consumer, then runs one to the end of the stream (--until-empty). */
+    async finish() {
+      supervising = false;
+      if (consumer && consumer.exitCode === null && consumer.signalCode === null) {
+        const exited = new Promise((r) => consumer!.once('exit', r));
+        consumer.kill('SIGTERM');
+        await exited;
+      }
+      if (!nats.running) await nats.start();
+      const last = spawnConsumer(['--until-empty']);
+      const code = await new Promise<number | null>((r) => last.once('exit', (c) => r(c)));
+      if (code !== 0) throw new Error(`consume:earnings --until-empty exited ${code}`);
+    },
+    check: () => checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group }),
+    async stop() {
+      supervising = false;
+      consumer?.kill('SIGKILL');
+      await nats.stop();
+    },
+  };
 }
