@@ -88,6 +88,30 @@ const envSchema = z.object({
   SEARCH_POOL_MAX: int(1, 100).default(4),
   /** How long a host's save waits for the direct index write before answering anyway (the worker repairs). */
   SEARCH_DIRECT_TIMEOUT_MS: int(0, 10_000).default(250),
+
+  // --- events for other services (NATS JetStream; src/events/). Unset NATS_URL: no relay.
+  NATS_URL: optionalUrl.optional(),
+  EVENTS_STREAM: z.string().regex(/^[A-Za-z0-9_-]+$/).default('STAYHUB_EVENTS'),
+  /** Subjects are `<prefix>.<topic>`, e.g. stayhub.booking.created; the stream takes `<prefix>.>`. */
+  EVENTS_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/).default('stayhub'),
+  /** Comma-separated topics to relay; empty = every topic. */
+  EVENTS_TOPICS: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+  EVENTS_MAX_AGE_SECONDS: int(60).default(7 * 24 * 3600),
+  EVENTS_REPLICAS: int(1, 5).default(1),
+  /** Unset: computed from the outbox's retry span (src/events/stream.ts). Set: must not be shorter. */
+  EVENTS_DUPLICATE_WINDOW_SECONDS: int(1).optional(),
+  EVENTS_PUBLISH_TIMEOUT_MS: int(100).default(5000),
+  /** Consumers: messages per pull, ack wait, deliveries before a consumer-side dead letter. */
+  EVENTS_BATCH_SIZE: int(1, 1000).default(100),
+  EVENTS_ACK_WAIT_SECONDS: int(1).default(30),
+  EVENTS_MAX_DELIVER: int(1, 1000).default(5),
+  /** The earnings ledger's consumer group (its durable consumer's name, and its inbox's). */
+  EVENTS_EARNINGS_GROUP: z.string().regex(/^[A-Za-z0-9_-]+$/).default('earnings'),
+  /** If set, `npm run consume:earnings` serves Prometheus metrics (lag) on this port. */
+  EVENTS_METRICS_PORT: int(0, 65535).optional(),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -270,3 +270,79 @@ export const searchDocuments = pgTable(
     index('search_documents_country_idx').on(t.country),
   ],
 );
+
+/*
+ * Events for other services (src/events/). Consumers of the JetStream log keep their state here.
+ */
+
+/**
+ * The inbox: one row per (consumer group, event) whose effect committed. Inserted in the same
+ * transaction as the effect, so "effect applied" and "event recorded as seen" commit together or
+ * not at all; a redelivered event finds its row and is skipped. This is what makes a non-idempotent
+ * effect (an increment) happen once under at-least-once delivery.
+ */
+export const processedMessages = pgTable(
+  'processed_messages',
+  {
+    consumerGroup: text('consumer_group').notNull(),
+    /** The event's Nats-Msg-Id: the outbox message's public id. */
+    messageId: text('message_id').notNull(),
+    /** Where it was in the stream, for people reading this table (not used for dedup). */
+    streamSeq: bigint('stream_seq', { mode: 'number' }),
+    processedAt: ts('processed_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.consumerGroup, t.messageId] })],
+);
+
+/**
+ * Consumer-side dead letters: an event whose handler failed on its last delivery
+ * (EVENTS_MAX_DELIVER). Kept with its data so it can be read, and replayed once the cause is fixed
+ * (`npm run consume:earnings -- --replay-dead`). One row per (group, event): a second failure
+ * after a replay updates it.
+ */
+export const consumerDeadLetters = pgTable(
+  'consumer_dead_letters',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    consumerGroup: text('consumer_group').notNull(),
+    messageId: text('message_id').notNull(),
+    streamSeq: bigint('stream_seq', { mode: 'number' }),
+    subject: text('subject').notNull(),
+    /** The NATS headers as a plain object (topic, key, occurred-at, schema version…). */
+    headers: jsonb('headers').notNull(),
+    /** The event's body as published (JSON). */
+    data: jsonb('data').notNull(),
+    deliveries: integer('deliveries').notNull(),
+    lastError: text('last_error').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    /** Set when a replay applied it; null = still dead. */
+    replayedAt: ts('replayed_at'),
+  },
+  (t) => [
+    uniqueIndex('consumer_dead_letters_group_message_key').on(t.consumerGroup, t.messageId),
+    index('consumer_dead_letters_open_idx').on(t.consumerGroup, t.id).where(sql`replayed_at is null`),
+  ],
+);
+
+/**
+ * The hosts' earnings ledger, kept by the earnings consumer (src/events/earnings/) from
+ * booking.created (+ total) and booking.cancelled (− total) events, by increments. Per consumer
+ * group, so a rebuild into a new group runs beside the live one (GET /hosts/me/earnings reads
+ * EVENTS_EARNINGS_GROUP). Money in minor units.
+ */
+export const hostEarnings = pgTable(
+  'host_earnings',
+  {
+    consumerGroup: text('consumer_group').notNull(),
+    hostId: bigint('host_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    currency: char('currency', { length: 3 }).notNull(),
+    confirmedTotal: bigint('confirmed_total', { mode: 'number' }).notNull().default(0),
+    cancelledTotal: bigint('cancelled_total', { mode: 'number' }).notNull().default(0),
+    bookings: integer('bookings').notNull().default(0),
+    cancellations: integer('cancellations').notNull().default(0),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.consumerGroup, t.hostId, t.currency] })],
+);

@@ -20,6 +20,7 @@ import { rootRoutes } from './routes/root.ts';
 import { propertyRoutes } from './routes/properties.ts';
 import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
+import { earningsRoutes } from './routes/earnings.ts';
 
 // Callers that build the app (tests, scripts) get the context type from here too.
 export type { AppContext } from './context.ts';
@@ -112,5 +113,6 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(bookingRoutes, routeCtx);
   await app.register(searchRoutes, routeCtx);
   await app.register(adminRoutes, routeCtx);
+  await app.register(earningsRoutes, routeCtx); // GET /hosts/me/earnings (events consumer's ledger)
   return app;
 }

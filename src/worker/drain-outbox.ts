@@ -128,6 +128,7 @@ export async function main(opts: MainOptions): Promise<number> {
   const deps: HandlerDeps = { config, db: database.db, mailer, logger, searchIndex };
   const registry = buildRegistry(deps, opts.extraHandlers);
   const cleanup = async () => {
+    await registry.close(); // events relay: drains its NATS connection
     mailer.close();
     await searchIndex.close();
     await database.close();
@@ -155,6 +156,16 @@ export async function main(opts: MainOptions): Promise<number> {
     );
     await cleanup();
     return 1;
+  }
+
+  // Handlers with set-up (the events relay creates/updates its stream): a configuration the server
+  // refuses is a clear error now, exit 2, rather than every message failing later.
+  try {
+    await registry.prepare();
+  } catch (e) {
+    errOut(`drain-outbox: ${(e as Error).message}`);
+    await cleanup();
+    return 2;
   }
 
   const worker = createWorker({

@@ -15,6 +15,8 @@ export interface HandlerContext<T extends TopicName> {
   log: Logger;
   /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
   signal: AbortSignal;
+  /** When the event was written (outbox.created_at), if the dispatcher passes it; the events relay reads it otherwise. */
+  occurredAt?: Date;
 }
 
 export interface Handler<T extends TopicName = TopicName> {
@@ -22,6 +24,10 @@ export interface Handler<T extends TopicName = TopicName> {
   name: string;
   topic: T;
   handle(ctx: HandlerContext<T>): Promise<void>;
+  /** Optional set-up before the first message (the events relay checks its stream); a throw stops the worker's start. */
+  prepare?(): Promise<void>;
+  /** Optional tear-down when the worker stops. */
+  close?(): Promise<void>;
 }
 
 /** Topic → its handlers. Built from an explicit list (src/worker/handlers/index.ts), never from import side effects. */
@@ -48,5 +54,15 @@ export class HandlerRegistry {
 
   topics(): string[] {
     return [...this.byTopic.keys()].sort();
+  }
+
+  /** Runs every handler's prepare() (events relay), one after the other. */
+  async prepare(): Promise<void> {
+    for (const h of [...this.byTopic.values()].flat()) await h.prepare?.();
+  }
+
+  /** Runs every handler's close(); a failure is logged by the handler, never thrown. */
+  async close(): Promise<void> {
+    for (const h of [...this.byTopic.values()].flat()) await h.close?.().catch(() => undefined);
   }
 }

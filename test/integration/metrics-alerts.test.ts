@@ -74,7 +74,7 @@ describe('prometheus/alerts.yml', () => {
       scrape_configs: { job_name: string; metrics_path: string; static_configs: { targets: string[] }[] }[];
     };
     expect(config.rule_files).toContain('alerts.yml');
-    expect(config.scrape_configs.map((s) => s.job_name).sort()).toEqual(['stayhub-api', 'stayhub-worker']);
+    expect(config.scrape_configs.map((s) => s.job_name).sort()).toEqual(['stayhub-api', 'stayhub-events-earnings', 'stayhub-worker']);
     for (const s of config.scrape_configs) expect(s.metrics_path).toBe('/metrics');
   });
 });

@@ -6,6 +6,7 @@ import type { SearchIndex } from '../../search/search-index.ts';
 import type { Handler } from '../registry.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from './booking-emails.ts';
 import { searchIndexPropertyHandler } from './search-index-property.ts';
+import { eventsRelayHandlers } from './events-relay.ts';
 
 /** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
 export interface HandlerDeps {
@@ -31,5 +32,7 @@ export function defaultHandlers(deps: HandlerDeps): Handler<any>[] {
     guestCancellation(deps),
     hostCancellation(deps),
     searchIndexPropertyHandler(deps),
+    // Events for other services: only when NATS_URL is set (src/worker/handlers/events-relay.ts).
+    ...(deps.config.NATS_URL ? eventsRelayHandlers(deps) : []),
   ];
 }

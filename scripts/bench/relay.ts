@@ -1,0 +1,171 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { realpathSync } from 'node:fs';
+import pg from 'pg';
+import pino from 'pino';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { loadConfig } from '../../src/config.ts';
+import { createDatabase } from '../../src/db/client.ts';
+import { freePort } from '../../src/net/free-port.ts';
+import { createWorker } from '../../src/worker/loop.ts';
+import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
+import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
+
+/*
+ * Relay throughput (issue 11, item 7): a backlog of COUNT booking.created messages, committed
+ * before the clock starts, drained by the worker (in-process createWorker, batch 500,
+ * concurrency 32, as the drain bench) whose only handler is
+ *   - noop:  does nothing (the outbox's own cost: claim + settle), then
+ *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck,
+ * in the same run, on the same database and a nats-server started here (file storage, its own
+ * store directory). Reports messages/s of each and relay / noop (target ≥ 0.5).
+ *
+ *   node --import tsx scripts/bench/relay.ts --database-url postgres://… [--count 20000]
+ *
+ * The database must be migrated; its outbox is truncated before each measurement.
+ */
+
+export interface RelayBenchResult {
+  count: number;
+  noop: { seconds: number; perSecond: number };
+  relay: { seconds: number; perSecond: number; streamMessages: number };
+  ratio: number;
+}
+
+const payload = (i: number) => ({
+  bookingId: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+  propertyId: '11111111-1111-4111-8111-111111111111',
+  propertyTitle: 'Bench flat',
+  guestEmail: 'guest@bench.test',
+  guestName: 'Guest',
+  hostEmail: 'host@bench.test',
+  hostName: 'Host',
+  checkIn: '2027-01-01',
+  checkOut: '2027-01-03',
+  guests: 2,
+  nights: 2,
+  total: 24_000,
+  currency: 'EUR',
+  idempotencyKey: `bench-${i}`,
+});
+
+async function fill(url: string, count: number) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query('truncate outbox');
+    for (let i = 0; i < count; i += 5000) {
+      const n = Math.min(5000, count - i);
+      const rows = Array.from({ length: n }, (_, j) => JSON.stringify(payload(i + j)));
+      await c.query(
+        `insert into outbox (topic, key, payload)
+         select 'booking.created', 'bench-' || (n + $2), p::jsonb from unnest($1::text[]) with ordinality as x(p, n)`,
+        [rows, i],
+      );
+    }
+  } finally {
+    await c.end();
+  }
+}
+
+async function startNatsServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  if (spawnSync('nats-server', ['--version']).status !== 0) {
+    throw new Error('nats-server not found (Debian: apt-get install -y nats-server)');
+  }
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-nats-'));
+  const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
+  for (let i = 0; ; i++) {
+    const open = await new Promise<boolean>((r) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (open) break;
+    if (i > 500) throw new Error('nats-server did not start');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    async stop() {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }): Promise<RelayBenchResult> {
+  const count = opts.count ?? 20_000;
+  const log = opts.log ?? (() => {});
+  const nats = opts.natsUrl ? { url: opts.natsUrl, stop: async () => {} } : await startNatsServer();
+  const stream = `BENCH_${Date.now()}`;
+  const config = loadConfig({
+    DATABASE_URL: opts.databaseUrl,
+    NATS_URL: nats.url,
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
+    EVENTS_TOPICS: 'booking.created',
+    LOG_LEVEL: 'warn',
+  });
+  const logger = pino({ level: 'warn' });
+  const database = createDatabase(opts.databaseUrl, { max: 40, applicationName: 'bench-relay' });
+  const run = async (handlers: Handler<any>[]) => {
+    await fill(opts.databaseUrl, count);
+    const registry = new HandlerRegistry(handlers);
+    await registry.prepare();
+    const worker = createWorker({ db: database.db, config, registry, logger, batchSize: 500, concurrency: 32, listen: false, purge: false });
+    const t0 = performance.now();
+    await worker.runUntilEmpty();
+    const seconds = (performance.now() - t0) / 1000;
+    await worker.stop();
+    await registry.close();
+    return { seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(count / seconds) };
+  };
+  try {
+    const noop = await run([{ name: 'bench.noop', topic: 'booking.created', handle: async () => {} }]);
+    log(`noop drain: ${noop.perSecond} msg/s`);
+    const relayRun = await run(eventsRelayHandlers({ config, db: database.db, logger }));
+    const nc = await connect({ servers: nats.url.replace('nats://', '') });
+    const streamMessages = (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
+    await nc.close();
+    log(`relay: ${relayRun.perSecond} msg/s, ${streamMessages} in the stream`);
+    return { count, noop, relay: { ...relayRun, streamMessages }, ratio: Math.round((relayRun.perSecond / noop.perSecond) * 100) / 100 };
+  } finally {
+    await database.close();
+    await nats.stop();
+  }
+}
+
+function isEntry(): boolean {
+  try {
+    return !!process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntry()) {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    process.stderr.write('usage: node --import tsx scripts/bench/relay.ts --database-url URL [--count N]\n');
+    process.exit(2);
+  }
+  benchRelay({ databaseUrl, count: Number(arg('count') ?? 20_000), log: (l) => process.stderr.write(`${l}\n`) }).then(
+    (r) => process.stdout.write(`${JSON.stringify(r)}\n`),
+    (err) => {
+      process.stderr.write(`bench relay: ${(err as Error).stack}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,119 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { Db } from '../db/client.ts';
+import { countOpenDeadLetters } from './dead-letters.ts';
+import type { EventOutcome } from './consumer.ts';
+
+export interface GroupLag {
+  group: string;
+  /** Events in the stream the group has not been given yet. */
+  pending: number;
+  /** Given to a process of the group, not acked yet. */
+  ackPending: number;
+  /** Age of the oldest event the group has not acked (0 when it is caught up), in seconds. */
+  oldestUnackedAgeSeconds: number;
+}
+
+/**
+ * Lag of every consumer group on the stream, read from the server: num_pending + num_ack_pending
+ * say how far behind a group is; the oldest unacked event is the one after the group's ack floor,
+ * whose timestamp says for how long. Any process can report every group: nothing here is local.
+ */
+export async function readLag(jsm: JetStreamManager, stream: string): Promise<GroupLag[]> {
+  const out: GroupLag[] = [];
+  const info = await jsm.streams.info(stream);
+  for await (const c of jsm.consumers.list(stream)) {
+    const behind = c.num_pending + c.num_ack_pending;
+    let age = 0;
+    if (behind > 0) {
+      const seq = Math.max(c.ack_floor.stream_seq + 1, info.state.first_seq);
+      const m = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
+      if (m) age = Math.max(0, (Date.now() - m.time.getTime()) / 1000);
+    }
+    out.push({ group: c.name, pending: c.num_pending, ackPending: c.num_ack_pending, oldestUnackedAgeSeconds: age });
+  }
+  return out;
+}
+
+export interface ConsumerMetrics {
+  registry: Registry;
+  outcome(outcome: EventOutcome): void;
+}
+
+/**
+ * The consumer process's metrics. Gauges are read at scrape time (never stale):
+ *   stayhub_events_group_pending_messages{group}              not yet delivered
+ *   stayhub_events_group_ack_pending_messages{group}          delivered, not acked
+ *   stayhub_events_group_oldest_unacked_age_seconds{group}    how long the oldest unacked event waits
+ *   stayhub_events_group_dead_letters{group}                  open consumer dead letters (this process's group)
+ *   stayhub_events_consumer_outcomes_total{group, outcome}    applied | duplicate | retry | dead
+ */
+export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string; db: Db; group: string }): ConsumerMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const labelNames = ['group'] as const;
+  // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
+  let reading: Promise<GroupLag[]> | undefined;
+  const lag = () => {
+    reading ??= readLag(o.jsm, o.stream).finally(() => (reading = undefined));
+    return reading;
+  };
+  const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const groups = await lag();
+        this.reset();
+        for (const l of groups) this.set({ group: l.group }, pick(l));
+      },
+    });
+  gauge('stayhub_events_group_pending_messages', 'Events not yet delivered to the group.', (l) => l.pending);
+  gauge('stayhub_events_group_ack_pending_messages', 'Events delivered to the group and not acked.', (l) => l.ackPending);
+  gauge(
+    'stayhub_events_group_oldest_unacked_age_seconds',
+    'Age of the oldest event the group has not acked (0 when caught up).',
+    (l) => Math.round(l.oldestUnackedAgeSeconds * 10) / 10,
+  );
+  new Gauge({
+    name: 'stayhub_events_group_dead_letters',
+    help: 'Consumer dead letters not replayed yet.',
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.set({ group: o.group }, await countOpenDeadLetters(o.db, o.group));
+    },
+  });
+  const outcomes = new Counter({
+    name: 'stayhub_events_consumer_outcomes_total',
+    help: 'Events handled by this process: applied, duplicate (already in the inbox), retry, dead.',
+    labelNames: ['group', 'outcome'] as const,
+    registers: [registry],
+  });
+  return { registry, outcome: (outcome) => outcomes.inc({ group: o.group, outcome }) };
+}
+
+/** GET /metrics on `port` (0 = any free port). */
+export async function serveMetrics(registry: Registry, port: number, host: string): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer(async (req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    try {
+      const body = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+    } catch (err) {
+      res.writeHead(503, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${(err as Error).message}\n`);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}

@@ -1,0 +1,157 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '../../src/net/free-port.ts';
+
+/*
+ * A real `nats-server -js` per test file: its own free port and its own store directory, so files
+ * run in parallel and a file can stop and restart "its" server on the same port and store.
+ *
+ * nats-server is a Debian package (`apt-get install -y nats-server`; .ci/run installs it). Where it
+ * is missing these tests skip and say so; under CI=true a missing binary fails instead, so CI can
+ * never go green by skipping them.
+ */
+
+const BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
+export const hasNatsServer = spawnSync(BIN, ['--version']).status === 0;
+export const NATS_MISSING =
+  'nats-server not found: these tests need a real NATS JetStream server (Debian: `apt-get install -y nats-server`, ' +
+  'or set NATS_SERVER_BIN to a nats-server binary)';
+
+/** Call at the top of a test file; returns true when the file's tests must skip. */
+export function skipWithoutNats(): boolean {
+  if (hasNatsServer) return false;
+  if (process.env.CI === 'true') throw new Error(`${NATS_MISSING}. CI=true: refusing to skip.`);
+  console.warn(`SKIPPED: ${NATS_MISSING}`);
+  return true;
+}
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  storeDir: string;
+  /** SIGTERM and wait for exit (the store survives). */
+  stop(): Promise<void>;
+  /** Starts again on the same port with the same store. */
+  start(): Promise<void>;
+  /** Stops and removes the store. */
+  destroy(): Promise<void>;
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export async function startNats(): Promise<NatsServer> {
+  const port = await freePort();
+  const storeDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-nats-'));
+  let child: ChildProcess | undefined;
+  let output = '';
+
+  const start = async () => {
+    output = '';
+    child = spawn(BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d) => (output += d));
+    child.stderr!.on('data', (d) => (output += d));
+    const until = Date.now() + 10_000;
+    while (!(await portOpen(port))) {
+      if (child.exitCode !== null) throw new Error(`nats-server exited at start (${child.exitCode}): ${output}`);
+      if (Date.now() > until) throw new Error(`nats-server did not listen on ${port} within 10 s: ${output}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const stop = async () => {
+    const c = child;
+    child = undefined;
+    if (!c || c.exitCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGTERM');
+    const t = setTimeout(() => c.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(t);
+  };
+
+  await start();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    stop,
+    start,
+    async destroy() {
+      await stop();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface StoredEvent {
+  seq: number;
+  subject: string;
+  msgId: string | undefined;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** Every message in the stream, in stream order (direct reads by sequence: fine for test-sized streams). */
+export async function readStream(url: string, stream: string): Promise<StoredEvent[]> {
+  const { connect } = await import('@nats-io/transport-node');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  const nc = await connect({ servers: url.replace('nats://', '') });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info(stream);
+    const out: StoredEvent[] = [];
+    if (info.state.messages === 0) return out;
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+      const m = await jsm.streams.getMessage(stream, { seq });
+      if (!m) continue;
+      const headers: Record<string, string> = {};
+      for (const [k, v] of m.header ?? []) headers[k] = v[0]!;
+      out.push({ seq: m.seq, subject: m.subject, msgId: headers['Nats-Msg-Id'], headers, body: JSON.parse(new TextDecoder().decode(m.data)) });
+    }
+    return out;
+  } finally {
+    await nc.close();
+  }
+}
+
+/**
+ * A TCP proxy in front of a NATS server that delays everything the server sends by `delayMs`:
+ * every PubAck arrives that much later, so publishes made one at a time take delayMs each, and
+ * pipelined ones share the wait.
+ */
+export async function slowProxy(targetPort: number, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.on('data', (d) => upstream.write(d));
+    upstream.on('data', (d) => setTimeout(() => client.writable && client.write(d), delayMs));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}

@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { jetstream } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { startEventsChaos } from '../../scripts/chaos/events.ts';
+import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import { skipWithoutNats } from '../helpers/nats.ts';
+
+/*
+ * A short events chaos run (scripts/chaos/events.ts): bookings while the worker relays and the
+ * earnings consumer is SIGKILLed and nats-server stopped; then both invariants hold. And the
+ * checker itself catches what it is there to catch.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const skip = skipWithoutNats();
+const t = useTestApp();
+
+describe.skipIf(skip)('events chaos', () => {
+  it('keeps every booking event in the stream once and the ledger right through consumer kills and a NATS outage', async () => {
+    const events = await startEventsChaos({ databaseUrl: t.db.url, root: ROOT });
+    const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
+    const worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
+      cwd: ROOT,
+      env: {
+        ...inherited,
+        ...events.env,
+        DATABASE_URL: t.db.url,
+        LOG_LEVEL: 'warn',
+        POLL_INTERVAL_MS: '100',
+        BACKOFF_BASE_SECONDS: '0.2',
+        BACKOFF_MAX_SECONDS: '1',
+        MAX_ATTEMPTS: '100',
+        EVENTS_PUBLISH_TIMEOUT_MS: '500',
+        MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    try {
+      await events.startConsumer();
+      const host = await signUp(t.app, 'host');
+      const guest = await signUp(t.app, 'guest');
+      const p = await listProperty(t.app, host);
+      for (let i = 0; i < 30; i++) {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/bookings',
+          headers: guest.auth,
+          payload: { propertyId: p.id, checkIn: daysFromNow(5 + 3 * i), checkOut: daysFromNow(7 + 3 * i), guests: 1 },
+        });
+        expect(res.statusCode).toBe(201);
+        if (i % 4 === 0) await t.app.inject({ method: 'POST', url: `/bookings/${res.json().id}/cancel`, headers: guest.auth });
+        if (i === 8 || i === 20) events.killConsumer();
+        if (i === 14) await events.natsOutage(1000);
+      }
+      // Every outbox message DONE (the relay published them all), then the consumer to the end.
+      for (let i = 0; ; i++) {
+        const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
+        if (rows[0]!.n === 0) break;
+        if (i > 300) throw new Error('outbox not drained');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await events.finish();
+      const results = await events.check();
+      expect(results).toEqual([
+        { name: 'events-exactly-once', ok: true, violations: [], violationCount: 0 },
+        { name: 'earnings-ledger', ok: true, violations: [], violationCount: 0 },
+      ]);
+      expect(events.consumerKills).toBe(2);
+
+      // The checker catches a stray event and a wrong ledger.
+      const nc = await connect({ servers: events.nats.url.replace('nats://', '') });
+      await jetstream(nc).publish('chaos.booking.created', '{}', { msgID: 'not-from-the-outbox' });
+      await nc.close();
+      await t.db.db.execute(sql`update host_earnings set confirmed_total = confirmed_total + 1`);
+      const broken = await events.check();
+      expect(broken.map((r) => [r.name, r.ok, r.violationCount])).toEqual([
+        ['events-exactly-once', false, 1],
+        ['earnings-ledger', false, 1],
+      ]);
+      expect(broken[0]!.violations[0]).toMatch(/not-from-the-outbox is in the stream 1 time\(s\) but in no committed outbox row/);
+    } finally {
+      const exited = new Promise((r) => worker.once('exit', r));
+      worker.kill('SIGTERM');
+      await exited;
+      await events.stop();
+    }
+  }, 120_000);
+});

@@ -1,0 +1,301 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { headers as natsHeaders, connect } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { earningsMain } from '../../src/events/earnings/main.ts';
+import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
+import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
+import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
+import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+
+/*
+ * Consumer groups and the earnings ledger against a real nats-server: bookings made through the
+ * API, relayed by the worker, consumed by `consume:earnings`. The ledger must equal what SQL
+ * computes from the bookings table, through a consumer killed inside its transaction, a replay,
+ * and a second group.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const skip = skipWithoutNats();
+const STREAM = 'EARN';
+const t = useTestApp();
+let nats: NatsServer;
+let hosts: Session[] = [];
+
+beforeAll(async () => {
+  if (skip) return;
+  nats = await startNats();
+});
+afterAll(async () => {
+  await nats?.destroy();
+});
+
+const env = (extra: Record<string, string> = {}): Record<string, string> => ({
+  DATABASE_URL: t.db.url,
+  NATS_URL: nats.url,
+  EVENTS_STREAM: STREAM,
+  EVENTS_SUBJECT_PREFIX: 'earn',
+  EVENTS_ACK_WAIT_SECONDS: '1',
+  LOG_LEVEL: 'warn',
+  POLL_INTERVAL_MS: '50',
+  BACKOFF_JITTER: 'false',
+  MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
+  ...extra,
+});
+
+async function consume(argv: string[], extra: Record<string, string> = {}) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await earningsMain({ argv, env: env(extra), out: (l) => out.push(l), err: (l) => err.push(l) });
+  return { code, out, err };
+}
+
+/** Bookings by several guests on several hosts' properties in two currencies; some cancelled. */
+async function makeBookings(round: number) {
+  const guest = await signUp(t.app, 'guest');
+  for (const [h, host] of hosts.entries()) {
+    for (const currency of ['EUR', 'USD']) {
+      const p = await listProperty(t.app, host, { currency, nightlyPrice: 1000 * (h + 1) + round });
+      for (let i = 0; i < 3; i++) {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/bookings',
+          headers: guest.auth,
+          payload: { propertyId: p.id, checkIn: daysFromNow(10 + i * 5), checkOut: daysFromNow(12 + i * 5), guests: 1 },
+        });
+        expect(res.statusCode).toBe(201);
+        if (i === 1) {
+          const c = await t.app.inject({ method: 'POST', url: `/bookings/${res.json().id}/cancel`, headers: guest.auth });
+          expect(c.statusCode).toBe(200);
+        }
+      }
+    }
+  }
+}
+
+async function relayAll() {
+  const code = await drainOutbox({ argv: ['--until-empty'], env: env({ WORKER_CONCURRENCY: '16' }), out: () => {}, err: () => {} });
+  expect(code).toBe(0);
+}
+
+async function ledger(group: string) {
+  const { rows } = await t.db.db.execute(sql`
+    select host_id::int, currency, confirmed_total::int, cancelled_total::int, bookings, cancellations
+      from host_earnings where consumer_group = ${group} order by host_id, currency`);
+  return rows;
+}
+
+async function groupInfo(group: string) {
+  const nc = await connect({ servers: nats.url.replace('nats://', '') });
+  try {
+    const c = await (await jetstreamManager(nc)).consumers.info(STREAM, group);
+    return { delivered: c.delivered.stream_seq, ackFloor: c.ack_floor.stream_seq, pending: c.num_pending };
+  } finally {
+    await nc.close();
+  }
+}
+
+describe.skipIf(skip)('events consumers: the earnings ledger', () => {
+  beforeAll(async () => {
+    hosts = [await signUp(t.app, 'host'), await signUp(t.app, 'host'), await signUp(t.app, 'host')];
+    await makeBookings(0);
+    await relayAll();
+  });
+
+  it('keeps per host and currency the confirmed bookings minus cancellations, and serves it at GET /hosts/me/earnings', async () => {
+    const r = await consume(['--until-empty']);
+    expect(r.code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    const rows = await ledger('earnings');
+    expect(rows).toHaveLength(6); // 3 hosts × 2 currencies
+
+    const res = await t.app.inject({ method: 'GET', url: '/hosts/me/earnings', headers: hosts[0]!.auth });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.group).toBe('earnings');
+    expect(body.earnings.map((e: { currency: string }) => e.currency)).toEqual(['EUR', 'USD']);
+    const { rows: truth } = await t.db.db.execute<{ currency: string; net: number }>(sql`
+      select b.currency, sum(b.total)::int as net from bookings b join properties p on p.id = b.property_id
+        join users u on u.id = p.host_id
+       where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' group by b.currency order by b.currency`);
+    expect(body.earnings.map((e: { currency: string; net: number }) => ({ currency: e.currency, net: e.net }))).toEqual(truth);
+    expect(body.earnings[0]).toMatchObject({ bookings: 3, cancellations: 1 });
+
+    const guest = await signUp(t.app, 'guest');
+    expect((await t.app.inject({ method: 'GET', url: '/hosts/me/earnings', headers: guest.auth })).statusCode).toBe(403);
+  });
+
+  it('applies the effect once when the consumer is killed inside its transaction', async () => {
+    await makeBookings(1);
+    await relayAll();
+    const before = await groupInfo('earnings');
+    expect(before.pending).toBeGreaterThan(5);
+    // Killed after its 4th effect was written, before that transaction's COMMIT.
+    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--until-empty'], env({ TEST_KILL_IN_TX_AFTER: '4' }));
+    expect(killed.signal).toBe('SIGKILL');
+    const killedIn = killed.lines.find((l) => l.startsWith('killing inside the transaction of '))!.split(' ').pop()!;
+    const { rows: seen } = await t.db.db.execute(
+      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedIn}`,
+    );
+    expect(seen).toHaveLength(0); // rolled back with the effect
+
+    // Restarted: the unacked event comes back after the ack wait (1 s) and is applied once.
+    const again = await consume(['--until-empty']);
+    expect(again.code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    const { rows: once } = await t.db.db.execute(
+      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedIn}`,
+    );
+    expect(once).toHaveLength(1);
+  }, 60_000);
+
+  it('applies the effect once when the consumer is killed after its COMMIT, before the ack', async () => {
+    await makeBookings(2);
+    await relayAll();
+    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--until-empty'], env({ TEST_KILL_BEFORE_ACK_AFTER: '3' }));
+    expect(killed.signal).toBe('SIGKILL');
+    const killedAt = killed.lines.find((l) => l.startsWith('killing before the ack of '))!.split(' ').pop()!;
+    const { rows: seen } = await t.db.db.execute(
+      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedAt}`,
+    );
+    expect(seen).toHaveLength(1); // committed: the redelivery must find it and do nothing
+    expect((await consume(['--until-empty'])).code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+  }, 60_000);
+
+  it('skips redelivered events through the inbox (replay from a time keeps ledger and inbox)', async () => {
+    const before = await ledger('earnings');
+    const r = await consume(['--replay', '--from', '2000-01-01T00:00:00Z', '--until-empty']);
+    expect(r.code).toBe(0);
+    expect(await ledger('earnings')).toEqual(before); // every event redelivered, none applied twice
+  });
+
+  it('--replay rebuilds the same ledger from the start of the stream', async () => {
+    const before = await ledger('earnings');
+    // Spoil it, so only a real rebuild can bring it back.
+    await t.db.db.execute(sql`update host_earnings set confirmed_total = 0, bookings = 0 where consumer_group = 'earnings'`);
+    expect(await ledgerDifferences(t.db.db, 'earnings')).not.toEqual([]);
+    const r = await consume(['--replay', '--until-empty']);
+    expect(r.code).toBe(0);
+    expect(await ledger('earnings')).toEqual(before);
+    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+  });
+
+  it('a second group reads the same stream without disturbing the first', async () => {
+    const first = await ledger('earnings');
+    const firstPosition = await groupInfo('earnings');
+    const r = await consume(['--group', 'earnings-b', '--until-empty']);
+    expect(r.code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, 'earnings-b')).toEqual([]);
+    // …and a rebuild of the second group leaves the first alone too.
+    await t.db.db.execute(sql`update host_earnings set cancelled_total = 0 where consumer_group = 'earnings-b'`);
+    expect((await consume(['--group', 'earnings-b', '--replay', '--until-empty'])).code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, 'earnings-b')).toEqual([]);
+    expect(await ledger('earnings')).toEqual(first);
+    expect(await groupInfo('earnings')).toEqual(firstPosition);
+    const { rows } = await t.db.db.execute<{ g: string; n: number }>(
+      sql`select consumer_group as g, count(*)::int as n from processed_messages group by 1 order by 1`,
+    );
+    expect(rows[0]!.n).toBe(rows[1]!.n);
+  });
+
+  it('records an event that fails on its last delivery as a consumer dead letter, lists it, and replays it', async () => {
+    const group = 'earnings-dlq';
+    const propertyId = '0f9d3c2a-5b7e-4f1a-9c3d-2e8b7a6f5d41';
+    const msgId = 'e1c6d7a8-1111-4a2b-8c9d-0123456789ab';
+    let seq = 0;
+    const nc = await connect({ servers: nats.url.replace('nats://', '') });
+    try {
+      const h = natsHeaders();
+      h.set('StayHub-Topic', 'booking.created');
+      const body = { bookingId: 'x', propertyId, total: 777, currency: 'EUR' };
+      const ack = await jetstream(nc).publish('earn.booking.created', JSON.stringify(body), { msgID: msgId, headers: h });
+      expect(ack.duplicate).toBe(false);
+      seq = ack.seq;
+    } finally {
+      await nc.close();
+    }
+    // The property is unknown: every delivery fails; after the 2nd it is dead-lettered.
+    const r = await consume(['--group', group, '--until-empty'], { EVENTS_MAX_DELIVER: '2' });
+    expect(r.code).toBe(0);
+    const listed = await consume(['--group', group, '--dead']);
+    expect(listed.out).toEqual([expect.stringMatching(new RegExp(`^${msgId}\\t.*booking.created\\t2 deliveries\\tError: earnings: property ${propertyId} not found`))]);
+    expect(await ledgerDifferences(t.db.db, group)).toEqual([]); // nothing applied for it
+
+    // The cause fixed (the property exists), the dead letter replays into the ledger, once.
+    await t.db.db.execute(sql`
+      insert into properties (public_id, host_id, title, city, country, currency, nightly_price, max_guests)
+      select ${propertyId}, id, 'Fixed', 'Porto', 'PT', 'EUR', 100, 2 from users where public_id = ${hosts[0]!.user.id}`);
+    const replayed = await consume(['--group', group, '--replay-dead']);
+    expect(replayed.out).toEqual([`replayed dead letters of ${group}: 1 applied, 0 already applied, 0 still failing`]);
+    const { rows } = await t.db.db.execute<{ n: number }>(sql`
+      select (confirmed_total - cancelled_total - (select coalesce(sum(b.total), 0) from bookings b join properties p on p.id = b.property_id
+                                  join users u on u.id = p.host_id
+                                 where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' and b.currency = 'EUR'))::int as n
+        from host_earnings h join users u on u.id = h.host_id
+       where h.consumer_group = ${group} and u.public_id = ${hosts[0]!.user.id} and h.currency = 'EUR'`);
+    expect(rows[0]!.n).toBe(777);
+    expect((await consume(['--group', group, '--dead'])).out).toEqual([]);
+
+    // The synthetic event has no booking behind it: take it out of the log before other groups read it.
+    const admin = await connect({ servers: nats.url.replace('nats://', '') });
+    try {
+      expect(await (await jetstreamManager(admin)).streams.deleteMessage(STREAM, seq)).toBe(true);
+    } finally {
+      await admin.close();
+    }
+  }, 60_000);
+});
+
+describe.skipIf(skip)('events consumers: outages', () => {
+  it('a running consumer rides out a nats-server restart and applies what was published after it', async () => {
+    if (hosts.length === 0) hosts = [await signUp(t.app, 'host')];
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/consume-earnings.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, ...env({ LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn' }) },
+      stdio: ['ignore', process.env.DEBUG_EVENTS ? 'inherit' : 'ignore', 'inherit'],
+    });
+    try {
+      await makeBookings(3);
+      await relayAll();
+      await waitUntil(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0, 'ledger caught up');
+      await nats.stop();
+      await new Promise((r) => setTimeout(r, 1500));
+      await nats.start();
+      await makeBookings(4);
+      await relayAll();
+      await waitUntil(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0, 'ledger caught up after the restart', 30_000);
+    } finally {
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+  }, 90_000);
+});
+
+async function waitUntil(check: () => Promise<boolean>, what: string, timeoutMs = 20_000) {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function runProcess(entry: string, args: string[], envVars: Record<string, string>) {
+  const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+    cwd: ROOT,
+    env: { ...inherited, ...envVars },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines: string[] = [];
+  readline.createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
+  return new Promise<{ code: number | null; signal: NodeJS.Signals | null; lines: string[] }>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal, lines })),
+  );
+}

@@ -1,0 +1,283 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { loadConfig } from '../../src/config.ts';
+import { main } from '../../src/worker/drain-outbox.ts';
+import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../src/events/stream.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { readStream, skipWithoutNats, slowProxy, startNats, type NatsServer } from '../helpers/nats.ts';
+import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
+
+/*
+ * The events relay against a real nats-server: the stream it creates, what it publishes, and the
+ * guarantees (once per outbox message through a SIGKILL between PubAck and DONE, per-key order,
+ * a NATS outage that loses nothing).
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const skip = skipWithoutNats();
+
+let tdb: TestDatabase;
+let nats: NatsServer;
+let stream = 'T';
+beforeAll(async () => {
+  if (skip) return;
+  tdb = await createTestDatabase('evrelay');
+  nats = await startNats();
+});
+afterAll(async () => {
+  await nats?.destroy();
+  await tdb?.drop();
+});
+beforeEach(async () => {
+  if (skip) return;
+  await tdb.db.execute(sql`truncate outbox`);
+  stream = `T${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a fresh stream per test
+});
+
+function env(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: tdb.url,
+    NATS_URL: nats.url,
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: `${stream.toLowerCase()}`,
+    LOG_LEVEL: 'warn',
+    BACKOFF_JITTER: 'false',
+    POLL_INTERVAL_MS: '50',
+    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
+    ...extra,
+  };
+}
+
+async function drain(extra: Record<string, string> = {}, argv = ['--until-empty']) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main({ argv, env: env(extra), out: (l) => out.push(l), err: (l) => err.push(l) });
+  return { code, out, err };
+}
+
+function bookings(n: number, keys: number) {
+  return Array.from({ length: n }, (_, i) => ({
+    topic: i % 3 === 2 ? 'booking.cancelled' : 'booking.created',
+    key: `key-${i % keys}`,
+    payload: i % 3 === 2 ? { ...bookingPayload(), cancelledBy: 'guest' } : bookingPayload(),
+  }));
+}
+
+async function statuses() {
+  const { rows } = await tdb.db.execute<{ status: string; n: number }>(sql`select status, count(*)::int as n from outbox group by status`);
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+describe.skipIf(skip)('events relay', () => {
+  it('is listed by --list-topics when NATS_URL is set, and only then', async () => {
+    const withNats = await drain({}, ['--list-topics']);
+    expect(withNats.code).toBe(0);
+    expect(withNats.out).toContain('booking.created: email.guest-confirmation, email.host-new-booking, events.relay');
+    expect(withNats.out.some((l) => l.startsWith('property.changed:') && l.includes('events.relay'))).toBe(true);
+    const only = await drain({ EVENTS_TOPICS: 'booking.cancelled' }, ['--list-topics']);
+    expect(only.out.filter((l) => l.includes('events.relay'))).toEqual([expect.stringMatching(/^booking\.cancelled:/)]);
+    const without = await drain({ NATS_URL: '' }, ['--list-topics']);
+    expect(without.out.join('\n')).not.toContain('events.relay');
+  });
+
+  it('creates the stream from configuration: file storage, max age, replicas, a duplicate window longer than the retry span', async () => {
+    const { code } = await drain({ EVENTS_MAX_AGE_SECONDS: '3600' });
+    expect(code).toBe(0);
+    const nc = await connect({ servers: nats.url.replace('nats://', '') });
+    try {
+      const info = await (await jetstreamManager(nc)).streams.info(stream);
+      const config = loadConfig(env());
+      expect(info.config.storage).toBe(StorageType.File);
+      expect(info.config.subjects).toEqual([`${stream.toLowerCase()}.>`]);
+      expect(info.config.max_age).toBe(3600 * 1e9);
+      expect(info.config.num_replicas).toBe(1);
+      expect(info.config.duplicate_window).toBe(duplicateWindowSeconds(config) * 1e9);
+      // Defaults: 8 attempts × 60 s lease + (2+4+…+128 s) backoff = 734 s; the window adds a minute.
+      expect(outboxRetrySpanSeconds(config)).toBe(734);
+      expect(info.config.duplicate_window / 1e9).toBeGreaterThan(outboxRetrySpanSeconds(config));
+
+      // A later start with a new max age updates the stream in place.
+      expect((await drain({ EVENTS_MAX_AGE_SECONDS: '7200' })).code).toBe(0);
+      expect((await (await jetstreamManager(nc)).streams.info(stream)).config.max_age).toBe(7200 * 1e9);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('refuses to start, with a clear error, when the stream exists in a form it cannot update', async () => {
+    const nc = await connect({ servers: nats.url.replace('nats://', '') });
+    try {
+      await (await jetstreamManager(nc)).streams.add({ name: stream, subjects: [`${stream.toLowerCase()}.>`], storage: StorageType.Memory });
+    } finally {
+      await nc.close();
+    }
+    const { code, err } = await drain();
+    expect(code).toBe(2);
+    expect(err.join('\n')).toMatch(new RegExp(`stream ${stream} exists with storage=memory .*cannot change in place`));
+  });
+
+  it('refuses a duplicate window shorter than the outbox retry span', async () => {
+    const { code, err } = await drain({ EVENTS_DUPLICATE_WINDOW_SECONDS: '60' });
+    expect(code).toBe(2);
+    expect(err.join('\n')).toMatch(/shorter than the outbox's retry span \(734 s/);
+  });
+
+  it('publishes each event with its subject, headers and body (no contact details), and only relayed topics', async () => {
+    const [created, changed] = await insertMessages(tdb.db, [
+      { topic: 'booking.created', key: 'b-1', payload: bookingPayload({ total: 1234 }) },
+      { topic: 'property.changed', key: 'p-1', payload: { propertyId: '8d7f5a52-8f0e-4d59-9f52-2a3c9b0f6a11' } },
+    ]);
+    const { code } = await drain({ EVENTS_TOPICS: 'booking.created' });
+    expect(code).toBe(0);
+    const events = await readStream(nats.url, stream);
+    expect(events).toHaveLength(1);
+    const [e] = events;
+    const { rows } = await tdb.db.execute<{ created_at: Date }>(sql`select created_at from outbox where id = ${created!.id}`);
+    expect(e!.subject).toBe(`${stream.toLowerCase()}.booking.created`);
+    expect(e!.msgId).toBe(created!.public_id);
+    expect(e!.headers).toMatchObject({
+      'StayHub-Topic': 'booking.created',
+      'StayHub-Key': 'b-1',
+      'StayHub-Outbox-Id': created!.public_id,
+      'StayHub-Occurred-At': new Date(rows[0]!.created_at).toISOString(),
+      'StayHub-Schema-Version': '1',
+    });
+    expect(e!.body).toMatchObject({ total: 1234, currency: 'EUR' });
+    expect(e!.body).not.toHaveProperty('guestEmail');
+    expect(e!.body).not.toHaveProperty('hostEmail');
+    // Not relayed: property.changed has no relay handler, only its search handler ran.
+    const { rows: ch } = await tdb.db.execute<{ handlers_done: string[] }>(sql`select handlers_done from outbox where id = ${changed!.id}`);
+    expect(ch[0]!.handlers_done).not.toContain('events.relay');
+  });
+
+  it('pipelines publishes: many PubAcks outstanding at once, not one at a time', async () => {
+    // Every server reply arrives 200 ms late. One publish at a time, 64 messages would add
+    // 64 × 200 ms = 12.8 s to a drain; with 16 handlers in flight, about 4 × 200 ms plus the
+    // slower connect and stream check. Compared with the same drain without the delay, back to back.
+    const timedDrain = async (natsUrl: string) => {
+      await tdb.db.execute(sql`truncate outbox`);
+      await insertMessages(tdb.db, bookings(64, 64));
+      const started = performance.now();
+      const { code } = await drain({ NATS_URL: natsUrl, WORKER_CONCURRENCY: '16', WORKER_BATCH_SIZE: '64' });
+      expect(code).toBe(0);
+      expect(await statuses()).toEqual({ DONE: 64 });
+      return (performance.now() - started) / 1000;
+    };
+    const direct = await timedDrain(nats.url);
+    const proxy = await slowProxy(nats.port, 200);
+    let delayed: number;
+    try {
+      delayed = await timedDrain(proxy.url);
+    } finally {
+      await proxy.close();
+    }
+    expect(delayed - direct).toBeLessThan(6.4);
+    expect(await readStream(nats.url, stream)).toHaveLength(128);
+  }, 60_000);
+
+  it('keeps per-key order in the stream with many messages in flight', async () => {
+    const msgs = await insertMessages(tdb.db, bookings(240, 12));
+    const { code } = await drain({ WORKER_CONCURRENCY: '32', WORKER_BATCH_SIZE: '100' });
+    expect(code).toBe(0);
+    expect(await statuses()).toEqual({ DONE: 240 });
+    const events = await readStream(nats.url, stream);
+    expect(events).toHaveLength(240);
+    const idOf = new Map(msgs.map((m) => [m.public_id, m.id]));
+    const perKey = new Map<string, number[]>();
+    for (const e of events) {
+      const k = e.headers['StayHub-Key']!;
+      perKey.set(k, [...(perKey.get(k) ?? []), idOf.get(e.msgId!)!]);
+    }
+    expect(perKey.size).toBe(12);
+    for (const ids of perKey.values()) expect(ids).toEqual([...ids].sort((a, b) => a - b));
+  });
+
+  it('stores one event per outbox message when the worker is SIGKILLed between PubAck and DONE', async () => {
+    const msgs = await insertMessages(tdb.db, bookings(30, 30));
+    const effects = path.join(mkdtempSync(path.join(os.tmpdir(), 'stayhub-fx-')), 'effects');
+    writeFileSync(effects, '');
+    // 1: the test entry relays and SIGKILLs itself right after its 10th PubAck.
+    const killed = await runProcess('test/helpers/events-worker-entry.ts', ['--until-empty'], {
+      ...env({ NATS_URL: '', LEASE_SECONDS: '1', WORKER_CONCURRENCY: '4' }),
+      TEST_NATS_URL: nats.url,
+      TEST_EFFECTS_FILE: effects,
+      TEST_KILL_AFTER_PUBLISHES: '10',
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    const published = readFileSync(effects, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+    expect(published.length).toBeGreaterThanOrEqual(10);
+    // Some of what the server stored was never recorded as relayed: the worker died first.
+    const { rows: notDone } = await tdb.db.execute<{ public_id: string }>(
+      sql`select public_id from outbox where status = 'PENDING' and not ('events.relay' = any(handlers_done))
+            and public_id = any(${sql.param(published)}::uuid[])`,
+    );
+    expect(notDone.length).toBeGreaterThanOrEqual(1);
+
+    // 2: the real worker, once the dead worker's leases have run out.
+    await new Promise((r) => setTimeout(r, 1200));
+    writeFileSync(effects, '');
+    const again = await runProcess('test/helpers/events-worker-entry.ts', ['--until-empty'], {
+      ...env({ NATS_URL: '', LEASE_SECONDS: '1' }),
+      TEST_NATS_URL: nats.url,
+      TEST_EFFECTS_FILE: effects,
+    });
+    expect(again.code).toBe(0);
+    expect(await statuses()).toEqual({ DONE: 30 });
+    // The republished ones were acked as duplicates: the server dropped them.
+    const rerun = readFileSync(effects, 'utf8').trim().split('\n').map((l) => l.split(' '));
+    const dupIds = rerun.filter((f) => f[3] === 'true').map((f) => f[1]);
+    expect(dupIds.sort()).toEqual(notDone.map((r) => r.public_id).sort());
+
+    const events = await readStream(nats.url, stream);
+    expect(events.map((e) => e.msgId).sort()).toEqual(msgs.map((m) => m.public_id).sort());
+  }, 60_000);
+
+  it('loses nothing when nats-server is stopped and restarted mid-run', async () => {
+    const msgs = await insertMessages(tdb.db, bookings(300, 20));
+    const proc = spawnWorker('src/worker/drain-outbox.ts', [], {
+      ...env({ BACKOFF_BASE_SECONDS: '0.2', BACKOFF_MAX_SECONDS: '1', MAX_ATTEMPTS: '100', EVENTS_PUBLISH_TIMEOUT_MS: '500', WORKER_BATCH_SIZE: '5', WORKER_CONCURRENCY: '4' }),
+    });
+    try {
+      // Let part of the backlog through, then take the server away.
+      await waitFor(async () => ((await statuses()).DONE ?? 0) >= 20, 20_000, 'first events relayed');
+      await nats.stop();
+      const stoppedAt = (await statuses()).DONE ?? 0;
+      await new Promise((r) => setTimeout(r, 1500));
+      const s = await statuses();
+      expect(s.DONE ?? 0).toBeLessThan(300); // the outage held messages back…
+      expect(s.DEAD ?? 0).toBe(0);
+      await nats.start();
+      await waitFor(async () => (await statuses()).DONE === 300, 30_000, 'all messages DONE after the restart');
+      expect(stoppedAt).toBeLessThan(300);
+    } finally {
+      proc.kill('SIGTERM');
+      await new Promise((r) => proc.once('exit', r));
+    }
+    const events = await readStream(nats.url, stream);
+    const ids = events.map((e) => e.msgId);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.sort()).toEqual(msgs.map((m) => m.public_id).sort());
+  }, 90_000);
+});
+
+function spawnWorker(entry: string, args: string[], envVars: Record<string, string>) {
+  const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
+  return spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+    cwd: ROOT,
+    env: { ...inherited, ...envVars },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+function runProcess(entry: string, args: string[], envVars: Record<string, string>) {
+  const child = spawnWorker(entry, args, envVars);
+  return new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+}
