@@ -1,8 +1,9 @@
-import { stopWhenSupervisorDies } from '../src/lifecycle.ts';
+import { onParentGone } from '../src/process/lifeline.ts';
 import { earningsMain } from '../src/events/earnings/main.ts';
 
 // `npm run consume:earnings -- [flags]`: see src/events/earnings/main.ts for flags and exit codes.
-stopWhenSupervisorDies();
+// npm passes no SIGTERM on: when the npm that started us exits, stop as on SIGTERM (a graceful drain).
+onParentGone(() => process.kill(process.pid, 'SIGTERM'), { name: 'consume:earnings' });
 earningsMain({ argv: process.argv.slice(2) }).then(
   (code) => {
     process.exitCode = code;
