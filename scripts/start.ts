@@ -106,7 +106,8 @@ async function main() {
   say('migrations applied');
   if (stopping) return; // the shutdown under way stops PostgreSQL and exits
 
-  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, ...childLogEnv(config) };
+  // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
+  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
   // The worker first in the list: it is stopped first (its handlers may still call the API's database).
   children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
   const api = run('api', 'src/http/server.ts', env);

@@ -134,7 +134,9 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
     }, opts.intervalMs ?? 250);
     timer.unref(); // the watch must never keep a finished process alive
   }
-  if (process.send && process.channel) {
+  // Only the IPC channel that `npm start` opens (it sets STAYHUB_SUPERVISED): a channel from any
+  // other parent (a vitest fork running an entry point's main in-process) is not ours to unref.
+  if (process.env.STAYHUB_SUPERVISED === '1' && process.send && process.channel) {
     process.channel.unref();
     process.once('disconnect', onDisconnect);
   }
