@@ -66,7 +66,7 @@ describe('npm run build', () => {
     const imported = new Map<string, string>();
     for (const file of readdirSync(out, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'))) {
       const text = readFileSync(path.join(out, file), 'utf8');
-      for (const m of text.matchAll(/(?:^import[^'"]*?from\s*|^export[^'"]*?from\s*|\bimport\()\s*['"`]([^'"`]+)['"`]/gm)) {
+      for (const m of text.matchAll(/(?:^import[^'";]*?from\s*|^export[^'";]*?from\s*|\bimport\()\s*['"]([^'"]+)['"]/gm)) {
         const spec = m[1]!;
         if (spec.startsWith('.') || spec.startsWith('node:')) continue;
         const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!;
@@ -82,7 +82,7 @@ describe('npm run build', () => {
       services: Record<string, { build?: string; command?: string[]; init?: boolean }>;
     };
     const ours = Object.entries(compose.services).filter(([, s]) => s.build);
-    expect(ours.map(([name]) => name).sort()).toEqual(['api', 'migrate', 'worker']);
+    expect(ours.map(([name]) => name).sort()).toEqual(['api', 'earnings', 'migrate', 'worker']);
     // compose: an init as PID 1 forwards SIGTERM to node and reaps zombies.
     for (const [name, service] of ours) expect(service.init, name).toBe(true);
     // The image's own CMD makes node PID 1, which drains too: it handles SIGTERM itself.
