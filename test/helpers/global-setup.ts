@@ -26,13 +26,20 @@ const repoRoot = path.resolve(import.meta.dirname, '../..');
  */
 function repoWrites(): Set<string> | undefined {
   try {
-    const out = execFileSync('git', ['status', '--porcelain', '--ignored', '--untracked-files=all', '-z'], {
+    const out = execFileSync('git', ['status', '--porcelain', '--ignored', '--untracked-files=all', '-z', '--', '.', ':(exclude)node_modules'], {
       cwd: repoRoot,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
       maxBuffer: 64 * 1024 * 1024,
     });
-    return new Set(out.split('\0').filter((l) => l.startsWith('?? ') || l.startsWith('!! ')).map((l) => l.slice(3)));
+    // node_modules is the tools' own (vitest keeps its results cache in node_modules/.vite), not a test's.
+    return new Set(
+      out
+        .split('\0')
+        .filter((l) => l.startsWith('?? ') || l.startsWith('!! '))
+        .map((l) => l.slice(3))
+        .filter((f) => !f.startsWith('node_modules')),
+    );
   } catch {
     return undefined;
   }
