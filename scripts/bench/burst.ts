@@ -93,7 +93,8 @@ export async function oursBurst(url: string, count: number, processes: number, e
     spawn(cmd, args, {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail'), ...env },
-      stdio: 'ignore',
+      // BENCH_WORKER_STDIO=inherit shows the workers' own logs (to look into a slow run).
+      stdio: process.env.BENCH_WORKER_STDIO === 'inherit' ? 'inherit' : 'ignore',
     }),
   );
   try {

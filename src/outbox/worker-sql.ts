@@ -53,9 +53,13 @@ export function query<R extends QueryResultRow = QueryResultRow>(
   return client(db).query({ name, text, values }) as Promise<QueryResult<R>>;
 }
 
-/** Like `query`, rows as arrays (no object per row built only to be read once). */
-export function queryArrays(db: Db, name: string, text: string, values: unknown[]): Promise<QueryResult<unknown[]>> {
-  return client(db).query({ name, text, values, rowMode: 'array' }) as Promise<QueryResult<unknown[]>>;
+/**
+ * Like `query`, rows as arrays (no object per row built only to be read once). `name` undefined
+ * sends an unnamed statement: planned afresh on every execution (see the claim, src/outbox/claim.ts).
+ */
+export function queryArrays(db: Db, name: string | undefined, text: string, values: unknown[]): Promise<QueryResult<unknown[]>> {
+  const q = name === undefined ? { text, values, rowMode: 'array' as const } : { name, text, values, rowMode: 'array' as const };
+  return client(db).query(q as never) as Promise<QueryResult<unknown[]>>;
 }
 
 /*

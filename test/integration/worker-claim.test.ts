@@ -93,6 +93,24 @@ describe('claim', () => {
     expect(again!.claimId).not.toBe(c!.claimId);
   });
 
+  it('is planned afresh each time: empty polls never leave a generic plan behind for a burst', async () => {
+    // One connection, so every claim below runs on it, as an idle worker's polls do.
+    const one = new pg.Pool({ connectionString: tdb.url, max: 1 });
+    const { drizzle } = await import('drizzle-orm/node-postgres');
+    const db = drizzle(one) as unknown as typeof tdb.db;
+    try {
+      for (let i = 0; i < 12; i++) await claimBatch(db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
+      await insertMessages(tdb.db, Array.from({ length: 50 }, () => ({ topic: 'test.t' })));
+      expect(await claimBatch(db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toHaveLength(50);
+      // PostgreSQL switches a prepared statement to a generic plan after five executions; a plan
+      // made for an empty outbox then took 7.7 s per claim on a burst of 20,000 rows.
+      const { rows } = await one.query(`select name, generic_plans from pg_prepared_statements where statement ilike '%for update skip locked%'`);
+      expect(rows.filter((r) => Number(r.generic_plans) > 0)).toEqual([]);
+    } finally {
+      await one.end();
+    }
+  });
+
   it('does not claim messages that are not due yet', async () => {
     const m = await insertMessage(tdb.db, 'test.t');
     await tdb.db.execute(sql`update outbox set available_at = now() + interval '5 seconds' where id = ${m.id}`);
