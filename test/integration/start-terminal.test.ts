@@ -31,7 +31,10 @@ describe('npm start in a terminal', () => {
       MAIL_DIR: path.join(dir, 'mail'),
       LOG_LEVEL: 'info',
     };
-    const child = spawn('script', ['-qec', 'node --import tsx scripts/start.ts', '/dev/null'], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // `exec`: script(1) runs the command through $SHELL, or /bin/sh when SHELL is unset (as in CI).
+    // dash stays in the terminal's foreground group as node's parent, and Ctrl-C kills it (130)
+    // while node is still stopping; a person's interactive shell execs the job, so we do too.
+    const child = spawn('script', ['-qec', 'exec node --import tsx scripts/start.ts', '/dev/null'], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let raw = '';
     const ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no banner within 90 s:\n${raw}`)), 90_000);
