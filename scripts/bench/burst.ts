@@ -64,13 +64,42 @@ async function timeBurst(
     await c.query('commit');
     await afterCommit?.(c);
     committed(t0);
+    const trace = process.env.BENCH_BURST_TRACE === '1' ? traceBurst(url, t0) : undefined;
     const seconds = ((await watch.settled) - t0) / 1000;
+    await trace?.stop();
     return { perSecond: count / seconds, seconds };
   } finally {
     committed(0);
     await watch.stop();
     await c.end();
   }
+}
+
+/**
+ * BENCH_BURST_TRACE=1: every 500 ms, what the outbox and the other sessions of this database are
+ * doing (to look into a slow burst).
+ */
+function traceBurst(url: string, t0: number) {
+  const c = new pg.Client({ connectionString: url, application_name: 'bench-burst-trace' });
+  let on = true;
+  const done = (async () => {
+    await c.connect();
+    // Our outbox only: a peer's database has no such table.
+    const { rows: t } = await c.query(`select to_regclass('outbox') is not null as ours`);
+    while (on && t[0]?.ours) {
+      const { rows: o } = await c.query(
+        `select status, count(*)::int n, count(*) filter (where available_at > now())::int leased, count(*) filter (where claim_id is not null)::int claimed from outbox group by status`,
+      );
+      const { rows: a } = await c.query(
+        `select application_name app, state, wait_event_type || ':' || wait_event wait, round(extract(epoch from now() - query_start)::numeric, 2) secs, left(regexp_replace(query, '\\s+', ' ', 'g'), 50) q
+           from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and state <> 'idle'`,
+      );
+      process.stdout.write(`trace +${((nowMs() - t0) / 1000).toFixed(1)}s outbox ${JSON.stringify(o)} active ${JSON.stringify(a)}\n`);
+      await sleep(500);
+    }
+    await c.end();
+  })();
+  return { stop: async () => { on = false; await done.catch(() => {}); } };
 }
 
 /** A warm-up batch, handled to the end: connections open, code paths compiled, then idle. */
