@@ -5,7 +5,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { claimBatch } from '../../src/outbox/claim.ts';
+import { CLAIM_PLANNER_SETTINGS, claimBatch, claimSql } from '../../src/outbox/claim.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 import { LatencyProbe } from './lib/latency.ts';
@@ -194,29 +194,17 @@ export async function timeClaims(url: string, samples: number, batch: number): P
 }
 
 /**
- * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as claimBatch sends it: the statement is
- * captured from the driver (not copied here, so it cannot drift from src/outbox/claim.ts) and
- * explained with its parameters inside a transaction that is rolled back.
+ * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as claimBatch sends it: its planner settings and
+ * its statement come from src/outbox/claim.ts (so they cannot drift), inside a transaction that is
+ * rolled back.
  */
 export async function explainClaim(url: string, batch: number): Promise<string> {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-claim-explain' });
   const client = await database.pool.connect();
   try {
     await client.query('begin');
-    let captured: { text: string; values: unknown[] } | undefined;
-    const original = client.query.bind(client);
-    (client as any).query = (q: any, v?: any, ...rest: any[]) => {
-      const text = typeof q === 'string' ? q : q?.text;
-      const values = typeof q === 'string' ? v : (q?.values ?? v);
-      if (typeof text === 'string' && /for update skip locked/i.test(text)) captured = { text, values: values ?? [] };
-      return (original as any)(q, v, ...rest);
-    };
-    await claimBatch({ $client: client } as never, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
-    (client as any).query = original;
-    await client.query('rollback');
-    if (!captured) return '(the claim statement was not captured)';
-    await client.query('begin');
-    const { rows } = await client.query(`explain (analyze, buffers, costs off) ${captured.text}`, captured.values as unknown[]);
+    await client.query(CLAIM_PLANNER_SETTINGS);
+    const { rows } = await client.query(`explain (analyze, buffers, costs off) ${claimSql(batch, randomUUID(), 60)}`);
     await client.query('rollback');
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   } finally {

@@ -1,5 +1,5 @@
 import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, queryArrays } from './worker-sql.ts';
+import { ASYNC_COMMIT, simpleQueryArrays } from './worker-sql.ts';
 
 /** A claimed message, built straight from its row: the worker dispatches this object itself. */
 export class ClaimedMessage {
@@ -59,7 +59,10 @@ const NONE: readonly string[] = Object.freeze([]);
  *   ever in flight, and a booking's cancellation email waits for its confirmation email. DEAD
  *   does not block its key (it has stopped being retried; holding the key hostage would stop
  *   every later event of that booking). Messages without a key (null) are not ordered. One probe
- *   of outbox_pending_key_idx (key, id) WHERE PENDING.
+ *   of outbox_key_idx (key, id), over that key's rows. `not in ('DONE', 'DEAD')` means PENDING
+ *   (the CHECK allows three values), written so on purpose: `= 'PENDING'` would let the planner
+ *   serve the check from the claim's partial index, which stale statistics make look empty, and
+ *   it then scanned that index whole for each row (see CLAIM_PLANNER_SETTINGS below).
  *
  * - The lease: available_at moves to now() + lease, which hides the row from every other claim
  *   until then. A worker that dies needs no cleanup: the lease simply ends.
@@ -71,7 +74,13 @@ const NONE: readonly string[] = Object.freeze([]);
  *   come back and try to settle; the fence `claim_id = $token` makes its update match nothing
  *   once another worker has claimed the row since.
  */
-const CLAIM = `
+export function claimSql(limit: number, claimId: string, leaseSeconds: number): string {
+  // Inlined (see claimBatch for why this is a simple query): checked here, so only an integer, a
+  // number and a uuid can ever reach the text.
+  if (!Number.isInteger(limit) || limit < 1) throw new Error(`claim limit must be a positive integer, got ${limit}`);
+  if (!Number.isFinite(leaseSeconds) || leaseSeconds <= 0) throw new Error(`lease must be a positive number of seconds, got ${leaseSeconds}`);
+  if (!UUID.test(claimId)) throw new Error(`claim id must be a uuid, got ${claimId}`);
+  return `
   with due as (
     select o.id
       from outbox o
@@ -79,16 +88,16 @@ const CLAIM = `
        and o.available_at <= now()
        and not exists (
              select 1 from outbox e
-              where e.key = o.key and e.status = 'PENDING' and e.id < o.id)
+              where e.key = o.key and e.id < o.id and e.status not in ('DONE', 'DEAD'))
      order by o.available_at, o.id
-     limit $1
+     limit ${limit}
        for update skip locked
   ), claimed as (
     update outbox
        set attempts = outbox.attempts + 1,
-           claim_id = $2::uuid,
+           claim_id = '${claimId}'::uuid,
            claimed_at = now(),
-           available_at = now() + make_interval(secs => $3)
+           available_at = now() + make_interval(secs => ${leaseSeconds})
      where outbox.id = any(array(select id from due))
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done
@@ -96,6 +105,25 @@ const CLAIM = `
   select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}')
     from claimed c, ${ASYNC_COMMIT}
    order by c.id`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/*
+ * The claim's plan must not depend on the statistics. They describe the outbox as it was at the
+ * last ANALYZE: after a quiet spell (or on a new table) that is "hardly anything PENDING", and a
+ * burst of 20,000 rows then looks like a handful to the planner, until autovacuum's next ANALYZE,
+ * which may be a minute away. Two plans followed from that belief:
+ *   - a bitmap scan of the pending index, the per-key check for EVERY pending row and a sort of
+ *     them all, to keep 500: 42 ms a claim instead of 1.7 ms. With bitmap scans off for this
+ *     statement only, the plan is the ordered walk of outbox_pending_available_idx that stops at
+ *     the limit. SET LOCAL ends with the claim's own transaction.
+ *   - the per-key check served by scanning a "nearly empty" partial index whole for every row
+ *     (2 s a claim: the 30 s stalls of idle workers hit by a burst). Hence the full index on
+ *     (key, id) and the check's `not in ('DONE', 'DEAD')` (migrations/0003_claim_key_index.sql).
+ * test/integration/worker-claim.test.ts builds those statistics and checks the plan.
+ */
+export const CLAIM_PLANNER_SETTINGS = 'set local enable_bitmapscan = off';
 
 /*
  * `id = any(array(select id from due))`, not `from due where id = due.id`: with the join, the
@@ -114,12 +142,14 @@ export async function claimBatch(
   opts: { limit: number; leaseSeconds: number; claimId: string },
 ): Promise<ClaimedMessage[]> {
   const leaseUntilMs = Date.now() + opts.leaseSeconds * 1000;
-  // Unnamed, unlike the worker's other statements: a named (prepared) statement gets a generic plan
-  // after five executions, and an idle worker's empty polls make that plan for an empty outbox.
-  // Reused when a burst of 20,000 rows arrives, it took 7.7 s a claim instead of 85 ms (anti-join
-  // and sort over the whole burst per row): the bench's idle-burst runs stalled 30 s. Planning
-  // afresh costs well under a millisecond per batch.
-  const { rows } = await queryArrays(db, undefined, CLAIM, [opts.limit, opts.claimId, opts.leaseSeconds]);
+  // One simple-protocol query of two statements, which PostgreSQL runs as one implicit transaction:
+  // the planner settings, then the claim, planned with them (so its values are inlined; claimSql
+  // checks them). Not a named prepared statement like the worker's others: that gets a generic plan
+  // after five executions, and an idle worker's empty polls make it for an empty outbox. Reused
+  // when a burst of 20,000 rows arrived, it took 7.7 s a claim instead of 85 ms: the bench's
+  // idle-burst runs stalled 30 s. Planning afresh costs well under a millisecond per batch.
+  const results = await simpleQueryArrays(db, `${CLAIM_PLANNER_SETTINGS};${claimSql(opts.limit, opts.claimId, opts.leaseSeconds)}`);
+  const rows = results[results.length - 1]!.rows;
   const out = new Array<ClaimedMessage>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;

@@ -54,12 +54,12 @@ export function query<R extends QueryResultRow = QueryResultRow>(
 }
 
 /**
- * Like `query`, rows as arrays (no object per row built only to be read once). `name` undefined
- * sends an unnamed statement: planned afresh on every execution (see the claim, src/outbox/claim.ts).
+ * A simple-protocol query (no parameters; several statements run as one implicit transaction),
+ * rows as arrays: one result per statement.
  */
-export function queryArrays(db: Db, name: string | undefined, text: string, values: unknown[]): Promise<QueryResult<unknown[]>> {
-  const q = name === undefined ? { text, values, rowMode: 'array' as const } : { name, text, values, rowMode: 'array' as const };
-  return client(db).query(q as never) as Promise<QueryResult<unknown[]>>;
+export async function simpleQueryArrays(db: Db, text: string): Promise<QueryResult<unknown[]>[]> {
+  const r = (await client(db).query({ text, rowMode: 'array' } as never)) as QueryResult<unknown[]> | QueryResult<unknown[]>[];
+  return Array.isArray(r) ? r : [r];
 }
 
 /*

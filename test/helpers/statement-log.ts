@@ -40,9 +40,10 @@ export function recordStatements(pool: pg.Pool): StatementLog {
       if (typeof text !== 'string') return original(...args);
       const entry: LoggedStatement = { text, connection, startSeq: ++seq };
       statements.push(entry);
-      const done = (err: unknown, res?: { rowCount?: number | null }) => {
+      const done = (err: unknown, res?: { rowCount?: number | null } | { rowCount?: number | null }[]) => {
         entry.endSeq = ++seq;
-        entry.rowCount = res?.rowCount;
+        // Several statements in one query string (the claim): one result each; the last one counts.
+        entry.rowCount = Array.isArray(res) ? res.at(-1)?.rowCount : res?.rowCount;
         if (err) entry.error = (err as Error).message;
       };
       // pg-pool's own pool.query passes a callback; drizzle awaits the returned promise.

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { claimBatch } from '../../src/outbox/claim.ts';
+import { CLAIM_PLANNER_SETTINGS, claimBatch, claimSql } from '../../src/outbox/claim.ts';
 import * as settle from '../../src/outbox/settle.ts';
 import { handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -109,6 +109,91 @@ describe('claim', () => {
     } finally {
       await one.end();
     }
+  });
+
+  it('keeps its plan whatever the statistics say: a burst after ANALYZE saw only DONE rows', async () => {
+    // Statistics from a quiet outbox (everything DONE), then a burst the planner does not know of;
+    // every tenth message shares a key with others, so the per-key check has work to do.
+    await tdb.db.execute(sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3000)`);
+    await tdb.db.execute(sql`vacuum analyze outbox`);
+    await tdb.db.execute(
+      sql`insert into outbox (topic, key, payload) select 'test.t', case when i % 10 = 0 then 'k' || (i % 7) else gen_random_uuid()::text end, '{}' from generate_series(1, 5000) i`,
+    );
+    const c = new pg.Client({ connectionString: tdb.url });
+    await c.connect();
+    try {
+      // The case this is about: the planner believes a handful of rows are PENDING; 5,000 are.
+      const { rows: est } = await c.query(`explain (format json) select id from outbox where status = 'PENDING'`);
+      expect(est[0]['QUERY PLAN'][0].Plan['Plan Rows']).toBeLessThan(50);
+
+      await c.query('begin');
+      let picking: string;
+      try {
+        await c.query(CLAIM_PLANNER_SETTINGS);
+        const { rows } = await c.query(`explain (analyze, costs off) ${claimSql(500, randomUUID(), 60)}`);
+        const text = rows.map((r) => r['QUERY PLAN']).join('\n');
+        picking = text.slice(text.indexOf('CTE due'), text.indexOf('CTE claimed')); // the part that picks the rows
+      } finally {
+        await c.query('rollback');
+      }
+      // The ordered walk of the pending index, stopped at the limit: no bitmap scan, no sort.
+      const walked = picking.match(/Index Scan using outbox_pending_available_idx on outbox o \(actual [^)]*rows=(\d+)/);
+      expect(Number(walked?.[1])).toBeGreaterThanOrEqual(500);
+      expect(Number(walked?.[1])).toBeLessThan(1000); // of 5,000 pending
+      expect(picking).not.toMatch(/Bitmap|Sort|Hash|Seq Scan/);
+      // The per-key check probes the key index by key (an Index Cond), never a whole-index scan.
+      expect(picking).toMatch(/Index Scan using outbox_key_idx on outbox e[^\n]*\n\s+Index Cond: \(\(key = o\.key\) AND \(id < o\.id\)\)/);
+
+      // The worker's own claim, which sends those settings with it: the oldest 500 that no older
+      // PENDING message of their key holds back.
+      const { rows: expected } = await c.query(
+        `select id::float8 from (select id, available_at, key, row_number() over (partition by key order by id) as nth from outbox where status = 'PENDING') p
+          where key is null or nth = 1 order by available_at, id limit 500`,
+      );
+      const claimed = await claimBatch(tdb.db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
+      expect(claimed.map((m) => m.id)).toEqual(expected.map((r) => r.id));
+      expect(claimed.filter((m) => m.key?.startsWith('k'))).toHaveLength(7);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('keeps its plan on a table never analyzed: the ordered walk, not a bitmap scan and a sort of the whole burst', async () => {
+    const fresh = await createTestDatabase('wclaimfresh');
+    const c = new pg.Client({ connectionString: fresh.url });
+    await c.connect();
+    const picking = async (settings: boolean) => {
+      await c.query('begin');
+      try {
+        if (settings) await c.query(CLAIM_PLANNER_SETTINGS);
+        const { rows } = await c.query(`explain (costs off) ${claimSql(500, randomUUID(), 60)}`);
+        const text = rows.map((r) => r['QUERY PLAN']).join('\n');
+        return text.slice(text.indexOf('CTE due'), text.indexOf('CTE claimed'));
+      } finally {
+        await c.query('rollback');
+      }
+    };
+    try {
+      await c.query(`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
+      // The case: without the settings, the planner (guessing a few rows) sorts the whole burst.
+      const stale = await picking(false);
+      expect(stale).toMatch(/Bitmap Heap Scan on outbox o/);
+      expect(stale).toMatch(/Sort/);
+      const plan = await picking(true);
+      expect(plan).toMatch(/Index Scan using outbox_pending_available_idx on outbox o/);
+      expect(plan).not.toMatch(/Bitmap|Sort|Hash|Seq Scan/);
+    } finally {
+      await c.end();
+      await fresh.drop();
+    }
+  });
+
+  it('refuses values that are not a positive integer, a positive number and a uuid (they are inlined)', () => {
+    expect(() => claimSql(0, randomUUID(), 60)).toThrow(/limit/);
+    expect(() => claimSql(1.5, randomUUID(), 60)).toThrow(/limit/);
+    expect(() => claimSql(10, randomUUID(), Number.NaN)).toThrow(/lease/);
+    expect(() => claimSql(10, "x'; drop table outbox; --", 60)).toThrow(/uuid/);
+    expect(claimSql(10, '00000000-0000-4000-8000-000000000000', 60)).toContain("'00000000-0000-4000-8000-000000000000'::uuid");
   });
 
   it('does not claim messages that are not due yet', async () => {

@@ -285,8 +285,10 @@ describe('isolation and order', () => {
       for (let k = 0; k < keys; k++) msgs.push({ topic: 'test.ordered', key: `k${k}`, payload: { seq } });
     }
     await insertMessages(tdb.db, msgs);
-    const w1 = worker([handler], {}, { concurrency: 8, batchSize: 10 });
-    const w2 = worker([handler], {}, { concurrency: 8, batchSize: 10 });
+    // Polling every 10 ms (no LISTEN here): a worker whose claim found every due message taken
+    // looks again soon, instead of sleeping a second while the other drains everything alone.
+    const w1 = worker([handler], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
+    const w2 = worker([handler], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
     await Promise.all([w1.w.start(), w2.w.start()]);
     await waitFor(async () => {
       const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'DONE'`);
