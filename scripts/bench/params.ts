@@ -10,6 +10,8 @@ export interface BenchParams {
   ioMessages: number;
   ioSleepMs: number;
   ioProcesses: number[];
+  /** The backlog relayed into JetStream, and drained by a no-op handler, in the relay section. */
+  relayMessages: number;
   connections: number[];
   httpSeconds: number;
   /** When set, each autocannon run sends this many requests per connection instead of httpSeconds (smoke). */
@@ -43,6 +45,7 @@ export const FULL: BenchParams = {
   ioMessages: 8_000,
   ioSleepMs: 20,
   ioProcesses: [1, 2, 4],
+  relayMessages: 20_000,
   connections: [1, 8, 32],
   httpSeconds: 8,
   burstGraphileProcesses: [1, 2],
@@ -67,6 +70,7 @@ export const SMOKE: BenchParams = {
   ioMessages: 200,
   ioSleepMs: 20,
   ioProcesses: [1, 4],
+  relayMessages: 500,
   connections: [1, 8, 32],
   httpSeconds: 1,
   httpRequestsPerConnection: 3,

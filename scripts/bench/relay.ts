@@ -20,10 +20,14 @@ import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
  * Relay throughput (issue 11, item 7): a backlog of COUNT booking.created messages, committed
  * before the clock starts, drained by the worker (in-process createWorker, batch 500,
  * concurrency 32, as the drain bench) whose only handler is
- *   - noop:  does nothing (the outbox's own cost: claim + settle), then
+ *   - noop:  does nothing (the outbox's own cost: claim + settle), or
  *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck,
- * in the same run, on the same database and a nats-server started here (file storage, its own
- * store directory). Reports messages/s of each and relay / noop (target ≥ 0.5).
+ * against a nats-server started here (file storage, its own store directory). Reports messages/s
+ * of each and relay / noop (target ≥ 0.5).
+ *
+ * `relayDrain` is one measurement (scripts/bench/run.ts's `relay` section calls it with a fresh
+ * database each time, and a fresh nats-server for each relay run); `benchRelay` is both in one
+ * go on one database, for this file's command line and its smoke test:
  *
  *   node --import tsx scripts/bench/relay.ts --database-url postgres://… [--count 20000]
  *
@@ -73,8 +77,18 @@ async function fill(url: string, count: number) {
   }
 }
 
-async function startNatsServer(): Promise<{ url: string; stop(): Promise<void> }> {
-  if (spawnSync('nats-server', ['--version']).status !== 0) {
+/** nats-server's version line, or null when it is not installed. */
+export function natsServerVersion(): string | null {
+  const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+export const NATS_INSTALL_HINT =
+  'nats-server was not found (on Debian/Ubuntu: apt-get install -y nats-server). The relay figures are skipped.';
+
+/** A nats-server -js on a free port with a fresh store; stop() removes the store. */
+export async function startNatsServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  if (natsServerVersion() === null) {
     throw new Error('nats-server not found (Debian: apt-get install -y nats-server)');
   }
   const port = await freePort();
@@ -101,14 +115,21 @@ async function startNatsServer(): Promise<{ url: string; stop(): Promise<void> }
   };
 }
 
-export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }): Promise<RelayBenchResult> {
-  const count = opts.count ?? 20_000;
-  const log = opts.log ?? (() => {});
-  const nats = opts.natsUrl ? { url: opts.natsUrl, stop: async () => {} } : await startNatsServer();
+/**
+ * One drain of a fresh backlog of `count` messages: `noop` (the outbox's own cost) or `relay`
+ * (into JetStream at `natsUrl`, a stream of its own). The clock runs from the first claim to
+ * nothing pending; the relay's connection and stream are set up before it starts.
+ */
+export async function relayDrain(opts: { databaseUrl: string; count: number; handler: 'noop' } | { databaseUrl: string; count: number; handler: 'relay'; natsUrl: string }): Promise<{
+  seconds: number;
+  perSecond: number;
+  /** relay: the messages the stream holds afterwards (every one relayed once: `count`). */
+  streamMessages: number | null;
+}> {
   const stream = `BENCH_${Date.now()}`;
   const config = loadConfig({
     DATABASE_URL: opts.databaseUrl,
-    NATS_URL: nats.url,
+    ...(opts.handler === 'relay' ? { NATS_URL: opts.natsUrl } : {}),
     EVENTS_STREAM: stream,
     EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
     EVENTS_TOPICS: 'booking.created',
@@ -116,8 +137,12 @@ export async function benchRelay(opts: { databaseUrl: string; count?: number; na
   });
   const logger = pino({ level: 'warn' });
   const database = createDatabase(opts.databaseUrl, { max: 40, applicationName: 'bench-relay' });
-  const run = async (handlers: Handler<any>[]) => {
-    await fill(opts.databaseUrl, count);
+  try {
+    const handlers: Handler<any>[] =
+      opts.handler === 'relay'
+        ? eventsRelayHandlers({ config, db: database.db, logger })
+        : [{ name: 'bench.noop', topic: 'booking.created', handle: async () => {} }];
+    await fill(opts.databaseUrl, opts.count);
     const registry = new HandlerRegistry(handlers);
     await registry.prepare();
     const worker = createWorker({ db: database.db, config, registry, logger, batchSize: 500, concurrency: 32, listen: false, purge: false });
@@ -126,19 +151,34 @@ export async function benchRelay(opts: { databaseUrl: string; count?: number; na
     const seconds = (performance.now() - t0) / 1000;
     await worker.stop();
     await registry.close();
-    return { seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(count / seconds) };
-  };
-  try {
-    const noop = await run([{ name: 'bench.noop', topic: 'booking.created', handle: async () => {} }]);
-    log(`noop drain: ${noop.perSecond} msg/s`);
-    const relayRun = await run(eventsRelayHandlers({ config, db: database.db, logger }));
-    const nc = await connect({ servers: nats.url.replace('nats://', '') });
-    const streamMessages = (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
-    await nc.close();
-    log(`relay: ${relayRun.perSecond} msg/s, ${streamMessages} in the stream`);
-    return { count, noop, relay: { ...relayRun, streamMessages }, ratio: Math.round((relayRun.perSecond / noop.perSecond) * 100) / 100 };
+    let streamMessages: number | null = null;
+    if (opts.handler === 'relay') {
+      const nc = await connect({ servers: opts.natsUrl.replace('nats://', '') });
+      streamMessages = (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
+      await nc.close();
+    }
+    return { seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(opts.count / seconds), streamMessages };
   } finally {
     await database.close();
+  }
+}
+
+export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }): Promise<RelayBenchResult> {
+  const count = opts.count ?? 20_000;
+  const log = opts.log ?? (() => {});
+  const nats = opts.natsUrl ? { url: opts.natsUrl, stop: async () => {} } : await startNatsServer();
+  try {
+    const { streamMessages: _none, ...noop } = await relayDrain({ databaseUrl: opts.databaseUrl, count, handler: 'noop' });
+    log(`noop drain: ${noop.perSecond} msg/s`);
+    const relayRun = await relayDrain({ databaseUrl: opts.databaseUrl, count, handler: 'relay', natsUrl: nats.url });
+    log(`relay: ${relayRun.perSecond} msg/s, ${relayRun.streamMessages} in the stream`);
+    return {
+      count,
+      noop,
+      relay: { seconds: relayRun.seconds, perSecond: relayRun.perSecond, streamMessages: relayRun.streamMessages ?? 0 },
+      ratio: Math.round((relayRun.perSecond / noop.perSecond) * 100) / 100,
+    };
+  } finally {
     await nats.stop();
   }
 }

@@ -47,7 +47,7 @@ export function renderMarkdown(r: BenchResults): string {
   L.push('## Machine and versions', '');
   L.push(`- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`);
   const v = r.versions;
-  L.push(`- Node ${v.node}; PostgreSQL ${v.postgres}; ${v.pgbench ?? 'pgbench not installed'}; graphile-worker ${v.graphileWorker}; pg-boss ${v.pgBoss}; autocannon ${v.autocannon}; pg ${v.pg}; fastify ${v.fastify}`);
+  L.push(`- Node ${v.node}; PostgreSQL ${v.postgres}; ${v.pgbench ?? 'pgbench not installed'}; ${v.natsServer ?? 'nats-server not installed'}; graphile-worker ${v.graphileWorker}; pg-boss ${v.pgBoss}; autocannon ${v.autocannon}; pg ${v.pg}; fastify ${v.fastify}`);
   L.push(`- PostgreSQL settings: ${Object.entries(r.postgresSettings).filter(([k]) => k !== 'server_version').map(([k, s]) => `${k}=${s}`).join(', ')}`);
   L.push('');
 
@@ -148,6 +148,17 @@ export function renderMarkdown(r: BenchResults): string {
       `| ${mm(rr, 'rps')} | ${mm(rr, 'p99', 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.rounds)} | ${n(c.created201)} | ${n(c.bookingsKept)} | ${n(rr.max.maxWinnersPerRound)} | ${n(rr.max.server5xx)} | ${n(rr.max.other)} |`,
       '',
     );
+  }
+
+  if (r.relay !== undefined) {
+    L.push(`## 8. Relaying the outbox into JetStream (${n(p.relayMessages)} booking.created messages, committed before the clock starts)`, '');
+    if (r.relay) {
+      const rl = r.relay;
+      L.push('| Drain (in-process worker, batch 500 / concurrency 32) | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
+      L.push(`| no-op handler (the outbox's own cost) | ${mm(rl.noop, 'perSecond')} | ${mm(rl.noop, 'drainSeconds', 2)} | ${rl.noop.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+      L.push(`| events relay into JetStream (PubAck awaited) | ${mm(rl.relay, 'perSecond')} | ${mm(rl.relay, 'drainSeconds', 2)} | ${rl.relay.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+      L.push('', `Relay / no-op (medians): ${x(rl.ratio)} (target ≥ 0.5).`, '');
+    } else L.push('Not measured (nats-server not installed).', '');
   }
 
   L.push('## How each system was run', '');

@@ -12,6 +12,7 @@ import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } 
 import { FULL, SMOKE, type BenchParams } from './params.ts';
 import { graphileDrain, graphileLatency, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
+import { NATS_INSTALL_HINT, natsServerVersion, relayDrain, startNatsServer } from './relay.ts';
 import { renderMarkdown } from './report.ts';
 import { evaluateTargets } from './targets.ts';
 
@@ -23,7 +24,7 @@ import { evaluateTargets } from './targets.ts';
  *
  *   --smoke        every measurement once, on tiny inputs (what test/integration/bench-smoke.test.ts runs)
  *   --out DIR      where to write the two result files
- *   --only a,b     only these sections: claim, drain, burst, latency, io, api (for working on one)
+ *   --only a,b     only these sections: claim, drain, burst, latency, io, relay, api (for working on one)
  *
  * The same rules for every system: a fresh database for every run of every system (cloned from a
  * template with its schema), the same start of the clock (first handler entered, or the burst's
@@ -85,6 +86,14 @@ export interface BenchResults {
     ratios: Ratios;
   };
   latency?: { ours: Repeated<Lat>; graphile: Repeated<Lat>; pgBoss: Repeated<Lat> };
+  /** The events relay (scripts/bench/relay.ts) against a no-op drain of the same backlog; null: nats-server not installed. */
+  relay?: {
+    messages: number;
+    noop: Repeated<Drain>;
+    relay: Repeated<Drain>;
+    /** Median relay msg/s over median no-op msg/s (target ≥ 0.5). */
+    ratio: number;
+  } | null;
   io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
   api?: {
     byConnections: {
@@ -124,6 +133,8 @@ async function main(): Promise<number> {
   log(`StayHub bench (${flags.smoke ? 'smoke' : 'full'}), results to ${outDir}`);
   const pgbench = await pgbenchVersion();
   if (!pgbench) log(PGBENCH_INSTALL_HINT);
+  const natsServer = natsServerVersion();
+  if (!natsServer && (!only || only.has('relay'))) log(NATS_INSTALL_HINT);
 
   const server: BenchServer = await startServer(log);
   // Ctrl-C: the server runs in its own process group, so it must be stopped here or be orphaned.
@@ -139,7 +150,7 @@ async function main(): Promise<number> {
     code: codeVersion(),
     load: {},
     machine: machine(),
-    versions: versions('', pgbench),
+    versions: versions('', pgbench, natsServer),
     postgresSettings: {},
     params: P,
     setup: {
@@ -149,6 +160,7 @@ async function main(): Promise<number> {
       graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
       pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
+      relay: `in-process worker (createWorker, batch 500, concurrency 32, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts; its only handler a no-op, or the events relay publishing each into JetStream and awaiting its PubAck (a fresh nats-server -js with file storage for every relay run, EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; a fresh database for every run`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
       pgbench: '-M extended, the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)',
     },
@@ -175,7 +187,7 @@ async function main(): Promise<number> {
 
   try {
     results.postgresSettings = await postgresSettings(server.url('postgres'));
-    results.versions = versions(results.postgresSettings.server_version ?? 'unknown', pgbench);
+    results.versions = versions(results.postgresSettings.server_version ?? 'unknown', pgbench, natsServer);
 
     await section('claim', async () => {
       const emptyUrl = await freshOurs();
@@ -298,6 +310,36 @@ async function main(): Promise<number> {
         byProcesses,
         scaling: Object.fromEntries(Object.entries(byProcesses).map(([k, v]) => [`x${k}`, round(v.median.perSecond / one, 3)])),
       };
+    });
+
+    await section('relay', async () => {
+      if (!natsServer) {
+        results.relay = null;
+        return;
+      }
+      const noop: Drain[] = [];
+      const relay: Drain[] = [];
+      const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
+      // Interleaved, each on a fresh database; each relay run into a fresh nats-server (empty store).
+      for (let r = 0; r < P.runs; r++) {
+        const n = await relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'noop' });
+        noop.push({ perSecond: n.perSecond, drainSeconds: n.seconds });
+        show('no-op drain', noop.at(-1)!);
+        const nats = await startNatsServer();
+        try {
+          const d = await relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'relay', natsUrl: nats.url });
+          // A relay that lost or doubled messages is not measured, it is broken.
+          if (d.streamMessages !== P.relayMessages) throw new Error(`relay run ${r + 1}: ${d.streamMessages} messages in the stream, ${P.relayMessages} relayed`);
+          relay.push({ perSecond: d.perSecond, drainSeconds: d.seconds });
+          show('relay into JetStream', relay.at(-1)!);
+        } finally {
+          await nats.stop();
+        }
+      }
+      const n = repeatOf(noop);
+      const d = repeatOf(relay);
+      results.relay = { messages: P.relayMessages, noop: n, relay: d, ratio: round(d.median.perSecond / n.median.perSecond, 3) };
+      log(`   relay / no-op: ${results.relay.ratio}×`);
     });
 
     await section('api', async () => {

@@ -33,6 +33,7 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
   add('Outbox cost to the booking transaction', '≤ 15 %', r.outboxCost?.costPercent ?? null, (v) => v <= 15, ' %');
   add('Claim time: 1,000,000 DONE / empty', '≤ 1.2', r.claim?.runs.median.ratio, (v) => v <= 1.2, '×');
   add('I/O-bound scaling: 4 processes / 1', '≥ 3.5', r.io?.scaling.x4, (v) => v >= 3.5, '×');
+  add('Relay into JetStream / no-op drain (msg/s)', '≥ 0.5', r.relay?.ratio, (v) => v >= 0.5, '×');
   add('Conflicts: 5xx answers under contention', '0', r.conflicts ? Math.max(...r.conflicts.runs.runs.map((x) => x.server5xx)) : null, (v) => v === 0);
   return out;
 }

@@ -1,3 +1,4 @@
+import type { ConsumerKillObserved, NatsOutageObserved } from './events.ts';
 import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
 import type { FaultKind, FaultOutcome } from './verdict.ts';
@@ -12,8 +13,15 @@ import type { FaultKind, FaultOutcome } from './verdict.ts';
  *
  * A fault counts only with evidence of its effect, observed by the injector: the killed pid's exit
  * (by the signal sent), more than zero backends that actually ended, a postmaster start time that
- * changed. One without (a kill with nothing running, no connection to terminate) is recorded with
- * `evidence: null`, reported, and not counted (verdict.ts).
+ * changed, a nats-server whose exit was seen and whose port refused connections. One without (a
+ * kill with nothing running, no connection to terminate) is recorded with `evidence: null`,
+ * reported, and not counted (verdict.ts).
+ *
+ * The workers' two downstreams, the SMTP server and nats-server, are also never down close
+ * together: an outage of one waits until the other has been back for `downstreamGapMs`. A message
+ * whose email and relay handlers fail through both outages back to back would spend two outages'
+ * worth of attempts; the retry window is sized for one (run.ts), and a gap longer than the longest
+ * backoff gives every message an attempt between the two.
  */
 
 export interface PlannedFault {
@@ -33,6 +41,8 @@ export interface ScheduleOptions {
   workers: number;
   /** The longest an SMTP outage may last and still be shorter than the retry window. */
   maxSmtpOutageMs: number;
+  /** The events path runs (nats-server and the earnings consumer): plan its faults too. */
+  events?: { maxNatsOutageMs: number };
 }
 
 /**
@@ -56,6 +66,15 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
   plan.push({ kind: 'pg-restart', at: when(0.3, 0.6), downMs: rng.int(0, 1_500) });
   for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
     plan.push({ kind: 'pg-terminate-workers', at: when(), downMs: 0 });
+  }
+  // Drawn last, so the faults above are the same for a seed whether or not the events part runs.
+  if (o.events) {
+    for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
+      plan.push({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) });
+    }
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
+      plan.push({ kind: 'nats-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)) });
+    }
   }
   return plan.sort((a, b) => a.at - b.at);
 }
@@ -82,6 +101,15 @@ export interface InjectorDeps {
   /** Resolves once the process answers again (API: /health; SMTP: its port). */
   waitApiUp(): Promise<void>;
   waitSmtpUp(): Promise<void>;
+  /** The events path (scripts/chaos/events.ts), when it runs. */
+  events?: {
+    /** SIGKILL the earnings consumer (once it is pulling, within a bound), start it again after `downMs`. */
+    killConsumer(downMs: number): Promise<ConsumerKillObserved>;
+    /** nats-server down for `ms`, then back on the same store. */
+    natsOutage(ms: number): Promise<NatsOutageObserved>;
+  };
+  /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
+  downstreamGapMs?: number;
   log(line: string): void;
   /** How long to wait for terminated backends to disappear from pg_stat_activity (default 3 s). */
   backendGoneTimeoutMs?: number;
@@ -103,8 +131,18 @@ export function faultTarget(f: PlannedFault): string {
     case 'pg-restart':
     case 'pg-terminate-workers':
       return 'postgres';
+    case 'consumer-kill':
+      return 'earnings-consumer';
+    case 'nats-outage':
+      return 'nats';
   }
 }
+
+/** The workers' downstreams: their outages are kept apart (downstreamGapMs). */
+const DOWNSTREAM_OUTAGES = new Set<FaultKind>(['smtp-outage', 'nats-outage']);
+
+/** The lane in `busy` that the downstream outages share (besides each one's own target). */
+const DOWNSTREAM = 'downstream (SMTP, NATS)';
 
 const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
   seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;
@@ -114,7 +152,7 @@ export class FaultInjector {
   private running = new Set<Promise<void>>();
   private timers: NodeJS.Timeout[] = [];
   /** Per target, the fault in progress (or queued last): the next one starts after it. */
-  private busy = new Map<string, Promise<void>>();
+  private busy = new Map<string, Promise<unknown>>();
 
   constructor(private readonly d: InjectorDeps) {}
 
@@ -124,13 +162,15 @@ export class FaultInjector {
       this.timers.push(
         setTimeout(() => {
           const target = faultTarget(f);
+          const downstream = DOWNSTREAM_OUTAGES.has(f.kind);
           const due = Date.now();
-          const before = this.busy.get(target) ?? Promise.resolve();
+          const before = Promise.all([this.busy.get(target), downstream ? this.busy.get(DOWNSTREAM) : undefined]);
           const p: Promise<void> = before
             .then(() => this.inject(f, target, Date.now() - due))
             .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
             .finally(() => this.running.delete(p));
           this.busy.set(target, p);
+          if (downstream) this.busy.set(DOWNSTREAM, p.then(() => sleep(this.d.downstreamGapMs ?? 0)));
           this.running.add(p);
         }, f.at),
       );
@@ -152,7 +192,8 @@ export class FaultInjector {
     const { detail, evidence } = await this.run(f);
     const fault: InjectedFault = { ...f, target, startedAt, endedAt: Date.now(), detail, evidence, waitedMs };
     this.done.push(fault);
-    this.d.log(`fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waitedMs > 50 ? `, waited ${waitedMs} ms for the target` : ''}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`);
+    const waited = waitedMs > 50 ? `, waited ${waitedMs} ms for the target${DOWNSTREAM_OUTAGES.has(f.kind) ? ' or the other downstream' : ''}` : '';
+    this.d.log(`fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waited}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`);
   }
 
   private async postmasterStart(): Promise<string | null> {
@@ -247,6 +288,26 @@ export class FaultInjector {
         return {
           detail: `pg_terminate_backend on ${pids.length} worker connection(s) (${names}); ${ended} ended`,
           evidence: ended > 0 ? `${ended} backend(s) ended: pids ${pids.filter((p) => !left.includes(p)).join(', ')}` : null,
+        };
+      }
+      case 'consumer-kill': {
+        if (!d.events) return { detail: 'no events path in this run: nothing to kill', evidence: null };
+        const { seen, consuming } = await d.events.killConsumer(f.downMs);
+        return {
+          detail: `SIGKILL earnings consumer (${seen ? `pid ${seen.pid}` : 'no process running'}) ${consuming ? 'while pulling from its group' : 'while starting'}, down ${f.downMs} ms`,
+          evidence: killEvidence(seen, 'SIGKILL'),
+        };
+      }
+      case 'nats-outage': {
+        if (!d.events) return { detail: 'no events path in this run: no nats-server to stop', evidence: null };
+        const seen = await d.events.natsOutage(f.downMs);
+        const how = seen.stopped ? `pid ${seen.stopped.pid} exited ${seen.stopped.signal ?? `with code ${seen.stopped.code}`}` : 'no server running';
+        return {
+          detail: `nats-server stopped (SIGTERM; ${how}), port ${seen.refusedWhileDown ? 'refused' : 'still accepted'} connections, started again on the same store after ${f.downMs} ms${seen.restartedPid ? ` (pid ${seen.restartedPid})` : ''}`,
+          evidence:
+            seen.stopped && seen.refusedWhileDown && seen.restartedPid !== null
+              ? `nats-server pid ${seen.stopped.pid} exit seen, its port refused connections, pid ${seen.restartedPid} listening again`
+              : null,
         };
       }
     }

@@ -9,6 +9,10 @@ export function renderMarkdown(r: ChaosResults): string {
     '',
     `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}; code ${r.code.commit?.slice(0, 10) ?? 'unknown'}${r.code.srcDirty ? ' (with uncommitted changes in src/)' : ''}.`,
     '',
+    r.events.covered
+      ? 'Events path covered: the workers relay the outbox into NATS JetStream, the earnings consumer reads it; both are faulted and checked.'
+      : `**Events path NOT covered** (no JetStream relay, consumer, faults or checks in this run): ${r.events.skipped}.`,
+    '',
     '| Invariant | Result |',
     '|---|---|',
     ...r.checks.map((c) => `| ${c.name} | ${c.ok ? 'held' : `**BROKEN** (${c.violationCount})`} |`),
@@ -25,6 +29,12 @@ export function renderMarkdown(r: ChaosResults): string {
     `| faults with evidence / planned: SMTP server down | ${f.faults['smtp-outage']} / ${f.faultsPlanned['smtp-outage']} |`,
     `| faults with evidence / planned: Postgres restart (postmaster start time changed) | ${f.faults['pg-restart']} / ${f.faultsPlanned['pg-restart']} |`,
     `| faults with evidence / planned: pg_terminate_backend on worker connections (backends ended) | ${f.faults['pg-terminate-workers']} / ${f.faultsPlanned['pg-terminate-workers']} |`,
+    ...(r.events.covered
+      ? [
+          `| faults with evidence / planned: earnings consumer SIGKILL | ${f.faults['consumer-kill']} / ${f.faultsPlanned['consumer-kill']} |`,
+          `| faults with evidence / planned: nats-server down (exit seen, port refused) | ${f.faults['nats-outage']} / ${f.faultsPlanned['nats-outage']} |`,
+        ]
+      : []),
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
     `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
     `| emails expected (Message-ID, recipient) / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
@@ -37,11 +47,20 @@ export function renderMarkdown(r: ChaosResults): string {
     `| from the last fault to steady state (oldest pending ≤ 5 s) | ${f.secondsFromLastFaultToSteadyState ?? 'n/a'} s |`,
     `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s (at +${f.maxOldestPendingAtSeconds ?? '?'} s) |`,
     `| max PENDING messages | ${f.maxPending} |`,
+    ...(r.events.covered && r.events.figures
+      ? [
+          `| booking events: in the outbox / in the JetStream stream (copies included) | ${r.events.figures.bookingEventsInOutbox} / ${r.events.figures.bookingMessagesInStream} |`,
+          `| earnings ledger lines (host, currency) / consumer dead letters | ${r.events.figures.ledgerLines} / ${r.events.figures.deadLetters} |`,
+        ]
+      : []),
   ];
   const mn = r.minimums;
   lines.push(
     '',
-    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(mn.faults).map(([k, n]) => `${k} ${n}`).join(', ')}; no client gave up.`,
+    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(mn.faults)
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}; no client gave up.`,
   );
   lines.push('', `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`);
   if (f.slowestMessages.length) {

@@ -10,6 +10,7 @@ import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { ApiClient } from './client.ts';
+import { NATS_INSTALL_HINT, natsServerAvailable, startEventsChaos, type EventsChaos, type EventsFigures } from './events.ts';
 import { FaultInjector, planFaults, type InjectedFault } from './faults.ts';
 import { clientRecords, gather, type Gathered } from './gather.ts';
 import { Load } from './load.ts';
@@ -17,13 +18,15 @@ import { Supervised } from './processes.ts';
 import { renderMarkdown } from './report.ts';
 import { Rng } from './rng.ts';
 import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
-import { FAULT_KINDS, judge, type FaultKind, type Verdict } from './verdict.ts';
+import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
 
 /*
  * `npm run chaos -- [--duration 60] [--seed N] [--out DIR]`
  *
  * Runs the real system on this machine — embedded Postgres, the API process, two outbox worker
- * processes and a real SMTP server in a process of its own — puts load on it while injecting the
+ * processes, a real SMTP server in a process of its own and, when nats-server is installed, the
+ * events path (the workers relay into a NATS JetStream of the run's own, the earnings consumer
+ * reads it: scripts/chaos/events.ts) — puts load on it while injecting the
  * faults drawn from --seed, lets the workers drain, then judges the run (gather.ts collects the
  * evidence, verdict.ts judges it) and writes chaos-results.json and chaos-results.md to --out. Exit code 0 only if
  * every invariant held; 1 if one broke; 2 for bad flags or a harness failure.
@@ -45,6 +48,9 @@ const WORKER_ENV = {
   POLL_INTERVAL_MS: '250',
   SMTP_TIMEOUT_MS: '3000',
   SHUTDOWN_TIMEOUT_SECONDS: '5',
+  // The relay's publish gives up well inside the lease: with NATS down, an attempt fails in 1 s
+  // and backs off, instead of holding its claim until the lease runs out.
+  EVENTS_PUBLISH_TIMEOUT_MS: '1000',
 };
 const MAIL_FROM = 'StayHub <no-reply@stayhub.test>';
 /** The right-hand side of every Message-ID the workers send (the domain of MAIL_FROM). */
@@ -130,6 +136,8 @@ export interface ChaosResults {
   /** The code that ran: HEAD, and whether src/ had uncommitted changes. */
   code: { commit: string | null; srcDirty: boolean | null };
   settings: { worker: typeof WORKER_ENV; concurrency: number; tempFailRate: number; bounceRecipients: number; retryWindowSeconds: number };
+  /** The events path: covered (relay into JetStream, earnings consumer, their faults and checks) or skipped, and why. */
+  events: { covered: true; figures: EventsFigures | null; consumerKills: number } | { covered: false; skipped: string };
   /** The verdict's checks: `ok` is exactly "every one of these held". */
   checks: Verdict['checks'];
   /** What the run had to contain for its checks to mean anything (scaled to the duration). */
@@ -204,6 +212,17 @@ async function main(): Promise<number> {
   const sinkRng = rng.fork('smtp');
   say(`seed ${flags.seed}, duration ${flags.durationSeconds} s, results to ${flags.out}`);
 
+  // The events path needs nats-server. Without it a developer's run says it skips that part; CI
+  // (CI=true) must not pass by checking less.
+  const withEvents = natsServerAvailable();
+  if (!withEvents) {
+    if (/^(1|true)$/i.test(process.env.CI ?? '')) {
+      process.stderr.write(`chaos: ${NATS_INSTALL_HINT}. CI=true: refusing to skip the events part.\n`);
+      return 2;
+    }
+    say(`SKIPPING THE EVENTS PART (JetStream relay, earnings consumer, their faults and checks): ${NATS_INSTALL_HINT}`);
+  }
+
   // --- the stage: a temporary folder the `postgres` user can reach, free ports
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-chaos-'));
   chmodSync(dir, 0o755);
@@ -220,10 +239,12 @@ async function main(): Promise<number> {
   const children: Supervised[] = [];
   let admin: ReturnType<typeof createPool> | undefined;
   let sampler: NodeJS.Timeout | undefined;
+  let ev: EventsChaos | undefined;
 
   const cleanup = async () => {
     clearInterval(sampler);
     await Promise.all(children.map((c) => c.stop(8_000).catch(() => {})));
+    await ev?.stop().catch(() => {});
     await admin?.end().catch(() => {});
     await postgres.stop().catch(() => {});
   };
@@ -291,9 +312,16 @@ async function main(): Promise<number> {
     // Up = answering HTTP at all (a 503 while Postgres restarts still means the process is up).
     const waitApiUp = () => waitFor('API', async () => (await fetch(`${apiUrl}/health`)).status > 0, 60_000);
 
+    // --- the events path: nats-server (store and logs under the run's folder); the consumer gets
+    // the workers' settings, so both compute the same stream configuration
+    if (withEvents) {
+      ev = await startEventsChaos({ databaseUrl, root, dir: path.join(dir, 'events'), env: { ...baseEnv, ...WORKER_ENV }, log: say });
+      say(`nats-server -js on ${ev.nats.url.replace('nats://', '')}; the workers relay into stream ${ev.env.EVENTS_STREAM}`);
+    }
+
     // --- the workers' topics, asked while the SMTP server and the API start (each start loads
     // TypeScript through tsx: seconds apiece on a busy machine, so not one after the other)
-    const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true` };
+    const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, ...ev?.env };
     const topicsOut = await new Promise<string>((resolve, reject) =>
       execFile(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], { cwd: root, env: workerEnv }, (err, stdout) =>
         err ? reject(err) : resolve(stdout),
@@ -321,6 +349,7 @@ async function main(): Promise<number> {
     );
     children.push(...workers);
     workers.forEach((w) => w.start());
+    await ev?.startConsumer();
 
     // --- the outbox, sampled every second (oldest PENDING age of topics the worker handles)
     const samples: { at: number; pending: number; oldestAge: number }[] = [];
@@ -351,7 +380,14 @@ async function main(): Promise<number> {
     say(`set up ${load.users.length} users and ${load.properties.length} properties`);
 
     const durationMs = flags.durationSeconds * 1000;
-    const plan = planFaults(faultRng, { durationMs, workers: workers.length, maxSmtpOutageMs: Math.floor(retryWindowMs() / 2) });
+    const maxOutageMs = Math.floor(retryWindowMs() / 2);
+    const plan = planFaults(faultRng, {
+      durationMs,
+      workers: workers.length,
+      maxSmtpOutageMs: maxOutageMs,
+      events: ev ? { maxNatsOutageMs: maxOutageMs } : undefined,
+    });
+    const events = ev;
     const injector = new FaultInjector({
       workers,
       api,
@@ -361,6 +397,10 @@ async function main(): Promise<number> {
       lastWorkerActivity,
       waitApiUp,
       waitSmtpUp,
+      events: events && { killConsumer: (ms) => events.killConsumer(ms), natsOutage: (ms) => events.natsOutage(ms) },
+      // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
+      // gets an attempt between an SMTP outage and a NATS one.
+      downstreamGapMs: maxOutageMs,
       log: say,
     });
     const loadStart = Date.now();
@@ -396,6 +436,16 @@ async function main(): Promise<number> {
     say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
     clearInterval(sampler);
 
+    // --- the events path: the consumer reads to the end of the stream, then its checks
+    let eventsInput: JudgeInput['events'] = null;
+    if (ev) {
+      const caughtUp: string[] = [];
+      await ev.finish().catch((err: Error) => caughtUp.push(err.message));
+      eventsInput = { checks: [checkResult(EVENT_CHECKS.caughtUp, caughtUp), ...(await ev.check())] };
+      const f = ev.figures;
+      if (f) say(`events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream, ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters`);
+    }
+
     // --- checks (the API is still up for the clients' look-ups)
     const records = readFileSync(recordFile, 'utf8')
       .split('\n')
@@ -404,6 +454,9 @@ async function main(): Promise<number> {
     // The clients' own count of abandoned requests, taken before the look-ups add their own.
     const clientsGaveUp = client.gaveUp;
     const gathered = await gather(admin, client, [...load.bookings.values()]);
+    // Every process the run supervises, with the exits it did not cause (the consumer and nats-server too).
+    const supervised = [...children, ...(ev ? [ev.consumer] : [])].map((c) => [c.spec.name, c.unplannedExits] as const);
+    const natsServer = ev ? [['nats-server', ev.nats.unplannedExits] as const] : [];
     const faultsPlanned = Object.fromEntries(FAULT_KINDS.map((k) => [k, plan.filter((f) => f.kind === k).length])) as Record<FaultKind, number>;
     const verdict = judge({
       durationSeconds: flags.durationSeconds,
@@ -421,8 +474,9 @@ async function main(): Promise<number> {
       idempotencyMismatches: load.figures.idempotencyMismatches,
       faultsPlanned,
       faults: injector.done,
-      unplannedExits: children.flatMap((c) => c.unplannedExits.map((e) => ({ process: c.spec.name, code: e.code, signal: e.signal, lastLines: e.lastLines }))),
+      unplannedExits: [...supervised, ...natsServer].flatMap(([name, exits]) => exits.map((e) => ({ process: name, at: e.at, code: e.code, signal: e.signal, lastLines: e.lastLines }))),
       drained: drainedAt !== null,
+      events: eventsInput,
     });
 
     const lastFault = injector.lastFaultEndedAt;
@@ -447,6 +501,7 @@ async function main(): Promise<number> {
         bounceRecipients: bounceEmails.length,
         retryWindowSeconds: Math.round(retryWindowMs() / 100) / 10,
       },
+      events: ev ? { covered: true, figures: ev.figures ?? null, consumerKills: ev.consumerKills } : { covered: false, skipped: NATS_INSTALL_HINT },
       checks: verdict.checks,
       minimums: verdict.minimums,
       figures: {
@@ -469,9 +524,7 @@ async function main(): Promise<number> {
         maxOldestPendingAtSeconds: peak ? Math.round((peak.at - loadStart) / 100) / 10 : null,
         slowestMessages: gathered.slowest,
         timeline: timeline(samples, loadStart),
-        unplannedExits: Object.fromEntries(
-          children.map((c) => [c.spec.name, c.unplannedExits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))]),
-        ),
+        unplannedExits: Object.fromEntries([...supervised, ...natsServer].map(([name, exits]) => [name, exits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))])),
       },
       faults: injector.done
         .sort((a, b) => a.startedAt - b.startedAt)
@@ -496,6 +549,9 @@ async function main(): Promise<number> {
     await cleanup();
     process.stderr.write(`chaos: logs kept in ${dir}\n`);
     return 2;
+  } finally {
+    // Whatever happened above: nats-server and the consumer are never left running.
+    await ev?.stop().catch(() => {});
   }
 }
 

@@ -12,6 +12,8 @@ import type { SinkRecord } from './smtp-sink.ts';
  * - the clients say what they were told (every 201, every cancellation answered 200);
  * - the SMTP server says what it accepted, with the Message-ID it parsed and the envelope
  *   recipients (RCPT TO) it accepted it for.
+ * When the events path runs, a fourth: the JetStream stream and the earnings ledger, read after
+ * the drain by scripts/chaos/events.ts, whose checks join the list here (EVENT_CHECKS).
  * An expected email is a (Message-ID, recipient) pair; it counts as delivered only if the server
  * accepted that Message-ID for that recipient. Mail to anyone else is a violation.
  *
@@ -19,8 +21,21 @@ import type { SinkRecord } from './smtp-sink.ts';
  * reported but not counted.
  */
 
-export type FaultKind = 'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers';
-export const FAULT_KINDS: FaultKind[] = ['worker-kill', 'api-kill', 'smtp-outage', 'pg-restart', 'pg-terminate-workers'];
+export type FaultKind = 'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers' | 'consumer-kill' | 'nats-outage';
+/** The faults of the events path (JetStream relay and earnings consumer): planned and required only when that part runs. */
+export const EVENT_FAULT_KINDS: FaultKind[] = ['consumer-kill', 'nats-outage'];
+export const FAULT_KINDS: FaultKind[] = ['worker-kill', 'api-kill', 'smtp-outage', 'pg-restart', 'pg-terminate-workers', ...EVENT_FAULT_KINDS];
+
+/**
+ * The events path's checks (scripts/chaos/events.ts makes them after the drain). When the events
+ * part ran, every one of them must be in the final list: one that is missing is a broken check.
+ */
+export const EVENT_CHECKS = {
+  caughtUp: 'events: the earnings consumer caught up with the stream after the run (consume:earnings --until-empty exit 0)',
+  exactlyOnce: 'events: every booking event of the outbox is in the JetStream stream exactly once (by Nats-Msg-Id), and nothing else is',
+  ledger: 'events: the earnings ledger equals the totals SQL computes from the bookings table',
+  deadLetters: 'events: no consumer dead letters (every event of the run is one the ledger can apply)',
+} as const;
 
 export interface CheckResult {
   name: string;
@@ -83,6 +98,8 @@ export interface FaultOutcome {
 
 export interface UnplannedExit {
   process: string;
+  /** When (ms epoch); needed to allow a consumer's refusal to start during a NATS outage. */
+  at?: number;
   code: number | null;
   signal: string | null;
   lastLines: string[];
@@ -109,6 +126,11 @@ export interface JudgeInput {
   faults: FaultOutcome[];
   unplannedExits: UnplannedExit[];
   drained: boolean;
+  /**
+   * The events path (scripts/chaos/events.ts): its checks, made after the drain. Null: that part
+   * did not run (nats-server missing outside CI), so neither its checks nor its faults are required.
+   */
+  events: { checks: CheckResult[] } | null;
 }
 
 export interface MailFigures {
@@ -132,7 +154,7 @@ export interface Minimums {
   bookings: number;
   cancellations: number;
   emailsExpected: number;
-  /** Per fault kind, faults with evidence. */
+  /** Per fault kind, faults with evidence (0 for the events kinds when the events part did not run). */
   faults: Record<FaultKind, number>;
 }
 
@@ -174,16 +196,18 @@ export function expectedMessageId(topic: 'booking.created' | 'booking.cancelled'
  * A run on a quiet 2-core machine makes ~25 bookings a second (16,600 in the committed 10-minute
  * run); the floor is one every two seconds (at least 10), so a machine loaded many times over
  * still passes and an empty or stalled run does not. Faults: every kind at least once, and three quarters of each kind's
- * planned count, with evidence.
+ * planned count, with evidence; the events kinds only when the events part ran.
  */
-export function minimums(durationSeconds: number, planned: Record<FaultKind, number>): Minimums {
+export function minimums(durationSeconds: number, planned: Partial<Record<FaultKind, number>>, eventsRan: boolean): Minimums {
   const bookings = Math.max(10, Math.ceil(durationSeconds / 2));
   return {
     bookings,
     cancellations: Math.max(1, Math.ceil(durationSeconds / 15)),
     // Two emails a booking, less those to the two 550 guests (2 of 16): 1.5 a booking is a safe floor.
     emailsExpected: Math.ceil(bookings * 1.5),
-    faults: Object.fromEntries(FAULT_KINDS.map((k) => [k, Math.max(1, Math.ceil((planned[k] ?? 0) * 0.75))])) as Record<FaultKind, number>,
+    faults: Object.fromEntries(
+      FAULT_KINDS.map((k) => [k, !eventsRan && EVENT_FAULT_KINDS.includes(k) ? 0 : Math.max(1, Math.ceil((planned[k] ?? 0) * 0.75))]),
+    ) as Record<FaultKind, number>,
   };
 }
 
@@ -191,7 +215,16 @@ function result(name: string, violations: string[]): CheckResult {
   return { name, ok: violations.length === 0, violations: violations.slice(0, 10), violationCount: violations.length };
 }
 
+/** A check from its violations (for checks made outside the judge, as run.ts's events ones). */
+export const checkResult = result;
+
 const lc = (s: string) => s.toLowerCase();
+
+/**
+ * How long after a NATS outage's end a consumer's "cannot reach NATS" exit is still put down to it:
+ * a start that began while the server was down connects (3 s timeout) after it came back.
+ */
+const NATS_REFUSAL_SLACK_MS = 5_000;
 
 interface ExpectedEmail {
   messageId: string;
@@ -209,7 +242,7 @@ export function judge(input: JudgeInput): Verdict {
   // --- 0. Something to judge: an empty or stalled run proves nothing and must not pass.
   const withEvidence = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   for (const f of input.faults) if (f.evidence) withEvidence[f.kind]++;
-  const min = minimums(input.durationSeconds, input.faultsPlanned);
+  const min = minimums(input.durationSeconds, input.faultsPlanned, input.events !== null);
 
   // --- expected mail: from the database's bookings and from the clients' 201s, each with the
   // recipient the database (or the client) knows, never the one the event payload carries.
@@ -380,15 +413,23 @@ export function judge(input: JudgeInput): Verdict {
   // --- 7. No request answered 500.
   checks.push(result('no request got a 500', input.serverErrors.map((e) => `${new Date(e.at).toISOString()} ${e.route} ${e.status} ${e.body.slice(0, 200)}`)));
 
-  // --- 8. No process crashed on its own. The one allowed exit: a worker restarted while Postgres
-  // is down refuses to start (exit 1, "cannot reach the database"), and its manager starts it again.
+  // --- 8. No process crashed on its own. The allowed exits: a worker restarted while Postgres is
+  // down refuses to start (exit 1, "cannot reach the database"); the earnings consumer started
+  // while nats-server is down (a NATS outage with evidence, or just after one) refuses to start
+  // (exit 1, "cannot reach NATS"). Their manager starts them again.
   {
     const v: string[] = [];
+    const natsDown = input.faults.filter((f) => f.kind === 'nats-outage' && f.evidence);
     for (const e of input.unplannedExits) {
       const refusedToStart = e.code === 1 && e.lastLines.some((l) => l.includes('cannot reach the database'));
-      if (!refusedToStart) v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
+      const refusedWhileNatsDown =
+        e.code === 1 &&
+        e.lastLines.some((l) => l.includes('cannot reach NATS')) &&
+        e.at !== undefined &&
+        natsDown.some((f) => e.at! >= f.startedAt && e.at! <= f.endedAt + NATS_REFUSAL_SLACK_MS);
+      if (!refusedToStart && !refusedWhileNatsDown) v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
     }
-    checks.push(result('no process crashed (a worker refusing to start while Postgres is down is allowed)', v));
+    checks.push(result('no process crashed (a worker refusing to start while Postgres is down, or the consumer while NATS is, is allowed)', v));
   }
 
   // --- 9. The same Idempotency-Key sent twice at once gets the same answer.
@@ -406,6 +447,14 @@ export function judge(input: JudgeInput): Verdict {
       }
     }
     checks.push(result('never two faults on one target at once', v));
+  }
+
+  // --- 11. The events path, when it ran: each of its checks (EVENT_CHECKS) is in the final list;
+  // one that was not made is broken, not skipped.
+  if (input.events) {
+    const made = new Set(input.events.checks.map((c) => c.name));
+    for (const name of Object.values(EVENT_CHECKS)) if (!made.has(name)) checks.push(result(name, ['this check was not made']));
+    checks.push(...input.events.checks);
   }
 
   const byTopicStatus: Record<string, number> = {};

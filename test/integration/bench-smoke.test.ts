@@ -38,7 +38,7 @@ describe('npm run bench -- --smoke', () => {
     // Traceable: the commit measured, and the load before each section (flagged above the cores).
     expect(r.code.commit).toMatch(/^[0-9a-f]{40}$/);
     expect(typeof r.code.dirty).toBe('boolean');
-    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'api']) {
+    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'api']) {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
     }
 
@@ -61,6 +61,22 @@ describe('npm run bench -- --smoke', () => {
     }
     for (const processes of ['1', '4']) {
       expect(finitePositive(r.io.byProcesses[processes].median.perSecond), `io ×${processes}`).toBe(true);
+    }
+    // The events relay beside a no-op drain of the same backlog (each run checked every message
+    // reached the stream once, or the section would have failed), where nats-server is installed.
+    if (r.versions.natsServer) {
+      expect(r.relay.messages).toBe(r.params.relayMessages);
+      for (const drain of ['noop', 'relay']) {
+        expect(finitePositive(r.relay[drain].median.perSecond), `relay section: ${drain}`).toBe(true);
+        expect(finitePositive(r.relay[drain].median.drainSeconds), `relay section: ${drain}`).toBe(true);
+        expect(r.relay[drain].runs).toHaveLength(r.params.runs);
+      }
+      expect(r.relay.ratio).toBeCloseTo(r.relay.relay.median.perSecond / r.relay.noop.median.perSecond, 2);
+      expect(r.targets.find((t: { name: string }) => t.name.startsWith('Relay into JetStream')).met).not.toBeNull();
+    } else {
+      // Without it the run says how to install it and leaves the relay figures out.
+      expect(run.stdout).toContain('apt-get install -y nats-server');
+      expect(r.relay).toBeNull();
     }
     expect(finitePositive(r.claim.runs.median.emptyMs)).toBe(true);
     expect(finitePositive(r.claim.runs.median.withHistoryMs)).toBe(true);
@@ -89,16 +105,17 @@ describe('npm run bench -- --smoke', () => {
         expect(finitePositive(c.ratio)).toBe(true);
       }
       expect(finitePositive(r.outboxCost.ratio)).toBe(true);
-      expect(r.targets.every((t: { met: boolean | null }) => t.met !== null)).toBe(true);
+      const needNats = (t: { name: string }) => t.name.startsWith('Relay into JetStream');
+      expect(r.targets.filter((t: { name: string; met: boolean | null }) => !needNats(t) && t.met === null)).toEqual([]);
     } else {
       // Without pgbench the run says how to install it and leaves those figures out.
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    expect(r.targets).toHaveLength(9);
+    expect(r.targets).toHaveLength(10);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
-    for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 1b. Idle workers', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts']) {
+    for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 1b. Idle workers', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts', '## 8. Relaying the outbox into JetStream']) {
       expect(md).toContain(heading);
     }
   });

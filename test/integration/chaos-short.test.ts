@@ -5,15 +5,20 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChaosResults } from '../../scripts/chaos/run.ts';
+import { EVENT_CHECKS, EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
+import { hasTool, inCI } from '../helpers/tools.ts';
 
 /*
  * The short chaos variant, as CI runs it (`npm test` in .ci/run): `npm run chaos` for 20 s of load
  * with a fixed seed (CHAOS_SEED / CHAOS_DURATION override them), as a separate process with its
- * own embedded Postgres, API, two workers and SMTP server. It passes only if the run's verdict
- * passed; a failure prints the run's own report (violations, seed to reproduce).
+ * own embedded Postgres, API, two workers, SMTP server and, with nats-server installed, the events
+ * path (the workers relay into JetStream, the earnings consumer reads it). It passes only if the
+ * run's verdict passed; a failure prints the run's own report (violations, seed to reproduce).
+ * CI=true is passed on: there, a missing nats-server fails the run instead of skipping the events.
  *
  * Why 20 s: the shortest load that still injects every fault kind with evidence (4 worker kills,
- * an API kill, an SMTP outage, a Postgres restart, 2 pg_terminate_backend, one target at a time)
+ * an API kill, an SMTP outage, a Postgres restart, 2 pg_terminate_backend, 2 consumer kills and a
+ * NATS outage, one target at a time)
  * and makes well over the verdict's minimum of bookings (≥ 10; 38 made on a 2-core machine at
  * load 16). The verdict itself fails a run below its minimums (scripts/chaos/verdict.ts), so a
  * run too short or too slowed down to judge is red, not vacuously green.
@@ -30,7 +35,7 @@ function runChaos(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out], {
       cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...(process.env.CI === undefined ? {} : { CI: process.env.CI }) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -42,7 +47,7 @@ function runChaos(): Promise<{ code: number | null; output: string }> {
 
 describe('chaos (short variant)', () => {
   it(
-    'nothing is lost under worker/API kills, an SMTP outage, a Postgres restart and terminated connections',
+    'nothing is lost under worker/API/consumer kills, SMTP and NATS outages, a Postgres restart and terminated connections',
     async () => {
       const { code, output } = await runChaos();
       const file = path.join(out, 'chaos-results.json');
@@ -59,7 +64,18 @@ describe('chaos (short variant)', () => {
       expect(r.figures.bookingsInDatabase.total).toBeGreaterThanOrEqual(r.minimums.bookings);
       // …and the run exercised what it claims: every fault kind with evidence, conflicts,
       // double submits, 451s retried and the 550 recipients' messages dead-lettered.
-      for (const [kind, n] of Object.entries(r.figures.faults)) expect(n, `faults of kind ${kind} with evidence`).toBeGreaterThan(0);
+      // The events path ran wherever nats-server is installed, and always in CI; its checks were made.
+      const eventsExpected = hasTool('nats-server') || inCI;
+      if (eventsExpected) {
+        expect(r.events.covered, report).toBe(true);
+        expect(r.checks.filter((c) => c.name.startsWith('events:')).map((c) => c.name)).toEqual(Object.values(EVENT_CHECKS));
+      } else {
+        expect(r.events).toEqual({ covered: false, skipped: expect.stringMatching(/^nats-server not found/) });
+        expect(output).toContain('SKIPPING THE EVENTS PART');
+      }
+      for (const kind of FAULT_KINDS.filter((k) => eventsExpected || !EVENT_FAULT_KINDS.includes(k))) {
+        expect(r.figures.faults[kind], `faults of kind ${kind} with evidence`).toBeGreaterThan(0);
+      }
       expect(r.figures.load.conflicts409).toBeGreaterThan(0);
       expect(r.figures.load.doubleSubmits).toBeGreaterThan(0);
       expect(r.figures.mail.delivered).toBe(r.figures.mail.expected);

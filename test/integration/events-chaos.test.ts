@@ -7,6 +7,7 @@ import { sql } from 'drizzle-orm';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startEventsChaos } from '../../scripts/chaos/events.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/verdict.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithoutNats } from '../helpers/nats.ts';
 
@@ -45,6 +46,7 @@ describe.skipIf(skip)('events chaos', () => {
       const host = await signUp(t.app, 'host');
       const guest = await signUp(t.app, 'guest');
       const p = await listProperty(t.app, host);
+      let bookingEvents = 0; // booking.created and booking.cancelled committed
       for (let i = 0; i < 30; i++) {
         const res = await t.app.inject({
           method: 'POST',
@@ -53,9 +55,14 @@ describe.skipIf(skip)('events chaos', () => {
           payload: { propertyId: p.id, checkIn: daysFromNow(5 + 3 * i), checkOut: daysFromNow(7 + 3 * i), guests: 1 },
         });
         expect(res.statusCode).toBe(201);
-        if (i % 4 === 0) await t.app.inject({ method: 'POST', url: `/bookings/${res.json().id}/cancel`, headers: guest.auth });
-        if (i === 8 || i === 20) events.killConsumer();
-        if (i === 14) await events.natsOutage(1000);
+        bookingEvents++;
+        if (i % 4 === 0) {
+          const cancel = await t.app.inject({ method: 'POST', url: `/bookings/${res.json().id}/cancel`, headers: guest.auth });
+          expect(cancel.statusCode).toBe(200);
+          bookingEvents++;
+        }
+        if (i === 8 || i === 20) expect(await events.killConsumer(500, 30_000), `kill ${i}`).toMatchObject({ seen: { signal: 'SIGKILL' }, consuming: true });
+        if (i === 14) expect(await events.natsOutage(1000)).toMatchObject({ stopped: { pid: expect.any(Number) }, refusedWhileDown: true, restartedPid: expect.any(Number) });
       }
       // Every outbox message DONE (the relay published them all), then the consumer to the end.
       for (let i = 0; ; i++) {
@@ -67,22 +74,32 @@ describe.skipIf(skip)('events chaos', () => {
       await events.finish();
       const results = await events.check();
       expect(results).toEqual([
-        { name: 'events-exactly-once', ok: true, violations: [], violationCount: 0 },
-        { name: 'earnings-ledger', ok: true, violations: [], violationCount: 0 },
+        { name: EVENT_CHECKS.exactlyOnce, ok: true, violations: [], violationCount: 0 },
+        { name: EVENT_CHECKS.ledger, ok: true, violations: [], violationCount: 0 },
+        { name: EVENT_CHECKS.deadLetters, ok: true, violations: [], violationCount: 0 },
       ]);
       expect(events.consumerKills).toBe(2);
+      expect(events.figures).toMatchObject({ bookingEventsInOutbox: bookingEvents, bookingMessagesInStream: bookingEvents, deadLetters: 0 });
+      expect(events.consumer.unplannedExits).toEqual([]);
+      expect(events.nats.unplannedExits).toEqual([]);
 
       // The checker catches a stray event and a wrong ledger.
       const nc = await connect({ servers: events.nats.url.replace('nats://', '') });
       await jetstream(nc).publish('chaos.booking.created', '{}', { msgID: 'not-from-the-outbox' });
       await nc.close();
       await t.db.db.execute(sql`update host_earnings set confirmed_total = confirmed_total + 1`);
+      await t.db.db.execute(
+        sql`insert into consumer_dead_letters (consumer_group, message_id, stream_seq, subject, headers, data, deliveries, last_error)
+            values ('earnings', 'dead-one', 1, 'chaos.booking.created', '{}'::jsonb, '{}'::jsonb, 5, 'PermanentError: earnings: body does not match')`,
+      );
       const broken = await events.check();
       expect(broken.map((r) => [r.name, r.ok, r.violationCount])).toEqual([
-        ['events-exactly-once', false, 1],
-        ['earnings-ledger', false, 1],
+        [EVENT_CHECKS.exactlyOnce, false, 1],
+        [EVENT_CHECKS.ledger, false, 1],
+        [EVENT_CHECKS.deadLetters, false, 1],
       ]);
       expect(broken[0]!.violations[0]).toMatch(/not-from-the-outbox is in the stream 1 time\(s\) but in no committed outbox row/);
+      expect(broken[2]!.violations[0]).toMatch(/^dead-one .* dead after 5 deliveries: PermanentError/);
     } finally {
       const exited = new Promise((r) => worker.once('exit', r));
       worker.kill('SIGTERM');

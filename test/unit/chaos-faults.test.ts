@@ -2,8 +2,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FaultInjector, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
+import type { NatsOutageObserved } from '../../scripts/chaos/events.ts';
+import { FaultInjector, planFaults, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
+import { Rng } from '../../scripts/chaos/rng.ts';
 
 /*
  * The fault injector counts a fault only with evidence of its effect, and never runs two faults
@@ -111,6 +113,53 @@ describe('fault evidence', () => {
   });
 });
 
+describe('fault evidence: the events path', () => {
+  const outage = (o: Partial<NatsOutageObserved>): NatsOutageObserved => ({
+    stopped: { pid: 7, code: 0, signal: null },
+    refusedWhileDown: true,
+    restartedPid: 8,
+    ...o,
+  });
+  const events = (kill: ExitObserved | null, nats: NatsOutageObserved) => ({
+    killConsumer: async () => ({ seen: kill, consuming: true }),
+    natsOutage: async () => nats,
+  });
+
+  it('a consumer kill counts only when the consumer was running and exited by SIGKILL', async () => {
+    const killed = await inject(deps({ events: events({ pid: 5, code: null, signal: 'SIGKILL' }, outage({})) }), [{ kind: 'consumer-kill', at: 0, downMs: 10 }]);
+    expect(killed[0]).toMatchObject({ target: 'earnings-consumer', evidence: 'pid 5 exited by SIGKILL' });
+    const nothing = await inject(deps({ events: events(null, outage({})) }), [{ kind: 'consumer-kill', at: 0, downMs: 10 }]);
+    expect(nothing[0]!.evidence).toBeNull();
+    // A run without the events path has nothing to kill: planned by mistake, never counted.
+    const noEvents = await inject(deps(), [{ kind: 'consumer-kill', at: 0, downMs: 10 }]);
+    expect(noEvents[0]!.evidence).toBeNull();
+  });
+
+  it("a NATS outage counts only with the server's exit seen, its port refusing, and a server back", async () => {
+    const nats = (o: Partial<NatsOutageObserved>) => inject(deps({ events: events(null, outage(o)) }), [{ kind: 'nats-outage', at: 0, downMs: 10 }]);
+    const seen = await nats({});
+    expect(seen[0]).toMatchObject({ target: 'nats' });
+    expect(seen[0]!.evidence).toMatch(/pid 7 exit seen, its port refused connections, pid 8 listening again/);
+    expect((await nats({ stopped: null }))[0]!.evidence).toBeNull();
+    expect((await nats({ refusedWhileDown: false }))[0]!.evidence).toBeNull();
+    expect((await nats({ restartedPid: null }))[0]!.evidence).toBeNull();
+    expect((await inject(deps(), [{ kind: 'nats-outage', at: 0, downMs: 10 }]))[0]!.evidence).toBeNull();
+  });
+
+  it('the schedule draws the events faults only when asked, after the others, which stay the same for a seed', () => {
+    const o = { durationMs: 90_000, workers: 2, maxSmtpOutageMs: 4_250 };
+    const without = planFaults(new Rng(42), o);
+    const withEvents = planFaults(new Rng(42), { ...o, events: { maxNatsOutageMs: 4_250 } });
+    expect(without.some((f) => f.kind === 'consumer-kill' || f.kind === 'nats-outage')).toBe(false);
+    expect(withEvents.filter((f) => f.kind !== 'consumer-kill' && f.kind !== 'nats-outage')).toEqual(without);
+    expect(withEvents.filter((f) => f.kind === 'consumer-kill')).toHaveLength(3); // max(2, 90/30)
+    const nats = withEvents.filter((f) => f.kind === 'nats-outage');
+    expect(nats).toHaveLength(1); // max(1, 90/90)
+    for (const f of withEvents) expect(f.at).toBeGreaterThanOrEqual(0.08 * 90_000);
+    for (const f of nats) expect(f.downMs).toBeLessThanOrEqual(4_250);
+  });
+});
+
 describe('one fault per target at a time', () => {
   it('a second kill of the same worker waits until the first one has restarted it', async () => {
     const w = fakeProcess(true);
@@ -162,6 +211,31 @@ describe('one fault per target at a time', () => {
     const restart = done.find((f) => f.kind === 'pg-restart')!;
     const api = done.find((f) => f.kind === 'api-kill')!;
     expect(api.startedAt).toBeLessThan(restart.endedAt);
+  });
+
+  it('an SMTP outage and a NATS outage (the workers\' two downstreams) are kept apart by the gap; other faults are not held up', async () => {
+    const d = deps({
+      downstreamGapMs: 150,
+      events: {
+        killConsumer: async () => ({ seen: { pid: 5, code: null, signal: 'SIGKILL' }, consuming: true }),
+        natsOutage: async (ms) => {
+          await new Promise((r) => setTimeout(r, ms));
+          return { stopped: { pid: 7, code: 0, signal: null }, refusedWhileDown: true, restartedPid: 8 };
+        },
+      },
+    });
+    const done = await inject(d, [
+      { kind: 'smtp-outage', at: 0, downMs: 50 },
+      { kind: 'nats-outage', at: 10, downMs: 50 },
+      { kind: 'consumer-kill', at: 10, downMs: 20 },
+    ]);
+    const smtp = done.find((f) => f.kind === 'smtp-outage')!;
+    const nats = done.find((f) => f.kind === 'nats-outage')!;
+    const consumer = done.find((f) => f.kind === 'consumer-kill')!;
+    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(150);
+    expect(nats.waitedMs).toBeGreaterThan(0);
+    expect(consumer.startedAt).toBeLessThan(smtp.endedAt);
+    expect(done.every((f) => f.evidence)).toBe(true);
   });
 });
 

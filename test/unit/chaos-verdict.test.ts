@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { emailMessageId } from '../../src/mail/mailer.ts';
 import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
 import {
+  EVENT_CHECKS,
+  EVENT_FAULT_KINDS,
   expectedMessageId,
   FAULT_KINDS,
   judge,
@@ -61,12 +63,29 @@ function goodRun(): JudgeInput {
   }
   records.push({ kind: 'rejected', at: 0, code: 451, messageId: '<whatever@stayhub.test>', to: ['guest-0@chaos.test'] });
 
-  const faultsPlanned: Record<FaultKind, number> = { 'worker-kill': 2, 'api-kill': 1, 'smtp-outage': 1, 'pg-restart': 1, 'pg-terminate-workers': 1 };
+  const faultsPlanned: Record<FaultKind, number> = {
+    'worker-kill': 2,
+    'api-kill': 1,
+    'smtp-outage': 1,
+    'pg-restart': 1,
+    'pg-terminate-workers': 1,
+    'consumer-kill': 2,
+    'nats-outage': 1,
+  };
+  const targets: Record<FaultKind, string> = {
+    'worker-kill': 'worker-',
+    'api-kill': 'api',
+    'smtp-outage': 'smtp',
+    'pg-restart': 'postgres',
+    'pg-terminate-workers': 'postgres',
+    'consumer-kill': 'earnings-consumer',
+    'nats-outage': 'nats',
+  };
   const faults: FaultOutcome[] = [];
   let t = 1_000;
   for (const kind of FAULT_KINDS) {
     for (let k = 0; k < faultsPlanned[kind]; k++) {
-      const target = kind === 'worker-kill' ? `worker-${k}` : kind.startsWith('pg-') ? 'postgres' : kind === 'api-kill' ? 'api' : 'smtp';
+      const target = kind === 'worker-kill' ? `worker-${k}` : targets[kind];
       faults.push({ kind, target, startedAt: t, endedAt: t + 500, detail: kind, evidence: `${kind} happened` });
       t += 1_000;
     }
@@ -89,6 +108,7 @@ function goodRun(): JudgeInput {
     faults,
     unplannedExits: [],
     drained: true,
+    events: { checks: Object.values(EVENT_CHECKS).map((name) => ({ name, ok: true, violations: [], violationCount: 0 })) },
   };
 }
 
@@ -235,12 +255,91 @@ describe('the chaos verdict', () => {
   });
 
   it('scales its minimums with the duration', () => {
-    const planned = { 'worker-kill': 40, 'api-kill': 7, 'smtp-outage': 5, 'pg-restart': 1, 'pg-terminate-workers': 20 };
-    const long = minimums(600, planned);
-    const short = minimums(30, planned);
+    const planned = { 'worker-kill': 40, 'api-kill': 7, 'smtp-outage': 5, 'pg-restart': 1, 'pg-terminate-workers': 20, 'consumer-kill': 20, 'nats-outage': 7 };
+    const long = minimums(600, planned, true);
+    const short = minimums(30, planned, true);
     expect(long.bookings).toBeGreaterThan(short.bookings);
     expect(long.emailsExpected).toBeGreaterThan(long.bookings);
     expect(long.faults['worker-kill']).toBe(30);
-    expect(minimums(30, { 'worker-kill': 0, 'api-kill': 0, 'smtp-outage': 0, 'pg-restart': 0, 'pg-terminate-workers': 0 }).faults['api-kill']).toBe(1);
+    expect(long.faults['consumer-kill']).toBe(15);
+    expect(long.faults['nats-outage']).toBe(6);
+    expect(minimums(30, { 'worker-kill': 0, 'api-kill': 0, 'smtp-outage': 0, 'pg-restart': 0, 'pg-terminate-workers': 0 }, true).faults['api-kill']).toBe(1);
+    expect(minimums(30, {}, true).faults['nats-outage']).toBe(1);
+    // Without the events part its kinds are not required; every other kind still is.
+    const without = minimums(600, planned, false);
+    expect(EVENT_FAULT_KINDS.map((k) => without.faults[k])).toEqual([0, 0]);
+    expect(without.faults['worker-kill']).toBe(30);
+  });
+});
+
+describe('the chaos verdict: the events path', () => {
+  it('fails when an events check is BROKEN, and only that check is', () => {
+    for (const name of Object.values(EVENT_CHECKS)) {
+      const run = goodRun();
+      run.events = { checks: run.events!.checks.map((c) => (c.name === name ? { ...c, ok: false, violations: ['x is in the stream 2 time(s)'], violationCount: 1 } : c)) };
+      const v = judge(run);
+      expect(v.ok, name).toBe(false);
+      expect(broken(run), name).toEqual([name]);
+    }
+  });
+
+  it('fails when the events part ran but a check of it was not made', () => {
+    const run = goodRun();
+    run.events = { checks: run.events!.checks.filter((c) => c.name !== EVENT_CHECKS.ledger) };
+    expect(judge(run).ok).toBe(false);
+    expect(broken(run)).toEqual([EVENT_CHECKS.ledger]);
+    expect(judge(run).checks.find((c) => c.name === EVENT_CHECKS.ledger)!.violations).toEqual(['this check was not made']);
+
+    const none = { ...goodRun(), events: { checks: [] } };
+    expect(broken(none)).toEqual(Object.values(EVENT_CHECKS));
+  });
+
+  it('does not count an events fault without evidence (a consumer kill that found no process, a NATS stop with no exit seen)', () => {
+    for (const kind of EVENT_FAULT_KINDS) {
+      const run = goodRun();
+      // Every fault of this kind ran but showed no effect.
+      run.faults = run.faults.map((f) => (f.kind === kind ? { ...f, evidence: null } : f));
+      const v = judge(run);
+      expect(v.faults.withEvidence[kind], kind).toBe(0);
+      expect(v.faults.withoutEffect, kind).toBe(run.faultsPlanned[kind]);
+      expect(v.ok, kind).toBe(false);
+      expect(broken(run), kind).toEqual([expect.stringMatching(/^the run had something to judge/)]);
+      const floor = v.checks.find((c) => c.name.startsWith('the run had something to judge'))!;
+      expect(floor.violations, kind).toEqual([expect.stringMatching(new RegExp(`^0 ${kind} fault\\(s\\) with evidence`))]);
+    }
+    // One of the two consumer kills without effect: 1 counted, below the minimum of 2 (¾ of 2, rounded up).
+    const one = goodRun();
+    const i = one.faults.findIndex((f) => f.kind === 'consumer-kill');
+    one.faults[i] = { ...one.faults[i]!, evidence: null };
+    expect(judge(one).faults.withEvidence['consumer-kill']).toBe(1);
+    expect(judge(one).ok).toBe(false);
+  });
+
+  it('with the events part skipped (no nats-server, not CI): no events faults or checks are required, nor counted as missing', () => {
+    const run = goodRun();
+    run.events = null;
+    run.faults = run.faults.filter((f) => !EVENT_FAULT_KINDS.includes(f.kind));
+    run.faultsPlanned = { ...run.faultsPlanned, 'consumer-kill': 0, 'nats-outage': 0 };
+    const v = judge(run);
+    expect(v.checks.filter((c) => !c.ok)).toEqual([]);
+    expect(v.checks.some((c) => c.name.startsWith('events:'))).toBe(false);
+    // The same run claiming the events part ran fails: its faults and checks are then required.
+    expect(broken({ ...run, events: { checks: [] } })).toEqual([expect.stringMatching(/^the run had something to judge/), ...Object.values(EVENT_CHECKS)]);
+  });
+
+  it("allows the consumer's refusal to start while NATS is down, and only then", () => {
+    const run = goodRun();
+    const outage = run.faults.find((f) => f.kind === 'nats-outage')!;
+    const refusal = { process: 'earnings-consumer', code: 1, signal: null, lastLines: ['consume:earnings: cannot reach NATS at 127.0.0.1:4222: CONNECTION_REFUSED'] };
+    expect(judge({ ...run, unplannedExits: [{ ...refusal, at: outage.startedAt + 100 }] }).ok).toBe(true);
+    // Long after the outage, or with no time: a crash.
+    expect(broken({ ...run, unplannedExits: [{ ...refusal, at: outage.endedAt + 60_000 }] })).toEqual([expect.stringMatching(/^no process crashed/)]);
+    expect(broken({ ...run, unplannedExits: [refusal] })).toEqual([expect.stringMatching(/^no process crashed/)]);
+    // During an outage that showed no effect: a crash (and the outage is not counted either).
+    const noEffect = { ...run, faults: run.faults.map((f) => (f === outage ? { ...f, evidence: null } : f)), unplannedExits: [{ ...refusal, at: outage.startedAt + 100 }] };
+    expect(broken(noEffect)).toEqual([expect.stringMatching(/^the run had something to judge/), expect.stringMatching(/^no process crashed/)]);
+    // nats-server itself exiting on its own is a crash.
+    const natsCrash = { ...run, unplannedExits: [{ process: 'nats-server', at: outage.startedAt + 100, code: 1, signal: null, lastLines: ['[FTL] boom'] }] };
+    expect(broken(natsCrash)).toEqual([expect.stringMatching(/^no process crashed/)]);
   });
 });

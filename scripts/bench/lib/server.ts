@@ -126,11 +126,12 @@ export function machine() {
   };
 }
 
-export function versions(postgres: string, pgbench: string | null) {
+export function versions(postgres: string, pgbench: string | null, natsServer: string | null) {
   return {
     node: process.version,
     postgres,
     pgbench,
+    natsServer,
     graphileWorker: packageVersion('graphile-worker'),
     pgBoss: packageVersion('pg-boss'),
     autocannon: packageVersion('autocannon'),
