@@ -305,7 +305,7 @@ export function bookingScript(withOutbox: boolean, variant: OutboxVariant = with
   ];
   const insertBooking =
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
-    `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) RETURNING *`;
+    `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
   if (withOutbox) {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
     lines.push(

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
-import { isPgError, PG } from '../db/pg-errors.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
 import { enqueue, outboxSnapshot, wakeWorkerAfterCommit } from '../outbox/enqueue.ts';
@@ -74,17 +73,19 @@ function bookingEventPayload(v: Omit<repo.BookingView, 'booking'> & { booking: E
   };
 }
 
-export interface CreateBookingResult {
-  status: number;
-  body: BookingResponse;
-  replayed: boolean;
-}
+export type CreateBookingResult =
+  | { status: number; body: BookingResponse; replayed: boolean }
+  /** The dates are taken: answered as this error (recorded under the Idempotency-Key, if any). */
+  | { refused: 'dates_unavailable'; replayed: boolean };
+
+/** What an Idempotency-Key answers after a refusal (its stored body). */
+const REFUSED = { status: 409, body: { code: 'dates_unavailable' as const } };
 
 /**
  * Books a stay. One transaction holds: the idempotency key, the booking row and its
  * `booking.created` outbox row. The exclusion constraint decides whether the dates are free; if
- * it fires, the rollback takes the outbox row with it and nobody is emailed about a booking that
- * lost the race.
+ * it refuses, neither the booking nor its outbox row is written, and nobody is emailed about a
+ * booking that lost the race.
  */
 export async function createBooking(
   deps: BookingDeps,
@@ -99,6 +100,7 @@ export async function createBooking(
     if (idempotencyKey) {
       const claim = await claimIdempotencyKey(tx, guest.id, idempotencyKey, requestHash(body), deps.idempotencyTtlHours);
       if (claim.kind === 'replay') {
+        if (claim.response.status === REFUSED.status) return { refused: REFUSED.body.code, replayed: true };
         return { status: claim.response.status, body: claim.response.body as BookingResponse, replayed: true };
       }
     }
@@ -136,21 +138,20 @@ export async function createBooking(
       bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`),
     );
     const notifyInside = !wakeWorkerAfterCommit(tx, topic);
-    const booking = await insertOrConflict(tx, values, { topic, snapshot, key: values.publicId, notifyInside });
+    const booking = await repo.insertBookingWithEvent(tx, values, { topic, snapshot, key: values.publicId, notifyInside });
+    if (!booking) {
+      // The dates are taken. With a key, the refusal is the key's answer from now on, committed
+      // with it: a duplicate sent at the same moment (waiting on the key) replays this 409. Thrown
+      // instead, the rollback would free the key, and the duplicate could book dates that a
+      // cancellation freed in the meantime: two different answers to one request.
+      if (idempotencyKey) await storeIdempotentResponse(tx, guest.id, idempotencyKey, REFUSED);
+      return { refused: REFUSED.body.code, replayed: false };
+    }
 
     const response = toBookingResponse({ booking, ...people });
     if (idempotencyKey) await storeIdempotentResponse(tx, guest.id, idempotencyKey, { status: 201, body: response });
     return { status: 201, body: response, replayed: false };
   });
-}
-
-async function insertOrConflict(tx: Tx, values: repo.NewBooking, event: repo.BookingEvent) {
-  try {
-    return await repo.insertBookingWithEvent(tx, values, event);
-  } catch (err) {
-    if (isPgError(err, PG.exclusionViolation, 'bookings_no_overlap')) throw new AppError('dates_unavailable');
-    throw err;
-  }
 }
 
 /** The guest sees their bookings; the host sees bookings of their properties; nobody else learns it exists. */

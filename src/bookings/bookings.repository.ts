@@ -110,18 +110,23 @@ const BOOKING_COLUMNS = `id, public_id, property_id, guest_id, check_in, check_o
  * The booking row and its outbox event in ONE statement (one round trip instead of two): the
  * outbox row is inserted from the booking's RETURNING, so it exists exactly when the booking does,
  * and both are in the caller's transaction, committed or rolled back together. If the exclusion
- * constraint refuses the stay, the whole statement fails and neither row is written. The event's
+ * constraint refuses the stay (`on conflict do nothing`: an overlapping confirmed stay exists,
+ * committed, or committed by the transaction it waited for), neither row is written and the
+ * statement returns nothing, without an error: the transaction stays usable, so the refusal can
+ * be recorded under the request's Idempotency-Key (booking.service.ts). The only other unique
+ * constraint is the booking's random v4 public id. The event's
  * payload was validated against its topic by `outboxSnapshot` (outbox/enqueue.ts, which keeps the
  * outbox's rules); the worker's wake-up is sent after the commit, or, for a transaction that has no
  * after-commit work, inside it (delivered at COMMIT), exactly as `enqueue` does.
  */
 const insertWithEvent = (notifyInside: boolean) =>
   statement(
-    `booking-insert-with-event-v1${notifyInside ? '-notify' : ''}`,
+    `booking-insert-with-event-v2${notifyInside ? '-notify' : ''}`,
     `with b as (
        insert into bookings (public_id, property_id, guest_id, check_in, check_out, guests, currency, nights,
                              nightly_price, subtotal, cleaning_fee, service_fee, total)
        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+       on conflict do nothing
        returning ${BOOKING_COLUMNS}
      ), o as (
        insert into outbox (topic, payload, key)
@@ -142,13 +147,14 @@ export interface BookingEvent {
   notifyInside: boolean;
 }
 
-export async function insertBookingWithEvent(tx: Tx, v: NewBooking, event: BookingEvent): Promise<BookingRow> {
+/** The booking as written, or undefined when the dates are taken (the exclusion constraint). */
+export async function insertBookingWithEvent(tx: Tx, v: NewBooking, event: BookingEvent): Promise<BookingRow | undefined> {
   const [r] = await run<Record<string, any>>(clientOf(tx), event.notifyInside ? INSERT_WITH_EVENT_NOTIFY : INSERT_WITH_EVENT, [
     v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
     v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
     event.topic, event.snapshot, event.key,
   ]);
-  if (!r) throw new Error('insertBookingWithEvent: the insert returned no row');
+  if (!r) return undefined;
   return {
     id: Number(r.id),
     publicId: r.public_id,

@@ -144,6 +144,33 @@ describe('Idempotency-Key', () => {
     expect(retried.statusCode).toBe(201);
   });
 
+  it('taken dates are the key\'s answer: its 409 is replayed even after a cancellation frees the dates', async () => {
+    const p = await listProperty(t.app, host);
+    const first = await t.app.inject({ method: 'POST', url: '/bookings', headers: guests[8]!.auth, payload: body(p.id, 290) });
+    expect(first.statusCode).toBe(201);
+    const headers = { ...guests[9]!.auth, 'idempotency-key': 'taken-dates' };
+    const refused = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 290) });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().code).toBe('dates_unavailable');
+    const cancelled = await t.app.inject({ method: 'POST', url: `/bookings/${first.json().id}/cancel`, headers: guests[8]!.auth });
+    expect(cancelled.statusCode).toBe(200);
+    // The same request again (a resend, or the duplicate of a double-click that waited on the key):
+    // the same answer, not a booking of the dates the cancellation freed.
+    const again = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 290) });
+    expect(again.statusCode).toBe(409);
+    expect(again.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json()).toEqual(refused.json());
+    // A new request (a new key) may book them.
+    const fresh = await t.app.inject({ method: 'POST', url: '/bookings', headers: { ...guests[9]!.auth, 'idempotency-key': 'taken-dates-2' }, payload: body(p.id, 290) });
+    expect(fresh.statusCode).toBe(201);
+    const { rows } = await t.db.pool.query(
+      `select count(*) filter (where status = 'confirmed')::int confirmed, count(*)::int n from bookings where property_id = (select id from properties where public_id = $1)`,
+      [p.id],
+    );
+    expect(rows[0]).toEqual({ confirmed: 1, n: 2 });
+  });
+
   it('rejects a malformed key with 400', async () => {
     const p = await listProperty(t.app, host);
     const res = await t.app.inject({

@@ -60,10 +60,10 @@ describe('insertBookingWithEvent outside withTransaction (notify inside the tran
       const row = await t.db.db.transaction((tx) =>
         insertBookingWithEvent(tx, kept, { topic: 'booking.created', snapshot: '{"a":1}', key: kept.publicId, notifyInside: true }),
       );
-      expect(row.publicId).toBe(kept.publicId);
-      expect(row.id).toBeGreaterThan(0);
-      expect(row.stay).toBe('[2031-03-01,2031-03-03)');
-      expect(row.status).toBe('confirmed');
+      expect(row?.publicId).toBe(kept.publicId);
+      expect(row?.id).toBeGreaterThan(0);
+      expect(row?.stay).toBe('[2031-03-01,2031-03-03)');
+      expect(row?.status).toBe('confirmed');
       await new Promise((r) => setTimeout(r, 200));
       expect(heard).toEqual(['booking.created']);
 

@@ -40,6 +40,7 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
       }
       const result = await service.createBooking(deps, currentUser(request), request.body, parsedKey.data);
       if (result.replayed) reply.header('Idempotent-Replayed', 'true');
+      if ('refused' in result) throw new AppError(result.refused);
       return reply.status(result.status as 201).send(result.body);
     },
   );
