@@ -112,6 +112,8 @@ const envSchema = z.object({
   EVENTS_EARNINGS_GROUP: z.string().regex(/^[A-Za-z0-9_-]+$/).default('earnings'),
   /** If set, `npm run consume:earnings` serves Prometheus metrics (lag) on this port. */
   EVENTS_METRICS_PORT: int(0, 65535).optional(),
+  /** How long GET /admin/events/groups waits for NATS (connect and reads) before answering 503. */
+  EVENTS_ADMIN_TIMEOUT_MS: int(100, 60_000).default(2000),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -1,5 +1,5 @@
 // The outbox dashboard: vanilla JS against the admin API. Everything shown comes from
-// /admin/outbox/*, authorised by the bearer token kept in sessionStorage (gone when the tab closes).
+// /admin/outbox/* and /admin/events/groups, authorised by the bearer token kept in sessionStorage (gone when the tab closes).
 // Every value from the server is put into the page with textContent, never innerHTML: a
 // last_error or a payload is data, and must not become markup.
 'use strict';
@@ -117,15 +117,21 @@
   async function refresh() {
     stopRefresh();
     try {
-      const [stats, dead, depth] = await Promise.all([
+      // NATS being down (503) must not stop the outbox panels from refreshing: the groups'
+      // answer or error is kept apart and shown in their own panel.
+      const groupsRead = api('/admin/events/groups').then((ok) => ({ ok }), (err) => ({ err }));
+      const [stats, dead, depth, groups] = await Promise.all([
         api('/admin/outbox/stats'),
         api(`/admin/outbox/messages?status=DEAD&limit=${DEAD_PAGE}`),
         api('/admin/outbox/depth?minutes=60'),
+        groupsRead,
       ]);
+      if (groups.err instanceof SignedOut) throw groups.err;
       renderNumbers(stats);
       renderTopics(stats);
       renderDead(dead.items, stats.dead);
       renderChart(depth.points);
+      renderGroups(groups);
       setStatus(`Updated ${new Date().toLocaleTimeString()}`);
     } catch (err) {
       if (err instanceof SignedOut) return showSignIn(err.message);
@@ -195,6 +201,42 @@
     });
     if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 7, class: 'muted', text: 'No messages in the last hour.' })));
     body.replaceChildren(...rows);
+  }
+
+  /** The events stream's consumer groups, or one line when there is no events relay. */
+  function renderGroups({ ok, err }) {
+    const panel = $('groups-panel');
+    const failed = $('groups-error');
+    if (err) {
+      // Only a configured relay can fail: show the panel, keep the last rows, say they are stale.
+      panel.hidden = false;
+      $('groups-off').hidden = true;
+      failed.hidden = false;
+      failed.textContent = `Not refreshed: ${err.message}`;
+      return;
+    }
+    failed.hidden = true;
+    $('groups-off').hidden = ok.configured;
+    panel.hidden = !ok.configured;
+    if (!ok.configured) return;
+    const { stream } = ok;
+    $('groups-stream').textContent = stream.exists ? `(stream ${stream.name}, ${fmt(stream.messages)} events)` : `(stream ${stream.name})`;
+    const note = $('groups-note');
+    note.hidden = stream.exists;
+    note.textContent = stream.exists ? '' : `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`;
+    $('groups').hidden = !stream.exists;
+    const rows = ok.groups.map((g) => {
+      const behind = g.pending + g.ackPending > 0;
+      return el('tr', { 'data-group': g.name },
+        el('td', { text: g.name }),
+        el('td', { class: 'num', text: fmt(g.pending) }),
+        el('td', { class: 'num', text: fmt(g.ackPending) }),
+        el('td', { class: 'num', text: behind ? age(Math.round(g.oldestUnackedAgeSeconds)) : '—', title: behind ? '' : 'caught up' }),
+        el('td', { class: g.openDeadLetters > 0 ? 'num bad' : 'num', text: fmt(g.openDeadLetters) }),
+      );
+    });
+    if (!rows.length && stream.exists) rows.push(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: 'No consumer groups on the stream.' })));
+    $('groups').tBodies[0].replaceChildren(...rows);
   }
 
   function renderDead(items, total) {

@@ -46,3 +46,14 @@ export async function countOpenDeadLetters(db: Db, group: string): Promise<numbe
   );
   return rows[0]!.n;
 }
+
+/**
+ * Open dead letters of every group that has any, by group: one query for the admin view however
+ * many groups there are (consumer_dead_letters_open_idx holds exactly these rows).
+ */
+export async function countOpenDeadLettersByGroup(db: Db): Promise<Map<string, number>> {
+  const { rows } = await db.execute<{ consumer_group: string; n: number }>(
+    sql`select consumer_group, count(*)::int as n from consumer_dead_letters where replayed_at is null group by consumer_group`,
+  );
+  return new Map(rows.map((r) => [r.consumer_group, r.n]));
+}

@@ -16,13 +16,21 @@ export interface GroupLag {
   oldestUnackedAgeSeconds: number;
 }
 
+export interface StreamLag {
+  /** Events the stream holds now (within EVENTS_MAX_AGE_SECONDS). */
+  messages: number;
+  /** Every consumer group on the stream, by name. */
+  groups: GroupLag[];
+}
+
 /**
  * Lag of every consumer group on the stream, read from the server: num_pending + num_ack_pending
  * say how far behind a group is; the oldest unacked event is the one after the group's ack floor,
  * whose timestamp says for how long. Any process can report every group: nothing here is local.
+ * Throws JetStream's "stream not found" when the stream does not exist.
  */
-export async function readLag(jsm: JetStreamManager, stream: string): Promise<GroupLag[]> {
-  const out: GroupLag[] = [];
+export async function readStreamLag(jsm: JetStreamManager, stream: string): Promise<StreamLag> {
+  const groups: GroupLag[] = [];
   const info = await jsm.streams.info(stream);
   for await (const c of jsm.consumers.list(stream)) {
     const behind = c.num_pending + c.num_ack_pending;
@@ -32,9 +40,15 @@ export async function readLag(jsm: JetStreamManager, stream: string): Promise<Gr
       const m = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
       if (m) age = Math.max(0, (Date.now() - m.time.getTime()) / 1000);
     }
-    out.push({ group: c.name, pending: c.num_pending, ackPending: c.num_ack_pending, oldestUnackedAgeSeconds: age });
+    groups.push({ group: c.name, pending: c.num_pending, ackPending: c.num_ack_pending, oldestUnackedAgeSeconds: age });
   }
-  return out;
+  groups.sort((a, b) => a.group.localeCompare(b.group));
+  return { messages: info.state.messages, groups };
+}
+
+/** Every group's lag (readStreamLag without the stream's size): the consumer's Prometheus gauges. */
+export async function readLag(jsm: JetStreamManager, stream: string): Promise<GroupLag[]> {
+  return (await readStreamLag(jsm, stream)).groups;
 }
 
 export interface ConsumerMetrics {

@@ -156,6 +156,10 @@ describe('the outbox dashboard in Chromium', () => {
     expect(await row.textContent()).toContain('550 5.1.1 Mailbox unavailable');
     expect(await page.locator('#card-dead').getAttribute('class')).toContain('alarm');
     expect(await page.locator('#topics tbody tr').count()).toBe(2);
+    // No NATS_URL here: the consumer groups are one line (test/browser/dashboard-events.test.ts has them).
+    expect(await page.locator('#groups-off').textContent()).toBe('Consumer groups: events relay not configured (set NATS_URL).');
+    expect(await page.locator('#groups-off').isVisible()).toBe(true);
+    expect(await page.locator('#groups-panel').isHidden()).toBe(true);
     // The chart has a point a minute and something to show.
     expect(await page.locator('#chart polyline.pending').getAttribute('points')).toMatch(/^(\S+,\S+ ){60,}/);
 

@@ -19,6 +19,22 @@ describe('OpenAPI', () => {
     );
   });
 
+  it("documents the admin view of the events stream's consumer groups", async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/docs/json' })).json();
+    const op = doc.paths['/admin/events/groups'].get;
+    expect(op.tags).toEqual(['admin']);
+    expect(op.security).toEqual([{ bearer: [] }]);
+    const schema = op.responses['200'].content['application/json'].schema;
+    expect(Object.keys(schema.properties)).toEqual(['configured', 'stream', 'groups', 'generatedAt']);
+    expect(Object.keys(schema.properties.groups.items.properties)).toEqual([
+      'name',
+      'pending',
+      'ackPending',
+      'oldestUnackedAgeSeconds',
+      'openDeadLetters',
+    ]);
+  });
+
   it('serves the UI at /docs', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/docs' });
     expect([200, 302]).toContain(res.statusCode);

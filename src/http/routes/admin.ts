@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
 import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import { eventGroupsResponse } from '../../admin/event-groups.schemas.ts';
+import { eventGroups } from '../../admin/event-groups.service.ts';
 import * as service from '../../admin/outbox-admin.service.ts';
 import {
   bulkRetryBody,
@@ -14,6 +16,7 @@ import {
   retryResponse,
   statsResponse,
 } from '../../admin/outbox-admin.schemas.ts';
+import { createEventsMonitor, type EventsMonitor } from '../../events/monitor.ts';
 import { currentUser } from '../plugins/auth.ts';
 import type { AppContext } from '../context.ts';
 
@@ -23,10 +26,11 @@ export interface AdminRoutesOptions extends AppContext {
 }
 
 /**
- * The operator's view: the outbox admin API (admins only) and the dashboard's static files.
+ * The operator's view: the outbox admin API, the events stream's consumer groups (admins only)
+ * and the dashboard's static files.
  *
- * Every /admin/outbox route sits in one encapsulated scope whose onRequest hook is
- * `requireRole('admin')`, so a route added here later cannot forget it: 401 without a token,
+ * Every /admin/outbox and /admin/events route sits in one encapsulated scope whose onRequest hook
+ * is `requireRole('admin')`, so a route added here later cannot forget it: 401 without a token,
  * 403 for anyone but an admin, before the query or body is even parsed.
  */
 export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app, opts) => {
@@ -34,6 +38,18 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     db: opts.db.db,
     catalogue: opts.handlerCatalogue ?? workerCatalogue(),
   };
+  // With NATS_URL, the API's own view of the events stream: connects on the first request, keeps
+  // the connection, closes it with the app.
+  let events: EventsMonitor | undefined;
+  if (opts.config.NATS_URL) {
+    const monitor = createEventsMonitor({
+      url: opts.config.NATS_URL,
+      stream: opts.config.EVENTS_STREAM,
+      timeoutMs: opts.config.EVENTS_ADMIN_TIMEOUT_MS,
+    });
+    app.addHook('onClose', () => monitor.close());
+    events = monitor;
+  }
 
   await app.register(dashboardFiles);
 
@@ -51,6 +67,10 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
       '/admin/outbox/depth',
       { schema: { tags, security, querystring: depthQuery, response: { 200: depthResponse } } },
       async (request) => service.depth(deps, request.query.minutes),
+    );
+
+    api.get('/admin/events/groups', { schema: { tags, security, response: { 200: eventGroupsResponse } } }, async () =>
+      eventGroups({ db: deps.db, events }),
     );
 
     api.get(
