@@ -27,5 +27,9 @@ export async function connectNats(url: string, name: string): Promise<NatsConnec
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     timeout: 3000,
+    // Without it, every request (each relay publish awaits its PubAck as one) builds two Error
+    // objects up front, stack traces and all, in case it fails: 7 % of the relay's CPU in the
+    // bench's profile. A failed publish still says what failed; our handler adds which message.
+    noAsyncTraces: true,
   });
 }

@@ -20,6 +20,8 @@ export class ClaimedMessage {
      * than the database's deadline). The heartbeat moves it forward (src/outbox/lease.ts).
      */
     public leaseUntilMs: number,
+    /** When the message was written (outbox.created_at), epoch ms: the event's time for the relay. */
+    readonly createdAtMs: number,
   ) {}
 
   // The worker's bookkeeping, on this one object (no wrapper per message): the handler whose
@@ -100,9 +102,10 @@ export function claimSql(limit: number, claimId: string, leaseSeconds: number): 
            available_at = now() + make_interval(secs => ${leaseSeconds})
      where outbox.id = any(array(select id from due))
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
-              outbox.handlers_done
+              outbox.handlers_done, outbox.created_at
   )
-  select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}')
+  select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}'),
+         (extract(epoch from c.created_at) * 1000)::float8
     from claimed c, ${ASYNC_COMMIT}
    order by c.id`;
 }
@@ -163,6 +166,7 @@ export async function claimBatch(
       (r[6] as string[] | null) ?? NONE,
       opts.claimId,
       leaseUntilMs,
+      r[7] as number,
     );
   }
   return out;

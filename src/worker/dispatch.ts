@@ -54,6 +54,9 @@ class HandlerCall implements HandlerContext<never> {
   get attempt() {
     return this.msg.attempts;
   }
+  get occurredAt() {
+    return new Date(this.msg.createdAtMs);
+  }
   get log(): Logger {
     return (this.childLog ??= this.parentLog.child({
       messageId: this.msg.publicId,

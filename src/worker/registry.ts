@@ -15,7 +15,7 @@ export interface HandlerContext<T extends TopicName> {
   log: Logger;
   /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
   signal: AbortSignal;
-  /** When the event was written (outbox.created_at), if the dispatcher passes it; the events relay reads it otherwise. */
+  /** When the event was written (outbox.created_at); the events relay publishes it. Optional for handlers called outside the worker (tests), where the relay reads it from the row. */
   occurredAt?: Date;
 }
 
