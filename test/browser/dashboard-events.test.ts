@@ -8,7 +8,7 @@ import { recordDeadLetter } from '../../src/events/dead-letters.ts';
 import { fromParts } from '../../src/events/event.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { buildTestApp, uniqueEmail, type TestApp } from '../helpers/app.ts';
-import { launchChromium } from '../helpers/chromium.ts';
+import { launchChromium, watchedPage } from '../helpers/chromium.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { seedEventGroups } from '../helpers/event-groups.ts';
 import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
@@ -63,15 +63,9 @@ function deadLetter(group: string, messageId: string) {
   return recordDeadLetter(db.db, group, event, 'Error: ledger rejected the event');
 }
 
-/** A page that fails the test on any script error or Content-Security-Policy violation. */
+/** The dashboard, signed in as the admin, on a page that records script errors and CSP violations. */
 async function openPage(viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ viewport });
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
-  });
+  const { page, problems } = await watchedPage(browser, viewport);
   await page.goto(`${base}/admin?refresh=1000`);
   await page.locator('#email').fill(adminEmail);
   await page.locator('#password').fill(PASSWORD);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUser } from '../../src/users/auth.service.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
-import { launchChromium } from '../helpers/chromium.ts';
+import { launchChromium, watchedPage } from '../helpers/chromium.ts';
 import { bookingPayload } from '../helpers/worker.ts';
 
 /*
@@ -111,16 +111,7 @@ function runWorkerUntilEmpty(): Promise<{ code: number | null; output: string }>
 }
 
 /** A page that fails the test on any script error or Content-Security-Policy violation. */
-async function openPage(viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ viewport });
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
-  });
-  return { page, problems };
-}
+const openPage = (viewport: { width: number; height: number }) => watchedPage(browser, viewport);
 
 async function signIn(page: Page, email: string, password: string) {
   await page.goto(`${base}/admin?refresh=1000`);

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import sparticuz from '@sparticuz/chromium';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 
 /**
  * Which Chromium the browser tests drive: CHROMIUM_PATH when set, else a system Chromium
@@ -45,4 +45,16 @@ export async function launchChromium(): Promise<Browser> {
     // --single-process: made for Lambda, it ends the whole browser when a test closes its context.
     args: exe.packaged ? sparticuz.args.filter((a) => a !== '--single-process') : SYSTEM_ARGS,
   });
+}
+
+/** A page in a fresh context that records every script error and Content-Security-Policy violation: tests fail on any. */
+export async function watchedPage(browser: Browser, viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
+  });
+  return { page, problems };
 }
