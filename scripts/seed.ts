@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { createDatabase } from '../src/db/client.ts';
+import { createDatabase, describeDb } from '../src/db/client.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { isDatabaseUnavailable } from '../src/db/pg-errors.ts';
 import { NonDemoDataError, seedDemo } from '../src/demo/seed.ts';
@@ -15,16 +15,6 @@ import { NonDemoDataError, seedDemo } from '../src/demo/seed.ts';
  */
 
 const USAGE = 'usage: npm run seed [-- --force]   (--force: seed even if the database holds non-demo users)';
-
-/** host:port/database, without credentials. */
-function describeDb(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
-  } catch {
-    return '(unparseable DATABASE_URL)';
-  }
-}
 
 async function main(): Promise<number> {
   let force = false;

@@ -1,6 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -12,6 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { freePort } from '../../src/net/free-port.ts';
+import { portOpen } from '../../src/net/port-open.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
@@ -95,12 +95,7 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-nats-'));
   const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
   for (let i = 0; ; i++) {
-    const open = await new Promise<boolean>((r) => {
-      const s = net.connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
-    if (open) break;
+    if (await portOpen(port)) break;
     if (i > 500) throw new Error('nats-server did not start');
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -140,7 +135,7 @@ export async function relayDrain(opts: { databaseUrl: string; count: number; han
   try {
     const handlers: Handler<any>[] =
       opts.handler === 'relay'
-        ? eventsRelayHandlers({ config, db: database.db, logger })
+        ? eventsRelayHandlers({ config, logger })
         : [{ name: 'bench.noop', topic: 'booking.created', handle: async () => {} }];
     await fill(opts.databaseUrl, opts.count);
     const registry = new HandlerRegistry(handlers);

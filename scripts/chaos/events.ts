@@ -1,6 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -10,6 +9,7 @@ import { createDatabase } from '../../src/db/client.ts';
 import { countOpenDeadLetters, openDeadLetters } from '../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { freePort } from '../../src/net/free-port.ts';
+import { portOpen } from '../../src/net/port-open.ts';
 import { Supervised, type ExitObserved } from './processes.ts';
 import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
 
@@ -63,12 +63,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
   let child: ChildProcess | undefined;
   let stopping = false;
   const unplannedExits: ChaosNats['unplannedExits'] = [];
-  const accepting = () =>
-    new Promise<boolean>((r) => {
-      const s = net.connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
+  const accepting = () => portOpen(port);
   const tail = () => {
     try {
       return readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-6);

@@ -1,5 +1,4 @@
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +8,7 @@ import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
+import { portOpen } from '../../src/net/port-open.ts';
 import { ApiClient } from './client.ts';
 import { NATS_INSTALL_HINT, natsServerAvailable, startEventsChaos, type EventsChaos, type EventsFigures } from './events.ts';
 import { FaultInjector, planFaults, type InjectedFault } from './faults.ts';
@@ -113,17 +113,6 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: n
     await sleep(100);
   }
   throw new Error(`${what} not ready within ${timeoutMs} ms`);
-}
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 export interface ChaosResults {

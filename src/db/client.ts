@@ -51,3 +51,13 @@ export function createDatabase(connectionString: string, opts: PoolOptions = {})
     close: () => (closed ??= pool.end()),
   };
 }
+
+/** host:port/database of a connection URL, without credentials, for logs and error messages. */
+export function describeDb(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}

@@ -2,7 +2,7 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { createDatabase } from '../db/client.ts';
+import { createDatabase, describeDb } from '../db/client.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { TOPIC_NAMES } from '../outbox/topics.ts';
@@ -79,16 +79,6 @@ function parseFlags(argv: string[]): Flags {
     batchSize: int('batch-size', values['batch-size'], 1000),
     concurrency: int('concurrency', values.concurrency, 256),
   };
-}
-
-/** host:port/database, without credentials, for error messages. */
-function describeDb(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
-  } catch {
-    return '(unparseable DATABASE_URL)';
-  }
 }
 
 export function buildRegistry(deps: HandlerDeps, extra?: MainOptions['extraHandlers']): HandlerRegistry {

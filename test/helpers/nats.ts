@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../src/net/free-port.ts';
+import { portOpen } from '../../src/net/port-open.ts';
 
 /*
  * A real `nats-server -js` per test file: its own free port and its own store directory, so files
@@ -38,17 +39,6 @@ export interface NatsServer {
   start(): Promise<void>;
   /** Stops and removes the store. */
   destroy(): Promise<void>;
-}
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 export async function startNats(): Promise<NatsServer> {
