@@ -15,8 +15,8 @@ export interface HandlerContext<T extends TopicName> {
   log: Logger;
   /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
   signal: AbortSignal;
-  /** When the event was written (outbox.created_at); the events relay publishes it. Optional for handlers called outside the worker (tests), where the relay reads it from the row. */
-  occurredAt?: Date;
+  /** When the event was written (outbox.created_at); the events relay publishes it. */
+  occurredAt: Date;
 }
 
 export interface Handler<T extends TopicName = TopicName> {

@@ -22,7 +22,11 @@ export interface NpmRun {
 }
 
 export function npmRun(args: string[], env: NodeJS.ProcessEnv): NpmRun {
-  const npm = spawn('npm', args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return watchRun(spawn('npm', args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+/** The NpmRun view of a process started with piped stdout and stderr (npm, or a stand-in for it). */
+export function watchRun(npm: ChildProcess): NpmRun {
   const lines: string[] = [];
   for (const stream of [npm.stdout!, npm.stderr!]) {
     let rest = '';

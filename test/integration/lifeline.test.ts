@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, type NpmRun } from '../helpers/npm-run.ts';
+import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, watchRun, type NpmRun } from '../helpers/npm-run.ts';
 
 /*
  * src/process/lifeline.ts on its own, with a stand-in for npm: a node process that runs the entry
@@ -15,32 +15,13 @@ afterEach(() => killLeftovers(started.splice(0)));
 
 function fakeNpm(env: NodeJS.ProcessEnv): NpmRun {
   const script = `require('child_process').spawn('sh', ['-c', ${JSON.stringify(ENTRY)}], { stdio: 'inherit' }); setInterval(() => {}, 1000);`;
-  const npm = spawn(process.execPath, ['-e', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  npm.stdout!.setEncoding('utf8').on('data', (c: string) => lines.push(...c.split('\n').filter(Boolean)));
-  npm.stderr!.setEncoding('utf8').on('data', (c: string) => lines.push(...c.split('\n').filter(Boolean)));
-  const closed = new Promise<void>((resolve) => npm.once('close', () => resolve()));
-  return {
-    npm,
-    lines,
-    closed,
-    async waitForLine(pattern, timeoutMs = 20_000) {
-      const until = Date.now() + timeoutMs;
-      while (Date.now() < until) {
-        const hit = lines.find((l) => pattern.test(l));
-        if (hit) return hit;
-        await new Promise((r) => setTimeout(r, 25));
-      }
-      throw new Error(`no line matching ${pattern}:\n${lines.join('\n')}`);
-    },
-    json: () => lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>),
-  };
+  return watchRun(spawn(process.execPath, ['-e', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
 describe('lifeline', () => {
   it('notices a SIGKILLed npm although the shell between them lives on', async () => {
     const run = fakeNpm({ ...process.env, npm_lifecycle_event: 'fixture' });
-    await run.waitForLine(/^ready$/);
+    await run.waitForLine(/^ready$/, 20_000);
     const pids = descendants(run.npm.pid!);
     started.push(run.npm.pid!, ...pids);
     expect(pids.map(commandOf)).toContain(`sh -c ${ENTRY}`);
@@ -55,7 +36,7 @@ describe('lifeline', () => {
   it('leaves alone a process that npm did not start', async () => {
     const { npm_lifecycle_event: _e, ...env } = process.env;
     const run = fakeNpm(env);
-    await run.waitForLine(/^ready$/);
+    await run.waitForLine(/^ready$/, 20_000);
     const pids = descendants(run.npm.pid!);
     started.push(run.npm.pid!, ...pids);
     run.npm.kill('SIGKILL');

@@ -68,6 +68,7 @@ const handle = (m: { public_id: string; payload: PayloadOf<'property.changed'> }
     payload: m.payload,
     log: quietLog,
     signal: new AbortController().signal,
+    occurredAt: new Date(),
   });
 
 async function runWorkerUntilEmpty() {

@@ -1,6 +1,4 @@
-import { sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
-import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import { TOPIC_NAMES, isTopicName, type TopicName } from '../../outbox/topics.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
@@ -11,7 +9,6 @@ export const EVENTS_RELAY = 'events.relay';
 
 export interface EventsRelayDeps {
   config: Config;
-  db: Db;
   logger: Logger;
 }
 
@@ -31,38 +28,6 @@ export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[
  * save this read); the worker starts many handlers in the same tick after a claim,
  * and all lookups of one tick share one query instead of one round trip each.
  */
-function occurredAtLoader(db: Db) {
-  let waiting: Map<string, ((d: Date) => void)[]> | undefined;
-  let failWaiting: ((err: unknown) => void)[] = [];
-  const flush = async (batch: Map<string, ((d: Date) => void)[]>, fail: ((err: unknown) => void)[]) => {
-    try {
-      const { rows } = await db.execute<{ public_id: string; created_at: Date }>(
-        sql`select public_id, created_at from outbox where public_id = any(${sql.param([...batch.keys()])}::uuid[])`,
-      );
-      const found = new Map(rows.map((r) => [r.public_id, new Date(r.created_at)]));
-      // A row purged in between cannot be, as it is being handled; "now" would be the honest fallback.
-      for (const [id, resolvers] of batch) for (const r of resolvers) r(found.get(id) ?? new Date());
-    } catch (err) {
-      for (const f of fail) f(err);
-    }
-  };
-  return (publicId: string) =>
-    new Promise<Date>((resolve, reject) => {
-      if (!waiting) {
-        const batch = (waiting = new Map());
-        const fail = (failWaiting = []);
-        setImmediate(() => {
-          waiting = undefined;
-          void flush(batch, fail);
-        });
-      }
-      const list = waiting.get(publicId) ?? [];
-      list.push(resolve);
-      waiting.set(publicId, list);
-      failWaiting.push(reject);
-    });
-}
-
 /**
  * The relay: for each relayed topic, a handler that publishes the event into JetStream and returns
  * only once the server has stored it (PubAck). It is an ordinary outbox handler, so retries with
@@ -80,7 +45,6 @@ function occurredAtLoader(db: Db) {
 export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPublisher): Handler<any>[] {
   const topics = relayedTopics(deps.config);
   const pub = publisher ?? createJetStreamPublisher(deps.config, deps.logger);
-  const occurredAt = occurredAtLoader(deps.db);
   let prepared: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
   return topics.map(
@@ -90,13 +54,13 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
       // Shared by every topic's handler: one connection, one stream check.
       prepare: () => (prepared ??= pub.prepare()),
       close: () => (closed ??= pub.close()),
-      async handle({ messageId, topic: t, key, payload, log, occurredAt: given }) {
+      async handle({ messageId, topic: t, key, payload, log, occurredAt }) {
         const result = await pub.publish({
           subject: subjectFor(deps.config.EVENTS_SUBJECT_PREFIX, t),
           messageId,
           topic: t,
           key,
-          occurredAt: given ?? (await occurredAt(messageId)),
+          occurredAt,
           schemaVersion: SCHEMA_VERSIONS[t],
           body: publicBody(payload),
         });
