@@ -144,6 +144,14 @@ const DOWNSTREAM_OUTAGES = new Set<FaultKind>(['smtp-outage', 'nats-outage']);
 /** The lane in `busy` that the downstream outages share (besides each one's own target). */
 const DOWNSTREAM = 'downstream (SMTP, NATS)';
 
+/**
+ * The earnings consumer needs nats-server to start: a consumer kill during a NATS outage found the
+ * restarted consumer gone already (it refuses to start without NATS), so the kill had no effect and
+ * the run fell short of its minimum. The two take turns in this lane (besides their own targets).
+ */
+const EVENTS_PATH_FAULTS = new Set<FaultKind>(['consumer-kill', 'nats-outage']);
+const EVENTS_PATH = 'events path (consumer, NATS)';
+
 const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
   seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;
 
@@ -163,14 +171,20 @@ export class FaultInjector {
         setTimeout(() => {
           const target = faultTarget(f);
           const downstream = DOWNSTREAM_OUTAGES.has(f.kind);
+          const eventsPath = EVENTS_PATH_FAULTS.has(f.kind);
           const due = Date.now();
-          const before = Promise.all([this.busy.get(target), downstream ? this.busy.get(DOWNSTREAM) : undefined]);
+          const before = Promise.all([
+            this.busy.get(target),
+            downstream ? this.busy.get(DOWNSTREAM) : undefined,
+            eventsPath ? this.busy.get(EVENTS_PATH) : undefined,
+          ]);
           const p: Promise<void> = before
             .then(() => this.inject(f, target, Date.now() - due))
             .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
             .finally(() => this.running.delete(p));
           this.busy.set(target, p);
           if (downstream) this.busy.set(DOWNSTREAM, p.then(() => sleep(this.d.downstreamGapMs ?? 0)));
+          if (eventsPath) this.busy.set(EVENTS_PATH, p);
           this.running.add(p);
         }, f.at),
       );

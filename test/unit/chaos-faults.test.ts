@@ -213,7 +213,7 @@ describe('one fault per target at a time', () => {
     expect(api.startedAt).toBeLessThan(restart.endedAt);
   });
 
-  it('an SMTP outage and a NATS outage (the workers\' two downstreams) are kept apart by the gap; other faults are not held up', async () => {
+  it('an SMTP outage and a NATS outage (the workers\' two downstreams) are kept apart by the gap; a consumer kill waits for the NATS outage; other faults are not held up', async () => {
     const d = deps({
       downstreamGapMs: 150,
       events: {
@@ -228,13 +228,17 @@ describe('one fault per target at a time', () => {
       { kind: 'smtp-outage', at: 0, downMs: 50 },
       { kind: 'nats-outage', at: 10, downMs: 50 },
       { kind: 'consumer-kill', at: 10, downMs: 20 },
+      { kind: 'api-kill', at: 10, downMs: 20 },
     ]);
     const smtp = done.find((f) => f.kind === 'smtp-outage')!;
     const nats = done.find((f) => f.kind === 'nats-outage')!;
     const consumer = done.find((f) => f.kind === 'consumer-kill')!;
+    const api = done.find((f) => f.kind === 'api-kill')!;
     expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(150);
     expect(nats.waitedMs).toBeGreaterThan(0);
-    expect(consumer.startedAt).toBeLessThan(smtp.endedAt);
+    // The consumer cannot start without NATS: its kill comes after the outage, not during it.
+    expect(consumer.startedAt).toBeGreaterThanOrEqual(nats.endedAt);
+    expect(api.startedAt).toBeLessThan(smtp.endedAt);
     expect(done.every((f) => f.evidence)).toBe(true);
   });
 });
