@@ -5,7 +5,8 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { CLAIM_PLANNER_SETTINGS, claimBatch, claimSql } from '../../src/outbox/claim.ts';
+import { claimOn } from '../../src/outbox/claim.ts';
+import { claimConnectionConfig, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 import { LatencyProbe } from './lib/latency.ts';
@@ -128,7 +129,8 @@ export async function oursLatency(url: string, samples: number) {
         await client.query(`insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`, [id]);
       },
       afterCommit: async (client) => {
-        await client.query(`select pg_notify('outbox', 'bench.latency')`);
+        // The same named statement as enqueue's wake-up (src/outbox/wake-up.ts).
+        await client.query({ name: 'outbox-notify-v1', text: 'select pg_notify($1, $2)', values: ['outbox', 'bench.latency'] });
       },
     });
   } finally {
@@ -165,22 +167,19 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
 }
 
 /**
- * The median time of one claimBatch (the worker's real claim) over `samples` claims. Each runs
- * in a transaction that is rolled back, so every sample sees the same table; only the claim
- * statement is timed, not the BEGIN/ROLLBACK around it.
+ * The median time of one claim (the worker's real claim, on a connection with its session
+ * settings and cached plan) over `samples` claims. Each runs in a transaction that is rolled back,
+ * so every sample sees the same table; only the claim statement is timed, not the BEGIN/ROLLBACK.
  */
 export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
-  const database = createDatabase(url, { max: 1, applicationName: 'bench-claim' });
-  const client = await database.pool.connect();
-  // claimBatch sends its statement through the pool behind the db it is given ($client): hand it
-  // this one connection, inside a transaction that is rolled back.
-  const onClient = { $client: client } as never;
+  const client = new pg.Client({ ...claimConnectionConfig({ connectionString: url }), application_name: 'bench-claim' });
+  await client.connect();
   try {
     const ms: number[] = [];
     for (let i = 0; i < samples + 5; i++) {
       await client.query('begin');
       const t = process.hrtime.bigint();
-      const claimed = await claimBatch(onClient, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
+      const claimed = await claimOn(client as never, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
       const elapsed = msSince(t);
       await client.query('rollback');
       if (claimed.length !== batch) throw new Error(`claimed ${claimed.length}, expected ${batch}`);
@@ -188,27 +187,20 @@ export async function timeClaims(url: string, samples: number, batch: number): P
     }
     return median(ms);
   } finally {
-    client.release();
-    await database.close();
+    await client.end();
   }
 }
 
 /**
- * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as claimBatch sends it: its planner settings and
- * its statement come from src/outbox/claim.ts (so they cannot drift), inside a transaction that is
- * rolled back.
+ * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as the worker runs it: the plan cached on a
+ * connection with the claim's session settings (src/outbox/claim-connection.ts), rolled back.
  */
 export async function explainClaim(url: string, batch: number): Promise<string> {
-  const database = createDatabase(url, { max: 1, applicationName: 'bench-claim-explain' });
-  const client = await database.pool.connect();
+  const client = new pg.Client({ ...claimConnectionConfig({ connectionString: url }), application_name: 'bench-claim-explain' });
+  await client.connect();
   try {
-    await client.query('begin');
-    await client.query(CLAIM_PLANNER_SETTINGS);
-    const { rows } = await client.query(`explain (analyze, buffers, costs off) ${claimSql(batch, randomUUID(), 60)}`);
-    await client.query('rollback');
-    return rows.map((r) => r['QUERY PLAN']).join('\n');
+    return await explainCachedClaim(client, { limit: batch, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true, buffers: true });
   } finally {
-    client.release();
-    await database.close();
+    await client.end();
   }
 }

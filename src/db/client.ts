@@ -29,6 +29,14 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): pg
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
   });
+  return guardPool(pool);
+}
+
+/**
+ * The error listeners every pool of ours needs (createPool's, and the worker's claim connection,
+ * src/outbox/claim-connection.ts). Returns the pool.
+ */
+export function guardPool(pool: pg.Pool): pg.Pool {
   // An idle client that loses its connection (database restart) emits 'error' on the pool; without
   // a listener that would crash the process. The pool drops the client and makes a new one.
   pool.on('error', () => {});

@@ -1,5 +1,3 @@
-import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, simpleQueryArrays } from './worker-sql.ts';
 
 /** A claimed message, built straight from its row: the worker dispatches this object itself. */
 export class ClaimedMessage {
@@ -64,7 +62,11 @@ const NONE: readonly string[] = Object.freeze([]);
  *   of outbox_key_idx (key, id), over that key's rows. `not in ('DONE', 'DEAD')` means PENDING
  *   (the CHECK allows three values), written so on purpose: `= 'PENDING'` would let the planner
  *   serve the check from the claim's partial index, which stale statistics make look empty, and
- *   it then scanned that index whole for each row (see CLAIM_PLANNER_SETTINGS below).
+ *   it then scanned that index whole for each row (migrations/0003_claim_key_index.sql). The
+ *   check is a subquery of its own (`offset 0` keeps the planner from turning it into a join),
+ *   and `(e.key, e.id) < (o.key, o.id)` is a condition only the (key, id) index can serve: so,
+ *   with the claim connection's settings, a probe of that index by key is its only plan. As a
+ *   join, a cached plan made on a tiny outbox scanned the whole table per candidate row instead.
  *
  * - The lease: available_at moves to now() + lease, which hides the row from every other claim
  *   until then. A worker that dies needs no cleanup: the lease simply ends.
@@ -76,13 +78,7 @@ const NONE: readonly string[] = Object.freeze([]);
  *   come back and try to settle; the fence `claim_id = $token` makes its update match nothing
  *   once another worker has claimed the row since.
  */
-export function claimSql(limit: number, claimId: string, leaseSeconds: number): string {
-  // Inlined (see claimBatch for why this is a simple query): checked here, so only an integer, a
-  // number and a uuid can ever reach the text.
-  if (!Number.isInteger(limit) || limit < 1) throw new Error(`claim limit must be a positive integer, got ${limit}`);
-  if (!Number.isFinite(leaseSeconds) || leaseSeconds <= 0) throw new Error(`lease must be a positive number of seconds, got ${leaseSeconds}`);
-  if (!UUID.test(claimId)) throw new Error(`claim id must be a uuid, got ${claimId}`);
-  return `
+export const CLAIM_SQL = `
   with due as (
     select o.id
       from outbox o
@@ -90,45 +86,32 @@ export function claimSql(limit: number, claimId: string, leaseSeconds: number): 
        and o.available_at <= now()
        and not exists (
              select 1 from outbox e
-              where e.key = o.key and e.id < o.id and e.status not in ('DONE', 'DEAD'))
+              where e.key = o.key and (e.key, e.id) < (o.key, o.id) and e.status not in ('DONE', 'DEAD')
+             offset 0)
      order by o.available_at, o.id
-     limit ${limit}
+     limit $1
        for update skip locked
   ), claimed as (
     update outbox
        set attempts = outbox.attempts + 1,
-           claim_id = '${claimId}'::uuid,
+           claim_id = $2::uuid,
            claimed_at = now(),
-           available_at = now() + make_interval(secs => ${leaseSeconds})
+           available_at = now() + make_interval(secs => $3::float8)
      where outbox.id = any(array(select id from due))
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done, outbox.created_at
   )
   select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}'),
          (extract(epoch from c.created_at) * 1000)::float8
-    from claimed c, ${ASYNC_COMMIT}
+    from claimed c
    order by c.id`;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /*
- * The claim's plan must not depend on the statistics. They describe the outbox as it was at the
- * last ANALYZE: after a quiet spell (or on a new table) that is "hardly anything PENDING", and a
- * burst of 20,000 rows then looks like a handful to the planner, until autovacuum's next ANALYZE,
- * which may be a minute away. Two plans followed from that belief:
- *   - a bitmap scan of the pending index, the per-key check for EVERY pending row and a sort of
- *     them all, to keep 500: 42 ms a claim instead of 1.7 ms. With bitmap scans off for this
- *     statement only, the plan is the ordered walk of outbox_pending_available_idx that stops at
- *     the limit. SET LOCAL ends with the claim's own transaction.
- *   - the per-key check served by scanning a "nearly empty" partial index whole for every row
- *     (2 s a claim: the 30 s stalls of idle workers hit by a burst). Hence the full index on
- *     (key, id) and the check's `not in ('DONE', 'DEAD')` (migrations/0003_claim_key_index.sql).
- * test/integration/worker-claim.test.ts builds those statistics and checks the plan.
- */
-export const CLAIM_PLANNER_SETTINGS = 'set local enable_bitmapscan = off';
-
-/*
+ * Where the claim runs: src/outbox/claim-connection.ts, a connection of its own whose session
+ * settings the claim relies on: its plan is made once and cached, and the settings leave that plan
+ * one shape whatever the statistics; its commit is asynchronous there (a claim a database crash
+ * loses only makes its messages due again, src/outbox/worker-sql.ts).
+ *
  * `id = any(array(select id from due))`, not `from due where id = due.id`: with the join, the
  * planner estimated a hash join and read the WHOLE table (DONE history included) on every claim to
  * update 500 rows (70 ms of 250 on 20,000 rows, growing with the history); with the array it is
@@ -137,22 +120,31 @@ export const CLAIM_PLANNER_SETTINGS = 'set local enable_bitmapscan = off';
  * The rows come back as arrays, oldest first (UPDATE … RETURNING keeps no order, the outer select
  * does), each turned into one ClaimedMessage: no row object, no second pass. An id fits a float8
  * exactly up to 2^53. Empty handlers_done comes back as null, so the common case parses no array.
- * The commit is asynchronous (src/outbox/worker-sql.ts): a claim a database crash loses only makes
- * its messages due again.
  */
-export async function claimBatch(
-  db: Db,
-  opts: { limit: number; leaseSeconds: number; claimId: string },
+/** Its name as a prepared statement (node-postgres prepares it once per connection). */
+export const CLAIM_STATEMENT = 'outbox-claim-v4';
+const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
+
+export interface ClaimOptions {
+  limit: number;
+  leaseSeconds: number;
+  claimId: string;
+}
+
+/**
+ * Claims up to `limit` due messages on `q`: a connection (or a pool of them) with the claim's
+ * session settings (src/outbox/claim-connection.ts), which the worker never shares.
+ */
+export async function claimOn(
+  q: { query(config: never): Promise<{ rows: unknown[][] }> },
+  opts: ClaimOptions,
 ): Promise<ClaimedMessage[]> {
+  if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
+  if (!Number.isFinite(opts.leaseSeconds) || opts.leaseSeconds <= 0) {
+    throw new Error(`lease must be a positive number of seconds, got ${opts.leaseSeconds}`);
+  }
   const leaseUntilMs = Date.now() + opts.leaseSeconds * 1000;
-  // One simple-protocol query of two statements, which PostgreSQL runs as one implicit transaction:
-  // the planner settings, then the claim, planned with them (so its values are inlined; claimSql
-  // checks them). Not a named prepared statement like the worker's others: that gets a generic plan
-  // after five executions, and an idle worker's empty polls make it for an empty outbox. Reused
-  // when a burst of 20,000 rows arrived, it took 7.7 s a claim instead of 85 ms: the bench's
-  // idle-burst runs stalled 30 s. Planning afresh costs well under a millisecond per batch.
-  const results = await simpleQueryArrays(db, `${CLAIM_PLANNER_SETTINGS};${claimSql(opts.limit, opts.claimId, opts.leaseSeconds)}`);
-  const rows = results[results.length - 1]!.rows;
+  const { rows } = await q.query({ ...CLAIM, values: [opts.limit, opts.claimId, opts.leaseSeconds], rowMode: 'array' } as never);
   const out = new Array<ClaimedMessage>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;

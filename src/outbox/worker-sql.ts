@@ -15,6 +15,8 @@ import type { Db } from '../db/client.ts';
  * waiting for its WAL flush (fsync, ~1–3 ms on our disks, most of a claim's or settle's time). No
  * other statement is affected: the connection goes back to the pool with the server's setting, so
  * a handler's writes and the booking transaction (API) still wait for their flush.
+ * The claim gets the same from its own connection's session setting
+ * (src/outbox/claim-connection.ts), which saves planning this join on every claim.
  *
  * What a database crash can then cause (the WAL writer flushes within wal_writer_delay, 200 ms by
  * default, so only the last moment of the worker's writes is at stake; and any later synchronous

@@ -3,7 +3,8 @@ import type { EventEmitter } from 'node:events';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
-import { claimBatch, type ClaimedMessage } from '../outbox/claim.ts';
+import type { ClaimedMessage } from '../outbox/claim.ts';
+import { ClaimConnection } from '../outbox/claim-connection.ts';
 import { handBack } from '../outbox/lease.ts';
 import { OUTBOX_CHANNEL } from '../outbox/topics.ts';
 import { dispatch, type DispatchContext } from './dispatch.ts';
@@ -45,6 +46,8 @@ export interface WorkerOptions {
   purge?: boolean;
   /** For the backoff jitter; Math.random otherwise. */
   random?: () => number;
+  /** Where claims are sent (default: a ClaimConnection beside `db`'s pool). The worker closes it when it stops. */
+  claimConnection?: ClaimConnection;
 }
 
 export interface Worker {
@@ -76,6 +79,10 @@ class OutboxWorker implements Worker {
   private readonly dispatchCtx: DispatchContext;
   private readonly settler: Settler;
   private readonly heartbeat: Heartbeat;
+  /** The claim's own connection (src/outbox/claim-connection.ts says why). */
+  private readonly claimer: ClaimConnection;
+  /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
+  private standaloneRuns = 0;
   private readonly counts = emptySummary();
 
   /** Claimed, not started. */
@@ -109,6 +116,7 @@ class OutboxWorker implements Worker {
     this.reporter = new OutcomeReporter(this.log);
     this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, this.onSettled);
     this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS, this.held);
+    this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.dispatchCtx = {
       db: this.db,
       registry: opts.registry,
@@ -159,7 +167,7 @@ class OutboxWorker implements Worker {
   }
 
   private async claimNow(): Promise<number> {
-    const batch = await claimBatch(this.db, {
+    const batch = await this.claimer.claimBatch({
       limit: this.batchSize,
       leaseSeconds: this.config.LEASE_SECONDS,
       claimId: randomUUID(),
@@ -257,9 +265,21 @@ class OutboxWorker implements Worker {
 
   async runOnce(): Promise<number> {
     if (this.stopping) return 0;
-    const n = await this.claim();
-    await this.drained();
-    return n;
+    return this.standalone(async () => {
+      const n = await this.claim();
+      await this.drained();
+      return n;
+    });
+  }
+
+  /** Outside start(), the claim connection is closed when the last run returns (nothing to stop()). */
+  private async standalone<T>(work: () => Promise<T>): Promise<T> {
+    this.standaloneRuns++;
+    try {
+      return await work();
+    } finally {
+      if (--this.standaloneRuns === 0 && !this.loopPromise) await this.claimer.close();
+    }
   }
 
   /**
@@ -277,7 +297,11 @@ class OutboxWorker implements Worker {
    * nothing, it waits for what is in flight, since a settled message may make the next message of
    * its key due, and claims once more: empty then means empty.
    */
-  async runUntilEmpty(): Promise<number> {
+  runUntilEmpty(): Promise<number> {
+    return this.standalone(() => this.untilEmpty());
+  }
+
+  private async untilEmpty(): Promise<number> {
     let total = 0;
     while (!this.stopping) {
       if (!this.wantsMore()) {
@@ -391,6 +415,7 @@ class OutboxWorker implements Worker {
     await this.heartbeat.stop();
     await housekeeping;
     await this.listener?.close();
+    await this.claimer.close();
     return this.summary();
   }
 

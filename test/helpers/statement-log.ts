@@ -19,6 +19,8 @@ export interface StatementLog {
   /** A point in the log's sequence, to order an event of the test against the statements. */
   mark(): number;
   clear(): void;
+  /** Records another pool's statements into the same log (before it opens a connection). */
+  attach(pool: pg.Pool): void;
 }
 
 /**
@@ -31,7 +33,7 @@ export function recordStatements(pool: pg.Pool): StatementLog {
   const statements: LoggedStatement[] = [];
   let seq = 0;
   let connections = 0;
-  pool.on('connect', (client) => {
+  const attach = (pool: pg.Pool) => pool.on('connect', (client) => {
     const connection = ++connections;
     const original = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as { query: unknown }).query = (...args: unknown[]) => {
@@ -63,10 +65,12 @@ export function recordStatements(pool: pg.Pool): StatementLog {
       return result;
     };
   });
+  attach(pool);
   return {
     statements,
     inFlight: () => statements.filter((s) => s.endSeq === undefined).length,
     mark: () => ++seq,
     clear: () => void statements.splice(0),
+    attach,
   };
 }

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { CLAIM_PLANNER_SETTINGS, claimBatch, claimSql } from '../../src/outbox/claim.ts';
+import { CLAIM_STATEMENT, claimOn } from '../../src/outbox/claim.ts';
+import { ClaimConnection, claimConnectionConfig, explainClaim } from '../../src/outbox/claim-connection.ts';
 import * as settle from '../../src/outbox/settle.ts';
 import { handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -14,17 +15,20 @@ import { getMessage, getMessages, insertMessage, insertMessages, makeDue } from 
  */
 
 let tdb: TestDatabase;
+let claimer: ClaimConnection;
 beforeAll(async () => {
   tdb = await createTestDatabase('wclaim');
+  claimer = new ClaimConnection(tdb.db);
 });
 afterAll(async () => {
+  await claimer?.close();
   await tdb?.drop();
 });
 beforeEach(async () => {
   await tdb.db.execute(sql`truncate outbox`);
 });
 
-const claim = (limit = 10, leaseSeconds = 60) => claimBatch(tdb.db, { limit, leaseSeconds, claimId: randomUUID() });
+const claim = (limit = 10, leaseSeconds = 60) => claimer.claimBatch({ limit, leaseSeconds, claimId: randomUUID() });
 
 describe('claim', () => {
   it('skips rows another transaction holds locked, and does not wait for it (SKIP LOCKED)', async () => {
@@ -58,17 +62,18 @@ describe('claim', () => {
 
   it('N claimers in parallel over 2,000 messages never claim one twice', async () => {
     await insertMessages(tdb.db, Array.from({ length: 2000 }, (_, i) => ({ topic: 'test.t', payload: { i } })));
-    const claimers = 8;
+    // Eight workers: each claims on a connection of its own, as a worker does.
+    const claimers = Array.from({ length: 8 }, () => new ClaimConnection(tdb.db));
     const seen: number[][] = await Promise.all(
-      Array.from({ length: claimers }, async () => {
+      claimers.map(async (c) => {
         const mine: number[] = [];
         for (;;) {
-          const batch = await claim(25 + Math.floor(Math.random() * 50));
+          const batch = await c.claimBatch({ limit: 25 + Math.floor(Math.random() * 50), leaseSeconds: 60, claimId: randomUUID() });
           if (batch.length === 0) return mine;
           mine.push(...batch.map((m) => m.id));
         }
       }),
-    );
+    ).finally(() => Promise.all(claimers.map((c) => c.close())));
     const all = seen.flat();
     expect(new Set(all).size).toBe(all.length);
     expect(all.length).toBe(2000);
@@ -93,107 +98,118 @@ describe('claim', () => {
     expect(again!.claimId).not.toBe(c!.claimId);
   });
 
-  it('is planned afresh each time: empty polls never leave a generic plan behind for a burst', async () => {
-    // One connection, so every claim below runs on it, as an idle worker's polls do.
-    const one = new pg.Pool({ connectionString: tdb.url, max: 1 });
-    const { drizzle } = await import('drizzle-orm/node-postgres');
-    const db = drizzle(one) as unknown as typeof tdb.db;
-    try {
-      for (let i = 0; i < 12; i++) await claimBatch(db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
-      await insertMessages(tdb.db, Array.from({ length: 50 }, () => ({ topic: 'test.t' })));
-      expect(await claimBatch(db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toHaveLength(50);
-      // PostgreSQL switches a prepared statement to a generic plan after five executions; a plan
-      // made for an empty outbox then took 7.7 s per claim on a burst of 20,000 rows.
-      const { rows } = await one.query(`select name, generic_plans from pg_prepared_statements where statement ilike '%for update skip locked%'`);
-      expect(rows.filter((r) => Number(r.generic_plans) > 0)).toEqual([]);
-    } finally {
-      await one.end();
-    }
-  });
+  /*
+   * The claim's cached plan (src/outbox/claim-connection.ts): made once per connection, from the
+   * statistics and size of that moment, and kept. These tests make it on a quiet, a tiny and a
+   * never-analyzed outbox, then send a burst, and look at the plan the burst is claimed with.
+   */
+  const picking = (plan: string) => plan.slice(plan.indexOf('CTE due'), plan.indexOf('CTE claimed')); // the part that picks the rows
+  const updating = (plan: string) => plan.slice(plan.indexOf('CTE claimed')); // the part that updates them
+  const KEY_PROBE = /Index Scan using outbox_key_idx on outbox e[^\n]*\n\s+Index Cond: [^\n]*\(key = o\.key\)/;
 
-  it('keeps its plan whatever the statistics say: a burst after ANALYZE saw only DONE rows', async () => {
+  /** A connection as the worker's claim connection is (its session settings), or a plain one. */
+  async function connect(url: string, settings = true): Promise<pg.Client> {
+    const c = new pg.Client(settings ? claimConnectionConfig({ connectionString: url }) : { connectionString: url });
+    await c.connect();
+    return c;
+  }
+
+  /** The plan must be the one shape: the ordered walk, a probe by key, index lookups for the update. */
+  function expectTheOneShape(plan: string) {
+    expect(picking(plan)).toMatch(/Index Scan using outbox_pending_available_idx on outbox o/);
+    expect(picking(plan)).toMatch(KEY_PROBE);
+    expect(picking(plan)).not.toMatch(/Bitmap|Sort|Hash|Seq Scan|Join Filter|Materialize|Memoize/);
+    expect(updating(plan)).toMatch(/Index Scan using outbox_\w+ on outbox/);
+    expect(updating(plan)).not.toMatch(/Seq Scan|Bitmap/);
+  }
+
+  it('runs from one cached plan, made on an idle outbox and kept for a burst after ANALYZE saw only DONE rows', async () => {
     // Statistics from a quiet outbox (everything DONE), then a burst the planner does not know of;
     // every tenth message shares a key with others, so the per-key check has work to do.
     await tdb.db.execute(sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3000)`);
     await tdb.db.execute(sql`vacuum analyze outbox`);
-    await tdb.db.execute(
-      sql`insert into outbox (topic, key, payload) select 'test.t', case when i % 10 = 0 then 'k' || (i % 7) else gen_random_uuid()::text end, '{}' from generate_series(1, 5000) i`,
-    );
-    const c = new pg.Client({ connectionString: tdb.url });
-    await c.connect();
+    const c = await connect(tdb.url);
     try {
+      // An idle worker's empty polls: the plan is made now, for an outbox with nothing PENDING.
+      for (let i = 0; i < 12; i++) expect(await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toEqual([]);
+      const { rows: stmt } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [CLAIM_STATEMENT]);
+      expect(stmt).toEqual([{ generic_plans: 12, custom_plans: 0 }]);
+
+      await tdb.db.execute(
+        sql`insert into outbox (topic, key, payload) select 'test.t', case when i % 10 = 0 then 'k' || (i % 7) else gen_random_uuid()::text end, '{}' from generate_series(1, 5000) i`,
+      );
       // The case this is about: the planner believes a handful of rows are PENDING; 5,000 are.
       const { rows: est } = await c.query(`explain (format json) select id from outbox where status = 'PENDING'`);
       expect(est[0]['QUERY PLAN'][0].Plan['Plan Rows']).toBeLessThan(50);
 
-      await c.query('begin');
-      let picking: string;
-      try {
-        await c.query(CLAIM_PLANNER_SETTINGS);
-        const { rows } = await c.query(`explain (analyze, costs off) ${claimSql(500, randomUUID(), 60)}`);
-        const text = rows.map((r) => r['QUERY PLAN']).join('\n');
-        picking = text.slice(text.indexOf('CTE due'), text.indexOf('CTE claimed')); // the part that picks the rows
-      } finally {
-        await c.query('rollback');
-      }
-      // The ordered walk of the pending index, stopped at the limit: no bitmap scan, no sort.
-      const walked = picking.match(/Index Scan using outbox_pending_available_idx on outbox o \(actual [^)]*rows=(\d+)/);
+      // The cached plan, run on the burst: the walk stops at the limit.
+      const plan = await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true });
+      expectTheOneShape(plan);
+      const walked = picking(plan).match(/Index Scan using outbox_pending_available_idx on outbox o \(actual [^)]*rows=(\d+)/);
       expect(Number(walked?.[1])).toBeGreaterThanOrEqual(500);
       expect(Number(walked?.[1])).toBeLessThan(1000); // of 5,000 pending
-      expect(picking).not.toMatch(/Bitmap|Sort|Hash|Seq Scan/);
-      // The per-key check probes the key index by key (an Index Cond), never a whole-index scan.
-      expect(picking).toMatch(/Index Scan using outbox_key_idx on outbox e[^\n]*\n\s+Index Cond: \(\(key = o\.key\) AND \(id < o\.id\)\)/);
 
-      // The worker's own claim, which sends those settings with it: the oldest 500 that no older
-      // PENDING message of their key holds back.
+      // And it claims the right ones: the oldest 500 that no older PENDING message of their key holds back.
       const { rows: expected } = await c.query(
         `select id::float8 from (select id, available_at, key, row_number() over (partition by key order by id) as nth from outbox where status = 'PENDING') p
           where key is null or nth = 1 order by available_at, id limit 500`,
       );
-      const claimed = await claimBatch(tdb.db, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
+      const claimed = await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
       expect(claimed.map((m) => m.id)).toEqual(expected.map((r) => r.id));
       expect(claimed.filter((m) => m.key?.startsWith('k'))).toHaveLength(7);
+      // 12 polls, the EXPLAIN and this claim: all from the cached plan.
+      const { rows: after } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [CLAIM_STATEMENT]);
+      expect(after).toEqual([{ generic_plans: 14, custom_plans: 0 }]);
     } finally {
       await c.end();
     }
   });
 
-  it('keeps its plan on a table never analyzed: the ordered walk, not a bitmap scan and a sort of the whole burst', async () => {
-    const fresh = await createTestDatabase('wclaimfresh');
-    const c = new pg.Client({ connectionString: fresh.url });
-    await c.connect();
-    const picking = async (settings: boolean) => {
-      await c.query('begin');
-      try {
-        if (settings) await c.query(CLAIM_PLANNER_SETTINGS);
-        const { rows } = await c.query(`explain (costs off) ${claimSql(500, randomUUID(), 60)}`);
-        const text = rows.map((r) => r['QUERY PLAN']).join('\n');
-        return text.slice(text.indexOf('CTE due'), text.indexOf('CTE claimed'));
-      } finally {
-        await c.query('rollback');
-      }
-    };
+  it('keeps its plan when it was made on a tiny outbox: a probe by key, not the whole table per candidate', async () => {
+    // ANALYZE of a three-row outbox; the plan made now is kept for whatever comes next.
+    await tdb.db.execute(sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3)`);
+    await tdb.db.execute(sql`vacuum analyze outbox`);
+    const c = await connect(tdb.url);
+    const plain = await connect(tdb.url, false);
     try {
-      await c.query(`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
-      // The case: without the settings, the planner (guessing a few rows) sorts the whole burst.
-      const stale = await picking(false);
-      expect(stale).toMatch(/Bitmap Heap Scan on outbox o/);
-      expect(stale).toMatch(/Sort/);
-      const plan = await picking(true);
-      expect(plan).toMatch(/Index Scan using outbox_pending_available_idx on outbox o/);
-      expect(plan).not.toMatch(/Bitmap|Sort|Hash|Seq Scan/);
+      await plain.query('set plan_cache_mode = force_generic_plan');
+      const opts = { limit: 500, leaseSeconds: 60, claimId: randomUUID() };
+      await claimOn(c as never, opts); // the plan is made here
+      await explainClaim(plain, opts);
+      await tdb.db.execute(sql`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
+      expectTheOneShape(await explainClaim(c, { ...opts, claimId: randomUUID() }, { analyze: true }));
+      // The case: a plan cached on the tiny outbox without the settings reads the table whole.
+      expect(await explainClaim(plain, opts)).toMatch(/Seq Scan on outbox/);
     } finally {
       await c.end();
+      await plain.end();
+    }
+  });
+
+  it('keeps its plan when it was made on a table never analyzed: the ordered walk, not a bitmap scan and a sort of the whole burst', async () => {
+    const fresh = await createTestDatabase('wclaimfresh');
+    const c = await connect(fresh.url);
+    const plain = await connect(fresh.url, false);
+    try {
+      await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }); // the plan is made here, on an empty table
+      await c.query(`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
+      expectTheOneShape(await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true }));
+      // The case: without the settings, the planner (guessing a few rows) sorts the whole burst.
+      const stale = picking(await explainClaim(plain, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }));
+      expect(stale).toMatch(/Bitmap Heap Scan on outbox o/);
+      expect(stale).toMatch(/Sort/);
+    } finally {
+      await c.end();
+      await plain.end();
       await fresh.drop();
     }
   });
 
-  it('refuses values that are not a positive integer, a positive number and a uuid (they are inlined)', () => {
-    expect(() => claimSql(0, randomUUID(), 60)).toThrow(/limit/);
-    expect(() => claimSql(1.5, randomUUID(), 60)).toThrow(/limit/);
-    expect(() => claimSql(10, randomUUID(), Number.NaN)).toThrow(/lease/);
-    expect(() => claimSql(10, "x'; drop table outbox; --", 60)).toThrow(/uuid/);
-    expect(claimSql(10, '00000000-0000-4000-8000-000000000000', 60)).toContain("'00000000-0000-4000-8000-000000000000'::uuid");
+  it('refuses a limit that is not a positive integer and a lease that is not a positive number', async () => {
+    await expect(claim(0)).rejects.toThrow(/limit/);
+    await expect(claim(1.5)).rejects.toThrow(/limit/);
+    await expect(claim(10, Number.NaN)).rejects.toThrow(/lease/);
+    await expect(claim(10, 0)).rejects.toThrow(/lease/);
   });
 
   it('does not claim messages that are not due yet', async () => {

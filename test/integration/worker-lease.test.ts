@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { claimBatch } from '../../src/outbox/claim.ts';
+import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { markDoneMany } from '../../src/outbox/settle.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
@@ -104,9 +104,11 @@ describe('a prefetched message and its lease', () => {
 describe('settles match on (id, claim id)', () => {
   it('the batched DONE reports success per (id, claim): a stale claim of the same message is told it lost', async () => {
     const [m] = await insertMessages(tdb.db, [{ topic: 'test.x' }]);
-    const [stale] = await claimBatch(tdb.db, { limit: 1, leaseSeconds: 60, claimId: randomUUID() });
+    const claimer = new ClaimConnection(tdb.db);
+    const [stale] = await claimer.claimBatch({ limit: 1, leaseSeconds: 60, claimId: randomUUID() });
     await makeDue(tdb.db); // the stale claim's lease ran out…
-    const [current] = await claimBatch(tdb.db, { limit: 1, leaseSeconds: 60, claimId: randomUUID() }); // …and it was claimed again
+    const [current] = await claimer.claimBatch({ limit: 1, leaseSeconds: 60, claimId: randomUUID() }); // …and it was claimed again
+    await claimer.close();
     expect(current!.id).toBe(m!.id);
     // Both claims of the one message in the same batched write, the stale one first.
     const held = await markDoneMany(tdb.db, [

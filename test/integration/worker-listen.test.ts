@@ -5,6 +5,7 @@ import { createDatabase } from '../../src/db/client.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { enqueue } from '../../src/outbox/enqueue.ts';
 import { purgeDone } from '../../src/outbox/purge.ts';
+import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { createWorker } from '../../src/worker/loop.ts';
 import { HandlerRegistry } from '../../src/worker/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -56,6 +57,7 @@ describe('LISTEN/NOTIFY', () => {
     });
     const worker = createWorker({
       db: traced.db,
+      claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
       config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
       registry: new HandlerRegistry([
         testHandler('record', 'booking.created', async ({ payload }) => {

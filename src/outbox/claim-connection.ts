@@ -1,0 +1,160 @@
+import pg from 'pg';
+import type { Db } from '../db/client.ts';
+import { guardPool } from '../db/client.ts';
+import { poolOf } from '../db/prepared.ts';
+import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
+
+/*
+ * The claim's own connection, and why it has one.
+ *
+ * The claim (src/outbox/claim.ts) runs on every wake-up, so its cost is most of the time between a
+ * COMMIT and its handler. Sent as a named prepared statement, PostgreSQL parses it once per
+ * connection and, from a cached plan, does not plan it again: 0.51 ms a claim on an idle outbox,
+ * against 0.82 ms planned on every execution and 1.06 ms as it was sent before (a simple query
+ * with its values inlined, planner settings and asynchronous commit set per statement).
+ *
+ * A cached plan is made once, from the statistics and the table's size at that moment, and reused
+ * whatever the outbox becomes. So it must be safe for every outbox, not just the one it was made
+ * on: after a quiet spell (or on a new table) the statistics describe a few rows, all DONE, and a
+ * burst of 20,000 messages then looks like a handful. Plans made then, without these settings,
+ * chose a bitmap scan and a sort of the whole burst (42–89 ms a claim), or checked each
+ * candidate's key against the whole table under a join filter (5 s to 64 s a claim of 500, on a
+ * plan made while the outbox held three rows).
+ *
+ * The connection's planner is therefore left one way to answer: no sequential scan, no bitmap
+ * scan, no sort (the pending index is already in claim order), no hash, merge, material or memoize
+ * node. What remains, whatever the statistics say, is the ordered walk of
+ * outbox_pending_available_idx that stops at the limit, the per-key check as a probe of
+ * outbox_key_idx by key (written so that no other index can serve it: src/outbox/claim.ts), and
+ * index lookups for the update. The outer `order by c.id` of at most a batch keeps its sort:
+ * nothing else can do it. test/integration/worker-claim.test.ts makes the plan on a tiny, a quiet
+ * and a never-analyzed outbox and checks the plan a burst is then claimed with.
+ *
+ * The other settings: `synchronous_commit = off`, the claim's commit does not wait for its WAL
+ * flush (what a database crash can then cause: src/outbox/worker-sql.ts; set per statement it
+ * was a join that cost a third of the claim's planning). `plan_cache_mode = force_generic_plan`:
+ * the cached plan from the first execution on, instead of five custom plans first. JIT off: a claim
+ * takes milliseconds, and on PostgreSQL before 18 a switched-off node adds a huge cost that would
+ * trigger a compilation.
+ *
+ * These settings are the session's, which is why the connection is the claim's alone: handlers
+ * and the worker's other statements use the shared pool with the server's settings.
+ */
+export const CLAIM_SESSION_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
+  enable_seqscan: 'off',
+  enable_bitmapscan: 'off',
+  enable_sort: 'off',
+  enable_incremental_sort: 'off',
+  enable_hashjoin: 'off',
+  enable_mergejoin: 'off',
+  enable_material: 'off',
+  enable_memoize: 'off',
+  plan_cache_mode: 'force_generic_plan',
+  synchronous_commit: 'off',
+  jit: 'off',
+});
+
+/** The settings as a startup `options` value (`-c name=value …`). */
+export const CLAIM_SESSION_OPTIONS = Object.entries(CLAIM_SESSION_SETTINGS)
+  .map(([k, v]) => `-c ${k}=${v}`)
+  .join(' ');
+
+/**
+ * The connection settings of the claim's connection, from those of the pool it sits beside: the
+ * same server, user and database. node-postgres lets a connection string's own `options`
+ * parameter override the `options` setting, so ours go into the string when there is one (after
+ * any the string already had, so ours win).
+ */
+export function claimConnectionConfig(base: pg.PoolConfig): pg.PoolConfig {
+  const config: pg.PoolConfig = { ...base };
+  if (base.connectionString) {
+    const url = new URL(base.connectionString);
+    const own = url.searchParams.get('options');
+    url.searchParams.set('options', own ? `${own} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS);
+    config.connectionString = url.toString();
+  } else {
+    config.options = base.options ? `${base.options} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS;
+  }
+  return config;
+}
+
+/**
+ * The worker's claim connection: opened on the first claim, kept while the worker runs (its cached
+ * plan is the point), closed by `close()`. One connection is enough: a worker has at most one
+ * claim in flight. A connection that breaks (restart, pg_terminate_backend) is replaced by the
+ * pool on the next claim, and the claim that saw the error fails like any other (the loop backs
+ * off and claims again).
+ */
+export class ClaimConnection {
+  private pool: pg.Pool | undefined;
+
+  /**
+   * `applicationName` defaults to that of the shared pool with `-claim` added
+   * (stayhub-worker-claim). `onOpen` sees each pool this opens, before its first connection (tests
+   * record its statements).
+   */
+  constructor(
+    private readonly db: Db,
+    private readonly opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {},
+  ) {}
+
+  claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
+    return claimOn((this.pool ??= this.open()) as never, opts);
+  }
+
+  private open(): pg.Pool {
+    const base = (poolOf(this.db) as unknown as { options: pg.PoolConfig }).options;
+    const pool = guardPool(
+      new pg.Pool({
+        ...claimConnectionConfig(base),
+        application_name: this.opts.applicationName ?? `${base.application_name ?? 'stayhub-worker'}-claim`,
+        max: 1,
+        // Kept open while idle: an idle worker still claims every poll, and a new connection
+        // would plan the claim again.
+        idleTimeoutMillis: 0,
+        // An idle claim connection does not keep the process alive (a tool that forgot close()).
+        allowExitOnIdle: true,
+      }),
+    );
+    this.opts.onOpen?.(pool);
+    return pool;
+  }
+
+  /** Closes the connection (a later claim opens a new one). */
+  async close(): Promise<void> {
+    const pool = this.pool;
+    this.pool = undefined;
+    await pool?.end();
+  }
+}
+
+/**
+ * EXPLAIN of the claim as the worker runs it: the plan cached for the claim statement on `client`
+ * (a connection with the claim's session settings: claimConnectionConfig), executed with these
+ * values when `analyze` is set, inside a transaction that is rolled back
+ * (nothing is claimed). If the connection has not claimed yet, the statement is prepared under
+ * another name, with the same text. For the bench's report and the plan tests.
+ */
+export async function explainClaim(
+  client: pg.ClientBase,
+  opts: ClaimOptions,
+  how: { analyze?: boolean; buffers?: boolean } = {},
+): Promise<string> {
+  const own = `${CLAIM_STATEMENT}-explain`;
+  const { rows } = await client.query<{ name: string }>('select name from pg_prepared_statements where name = any($1)', [[CLAIM_STATEMENT, own]]);
+  const prepared = new Set(rows.map((r) => r.name));
+  if (!prepared.has(CLAIM_STATEMENT) && !prepared.has(own)) {
+    await client.query(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8) as ${CLAIM_SQL}`);
+  }
+  const name = pg.escapeIdentifier(prepared.has(CLAIM_STATEMENT) ? CLAIM_STATEMENT : own);
+  const options = ['costs off', how.analyze ? 'analyze' : '', how.buffers ? 'buffers' : ''].filter(Boolean).join(', ');
+  await client.query('begin');
+  try {
+    const { rows: plan } = await client.query(
+      `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)})`,
+    );
+    return plan.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
+  } finally {
+    await client.query('rollback');
+  }
+}
