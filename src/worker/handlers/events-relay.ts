@@ -23,12 +23,6 @@ export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[
 }
 
 /**
- * When each message was written (outbox.created_at), for the Occurred-At header, when the
- * dispatcher does not pass it (HandlerContext.occurredAt: the claim could return created_at and
- * save this read); the worker starts many handlers in the same tick after a claim,
- * and all lookups of one tick share one query instead of one round trip each.
- */
-/**
  * The relay: for each relayed topic, a handler that publishes the event into JetStream and returns
  * only once the server has stored it (PubAck). It is an ordinary outbox handler, so retries with
  * backoff, DEAD letters, per-key order (one message of a key in flight at a time, and the next is
@@ -65,7 +59,8 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
           body: publicBody(payload),
         });
         if (result.duplicate) log.info({ seq: result.seq }, 'event was already in the stream (earlier attempt); counted as relayed');
-        else log.debug({ seq: result.seq }, 'event relayed');
+        // `log` is a child logger made on first use: not for a line the level drops anyway.
+        else if (deps.logger.isLevelEnabled('debug')) log.debug({ seq: result.seq }, 'event relayed');
       },
     }),
   );
