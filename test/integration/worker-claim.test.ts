@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { CLAIM_STATEMENT, claimOn } from '../../src/outbox/claim.ts';
-import { ClaimConnection, claimConnectionConfig, explainClaim } from '../../src/outbox/claim-connection.ts';
+import { CLAIM_SESSION_SETTINGS, ClaimConnection, claimConnectionConfig, explainClaim } from '../../src/outbox/claim-connection.ts';
 import * as settle from '../../src/outbox/settle.ts';
 import { handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -203,6 +203,37 @@ describe('claim', () => {
       await plain.end();
       await fresh.drop();
     }
+  });
+
+  it('keeps its session settings to itself: the claim connection has them, the shared pool the server\'s', async () => {
+    const opened: pg.Pool[] = [];
+    const own = new ClaimConnection(tdb.db, { onOpen: (pool) => opened.push(pool) });
+    try {
+      await own.claimBatch({ limit: 10, leaseSeconds: 60, claimId: randomUUID() });
+      expect(opened).toHaveLength(1);
+      const settings = (q: { query(text: string, values: unknown[]): Promise<{ rows: { name: string; setting: string }[] }> }) =>
+        q.query('select name, setting from pg_settings where name = any($1) order by name', [Object.keys(CLAIM_SESSION_SETTINGS)]).then((r) =>
+          Object.fromEntries(r.rows.map((x) => [x.name, x.setting])),
+        );
+      expect(await settings(opened[0]!)).toEqual({ ...CLAIM_SESSION_SETTINGS });
+      const { rows } = await opened[0]!.query('select current_setting(\'application_name\') as name');
+      expect(rows[0].name).toBe('stayhub-test-claim');
+      // The handlers' pool: the planner as the server has it.
+      const shared = await settings(tdb.pool);
+      for (const name of ['enable_seqscan', 'enable_bitmapscan', 'enable_sort', 'enable_hashjoin', 'enable_mergejoin']) expect(shared[name]).toBe('on');
+      expect(shared.plan_cache_mode).toBe('auto');
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('adds its settings to a connection string that has options of its own, after them (so its own win)', () => {
+    const config = claimConnectionConfig({ connectionString: 'postgres://u:p%40ss@db.example:6543/stayhub?sslmode=require&options=-c%20search_path%3Dapp' });
+    const url = new URL(config.connectionString!);
+    expect(url.searchParams.get('options')).toBe(`-c search_path=app ${Object.entries(CLAIM_SESSION_SETTINGS).map(([k, v]) => `-c ${k}=${v}`).join(' ')}`);
+    expect(url.searchParams.get('sslmode')).toBe('require');
+    expect(`${url.username}:${url.password}@${url.host}${url.pathname}`).toBe('u:p%40ss@db.example:6543/stayhub');
+    expect(claimConnectionConfig({ host: 'db', options: '-c search_path=app' }).options).toMatch(/^-c search_path=app -c enable_seqscan=off /);
   });
 
   it('refuses a limit that is not a positive integer and a lease that is not a positive number', async () => {
