@@ -67,8 +67,8 @@ export const CLAIM_SESSION_OPTIONS = Object.entries(CLAIM_SESSION_SETTINGS)
  */
 export function claimConnectionConfig(base: pg.PoolConfig): pg.PoolConfig {
   const config: pg.PoolConfig = { ...base };
-  if (base.connectionString) {
-    const url = new URL(base.connectionString);
+  const url = base.connectionString ? asUrl(base.connectionString) : null;
+  if (url) {
     const own = url.searchParams.get('options');
     url.searchParams.set('options', own ? `${own} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS);
     config.connectionString = url.toString();
@@ -76,6 +76,15 @@ export function claimConnectionConfig(base: pg.PoolConfig): pg.PoolConfig {
     config.options = base.options ? `${base.options} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS;
   }
   return config;
+}
+
+/** A connection string that is not a URL (a bare socket path) carries no options to override ours. */
+function asUrl(connectionString: string): URL | null {
+  try {
+    return new URL(connectionString);
+  } catch {
+    return null;
+  }
 }
 
 /**
