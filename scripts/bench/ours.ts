@@ -179,7 +179,7 @@ export async function timeClaims(url: string, samples: number, batch: number): P
     for (let i = 0; i < samples + 5; i++) {
       await client.query('begin');
       const t = process.hrtime.bigint();
-      const claimed = await claimOn(client as never, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
+      const claimed = await claimOn(client, { limit: batch, leaseSeconds: 60, claimId: randomUUID() });
       const elapsed = msSince(t);
       await client.query('rollback');
       if (claimed.length !== batch) throw new Error(`claimed ${claimed.length}, expected ${batch}`);

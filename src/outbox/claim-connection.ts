@@ -108,7 +108,7 @@ export class ClaimConnection {
   ) {}
 
   claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
-    return claimOn((this.pool ??= this.open()) as never, opts);
+    return claimOn((this.pool ??= this.open()), opts);
   }
 
   private open(): pg.Pool {

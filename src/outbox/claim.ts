@@ -1,3 +1,4 @@
+import type { Queryable } from '../db/prepared.ts';
 
 /** A claimed message, built straight from its row: the worker dispatches this object itself. */
 export class ClaimedMessage {
@@ -106,6 +107,16 @@ export const CLAIM_SQL = `
     from claimed c
    order by c.id`;
 
+/** Its name as a prepared statement (node-postgres prepares it once per connection). */
+export const CLAIM_STATEMENT = 'outbox-claim-v4';
+const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
+
+export interface ClaimOptions {
+  limit: number;
+  leaseSeconds: number;
+  claimId: string;
+}
+
 /*
  * Where the claim runs: src/outbox/claim-connection.ts, a connection of its own whose session
  * settings the claim relies on: its plan is made once and cached, and the settings leave that plan
@@ -120,31 +131,17 @@ export const CLAIM_SQL = `
  * The rows come back as arrays, oldest first (UPDATE … RETURNING keeps no order, the outer select
  * does), each turned into one ClaimedMessage: no row object, no second pass. An id fits a float8
  * exactly up to 2^53. Empty handlers_done comes back as null, so the common case parses no array.
+ *
+ * claimOn claims up to `limit` due messages on `q`, a connection with those settings (or a pool
+ * of them).
  */
-/** Its name as a prepared statement (node-postgres prepares it once per connection). */
-export const CLAIM_STATEMENT = 'outbox-claim-v4';
-const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
-
-export interface ClaimOptions {
-  limit: number;
-  leaseSeconds: number;
-  claimId: string;
-}
-
-/**
- * Claims up to `limit` due messages on `q`: a connection (or a pool of them) with the claim's
- * session settings (src/outbox/claim-connection.ts), which the worker never shares.
- */
-export async function claimOn(
-  q: { query(config: never): Promise<{ rows: unknown[][] }> },
-  opts: ClaimOptions,
-): Promise<ClaimedMessage[]> {
+export async function claimOn(q: Queryable, opts: ClaimOptions): Promise<ClaimedMessage[]> {
   if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
   if (!Number.isFinite(opts.leaseSeconds) || opts.leaseSeconds <= 0) {
     throw new Error(`lease must be a positive number of seconds, got ${opts.leaseSeconds}`);
   }
   const leaseUntilMs = Date.now() + opts.leaseSeconds * 1000;
-  const { rows } = await q.query({ ...CLAIM, values: [opts.limit, opts.claimId, opts.leaseSeconds], rowMode: 'array' } as never);
+  const { rows } = await q.query<unknown[]>({ ...CLAIM, values: [opts.limit, opts.claimId, opts.leaseSeconds], rowMode: 'array' });
   const out = new Array<ClaimedMessage>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;

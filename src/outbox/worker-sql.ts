@@ -55,15 +55,6 @@ export function query<R extends QueryResultRow = QueryResultRow>(
   return client(db).query({ name, text, values }) as Promise<QueryResult<R>>;
 }
 
-/**
- * A simple-protocol query (no parameters; several statements run as one implicit transaction),
- * rows as arrays: one result per statement.
- */
-export async function simpleQueryArrays(db: Db, text: string): Promise<QueryResult<unknown[]>[]> {
-  const r = (await client(db).query({ text, rowMode: 'array' } as never)) as QueryResult<unknown[]> | QueryResult<unknown[]>[];
-  return Array.isArray(r) ? r : [r];
-}
-
 /*
  * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert
  * each element on its own (prepareValue, a regex escape per string), a cost per message in every

@@ -131,7 +131,7 @@ describe('claim', () => {
     const c = await connect(tdb.url);
     try {
       // An idle worker's empty polls: the plan is made now, for an outbox with nothing PENDING.
-      for (let i = 0; i < 12; i++) expect(await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toEqual([]);
+      for (let i = 0; i < 12; i++) expect(await claimOn(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toEqual([]);
       const { rows: stmt } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [CLAIM_STATEMENT]);
       expect(stmt).toEqual([{ generic_plans: 12, custom_plans: 0 }]);
 
@@ -154,7 +154,7 @@ describe('claim', () => {
         `select id::float8 from (select id, available_at, key, row_number() over (partition by key order by id) as nth from outbox where status = 'PENDING') p
           where key is null or nth = 1 order by available_at, id limit 500`,
       );
-      const claimed = await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
+      const claimed = await claimOn(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
       expect(claimed.map((m) => m.id)).toEqual(expected.map((r) => r.id));
       expect(claimed.filter((m) => m.key?.startsWith('k'))).toHaveLength(7);
       // 12 polls, the EXPLAIN and this claim: all from the cached plan.
@@ -174,7 +174,7 @@ describe('claim', () => {
     try {
       await plain.query('set plan_cache_mode = force_generic_plan');
       const opts = { limit: 500, leaseSeconds: 60, claimId: randomUUID() };
-      await claimOn(c as never, opts); // the plan is made here
+      await claimOn(c, opts); // the plan is made here
       await explainClaim(plain, opts);
       await tdb.db.execute(sql`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
       expectTheOneShape(await explainClaim(c, { ...opts, claimId: randomUUID() }, { analyze: true }));
@@ -191,7 +191,7 @@ describe('claim', () => {
     const c = await connect(fresh.url);
     const plain = await connect(fresh.url, false);
     try {
-      await claimOn(c as never, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }); // the plan is made here, on an empty table
+      await claimOn(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }); // the plan is made here, on an empty table
       await c.query(`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
       expectTheOneShape(await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true }));
       // The case: without the settings, the planner (guessing a few rows) sorts the whole burst.
