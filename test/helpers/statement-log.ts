@@ -44,7 +44,7 @@ export function recordStatements(pool: pg.Pool): StatementLog {
       statements.push(entry);
       const done = (err: unknown, res?: { rowCount?: number | null } | { rowCount?: number | null }[]) => {
         entry.endSeq = ++seq;
-        // Several statements in one query string (the claim): one result each; the last one counts.
+        // Several statements in one query string: one result each; the last one counts.
         entry.rowCount = Array.isArray(res) ? res.at(-1)?.rowCount : res?.rowCount;
         if (err) entry.error = (err as Error).message;
       };
