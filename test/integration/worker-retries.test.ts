@@ -266,20 +266,36 @@ describe('isolation and order', () => {
   });
 
   it('keeps per-key order under concurrency (two workers, 8 handlers each in flight), keys in parallel', async () => {
-    const keys = 12;
+    // More keys than one worker can hold (2 × batch + concurrency = 28 claimed at most), so the
+    // first worker, however fast, always leaves keys due for the second.
+    const keys = 40;
     const perKey = 8;
     const order = new Map<string, number[]>();
     const inFlight = new Set<string>();
     let overlap = 0;
     let maxParallel = 0;
-    const handler = testHandler('ordered', 'test.ordered', async ({ payload, key }) => {
-      if (inFlight.has(key!)) overlap++;
-      inFlight.add(key!);
-      maxParallel = Math.max(maxParallel, inFlight.size);
-      await sleep(Math.random() * 15);
-      order.set(key!, [...(order.get(key!) ?? []), (payload as unknown as { seq: number }).seq]);
-      inFlight.delete(key!);
+    // No handler runs until both workers have started one: without this gate the worker whose
+    // claim connection opened first could drain everything alone on a busy machine, and the test
+    // would no longer be about two workers. If one never gets a message the gate opens after 10 s
+    // and the assertions below fail.
+    const started = new Set<string>();
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+      setTimeout(resolve, 10_000).unref();
     });
+    const handlerOf = (workerName: string) =>
+      testHandler('ordered', 'test.ordered', async ({ payload, key }) => {
+        started.add(workerName);
+        if (started.size === 2) openGate();
+        await gate;
+        if (inFlight.has(key!)) overlap++;
+        inFlight.add(key!);
+        maxParallel = Math.max(maxParallel, inFlight.size);
+        await sleep(Math.random() * 15);
+        order.set(key!, [...(order.get(key!) ?? []), (payload as unknown as { seq: number }).seq]);
+        inFlight.delete(key!);
+      });
     const msgs = [];
     for (let seq = 0; seq < perKey; seq++) {
       for (let k = 0; k < keys; k++) msgs.push({ topic: 'test.ordered', key: `k${k}`, payload: { seq } });
@@ -287,20 +303,22 @@ describe('isolation and order', () => {
     await insertMessages(tdb.db, msgs);
     // Polling every 10 ms (no LISTEN here): a worker whose claim found every due message taken
     // looks again soon, instead of sleeping a second while the other drains everything alone.
-    const w1 = worker([handler], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
-    const w2 = worker([handler], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
+    const w1 = worker([handlerOf('w1')], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
+    const w2 = worker([handlerOf('w2')], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
     await Promise.all([w1.w.start(), w2.w.start()]);
     await waitFor(async () => {
       const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'DONE'`);
       return rows[0]!.n === keys * perKey;
-    }, 20_000, 'all messages DONE');
+    }, 30_000, 'all messages DONE');
     await Promise.all([w1.w.stop(), w2.w.stop()]);
     expect(overlap).toBe(0);
     expect(maxParallel).toBeGreaterThan(1);
     for (let k = 0; k < keys; k++) expect(order.get(`k${k}`)).toEqual([...Array(perKey).keys()]);
     // Both workers did some of it.
+    expect([...started].sort()).toEqual(['w1', 'w2']);
     expect(w1.w.summary().done).toBeGreaterThan(0);
     expect(w2.w.summary().done).toBeGreaterThan(0);
+    expect(w1.w.summary().done + w2.w.summary().done).toBe(keys * perKey);
   });
 });
 
