@@ -3,7 +3,7 @@ import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
 import pg from 'pg';
-import { runPgbench, type PgbenchRun } from './lib/pgbench.ts';
+import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
 import { freePort, nodeTsx, ROOT, stopChild } from './lib/proc.ts';
 import { round, sleep } from './lib/stats.ts';
 
@@ -347,6 +347,7 @@ export async function pgbenchBookings(
   withOutbox: boolean,
   variant?: OutboxVariant,
   transactionsPerClient?: number,
+  mode?: PgbenchMode,
 ): Promise<PgbenchRun> {
   const base = await pgbenchBaseDay(f);
   const r = await runPgbench({
@@ -356,6 +357,7 @@ export async function pgbenchBookings(
     seconds,
     transactionsPerClient,
     vars: { k: 0, base, ...f.pgbench },
+    mode,
   });
   if (r.failed > 0) console.warn(`  ! pgbench: ${r.failed} failed transactions`);
   return r;

@@ -109,6 +109,15 @@ export function renderMarkdown(r: BenchResults): string {
       L.push(`| ${c.connections} | ${mm(c.api, 'rps')} | ${mm(c.api, 'p99', 1)} | ${c.pgbench ? mm(c.pgbench, 'tps') : '—'} | ${c.pgbench ? mm(c.pgbench, 'p99', 1) : '—'} | ${x(c.ratio)} |`);
     }
     L.push('', `Answers other than 201 in the non-conflicting runs: ${r.api.non201}.`, '');
+    if (r.api.prepared) {
+      const sp = r.api.prepared;
+      L.push(
+        `The stricter peer: pgbench \`-M prepared\` at ${sp.connections} connections, ${mm(sp.pgbench, 'tps')} tps; API / pgbench ${x(sp.ratio)}. ` +
+          'The API\'s booking statements are named, parsed once per connection: that is `-M prepared`\'s protocol, while the ' +
+          'target\'s pgbench (`-M extended`) parses every statement every time. This ratio is reported, not a target (docs/performance.md).',
+        '',
+      );
+    }
   }
 
   L.push('## 4. What the outbox costs a booking (pgbench, same transaction with and without the outbox insert + pg_notify)', '');

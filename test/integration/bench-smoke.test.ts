@@ -104,6 +104,11 @@ describe('npm run bench -- --smoke', () => {
         expect(finitePositive(c.pgbench.median.tps), `pgbench at ${c.connections}`).toBe(true);
         expect(finitePositive(c.ratio)).toBe(true);
       }
+      // The stricter peer (-M prepared) at 8 connections, and the markdown says what it is.
+      expect(r.api.prepared.connections).toBe(8);
+      expect(finitePositive(r.api.prepared.pgbench.median.tps)).toBe(true);
+      expect(finitePositive(r.api.prepared.ratio)).toBe(true);
+      expect(readFileSync(path.join(out, 'bench-results.md'), 'utf8')).toContain('pgbench `-M prepared` at 8 connections');
       expect(finitePositive(r.outboxCost.ratio)).toBe(true);
       const needNats = (t: { name: string }) => t.name.startsWith('Relay into JetStream');
       expect(r.targets.filter((t: { name: string; met: boolean | null }) => !needNats(t) && t.met === null)).toEqual([]);

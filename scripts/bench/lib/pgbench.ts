@@ -29,10 +29,16 @@ export interface PgbenchRun {
 }
 
 /**
- * Runs a custom pgbench script. `-M extended` is the wire protocol node-postgres uses for a
- * parameterised query (parse/bind/execute each time, unnamed statements), so both sides pay the
- * same protocol. Per-transaction latencies are logged (-l) to compute p99 like autocannon's.
+ * Runs a custom pgbench script. Per-transaction latencies are logged (-l) to compute p99 like
+ * autocannon's.
+ *
+ * The protocol (`mode`): `extended` (parse, bind and execute every time, unnamed statements) is
+ * what node-postgres sends for a parameterised query, and what the API sent for everything until
+ * its hot statements became named ones (src/db/prepared.ts). Those are parsed once per connection,
+ * which is `-M prepared`: the stricter peer for the booking path, reported next to the target's.
  */
+export type PgbenchMode = 'extended' | 'prepared';
+
 export async function runPgbench(opts: {
   url: string;
   script: string;
@@ -45,6 +51,7 @@ export async function runPgbench(opts: {
    */
   transactionsPerClient?: number;
   vars: Record<string, number>;
+  mode?: PgbenchMode;
 }): Promise<PgbenchRun> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-pgbench-'));
   try {
@@ -54,7 +61,7 @@ export async function runPgbench(opts: {
     const args = [
       '-h', u.hostname, '-p', u.port, '-U', decodeURIComponent(u.username),
       '-n', // no vacuum of pgbench's own tables (we have none)
-      '-M', 'extended',
+      '-M', opts.mode ?? 'extended',
       '-c', String(opts.clients),
       '-j', String(Math.min(opts.clients, 2)),
       ...(opts.transactionsPerClient ? ['-t', String(opts.transactionsPerClient)] : ['-T', String(opts.seconds)]),
