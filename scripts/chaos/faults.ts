@@ -119,6 +119,16 @@ export interface InjectorDeps {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Waits until `ms` have passed by Date.now(), the clock the faults' times are recorded in. A timer
+ * alone can fire a millisecond early by that clock (it counts from the event loop's cached time),
+ * which once left two downstream outages 149 ms apart under a 150 ms gap.
+ */
+async function pauseAtLeast(ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  for (let left = ms; left > 0; left = until - Date.now()) await sleep(left);
+}
+
 /** What a fault hits. pg_terminate_backend and a restart both act on the server: one at a time. */
 export function faultTarget(f: PlannedFault): string {
   switch (f.kind) {
@@ -183,7 +193,7 @@ export class FaultInjector {
             .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
             .finally(() => this.running.delete(p));
           this.busy.set(target, p);
-          if (downstream) this.busy.set(DOWNSTREAM, p.then(() => sleep(this.d.downstreamGapMs ?? 0)));
+          if (downstream) this.busy.set(DOWNSTREAM, p.then(() => pauseAtLeast(this.d.downstreamGapMs ?? 0)));
           if (eventsPath) this.busy.set(EVENTS_PATH, p);
           this.running.add(p);
         }, f.at),
