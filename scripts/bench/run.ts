@@ -43,13 +43,14 @@ const outDir = path.resolve(flags.out ?? ROOT);
 useFixedRequestCounts(P.httpRequestsPerConnection);
 const only = flags.only ? new Set(flags.only.split(',')) : undefined;
 
+/** Where the API is also compared with pgbench -M prepared: the target's connection count. */
+const PREPARED_CONNECTIONS = 8;
+
 /**
  * Our worker set up for throughput, as the peers are set up by their authors' recommendations: a
  * larger claim (fewer claim commits per message) and more handlers in flight. The defaults (20/8)
  * suit email handlers talking to one SMTP server; a no-op drain measures the queue itself.
  */
-/** Where the API is also compared with pgbench -M prepared: the target's connection count. */
-const PREPARED_CONNECTIONS = 8;
 const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_CONCURRENCY: '32' };
 
 const t0 = Date.now();
