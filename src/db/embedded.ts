@@ -43,7 +43,7 @@ async function binaries(ids: { uid?: number; gid?: number }): Promise<Binaries> 
 
 /** `mod`'s binaries, or a copy of its `native` folder that `ids` can reach (see `binaries`). */
 export function reachableBinaries(mod: Binaries, ids: { uid?: number; gid?: number }): Binaries {
-  if (ids.uid === undefined || canReach(mod.postgres, ids.uid, ids.gid!)) return { initdb: mod.initdb, postgres: mod.postgres };
+  if (ids.uid === undefined || !unsearchableFolder(mod.postgres, ids.uid, ids.gid!)) return { initdb: mod.initdb, postgres: mod.postgres };
   const native = path.dirname(path.dirname(mod.postgres));
   const { version } = JSON.parse(readFileSync(path.join(native, '..', 'package.json'), 'utf8')) as { version: string };
   const copy = path.join(os.tmpdir(), `stayhub-postgres-${os.platform()}-${os.arch()}-${version}`);
@@ -62,13 +62,16 @@ export function reachableBinaries(mod: Binaries, ids: { uid?: number; gid?: numb
   return { initdb: at(mod.initdb), postgres: at(mod.postgres) };
 }
 
-/** Whether `uid`/`gid` may search every folder above `file` (by mode bits; ACLs are not read). */
-export function canReach(file: string, uid: number, gid: number): boolean {
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
-    const st = statSync(dir);
-    const bit = st.uid === uid ? 0o100 : st.gid === gid ? 0o010 : 0o001;
-    if ((st.mode & bit) === 0) return false;
-    if (dir === path.dirname(dir)) return true;
+/**
+ * The first folder above `file` that `uid`/`gid` may not search (by mode bits; ACLs are not
+ * read), or undefined when it can reach `file`. Folders that do not exist yet are skipped.
+ */
+export function unsearchableFolder(file: string, uid: number, gid: number): string | undefined {
+  for (let dir = path.dirname(path.resolve(file)); ; dir = path.dirname(dir)) {
+    const st = statSync(dir, { throwIfNoEntry: false });
+    const bit = st && (st.uid === uid ? 0o100 : st.gid === gid ? 0o010 : 0o001);
+    if (st && (st.mode & bit!) === 0) return dir;
+    if (dir === path.dirname(dir)) return undefined;
   }
 }
 
@@ -157,6 +160,14 @@ export class EmbeddedPostgres {
     const { dataDir, user, password } = this.opts;
     if (existsSync(path.join(dataDir, 'PG_VERSION'))) return false;
     const ids = runAsIds();
+    const blocked = ids.uid === undefined ? undefined : unsearchableFolder(dataDir, ids.uid, ids.gid!);
+    if (blocked) {
+      throw new Error(
+        `As root, PostgreSQL runs as the "postgres" user, which cannot reach the data folder ${path.resolve(dataDir)}: ` +
+          `${blocked} is private to its owner. Set EMBEDDED_PG_DIR to a folder it can reach (e.g. /var/tmp/stayhub-postgres), ` +
+          `run as another user than root, or let others through that folder (chmod o+x ${blocked}).`,
+      );
+    }
     const bin = await binaries(ids);
     mkdirSync(dataDir, { recursive: true });
     // The server's user must own the data directory (and be able to reach it: callers keep its parents 0755).

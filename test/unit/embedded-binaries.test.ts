@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSyn
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { canReach, reachableBinaries } from '../../src/db/embedded.ts';
+import { EmbeddedPostgres, reachableBinaries, unsearchableFolder } from '../../src/db/embedded.ts';
 
 /*
  * As root the embedded server runs as `postgres`, which cannot reach binaries inside a private
@@ -35,7 +35,7 @@ describe('the embedded server\'s binaries, as root', () => {
   it('are used where they are when the server\'s user can reach them, and when nobody else runs them', () => {
     chmodSync(hidden, 0o755);
     try {
-      expect(canReach(mod.postgres, NOBODY, NOBODY)).toBe(true);
+      expect(unsearchableFolder(mod.postgres, NOBODY, NOBODY)).toBeUndefined();
       expect(reachableBinaries(mod, { uid: NOBODY, gid: NOBODY })).toEqual(mod);
     } finally {
       chmodSync(hidden, 0o700);
@@ -45,10 +45,10 @@ describe('the embedded server\'s binaries, as root', () => {
   });
 
   it('are copied, once, where the server\'s user can run them when a private folder hides them', () => {
-    expect(canReach(mod.postgres, NOBODY, NOBODY)).toBe(false);
+    expect(unsearchableFolder(mod.postgres, NOBODY, NOBODY)).toBe(hidden);
     const bin = reachableBinaries(mod, { uid: NOBODY, gid: NOBODY });
     expect(bin).toEqual({ initdb: path.join(copy, 'bin', 'initdb'), postgres: path.join(copy, 'bin', 'postgres') });
-    expect(canReach(bin.postgres, NOBODY, NOBODY)).toBe(true);
+    expect(unsearchableFolder(bin.postgres, NOBODY, NOBODY)).toBeUndefined();
     expect(readlinkSync(path.join(copy, 'lib', 'libpq.so.5'))).toBe('libpq.so.5.18'); // symlinks kept as they are
     if (process.getuid?.() === 0) {
       // The real thing: run it as that user.
@@ -60,5 +60,16 @@ describe('the embedded server\'s binaries, as root', () => {
     expect(reachableBinaries(mod, { uid: NOBODY, gid: NOBODY })).toEqual(bin);
     const partial = path.basename(`${copy}-partial-`);
     expect(readdirSync(os.tmpdir()).filter((f) => f.startsWith(partial))).toEqual([]);
+  });
+
+  it('a data folder the server\'s user cannot reach is refused at once, naming the folder and what to do', async () => {
+    const server = new EmbeddedPostgres({ dataDir: path.join(hidden, 'data'), port: 1, user: 'postgres', password: 'x' });
+    if (process.getuid?.() === 0) {
+      await expect(server.initialise()).rejects.toThrow(`${hidden} is private to its owner. Set EMBEDDED_PG_DIR`);
+      expect(existsSync(path.join(hidden, 'data'))).toBe(false); // nothing was made
+    } else {
+      // Not root: the server runs as us, the owner, and initdb goes ahead.
+      expect(await server.initialise()).toBe(true);
+    }
   });
 });
