@@ -3,7 +3,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { EMBEDDED_DEFAULTS, loadConfig } from '../src/config.ts';
-import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
+import { EmbeddedPostgres, embeddedDataDir, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { onParentGone } from '../src/process/lifeline.ts';
 import { announceWhenReady, childLogEnv } from './start-console.ts';
@@ -87,13 +87,15 @@ async function main() {
   process.on('exit', () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL')));
 
   if (config.usesEmbeddedDatabase) {
+    const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
+    if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
     postgres = new EmbeddedPostgres({
-      dataDir: path.resolve(root, config.EMBEDDED_PG_DIR),
+      dataDir,
       port: config.EMBEDDED_PG_PORT,
       user: EMBEDDED_DEFAULTS.user,
       password: EMBEDDED_DEFAULTS.password,
     });
-    if (await postgres.initialise()) say(`created a new cluster in ${config.EMBEDDED_PG_DIR}`);
+    if (await postgres.initialise()) say(`created a new cluster in ${unreachable ? dataDir : config.EMBEDDED_PG_DIR}`);
     if (stopping) return;
     await postgres.start();
     if (stopping) return;

@@ -1,5 +1,6 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, chownSync, readFileSync, writeFileSync, rmSync, openSync, statSync, cpSync, renameSync, mkdtempSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, chownSync, chmodSync, lstatSync, readFileSync, writeFileSync, rmSync, openSync, statSync, cpSync, renameSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -73,6 +74,54 @@ export function unsearchableFolder(file: string, uid: number, gid: number): stri
     if (st && (st.mode & bit!) === 0) return dir;
     if (dir === path.dirname(dir)) return undefined;
   }
+}
+
+/** EMBEDDED_PG_DIR's default in config.ts, and the value `.env.example` writes out (so a copied `.env` holds it). */
+const DEFAULT_DATA_DIR = '.data/postgres';
+
+export interface DataDirChoice {
+  dataDir: string;
+  /** The default data folder the server's user cannot reach, when `dataDir` stands in for it. */
+  unreachable?: string;
+}
+
+/**
+ * The embedded server's data folder: `configured` (EMBEDDED_PG_DIR) under the checkout `root`.
+ *
+ * As root the server runs as `postgres`, which cannot reach the default `.data/postgres` inside a
+ * private checkout (/root, `mktemp -d`: 0700). The default is nobody's choice, so then the
+ * checkout gets a folder of its own under `base` (/var/tmp: kept across reboots, unlike /tmp),
+ * named after the checkout's absolute path: two checkouts never share a cluster, and one finds its
+ * cluster again on the next start. A folder set on purpose in `env` is used as it is, and
+ * initialise() refuses it, naming it, if that user cannot reach it.
+ */
+export function embeddedDataDir(opts: {
+  root: string;
+  configured: string;
+  env?: NodeJS.ProcessEnv;
+  ids?: { uid?: number; gid?: number };
+  base?: string;
+}): DataDirChoice {
+  const { root, configured, env = process.env, base = '/var/tmp' } = opts;
+  const dataDir = path.resolve(root, configured);
+  const given = env.EMBEDDED_PG_DIR;
+  if (given !== undefined && path.resolve(root, given) !== path.resolve(root, DEFAULT_DATA_DIR)) return { dataDir };
+  const ids = opts.ids ?? runAsIds();
+  if (ids.uid === undefined || !unsearchableFolder(dataDir, ids.uid, ids.gid!)) return { dataDir };
+  const hash = createHash('sha256').update(path.resolve(root)).digest('hex').slice(0, 12);
+  const own = path.join(base, `stayhub-${hash}`);
+  mkdirSync(own, { recursive: true, mode: 0o755 });
+  // `base` is writable by everyone and the name is predictable: a folder someone else made there
+  // (or a symlink planted in its place) would hand them our data, so only one of our own is used.
+  const st = lstatSync(own);
+  if (!st.isDirectory() || st.uid !== process.getuid?.()) {
+    throw new Error(
+      `The "postgres" user cannot reach the data folder ${dataDir}, and ${own}, the folder used instead, ` +
+        `is not a folder of ours (another user made it, or it is a symlink). Set EMBEDDED_PG_DIR to a folder it can reach.`,
+    );
+  }
+  chmodSync(own, 0o755); // mkdir's mode went through the umask; the server's user must get through
+  return { dataDir: path.join(own, 'postgres'), unreachable: dataDir };
 }
 
 /** Postgres refuses to run as root: as root, run it as the `postgres` system user (created if missing). */
