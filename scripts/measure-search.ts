@@ -2,7 +2,6 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
@@ -12,10 +11,12 @@ import { buildApp } from '../src/http/app.ts';
 import { createPostgresSearchIndex } from '../src/search/postgres-search-index.ts';
 import { reindex } from '../src/search/reindex.ts';
 import { freePort } from '../src/net/free-port.ts';
+import { parseFlags, wholeNumber } from './bench/lib/cli.ts';
 
 /*
  * Measures the search index on realistic volume (a measurement, not a test: nothing here passes
- * or fails). Run: `npm run measure:search -- [--properties 10000] [--requests 2000]`.
+ * or fails). Run: `npm run measure:search -- [--properties 10000] [--requests 2000]` (USAGE below).
+ * The figures go to stdout only; nothing is written into the repository.
  *
  * Starts a throw-away embedded PostgreSQL (or uses MEASURE_DATABASE_URL, whose database it
  * fills), seeds N properties with ~2 confirmed bookings each, times `reindex` into an empty index
@@ -23,14 +24,27 @@ import { freePort } from '../src/net/free-port.ts';
  * over real HTTP, one request at a time, for a mix of queries (text, filters, dates, next pages).
  */
 
-const { values } = parseArgs({
-  options: {
-    properties: { type: 'string', default: '10000' },
-    requests: { type: 'string', default: '2000' },
-  },
+const USAGE = `usage: npm run measure:search -- [--properties N] [--requests N]
+
+Seeds N properties (about 2 confirmed bookings each), times reindex into an empty index and into a
+current one, then times GET /search over HTTP on 127.0.0.1, one request at a time, for a mix of
+queries. Prints the figures; writes no files.
+
+  --properties N    properties to seed (default 10000)
+  --requests N      timed search requests (default 2000)
+  -h, --help        print this and exit
+
+Environment:
+  MEASURE_DATABASE_URL   use this database (its tables are truncated and filled) instead of a
+                         throw-away embedded PostgreSQL
+`;
+
+const values = parseFlags('measure:search', USAGE, {
+  properties: { type: 'string', default: '10000' },
+  requests: { type: 'string', default: '2000' },
 });
-const N = Number(values.properties);
-const REQUESTS = Number(values.requests);
+const N = wholeNumber('measure:search', USAGE, 'properties', values.properties, 1);
+const REQUESTS = wholeNumber('measure:search', USAGE, 'requests', values.requests, 1);
 
 const WORDS = ['sunny', 'quiet', 'cosy', 'modern', 'rustic', 'spacious', 'charming', 'bright', 'historic', 'stylish'];
 const KINDS = ['flat', 'loft', 'studio', 'cottage', 'villa', 'cabin', 'house', 'apartment', 'chalet', 'room'];

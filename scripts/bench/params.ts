@@ -1,3 +1,6 @@
+import path from 'node:path';
+import { ROOT } from './lib/proc.ts';
+
 /** How big each measurement is: the full run (`npm run bench`) and the smoke run (`--smoke`). */
 export interface BenchParams {
   runs: number;
@@ -86,3 +89,9 @@ export const SMOKE: BenchParams = {
   apiGuests: 4,
   apiProperties: 10,
 };
+
+/** Where a run writes bench-results.json and bench-results.md without --out: under var/, which git ignores. */
+export const DEFAULT_OUT = path.join(ROOT, 'var', 'bench');
+
+/** The sections of a run, in the order they run; --only picks some of them. */
+export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'api'] as const;

@@ -1,15 +1,14 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCounts, type ApiFixture } from './api.ts';
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
-import { ROOT } from './lib/proc.ts';
+import { parseFlags, usageError } from './lib/cli.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
 import { ratiosOf, repeat, repeatOf, round, type Ratios, type Repeated } from './lib/stats.ts';
 import { graphileBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
 import { codeVersion, loadBefore } from './lib/trace.ts';
 import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
-import { FULL, SMOKE, type BenchParams } from './params.ts';
+import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams } from './params.ts';
 import { graphileDrain, graphileLatency, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
 import { NATS_INSTALL_HINT, natsServerVersion, relayDrain, startNatsServer } from './relay.ts';
@@ -18,13 +17,10 @@ import { evaluateTargets } from './targets.ts';
 
 /*
  * `npm run bench` (about 10–15 minutes) and `npm run bench -- --smoke` (`npm run bench:smoke`,
- * about 30 s): one embedded PostgreSQL with default settings, every system in its own database on
- * it, each measurement repeated (3× in the full run) and reported as the median of its runs.
- * Writes bench-results.json and bench-results.md (repo root, or --out DIR).
- *
- *   --smoke        every measurement once, on tiny inputs (what test/integration/bench-smoke.test.ts runs)
- *   --out DIR      where to write the two result files
- *   --only a,b     only these sections: claim, drain, burst, latency, io, relay, api (for working on one)
+ * about 30–60 s): one embedded PostgreSQL with default settings, every system in its own database
+ * on it, each measurement repeated (FULL.runs times in the full run) and reported as the median of
+ * its runs. Writes bench-results.json and bench-results.md to var/bench/ (git-ignored: a run's
+ * figures are data, not source), or to --out DIR. Flags: USAGE below.
  *
  * The same rules for every system: a fresh database for every run of every system (cloned from a
  * template with its schema), the same start of the clock (first handler entered, or the burst's
@@ -34,14 +30,31 @@ import { evaluateTargets } from './targets.ts';
  * each section (flagged when it exceeded the cores).
  */
 
-const { values: flags } = parseArgs({
-  options: { smoke: { type: 'boolean' }, out: { type: 'string' }, only: { type: 'string' } },
-  strict: true,
-});
+const USAGE = `usage: npm run bench -- [--smoke] [--out DIR] [--only SECTION,...]
+
+Measures the outbox worker, the API and the events relay against graphile-worker, pg-boss and
+pgbench on one embedded PostgreSQL, and writes bench-results.json and bench-results.md.
+
+  --smoke               every measurement once, on tiny inputs (about 30-60 s; npm run bench:smoke)
+  --out DIR             where to write the two result files (default: var/bench)
+  --only SECTION,...    only these sections: ${SECTIONS.join(', ')}
+  -h, --help            print this and exit
+
+Environment:
+  PGBENCH                       the pgbench binary (default /usr/bin/pgbench)
+  BENCH_CODE_COMMIT             the commit measured, when the tree is not a git checkout
+  BENCH_BURST_TRACE=1           log the outbox every 500 ms during each burst
+  BENCH_WORKER_STDIO=inherit    show our burst workers' own logs
+`;
+
+const flags = parseFlags('bench', USAGE, { smoke: { type: 'boolean' }, out: { type: 'string' }, only: { type: 'string' } });
+const only = flags.only === undefined ? undefined : new Set(flags.only.split(',').map((s) => s.trim()));
+for (const name of only ?? []) {
+  if (!(SECTIONS as readonly string[]).includes(name)) usageError('bench', USAGE, `--only: unknown section "${name}"`);
+}
 const P: BenchParams = flags.smoke ? SMOKE : FULL;
-const outDir = path.resolve(flags.out ?? ROOT);
+const outDir = path.resolve(flags.out ?? DEFAULT_OUT);
 useFixedRequestCounts(P.httpRequestsPerConnection);
-const only = flags.only ? new Set(flags.only.split(',')) : undefined;
 
 /** Where the API is also compared with pgbench -M prepared: the target's connection count. */
 const PREPARED_CONNECTIONS = 8;
@@ -107,9 +120,9 @@ export interface BenchResults {
     }[];
     non201: number;
     /**
-     * The stricter comparison at 8 connections: pgbench with `-M prepared`, the protocol the API's
-     * booking statements use since they became named (parsed once per connection). Reported, not
-     * the target: the target's pgbench (-M extended) is the one issue 13 set it against.
+     * The stricter comparison at 8 connections: pgbench with `-M prepared`, the protocol of the
+     * API's named booking statements (parsed once per connection). Reported beside the target,
+     * whose peer is pgbench -M extended (what node-postgres sends for a parameterised query).
      */
     prepared: { connections: number; pgbench: Repeated<{ tps: number; p99: number }>; ratio: number } | null;
   };
@@ -236,7 +249,7 @@ async function main(): Promise<number> {
         show('ours ×1', ours1.at(-1)!);
         ours2.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 2, env: OURS_THROUGHPUT }));
         show('ours ×2', ours2.at(-1)!);
-        // Issue 13: one process at the defaults and the default log level must get faster too.
+        // One process at the defaults and the default log level: what a user gets without tuning.
         ours1Default.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: { LOG_LEVEL: 'info' } }));
         show('ours ×1, defaults, LOG_LEVEL=info', ours1Default.at(-1)!);
         graphile.push(await graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses));
@@ -247,8 +260,8 @@ async function main(): Promise<number> {
       const d = { ours1: repeatOf(ours1), ours2: repeatOf(ours2), ours1Default: repeatOf(ours1Default), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
       results.drain = {
         ...d,
-        // The best-of-ours row is over our throughput settings (×1, ×2), as issue 13's target says;
-        // the defaults row has its own ratios.
+        // The best-of-ours row is over our throughput settings (×1, ×2), the configurations the
+        // drain target compares; the defaults row has its own ratios.
         ratios: {
           ...ratiosOf({ ours1: d.ours1.median.perSecond, ours2: d.ours2.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }),
           ours1Default: ratiosOf({ x: d.ours1Default.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }).x!,

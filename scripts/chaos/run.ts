@@ -2,13 +2,13 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { execFile, execFileSync } from 'node:child_process';
 import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
+import { parseFlags, wholeNumber } from '../bench/lib/cli.ts';
 import { ApiClient } from './client.ts';
 import { NATS_INSTALL_HINT, natsServerAvailable, startEventsChaos, type EventsChaos, type EventsFigures } from './events.ts';
 import { FaultInjector, planFaults, type InjectedFault } from './faults.ts';
@@ -21,15 +21,16 @@ import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
 import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
 
 /*
- * `npm run chaos -- [--duration 60] [--seed N] [--out DIR]`
+ * `npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]` (USAGE below)
  *
  * Runs the real system on this machine — embedded Postgres, the API process, two outbox worker
  * processes, a real SMTP server in a process of its own and, when nats-server is installed, the
  * events path (the workers relay into a NATS JetStream of the run's own, the earnings consumer
  * reads it: scripts/chaos/events.ts) — puts load on it while injecting the
  * faults drawn from --seed, lets the workers drain, then judges the run (gather.ts collects the
- * evidence, verdict.ts judges it) and writes chaos-results.json and chaos-results.md to --out. Exit code 0 only if
- * every invariant held; 1 if one broke; 2 for bad flags or a harness failure.
+ * evidence, verdict.ts judges it) and writes chaos-results.json and chaos-results.md to --out
+ * (default var/chaos/SEED/, git-ignored). Exit code 0 only if every invariant held; 1 if one
+ * broke; 2 for bad flags or a harness failure.
  *
  * Everything is on loopback, on free ports, in a temporary folder: it never touches the
  * developer's database or `npm start`'s ports. The folder (with every process's log) is deleted
@@ -73,30 +74,46 @@ interface Flags {
   keep: boolean;
 }
 
-function parseFlags(argv: string[]): Flags {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
+const USAGE = `usage: npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR] [--concurrency N] [--keep]
+
+Runs embedded Postgres, the API, two outbox workers, an SMTP server and (with nats-server) the
+events relay and earnings consumer, puts load on them while injecting faults drawn from the seed,
+lets the workers drain and checks that nothing was lost. Exit 0: every invariant held; 1: one
+broke; 2: bad flags or a harness failure.
+
+  --duration SECONDS   seconds of load, at least 10 (default 60)
+  --seed N             seed of the faults, the load and the SMTP refusals (default: random, printed)
+  --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
+  --concurrency N      client loops putting load on the API (default 6)
+  --keep               keep the run's temporary folder (logs, data) even when it passes
+  -h, --help           print this and exit
+
+Environment:
+  CI=true              fail (exit 2) instead of skipping the events part when nats-server is missing
+  CHAOS_CODE_COMMIT    the commit run, when the tree is not a git checkout
+`;
+
+function readFlags(argv: string[]): Flags {
+  const values = parseFlags(
+    'chaos',
+    USAGE,
+    {
       duration: { type: 'string', default: '60' },
       seed: { type: 'string' },
       out: { type: 'string' },
       concurrency: { type: 'string', default: '6' },
       keep: { type: 'boolean', default: false },
     },
-  });
-  const num = (name: string, v: string, min: number) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min} (got "${v}")`);
-    return n;
-  };
+    argv,
+  );
+  const num = (name: string, v: string, min: number) => wholeNumber('chaos', USAGE, name, v, min);
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0);
   return {
-    durationSeconds: num('duration', values.duration!, 10),
+    durationSeconds: num('duration', values.duration, 10),
     seed,
     out: path.resolve(values.out ?? path.join(root, 'var', 'chaos', String(seed))),
-    concurrency: num('concurrency', values.concurrency!, 1),
-    keep: values.keep!,
+    concurrency: num('concurrency', values.concurrency, 1),
+    keep: values.keep,
   };
 }
 
@@ -185,13 +202,7 @@ function timeline(samples: { at: number; pending: number; oldestAge: number }[],
 }
 
 async function main(): Promise<number> {
-  let flags: Flags;
-  try {
-    flags = parseFlags(process.argv.slice(2));
-  } catch (err) {
-    process.stderr.write(`chaos: ${(err as Error).message}\nusage: npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]\n`);
-    return 2;
-  }
+  const flags = readFlags(process.argv.slice(2));
   const t0 = Date.now();
   const codeVersion = gitVersion();
   const say = (msg: string) => process.stdout.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}\n`);
