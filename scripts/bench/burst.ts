@@ -24,7 +24,7 @@ import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS } from './peers/pgboss.ts';
 
 export type Burst = { perSecond: number; seconds: number };
 
-/** Waits until `n` sessions of this database sit on LISTEN (the worker is up and idle). */
+/** Waits until `n` connections to this database sit on LISTEN (the worker is up and idle). */
 async function waitListening(url: string, n: number, procs: ChildProcess[], timeoutMs = 60_000): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
@@ -76,8 +76,8 @@ async function timeBurst(
 }
 
 /**
- * BENCH_BURST_TRACE=1: every 500 ms, what the outbox and the other sessions of this database are
- * doing (to look into a slow burst).
+ * BENCH_BURST_TRACE=1: every 500 ms, what the outbox and the other connections to this database
+ * are doing (to look into a slow burst).
  */
 function traceBurst(url: string, t0: number) {
   const c = new pg.Client({ connectionString: url, application_name: 'bench-burst-trace' });

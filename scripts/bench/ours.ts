@@ -167,7 +167,7 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
 }
 
 /**
- * The median time of one claim (the worker's real claim, on a connection with its session
+ * The median time of one claim (the worker's real claim, on a connection with its own
  * settings and cached plan) over `samples` claims. Each runs in a transaction that is rolled back,
  * so every sample sees the same table; only the claim statement is timed, not the BEGIN/ROLLBACK.
  */
@@ -193,7 +193,7 @@ export async function timeClaims(url: string, samples: number, batch: number): P
 
 /**
  * EXPLAIN (ANALYZE, BUFFERS) of the claim exactly as the worker runs it: the plan cached on a
- * connection with the claim's session settings (src/outbox/claim-connection.ts), rolled back.
+ * connection with the claim's connection settings (src/outbox/claim-connection.ts), rolled back.
  */
 export async function explainClaim(url: string, batch: number): Promise<string> {
   const client = new pg.Client({ ...claimConnectionConfig({ connectionString: url }), application_name: 'bench-claim-explain' });

@@ -17,9 +17,9 @@ import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 
 /*
- * Relay throughput (issue 11, item 7): a backlog of COUNT booking.created messages, committed
- * before the clock starts, drained by the worker (in-process createWorker, batch 500,
- * concurrency 32, as the drain bench) whose only handler is
+ * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
+ * starts, drained by the worker (in-process createWorker, batch 500, concurrency 32, as the drain
+ * bench) whose only handler is
  *   - noop:  does nothing (the outbox's own cost: claim + settle), or
  *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck,
  * against a nats-server started here (file storage, its own store directory). Reports messages/s

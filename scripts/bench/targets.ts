@@ -2,7 +2,7 @@ import type { BenchResults } from './run.ts';
 import { round } from './lib/stats.ts';
 
 /**
- * The issue's targets (what "good" means; the run reports where we stand and never fails on
+ * The performance targets (what "good" means; the run reports where we stand and never fails on
  * them). `met` is null when the figure could not be measured in this run.
  */
 export interface TargetResult {
@@ -22,8 +22,8 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
       met: value === null || value === undefined || !Number.isFinite(value) ? null : met(value),
     });
 
-  // Issue 13's target is "best of 1 and 2 processes": the labelled best-of-ours row, beside which
-  // the report shows every configuration's own ratio.
+  // The drain targets compare the best of 1 and 2 processes: the labelled best-of-ours row, beside
+  // which the report shows every configuration's own ratio.
   add('Drain (backlog, --until-empty): best of ours ×1/×2 / best peer', '≥ 1', r.drain?.ratios.bestOfOurs?.bestPeer, (v) => v >= 1, '×');
   add('Drain (idle workers, one burst): best of ours ×1/×2 / best peer', '≥ 1', r.burst?.ratios.bestOfOurs?.bestPeer, (v) => v >= 1, '×');
   add('Latency p50: ours / graphile-worker', '≤ 1', r.latency ? r.latency.ours.median.p50 / r.latency.graphile.median.p50 : null, (v) => v <= 1, '×');

@@ -14,9 +14,9 @@ import { Supervised, type ExitObserved } from './processes.ts';
 import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
 
 /*
- * The events part of the chaos run (issue 11, item 6): a nats-server the run can stop and start
- * (fault "nats-outage"), the earnings consumer (`npm run consume:earnings`) supervised like the
- * other processes (fault "consumer-kill"), and the three invariants checked after everything has
+ * The events part of the chaos run: a nats-server the run can stop and start (fault
+ * "nats-outage"), the earnings consumer (`npm run consume:earnings`) supervised like the other
+ * processes (fault "consumer-kill"), and the three invariants checked after everything has
  * drained (names in verdict.ts EVENT_CHECKS):
  *
  *   exactly once   every committed booking event (outbox row of booking.*) is in the stream

@@ -52,20 +52,20 @@ const server = new SMTPServer({
   disabledCommands: ['AUTH', 'STARTTLS'],
   logger: false,
   size: 1024 * 1024,
-  onRcptTo(address, _session, callback) {
+  onRcptTo(address, _conn, callback) {
     if (reject.has(address.address.toLowerCase())) {
       record({ kind: 'rejected', at: Date.now(), code: 550, messageId: null, to: [address.address] });
       return callback(smtpError(550, '5.1.1 Mailbox does not exist (chaos)'));
     }
     callback();
   },
-  onData(stream, session, callback) {
+  onData(stream, conn, callback) {
     const chunks: Buffer[] = [];
     stream.on('data', (c: Buffer) => chunks.push(c));
     stream.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       const messageId = header(raw, 'Message-ID');
-      const to = session.envelope.rcptTo.map((r) => r.address);
+      const to = conn.envelope.rcptTo.map((r) => r.address);
       const [lo, hi] = opts.latencyMs;
       setTimeout(() => {
         if (rng.chance(opts.tempFailRate)) {

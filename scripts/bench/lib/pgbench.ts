@@ -33,9 +33,9 @@ export interface PgbenchRun {
  * autocannon's.
  *
  * The protocol (`mode`): `extended` (parse, bind and execute every time, unnamed statements) is
- * what node-postgres sends for a parameterised query, and what the API sent for everything until
- * its hot statements became named ones (src/db/prepared.ts). Those are parsed once per connection,
- * which is `-M prepared`: the stricter peer for the booking path, reported next to the target's.
+ * what node-postgres sends for a parameterised query. The API's hot statements are named ones
+ * (src/db/prepared.ts), parsed once per connection, which is `-M prepared`: the stricter peer for
+ * the booking path, reported next to the target's.
  */
 export type PgbenchMode = 'extended' | 'prepared';
 
