@@ -1,8 +1,9 @@
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_OUT } from '../../scripts/bench/params.ts';
 
 /*
  * `npm run bench -- --smoke`: every measurement of the benchmark once, on tiny inputs, against its
@@ -12,6 +13,10 @@ import { afterAll, describe, expect, it } from 'vitest';
  * anything is, nor anything that needs a request to finish within some time (the smoke's HTTP and
  * pgbench runs are fixed request counts, not durations, so a busy machine makes them slower, not
  * empty). Smoke inputs are too small for the numbers to mean anything.
+ *
+ * A run's outputs are data, not source: the results go to --out (var/bench/ by default, which git
+ * ignores) and nothing else lands in the repository. The smoke run is checked against
+ * `git status` before and after (so nothing else may edit the tree while it runs).
  */
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -20,14 +25,30 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 const finitePositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
 
+/** Untracked (each file, ignored ones left out) and modified paths, as `git status --porcelain` lines. */
+const gitStatus = () =>
+  execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: root, encoding: 'utf8' }).split('\n').filter(Boolean);
+
+const runScript = (script: string, ...args: string[]) =>
+  spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+
 describe('npm run bench -- --smoke', () => {
-  it('runs every measurement and writes every figure', { timeout: 600_000 }, () => {
+  it('writes its results under var/bench/ by default, which git ignores', () => {
+    expect(DEFAULT_OUT).toBe(path.join(root, 'var', 'bench'));
+    const ignored = spawnSync('git', ['check-ignore', '--quiet', path.join(DEFAULT_OUT, 'bench-results.json')], { cwd: root });
+    expect(ignored.status, 'var/bench/bench-results.json must be git-ignored').toBe(0);
+    expect(runScript('scripts/bench/run.ts', '--help').stdout).toContain('(default: var/bench)');
+  });
+
+  it('runs every measurement and writes every figure, and nothing into the repository', { timeout: 600_000 }, () => {
+    const before = new Set(gitStatus());
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench/run.ts', '--smoke', '--out', out], {
       cwd: root,
       encoding: 'utf8',
       timeout: 590_000, // a hang, not slowness: on a loaded machine the smoke takes minutes
     });
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(gitStatus().filter((line) => !before.has(line)), 'files the smoke run created or changed in the repository').toEqual([]);
 
     const r = JSON.parse(readFileSync(path.join(out, 'bench-results.json'), 'utf8'));
     expect(r.mode).toBe('smoke');
@@ -123,5 +144,30 @@ describe('npm run bench -- --smoke', () => {
     for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 1b. Idle workers', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts', '## 8. Relaying the outbox into JetStream']) {
       expect(md).toContain(heading);
     }
+  });
+});
+
+describe('the measurement scripts\' command lines', () => {
+  const scripts = [
+    { script: 'scripts/bench/run.ts', command: 'bench', flags: ['--smoke', '--out DIR', '--only SECTION', '--help'] },
+    { script: 'scripts/chaos/run.ts', command: 'chaos', flags: ['--duration SECONDS', '--seed N', '--out DIR', '--concurrency N', '--keep', '--help'] },
+    { script: 'scripts/measure-search.ts', command: 'measure:search', flags: ['--properties N', '--requests N', '--help'] },
+  ];
+
+  it.each(scripts)('$script --help prints the usage, every flag in it, and exits 0', { timeout: 130_000 }, ({ script, flags }) => {
+    const run = runScript(script, '--help');
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^usage: npm run /);
+    for (const flag of flags) expect(run.stdout, flag).toContain(flag);
+    expect(run.stderr).toBe('');
+  });
+
+  it.each(scripts)('$script with an unknown flag names it, prints the usage and exits 2', { timeout: 130_000 }, ({ script, command }) => {
+    const run = runScript(script, '--no-such-flag');
+    expect(run.status, run.stderr).toBe(2);
+    expect(run.stderr.split('\n')[0]).toBe(`${command}: unknown flag --no-such-flag`);
+    expect(run.stderr).toContain('usage: npm run ');
+    expect(run.stderr, 'no stack trace').not.toMatch(/^\s+at /m);
+    expect(run.stdout).toBe('');
   });
 });
