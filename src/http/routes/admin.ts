@@ -18,6 +18,7 @@ import {
 } from '../../admin/outbox-admin.schemas.ts';
 import { createEventsMonitor, type EventsMonitor } from '../../events/monitor.ts';
 import { currentUser } from '../plugins/auth.ts';
+import { BODY_PROBLEMS, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 export interface AdminRoutesOptions extends AppContext {
@@ -59,35 +60,88 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     const tags = ['admin'];
     const security = [{ bearer: [] }];
 
-    api.get('/admin/outbox/stats', { schema: { tags, security, response: { 200: statsResponse } } }, async () =>
-      service.stats(deps),
+    api.get(
+      '/admin/outbox/stats',
+      {
+        schema: {
+          summary: 'Outbox counts (pending, leased, dead, done in the last hour), in all and by topic',
+          tags,
+          security,
+          response: { 200: statsResponse, ...problems('unauthorized', 'forbidden') },
+        },
+      },
+      async () => service.stats(deps),
     );
 
     api.get(
       '/admin/outbox/depth',
-      { schema: { tags, security, querystring: depthQuery, response: { 200: depthResponse } } },
+      {
+        schema: {
+          summary: 'Pending and dead messages over the last minutes, one point a minute',
+          tags,
+          security,
+          querystring: depthQuery,
+          response: { 200: depthResponse, ...problems('validation_failed', 'unauthorized', 'forbidden') },
+        },
+      },
       async (request) => service.depth(deps, request.query.minutes),
     );
 
-    api.get('/admin/events/groups', { schema: { tags, security, response: { 200: eventGroupsResponse } } }, async () =>
-      eventGroups({ db: deps.db, events }),
+    api.get(
+      '/admin/events/groups',
+      {
+        schema: {
+          summary: "The events stream's consumer groups: what each has still to read, and its dead letters",
+          tags,
+          security,
+          response: { 200: eventGroupsResponse, ...problems('unauthorized', 'forbidden', 'service_unavailable') },
+        },
+      },
+      async () => eventGroups({ db: deps.db, events }),
     );
 
     api.get(
       '/admin/outbox/messages',
-      { schema: { tags, security, querystring: listMessagesQuery, response: { 200: messageListResponse } } },
+      {
+        schema: {
+          summary: 'Outbox messages, newest first, filtered by status and topic',
+          tags,
+          security,
+          querystring: listMessagesQuery,
+          response: { 200: messageListResponse, ...problems('validation_failed', 'unauthorized', 'forbidden') },
+        },
+      },
       async (request) => service.listMessages(deps, request.query),
     );
 
     api.get(
       '/admin/outbox/messages/:publicId',
-      { schema: { tags, security, params: messageParams, response: { 200: messageDetailResponse } } },
+      {
+        schema: {
+          summary: "One outbox message: its payload, its history and each handler's state",
+          tags,
+          security,
+          params: messageParams,
+          response: { 200: messageDetailResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found') },
+        },
+      },
       async (request) => service.getMessage(deps, request.params.publicId),
     );
 
     api.post(
       '/admin/outbox/messages/:publicId/retry',
-      { schema: { tags, security, params: messageParams, response: { 200: retryResponse } } },
+      {
+        schema: {
+          summary: 'Replay one dead message',
+          tags,
+          security,
+          params: messageParams,
+          response: {
+            200: retryResponse,
+            ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found', 'conflict'),
+          },
+        },
+      },
       async (request) => {
         const result = await service.retryOne(deps, currentUser(request), request.params.publicId);
         request.log.info({ messageIds: result.messageIds, adminId: currentUser(request).publicId }, 'dead letter replayed');
@@ -97,7 +151,15 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
 
     api.post(
       '/admin/outbox/retry',
-      { schema: { tags, security, body: bulkRetryBody, response: { 200: retryResponse } } },
+      {
+        schema: {
+          summary: 'Replay dead messages: all of one topic, or those listed by id',
+          tags,
+          security,
+          body: bulkRetryBody,
+          response: { 200: retryResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden') },
+        },
+      },
       async (request) => {
         const result = await service.retryMany(deps, currentUser(request), request.body);
         request.log.info(

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import * as auth from '../../users/auth.service.ts';
 import { authResponse, loginBody, registerBody, userResponse } from '../../users/users.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
+import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
@@ -12,19 +13,43 @@ export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) =>
 
   app.post(
     '/auth/register',
-    { config: { rateLimit }, schema: { tags: ['auth'], body: registerBody, response: { 201: authResponse } } },
+    {
+      config: { rateLimit },
+      schema: {
+        summary: 'Create an account (guest or host) and sign in',
+        tags: ['auth'],
+        body: registerBody,
+        response: { 201: authResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'email_taken', 'rate_limited') },
+      },
+    },
     async (request, reply) => reply.status(201).send(await auth.register(deps, request.body)),
   );
 
   app.post(
     '/auth/login',
-    { config: { rateLimit }, schema: { tags: ['auth'], body: loginBody, response: { 200: authResponse } } },
+    {
+      config: { rateLimit },
+      schema: {
+        summary: 'Sign in with email and password: a bearer token',
+        tags: ['auth'],
+        body: loginBody,
+        response: { 200: authResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'invalid_credentials', 'rate_limited') },
+      },
+    },
     async (request) => auth.login(deps, request.body),
   );
 
   app.post(
     '/auth/logout',
-    { onRequest: app.authenticate, schema: { tags: ['auth'], response: { 204: z.null() } } },
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'Sign out: the token stops working',
+        tags: ['auth'],
+        security: bearerAuth,
+        response: { 204: z.null(), ...problems(...BODY_PROBLEMS, 'unauthorized') },
+      },
+    },
     async (request, reply) => {
       await auth.logout(deps, request.bearerToken!);
       return reply.status(204).send(null);
@@ -33,7 +58,15 @@ export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) =>
 
   app.get(
     '/me',
-    { onRequest: app.authenticate, schema: { tags: ['auth'], response: { 200: userResponse } } },
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'The signed-in user',
+        tags: ['auth'],
+        security: bearerAuth,
+        response: { 200: userResponse, ...problems('unauthorized') },
+      },
+    },
     async (request) => auth.toUserResponse(currentUser(request)),
   );
 };

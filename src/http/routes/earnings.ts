@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { hostEarnings } from '../../events/earnings/ledger.ts';
 import { currentUser } from '../plugins/auth.ts';
+import { bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../app.ts';
 
 const earningsResponse = z.object({
@@ -27,7 +28,12 @@ export const earningsRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
     '/hosts/me/earnings',
     {
       onRequest: app.requireRole('host'),
-      schema: { tags: ['hosts'], response: { 200: earningsResponse } },
+      schema: {
+        summary: "The signed-in host's earnings, one line per currency",
+        tags: ['hosts'],
+        security: bearerAuth,
+        response: { 200: earningsResponse, ...problems('unauthorized', 'forbidden') },
+      },
     },
     async (request) => {
       const group = ctx.config.EVENTS_EARNINGS_GROUP;

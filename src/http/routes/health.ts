@@ -15,7 +15,14 @@ const healthResponse = z.object({
 export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   app.get(
     '/health',
-    { logLevel: 'warn', schema: { tags: ['ops'], response: { 200: healthResponse, 503: healthResponse } } },
+    {
+      logLevel: 'warn',
+      schema: {
+        summary: 'Liveness: the database, and the outbox backlog (503 when the database is down)',
+        tags: ['ops'],
+        response: { 200: healthResponse, 503: healthResponse },
+      },
+    },
     async (request, reply) => {
       try {
         const s = await outboxStats(ctx.db.db);

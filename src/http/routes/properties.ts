@@ -9,6 +9,7 @@ import {
   propertyResponse,
 } from '../../properties/properties.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
+import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 export const propertyRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
@@ -18,7 +19,13 @@ export const propertyRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
     '/properties',
     {
       onRequest: app.requireRole('host'),
-      schema: { tags: ['properties'], body: propertyBody, response: { 201: propertyResponse } },
+      schema: {
+        summary: 'List a property for rent (hosts)',
+        tags: ['properties'],
+        security: bearerAuth,
+        body: propertyBody,
+        response: { 201: propertyResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden') },
+      },
     },
     async (request, reply) => reply.status(201).send(await service.createProperty(deps, currentUser(request), request.body)),
   );
@@ -27,14 +34,31 @@ export const propertyRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
     '/properties/:id',
     {
       onRequest: app.authenticate,
-      schema: { tags: ['properties'], params: idParams, body: propertyPatchBody, response: { 200: propertyResponse } },
+      schema: {
+        summary: 'Change some of a property (its host)',
+        tags: ['properties'],
+        security: bearerAuth,
+        params: idParams,
+        body: propertyPatchBody,
+        response: {
+          200: propertyResponse,
+          ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found'),
+        },
+      },
     },
     async (request) => service.updateProperty(deps, currentUser(request), request.params.id, request.body),
   );
 
   app.get(
     '/properties/:id',
-    { schema: { tags: ['properties'], params: idParams, response: { 200: propertyResponse } } },
+    {
+      schema: {
+        summary: 'One property',
+        tags: ['properties'],
+        params: idParams,
+        response: { 200: propertyResponse, ...problems('validation_failed', 'not_found') },
+      },
+    },
     async (request) => service.getProperty(deps, request.params.id),
   );
 
@@ -42,10 +66,11 @@ export const propertyRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
     '/properties/:id/availability',
     {
       schema: {
+        summary: "A property's booked date ranges between two dates",
         tags: ['properties'],
         params: idParams,
         querystring: availabilityQuery,
-        response: { 200: availabilityResponse },
+        response: { 200: availabilityResponse, ...problems('validation_failed', 'not_found') },
       },
     },
     async (request) => service.getAvailability(deps, request.params.id, request.query.from, request.query.to),

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../search/postgres-search-index.ts';
 import { searchQuery, searchResponse } from '../../search/search.schemas.ts';
 import { searchProperties } from '../../search/search.service.ts';
+import { problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 /**
@@ -20,7 +21,14 @@ export const searchRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
 
   app.get(
     '/search',
-    { schema: { tags: ['search'], querystring: searchQuery, response: { 200: searchResponse } } },
+    {
+      schema: {
+        summary: 'Search properties by text, city, guests, free dates and price',
+        tags: ['search'],
+        querystring: searchQuery,
+        response: { 200: searchResponse, ...problems('validation_failed', 'invalid_cursor', 'service_unavailable') },
+      },
+    },
     async (request) => searchProperties(deps, request.query),
   );
 };
