@@ -1,11 +1,15 @@
-import { loadConfig } from '../src/config.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL (or the embedded server's address). */
-const config = loadConfig();
-runMigrations(config.DATABASE_URL)
-  .then(() => process.stdout.write('migrations applied\n'))
-  .catch((err) => {
-    process.stderr.write(`migration failed: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  });
+export const migrateCommand: Command = {
+  name: 'migrate',
+  usage: 'usage: npm run migrate\n\nApplies the pending migrations (migrations/) to DATABASE_URL, or to the embedded server.',
+  async run({ config, out }) {
+    await runMigrations(config.DATABASE_URL);
+    out('migrations applied');
+    return 0;
+  },
+};
+
+runMain(migrateCommand, import.meta.url);

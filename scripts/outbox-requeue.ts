@@ -1,9 +1,7 @@
 import os from 'node:os';
-import { parseArgs } from 'node:util';
-import { loadConfig } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
-import { createLogger } from '../src/logger.ts';
-import { requeueDead, type RequeueCriteria } from '../src/outbox/requeue.ts';
+import { requeueDead, type RequeueCriteria } from '../src/outbox/index.ts';
+import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
 
 /*
  * `npm run outbox:requeue -- --id <publicId> [--id …] | --topic <t> | --all-dead`
@@ -17,47 +15,40 @@ import { requeueDead, type RequeueCriteria } from '../src/outbox/requeue.ts';
 const USAGE = 'usage: npm run outbox:requeue -- --id <publicId> [--id <publicId> …] | --topic <topic> | --all-dead';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function parse(argv: string[]): RequeueCriteria {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: { id: { type: 'string', multiple: true }, topic: { type: 'string' }, 'all-dead': { type: 'boolean' } },
-  });
+function criteriaOf(values: { id?: string[]; topic?: string; 'all-dead'?: boolean }): RequeueCriteria {
   const given = [values.id?.length ? '--id' : '', values.topic ? '--topic' : '', values['all-dead'] ? '--all-dead' : ''].filter(Boolean);
-  if (given.length !== 1) throw new Error(given.length ? `${given.join(' and ')} cannot be combined` : 'say which messages');
+  if (given.length !== 1) throw new UsageError(given.length ? `${given.join(' and ')} cannot be combined` : 'say which messages');
   if (values.id) {
     const bad = values.id.filter((id) => !UUID.test(id));
-    if (bad.length) throw new Error(`--id takes a message's public id (a uuid); not: ${bad.join(', ')}`);
+    if (bad.length) throw new UsageError(`--id takes a message's public id (a uuid); not: ${bad.join(', ')}`);
     return { ids: values.id };
   }
   if (values.topic) return { topic: values.topic };
   return { allDead: true };
 }
 
-async function main(): Promise<number> {
-  let criteria: RequeueCriteria;
-  try {
-    criteria = parse(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`outbox:requeue: ${(e as Error).message}\n${USAGE}\n`);
-    return 2;
-  }
-  const config = loadConfig();
-  const logger = createLogger(config.LOG_LEVEL, 'outbox-requeue', { format: config.LOG_FORMAT });
-  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-requeue' });
-  try {
-    const label = `cli:${os.userInfo().username}`;
-    const result = await requeueDead(database.db, criteria, { label });
-    logger.info({ criteria, affected: result.affected, messageIds: result.messageIds, actor: label }, 'requeued dead messages');
-    process.stdout.write(`outbox:requeue: ${result.affected} DEAD message(s) back to PENDING\n`);
-    for (const id of result.messageIds) process.stdout.write(`  ${id}\n`);
-    return 0;
-  } catch (e) {
-    process.stderr.write(`outbox:requeue: ${(e as Error).message}\n`);
-    return 1;
-  } finally {
-    await database.close();
-  }
-}
+export const requeueCommand: Command = {
+  name: 'outbox:requeue',
+  usage: `${USAGE}
 
-main().then((code) => (process.exitCode = code));
+  --id ID      a DEAD message by its public id (repeatable)
+  --topic T    every DEAD message of a topic
+  --all-dead   every DEAD message`,
+  options: { id: { type: 'string', multiple: true }, topic: { type: 'string' }, 'all-dead': { type: 'boolean' } },
+  async run({ flags, config, logger, out }) {
+    const criteria = criteriaOf(flags as { id?: string[]; topic?: string; 'all-dead'?: boolean });
+    const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-requeue' });
+    try {
+      const label = `cli:${os.userInfo().username}`;
+      const result = await requeueDead(database.db, criteria, { label });
+      logger.info({ criteria, affected: result.affected, messageIds: result.messageIds, actor: label }, 'requeued dead messages');
+      out(`outbox:requeue: ${result.affected} DEAD message(s) back to PENDING`);
+      for (const id of result.messageIds) out(`  ${id}`);
+      return 0;
+    } finally {
+      await database.close();
+    }
+  },
+};
+
+runMain(requeueCommand, import.meta.url);

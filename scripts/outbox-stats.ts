@@ -1,7 +1,6 @@
-import { parseArgs } from 'node:util';
-import { loadConfig } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
-import { outboxStats, type OutboxStats } from '../src/outbox/stats.ts';
+import { outboxStats, type OutboxStats } from '../src/outbox/index.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 
 /*
  * `npm run outbox:stats [-- --json]`: the outbox's numbers, per topic and in total, the same ones
@@ -24,26 +23,22 @@ export function formatStats(s: OutboxStats): string {
   return [line(header), ...rows.map(line)].join('\n');
 }
 
-async function main(): Promise<number> {
-  let json = false;
-  try {
-    json = !!parseArgs({ options: { json: { type: 'boolean' } }, strict: true }).values.json;
-  } catch (e) {
-    process.stderr.write(`outbox:stats: ${(e as Error).message}\nusage: npm run outbox:stats [-- --json]\n`);
-    return 2;
-  }
-  const config = loadConfig();
-  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-stats' });
-  try {
-    const stats = await outboxStats(database.db);
-    process.stdout.write(`${json ? JSON.stringify(stats, null, 2) : formatStats(stats)}\n`);
-    return 0;
-  } catch (e) {
-    process.stderr.write(`outbox:stats: ${(e as Error).message}\n`);
-    return 1;
-  } finally {
-    await database.close();
-  }
-}
+export const statsCommand: Command = {
+  name: 'outbox:stats',
+  usage: `usage: npm run outbox:stats [-- --json]
 
-main().then((code) => (process.exitCode = code));
+  --json   the numbers as JSON instead of a table`,
+  options: { json: { type: 'boolean' } },
+  async run({ flags, config, out }) {
+    const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-stats' });
+    try {
+      const stats = await outboxStats(database.db);
+      out(flags.json ? JSON.stringify(stats, null, 2) : formatStats(stats));
+      return 0;
+    } finally {
+      await database.close();
+    }
+  },
+};
+
+runMain(statsCommand, import.meta.url);

@@ -73,7 +73,10 @@ const envSchema = z.object({
   WORKER_CONCURRENCY: int(1, 256).default(8),
   SHUTDOWN_TIMEOUT_SECONDS: int(1).default(30),
   OUTBOX_RETENTION_DAYS: int(0).default(7),
-  OUTBOX_PURGE_INTERVAL_SECONDS: int(1).default(3600),
+  /** How often the worker deletes old DONE messages, expired Idempotency-Keys and ended sessions. */
+  HOUSEKEEPING_INTERVAL_SECONDS: int(1).optional(),
+  /** The old name of HOUSEKEEPING_INTERVAL_SECONDS, still read (with a warning at start-up). */
+  OUTBOX_PURGE_INTERVAL_SECONDS: int(1).optional(),
   WORKER_METRICS_PORT: int(0, 65535).optional(),
 
   // --- mail
@@ -119,8 +122,11 @@ const envSchema = z.object({
 export type Env = z.infer<typeof envSchema>;
 
 export type Config = Readonly<
-  Omit<Env, 'DATABASE_URL'> & {
+  Omit<Env, 'DATABASE_URL' | 'HOUSEKEEPING_INTERVAL_SECONDS' | 'OUTBOX_PURGE_INTERVAL_SECONDS'> & {
     DATABASE_URL: string;
+    HOUSEKEEPING_INTERVAL_SECONDS: number;
+    /** Settings read under an old name: one line each, for the process to log at start-up. */
+    deprecations: readonly string[];
     /** True when DATABASE_URL was not given and the embedded server is the database. */
     usesEmbeddedDatabase: boolean;
     SEARCH_DATABASE_URL: string;
@@ -140,10 +146,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
   }
-  const e = parsed.data;
+  const { OUTBOX_PURGE_INTERVAL_SECONDS: oldInterval, ...e } = parsed.data;
   const databaseUrl = e.DATABASE_URL ?? defaultDatabaseUrl(e.EMBEDDED_PG_PORT);
+  const deprecations: string[] = [];
+  if (oldInterval !== undefined) {
+    deprecations.push(
+      e.HOUSEKEEPING_INTERVAL_SECONDS === undefined
+        ? 'OUTBOX_PURGE_INTERVAL_SECONDS is read as HOUSEKEEPING_INTERVAL_SECONDS, its new name: rename it'
+        : 'OUTBOX_PURGE_INTERVAL_SECONDS is ignored: HOUSEKEEPING_INTERVAL_SECONDS, its new name, is set',
+    );
+  }
   return Object.freeze({
     ...e,
+    HOUSEKEEPING_INTERVAL_SECONDS: e.HOUSEKEEPING_INTERVAL_SECONDS ?? oldInterval ?? 3600,
+    deprecations: Object.freeze(deprecations),
     DATABASE_URL: databaseUrl,
     usesEmbeddedDatabase: e.DATABASE_URL === undefined,
     SEARCH_DATABASE_URL: e.SEARCH_DATABASE_URL ?? databaseUrl,

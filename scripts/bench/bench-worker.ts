@@ -1,5 +1,5 @@
 import { main } from '../../src/worker/drain-outbox.ts';
-import type { Handler } from '../../src/worker/registry.ts';
+import type { Handler } from '../../src/outbox/index.ts';
 import { firstJobMarker } from './lib/marks.ts';
 
 /**

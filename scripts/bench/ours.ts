@@ -7,8 +7,7 @@ import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { claimOn } from '../../src/outbox/claim.ts';
 import { claimConnectionConfig, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
+import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
 import { markDir } from './lib/marks.ts';
@@ -104,7 +103,7 @@ export async function oursLatency(url: string, samples: number) {
     config,
     registry: new HandlerRegistry([handler]),
     logger: pino({ level: 'warn' }),
-    purge: false,
+    housekeeping: false,
   });
   await worker.start();
   try {

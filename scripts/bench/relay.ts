@@ -12,9 +12,8 @@ import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
-import { createWorker } from '../../src/worker/loop.ts';
+import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
-import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
 
 /*
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
@@ -140,7 +139,7 @@ export async function relayDrain(opts: { databaseUrl: string; count: number; han
     await fill(opts.databaseUrl, opts.count);
     const registry = new HandlerRegistry(handlers);
     await registry.prepare();
-    const worker = createWorker({ db: database.db, config, registry, logger, batchSize: 500, concurrency: 32, listen: false, purge: false });
+    const worker = createWorker({ db: database.db, config, registry, logger, batchSize: 500, concurrency: 32, listen: false, housekeeping: false });
     const t0 = performance.now();
     await worker.runUntilEmpty();
     const seconds = (performance.now() - t0) / 1000;

@@ -1,11 +1,10 @@
 import type { z } from 'zod';
 import type { Db } from '../db/client.ts';
 import { AppError } from '../errors.ts';
-import { outboxStats } from '../outbox/stats.ts';
-import { requeueDead, type RequeueResult } from '../outbox/requeue.ts';
 import type { UserRow } from '../users/users.repository.ts';
-import type { HandlerCatalogue } from './handler-catalogue.ts';
-import * as repo from './outbox-admin.repository.ts';
+import * as outbox from '../outbox/index.ts';
+import { outboxStats, requeueDead, type HandlerCatalogue, type RequeueResult } from '../outbox/index.ts';
+
 import type {
   BulkRetryBody,
   handlerState,
@@ -40,7 +39,7 @@ export async function stats(deps: OutboxAdminDeps): Promise<z.infer<typeof stats
  * Each registered handler's state for this message, from handlers_done and the message's status,
  * plus handlers recorded as done that are no longer registered (renamed or removed).
  */
-function handlerStates(catalogue: HandlerCatalogue, m: repo.OutboxMessageRow): HandlerState[] {
+function handlerStates(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): HandlerState[] {
   const done = new Set(m.handlersDone);
   const registered = catalogue.handlersFor(m.topic);
   const states: HandlerState[] = registered.map((name) => ({
@@ -51,7 +50,7 @@ function handlerStates(catalogue: HandlerCatalogue, m: repo.OutboxMessageRow): H
   return states;
 }
 
-function summary(catalogue: HandlerCatalogue, m: repo.OutboxMessageRow): Summary {
+function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summary {
   return {
     id: m.publicId,
     topic: m.topic,
@@ -79,7 +78,7 @@ const badCursor = (message: string) =>
 async function decodeCursor(db: Db, cursor: string): Promise<number> {
   const publicId = Buffer.from(cursor, 'base64url').toString();
   if (!UUID.test(publicId)) throw badCursor('invalid cursor');
-  const id = await repo.idOf(db, publicId);
+  const id = await outbox.idOf(db, publicId);
   // The cursor's message was purged (DONE rows are deleted after OUTBOX_RETENTION_DAYS).
   if (id === undefined) throw badCursor('the cursor refers to a message that no longer exists; start again');
   return id;
@@ -87,7 +86,7 @@ async function decodeCursor(db: Db, cursor: string): Promise<number> {
 
 export async function listMessages(deps: OutboxAdminDeps, q: ListMessagesQuery) {
   const beforeId = q.cursor ? await decodeCursor(deps.db, q.cursor) : undefined;
-  const rows = await repo.listMessages(deps.db, { status: q.status, topic: q.topic, beforeId, limit: q.limit + 1 });
+  const rows = await outbox.listMessages(deps.db, { status: q.status, topic: q.topic, beforeId, limit: q.limit + 1 });
   const page = rows.slice(0, q.limit);
   const last = page.at(-1);
   return {
@@ -97,9 +96,9 @@ export async function listMessages(deps: OutboxAdminDeps, q: ListMessagesQuery) 
 }
 
 export async function getMessage(deps: OutboxAdminDeps, publicId: string): Promise<z.infer<typeof messageDetailResponse>> {
-  const m = await repo.findMessage(deps.db, publicId);
+  const m = await outbox.findMessage(deps.db, publicId);
   if (!m) throw new AppError('not_found', 'No outbox message with this id');
-  const audit = await repo.auditFor(deps.db, publicId);
+  const audit = await outbox.auditFor(deps.db, publicId);
 
   type Event = z.infer<typeof historyEvent>;
   const history: Event[] = [{ at: m.createdAt.toISOString(), event: 'created' }];
@@ -130,7 +129,7 @@ const actorOf = (admin: UserRow) => ({ userId: admin.id, label: `admin:${admin.e
 
 /** Replays one dead letter. 404 if there is no such message; 409 if it is not DEAD (a DONE one would repeat its effects). */
 export async function retryOne(deps: OutboxAdminDeps, admin: UserRow, publicId: string): Promise<RequeueResult> {
-  const m = await repo.findMessage(deps.db, publicId);
+  const m = await outbox.findMessage(deps.db, publicId);
   if (!m) throw new AppError('not_found', 'No outbox message with this id');
   if (m.status !== 'DEAD') throw new AppError('conflict', `The message is ${m.status}; only DEAD messages can be retried`);
   const result = await requeueDead(deps.db, { ids: [publicId] }, actorOf(admin));
@@ -146,6 +145,6 @@ export async function retryMany(deps: OutboxAdminDeps, admin: UserRow, body: Bul
 }
 
 export async function depth(deps: OutboxAdminDeps, minutes: number) {
-  const points = await repo.depthHistory(deps.db, minutes);
+  const points = await outbox.depthHistory(deps.db, minutes);
   return { points: points.map((p) => ({ at: p.at.toISOString(), pending: p.pending, dead: p.dead })) };
 }

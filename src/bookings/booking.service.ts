@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
-import { enqueue, outboxSnapshot, wakeWorkerAfterCommit } from '../outbox/enqueue.ts';
+import { enqueue, insertWithEvent } from '../outbox/index.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
@@ -132,13 +132,11 @@ export async function createBooking(
       guest: { id: guest.id, publicId: guest.publicId, email: guest.email, name: guest.name },
       host,
     };
-    const topic = 'booking.created';
-    const snapshot = outboxSnapshot(
-      topic,
-      bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`),
-    );
-    const notifyInside = !wakeWorkerAfterCommit(tx, topic);
-    const booking = await repo.insertBookingWithEvent(tx, values, { topic, snapshot, key: values.publicId, notifyInside });
+    // The booking and its event: the event is written by the booking's own INSERT statement (one
+    // round trip), and exists exactly when the booking does; COMMIT is withTransaction's, below.
+    const event = bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`);
+    const inserted = await insertWithEvent(tx, repo.bookingInsert(values), 'booking.created', event, { key: values.publicId });
+    const booking = inserted && repo.toBookingRow(inserted);
     if (!booking) {
       // The dates are taken. With a key, the refusal is the key's answer from now on, committed
       // with it: a duplicate sent at the same moment (waiting on the key) replays this 409. Thrown

@@ -4,7 +4,7 @@ import type { Db } from '../db/client.ts';
 import { clientOf, run, statement } from '../db/prepared.ts';
 import type { Tx } from '../db/transaction.ts';
 import { bookings, properties, users } from '../db/schema.ts';
-import { OUTBOX_CHANNEL, type TopicName } from '../outbox/topics.ts';
+import type { RowInsert } from '../outbox/index.ts';
 import type { PropertyRow } from '../properties/properties.repository.ts';
 
 export type BookingRow = typeof bookings.$inferSelect;
@@ -102,59 +102,36 @@ export type NewBooking = Omit<typeof bookings.$inferInsert, 'id' | 'publicId' | 
   publicId: string;
 };
 
-/** The booking row's columns, in the order both insert statements return them. */
+/** The booking row's columns, as the insert returns them (listed, never `*`: see db/prepared.ts). */
 const BOOKING_COLUMNS = `id, public_id, property_id, guest_id, check_in, check_out, stay, guests, status, currency, nights,
   nightly_price, subtotal, cleaning_fee, service_fee, total, created_at, updated_at, cancelled_at`;
 
 /**
- * The booking row and its outbox event in ONE statement (one round trip instead of two): the
- * outbox row is inserted from the booking's RETURNING, so it exists exactly when the booking does,
- * and both are in the caller's transaction, committed or rolled back together. If the exclusion
+ * The booking's INSERT, handed to the outbox (`insertWithEvent`, src/outbox/enqueue.ts), which
+ * writes the `booking.created` event from its RETURNING in the same statement. If the exclusion
  * constraint refuses the stay (`on conflict do nothing`: an overlapping confirmed stay exists,
- * committed, or committed by the transaction it waited for), neither row is written and the
- * statement returns nothing, without an error: the transaction stays usable, so the refusal can
- * be recorded under the request's Idempotency-Key (booking.service.ts). The only other unique
- * constraint is the booking's random v4 public id. The event's
- * payload was validated against its topic by `outboxSnapshot` (outbox/enqueue.ts, which keeps the
- * outbox's rules); the worker's wake-up is sent after the commit, or, for a transaction that has no
- * after-commit work, inside it (delivered at COMMIT), exactly as `enqueue` does.
+ * committed, or committed by the transaction it waited for), nothing is written and nothing
+ * returned, without an error: the transaction stays usable, so the refusal can be recorded under
+ * the request's Idempotency-Key (booking.service.ts). The only other unique constraint is the
+ * booking's random v4 public id.
  */
-const insertWithEvent = (notifyInside: boolean) =>
-  statement(
-    `booking-insert-with-event-v2${notifyInside ? '-notify' : ''}`,
-    `with b as (
-       insert into bookings (public_id, property_id, guest_id, check_in, check_out, guests, currency, nights,
-                             nightly_price, subtotal, cleaning_fee, service_fee, total)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-       on conflict do nothing
-       returning ${BOOKING_COLUMNS}
-     ), o as (
-       insert into outbox (topic, payload, key)
-       select $14, $15::jsonb, $16 from b
-       returning topic
-     )
-     select ${BOOKING_COLUMNS.replace(/(\w+)/g, 'b.$1')}${notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', o.topic) from o)` : ''} from b`,
-  );
-const INSERT_WITH_EVENT = insertWithEvent(false);
-const INSERT_WITH_EVENT_NOTIFY = insertWithEvent(true);
-
-/** The outbox row written with a booking: `snapshot` from `outboxSnapshot` (outbox/enqueue.ts). */
-export interface BookingEvent {
-  topic: TopicName;
-  snapshot: string;
-  key: string;
-  /** True when the transaction has no after-commit work: the wake-up is then sent inside it. */
-  notifyInside: boolean;
+export function bookingInsert(v: NewBooking): RowInsert {
+  return {
+    name: 'booking-insert-v3',
+    text: `insert into bookings (public_id, property_id, guest_id, check_in, check_out, guests, currency, nights,
+                                 nightly_price, subtotal, cleaning_fee, service_fee, total)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           on conflict do nothing
+           returning ${BOOKING_COLUMNS}`,
+    values: [
+      v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
+      v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
+    ],
+  };
 }
 
-/** The booking as written, or undefined when the dates are taken (the exclusion constraint). */
-export async function insertBookingWithEvent(tx: Tx, v: NewBooking, event: BookingEvent): Promise<BookingRow | undefined> {
-  const [r] = await run<Record<string, any>>(clientOf(tx), event.notifyInside ? INSERT_WITH_EVENT_NOTIFY : INSERT_WITH_EVENT, [
-    v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
-    v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
-    event.topic, event.snapshot, event.key,
-  ]);
-  if (!r) return undefined;
+/** A row of BOOKING_COLUMNS as the booking. */
+export function toBookingRow(r: Record<string, any>): BookingRow {
   return {
     id: Number(r.id),
     publicId: r.public_id,

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
 import { clientOf, run, statement } from '../db/prepared.ts';
 import type { Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
@@ -78,7 +80,7 @@ export async function claimIdempotencyKey(
     FIND,
     [userId, key],
   );
-  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep (the worker's housekeeping, src/worker/housekeeping.ts): let the client retry
+  if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep (the worker's housekeeping, deleteExpiredIdempotencyKeys below): let the client retry
   if (existing.request_hash !== hash) throw new AppError('idempotency_key_reused');
   if (existing.response_status === null) throw new AppError('request_in_progress');
   return { kind: 'replay', response: { status: existing.response_status, body: existing.response_body } };
@@ -86,4 +88,20 @@ export async function claimIdempotencyKey(
 
 export async function storeIdempotentResponse(tx: Tx, userId: number, key: string, response: StoredResponse) {
   await run(clientOf(tx), STORE, [userId, key, response.status, JSON.stringify(response.body)]);
+}
+
+/**
+ * Deletes up to `batchSize` keys past expires_at, with their stored responses (the worker's
+ * housekeeping). An expired key is already ignored by POST /bookings, so deleting it changes no
+ * answer. Walks idempotency_keys_expires_idx; SKIP LOCKED: two workers never wait on each other.
+ */
+export async function deleteExpiredIdempotencyKeys(db: Db, batchSize: number): Promise<number> {
+  const res = await db.execute(sql`
+    delete from idempotency_keys
+     where (user_id, key) in (select user_id, key from idempotency_keys
+                               where expires_at <= now()
+                               order by expires_at
+                               limit ${batchSize}
+                                 for update skip locked)`);
+  return res.rowCount ?? 0;
 }

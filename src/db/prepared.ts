@@ -23,9 +23,14 @@ export const statement = (name: string, text: string): Statement => ({ name, tex
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
+/** Sends `s` as a named statement and returns its rows. */
 export async function run<R extends pg.QueryResultRow>(q: Queryable, s: Statement, values: unknown[]): Promise<R[]> {
-  const res = await q.query<R>({ name: s.name, text: s.text, values });
-  return res.rows;
+  return (await execute<R>(q, s, values)).rows;
+}
+
+/** Sends `s` as a named statement and returns the whole result (rowCount for UPDATE and DELETE). */
+export function execute<R extends pg.QueryResultRow>(q: Queryable, s: Statement, values: unknown[]): Promise<pg.QueryResult<R>> {
+  return q.query<R>({ name: s.name, text: s.text, values });
 }
 
 /** The pool behind a drizzle database (drizzle() sets `$client`; our `Db` type leaves it out). */

@@ -9,7 +9,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
-import { backoffDelaySeconds } from '../outbox/backoff.ts';
+import { backoffDelaySeconds } from '../outbox/index.ts';
 import { streamSubjects } from './subjects.ts';
 
 /** A stream that exists and cannot be made to match the configuration. Stops the process at start. */

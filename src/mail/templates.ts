@@ -1,4 +1,4 @@
-import type { PayloadOf } from '../outbox/topics.ts';
+import type { PayloadOf } from '../outbox/index.ts';
 
 /**
  * The four booking emails. Each returns a subject and a text and an HTML body built from the

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import type { HandlerCatalogue } from '../admin/handler-catalogue.ts';
+import type { HandlerCatalogue } from '../outbox/index.ts';
 import { registerOutboxGauges } from './outbox-gauges.ts';
 
 export interface ApiMetrics {

@@ -1,7 +1,6 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import { outboxStats, type OutboxStats } from '../outbox/stats.ts';
-import type { HandlerCatalogue } from '../admin/handler-catalogue.ts';
+import { outboxStats, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
 
 export interface OutboxGaugeOptions {
   db: Db;

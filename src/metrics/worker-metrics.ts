@@ -5,7 +5,7 @@ import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client
 
 /**
  * The worker's events as this module reads them (the contract is documented in
- * src/worker/loop.ts). Typed structurally, so metrics do not depend on the worker's internals.
+ * src/outbox/runner/outcomes.ts). Typed structurally, so metrics do not depend on the worker's internals.
  */
 export interface WorkerOutcomeEvent {
   messageId: string;

@@ -31,7 +31,7 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  * and a never-analyzed outbox and checks the plan a burst is then claimed with.
  *
  * The other settings: `synchronous_commit = off`, the claim's commit does not wait for its WAL
- * flush (what a database crash can then cause: src/outbox/worker-sql.ts; set per statement it
+ * flush (what a database crash can then cause: src/outbox/sql.ts; set per statement it
  * was a join that cost a third of the claim's planning). `plan_cache_mode = force_generic_plan`:
  * the cached plan from the first execution on, instead of five custom plans first. JIT off: a claim
  * takes milliseconds, and on PostgreSQL before 18 a switched-off node adds a huge cost that would

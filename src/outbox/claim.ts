@@ -1,6 +1,9 @@
 import type { Queryable } from '../db/prepared.ts';
 
-/** A claimed message, built straight from its row: the worker dispatches this object itself. */
+/**
+ * A claimed message, built straight from its row: what the worker dispatches. Read-only: the
+ * worker keeps its own bookkeeping (lease extensions, handler timings) beside it, not on it.
+ */
 export class ClaimedMessage {
   constructor(
     readonly id: number,
@@ -15,24 +18,13 @@ export class ClaimedMessage {
     /** The fencing token of this claim: every settle is `WHERE id = … AND claim_id = token`. */
     readonly claimId: string,
     /**
-     * When the lease ends, on the local clock, counted from when the claim was SENT (so never later
-     * than the database's deadline). The heartbeat moves it forward (src/outbox/lease.ts).
+     * When the claim's lease ends, on the local clock, counted from when the claim was SENT (so
+     * never later than the database's deadline). The heartbeat extends it (src/outbox/runner/heartbeat.ts).
      */
-    public leaseUntilMs: number,
+    readonly leaseUntilMs: number,
     /** When the message was written (outbox.created_at), epoch ms: the event's time for the relay. */
     readonly createdAtMs: number,
   ) {}
-
-  // The worker's bookkeeping, on this one object (no wrapper per message): the handler whose
-  // success completes the message, recorded with DONE (src/outbox/settle.ts DoneItem), and how
-  // long it ran.
-  lastHandler: string | null = null;
-  handlerMs = 0;
-
-  /** When the lease ends, as a Date (local clock). */
-  get leaseUntil(): Date {
-    return new Date(this.leaseUntilMs);
-  }
 }
 
 const NONE: readonly string[] = Object.freeze([]);
@@ -121,7 +113,7 @@ export interface ClaimOptions {
  * Where the claim runs: src/outbox/claim-connection.ts, a connection of its own whose session
  * settings the claim relies on: its plan is made once and cached, and the settings leave that plan
  * one shape whatever the statistics; its commit is asynchronous there (a claim a database crash
- * loses only makes its messages due again, src/outbox/worker-sql.ts).
+ * loses only makes its messages due again, src/outbox/sql.ts).
  *
  * `id = any(array(select id from due))`, not `from due where id = due.id`: with the join, the
  * planner estimated a hash join and read the WHOLE table (DONE history included) on every claim to

@@ -1,10 +1,11 @@
 import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, intArray, query, uuidArray } from './worker-sql.ts';
+import { execute, poolOf, statement } from '../db/prepared.ts';
+import { ASYNC_COMMIT, intArray, uuidArray } from './sql.ts';
 
 /*
  * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
  * never started. Fenced on (id, claim id) like every settle (src/outbox/settle.ts), batched (one
- * statement for every message a worker holds), asynchronous commit (src/outbox/worker-sql.ts).
+ * statement for every message a worker holds), asynchronous commit (src/outbox/sql.ts).
  */
 
 export interface Claim {
@@ -22,6 +23,14 @@ function arrays(claims: readonly Claim[]): [string, string] {
   return [intArray(ids), uuidArray(tokens)];
 }
 
+const EXTEND_LEASES = statement(
+  'outbox-extend-leases',
+  `update outbox o set available_at = now() + make_interval(secs => $3)
+     from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
+    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'
+   returning c.n`,
+);
+
 /**
  * Moves the lease deadline of every given claim to now() + leaseSeconds. The worker's heartbeat
  * calls this for everything it holds, every quarter of a lease. Without it, a handler that outlives
@@ -32,15 +41,7 @@ function arrays(claims: readonly Claim[]): [string, string] {
 export async function extendLeases(db: Db, claims: readonly Claim[], leaseSeconds: number): Promise<boolean[]> {
   if (claims.length === 0) return [];
   const [ids, tokens] = arrays(claims);
-  const res = await query<{ n: string }>(
-    db,
-    'outbox-extend-leases',
-    `update outbox o set available_at = now() + make_interval(secs => $3)
-       from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
-      where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'
-     returning c.n`,
-    [ids, tokens, leaseSeconds],
-  );
+  const res = await execute<{ n: string }>(poolOf(db), EXTEND_LEASES, [ids, tokens, leaseSeconds]);
   const held = new Array<boolean>(claims.length).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
@@ -51,6 +52,14 @@ export async function extendLease(db: Db, id: number, claimId: string, leaseSeco
   return (await extendLeases(db, [{ id, claimId }], leaseSeconds))[0]!;
 }
 
+const HAND_BACK = statement(
+  'outbox-hand-back',
+  `update outbox o
+      set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
+     from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
+    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`,
+);
+
 /**
  * Messages claimed but never started go back as they were (attempt not counted, due at once), so
  * another worker need not wait for the lease to end: at shutdown, and for a prefetched message
@@ -60,14 +69,6 @@ export async function extendLease(db: Db, id: number, claimId: string, leaseSeco
 export async function handBack(db: Db, claims: readonly Claim[]): Promise<number> {
   if (claims.length === 0) return 0;
   const [ids, tokens] = arrays(claims);
-  const res = await query(
-    db,
-    'outbox-hand-back',
-    `update outbox o
-        set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
-       from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
-      where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`,
-    [ids, tokens],
-  );
+  const res = await execute(poolOf(db), HAND_BACK, [ids, tokens]);
   return res.rowCount ?? 0;
 }

@@ -1,10 +1,21 @@
 import type { Db } from '../db/client.ts';
-import { ASYNC_COMMIT, intArray, query, textArray, uuidArray } from './worker-sql.ts';
+import type { Logger } from '../logger.ts';
+import { execute, poolOf, statement } from '../db/prepared.ts';
+import type { ClaimedMessage } from './claim.ts';
+import { DoneBatcher } from './done-batch.ts';
+import { retryWrite } from './retry-write.ts';
+import type { OutcomeReporter } from './runner/outcomes.ts';
+import type { Verdict } from './runner/verdict.ts';
+import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
 
 /*
- * Settling a claimed message: recording its outcome. Every statement here is one autocommitted
+ * Settling a claimed message: recording its outcome. This module is the only writer of outcomes:
+ * the Settler below turns a verdict (src/outbox/runner/verdict.ts) into one of these statements,
+ * and nothing else in the worker updates a claimed row except the lease verbs (src/outbox/lease.ts).
+ *
+ * Every statement here is one autocommitted
  * UPDATE, so each message's outcome is committed on its own: one message's failure never rolls
- * back another's finished work. Commits are asynchronous (see src/outbox/worker-sql.ts for what a
+ * back another's finished work. Commits are asynchronous (see src/outbox/sql.ts for what a
  * database crash can then cause: a redelivery, never a loss).
  *
  * Every one is fenced: `WHERE id = $id AND claim_id = $token AND status = 'PENDING'`. A worker
@@ -17,10 +28,19 @@ import { ASYNC_COMMIT, intArray, query, textArray, uuidArray } from './worker-sq
 
 const FENCE = `id = $1 and claim_id = $2::uuid and status = 'PENDING'`;
 
-async function fenced(db: Db, name: string, text: string, values: unknown[]): Promise<boolean> {
-  const res = await query(db, name, text, values);
+async function fenced(db: Db, s: ReturnType<typeof statement>, values: unknown[]): Promise<boolean> {
+  const res = await execute(poolOf(db), s, values);
   return (res.rowCount ?? 0) > 0;
 }
+
+const HANDLER_DONE = statement(
+  'outbox-handler-done',
+  `update outbox
+      set handlers_done = case when $3 = any(handlers_done) then handlers_done
+                               else array_append(handlers_done, $3::text) end
+     from ${ASYNC_COMMIT}
+    where ${FENCE}`,
+);
 
 /**
  * Records one handler's success as soon as it finishes, before the next handler of the same
@@ -28,16 +48,7 @@ async function fenced(db: Db, name: string, text: string, values: unknown[]): Pr
  * recorded here. (The last handler's success is recorded with DONE, in the same write.)
  */
 export function recordHandlerDone(db: Db, id: number, claimId: string, handler: string): Promise<boolean> {
-  return fenced(
-    db,
-    'outbox-handler-done',
-    `update outbox
-        set handlers_done = case when $3 = any(handlers_done) then handlers_done
-                                 else array_append(handlers_done, $3::text) end
-       from ${ASYNC_COMMIT}
-      where ${FENCE}`,
-    [id, claimId, handler],
-  );
+  return fenced(db, HANDLER_DONE, [id, claimId, handler]);
 }
 
 export interface DoneItem {
@@ -47,15 +58,17 @@ export interface DoneItem {
   lastHandler: string | null;
 }
 
-const MARK_DONE = `
-  update outbox o
+const MARK_DONE = statement(
+  'outbox-mark-done',
+  `update outbox o
      set status = 'DONE', processed_at = now(), claim_id = null,
          handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
                               else array_append(o.handlers_done, v.handler) end
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
    where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
-  returning v.n`;
+  returning v.n`,
+);
 
 /**
  * Marks messages DONE, one message or many in one UPDATE: each row fenced on its own claim.
@@ -73,7 +86,7 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
     claims[i] = it.claimId;
     handlers[i] = it.lastHandler;
   }
-  const res = await query<{ n: string }>(db, 'outbox-mark-done', MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers)]);
+  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers)]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
@@ -83,6 +96,14 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
 export async function markDone(db: Db, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
   return (await markDoneMany(db, [{ id, claimId, lastHandler: lastHandler ?? null }]))[0]!;
 }
+
+const RETRY = statement(
+  'outbox-retry',
+  `update outbox
+      set available_at = now() + make_interval(secs => $3), claim_id = null, last_error = $4
+     from ${ASYNC_COMMIT}
+    where ${FENCE}`,
+);
 
 /**
  * A transient failure: back to waiting, due again after `delaySeconds`. available_at, which held
@@ -95,29 +116,30 @@ export function scheduleRetry(
   delaySeconds: number,
   lastError: string,
 ): Promise<boolean> {
-  return fenced(
-    db,
-    'outbox-retry',
-    `update outbox
-        set available_at = now() + make_interval(secs => $3), claim_id = null, last_error = $4
-       from ${ASYNC_COMMIT}
-      where ${FENCE}`,
-    [id, claimId, delaySeconds, lastError],
-  );
+  return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
 }
+
+const DEAD = statement(
+  'outbox-dead',
+  `update outbox
+      set status = 'DEAD', processed_at = now(), claim_id = null, last_error = $3
+     from ${ASYNC_COMMIT}
+    where ${FENCE}`,
+);
 
 /** Out of attempts, or a failure no retry can fix. Kept, with its last error, for a person to look at. */
 export function markDead(db: Db, id: number, claimId: string, lastError: string): Promise<boolean> {
-  return fenced(
-    db,
-    'outbox-dead',
-    `update outbox
-        set status = 'DEAD', processed_at = now(), claim_id = null, last_error = $3
-       from ${ASYNC_COMMIT}
-      where ${FENCE}`,
-    [id, claimId, lastError],
-  );
+  return fenced(db, DEAD, [id, claimId, lastError]);
 }
+
+const UNKNOWN_TOPIC = statement(
+  'outbox-unknown-topic',
+  `update outbox
+      set attempts = greatest(attempts - 1, 0), claim_id = null,
+          available_at = now() + make_interval(secs => $3)
+     from ${ASYNC_COMMIT}
+    where ${FENCE}`,
+);
 
 /**
  * No handler is registered for the topic. Not a failure (no amount of retrying grows a handler;
@@ -125,89 +147,105 @@ export function markDead(db: Db, id: number, claimId: string, lastError: string)
  * back, and the message is looked at again after `recheckSeconds` rather than on every poll.
  */
 export function releaseUnknownTopic(db: Db, id: number, claimId: string, recheckSeconds: number): Promise<boolean> {
-  return fenced(
-    db,
-    'outbox-unknown-topic',
-    `update outbox
-        set attempts = greatest(attempts - 1, 0), claim_id = null,
-            available_at = now() + make_interval(secs => $3)
-       from ${ASYNC_COMMIT}
-      where ${FENCE}`,
-    [id, claimId, recheckSeconds],
-  );
+  return fenced(db, UNKNOWN_TOPIC, [id, claimId, recheckSeconds]);
 }
 
+/** What happened to the message as a whole. 'lost' = our claim was superseded (lease ran out) or not recorded. */
+export type MessageOutcome = 'done' | 'retry' | 'dead' | 'unknown_topic' | 'lost';
+
 /**
- * Group commit for DONE. Messages finished in the same turn of the event loop go into one UPDATE
- * (the write is scheduled with setImmediate, after every handler that finished in this turn has
- * reported), and at most one write is in flight: whatever finishes meanwhile goes into the next.
- * An idle worker adds no delay (the first finished message is written in the same turn), a busy
- * one writes hundreds of rows per statement, as graphile-worker's batched completion and pg-boss's
- * complete() do. Each (id, claim) still learns on its own whether it held its claim.
- *
- * A write that fails (database briefly unreachable) is tried again, up to 5 times over ~6 s;
- * after that its messages are reported as not recorded and their leases bring them back.
+ * Records verdicts: DONE through the group commit (src/outbox/done-batch.ts: one UPDATE for
+ * everything that finished together), retry, dead and unknown-topic each as its own fenced UPDATE
+ * (rare, and each carries its own error text or delay), and a handler's success between two
+ * handlers of one message. Reports each outcome once it is recorded (src/outbox/runner/outcomes.ts).
  */
-export class DoneBatcher<T extends DoneItem> {
-  private queue: T[] = [];
-  private writing = false;
-  private scheduled = false;
-  private idle: (() => void)[] = [];
+export class Settler {
+  private readonly done: DoneBatcher<DoneItem>;
 
   constructor(
     private readonly db: Db,
-    /** Called once per item: true = DONE under its claim, false = claim superseded, null = not recorded. */
-    private readonly onResult: (item: T, held: boolean | null, err?: unknown) => void,
-    private readonly maxBatch = 1000,
-  ) {}
-
-  get pending(): number {
-    return this.queue.length + (this.writing ? 1 : 0);
+    private readonly log: Logger,
+    private readonly reporter: OutcomeReporter,
+    private readonly unknownTopicRecheckSeconds: number,
+  ) {
+    this.done = new DoneBatcher((items) => markDoneMany(db, items));
   }
 
-  add(item: T): void {
-    this.queue.push(item);
-    if (!this.scheduled && !this.writing) {
-      this.scheduled = true;
-      setImmediate(this.flush);
+  /**
+   * A handler succeeded and another handler of the message runs next: recorded now, so a worker
+   * that dies in between does not run this one again. False: not recorded (claim superseded, or
+   * the database unreachable); the message is no longer ours to carry on with.
+   */
+  async handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean> {
+    let held: boolean;
+    try {
+      held = await retryWrite(() => recordHandlerDone(this.db, msg.id, msg.claimId, handler));
+    } catch (err) {
+      this.log.error({ err, messageId: msg.publicId, handler }, 'could not record a handler\'s success; the lease will bring the message back');
+      return false;
+    }
+    if (!held) {
+      this.log.warn({ messageId: msg.publicId, handler }, 'claim superseded (lease expired); leaving the message to its new claim');
+      return false;
+    }
+    if (this.reporter.wants('done')) {
+      this.reporter.outcome({ messageId: msg.publicId, topic: msg.topic, handler, attempt: msg.attempts, outcome: 'done', durationMs });
+    }
+    return true;
+  }
+
+  /** Records the verdict (null: the claim was already lost) and says what became of the message. */
+  async settle(msg: ClaimedMessage, verdict: Verdict | null): Promise<MessageOutcome> {
+    if (verdict === null) return 'lost';
+    let held: boolean;
+    try {
+      // DONE goes into the group commit, which retries its own statement.
+      held =
+        verdict.kind === 'done'
+          ? await this.done.add({ id: msg.id, claimId: msg.claimId, lastHandler: verdict.handler })
+          : await retryWrite(() => this.write(msg, verdict));
+    } catch (err) {
+      this.log.error({ err, messageId: msg.publicId, outcome: verdict.kind }, 'could not record the outcome; the lease will bring the message back');
+      return 'lost';
+    }
+    if (!held) {
+      this.log.warn({ messageId: msg.publicId }, 'claim superseded (lease expired); leaving the message to its new claim');
+      return 'lost';
+    }
+    this.report(msg, verdict);
+    return verdict.kind;
+  }
+
+  private write(msg: ClaimedMessage, verdict: Exclude<Verdict, { kind: 'done' }>): Promise<boolean> {
+    switch (verdict.kind) {
+      case 'retry':
+        return scheduleRetry(this.db, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
+      case 'dead':
+        return markDead(this.db, msg.id, msg.claimId, verdict.error);
+      case 'unknown_topic':
+        return releaseUnknownTopic(this.db, msg.id, msg.claimId, this.unknownTopicRecheckSeconds);
     }
   }
 
-  /** Resolves when nothing is queued or being written. */
-  settled(): Promise<void> {
-    if (this.queue.length === 0 && !this.writing && !this.scheduled) return Promise.resolve();
-    return new Promise((r) => this.idle.push(r));
-  }
-
-  private readonly flush = (): void => {
-    this.scheduled = false;
-    if (this.writing) return;
-    void this.writeAll();
-  };
-
-  private async writeAll(): Promise<void> {
-    this.writing = true;
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
-        this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
-        let held: boolean[] | undefined;
-        let error: unknown;
-        for (let i = 0; i < 5 && held === undefined; i++) {
-          try {
-            held = await markDoneMany(this.db, batch);
-          } catch (err) {
-            error = err;
-            if (i < 4) await new Promise((r) => setTimeout(r, 200 * 2 ** i));
-          }
+  private report(msg: ClaimedMessage, verdict: Verdict): void {
+    const base = { messageId: msg.publicId, topic: msg.topic, attempt: msg.attempts };
+    switch (verdict.kind) {
+      case 'done':
+        if (verdict.handler !== null && this.reporter.wants('done')) {
+          this.reporter.outcome({ ...base, handler: verdict.handler, outcome: 'done', durationMs: verdict.durationMs });
         }
-        for (let i = 0; i < batch.length; i++) this.onResult(batch[i]!, held ? held[i]! : null, held ? undefined : error);
-      }
-    } finally {
-      this.writing = false;
-      const waiters = this.idle;
-      this.idle = [];
-      for (const w of waiters) w();
+        return;
+      case 'unknown_topic':
+        this.reporter.outcome({ ...base, handler: null, outcome: 'unknown_topic', durationMs: 0 });
+        return;
+      default:
+        if (verdict.failures.length === 0) {
+          this.reporter.outcome({ ...base, handler: null, outcome: 'dead', durationMs: 0, error: verdict.error });
+          return;
+        }
+        for (const f of verdict.failures) {
+          this.reporter.outcome({ ...base, handler: f.handler, outcome: verdict.kind, durationMs: f.durationMs, error: f.error });
+        }
     }
   }
 }

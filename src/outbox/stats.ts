@@ -71,3 +71,12 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
     byTopic,
   };
 }
+
+/**
+ * Whether the outbox table is there: a cheap probe a process runs at start, so that a database
+ * that is unreachable or not migrated is one clear line rather than a retry loop. Throws the
+ * driver's error (42P01: no outbox table, run the migrations).
+ */
+export async function probeOutbox(db: Db): Promise<void> {
+  await db.execute(sql`select 1 from outbox limit 0`);
+}

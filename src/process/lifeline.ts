@@ -148,13 +148,3 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
   }
   return { dispose };
 }
-
-/**
- * The usual `stop` for `onParentGone`: SIGTERM to ourselves, so the entry point's own SIGTERM
- * handling runs unchanged — unless `alreadyStopping()` says a shutdown has begun.
- */
-export function sigtermSelfUnless(alreadyStopping: () => boolean): () => void {
-  return () => {
-    if (!alreadyStopping()) process.kill(process.pid, 'SIGTERM');
-  };
-}

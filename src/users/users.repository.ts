@@ -70,3 +70,18 @@ export async function revokeSession(db: Db, tokenHash: string): Promise<void> {
     .set({ revokedAt: sql`now()` })
     .where(and(eq(sessions.tokenHash, tokenHash), isNull(sessions.revokedAt)));
 }
+
+/**
+ * Deletes up to `batchSize` expired or revoked sessions (the worker's housekeeping). Either one is
+ * refused by the session lookup already, so deleting it changes no answer; only the table stops
+ * growing. SKIP LOCKED: two workers sweeping at once never wait on each other.
+ */
+export async function deleteEndedSessions(db: Db, batchSize: number): Promise<number> {
+  const res = await db.execute(sql`
+    delete from sessions
+     where id in (select id from sessions
+                   where expires_at <= now() or revoked_at is not null
+                   limit ${batchSize}
+                     for update skip locked)`);
+  return res.rowCount ?? 0;
+}

@@ -26,12 +26,25 @@ export function urlFor(database: string): string {
   return u.toString();
 }
 
+export interface TestDatabaseOptions {
+  /**
+   * lock_timeout (ms) for every connection of the pool, and so of the worker's claim connection
+   * too (it copies the pool's connection string: src/outbox/claim-connection.ts). For tests of
+   * concurrent claims: a claim that waits for a row lock instead of skipping it (SKIP LOCKED lost)
+   * then fails with "canceling statement due to lock timeout" instead of hanging until the test's
+   * timeout. `url` stays without it (a test's own clients may wait on purpose).
+   */
+  lockTimeoutMs?: number;
+}
+
 /** A fresh, migrated database cloned from the template (milliseconds), with a pool on it. */
-export async function createTestDatabase(prefix = 't'): Promise<TestDatabase> {
+export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   await admin((c) => c.query(`create database ${name} template ${inject('templateDb')}`));
   const url = urlFor(name);
-  const database = createDatabase(url, { max: 10, applicationName: 'stayhub-test' });
+  const poolUrl = new URL(url);
+  if (opts.lockTimeoutMs !== undefined) poolUrl.searchParams.set('options', `-c lock_timeout=${opts.lockTimeoutMs}`);
+  const database = createDatabase(poolUrl.toString(), { max: 10, applicationName: 'stayhub-test' });
   return {
     ...database,
     name,
@@ -39,8 +52,9 @@ export async function createTestDatabase(prefix = 't'): Promise<TestDatabase> {
     async drop() {
       await database.close();
       await admin(async (c) => {
-        // Give connections closed a moment ago time to leave pg_stat_activity.
-        for (let i = 0; i < 50; i++) {
+        // Give connections closed a moment ago time to leave pg_stat_activity (a killed process's
+        // backend finishes its statement first, which a loaded machine makes slow).
+        for (const until = Date.now() + 30_000; Date.now() < until; ) {
           const { rows } = await c.query('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
           if (rows[0].n === 0) break;
           await new Promise((r) => setTimeout(r, 100));

@@ -5,14 +5,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
+import { inCI, recordSkip } from './tools.ts';
 
 /*
  * A real `nats-server -js` per test file: its own free port and its own store directory, so files
  * run in parallel and a file can stop and restart "its" server on the same port and store.
  *
  * nats-server is a Debian package (`apt-get install -y nats-server`; .ci/run installs it). Where it
- * is missing these tests skip and say so; under CI=true a missing binary fails instead, so CI can
- * never go green by skipping them.
+ * is missing these tests skip and say so (and the run's last lines say it again); under CI=1 or
+ * CI=true a missing binary fails instead, so CI can never go green by skipping them.
  */
 
 const BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
@@ -21,11 +22,15 @@ export const NATS_MISSING =
   'nats-server not found: these tests need a real NATS JetStream server (Debian: `apt-get install -y nats-server`, ' +
   'or set NATS_SERVER_BIN to a nats-server binary)';
 
-/** Call at the top of a test file; returns true when the file's tests must skip. */
+/**
+ * Call at the top of a test file; returns true when the file's tests must skip, and then records
+ * why for the summary at the end of the run (test/helpers/skip-summary.ts).
+ */
 export function skipWithoutNats(): boolean {
   if (hasNatsServer) return false;
-  if (process.env.CI === 'true') throw new Error(`${NATS_MISSING}. CI=true: refusing to skip.`);
+  if (inCI) throw new Error(`${NATS_MISSING}. CI=${process.env.CI}: refusing to skip.`);
   console.warn(`SKIPPED: ${NATS_MISSING}`);
+  recordSkip(NATS_MISSING);
   return true;
 }
 

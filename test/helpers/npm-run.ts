@@ -97,10 +97,20 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
-/** Running (a zombie has exited: it only waits for its parent to read its status). */
+/**
+ * Still running. Not running: no such process; a zombie (it has exited and only waits for its
+ * parent to read its status); or a process caught while exiting, after the kernel released its
+ * memory and before it became a zombie: its state still reads R or D, but its command line reads
+ * empty (a loaded machine leaves a process in that state long enough to be seen).
+ */
 export function isRunning(pid: number): boolean {
   const s = stat(pid);
-  return s !== undefined && s.state !== 'Z' && s.state !== 'X';
+  if (s === undefined || s.state === 'Z' || s.state === 'X' || s.state === 'x') return false;
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`).length > 0;
+  } catch {
+    return false; // gone between the two reads
+  }
 }
 
 export function commandOf(pid: number): string {
@@ -122,11 +132,22 @@ export function killLeftovers(pids: number[]): void {
   }
 }
 
-/** Waits for `closed`, or fails naming what is still running; kills leftovers so no test leaks them. */
+/**
+ * Waits for `closed` and for every one of `pids` to be gone, or fails naming what is still running
+ * after `timeoutMs`; kills leftovers so no test leaks them. A process closes its pipes while it
+ * exits, a moment before it is gone: `closed` alone may come first.
+ */
 export async function expectAllGone(run: NpmRun, pids: number[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   const timedOut = Symbol('timeout');
-  const r = await Promise.race([run.closed, new Promise((res) => setTimeout(() => res(timedOut), timeoutMs))]);
-  const left = pids.filter(isRunning);
+  let timer: NodeJS.Timeout | undefined;
+  const r = await Promise.race([run.closed, new Promise((res) => (timer = setTimeout(() => res(timedOut), timeoutMs)))]);
+  clearTimeout(timer);
+  let left = pids.filter(isRunning);
+  while (left.length && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 25));
+    left = left.filter(isRunning);
+  }
   const described = left.map((p) => `${p} ${commandOf(p)}`);
   killLeftovers(left);
   if (r === timedOut || left.length) {

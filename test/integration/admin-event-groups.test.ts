@@ -15,7 +15,7 @@ import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts'
 /*
  * GET /admin/events/groups: the events stream's consumer groups for the dashboard. Without
  * NATS_URL, and with a NATS that refuses or never answers, no nats-server is needed; the rest runs
- * against a real one (test/helpers/nats.ts: skipped without the binary, failed under CI=true).
+ * against a real one (test/helpers/nats.ts: skipped without the binary, failed under CI=1 or CI=true).
  */
 
 const skip = skipWithoutNats();

@@ -5,7 +5,7 @@ import { listProperty, propertyInput, signUp, uniqueEmail, useTestApp } from '..
 import type { SearchIndex } from '../../src/search/search-index.ts';
 
 /*
- * Issue 10, item 3: bad input is a 400 that names the field, never a 5xx. Control characters in
+ * Bad input is a 400 that names the field, never a 5xx. Control characters in
  * single-line text fields are refused by validation; a cursor that decodes to values PostgreSQL
  * would refuse is an `invalid_cursor`; and a data exception (SQLSTATE 22xxx) that still reaches
  * the database is the client's fault (400), while only an unreachable database is a 503.

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import { waitFor } from '../helpers/worker.ts';
 import { BOOKING_LOCK_NAMESPACE } from '../../src/bookings/booking.service.ts';
 import { BOOKING_LOCK_KEY_SQL } from '../../src/bookings/bookings.repository.ts';
 
 /*
- * Issue 10, item 4: the per-property booking lock takes the property's whole bigint id. It used to
- * cast the id to int (pg_advisory_xact_lock(ns, id::int)), so every booking of a property whose id
- * passed 2^31 failed ("integer out of range").
+ * The per-property booking lock takes the property's whole bigint id: cast to int
+ * (pg_advisory_xact_lock(ns, id::int)), every booking of a property whose id passed 2^31 would
+ * fail ("integer out of range"), and ids that differ only above 32 bits would share a lock.
  */
 
 const t = useTestApp({ LOG_LEVEL: 'warn' });
@@ -53,8 +54,23 @@ describe('booking a property whose id is past 2^31', () => {
       const booking = t.app
         .inject({ method: 'POST', url: '/bookings', headers: guest.auth, payload: { propertyId: property.publicId, checkIn: daysFromNow(50), checkOut: daysFromNow(51), guests: 1 } })
         .finally(() => (done = true));
-      await new Promise((r) => setTimeout(r, 400));
-      expect(done).toBe(false); // waiting on the lock this client holds
+      // The booking's transaction is seen waiting for the very lock the holder has (same key, not
+      // granted), before the holder lets go: a booking that took another key, or none, finishes
+      // instead, however fast or slow the machine.
+      const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      await waitFor(async () => {
+        if (done) throw new Error(`the booking finished (${(await booking).statusCode}) without waiting for the lock the holder has`);
+        const { rows } = await t.db.pool.query<{ n: number }>(
+          `select count(*)::int as n
+             from pg_locks held
+             join pg_locks waiting on waiting.locktype = 'advisory' and not waiting.granted and waiting.pid <> held.pid
+                                  and (waiting.database, waiting.classid, waiting.objid, waiting.objsubid)
+                                      = (held.database, held.classid, held.objid, held.objsubid)
+            where held.locktype = 'advisory' and held.granted and held.pid = $1`,
+          [holderPid],
+        );
+        return rows[0]!.n === 1;
+      }, 30_000, 'the booking to wait for the advisory lock');
       await holder.query('commit');
       expect((await booking).statusCode).toBe(201);
     } finally {

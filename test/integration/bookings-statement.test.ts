@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { listProperty, signUp, useTestApp } from '../helpers/app.ts';
-import { insertBookingWithEvent } from '../../src/bookings/bookings.repository.ts';
+import { createDatabase } from '../../src/db/client.ts';
+import { buildTestApp, daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import { recordStatements, type LoggedStatement } from '../helpers/statement-log.ts';
+import { bookingInsert, toBookingRow } from '../../src/bookings/bookings.repository.ts';
+import { insertWithEvent } from '../../src/outbox/enqueue.ts';
+import { bookingPayload } from '../helpers/worker.ts';
 import { OUTBOX_CHANNEL } from '../../src/outbox/topics.ts';
+import { waitFor } from '../helpers/worker.ts';
 
 /*
- * The booking and its outbox row are written by one prepared statement. Its variant for a
- * transaction that has no after-commit work (not started by withTransaction) sends the worker's
- * wake-up inside the transaction: delivered at COMMIT, never after a rollback.
+ * The booking and its outbox row are written by one prepared statement. The booking path (POST
+ * /bookings, in a transaction started by withTransaction) wakes the worker with a statement of its
+ * own once the COMMIT is answered, as `enqueue` does (test/integration/enqueue.test.ts says why
+ * only the statements sent can tell). Its variant for a transaction that has no after-commit work
+ * (not started by withTransaction) sends the wake-up inside the transaction: delivered at COMMIT,
+ * never after a rollback.
  */
 const t = useTestApp({ LOG_LEVEL: 'warn' });
 
@@ -39,7 +48,7 @@ const values = (propertyId: number, guestId: number) => ({
   total: 200,
 });
 
-describe('insertBookingWithEvent outside withTransaction (notify inside the transaction)', () => {
+describe('the booking and its event in one statement, outside withTransaction (notify inside the transaction)', () => {
   it('writes both rows; the wake-up arrives at COMMIT and not after a rollback', async () => {
     const { propertyId, guestId } = await ids();
     const listener = new pg.Client({ connectionString: t.db.url });
@@ -51,28 +60,71 @@ describe('insertBookingWithEvent outside withTransaction (notify inside the tran
       const rolledBack = values(propertyId, guestId);
       await expect(
         t.db.db.transaction(async (tx) => {
-          await insertBookingWithEvent(tx, rolledBack, { topic: 'booking.created', snapshot: '{}', key: rolledBack.publicId, notifyInside: true });
+          await insertWithEvent(tx, bookingInsert(rolledBack), 'booking.created', bookingPayload(), { key: rolledBack.publicId });
           throw new Error('roll back');
         }),
       ).rejects.toThrow('roll back');
 
       const kept = values(propertyId, guestId);
+      const event = bookingPayload({ bookingId: kept.publicId });
       const row = await t.db.db.transaction((tx) =>
-        insertBookingWithEvent(tx, kept, { topic: 'booking.created', snapshot: '{"a":1}', key: kept.publicId, notifyInside: true }),
+        insertWithEvent(tx, bookingInsert(kept), 'booking.created', event, { key: kept.publicId }).then((r) => r && toBookingRow(r)),
       );
       expect(row?.publicId).toBe(kept.publicId);
       expect(row?.id).toBeGreaterThan(0);
       expect(row?.stay).toBe('[2031-03-01,2031-03-03)');
       expect(row?.status).toBe('confirmed');
-      await new Promise((r) => setTimeout(r, 200));
-      expect(heard).toEqual(['booking.created']);
+      // Everything committed before it has reached the listener once a marker sent afterwards has:
+      // notifications are delivered in commit order, whatever the machine's load.
+      await t.db.pool.query('select pg_notify($1, $2)', [OUTBOX_CHANNEL, 'marker']);
+      await waitFor(async () => heard.includes('marker'), 30_000, 'the marker notification');
+      expect(heard).toEqual(['booking.created', 'marker']);
 
       const { rows } = await t.db.pool.query(`select key, payload from outbox where key = any($1::text[])`, [[kept.publicId, rolledBack.publicId]]);
-      expect(rows).toEqual([{ key: kept.publicId, payload: { a: 1 } }]);
+      expect(rows).toEqual([{ key: kept.publicId, payload: event }]);
       const b = await t.db.pool.query(`select count(*)::int as n from bookings where public_id = any($1::uuid[])`, [[kept.publicId, rolledBack.publicId]]);
       expect(b.rows[0].n).toBe(1);
     } finally {
       await listener.end();
+    }
+  });
+});
+
+describe('POST /bookings', () => {
+  it('writes booking and event without a notify, and wakes the worker by a statement of its own sent after the COMMIT', async () => {
+    // The app on a pool whose statements are logged; t.db's pool stays the test's own.
+    const traced = createDatabase(t.db.url, { max: 4, applicationName: 'stayhub-test-traced' });
+    const log = recordStatements(traced.pool);
+    const app = (await buildTestApp({ ...t.db, ...traced } as TestDatabase, { LOG_LEVEL: 'warn' })).app;
+    const normalised = (st: LoggedStatement) => st.text.replace(/\s+/g, ' ').trim().toLowerCase();
+    const notifies = () => log.statements.filter((st) => /pg_notify/i.test(st.text));
+    try {
+      const host = await signUp(app, 'host');
+      const guest = await signUp(app, 'guest');
+      const p = await listProperty(app, host);
+      log.clear();
+      const res = await app.inject({
+        method: 'POST',
+        url: '/bookings',
+        headers: guest.auth,
+        payload: { propertyId: p.id, checkIn: daysFromNow(20), checkOut: daysFromNow(22), guests: 1 },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      // The answer does not wait for the wake-up: wait for it to be answered in turn.
+      await waitFor(async () => notifies().some((st) => st.endSeq !== undefined), 30_000, 'the wake-up');
+
+      const inserts = log.statements.filter((st) => /insert into bookings/i.test(st.text));
+      expect(inserts).toHaveLength(1);
+      const insert = inserts[0]!;
+      expect(insert.text, 'the booking statement carries no notify').not.toMatch(/pg_notify/i);
+      const commit = log.statements.find((st) => st.connection === insert.connection && st.startSeq > insert.startSeq && normalised(st) === 'commit');
+      expect(commit, 'the booking transaction committed').toBeDefined();
+      const sent = notifies();
+      expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/)]);
+      expect(sent[0]!.startSeq, 'the notify is sent after the COMMIT is answered').toBeGreaterThan(commit!.endSeq!);
+    } finally {
+      await app.close();
+      await traced.close();
     }
   });
 });

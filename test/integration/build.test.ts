@@ -8,7 +8,7 @@ import { parse } from 'yaml';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 /*
- * `npm run build` (issue 10 item 6): the production image runs its output with plain node, no tsx.
+ * `npm run build`: the production image runs its output with plain node, no tsx.
  * Built once into a folder inside the repository (bare imports resolve from its node_modules, as
  * in the image), then each kind of entry point is run from it: the worker, a script, and the
  * files the code reads at run time (migrations, the dashboard) are where the compiled code looks.

@@ -5,9 +5,9 @@ import { createDatabase, createPool, type Database } from '../../src/db/client.t
 import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
-import { bookingPayload, captureLogger, getMessage, insertMessage, makeDue, testHandler, workerConfig } from '../helpers/worker.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { bookingPayload, captureLogger, getMessage, insertMessage, makeDue, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*
  * Regression tests for bugs the chaos run (npm run chaos) found. Each names the run's symptom.
@@ -31,19 +31,26 @@ async function killCheckedOutClient(pool: pgTypes.Pool, applicationName: string)
   process.prependListener('uncaughtException', onUncaught);
   try {
     const client = await pool.connect();
+    // The socket's end comes after the error message; the client's error event, the one that
+    // must not crash the process, is emitted just before 'end'.
+    const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
     // Settled into a value at once, so its rejection is never "unhandled" while we wait.
     const running = client.query('select pg_sleep(30)').then(() => null, (err: unknown) => err);
-    for (let i = 0; i < 100; i++) {
+    await waitFor(async () => {
       const { rowCount } = await db.pool.query(
         `select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query like '%pg_sleep(30)%'`,
         [applicationName],
       );
-      if (rowCount) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return (rowCount ?? 0) > 0;
+    }, 30_000, 'the sleeping query to be killed');
     expect(await running).toMatchObject({ code: '57P01' });
-    // The socket's end arrives after the error message: give it time to be emitted.
-    await new Promise((r) => setTimeout(r, 300));
+    let deadline: NodeJS.Timeout | undefined;
+    await Promise.race([
+      ended,
+      new Promise((_, reject) => {
+        deadline = setTimeout(() => reject(new Error('the killed connection never ended')), 30_000);
+      }),
+    ]).finally(() => clearTimeout(deadline));
     client.release(new Error('connection lost'));
     // The pool recovers: the broken client was discarded, a new connection works.
     const { rows } = await pool.query('select 1 as ok');
@@ -115,15 +122,12 @@ describe('database outage → 503, never 500 (chaos: a Postgres restart gave cli
       await holder.query('begin');
       await holder.query('select 1 from bookings where public_id = $1 for update', [bookingId]);
       const pending = t.app.inject({ method: 'POST', url: `/bookings/${bookingId}/cancel`, headers: guest.auth });
-      let pid: number | undefined;
-      for (let i = 0; i < 100 && pid === undefined; i++) {
-        const { rows } = await db.pool.query(
+      const pid = await waitFor(async () => {
+        const { rows } = await db.pool.query<{ pid: number }>(
           `select pid from pg_stat_activity where application_name = 'stayhub-api-57p01' and wait_event_type = 'Lock'`,
         );
-        pid = rows[0]?.pid;
-        if (pid === undefined) await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(pid, 'the cancel never waited on the lock').toBeDefined();
+        return rows[0]?.pid;
+      }, 30_000, 'the cancel to wait on the row lock');
       await db.pool.query('select pg_terminate_backend($1)', [pid]);
       const res = await pending;
       expect(res.statusCode, res.body).toBe(503);
@@ -168,14 +172,14 @@ describe("a permanent failure does not cancel another handler's retry (chaos: ho
       ]),
       logger,
       listen: false,
-      purge: false,
+      housekeeping: false,
     });
     try {
       // Only this test's message: earlier tests in this file left events behind.
       await db.pool.query('truncate outbox');
       const m = await insertMessage(db.db, 'booking.created', bookingPayload(), 'k-550-451');
       await w.runOnce();
-      // Before the fix this was DEAD here, and the host's email was never retried.
+      // Not DEAD: the host's email failed transiently and must be retried, whatever the guest's did.
       expect(await getMessage(db.db, m.id)).toMatchObject({ status: 'PENDING', attempts: 1, handlers_done: [] });
       await makeDue(db.db, [m.id]);
       await w.runOnce();

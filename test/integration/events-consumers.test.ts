@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,10 +56,10 @@ async function consume(argv: string[], extra: Record<string, string> = {}) {
   return { code, out, err };
 }
 
-/** Bookings by several guests on several hosts' properties in two currencies; some cancelled. */
-async function makeBookings(round: number) {
+/** Bookings by a guest on each host's properties in two currencies (3 per property, 1 cancelled). */
+async function makeBookings(round: number, forHosts: Session[] = hosts) {
   const guest = await signUp(t.app, 'guest');
-  for (const [h, host] of hosts.entries()) {
+  for (const [h, host] of forHosts.entries()) {
     for (const currency of ['EUR', 'USD']) {
       const p = await listProperty(t.app, host, { currency, nightlyPrice: 1000 * (h + 1) + round });
       for (let i = 0; i < 3; i++) {
@@ -83,6 +84,18 @@ async function relayAll() {
   expect(code).toBe(0);
 }
 
+/**
+ * A consumer group of the test's own, created and caught up with the whole stream: each test
+ * starts from a ledger it made itself, whichever tests ran before it (or none).
+ */
+async function caughtUpGroup(name: string): Promise<string> {
+  const group = `${name}-${Math.random().toString(36).slice(2, 8)}`;
+  const r = await consume(['--group', group, '--until-empty']);
+  expect(r.code, r.err.join('\n')).toBe(0);
+  expect(await ledgerDifferences(t.db.db, group)).toEqual([]);
+  return group;
+}
+
 async function ledger(group: string) {
   const { rows } = await t.db.db.execute(sql`
     select host_id::int, currency, confirmed_total::int, cancelled_total::int, bookings, cancellations
@@ -100,6 +113,10 @@ async function groupInfo(group: string) {
   }
 }
 
+/*
+ * Each test stands on its own (run one alone with -t): the shared setup only makes bookings and
+ * relays them; every test that reads or changes a ledger uses a group of its own, caught up first.
+ */
 describe.skipIf(skip)('events consumers: the earnings ledger', () => {
   beforeAll(async () => {
     hosts = [await signUp(t.app, 'host'), await signUp(t.app, 'host'), await signUp(t.app, 'host')];
@@ -108,13 +125,16 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
   });
 
   it('keeps per host and currency the confirmed bookings minus cancellations, and serves it at GET /hosts/me/earnings', async () => {
+    // A host of this test's own, so the counts below are what this test booked.
+    const host = await signUp(t.app, 'host');
+    await makeBookings(0, [host]);
+    await relayAll();
+    // The group the API serves.
     const r = await consume(['--until-empty']);
     expect(r.code).toBe(0);
     expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
-    const rows = await ledger('earnings');
-    expect(rows).toHaveLength(6); // 3 hosts × 2 currencies
 
-    const res = await t.app.inject({ method: 'GET', url: '/hosts/me/earnings', headers: hosts[0]!.auth });
+    const res = await t.app.inject({ method: 'GET', url: '/hosts/me/earnings', headers: host.auth });
     expect(res.statusCode).toBe(200);
     const body = res.json();
     expect(body.group).toBe('earnings');
@@ -122,7 +142,7 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
     const { rows: truth } = await t.db.db.execute<{ currency: string; net: number }>(sql`
       select b.currency, sum(b.total)::int as net from bookings b join properties p on p.id = b.property_id
         join users u on u.id = p.host_id
-       where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' group by b.currency order by b.currency`);
+       where u.public_id = ${host.user.id} and b.status = 'confirmed' group by b.currency order by b.currency`);
     expect(body.earnings.map((e: { currency: string; net: number }) => ({ currency: e.currency, net: e.net }))).toEqual(truth);
     expect(body.earnings[0]).toMatchObject({ bookings: 3, cancellations: 1 });
 
@@ -131,83 +151,92 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
   });
 
   it('applies the effect once when the consumer is killed inside its transaction', async () => {
+    const group = await caughtUpGroup('killed-in-tx');
     await makeBookings(1);
     await relayAll();
-    const before = await groupInfo('earnings');
+    const before = await groupInfo(group);
     expect(before.pending).toBeGreaterThan(5);
     // Killed after its 4th effect was written, before that transaction's COMMIT.
-    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--until-empty'], env({ TEST_KILL_IN_TX_AFTER: '4' }));
+    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--group', group, '--until-empty'], env({ TEST_KILL_IN_TX_AFTER: '4' }));
     expect(killed.signal).toBe('SIGKILL');
     const killedIn = killed.lines.find((l) => l.startsWith('killing inside the transaction of '))!.split(' ').pop()!;
     const { rows: seen } = await t.db.db.execute(
-      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedIn}`,
+      sql`select 1 from processed_messages where consumer_group = ${group} and message_id = ${killedIn}`,
     );
     expect(seen).toHaveLength(0); // rolled back with the effect
 
     // Restarted: the unacked event comes back after the ack wait (1 s) and is applied once.
-    const again = await consume(['--until-empty']);
+    const again = await consume(['--group', group, '--until-empty']);
     expect(again.code).toBe(0);
-    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    expect(await ledgerDifferences(t.db.db, group)).toEqual([]);
     const { rows: once } = await t.db.db.execute(
-      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedIn}`,
+      sql`select 1 from processed_messages where consumer_group = ${group} and message_id = ${killedIn}`,
     );
     expect(once).toHaveLength(1);
   }, 60_000);
 
   it('applies the effect once when the consumer is killed after its COMMIT, before the ack', async () => {
+    const group = await caughtUpGroup('killed-before-ack');
     await makeBookings(2);
     await relayAll();
-    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--until-empty'], env({ TEST_KILL_BEFORE_ACK_AFTER: '3' }));
+    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--group', group, '--until-empty'], env({ TEST_KILL_BEFORE_ACK_AFTER: '3' }));
     expect(killed.signal).toBe('SIGKILL');
     const killedAt = killed.lines.find((l) => l.startsWith('killing before the ack of '))!.split(' ').pop()!;
     const { rows: seen } = await t.db.db.execute(
-      sql`select 1 from processed_messages where consumer_group = 'earnings' and message_id = ${killedAt}`,
+      sql`select 1 from processed_messages where consumer_group = ${group} and message_id = ${killedAt}`,
     );
     expect(seen).toHaveLength(1); // committed: the redelivery must find it and do nothing
-    expect((await consume(['--until-empty'])).code).toBe(0);
-    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    expect((await consume(['--group', group, '--until-empty'])).code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, group)).toEqual([]);
   }, 60_000);
 
   it('skips redelivered events through the inbox (replay from a time keeps ledger and inbox)', async () => {
-    const before = await ledger('earnings');
-    const r = await consume(['--replay', '--from', '2000-01-01T00:00:00Z', '--until-empty']);
+    const group = await caughtUpGroup('replay-from');
+    const before = await ledger(group);
+    expect(before.length).toBeGreaterThan(0);
+    const r = await consume(['--group', group, '--replay', '--from', '2000-01-01T00:00:00Z', '--until-empty']);
     expect(r.code).toBe(0);
-    expect(await ledger('earnings')).toEqual(before); // every event redelivered, none applied twice
+    expect(await ledger(group)).toEqual(before); // every event redelivered, none applied twice
   });
 
   it('--replay rebuilds the same ledger from the start of the stream', async () => {
-    const before = await ledger('earnings');
+    const group = await caughtUpGroup('rebuild');
+    const before = await ledger(group);
     // Spoil it, so only a real rebuild can bring it back.
-    await t.db.db.execute(sql`update host_earnings set confirmed_total = 0, bookings = 0 where consumer_group = 'earnings'`);
-    expect(await ledgerDifferences(t.db.db, 'earnings')).not.toEqual([]);
-    const r = await consume(['--replay', '--until-empty']);
+    await t.db.db.execute(sql`update host_earnings set confirmed_total = 0, bookings = 0 where consumer_group = ${group}`);
+    expect(await ledgerDifferences(t.db.db, group)).not.toEqual([]);
+    const r = await consume(['--group', group, '--replay', '--until-empty']);
     expect(r.code).toBe(0);
-    expect(await ledger('earnings')).toEqual(before);
-    expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    expect(await ledger(group)).toEqual(before);
+    expect(await ledgerDifferences(t.db.db, group)).toEqual([]);
   });
 
   it('a second group reads the same stream without disturbing the first', async () => {
-    const first = await ledger('earnings');
-    const firstPosition = await groupInfo('earnings');
-    const r = await consume(['--group', 'earnings-b', '--until-empty']);
+    const firstGroup = await caughtUpGroup('first');
+    const first = await ledger(firstGroup);
+    const firstPosition = await groupInfo(firstGroup);
+    const second = `${firstGroup}-b`;
+    const r = await consume(['--group', second, '--until-empty']);
     expect(r.code).toBe(0);
-    expect(await ledgerDifferences(t.db.db, 'earnings-b')).toEqual([]);
+    expect(await ledgerDifferences(t.db.db, second)).toEqual([]);
     // …and a rebuild of the second group leaves the first alone too.
-    await t.db.db.execute(sql`update host_earnings set cancelled_total = 0 where consumer_group = 'earnings-b'`);
-    expect((await consume(['--group', 'earnings-b', '--replay', '--until-empty'])).code).toBe(0);
-    expect(await ledgerDifferences(t.db.db, 'earnings-b')).toEqual([]);
-    expect(await ledger('earnings')).toEqual(first);
-    expect(await groupInfo('earnings')).toEqual(firstPosition);
+    await t.db.db.execute(sql`update host_earnings set cancelled_total = 0 where consumer_group = ${second}`);
+    expect((await consume(['--group', second, '--replay', '--until-empty'])).code).toBe(0);
+    expect(await ledgerDifferences(t.db.db, second)).toEqual([]);
+    expect(await ledger(firstGroup)).toEqual(first);
+    expect(await groupInfo(firstGroup)).toEqual(firstPosition);
     const { rows } = await t.db.db.execute<{ g: string; n: number }>(
-      sql`select consumer_group as g, count(*)::int as n from processed_messages group by 1 order by 1`,
+      sql`select consumer_group as g, count(*)::int as n from processed_messages where consumer_group in (${firstGroup}, ${second}) group by 1 order by 1`,
     );
+    expect(rows).toHaveLength(2);
     expect(rows[0]!.n).toBe(rows[1]!.n);
   });
 
   it('records an event that fails on its last delivery as a consumer dead letter, lists it, and replays it', async () => {
-    const group = 'earnings-dlq';
-    const propertyId = '0f9d3c2a-5b7e-4f1a-9c3d-2e8b7a6f5d41';
-    const msgId = 'e1c6d7a8-1111-4a2b-8c9d-0123456789ab';
+    const group = `dlq-${Math.random().toString(36).slice(2, 8)}`;
+    // Ids of this run's own: the test can run again (or alone) without meeting its earlier event.
+    const propertyId = randomUUID();
+    const msgId = randomUUID();
     let seq = 0;
     const nc = await connect({ servers: nats.url.replace('nats://', '') });
     try {
@@ -220,34 +249,37 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
     } finally {
       await nc.close();
     }
-    // The property is unknown: every delivery fails; after the 2nd it is dead-lettered.
-    const r = await consume(['--group', group, '--until-empty'], { EVENTS_MAX_DELIVER: '2' });
-    expect(r.code).toBe(0);
-    const listed = await consume(['--group', group, '--dead']);
-    expect(listed.out).toEqual([expect.stringMatching(new RegExp(`^${msgId}\\t.*booking.created\\t2 deliveries\\tError: earnings: property ${propertyId} not found`))]);
-    expect(await ledgerDifferences(t.db.db, group)).toEqual([]); // nothing applied for it
-
-    // The cause fixed (the property exists), the dead letter replays into the ledger, once.
-    await t.db.db.execute(sql`
-      insert into properties (public_id, host_id, title, city, country, currency, nightly_price, max_guests)
-      select ${propertyId}, id, 'Fixed', 'Porto', 'PT', 'EUR', 100, 2 from users where public_id = ${hosts[0]!.user.id}`);
-    const replayed = await consume(['--group', group, '--replay-dead']);
-    expect(replayed.out).toEqual([`replayed dead letters of ${group}: 1 applied, 0 already applied, 0 still failing`]);
-    const { rows } = await t.db.db.execute<{ n: number }>(sql`
-      select (confirmed_total - cancelled_total - (select coalesce(sum(b.total), 0) from bookings b join properties p on p.id = b.property_id
-                                  join users u on u.id = p.host_id
-                                 where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' and b.currency = 'EUR'))::int as n
-        from host_earnings h join users u on u.id = h.host_id
-       where h.consumer_group = ${group} and u.public_id = ${hosts[0]!.user.id} and h.currency = 'EUR'`);
-    expect(rows[0]!.n).toBe(777);
-    expect((await consume(['--group', group, '--dead'])).out).toEqual([]);
-
-    // The synthetic event has no booking behind it: take it out of the log before other groups read it.
-    const admin = await connect({ servers: nats.url.replace('nats://', '') });
     try {
-      expect(await (await jetstreamManager(admin)).streams.deleteMessage(STREAM, seq)).toBe(true);
+      // The property is unknown: every delivery fails; after the 2nd it is dead-lettered.
+      const r = await consume(['--group', group, '--until-empty'], { EVENTS_MAX_DELIVER: '2' });
+      expect(r.code).toBe(0);
+      const listed = await consume(['--group', group, '--dead']);
+      expect(listed.out).toEqual([expect.stringMatching(new RegExp(`^${msgId}\\t.*booking.created\\t2 deliveries\\tError: earnings: property ${propertyId} not found`))]);
+      expect(await ledgerDifferences(t.db.db, group)).toEqual([]); // nothing applied for it
+
+      // The cause fixed (the property exists), the dead letter replays into the ledger, once.
+      await t.db.db.execute(sql`
+        insert into properties (public_id, host_id, title, city, country, currency, nightly_price, max_guests)
+        select ${propertyId}, id, 'Fixed', 'Porto', 'PT', 'EUR', 100, 2 from users where public_id = ${hosts[0]!.user.id}`);
+      const replayed = await consume(['--group', group, '--replay-dead']);
+      expect(replayed.out).toEqual([`replayed dead letters of ${group}: 1 applied, 0 already applied, 0 still failing`]);
+      const { rows } = await t.db.db.execute<{ n: number }>(sql`
+        select (confirmed_total - cancelled_total - (select coalesce(sum(b.total), 0) from bookings b join properties p on p.id = b.property_id
+                                    join users u on u.id = p.host_id
+                                   where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' and b.currency = 'EUR'))::int as n
+          from host_earnings h join users u on u.id = h.host_id
+         where h.consumer_group = ${group} and u.public_id = ${hosts[0]!.user.id} and h.currency = 'EUR'`);
+      expect(rows[0]!.n).toBe(777);
+      expect((await consume(['--group', group, '--dead'])).out).toEqual([]);
     } finally {
-      await admin.close();
+      // The synthetic event has no booking behind it: take it out of the log before other groups
+      // read it, whatever happened above.
+      const admin = await connect({ servers: nats.url.replace('nats://', '') });
+      try {
+        expect(await (await jetstreamManager(admin)).streams.deleteMessage(STREAM, seq)).toBe(true);
+      } finally {
+        await admin.close();
+      }
     }
   }, 60_000);
 });

@@ -5,7 +5,7 @@ import { createLogger } from '../../src/logger.ts';
 /*
  * A database error must never put the query's bound parameters into the log, whatever they
  * contain. drizzle writes them into its error's message and stack ("\nparams: a,b,c"); a value
- * with a newline in it used to end the redaction early and leak the rest, the password's scrypt
+ * with a newline in it must not end the redaction early and leak the rest, the password's scrypt
  * hash included.
  */
 

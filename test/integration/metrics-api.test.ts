@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { HandlerCatalogue } from '../../src/admin/handler-catalogue.ts';
+import { HandlerCatalogue } from '../../src/outbox/subscriptions.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
@@ -29,7 +29,7 @@ async function insert(topic: string, status: 'PENDING' | 'DEAD' | 'DONE', ageSec
 }
 
 describe('GET /metrics on the API', () => {
-  it('is Prometheus text with every family the issue lists', async () => {
+  it('is Prometheus text with the outbox, booking, HTTP and process families', async () => {
     const text = await scrape();
     for (const family of [
       'stayhub_outbox_messages',

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessages, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 import { freePort } from '../../src/net/free-port.ts';
@@ -47,7 +47,7 @@ describe('worker metrics', () => {
       ]),
       logger,
       listen: false,
-      purge: false,
+      housekeeping: false,
       batchSize: 10,
     });
     const server = await serveWorkerMetrics(worker.events, { port: 0, batchSize: 10 });

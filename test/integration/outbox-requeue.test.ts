@@ -6,9 +6,9 @@ import * as schema from '../../src/db/schema.ts';
 import { requeueDead } from '../../src/outbox/requeue.ts';
 import { OUTBOX_CHANNEL } from '../../src/outbox/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { insertMessages } from '../helpers/worker.ts';
+import { insertMessages, waitFor } from '../helpers/worker.ts';
 
-/* Issue 10, item 6: requeue wakes the worker AFTER its COMMIT, on the channel constant. */
+/* Requeueing dead messages wakes the worker AFTER its COMMIT, on the channel constant. */
 
 let tdb: TestDatabase;
 beforeAll(async () => {
@@ -46,7 +46,7 @@ describe('requeueDead', () => {
       const notify = statements.findIndex((s) => s.includes('pg_notify'));
       expect(commit).toBeGreaterThan(-1);
       expect(notify).toBeGreaterThan(commit);
-      for (let i = 0; i < 50 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(async () => heard.length > 0, 30_000, 'the wake-up notification');
       expect(heard).toEqual([{ channel: OUTBOX_CHANNEL, payload: 'requeue' }]);
     } finally {
       await listener.end();

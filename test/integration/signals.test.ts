@@ -10,9 +10,9 @@ import { bookingPayload, getMessage, insertMessage, waitFor } from '../helpers/w
 import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '../helpers/npm-run.ts';
 
 /*
- * Issue 10 item 2: npm does not pass SIGTERM on. `kill -TERM <npm>` (what `docker stop` does to a
- * container whose PID 1 is npm, or a person to the pid they see) makes npm exit at once; the
- * node process it started used to live on, orphaned, until something SIGKILLed it. Each
+ * Stopping through npm: npm does not pass SIGTERM on. `kill -TERM <npm>` (what `docker stop` does
+ * to a container whose PID 1 is npm, or a person to the pid they see) makes npm exit at once; the
+ * node process it started would live on, orphaned, until something SIGKILLed it. Each
  * long-running entry point is started here through npm, only npm is signalled, and the test
  * checks that the work in flight was finished, that the process said it exited 0, and that no
  * process npm had started is left. (`npm start`, with its PostgreSQL: test/integration/start.test.ts.)

@@ -8,7 +8,7 @@ import { descendants, expectAllGone, isRunning, killLeftovers, npmRun } from '..
 /*
  * The README's first command, for real: `npm start` on an empty data folder starts the embedded
  * PostgreSQL, migrates, runs the API and the worker; a booking made through the API is emailed by
- * the worker. Then SIGTERM to npm alone (npm passes no signal on: issue 10 item 2): the
+ * the worker. Then SIGTERM to npm alone (npm passes no signal on: test/integration/signals.test.ts): the
  * supervisor notices npm's exit and stops the worker, then the API, then PostgreSQL, exits 0, and
  * no process is left — no postmaster either.
  */

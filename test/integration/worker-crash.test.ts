@@ -7,13 +7,13 @@ import { createDatabase, type Database } from '../../src/db/client.ts';
 import { EmbeddedPostgres } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
-import { captureLogger, sleep, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { captureLogger, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*
  * The worker commits its own writes (claim, lease, DONE, retry, hand-back) asynchronously
- * (src/outbox/worker-sql.ts): a database crash may lose the last of them. This crashes a
+ * (src/outbox/sql.ts): a database crash may lose the last of them. This crashes a
  * PostgreSQL of its own (immediate shutdown: no checkpoint, WAL not yet flushed is gone, crash
  * recovery at the next start) in the middle of a drain, and checks that nothing is lost: every
  * message ends DONE and every one was handled at least once.
@@ -64,7 +64,7 @@ describe('a database crash mid-drain', () => {
       registry: new HandlerRegistry([testHandler('count', 'test.crash', async (ctx) => void handled.set(ctx.messageId, (handled.get(ctx.messageId) ?? 0) + 1))]),
       logger: captureLogger('fatal').logger,
       listen: false,
-      purge: false,
+      housekeeping: false,
       batchSize: 200,
       concurrency: 16,
     });
@@ -74,7 +74,7 @@ describe('a database crash mid-drain', () => {
       // Crash: immediate shutdown, as a power cut would, then recovery at the next start.
       const pid = server.pid!;
       process.kill(pid, 'SIGQUIT');
-      for (let i = 0; i < 200 && alive(pid); i++) await sleep(50);
+      await waitFor(async () => !alive(pid), 60_000, 'the crashed postmaster to be gone');
       await server.start();
       await waitFor(
         async () => {

@@ -1,13 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { createWorker } from '../../src/worker/loop.ts';
-import { deleteEndedSessions, deleteExpiredIdempotencyKeys, housekeepOnce } from '../../src/worker/housekeeping.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { deleteExpiredIdempotencyKeys } from '../../src/bookings/idempotency.ts';
+import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
+import { deleteEndedSessions } from '../../src/users/users.repository.ts';
+import { APP_CHORES } from '../../src/worker/chores.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*
- * Issue 10, item 4: expired idempotency keys (with their stored responses) and expired or revoked
+ * Housekeeping: expired idempotency keys (with their stored responses) and expired or revoked
  * sessions are deleted in bounded batches, where the worker purges old DONE messages.
  */
 
@@ -55,7 +58,7 @@ describe('housekeeping', () => {
 
   it('one round deletes every expired key (with its stored response) and every expired or revoked session, batch after batch, and nothing live', async () => {
     await seed({ expiredKeys: 2_500, liveKeys: 3, expiredSessions: 1_200, revokedSessions: 5, liveSessions: 4 });
-    const counts = await housekeepOnce(tdb.db, { retentionDays: 7 });
+    const counts = await housekeepOnce(tdb.db, { retentionDays: 7, chores: APP_CHORES });
     expect(counts).toEqual({ outbox: 0, idempotencyKeys: 2_500, sessions: 1_205 });
     expect(await count('idempotency_keys')).toBe(3);
     expect(await count('idempotency_keys', sql`expires_at <= now()`)).toBe(0);
@@ -66,12 +69,12 @@ describe('housekeeping', () => {
   it('a running worker does it at start, with the DONE purge, and logs what went', async () => {
     await seed({ expiredKeys: 3, liveKeys: 1, expiredSessions: 2, revokedSessions: 1, liveSessions: 1 });
     const { logger, entries } = captureLogger();
-    const w = createWorker({ db: tdb.db, config: workerConfig(tdb), registry: new HandlerRegistry([]), logger, listen: false });
+    const w = createWorker({ db: tdb.db, config: workerConfig(tdb), registry: new HandlerRegistry([]), logger, listen: false, chores: APP_CHORES });
     await w.start();
     try {
       await waitFor(async () => (await count('sessions')) === 1 && (await count('idempotency_keys')) === 1);
-      await waitFor(async () => entries().some((e) => e.msg === 'deleted expired idempotency keys and ended sessions'));
-      expect(entries().find((e) => e.msg === 'deleted expired idempotency keys and ended sessions')).toMatchObject({ idempotencyKeys: 3, sessions: 3 });
+      await waitFor(async () => entries().some((e) => e.msg === 'housekeeping deleted old rows'));
+      expect(entries().find((e) => e.msg === 'housekeeping deleted old rows')).toMatchObject({ outbox: 0, idempotencyKeys: 3, sessions: 3 });
     } finally {
       await w.stop();
     }

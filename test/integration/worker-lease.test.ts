@@ -3,19 +3,25 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { markDoneMany } from '../../src/outbox/settle.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { captureLogger, getMessages, insertMessages, makeDue, sleep, testHandler, workerConfig } from '../helpers/worker.ts';
+import { captureLogger, getMessage, getMessages, insertMessage, insertMessages, makeDue, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*
- * Issue 10, item 1: a prefetched message must never start with too little of its lease left, and
- * every settle matches on (id, claim id).
+ * A message runs in one worker at a time: a prefetched message never starts with too little of its
+ * lease left (it is handed back instead), the heartbeat keeps the lease of a running handler alive
+ * however long it runs, and every settle matches on (id, claim id).
+ *
+ * The tests wait for the conditions themselves (a handler held on a gate, the database's clock
+ * past a deadline), never for a stretch of wall-clock time, so a busy machine only makes them
+ * slower. The claims run with a lock_timeout (test/helpers/db.ts): a claim that waited for a row
+ * lock instead of skipping it fails at once instead of hanging.
  */
 
 let tdb: TestDatabase;
 beforeAll(async () => {
-  tdb = await createTestDatabase('wlease');
+  tdb = await createTestDatabase('wlease', { lockTimeoutMs: 5_000 });
 });
 afterAll(async () => {
   await tdb?.drop();
@@ -24,80 +30,123 @@ beforeEach(async () => {
   await tdb.db.execute(sql`truncate outbox`);
 });
 
+/** A gate a handler waits on until the test opens it. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { open, opened };
+}
+
+function makeWorker(handle: Parameters<typeof testHandler>[2], env: Record<string, string>, opts: { batchSize?: number; concurrency?: number } = {}) {
+  const { logger, entries } = captureLogger();
+  const w = createWorker({
+    db: tdb.db,
+    config: workerConfig(tdb, env),
+    registry: new HandlerRegistry([testHandler('slow', 'test.slow', handle)]),
+    logger,
+    listen: false,
+    housekeeping: false,
+    ...opts,
+  });
+  const outcomes: string[] = [];
+  w.events.on('outcome', (e) => outcomes.push(e.outcome));
+  return { w, outcomes, entries };
+}
+
+/** Waits until the database's clock has passed `claimed_at + seconds` of message `id`. */
+async function untilDbClockPast(id: number, seconds: number, what: string) {
+  await waitFor(async () => {
+    const { rows } = await tdb.pool.query<{ past: boolean }>(
+      'select clock_timestamp() > claimed_at + make_interval(secs => $2) as past from outbox where id = $1',
+      [id, seconds],
+    );
+    return rows[0]!.past;
+  }, 60_000, what);
+}
+
 describe('a prefetched message and its lease', () => {
-  it('short lease, one slot, batch 2, slow handler, a second worker claiming: each message runs once, never in parallel', async () => {
-    // The reproduction of issue 10: LEASE_SECONDS=6; worker A claims 2 and has 1 slot; its handler
-    // takes 4.5 s, so the second message waits 4.5 s of its 6 s lease before a slot frees. Worker B
-    // claims (runOnce) at 6.3 s. Before the fix, A started the second message at 4.5 s with 1.5 s
-    // of lease left, its first heartbeat came 2 s later, and B ran it too, at the same time.
-    const runs: { worker: string; id: string; start: number; end: number }[] = [];
-    const slow = (who: string) =>
-      testHandler('slow', 'test.slow', async (ctx) => {
-        const run = { worker: who, id: ctx.messageId, start: Date.now(), end: Infinity };
-        runs.push(run);
-        await sleep(4_500);
-        run.end = Date.now();
-      });
-    const env = { LEASE_SECONDS: '6' };
-    const make = (who: string) =>
-      createWorker({
-        db: tdb.db,
-        config: workerConfig(tdb, env),
-        registry: new HandlerRegistry([slow(who)]),
-        logger: captureLogger().logger,
-        listen: false,
-        purge: false,
-        batchSize: 2,
-        concurrency: 1,
-      });
-    const a = make('A');
-    const b = make('B');
-    const msgs = await insertMessages(tdb.db, [{ topic: 'test.slow' }, { topic: 'test.slow' }]);
-
-    const t0 = Date.now();
-    const aDone = a.runUntilEmpty();
-    await sleep(6_300 - (Date.now() - t0));
-    const bDone = b.runOnce();
-    await Promise.all([aDone, bDone]);
-    await Promise.all([a.stop(), b.stop()]);
-
-    const byId = new Map<string, typeof runs>();
-    for (const r of runs) byId.set(r.id, [...(byId.get(r.id) ?? []), r]);
-    const ids = msgs.map((m) => m.public_id);
-    for (const id of ids) expect(byId.get(id), `runs of ${id}`).toHaveLength(1);
-    const rows = await getMessages(tdb.db, msgs.map((m) => m.id));
-    expect(rows.map((r) => r.status)).toEqual(['DONE', 'DONE']);
-  }, 30_000);
-
-  it('a message that waited past half its lease is handed back (attempt not counted), not started', async () => {
-    const started: string[] = [];
-    const w = createWorker({
-      db: tdb.db,
-      config: workerConfig(tdb, { LEASE_SECONDS: '2' }),
-      registry: new HandlerRegistry([
-        testHandler('slow', 'test.slow', async (ctx) => {
-          started.push(ctx.messageId);
-          await sleep(1_200);
-        }),
-      ]),
-      logger: captureLogger().logger,
-      listen: false,
-      purge: false,
-      batchSize: 2,
-      concurrency: 1,
-    });
-    const events: string[] = [];
-    w.events.on('outcome', (e) => events.push(`${e.outcome}`));
+  it('one slot, batch 2: the second message, left with less than half its lease, is handed back (attempt not counted) and a second worker runs it', async () => {
+    // Worker A claims both and has one slot; the first handler holds the slot until more than half
+    // of the lease has passed since it started, so since the claim was sent. The second message
+    // must not start then: its lease could end mid-handler, and a second worker would run it in
+    // parallel. 4 s: the first message itself must start within half a lease of the claim (the
+    // claim connection is opened in that time too), which a busy machine can stretch.
+    const LEASE_MS = 4_000;
+    const runs: { worker: string; id: string }[] = [];
+    const first = gate();
+    let firstStartedAt = 0;
+    const a = makeWorker(async (ctx) => {
+      runs.push({ worker: 'A', id: ctx.messageId });
+      firstStartedAt ||= Date.now();
+      await first.opened;
+    }, { LEASE_SECONDS: String(LEASE_MS / 1000) }, { batchSize: 2, concurrency: 1 });
+    const b = makeWorker(async (ctx) => void runs.push({ worker: 'B', id: ctx.messageId }), { LEASE_SECONDS: String(LEASE_MS / 1000) });
     const [m1, m2] = await insertMessages(tdb.db, [{ topic: 'test.slow' }, { topic: 'test.slow' }]);
-    expect(await w.runOnce()).toBe(2);
-    expect(started).toEqual([m1!.public_id]);
+
+    const aDone = a.w.runOnce();
+    try {
+      await waitFor(async () => runs.length === 1, 60_000, 'the first handler to start');
+      // The claim was sent before the first handler started: once half a lease has passed since
+      // then, the second message has less than half of its lease left, on the worker's own clock.
+      await waitFor(async () => Date.now() - firstStartedAt > LEASE_MS / 2 + 50, 60_000, 'half the lease to pass');
+    } finally {
+      first.open();
+    }
+    expect(await aDone).toBe(2);
+    expect(runs).toEqual([{ worker: 'A', id: m1!.public_id }]);
     const [r1, r2] = await getMessages(tdb.db, [m1!.id, m2!.id]);
     expect(r1).toMatchObject({ status: 'DONE', attempts: 1 });
     expect(r2).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });
-    expect(r2!.due_in).toBeLessThanOrEqual(0);
-    expect(events.sort()).toEqual(['done', 'handed_back']);
-    expect(w.summary()).toMatchObject({ claimed: 2, done: 1, handedBack: 1 });
-    await w.stop();
+    expect(r2!.due_in).toBeLessThanOrEqual(0); // handed back due at once: nobody waits for its lease
+    expect(a.outcomes.sort()).toEqual(['done', 'handed_back']);
+    expect(a.w.summary()).toMatchObject({ claimed: 2, done: 1, handedBack: 1 });
+
+    // The second worker takes it at once and runs it: each message ran once, in one worker.
+    expect(await b.w.runOnce()).toBe(1);
+    expect(runs).toEqual([
+      { worker: 'A', id: m1!.public_id },
+      { worker: 'B', id: m2!.public_id },
+    ]);
+    expect((await getMessage(tdb.db, m2!.id))).toMatchObject({ status: 'DONE', attempts: 1 });
+    await Promise.all([a.w.stop(), b.w.stop()]);
+  });
+});
+
+describe('the heartbeat', () => {
+  it('a handler that outlives LEASE_SECONDS keeps its claim: a second worker claims nothing while it runs', async () => {
+    // 3 s: a beat every 0.75 s, each landing with 2.25 s of the lease left, which a busy machine
+    // may delay a timer by without the lease running out.
+    const LEASE_SECONDS = 3;
+    let runs = 0;
+    const slow = gate();
+    const a = makeWorker(async () => {
+      runs++;
+      await slow.opened;
+    }, { LEASE_SECONDS: String(LEASE_SECONDS) });
+    const b = makeWorker(async () => void runs++, { LEASE_SECONDS: String(LEASE_SECONDS) });
+    const m = await insertMessage(tdb.db, 'test.slow');
+    const aDone = a.w.runOnce();
+    try {
+      await waitFor(async () => runs === 1, 60_000, 'the handler to start');
+      const { claim_id: claimId } = await getMessage(tdb.db, m.id);
+
+      // Past the lease the claim took, then past the lease of its first extension (a quarter of a
+      // lease later): without the heartbeat, or with a single beat, the message would be due here.
+      for (const past of [LEASE_SECONDS, LEASE_SECONDS * 1.5]) {
+        await untilDbClockPast(m.id, past + 0.1, `${past} s past the claim`);
+        expect(await b.w.runOnce(), `claimed by a second worker ${past} s after the first claimed it`).toBe(0);
+        const row = await getMessage(tdb.db, m.id);
+        expect(row).toMatchObject({ status: 'PENDING', attempts: 1, claim_id: claimId });
+        expect(row.due_in).toBeGreaterThan(0);
+      }
+    } finally {
+      slow.open();
+    }
+    expect(await aDone).toBe(1);
+    expect(runs).toBe(1);
+    expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'DONE', attempts: 1 });
+    expect(a.entries().filter((e) => Number(e.level) >= 40)).toEqual([]); // no failed extension, no superseded claim
+    await Promise.all([a.w.stop(), b.w.stop()]);
   });
 });
 

@@ -6,8 +6,8 @@ import { withTransaction } from '../../src/db/transaction.ts';
 import { enqueue } from '../../src/outbox/enqueue.ts';
 import { purgeDone } from '../../src/outbox/purge.ts';
 import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
-import { createWorker } from '../../src/worker/loop.ts';
-import { HandlerRegistry } from '../../src/worker/registry.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { bookingPayload, captureLogger, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 import { recordStatements, type LoggedStatement } from '../helpers/statement-log.ts';
@@ -65,7 +65,7 @@ describe('LISTEN/NOTIFY', () => {
         }),
       ]),
       logger,
-      purge: false,
+      housekeeping: false,
     });
     /** The worker is asleep: its last claim since `after` came back empty and nothing is running. */
     const asleepAfter = (after: number) => () =>

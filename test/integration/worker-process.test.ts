@@ -179,7 +179,7 @@ describe('drain-outbox signals and crashes', () => {
     const p = startWorker(TEST_ENTRY, [], { TEST_SLOW_MS: '15000', SHUTDOWN_TIMEOUT_SECONDS: '60' });
     await p.waitForLine(/test: slow handler started/);
     p.child.kill('SIGTERM');
-    await p.waitForLine(/stopping: finishing in-flight messages/);
+    await p.waitForLine(/stopping: finishing what is in hand/);
     p.child.kill('SIGTERM');
     expect((await p.exit).code).toBe(1);
     // At once: the process ended before its handler did (order of events, not a time bound).

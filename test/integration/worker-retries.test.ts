@@ -2,8 +2,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
 import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
-import { createWorker, type OutcomeEvent, type WorkerOptions } from '../../src/worker/loop.ts';
-import { HandlerRegistry, type Handler } from '../../src/worker/registry.ts';
+import { createWorker, type WorkerOptions } from '../../src/outbox/runner/worker.ts';
+import type { OutcomeEvent } from '../../src/outbox/runner/outcomes.ts';
+import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import {
   bookingPayload,
@@ -23,12 +24,15 @@ import {
 
 /*
  * The worker loop in-process against real Postgres: retries and backoff, dead letters, fan-out,
- * unknown topics, per-key order under concurrency, isolation, shutdown hand-back.
+ * unknown topics, per-key order under concurrency, isolation, shutdown hand-back. Leases and the
+ * heartbeat: test/integration/worker-lease.test.ts.
  */
 
 let tdb: TestDatabase;
 beforeAll(async () => {
-  tdb = await createTestDatabase('wretry');
+  // Two workers claim side by side here: a claim that waited for a row lock instead of skipping it
+  // fails with a lock timeout rather than hanging (test/helpers/db.ts).
+  tdb = await createTestDatabase('wretry', { lockTimeoutMs: 5_000 });
 });
 afterAll(async () => {
   await tdb?.drop();
@@ -45,7 +49,7 @@ function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extr
     registry: new HandlerRegistry(handlers),
     logger,
     listen: false,
-    purge: false,
+    housekeeping: false,
     ...extra,
   });
   const outcomes: OutcomeEvent[] = [];
@@ -157,7 +161,7 @@ describe('backoff and dead letters', () => {
     await w.runOnce();
     const row = await getMessage(tdb.db, m.id);
     expect(row.status).toBe('DEAD');
-    expect(row.last_error).toMatch(/^worker: LeaseExpired: claimed 8 times without an outcome/);
+    expect(row.last_error).toMatch(/^worker: NoOutcome: claimed 8 times without an outcome/);
     expect(ran).toBe(0);
     await w.stop();
   });
@@ -311,6 +315,8 @@ describe('isolation and order', () => {
       return rows[0]!.n === keys * perKey;
     }, 30_000, 'all messages DONE');
     await Promise.all([w1.w.stop(), w2.w.stop()]);
+    // Every claim succeeded: none waited for the other worker's rows until its lock timeout.
+    expect([...w1.entries(), ...w2.entries()].filter((e) => e.msg === 'claim failed')).toEqual([]);
     expect(overlap).toBe(0);
     expect(maxParallel).toBeGreaterThan(1);
     for (let k = 0; k < keys; k++) expect(order.get(`k${k}`)).toEqual([...Array(perKey).keys()]);
@@ -396,34 +402,5 @@ describe('logging at info (the default)', () => {
     expect(lines.map((l) => [l.handler, l.outcome])).toEqual([['bad', 'retry']]);
     expect(w.summary()).toMatchObject({ claimed: 3, done: 2, retried: 1 });
     await w.stop();
-  });
-});
-
-describe('lease extension', () => {
-  it('a handler slower than LEASE_SECONDS keeps its claim: no other worker runs it meanwhile', async () => {
-    let runs = 0;
-    const slow = worker(
-      [
-        testHandler('slow', 'test.slow', async () => {
-          runs++;
-          await sleep(4_500);
-        }),
-      ],
-      // 2 s, not 1: the worker hands back, unstarted, a message claimed more than LEASE_SECONDS − 1 s
-      // ago, so with a 1 s lease any millisecond between claim and start handed it back (flaky).
-      { LEASE_SECONDS: '2' },
-    );
-    const other = worker([testHandler('slow', 'test.slow', async () => void runs++)], { LEASE_SECONDS: '2' });
-    const m = await insertMessage(tdb.db, 'test.slow');
-    const first = slow.w.runOnce();
-    await waitFor(async () => runs === 1);
-    // Well past the 2 s lease: without the heartbeat the second worker would claim it here.
-    for (let i = 0; i < 7; i++) {
-      await sleep(500);
-      expect(await other.w.runOnce()).toBe(0);
-    }
-    await first;
-    expect(runs).toBe(1);
-    expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'DONE', attempts: 1 });
   });
 });

@@ -23,7 +23,7 @@ describe('bench statistics', () => {
     expect(ratios.bestOfOurs).toEqual(ratios.ours2);
   });
 
-  it("judges issue 13's drain targets on the labelled best-of-ours row, burst included", () => {
+  it('judges the drain targets on the labelled best-of-ours row, burst included', () => {
     const ratios = ratiosOf({ ours1: 2_000, ours2: 12_000 }, { graphile: 10_000 });
     const targets = evaluateTargets({ drain: { ratios }, burst: { ratios: ratiosOf({ ours1: 1, ours2: 1 }, { pgBoss: 2 }) } } as never);
     expect(targets.find((t) => t.name.startsWith('Drain (backlog'))).toMatchObject({ met: true, value: '1.2×' });

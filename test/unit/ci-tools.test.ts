@@ -3,8 +3,9 @@ import { hasTool, inCI } from '../helpers/tools.ts';
 
 /*
  * The external tools some checks call. On a developer's machine a missing one only skips those
- * checks (they say how to install it); in CI (CI=true, .ci/run) it is a failure, so a CI image
- * that lost a package cannot turn checks into skips and still pass.
+ * checks (they say how to install it, and the run's last lines list them); in CI (CI=1 or
+ * CI=true; .ci/run sets it) it is a failure, so a CI image that lost a package cannot turn checks
+ * into skips and still pass.
  */
 const TOOLS = [
   { name: 'promtool', versionArgs: ['--version'], debian: 'prometheus', usedBy: 'test/integration/metrics-alerts.test.ts' },
@@ -18,7 +19,7 @@ describe('tools the suite calls', () => {
       const present = hasTool(tool.name, tool.versionArgs);
       expect(
         present || !inCI,
-        `${tool.name} is missing with CI=true (${tool.usedBy} would check less): apt-get install -y ${tool.debian}`,
+        `${tool.name} is missing with CI=${process.env.CI} (${tool.usedBy} would check less): apt-get install -y ${tool.debian}`,
       ).toBe(true);
     });
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
-import { verdictAfterRun, verdictBeforeRun, DONE } from '../../src/worker/verdict.ts';
+import { verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/runner/verdict.ts';
 
 const backoff = { baseSeconds: 2, maxSeconds: 256, jitter: false };
 const fail = (handler: string, error: unknown, durationMs = 5) => ({ handler, error, durationMs });
@@ -18,7 +18,7 @@ describe('verdictBeforeRun', () => {
   it('claimed more often than maxAttempts: dead, saying so', () => {
     const v = verdictBeforeRun({ ...ok, attempts: 9 });
     expect(v).toMatchObject({ kind: 'dead', failures: [], succeeded: [] });
-    expect(v && 'error' in v && v.error).toMatch(/^worker: LeaseExpired: claimed 8 times without an outcome/);
+    expect(v && 'error' in v && v.error).toMatch(/^worker: NoOutcome: claimed 8 times without an outcome/);
   });
   it('at exactly maxAttempts the handlers still run', () => {
     expect(verdictBeforeRun({ ...ok, attempts: 8 })).toBeNull();
@@ -31,7 +31,7 @@ describe('verdictBeforeRun', () => {
 describe('verdictAfterRun', () => {
   const base = { attempts: 1, maxAttempts: 8, ran: ['guest', 'host'], backoff };
   it('no failure: done (the shared constant, nothing allocated)', () => {
-    expect(verdictAfterRun({ ...base, failures: [] })).toBe(DONE);
+    expect(verdictAfterRun({ ...base, failures: [] })).toBe(ALREADY_DONE);
   });
   it('a transient failure: retry after the backoff, only the failed handler left, the others succeeded', () => {
     const v = verdictAfterRun({ ...base, attempts: 3, failures: [fail('host', smtp(451))] });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { emailMessageId, emlFileName } from '../../src/mail/mailer.ts';
 import { escapeHtml, formatDate, formatMoney, guestConfirmation } from '../../src/mail/templates.ts';
-import { describeFailure, isPermanent, redactEmails } from '../../src/worker/errors.ts';
+import { describeFailure, isPermanent, redactEmails } from '../../src/outbox/runner/failures.ts';
 
 const smtpError = (responseCode: number | undefined, code = 'EENVELOPE') =>
   Object.assign(new Error(`reply ${responseCode}`), { code, responseCode });

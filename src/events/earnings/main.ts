@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../../config.ts';
+import { ConfigError } from '../../config.ts';
 import { createDatabase } from '../../db/client.ts';
 import { withTransaction } from '../../db/transaction.ts';
-import { createLogger } from '../../logger.ts';
+import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions as MainRunOptions } from '../../process/run-main.ts';
 import { connectNats, describeNats } from '../connection.ts';
 import { ensureGroup, jetstreamManager, replayDeadLetters, resetGroup, runGroup, type GroupOptions, type RunOptions, type StartAt } from '../consumer.ts';
 import { openDeadLetters } from '../dead-letters.ts';
@@ -30,52 +29,70 @@ import { applyEarningsEvent, clearLedger, earningsFilter } from './ledger.ts';
  * Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration.
  */
 
-const USAGE =
-  'usage: npm run consume:earnings -- [--until-empty] [--replay [--from ISO-TIME]] [--dead | --replay-dead] [--group NAME]';
+const USAGE = `usage: npm run consume:earnings -- [--until-empty] [--replay [--from ISO-TIME]] [--dead | --replay-dead] [--group NAME]
 
-export interface EarningsMainOptions {
-  argv: string[];
-  env?: NodeJS.ProcessEnv;
-  out?: (line: string) => void;
-  err?: (line: string) => void;
+  (none)             run until SIGTERM/SIGINT
+  --until-empty      run until the group has nothing pending or unacked, then exit
+  --replay           rebuild: empty this group's ledger and inbox, restart it at the stream's first event
+  --replay --from T  restart the group at time T (ISO 8601), keeping ledger and inbox
+  --dead             list the group's open consumer dead letters and exit
+  --replay-dead      apply the open dead letters (after fixing their cause) and exit
+  --group NAME       another group than EVENTS_EARNINGS_GROUP
+  --help             this text
+
+Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration.`;
+
+export interface EarningsHooks {
   /** Test hook (test/helpers/earnings-entry.ts): runs inside each event's transaction, before COMMIT. */
   afterEffect?: RunOptions['afterEffect'];
   /** Test hook: runs after an event's COMMIT, before its ack. */
   beforeAck?: RunOptions['beforeAck'];
 }
 
-export async function earningsMain(opts: EarningsMainOptions): Promise<number> {
-  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
-  const errOut = opts.err ?? ((l: string) => process.stderr.write(`${l}\n`));
-  let values;
-  let config: Config;
-  try {
-    ({ values } = parseArgs({
-      args: opts.argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        'until-empty': { type: 'boolean' },
-        replay: { type: 'boolean' },
-        from: { type: 'string' },
-        dead: { type: 'boolean' },
-        'replay-dead': { type: 'boolean' },
-        group: { type: 'string' },
-      },
-    }));
-    if (values.from !== undefined && !values.replay) throw new Error('--from goes with --replay');
-    if (values.from !== undefined && Number.isNaN(Date.parse(values.from))) throw new Error(`--from is not a time: "${values.from}"`);
-    if (values.group !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.group)) throw new Error('--group: letters, digits, - and _ only');
-    if (values.dead && values['replay-dead']) throw new Error('--dead and --replay-dead cannot be combined');
-    config = loadConfig(opts.env ?? process.env);
-    if (!config.NATS_URL) throw new ConfigError(['NATS_URL: required by the events consumer']);
-  } catch (e) {
-    errOut(`consume:earnings: ${(e as Error).message}${e instanceof ConfigError ? '' : `\n${USAGE}`}`);
-    return 2;
-  }
+export type EarningsMainOptions = MainRunOptions & EarningsHooks;
+
+/** The consumer in-process (tests and the test entry): the same flags, signals and exit codes as the process. */
+export function earningsMain(opts: EarningsMainOptions): Promise<number> {
+  return runCommand(earningsCommand(opts), opts);
+}
+
+export function earningsCommand(hooks: EarningsHooks = {}): Command {
+  return {
+    name: 'consume:earnings',
+    logName: 'earnings',
+    usage: USAGE,
+    longRunning: true,
+    options: {
+      'until-empty': { type: 'boolean' },
+      replay: { type: 'boolean' },
+      from: { type: 'string' },
+      dead: { type: 'boolean' },
+      'replay-dead': { type: 'boolean' },
+      group: { type: 'string' },
+    },
+    run: (ctx) => consume(ctx, hooks),
+  };
+}
+
+async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number> {
+  const { config, out, err: errOut, stopRequested } = ctx;
+  const values = ctx.flags as {
+    'until-empty'?: boolean;
+    replay?: boolean;
+    from?: string;
+    dead?: boolean;
+    'replay-dead'?: boolean;
+    group?: string;
+  };
+  if (values.from !== undefined && !values.replay) throw new UsageError('--from goes with --replay');
+  if (values.from !== undefined && Number.isNaN(Date.parse(values.from))) throw new UsageError(`--from is not a time: "${values.from}"`);
+  if (values.group !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.group)) throw new UsageError('--group: letters, digits, - and _ only');
+  if (values.dead && values['replay-dead']) throw new UsageError('--dead and --replay-dead cannot be combined');
+  if (!config.NATS_URL) throw new ConfigError(['NATS_URL: required by the events consumer']);
+  const natsUrl = config.NATS_URL;
 
   const group = values.group ?? config.EVENTS_EARNINGS_GROUP;
-  const logger = createLogger(config.LOG_LEVEL, 'earnings').child({ group });
+  const logger = ctx.logger.child({ group });
   const database = createDatabase(config.DATABASE_URL, { max: 4, applicationName: `stayhub-consumer-${group}` });
   const handle = applyEarningsEvent(group);
   try {
@@ -93,9 +110,9 @@ export async function earningsMain(opts: EarningsMainOptions): Promise<number> {
 
     let nc;
     try {
-      nc = await connectNats(config.NATS_URL, `stayhub-consumer-${group}`);
+      nc = await connectNats(natsUrl, `stayhub-consumer-${group}`);
     } catch (e) {
-      errOut(`consume:earnings: cannot reach NATS at ${describeNats(config.NATS_URL)}: ${(e as Error).message}`);
+      errOut(`consume:earnings: cannot reach NATS at ${describeNats(natsUrl)}: ${(e as Error).message}`);
       return 1;
     }
     try {
@@ -151,16 +168,7 @@ export async function earningsMain(opts: EarningsMainOptions): Promise<number> {
 
       let stop!: () => void;
       const stopped = new Promise<void>((r) => (stop = r));
-      const onSignal = (signal: NodeJS.Signals) => {
-        logger.info({ signal }, 'stopping');
-        process.off('SIGTERM', onSignal);
-        process.off('SIGINT', onSignal);
-        process.once('SIGTERM', () => process.exit(1));
-        process.once('SIGINT', () => process.exit(1));
-        stop();
-      };
-      process.on('SIGTERM', onSignal);
-      process.on('SIGINT', onSignal);
+      void stopRequested.then(stop);
       let poll: NodeJS.Timeout | undefined;
       if (values['until-empty']) {
         const check = async () => {
@@ -172,8 +180,6 @@ export async function earningsMain(opts: EarningsMainOptions): Promise<number> {
       }
       await Promise.race([stopped, runner.done]);
       clearTimeout(poll);
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
       await runner.stop();
       await metricsServer?.close();
       logger.info('earnings consumer stopped');
@@ -185,3 +191,5 @@ export async function earningsMain(opts: EarningsMainOptions): Promise<number> {
     await database.close();
   }
 }
+
+runMain(earningsCommand(), import.meta.url);

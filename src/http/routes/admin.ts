@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
-import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import { HANDLER_CATALOGUE, type HandlerCatalogue } from '../../outbox/index.ts';
 import { eventGroupsResponse } from '../../admin/event-groups.schemas.ts';
 import { eventGroups } from '../../admin/event-groups.service.ts';
 import * as service from '../../admin/outbox-admin.service.ts';
@@ -22,7 +22,7 @@ import { BODY_PROBLEMS, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 export interface AdminRoutesOptions extends AppContext {
-  /** Which topics the worker handles, and with which handlers. Defaults to the worker's handler list (src/worker/handlers/catalogue.ts). */
+  /** Which topics the worker handles, and with which handlers. Defaults to the worker's handler list (src/outbox/subscriptions.ts). */
   handlerCatalogue?: HandlerCatalogue;
 }
 
@@ -37,7 +37,7 @@ export interface AdminRoutesOptions extends AppContext {
 export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app, opts) => {
   const deps = {
     db: opts.db.db,
-    catalogue: opts.handlerCatalogue ?? workerCatalogue(),
+    catalogue: opts.handlerCatalogue ?? HANDLER_CATALOGUE,
   };
   // With NATS_URL, the API's own view of the events stream: connects on the first request, keeps
   // the connection, closes it with the app.

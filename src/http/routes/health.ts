@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { outboxStats } from '../../outbox/stats.ts';
+import { outboxStats } from '../../outbox/index.ts';
 import type { AppContext } from '../context.ts';
 
 const healthResponse = z.object({

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { workerCatalogue, type HandlerCatalogue } from '../../admin/handler-catalogue.ts';
+import { HANDLER_CATALOGUE, type HandlerCatalogue } from '../../outbox/index.ts';
 import { createApiMetrics, type ApiMetrics } from '../../metrics/api-metrics.ts';
 import type { AppContext } from '../context.ts';
 
@@ -20,7 +20,7 @@ export function registerMetrics(
 ): ApiMetrics {
   const metrics = createApiMetrics({
     db: ctx.db.db,
-    catalogue: ctx.handlerCatalogue ?? workerCatalogue(),
+    catalogue: ctx.handlerCatalogue ?? HANDLER_CATALOGUE,
     onOutboxReadError: (err) => app.log.warn({ err }, 'metrics: outbox stats could not be read'),
   });
 

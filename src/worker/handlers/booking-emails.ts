@@ -1,8 +1,7 @@
 import type { Config } from '../../config.ts';
 import { emailMessageId, type Mailer } from '../../mail/mailer.ts';
 import * as templates from '../../mail/templates.ts';
-import type { PayloadOf } from '../../outbox/topics.ts';
-import type { Handler } from '../registry.ts';
+import type { Handler, PayloadOf } from '../../outbox/index.ts';
 
 /**
  * The booking emails. Each is its own handler so the worker records each one's success: if the

@@ -1,9 +1,8 @@
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
-import { TOPIC_NAMES, isTopicName, type TopicName } from '../../outbox/topics.ts';
+import { TOPIC_NAMES, isTopicName, type Handler, type TopicName } from '../../outbox/index.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
 import { SCHEMA_VERSIONS, publicBody, subjectFor } from '../../events/subjects.ts';
-import type { Handler } from '../registry.ts';
 
 export const EVENTS_RELAY = 'events.relay';
 

@@ -2,11 +2,11 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
+import { SUBSCRIPTIONS, type SubscriptionName, type Handler } from '../../outbox/index.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
-import type { Handler } from '../registry.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from './booking-emails.ts';
-import { searchIndexPropertyHandler } from './search-index-property.ts';
 import { eventsRelayHandlers } from './events-relay.ts';
+import { searchIndexPropertyHandler } from './search-index-property.ts';
 
 /** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
 export interface HandlerDeps {
@@ -20,19 +20,27 @@ export interface HandlerDeps {
 }
 
 /**
- * Every handler the worker runs, as an explicit list. A handler is registered by adding a line
- * here and nowhere else: no import side effects, so a forgotten import cannot silently leave a
- * topic without handlers (`npm run drain-outbox -- --list-topics` prints what this list gives).
- * A topic with no handler here stays PENDING until one is added.
+ * The code behind each subscription name of src/outbox/subscriptions.ts. The type makes a name
+ * without code a compile error; a handler is added by a line there and its factory here, and
+ * nothing else: no import side effects, so a forgotten import cannot silently leave a topic
+ * without handlers (`npm run drain-outbox -- --list-topics` prints what this gives).
  */
+const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) => Handler<any> } = {
+  'email.guest-confirmation': guestConfirmation,
+  'email.host-new-booking': hostNewBooking,
+  'email.guest-cancellation': guestCancellation,
+  'email.host-cancellation': hostCancellation,
+  'search.index-property': searchIndexPropertyHandler,
+};
+
+/** Every handler the worker runs: the subscriptions in their order, then the events relay when NATS_URL is set. */
 export function defaultHandlers(deps: HandlerDeps): Handler<any>[] {
-  return [
-    guestConfirmation(deps),
-    hostNewBooking(deps),
-    guestCancellation(deps),
-    hostCancellation(deps),
-    searchIndexPropertyHandler(deps),
-    // Events for other services: only when NATS_URL is set (src/worker/handlers/events-relay.ts).
-    ...(deps.config.NATS_URL ? eventsRelayHandlers(deps) : []),
-  ];
+  const handlers = SUBSCRIPTIONS.map((s) => {
+    const handler = IMPLEMENTATIONS[s.name](deps);
+    if (handler.name !== s.name || handler.topic !== s.topic) {
+      throw new Error(`handler ${s.name} (${s.topic}) is implemented as ${handler.name} (${handler.topic})`);
+    }
+    return handler;
+  });
+  return [...handlers, ...(deps.config.NATS_URL ? eventsRelayHandlers(deps) : [])];
 }

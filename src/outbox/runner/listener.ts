@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../../logger.ts';
 
 /**
  * LISTEN on the outbox channel over one dedicated connection (a pooled connection would be handed

@@ -1,5 +1,5 @@
-import type { Logger } from '../logger.ts';
-import type { PayloadOf, TopicName } from '../outbox/topics.ts';
+import type { Logger } from '../../logger.ts';
+import type { PayloadOf, TopicName } from '../topics.ts';
 
 /**
  * What a handler is given: the message's identity and its validated payload. A handler must be

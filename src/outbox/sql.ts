@@ -1,10 +1,7 @@
-import type { QueryResult, QueryResultRow } from 'pg';
-import type { Db } from '../db/client.ts';
-
 /*
- * How the worker sends its own statements (claim, lease, settle): straight to node-postgres, each
- * as a named prepared statement, not through drizzle's query builder. These few statements run
- * for every batch (hundreds of times a second under load): named, each connection parses and plans
+ * What the worker's own statements (claim, lease, settle) share. They go straight to node-postgres
+ * as named prepared statements (src/db/prepared.ts), not through drizzle's query builder: they run
+ * for every batch (hundreds of times a second under load); named, each connection parses and plans
  * them once, and no query object is rebuilt per call. The SQL stays in the module of its verb.
  *
  * ## Asynchronous commit for the worker's own writes
@@ -33,27 +30,6 @@ import type { Db } from '../db/client.ts';
  * or back to PENDING, and a lost write leaves it PENDING (test/integration/worker-crash.test.ts).
  */
 export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true)) as async_commit`;
-
-interface Queryable {
-  query(q: { name: string; text: string; values: unknown[]; rowMode?: 'array' }): Promise<QueryResult<any>>;
-}
-
-/** The pool behind a drizzle database (drizzle sets `$client`; its Db type does not declare it). */
-function client(db: Db): Queryable {
-  const c = (db as unknown as { $client?: Queryable }).$client;
-  if (!c) throw new Error('the worker needs a drizzle database built on a node-postgres pool');
-  return c;
-}
-
-/** One named statement through the pool behind `db`. */
-export function query<R extends QueryResultRow = QueryResultRow>(
-  db: Db,
-  name: string,
-  text: string,
-  values: unknown[],
-): Promise<QueryResult<R>> {
-  return client(db).query({ name, text, values }) as Promise<QueryResult<R>>;
-}
 
 /*
  * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../../logger.ts';
 
 /**
  * The worker's outcome events and how they are reported: one module, imported by the loop, the

@@ -1,11 +1,11 @@
-import { retryDelaySeconds, type BackoffOptions } from '../outbox/backoff.ts';
-import { describeFailure, isPermanent } from './errors.ts';
+import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
+import { describeFailure, isPermanent } from './failures.ts';
 
 /*
  * What happens to a message, decided from what its handlers did: the one place where the worker's
  * rules live. Pure: no database, no clock, no logger (the jitter's random source comes in with
  * `backoff`), so it is tested on its own (test/unit/verdict.test.ts). Recording a verdict is
- * src/worker/settler.ts's job.
+ * src/outbox/settle.ts's job.
  */
 
 export interface HandlerFailure {
@@ -22,8 +22,12 @@ export interface DescribedFailure {
 }
 
 export type Verdict =
-  /** Every handler has now succeeded. */
-  | { readonly kind: 'done' }
+  /**
+   * Every handler has now succeeded. `handler` is the one whose success completes the message
+   * (recorded with DONE, in the same write) and how long it ran; null when every handler had
+   * already succeeded on an earlier attempt.
+   */
+  | { readonly kind: 'done'; readonly handler: string | null; readonly durationMs: number }
   /** Some failed, none for good, attempts left: due again after `delaySeconds`; only `failed` run then. */
   | {
       readonly kind: 'retry';
@@ -42,7 +46,8 @@ export type Verdict =
   /** No handler for the topic: left PENDING, looked at again later, attempt not counted. */
   | { readonly kind: 'unknown_topic' };
 
-export const DONE: Verdict = Object.freeze({ kind: 'done' });
+/** DONE with nothing left to run: every handler had succeeded on an earlier attempt. */
+export const ALREADY_DONE: Verdict = Object.freeze({ kind: 'done', handler: null, durationMs: 0 });
 const UNKNOWN_TOPIC: Verdict = Object.freeze({ kind: 'unknown_topic' });
 const NONE: readonly string[] = Object.freeze([]);
 
@@ -61,7 +66,7 @@ export function verdictBeforeRun(facts: {
 }): Verdict | null {
   if (facts.handlerCount === 0) return UNKNOWN_TOPIC;
   if (facts.attempts > facts.maxAttempts) {
-    const error = `worker: LeaseExpired: claimed ${facts.attempts - 1} times without an outcome (did the worker crash each time?)`;
+    const error = `worker: NoOutcome: claimed ${facts.attempts - 1} times without an outcome (did the worker crash each time?)`;
     return { kind: 'dead', error, succeeded: NONE, failures: [] };
   }
   if (facts.payloadError !== null) return { kind: 'dead', error: facts.payloadError, succeeded: NONE, failures: [] };
@@ -83,7 +88,7 @@ export function verdictAfterRun(facts: {
   failures: readonly HandlerFailure[];
   backoff: BackoffOptions;
 }): Verdict {
-  if (facts.failures.length === 0) return DONE;
+  if (facts.failures.length === 0) return ALREADY_DONE;
   const failed = new Set(facts.failures.map((f) => f.handler));
   const succeeded = facts.ran.filter((h) => !failed.has(h));
   const failures = facts.failures.map((f) => ({ handler: f.handler, error: describeFailure(f.handler, f.error), durationMs: f.durationMs }));

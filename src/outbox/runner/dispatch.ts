@@ -1,30 +1,23 @@
-import type { Db } from '../db/client.ts';
-import type { Logger } from '../logger.ts';
-import type { BackoffOptions } from '../outbox/backoff.ts';
-import type { ClaimedMessage } from '../outbox/claim.ts';
-import { recordHandlerDone } from '../outbox/settle.ts';
-import { TOPICS, isTopicName } from '../outbox/topics.ts';
-import { redactEmails } from './errors.ts';
-import type { OutcomeReporter } from './events.ts';
-import { persist } from './settler.ts';
+import type { Logger } from '../../logger.ts';
+import type { BackoffOptions } from '../backoff.ts';
+import type { ClaimedMessage } from '../claim.ts';
+import { TOPICS, isTopicName } from '../topics.ts';
+import { redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
-import { verdictAfterRun, verdictBeforeRun, DONE, type HandlerFailure, type Verdict } from './verdict.ts';
+import { ALREADY_DONE, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
 
 export interface DispatchContext {
-  db: Db;
   registry: HandlerRegistry;
   log: Logger;
-  reporter: OutcomeReporter;
   signal: AbortSignal;
   maxAttempts: number;
   backoff: BackoffOptions;
-  /** Called when a topic has no handler; the loop decides whether to warn (not on every poll). */
-  onUnknownTopic(topic: string): void;
   /**
-   * Receives every dispatched message with its verdict (null: our claim was lost, nothing more to
-   * record). Called exactly once per message: this is how a message leaves dispatch.
+   * Records a handler's success when another handler of the same message runs after it (the
+   * settler, src/outbox/settle.ts: dispatch itself writes nothing). False: the claim is no longer
+   * ours, stop here.
    */
-  settle(msg: ClaimedMessage, verdict: Verdict | null): void;
+  handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean>;
 }
 
 /**
@@ -73,29 +66,29 @@ function describeIssues(topic: string, issues: { path: PropertyKey[]; message: s
 }
 
 /**
- * Runs one claimed message through its handlers, then hands it with its verdict to
- * `ctx.settle` (src/worker/settler.ts records it). No transaction is open while a handler runs.
+ * Runs one claimed message through its handlers and returns the verdict (src/outbox/runner/verdict.ts):
+ * done, retry at T, dead, or unknown topic; null when the claim was lost midway (nothing more to
+ * record). It never throws, and no transaction is open while a handler runs. Recording the verdict
+ * is the caller's next step (src/outbox/settle.ts).
  *
- * Handlers of one message run one after the other. A success followed by another handler is
- * recorded the moment it finishes (if the worker dies before the next one, the redelivery does not
- * repeat it); the success that completes the message is recorded with DONE, in the same write.
- * The rules (done / retry at T / dead) are src/worker/verdict.ts.
+ * Handlers of one message run one after the other, every one even after another failed (the
+ * guest's email should not wait for the host's mail server). A success followed by another
+ * handler is recorded the moment it finishes, through `ctx.handlerDone` (if the worker dies before
+ * the next one, the redelivery does not repeat it); the success that completes the message is
+ * carried by the DONE verdict and recorded with DONE, in the same write.
  */
-export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promise<void> {
-  let verdict: Verdict | null;
+export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict | null> {
   try {
-    verdict = await run(ctx, msg);
+    return await run(ctx, msg);
   } catch (err) {
-    // run() records handler failures itself; reaching here is a bug. The lease brings the message back.
+    // run() turns handler failures into a verdict itself; reaching here is a bug. The lease brings the message back.
     ctx.log.error({ err, messageId: msg.publicId }, 'dispatch failed unexpectedly');
-    verdict = null;
+    return null;
   }
-  ctx.settle(msg, verdict);
 }
 
 async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict | null> {
   const handlers = ctx.registry.handlersFor(msg.topic);
-  if (handlers.length === 0) ctx.onUnknownTopic(msg.topic);
   // Topics of the API↔worker contract have a payload schema; others (tests, bench) do not.
   let payload = msg.payload;
   let invalid: string | null = null;
@@ -126,22 +119,11 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
       continue;
     }
     const durationMs = Math.round(performance.now() - t0);
-    if (i === last && failures === null) {
-      // The common case: recorded with DONE, in one (batched) write.
-      msg.lastHandler = handler.name;
-      msg.handlerMs = durationMs;
-      return DONE;
-    }
-    const held = await persist(ctx.log, 'handler success', () => recordHandlerDone(ctx.db, msg.id, msg.claimId, handler.name));
-    if (!held) {
-      ctx.log.warn({ messageId: msg.publicId, handler: handler.name }, 'claim superseded (lease expired); leaving the message to its new claim');
-      return null;
-    }
-    if (ctx.reporter.wants('done')) {
-      ctx.reporter.outcome({ messageId: msg.publicId, topic: msg.topic, handler: handler.name, attempt: msg.attempts, outcome: 'done', durationMs });
-    }
+    // The common case: the last handler, none failed; recorded with DONE, in one (batched) write.
+    if (i === last && failures === null) return { kind: 'done', handler: handler.name, durationMs };
+    if (!(await ctx.handlerDone(msg, handler.name, durationMs))) return null;
   }
-  if (failures === null) return DONE; // every handler had already succeeded on an earlier attempt
+  if (failures === null) return ALREADY_DONE; // every handler had already succeeded on an earlier attempt
   return verdictAfterRun({
     attempts: msg.attempts,
     maxAttempts: ctx.maxAttempts,

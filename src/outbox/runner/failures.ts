@@ -1,4 +1,4 @@
-import { PermanentError } from '../errors.ts';
+import { PermanentError } from '../../errors.ts';
 
 /**
  * Which failures are worth retrying. Permanent (DEAD at once):

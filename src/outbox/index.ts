@@ -1,0 +1,48 @@
+/*
+ * The outbox: its table, its SQL and its runner, as one module. Everything outside src/outbox/
+ * goes through this file; nothing outside it writes SQL that names the outbox tables
+ * (`npm run depcheck` enforces the imports, and the dependency rules in .dependency-cruiser.cjs).
+ *
+ * Producing (the API's side):
+ *   enqueue(tx, topic, payload, { key })        an event, inside the caller's transaction; never commits
+ *   insertWithEvent(tx, rowInsert, topic, …)    a business row and its event in one statement
+ *
+ * Consuming (the worker's side):
+ *   createWorker({ db, config, registry, … })  the runner: runOnce / runUntilEmpty / start / stop
+ *   HandlerRegistry, Handler                    topic → handlers, built from SUBSCRIPTIONS
+ *
+ * Operating:
+ *   outboxStats, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeDone, probeOutbox
+ *
+ * The contract between the two sides: TOPICS (payload schemas) and SUBSCRIPTIONS (who handles what).
+ */
+
+// The contract
+export { TOPICS, TOPIC_NAMES, OUTBOX_CHANNEL, isTopicName, type TopicName, type PayloadOf } from './topics.ts';
+export { SUBSCRIPTIONS, HANDLER_CATALOGUE, HandlerCatalogue, type Subscription, type SubscriptionName } from './subscriptions.ts';
+
+// Producing
+export { enqueue, insertWithEvent, type EnqueuedMessage, type RowInsert } from './enqueue.ts';
+
+// Consuming
+export { createWorker, type Worker, type WorkerOptions } from './runner/worker.ts';
+export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
+export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './runner/outcomes.ts';
+export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
+export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';
+
+// Operating
+export { outboxStats, probeOutbox, type OutboxStats, type TopicStats } from './stats.ts';
+export {
+  listMessages,
+  findMessage,
+  idOf,
+  auditFor,
+  depthHistory,
+  type OutboxMessageRow,
+  type ListFilter,
+  type AuditEntry,
+  type DepthPoint,
+} from './messages.ts';
+export { requeueDead, type RequeueCriteria, type RequeueResult } from './requeue.ts';
+export { purgeDone } from './purge.ts';

@@ -1,0 +1,102 @@
+import type { Db } from '../../db/client.ts';
+import type { Logger } from '../../logger.ts';
+import { purgeDone } from '../purge.ts';
+
+/*
+ * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start): rows that
+ * nobody will read again are deleted in bounded batches (1,000 rows a statement, each its own
+ * short transaction, SKIP LOCKED so two workers never wait on each other), stopping between two
+ * batches when the worker stops. The outbox's own chore, DONE messages older than
+ * OUTBOX_RETENTION_DAYS (src/outbox/purge.ts), always runs; the application adds its own chores
+ * (src/worker/chores.ts: expired idempotency keys, ended sessions).
+ */
+
+const BATCH = 1000;
+
+/** A table the housekeeping keeps small: `deleteBatch` deletes at most `batchSize` rows and says how many. */
+export interface Chore {
+  /** The key of its count in the round's result and log line. */
+  name: string;
+  deleteBatch(db: Db, batchSize: number): Promise<number>;
+}
+
+/** Rows deleted per chore in one round; `outbox` is the DONE purge. */
+export type HousekeepingCounts = Record<string, number> & { outbox: number };
+
+/** One round: each chore batch after batch until a batch comes back short, or `stopping()`. */
+export async function housekeepOnce(
+  db: Db,
+  opts: { retentionDays: number; chores?: readonly Chore[]; stopping?: () => boolean },
+): Promise<HousekeepingCounts> {
+  const stopping = opts.stopping ?? (() => false);
+  const outboxChore: Chore = {
+    name: 'outbox',
+    deleteBatch: (d, batchSize) => purgeDone(d, { retentionDays: opts.retentionDays, batchSize, maxBatches: 1 }),
+  };
+  const counts: Record<string, number> = {};
+  for (const chore of [outboxChore, ...(opts.chores ?? [])]) {
+    let total = 0;
+    while (!stopping()) {
+      const n = await chore.deleteBatch(db, BATCH);
+      total += n;
+      if (n < BATCH) break;
+    }
+    counts[chore.name] = total;
+  }
+  return counts as HousekeepingCounts;
+}
+
+/** The timer: first round at once, then every `intervalSeconds`; never two rounds at a time. */
+export class Housekeeping {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    private readonly opts: {
+      retentionDays: number;
+      intervalSeconds: number;
+      chores?: readonly Chore[];
+      onPurged?: (counts: HousekeepingCounts) => void;
+    },
+  ) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  private schedule(delayMs: number) {
+    this.timer = setTimeout(() => {
+      this.running = this.round().finally(() => {
+        this.running = undefined;
+        if (!this.stopped) this.schedule(this.opts.intervalSeconds * 1000);
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async round(): Promise<void> {
+    try {
+      const counts = await housekeepOnce(this.db, {
+        retentionDays: this.opts.retentionDays,
+        chores: this.opts.chores,
+        stopping: () => this.stopped,
+      });
+      this.opts.onPurged?.(counts);
+      if (Object.values(counts).some((n) => n > 0)) {
+        this.log.info({ ...counts, retentionDays: this.opts.retentionDays }, 'housekeeping deleted old rows');
+      }
+    } catch (err) {
+      this.log.warn({ err }, 'housekeeping failed; will try again next time');
+    }
+  }
+
+  /** Stops the timer and waits for a round in progress (it stops between two batches). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+}

@@ -1,0 +1,425 @@
+import { randomUUID } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
+import type { Config } from '../../config.ts';
+import type { Db } from '../../db/client.ts';
+import type { Logger } from '../../logger.ts';
+import { backoffDelaySeconds } from '../backoff.ts';
+import type { ClaimedMessage } from '../claim.ts';
+import { ClaimConnection } from '../claim-connection.ts';
+import { handBack } from '../lease.ts';
+import { Settler, type MessageOutcome } from '../settle.ts';
+import { OUTBOX_CHANNEL } from '../topics.ts';
+import { dispatch, type DispatchContext } from './dispatch.ts';
+import { Heartbeat } from './heartbeat.ts';
+import { Housekeeping, type Chore } from './housekeeping.ts';
+import { OutboxListener } from './listener.ts';
+import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './outcomes.ts';
+import type { HandlerRegistry } from './registry.ts';
+
+/**
+ * The outbox worker, usable in-process (tests, other tools) and by src/worker/drain-outbox.ts.
+ *
+ *   const worker = createWorker({ db, config, registry, logger });
+ *   await worker.runOnce();        // claim one batch, process it, return how many were claimed
+ *   await worker.runUntilEmpty();  // until a claim finds nothing due; returns the total claimed
+ *   await worker.start();          // run: LISTEN + fallback poll + housekeeping, until stop()
+ *   await worker.stop();           // stop claiming, finish in-flight, hand back the rest
+ *
+ * One message's way, each step a file, each file once:
+ *   claim (src/outbox/claim.ts: a batch per statement, into the local queue)
+ *   → dispatch (./dispatch.ts: its handlers, when a slot is free and enough lease is left; returns a verdict)
+ *   → settle (src/outbox/settle.ts: records the verdict, the only writer; DONE batched)
+ *   → the message is no longer held; the next message of its key may now be due.
+ * The heartbeat (./heartbeat.ts) keeps what is held leased; outcome events and logs: ./outcomes.ts.
+ */
+
+export interface WorkerOptions {
+  db: Db;
+  config: Config;
+  registry: HandlerRegistry;
+  logger: Logger;
+  /** Defaults: WORKER_BATCH_SIZE, WORKER_CONCURRENCY. */
+  batchSize?: number;
+  concurrency?: number;
+  /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
+  listen?: boolean;
+  /** start() runs the housekeeping every HOUSEKEEPING_INTERVAL_SECONDS (default true). */
+  housekeeping?: boolean;
+  /** The application's tables the housekeeping also keeps small (src/worker/chores.ts). */
+  chores?: readonly Chore[];
+  /** For the backoff jitter; Math.random otherwise. */
+  random?: () => number;
+  /** Where claims are sent (default: a ClaimConnection beside `db`'s pool). The worker closes it when it stops. */
+  claimConnection?: ClaimConnection;
+}
+
+export interface Worker {
+  readonly events: EventEmitter<WorkerEvents>;
+  runOnce(): Promise<number>;
+  runUntilEmpty(): Promise<number>;
+  start(): Promise<void>;
+  /** Idempotent; resolves with the summary once in-flight handlers finished and the rest was handed back. */
+  stop(): Promise<WorkerSummary>;
+  /** Aborts in-flight handlers' AbortSignal (second signal, shutdown timeout). Does not wait. */
+  abort(): void;
+  summary(): WorkerSummary;
+}
+
+export function createWorker(opts: WorkerOptions): Worker {
+  return new OutboxWorker(opts);
+}
+
+const COUNT_KEY = { done: 'done', retry: 'retried', dead: 'dead', unknown_topic: 'unknownTopic', lost: 'lost' } as const;
+
+/** After a failed claim (database restarting, failover): 0.25 s, 0.5 s, … up to 10 s between tries. */
+const CLAIM_FAILURE_BACKOFF = { baseSeconds: 0.25, maxSeconds: 10 };
+
+class OutboxWorker implements Worker {
+  private readonly db: Db;
+  private readonly config: Config;
+  private readonly log: Logger;
+  private readonly batchSize: number;
+  private readonly concurrency: number;
+  private readonly abortController = new AbortController();
+  private readonly reporter: OutcomeReporter;
+  private readonly dispatchCtx: DispatchContext;
+  private readonly settler: Settler;
+  /** What is started and not yet settled, with its leases kept alive. */
+  private readonly heartbeat: Heartbeat;
+  /** The claim's own connection (src/outbox/claim-connection.ts says why). */
+  private readonly claimer: ClaimConnection;
+  /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
+  private standaloneRuns = 0;
+  private readonly counts = emptySummary();
+
+  /** Claimed, not started. */
+  private queue: ClaimedMessage[] = [];
+  /** Handlers running (a slot each). */
+  private running = 0;
+  private stopping = false;
+  private stopPromise: Promise<WorkerSummary> | undefined;
+  private loopPromise: Promise<unknown> | undefined;
+  private claiming: Promise<number> | undefined;
+  private listener: OutboxListener | undefined;
+  private housekeeping: Housekeeping | undefined;
+  private progress: ProgressLog | undefined;
+  private handingBack: Promise<void> = Promise.resolve();
+  private handBacksPending = 0;
+  /** Set by a notification (or a settled message) that arrived since the last claim began. */
+  private wakePending = false;
+  private wakeUp: (() => void) | undefined;
+  /** Waiters for "a slot came free / something settled". */
+  private changed: (() => void)[] = [];
+  private readonly unknownWarnedAt = new Map<string, number>();
+
+  constructor(private readonly opts: WorkerOptions) {
+    this.db = opts.db;
+    this.config = opts.config;
+    this.log = opts.logger;
+    this.batchSize = opts.batchSize ?? opts.config.WORKER_BATCH_SIZE;
+    this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
+    this.reporter = new OutcomeReporter(this.log);
+    this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS);
+    this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS);
+    this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
+    this.dispatchCtx = {
+      registry: opts.registry,
+      log: this.log,
+      signal: this.abortController.signal,
+      maxAttempts: this.config.MAX_ATTEMPTS,
+      backoff: {
+        baseSeconds: this.config.BACKOFF_BASE_SECONDS,
+        maxSeconds: this.config.BACKOFF_MAX_SECONDS,
+        jitter: this.config.BACKOFF_JITTER,
+        random: opts.random,
+      },
+      handlerDone: (msg, handler, durationMs) => this.settler.handlerDone(msg, handler, durationMs),
+    };
+  }
+
+  get events(): EventEmitter<WorkerEvents> {
+    return this.reporter.events;
+  }
+
+  summary(): WorkerSummary {
+    return { ...this.counts };
+  }
+
+  // --- one message: dispatch → settle ---------------------------------------------------------
+
+  /**
+   * Starts queued messages while slots are free. Nothing new starts once stopping. A message with
+   * less than half its lease left (it waited behind slow handlers) is handed back instead: started
+   * that late, its lease could end mid-handler and another worker could run it in parallel.
+   */
+  private pump() {
+    let stale: ClaimedMessage[] | undefined;
+    const now = Date.now();
+    while (!this.stopping && this.running < this.concurrency && this.queue.length > 0) {
+      const msg = this.queue.shift()!;
+      if (!this.heartbeat.canStart(msg, now)) {
+        (stale ??= []).push(msg);
+        continue;
+      }
+      this.running++;
+      this.heartbeat.hold(msg);
+      void this.process(msg);
+    }
+    if (stale) this.handBackLater(stale);
+  }
+
+  /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
+  private async process(msg: ClaimedMessage): Promise<void> {
+    const verdict = await dispatch(this.dispatchCtx, msg);
+    // The slot is free as soon as the handlers are: the next message starts while this one is written.
+    this.running--;
+    this.pump();
+    this.notifyChanged();
+    if (verdict?.kind === 'unknown_topic') this.warnUnknownTopic(msg.topic);
+    const outcome: MessageOutcome = await this.settler.settle(msg, verdict);
+    this.heartbeat.release(msg);
+    this.counts[COUNT_KEY[outcome]]++;
+    this.notifyChanged();
+    // A settled message may make the next message of its key due: look again.
+    this.wake();
+  }
+
+  /** Once per topic per recheck period, not once per message per poll. */
+  private warnUnknownTopic(topic: string) {
+    const now = Date.now();
+    const last = this.unknownWarnedAt.get(topic);
+    if (last !== undefined && now - last < this.config.UNKNOWN_TOPIC_RECHECK_SECONDS * 1000) return;
+    this.unknownWarnedAt.set(topic, now);
+    const known = this.opts.registry.topics();
+    this.log.warn(
+      { topic, knownTopics: known, recheckSeconds: this.config.UNKNOWN_TOPIC_RECHECK_SECONDS },
+      `no handler for outbox topic ${topic} (known: ${known.join(', ') || 'none'}); leaving it PENDING`,
+    );
+  }
+
+  // --- the loop: claim ahead while slots and the local queue allow ----------------------------
+
+  /** Claims up to batchSize due messages into the local queue and starts as many as slots allow. */
+  private claim(): Promise<number> {
+    const p = this.claimNow().finally(() => {
+      if (this.claiming === p) this.claiming = undefined;
+    });
+    this.claiming = p;
+    return p;
+  }
+
+  private async claimNow(): Promise<number> {
+    const batch = await this.claimer.claimBatch({
+      limit: this.batchSize,
+      leaseSeconds: this.config.LEASE_SECONDS,
+      claimId: randomUUID(),
+    });
+    const n = batch.length;
+    if (n === 0) return 0;
+    this.counts.claimed += n;
+    if (this.queue.length === 0) this.queue = batch;
+    else for (const m of batch) this.queue.push(m);
+    this.reporter.claimed(n);
+    this.pump();
+    return n;
+  }
+
+  /**
+   * Whether to claim now. The next batch is claimed while the current one is still running (as
+   * long as less than a batch waits locally), so the claim's round trip overlaps the handlers and
+   * their DONE writes instead of adding to them. A prefetched message that waited too long for its
+   * lease is handed back, not started (pump).
+   */
+  private wantsMore(): boolean {
+    return this.queue.length < this.batchSize && this.queue.length + this.heartbeat.size < 2 * this.batchSize + this.concurrency;
+  }
+
+  /**
+   * The one loop, in two modes.
+   * - 'until-empty': when a claim finds nothing, it waits for what is in flight (a settled message
+   *   may make the next message of its key due) and claims once more: empty then means empty. A
+   *   failed claim is the caller's error.
+   * - 'forever' (start()): when a claim finds nothing, it sleeps until a notification or the poll
+   *   interval; a failed claim (database restarting, failover) never crashes it: it backs off and
+   *   tries again.
+   */
+  private async loop(mode: 'until-empty' | 'forever'): Promise<number> {
+    let total = 0;
+    let failures = 0;
+    while (!this.stopping) {
+      if (!this.wantsMore()) {
+        await this.nextChange();
+        continue;
+      }
+      this.wakePending = false;
+      let n: number;
+      try {
+        n = await this.claim();
+      } catch (err) {
+        if (mode === 'until-empty') throw err;
+        failures++;
+        const retryInMs = backoffDelaySeconds(failures, CLAIM_FAILURE_BACKOFF) * 1000;
+        this.log.warn({ err, retryInMs }, 'claim failed');
+        this.wakePending = false;
+        await this.pause(retryInMs);
+        continue;
+      }
+      if (failures > 0) this.log.info('database reachable again');
+      failures = 0;
+      total += n;
+      if (n > 0) continue;
+      if (mode === 'forever') {
+        await this.pause(this.config.POLL_INTERVAL_MS);
+        continue;
+      }
+      // Empty means empty only when nothing we hold could still make a message due.
+      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacksPending === 0) break;
+      await this.drained();
+    }
+    if (mode === 'until-empty') await this.drained();
+    return total;
+  }
+
+  async runOnce(): Promise<number> {
+    if (this.stopping) return 0;
+    return this.standalone(async () => {
+      const n = await this.claim();
+      await this.drained();
+      return n;
+    });
+  }
+
+  runUntilEmpty(): Promise<number> {
+    return this.standalone(() => this.loop('until-empty'));
+  }
+
+  /** Outside start(), the claim connection is closed when the last run returns (nothing to stop()). */
+  private async standalone<T>(work: () => Promise<T>): Promise<T> {
+    this.standaloneRuns++;
+    try {
+      return await work();
+    } finally {
+      if (--this.standaloneRuns === 0 && !this.loopPromise) await this.claimer.close();
+    }
+  }
+
+  async start(): Promise<void> {
+    if (this.loopPromise || this.stopping) return;
+    if (this.opts.listen !== false) {
+      this.listener = new OutboxListener(this.config.DATABASE_URL, OUTBOX_CHANNEL, () => this.wake(), this.log);
+      await this.listener.start();
+    }
+    if (this.opts.housekeeping !== false) {
+      this.housekeeping = new Housekeeping(this.db, this.log, {
+        retentionDays: this.config.OUTBOX_RETENTION_DAYS,
+        intervalSeconds: this.config.HOUSEKEEPING_INTERVAL_SECONDS,
+        chores: this.opts.chores,
+        onPurged: (c) => (this.counts.purged += c.outbox),
+      });
+      this.housekeeping.start();
+    }
+    this.progress = new ProgressLog(this.log, () => this.summary());
+    this.progress.start();
+    this.loopPromise = this.loop('forever');
+    this.log.info(
+      { batchSize: this.batchSize, concurrency: this.concurrency, leaseSeconds: this.config.LEASE_SECONDS, topics: this.opts.registry.topics() },
+      'outbox worker started',
+    );
+  }
+
+  // --- waiting --------------------------------------------------------------------------------
+
+  private wake() {
+    this.wakePending = true;
+    this.wakeUp?.();
+  }
+
+  /** Sleeps `ms`, or less: a notification, a settled message or stop() ends it. */
+  private pause(ms: number): Promise<void> {
+    if (this.wakePending || this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.wakeUp = () => {
+        this.wakeUp = undefined;
+        done();
+      };
+    });
+  }
+
+  private notifyChanged() {
+    if (this.changed.length === 0) return;
+    const waiters = this.changed;
+    this.changed = [];
+    for (const w of waiters) w();
+  }
+
+  private nextChange(): Promise<void> {
+    return new Promise((r) => this.changed.push(r));
+  }
+
+  /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */
+  private async drained(): Promise<void> {
+    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.nextChange();
+    await this.handingBack;
+  }
+
+  // --- handing back and stopping --------------------------------------------------------------
+
+  private handBackLater(msgs: ClaimedMessage[]) {
+    this.handBacksPending++;
+    this.handingBack = this.handingBack.then(() => this.handBack(msgs)).finally(() => {
+      this.handBacksPending--;
+      this.notifyChanged();
+    });
+  }
+
+  private async handBack(msgs: ClaimedMessage[]): Promise<void> {
+    if (msgs.length === 0) return;
+    try {
+      const n = await handBack(this.db, msgs);
+      this.counts.handedBack += n;
+    } catch (err) {
+      // The lease ends on its own; handing back only saves the wait.
+      this.log.warn({ err, count: msgs.length }, 'could not hand back claimed messages');
+      return;
+    }
+    if (!this.reporter.wants('handed_back')) return;
+    for (const m of msgs) {
+      this.reporter.outcome({ messageId: m.publicId, topic: m.topic, handler: null, attempt: m.attempts, outcome: 'handed_back', durationMs: 0 });
+    }
+  }
+
+  stop(): Promise<WorkerSummary> {
+    return (this.stopPromise ??= this.doStop());
+  }
+
+  private async doStop(): Promise<WorkerSummary> {
+    this.stopping = true;
+    this.wake();
+    this.notifyChanged();
+    this.progress?.stop();
+    const housekeeping = this.housekeeping?.stop();
+    // A claim in progress completes; what it brought in is handed back below, not started.
+    await this.loopPromise;
+    await this.claiming?.catch(() => 0);
+    const rest = this.queue;
+    this.queue = [];
+    this.handBackLater(rest);
+    await this.handingBack;
+    this.notifyChanged();
+    while (this.heartbeat.size > 0) await this.nextChange();
+    await this.heartbeat.stop();
+    await housekeeping;
+    await this.listener?.close();
+    await this.claimer.close();
+    return this.summary();
+  }
+
+  abort(): void {
+    this.abortController.abort(new Error('worker aborted'));
+  }
+}

@@ -1,0 +1,227 @@
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { describeDb } from '../db/client.ts';
+import { createLogger, type Logger } from '../logger.ts';
+import { onParentGone } from './lifeline.ts';
+
+/*
+ * One way to run a process. Every entry point (the API, the worker, the consumer, each script) is
+ * a `Command` run by `runMain`, so all of them behave alike:
+ *
+ *   --help / -h       prints the usage on stdout, exit 0 (before anything else is read)
+ *   a bad flag        one line naming it, then the usage, on stderr: exit 2
+ *   a bad setting     one line naming each bad variable (ConfigError), no stack trace: exit 2
+ *   no database       "cannot reach the database at host:port/db: <reason>" (or "not migrated"): exit 1
+ *   long-running      the first SIGTERM/SIGINT (or the npm that started it going away: lifeline.ts)
+ *                     asks it to stop: `ctx.stopRequested` resolves, it finishes what is in hand and
+ *                     returns. A second signal, or SHUTDOWN_TIMEOUT_SECONDS, stops it at once
+ *                     (`ctx.onForcedStop` hooks run first): exit 1
+ *   logs              pino with LOG_LEVEL and LOG_FORMAT, named after the command
+ *
+ * (graphile-worker's CLI and close-with-grace are the models.)
+ */
+
+export class UsageError extends Error {}
+
+export interface CommandContext {
+  flags: Record<string, string | boolean | undefined>;
+  positionals: string[];
+  config: Config;
+  logger: Logger;
+  out(line: string): void;
+  err(line: string): void;
+  /** Resolves once the process is asked to stop (long-running commands): finish what is in hand, then return. */
+  stopRequested: Promise<void>;
+  isStopping(): boolean;
+  /** Work to abort when the process must stop at once (second signal, shutdown timeout); it exits 1 right after. */
+  onForcedStop(fn: () => void): void;
+}
+
+export interface Command {
+  /** As a person types it: 'drain-outbox', 'outbox:stats'. Starts every error line. */
+  name: string;
+  /** The whole usage text: a `usage: npm run …` line, then one line per flag. */
+  usage: string;
+  options?: ParseArgsConfig['options'];
+  allowPositionals?: boolean;
+  /** Signals and the lifeline stop it gracefully through `stopRequested` (default: a signal ends it as usual). */
+  longRunning?: boolean;
+  /** The logger's `name` (default: `name`). */
+  logName?: string;
+  run(ctx: CommandContext): Promise<number>;
+}
+
+export interface RunOptions {
+  argv: string[];
+  env?: NodeJS.ProcessEnv;
+  out?: (line: string) => void;
+  err?: (line: string) => void;
+  /** Exits the process on a forced stop (default true; tests running a command in-process turn it off). */
+  exitOnForcedStop?: boolean;
+}
+
+/** Runs `command` and resolves with its exit code. Never rejects: an unexpected error is one line and exit 1. */
+export async function runCommand(command: Command, opts: RunOptions): Promise<number> {
+  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const err = opts.err ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const say = (line: string) => err(`${command.name}: ${line}`);
+
+  let flags: CommandContext['flags'];
+  let positionals: string[];
+  try {
+    if (opts.argv.includes('--help') || opts.argv.includes('-h')) {
+      out(command.usage);
+      return 0;
+    }
+    ({ values: flags, positionals } = parseArgs({
+      args: opts.argv,
+      options: command.options ?? {},
+      strict: true,
+      allowPositionals: command.allowPositionals ?? false,
+    }) as { values: CommandContext['flags']; positionals: string[] });
+  } catch (e) {
+    say(`${(e as Error).message}\n${command.usage}`);
+    return 2;
+  }
+
+  let config: Config;
+  try {
+    config = loadConfig(opts.env ?? process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      say(`invalid configuration: ${e.problems.join('; ')}`);
+      return 2;
+    }
+    throw e;
+  }
+  const logger = createLogger(config.LOG_LEVEL, command.logName ?? command.name, { format: config.LOG_FORMAT });
+  for (const line of config.deprecations) logger.warn(line);
+
+  const stop = new StopControl(command, config, logger, opts.exitOnForcedStop ?? true);
+  try {
+    return await command.run({
+      flags,
+      positionals,
+      config,
+      logger,
+      out,
+      err,
+      stopRequested: stop.requested,
+      isStopping: () => stop.stopping,
+      onForcedStop: (fn) => stop.forcedHooks.push(fn),
+    });
+  } catch (e) {
+    if (e instanceof UsageError) {
+      say(`${e.message}\n${command.usage}`);
+      return 2;
+    }
+    if (e instanceof ConfigError) {
+      say(`invalid configuration: ${e.problems.join('; ')}`);
+      return 2;
+    }
+    say(describeStartFailure(e, config));
+    logger.debug({ err: e }, 'command failed');
+    return 1;
+  } finally {
+    stop.dispose();
+  }
+}
+
+/** Signals, the lifeline and the shutdown timeout of a long-running command. */
+class StopControl {
+  stopping = false;
+  readonly requested: Promise<void>;
+  readonly forcedHooks: (() => void)[] = [];
+  private resolve!: () => void;
+  private readonly dispose_: (() => void)[] = [];
+
+  constructor(
+    private readonly command: Command,
+    private readonly config: Config,
+    private readonly logger: Logger,
+    private readonly exitOnForcedStop: boolean,
+  ) {
+    this.requested = new Promise((r) => (this.resolve = r));
+    if (!command.longRunning) return;
+    const onSignal = (signal: NodeJS.Signals) => this.onSignal(signal);
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    // The npm (or `npm start`) that started us went away: it forwards no SIGTERM, so stop as on one.
+    const lifeline = onParentGone(() => this.stopping || this.onSignal('SIGTERM'), { name: command.logName ?? command.name });
+    this.dispose_.push(() => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      lifeline.dispose();
+    });
+  }
+
+  private onSignal(signal: NodeJS.Signals): void {
+    if (this.stopping) {
+      this.logger.warn({ signal }, 'second signal: exiting now');
+      this.force();
+      return;
+    }
+    this.stopping = true;
+    const timeoutSeconds = this.config.SHUTDOWN_TIMEOUT_SECONDS;
+    this.logger.info({ signal, timeoutSeconds }, 'stopping: finishing what is in hand');
+    const timer = setTimeout(() => {
+      this.logger.error({ timeoutSeconds }, 'shutdown timed out; exiting now');
+      this.force();
+    }, timeoutSeconds * 1000);
+    timer.unref();
+    this.dispose_.push(() => clearTimeout(timer));
+    this.resolve();
+  }
+
+  private force(): void {
+    for (const fn of this.forcedHooks) {
+      try {
+        fn();
+      } catch {
+        // Exiting anyway.
+      }
+    }
+    if (this.exitOnForcedStop) process.exit(1);
+  }
+
+  dispose(): void {
+    for (const d of this.dispose_.splice(0)) d();
+  }
+}
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03', '28P01', '28000', '3D000']);
+
+/** One line for an error that ended a command: the database's state in words a person can act on. */
+export function describeStartFailure(e: unknown, config: Pick<Config, 'DATABASE_URL'>): string {
+  // drizzle wraps the driver's error (DrizzleQueryError): the pg error, with its code, is the cause.
+  let err = e as { code?: string; message?: string; cause?: unknown; errors?: { code?: string; message?: string }[] };
+  while (err && !err.code && !err.errors && err.cause) err = err.cause as typeof err;
+  // node-postgres reports a refused connection to a host with two addresses as an AggregateError.
+  const code = err?.code ?? err?.errors?.[0]?.code;
+  const reason = (err?.message || err?.errors?.[0]?.message || code || String(e)).split('\n')[0];
+  const where = describeDb(config.DATABASE_URL);
+  if (code === '42P01') return `the database at ${where} is not migrated (${reason}); run \`npm run migrate\` first`;
+  if (code && UNREACHABLE.has(code)) return `cannot reach the database at ${where}: ${reason}`;
+  return reason ?? 'failed';
+}
+
+/** True when `moduleUrl` is the process's entry point (not a module a test or another entry imported). */
+export function isEntry(moduleUrl: string): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return moduleUrl === pathToFileURL(realpathSync(entry)).href;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `command` as this process when `moduleUrl` is the entry point, and sets the exit code. */
+export function runMain(command: Command, moduleUrl: string): void {
+  if (!isEntry(moduleUrl)) return;
+  void runCommand(command, { argv: process.argv.slice(2) }).then((code) => {
+    process.exitCode = code;
+  });
+}
