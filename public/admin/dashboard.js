@@ -148,6 +148,10 @@
   // ---------------------------------------------------------------- rendering
 
   const fmt = (n) => n.toLocaleString();
+  /** "1 event", "2 events", "0 events": a count with its noun, in the singular only for one. */
+  const count = (n, one, many = `${one}s`) => `${fmt(n)} ${n === 1 ? one : many}`;
+  /** "the dead message", "all 3 dead messages": what a topic's "Retry all" replays. */
+  const allDead = (n) => (n === 1 ? 'the dead message' : `all ${count(n, 'dead message')}`);
   // A line may break after a dot in a topic name ('booking.<here>created') on a narrow screen.
   const breakable = (topic) => topic.replace(/\./g, '.\u200b');
 
@@ -165,6 +169,7 @@
     $('n-pending').textContent = fmt(s.pending);
     $('n-leased').textContent = `${fmt(s.leased)} being handled`;
     $('n-oldest').textContent = age(s.oldestPendingAgeSeconds);
+    $('n-oldest-sub').textContent = s.oldestPendingAgeSeconds == null ? 'nothing pending' : 'waiting since created';
     $('n-dead').textContent = fmt(s.dead);
     $('n-done').textContent = fmt(s.doneLastHour);
     $('card-dead').classList.toggle('alarm', s.dead > 0);
@@ -185,7 +190,7 @@
           type: 'button',
           class: 'small',
           text: 'Retry all',
-          'aria-label': `Retry all ${t.dead} dead messages of ${t.topic}`,
+          'aria-label': `Retry ${allDead(t.dead)} of ${t.topic}`,
           onclick: () => retryTopic(t.topic, t.dead),
         })
         : '';
@@ -220,7 +225,7 @@
     panel.hidden = !ok.configured;
     if (!ok.configured) return;
     const { stream } = ok;
-    $('groups-stream').textContent = stream.exists ? `(stream ${stream.name}, ${fmt(stream.messages)} events)` : `(stream ${stream.name})`;
+    $('groups-stream').textContent = stream.exists ? `(stream ${stream.name}, ${count(stream.messages, 'event')})` : `(stream ${stream.name})`;
     const note = $('groups-note');
     note.hidden = stream.exists;
     note.textContent = stream.exists ? '' : `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`;
@@ -289,9 +294,11 @@
 
   function renderChart(points) {
     const W = 600, H = 160, PAD = 6;
-    const max = Math.max(1, ...points.map((p) => Math.max(p.pending, p.dead)));
-    const t0 = new Date(points[0].at).getTime();
-    const t1 = new Date(points[points.length - 1].at).getTime();
+    const peak = Math.max(0, ...points.map((p) => Math.max(p.pending, p.dead)));
+    // A flat chart still needs a scale to draw its zero line; the label must not claim it as a peak.
+    const max = Math.max(1, peak);
+    const t0 = points.length ? new Date(points[0].at).getTime() : 0;
+    const t1 = points.length ? new Date(points[points.length - 1].at).getTime() : 0;
     const x = (p) => ((new Date(p.at).getTime() - t0) / Math.max(1, t1 - t0)) * W;
     const y = (v) => H - PAD - (v / max) * (H - 2 * PAD);
     const line = (key) => points.map((p) => `${x(p).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
@@ -302,7 +309,7 @@
       svg('polyline', { class: 'pending', points: line('pending') }),
       svg('polyline', { class: 'dead', points: line('dead') }),
     );
-    $('chart-max').textContent = `max ${fmt(max)}`;
+    $('chart-max').textContent = !points.length ? 'no data' : peak === 0 ? 'none pending or dead' : `max ${fmt(peak)}`;
   }
 
   // ---------------------------------------------------------------- actions
@@ -311,7 +318,7 @@
     if (!confirm(confirmText)) return;
     try {
       const result = await api(path, { method: 'POST', body });
-      setStatus(`${result.affected} message(s) back to pending`);
+      setStatus(`${count(result.affected, 'message')} back to pending`);
       for (const id of result.messageIds) selected.delete(id);
     } catch (err) {
       if (err instanceof SignedOut) return showSignIn(err.message);
@@ -328,11 +335,11 @@
 
   $('retry-selected').addEventListener('click', () => {
     const ids = [...selected];
-    if (ids.length) act(`Retry ${ids.length} dead message(s)?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { ids });
+    if (ids.length) act(`Retry ${count(ids.length, 'dead message')}?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { ids });
   });
 
-  function retryTopic(topic, count) {
-    return act(`Retry all ${count} dead message(s) of ${topic}?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { topic });
+  function retryTopic(topic, dead) {
+    return act(`Retry ${allDead(dead)} of ${topic}?\n\n${REPLAY_NOTE}`, '/admin/outbox/retry', { topic });
   }
 
   async function showDetail(id) {
