@@ -29,7 +29,9 @@ const shared = {
 export default defineConfig({
   test: {
     globalSetup: ['test/helpers/global-setup.ts'],
-    reporters: ['default'],
+    // After vitest's summary, what was skipped and why (a missing nats-server or promtool), so a
+    // run that checked less than usual says so in its last lines: test/helpers/skip-summary.ts.
+    reporters: ['default', './test/helpers/skip-summary.ts'],
     // A developer's .env must not reach the tests or the processes they start (src/env-file.ts).
     env: { ENV_FILE: '' },
     projects: [

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { getCurrentSuite } from 'vitest/suite';
+import { TestRunner } from 'vitest';
 
 declare module 'vitest' {
   interface TaskMeta {
@@ -25,7 +25,7 @@ export function hasTool(name: string, versionArgs = ['--version']): boolean {
 export function recordSkip(reason: string): void {
   let file: { meta: { skipReasons?: string[] } } | undefined;
   try {
-    const collector = getCurrentSuite() as unknown as { file?: typeof file; suite?: { file?: typeof file } };
+    const collector = TestRunner.getCurrentSuite() as unknown as { file?: typeof file; suite?: { file?: typeof file } };
     file = collector.file ?? collector.suite?.file;
   } catch {
     return; // not collecting a test file
