@@ -1,6 +1,6 @@
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import type { Config } from '../src/config.ts';
+import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
 import { createDatabase } from '../src/db/client.ts';
 import { AppError } from '../src/errors.ts';
 import { createUser } from '../src/users/auth.service.ts';
@@ -20,31 +20,12 @@ import { emailSchema } from '../src/users/users.schemas.ts';
 const USAGE = 'usage: npm run create-admin -- --email <email> --name <name>   (password from the prompt or stdin)';
 const MIN_PASSWORD = 10;
 
-class UsageError extends Error {}
-
 const input = z.object({
   email: emailSchema,
   name: z.string().trim().min(1, 'must not be empty').max(100),
   password: z.string().min(MIN_PASSWORD, `must be at least ${MIN_PASSWORD} characters`).max(200),
 });
 
-function parseFlags(argv: string[]) {
-  if (argv.some((a) => a === '--password' || a.startsWith('--password='))) {
-    throw new UsageError('the password is not taken as a flag (shell history, ps); type it at the prompt or pipe it on stdin');
-  }
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: { email: { type: 'string' }, name: { type: 'string' } },
-    });
-    if (!values.email || !values.name) throw new UsageError('--email and --name are required');
-    return { email: values.email, name: values.name };
-  } catch (e) {
-    throw e instanceof UsageError ? e : new UsageError((e as Error).message);
-  }
-}
 
 /** Reads a line from the terminal without echoing it. Ctrl-C cancels. */
 function promptHidden(question: string): Promise<string> {
@@ -89,24 +70,25 @@ async function readPassword(): Promise<string> {
   return first;
 }
 
-async function main(): Promise<number> {
-  let flags: { email: string; name: string };
-  let config;
-  try {
-    flags = parseFlags(process.argv.slice(2));
-    config = loadConfig();
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`create-admin: ${e.message}\n${USAGE}\n`);
-      return 2;
-    }
-    if (e instanceof ConfigError) {
-      process.stderr.write(`create-admin: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+export const createAdminCommand: Command = {
+  name: 'create-admin',
+  usage: `${USAGE}
 
+  --email EMAIL   the admin's email (sign-in name)
+  --name NAME     the admin's display name
+The password is never a flag (shell history, ps): it is read from the prompt, or from stdin when piped.`,
+  // --password is declared only to refuse it with a reason, instead of "unknown option".
+  options: { email: { type: 'string' }, name: { type: 'string' }, password: { type: 'string' } },
+  async run({ flags, config }) {
+    if (flags.password !== undefined) {
+      throw new UsageError('the password is not taken as a flag (shell history, ps); type it at the prompt or pipe it on stdin');
+    }
+    if (typeof flags.email !== 'string' || typeof flags.name !== 'string') throw new UsageError('--email and --name are required');
+    return createAdmin(config, { email: flags.email, name: flags.name });
+  },
+};
+
+async function createAdmin(config: Config, flags: { email: string; name: string }): Promise<number> {
   let values: z.infer<typeof input>;
   try {
     const parsed = input.safeParse({ ...flags, password: await readPassword() });
@@ -145,12 +127,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err) => {
-    process.stderr.write(`create-admin: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain(createAdminCommand, import.meta.url);

@@ -1,7 +1,6 @@
-import { parseArgs } from 'node:util';
-import { loadConfig } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../src/search/postgres-search-index.ts';
+import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
 import { reindex, type ReindexProgress, type ReindexSummary } from '../src/search/reindex.ts';
 
 /*
@@ -36,64 +35,50 @@ function summaryLine(s: ReindexSummary): string {
   );
 }
 
-async function main() {
-  const { values } = parseArgs({
-    options: { 'batch-size': { type: 'string', default: '500' }, help: { type: 'boolean', short: 'h' } },
-  });
-  if (values.help) {
-    process.stdout.write(`${HELP}\n`);
-    return 0;
-  }
-  const batchSize = Number(values['batch-size']);
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
-    process.stderr.write('--batch-size must be a whole number from 1 to 10000\n');
-    return 2;
-  }
+export const reindexCommand: Command = {
+  name: 'reindex',
+  usage: `${HELP}
 
-  const config = loadConfig();
-  const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex' });
-  const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), max: 2, applicationName: 'stayhub-reindex' });
-  const tty = process.stdout.isTTY === true;
-  const stop = new AbortController();
-
-  const onSignal = () => {
-    if (stop.signal.aborted) {
-      process.stderr.write('\nreindex: stopping now (the batch in flight rolls back)\n');
-      process.exit(130);
+  --batch-size N   properties per batch, 1 to 10000 (default 500)
+Ctrl-C (or SIGTERM) finishes the current batch and stops (exit 130); a second one stops at once.`,
+  options: { 'batch-size': { type: 'string', default: '500' } },
+  longRunning: true,
+  async run({ flags, config, stopRequested }) {
+    const batchSize = Number(flags['batch-size']);
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
+      throw new UsageError('--batch-size must be a whole number from 1 to 10000');
     }
-    stop.abort();
-    process.stderr.write(`${tty ? '\n' : ''}reindex: finishing the current batch, then stopping (Ctrl-C again to stop now)\n`);
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  let lastDraw = 0;
-  try {
-    const summary = await reindex({
-      db: db.db,
-      searchIndex,
-      batchSize,
-      signal: stop.signal,
-      onProgress: (p) => {
-        const now = Date.now();
-        if (!tty || now - lastDraw < 100) return;
-        lastDraw = now;
-        process.stdout.write(`\r\x1b[K${progressLine(p)}`);
-      },
+    const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex' });
+    const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), max: 2, applicationName: 'stayhub-reindex' });
+    const tty = process.stdout.isTTY === true;
+    const stop = new AbortController();
+    void stopRequested.then(() => {
+      stop.abort();
+      process.stderr.write(`${tty ? '\n' : ''}reindex: finishing the current batch, then stopping (Ctrl-C again to stop now)\n`);
     });
-    if (tty) process.stdout.write('\r\x1b[K');
-    process.stdout.write(`${summaryLine(summary)}\n`);
-    return summary.interrupted ? 130 : 0;
-  } finally {
-    await searchIndex.close();
-    await db.close();
-  }
-}
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    process.stderr.write(`\nreindex failed: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    let lastDraw = 0;
+    try {
+      const summary = await reindex({
+        db: db.db,
+        searchIndex,
+        batchSize,
+        signal: stop.signal,
+        onProgress: (p) => {
+          const now = Date.now();
+          if (!tty || now - lastDraw < 100) return;
+          lastDraw = now;
+          process.stdout.write(`\r\x1b[K${progressLine(p)}`);
+        },
+      });
+      if (tty) process.stdout.write('\r\x1b[K');
+      process.stdout.write(`${summaryLine(summary)}\n`);
+      return summary.interrupted ? 130 : 0;
+    } finally {
+      await searchIndex.close();
+      await db.close();
+    }
   },
-);
+};
+
+runMain(reindexCommand, import.meta.url);

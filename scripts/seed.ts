@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import type { Config } from '../src/config.ts';
 import { createDatabase, describeDb } from '../src/db/client.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { isDatabaseUnavailable } from '../src/db/pg-errors.ts';
 import { NonDemoDataError, seedDemo } from '../src/demo/seed.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 
 /*
  * `npm run seed [-- --force]`: demo data (src/demo/seed.ts) in the database `npm start` runs (or
@@ -16,17 +16,17 @@ import { NonDemoDataError, seedDemo } from '../src/demo/seed.ts';
 
 const USAGE = 'usage: npm run seed [-- --force]   (--force: seed even if the database holds non-demo users)';
 
-async function main(): Promise<number> {
-  let force = false;
-  let config;
-  try {
-    force = !!parseArgs({ options: { force: { type: 'boolean' } }, strict: true }).values.force;
-    config = loadConfig();
-  } catch (e) {
-    process.stderr.write(`seed: ${(e as Error).message}\n${e instanceof ConfigError ? '' : `${USAGE}\n`}`);
-    return 2;
-  }
+export const seedCommand: Command = {
+  name: 'seed',
+  usage: `${USAGE}
 
+Exit codes: 0 seeded (or nothing to add) · 1 the database is unreachable or a write failed ·
+2 bad flags or configuration · 3 the database holds non-demo data (use --force).`,
+  options: { force: { type: 'boolean' } },
+  run: ({ flags, config }) => seed(config, flags.force === true),
+};
+
+async function seed(config: Config, force: boolean): Promise<number> {
   const where = describeDb(config.DATABASE_URL);
   const database = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-seed' });
   try {
@@ -67,4 +67,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((code) => (process.exitCode = code));
+runMain(seedCommand, import.meta.url);

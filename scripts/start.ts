@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { EMBEDDED_DEFAULTS, loadConfig } from '../src/config.ts';
+import { EMBEDDED_DEFAULTS } from '../src/config.ts';
 import { EmbeddedPostgres, embeddedDataDir, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
-import { onParentGone } from '../src/process/lifeline.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 import { announceWhenReady, childLogEnv } from './start-console.ts';
 
 /*
@@ -55,76 +55,92 @@ function stopChild(child: ChildProcess, name: string, timeoutMs: number): Promis
   });
 }
 
-let stopping = false;
+const USAGE = `usage: npm start
 
-async function main() {
-  const config = loadConfig();
-  let postgres: EmbeddedPostgres | undefined;
-  const children: { name: string; child: ChildProcess }[] = [];
+Starts the embedded PostgreSQL (unless DATABASE_URL is set), applies the migrations, then runs the
+API and the outbox worker. Ctrl-C (or SIGTERM) stops the worker, then the API, then PostgreSQL;
+a second Ctrl-C stops everything at once.`;
 
-  // Handlers first: a signal (or npm's exit) during start-up must stop a PostgreSQL that is
-  // already running, not leave it behind with nobody to stop it.
-  const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
-  const shutdown = async (reason: string, code: number) => {
-    if (stopping) {
+export const startCommand: Command = {
+  name: 'start',
+  usage: USAGE,
+  longRunning: true,
+  // The worker, then the API, each within its own timeout, then PostgreSQL.
+  shutdownTimeoutSeconds: (config) => 2 * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
+  async run({ config, stopRequested, isStopping, onForcedStop }) {
+    let postgres: EmbeddedPostgres | undefined;
+    const children: { name: string; child: ChildProcess }[] = [];
+    // A second signal: no more waiting. Also when this process dies anyway: take the children with it.
+    const killChildren = () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL'));
+    onForcedStop(async () => {
       say('second signal: stopping everything now');
-      children.forEach(({ child }) => child.kill('SIGKILL'));
+      killChildren();
       await postgres?.stop();
-      process.exit(1);
+    });
+    process.on('exit', killChildren);
+
+    // Stops whatever has started, in order; a signal during start-up lands here too, so a
+    // PostgreSQL already running is never left behind.
+    const stopAll = async (reason: string) => {
+      say(`${reason}: stopping the worker, then the API, then PostgreSQL`);
+      const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
+      for (const { name, child } of children) await stopChild(child, name, timeoutMs);
+      await postgres?.stop();
+      say('stopped');
+    };
+
+    try {
+      if (config.usesEmbeddedDatabase) {
+        const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
+        if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
+        postgres = new EmbeddedPostgres({
+          dataDir,
+          port: config.EMBEDDED_PG_PORT,
+          user: EMBEDDED_DEFAULTS.user,
+          password: EMBEDDED_DEFAULTS.password,
+        });
+        if (await postgres.initialise()) say(`created a new cluster in ${unreachable ? dataDir : config.EMBEDDED_PG_DIR}`);
+        if (!isStopping()) await postgres.start();
+        if (!isStopping()) {
+          await ensureDatabase(postgres.url, EMBEDDED_DEFAULTS.database);
+          say(`embedded PostgreSQL listening on 127.0.0.1:${config.EMBEDDED_PG_PORT}`);
+        }
+      } else {
+        say('DATABASE_URL is set: using that server, not starting the embedded one');
+      }
+      if (!isStopping()) {
+        await runMigrations(config.DATABASE_URL);
+        say('migrations applied');
+      }
+    } catch (err) {
+      // A start-up step that failed because a stop came in meanwhile: stop as asked, not an error.
+      if (!isStopping()) {
+        await postgres?.stop();
+        throw err;
+      }
     }
-    stopping = true;
-    say(`${reason}: stopping the worker, then the API, then PostgreSQL`);
-    for (const { name, child } of children) await stopChild(child, name, timeoutMs);
-    await postgres?.stop();
-    say('stopped');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT', 0));
-  process.on('SIGTERM', () => void shutdown('SIGTERM', 0));
-  // npm passes no SIGTERM on: when the npm that ran `npm start` exits, stop as on SIGTERM.
-  onParentGone(() => !stopping && void shutdown('npm (our parent) exited', 0), { name: 'start' });
-  // If this process dies anyway, take the children with it.
-  process.on('exit', () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL')));
+    if (isStopping()) {
+      await stopAll(await stopRequested);
+      return 0;
+    }
 
-  if (config.usesEmbeddedDatabase) {
-    const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
-    if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
-    postgres = new EmbeddedPostgres({
-      dataDir,
-      port: config.EMBEDDED_PG_PORT,
-      user: EMBEDDED_DEFAULTS.user,
-      password: EMBEDDED_DEFAULTS.password,
+    // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
+    const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
+    // The worker first in the list: it is stopped first (its handlers may still call the API's database).
+    children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
+    const api = run('api', 'src/http/server.ts', env);
+    children.push({ name: 'api', child: api });
+    void announceWhenReady({ config, api, say });
+    const childExited = new Promise<string>((resolve) => {
+      for (const { name, child } of children) {
+        child.on('exit', (code, signal) => resolve(`${name} exited unexpectedly (${signal ?? code})`));
+      }
     });
-    if (await postgres.initialise()) say(`created a new cluster in ${unreachable ? dataDir : config.EMBEDDED_PG_DIR}`);
-    if (stopping) return;
-    await postgres.start();
-    if (stopping) return;
-    await ensureDatabase(postgres.url, EMBEDDED_DEFAULTS.database);
-    say(`embedded PostgreSQL listening on 127.0.0.1:${config.EMBEDDED_PG_PORT}`);
-  } else {
-    say('DATABASE_URL is set: using that server, not starting the embedded one');
-  }
-  await runMigrations(config.DATABASE_URL);
-  say('migrations applied');
-  if (stopping) return; // the shutdown under way stops PostgreSQL and exits
+    const asked = stopRequested.then((reason) => ({ reason, code: 0 }));
+    const { reason, code } = await Promise.race([asked, childExited.then((r) => ({ reason: r, code: 1 }))]);
+    await stopAll(reason);
+    return code;
+  },
+};
 
-  // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
-  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
-  // The worker first in the list: it is stopped first (its handlers may still call the API's database).
-  children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
-  const api = run('api', 'src/http/server.ts', env);
-  children.push({ name: 'api', child: api });
-  void announceWhenReady({ config, api, say });
-  for (const { name, child } of children) {
-    child.on('exit', (code, signal) => {
-      if (!stopping) void shutdown(`${name} exited unexpectedly (${signal ?? code})`, 1);
-    });
-  }
-}
-
-main().catch(async (err) => {
-  // A start-up step that failed because a shutdown stopped PostgreSQL under it: the shutdown exits.
-  if (stopping) return;
-  process.stderr.write(`[start] ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+runMain(startCommand, import.meta.url);

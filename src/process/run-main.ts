@@ -32,11 +32,17 @@ export interface CommandContext {
   logger: Logger;
   out(line: string): void;
   err(line: string): void;
-  /** Resolves once the process is asked to stop (long-running commands): finish what is in hand, then return. */
-  stopRequested: Promise<void>;
+  /**
+   * Resolves once the process is asked to stop (long-running commands), with why ('SIGTERM',
+   * 'SIGINT', 'npm (our parent) exited'): finish what is in hand, then return.
+   */
+  stopRequested: Promise<string>;
   isStopping(): boolean;
-  /** Work to abort when the process must stop at once (second signal, shutdown timeout); it exits 1 right after. */
-  onForcedStop(fn: () => void): void;
+  /**
+   * Work to abort when the process must stop at once (second signal, shutdown timeout); it exits 1
+   * once these hooks have returned (a promise is waited for, at most FORCED_STOP_GRACE_MS).
+   */
+  onForcedStop(fn: () => void | Promise<unknown>): void;
 }
 
 export interface Command {
@@ -50,6 +56,8 @@ export interface Command {
   longRunning?: boolean;
   /** The logger's `name` (default: `name`). */
   logName?: string;
+  /** How long a graceful stop may take before it is forced (default SHUTDOWN_TIMEOUT_SECONDS). */
+  shutdownTimeoutSeconds?(config: Config): number;
   run(ctx: CommandContext): Promise<number>;
 }
 
@@ -132,9 +140,9 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
 /** Signals, the lifeline and the shutdown timeout of a long-running command. */
 class StopControl {
   stopping = false;
-  readonly requested: Promise<void>;
-  readonly forcedHooks: (() => void)[] = [];
-  private resolve!: () => void;
+  readonly requested: Promise<string>;
+  readonly forcedHooks: (() => void | Promise<unknown>)[] = [];
+  private resolve!: (reason: string) => void;
   private readonly dispose_: (() => void)[] = [];
 
   constructor(
@@ -145,11 +153,13 @@ class StopControl {
   ) {
     this.requested = new Promise((r) => (this.resolve = r));
     if (!command.longRunning) return;
-    const onSignal = (signal: NodeJS.Signals) => this.onSignal(signal);
+    const onSignal = (signal: NodeJS.Signals) => this.request(signal);
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
     // The npm (or `npm start`) that started us went away: it forwards no SIGTERM, so stop as on one.
-    const lifeline = onParentGone(() => this.stopping || this.onSignal('SIGTERM'), { name: command.logName ?? command.name });
+    const lifeline = onParentGone(() => this.stopping || this.request('npm (our parent) exited'), {
+      name: command.logName ?? command.name,
+    });
     this.dispose_.push(() => {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
@@ -157,39 +167,41 @@ class StopControl {
     });
   }
 
-  private onSignal(signal: NodeJS.Signals): void {
+  private request(reason: string): void {
     if (this.stopping) {
-      this.logger.warn({ signal }, 'second signal: exiting now');
+      this.logger.warn({ signal: reason }, 'second signal: exiting now');
       this.force();
       return;
     }
     this.stopping = true;
-    const timeoutSeconds = this.config.SHUTDOWN_TIMEOUT_SECONDS;
-    this.logger.info({ signal, timeoutSeconds }, 'stopping: finishing what is in hand');
+    const timeoutSeconds = this.command.shutdownTimeoutSeconds?.(this.config) ?? this.config.SHUTDOWN_TIMEOUT_SECONDS;
+    this.logger.info({ signal: reason, timeoutSeconds }, 'stopping: finishing what is in hand');
     const timer = setTimeout(() => {
       this.logger.error({ timeoutSeconds }, 'shutdown timed out; exiting now');
       this.force();
     }, timeoutSeconds * 1000);
     timer.unref();
     this.dispose_.push(() => clearTimeout(timer));
-    this.resolve();
+    this.resolve(reason);
   }
 
   private force(): void {
-    for (const fn of this.forcedHooks) {
-      try {
-        fn();
-      } catch {
-        // Exiting anyway.
-      }
-    }
-    if (this.exitOnForcedStop) process.exit(1);
+    const pending = this.forcedHooks.map(async (fn) => fn());
+    const exit = () => {
+      if (this.exitOnForcedStop) process.exit(1);
+    };
+    // A hook that hangs must not keep a process that was told to stop now.
+    setTimeout(exit, FORCED_STOP_GRACE_MS).unref();
+    void Promise.allSettled(pending).then(exit);
   }
 
   dispose(): void {
     for (const d of this.dispose_.splice(0)) d();
   }
 }
+
+/** How long a forced stop waits for its hooks (stopping an embedded PostgreSQL) before exiting anyway. */
+const FORCED_STOP_GRACE_MS = 5_000;
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03', '28P01', '28000', '3D000']);
 
