@@ -287,7 +287,7 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
 describe.skipIf(skip)('events consumers: outages', () => {
   it('a running consumer rides out a nats-server restart and applies what was published after it', async () => {
     if (hosts.length === 0) hosts = [await signUp(t.app, 'host')];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/consume-earnings.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/events/earnings/main.ts'], {
       cwd: ROOT,
       env: { ...process.env, ...env({ LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn' }) },
       stdio: ['ignore', process.env.DEBUG_EVENTS ? 'inherit' : 'ignore', 'inherit'],
