@@ -3,7 +3,7 @@ import { cpSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { runMain, type Command } from '../src/process/run-main.ts';
 
 /*
  * `npm run build [-- --out-dir DIR]`: the JavaScript the production image runs, in dist/ (or DIR):
@@ -11,19 +11,31 @@ import { parseArgs } from 'node:util';
  * code reads at run time beside it, at the same relative places as in the source tree:
  * migrations/ (src/db/migrate.ts) and public/ (the admin dashboard, src/http/routes/admin.ts).
  * The result runs with plain node: `node dist/src/http/server.js`, `node dist/src/worker/drain-outbox.js`,
- * `node dist/scripts/migrate.js`, `node dist/scripts/start.js`.
+ * `node dist/scripts/migrate.js`, `node dist/scripts/start.js`,
+ * `node dist/src/events/earnings/main.js`.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { values } = parseArgs({ options: { 'out-dir': { type: 'string', default: 'dist' } } });
-const outDir = path.resolve(root, values['out-dir']!);
 
-rmSync(outDir, { recursive: true, force: true }); // no stale file of a deleted module survives
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], { stdio: 'inherit' });
-if (compiled.status !== 0) {
-  process.stderr.write('build: tsc failed\n');
-  process.exit(compiled.status ?? 1);
-}
-for (const dir of ['migrations', 'public']) cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
-process.stdout.write(`build: ${path.relative(root, outDir) || '.'} ready\n`);
+export const buildCommand: Command = {
+  name: 'build',
+  usage: `usage: npm run build [-- --out-dir DIR]
+
+  --out-dir DIR   where the JavaScript goes (default dist)`,
+  options: { 'out-dir': { type: 'string', default: 'dist' } },
+  async run({ flags, out, err }) {
+    const outDir = path.resolve(root, String(flags['out-dir']));
+    rmSync(outDir, { recursive: true, force: true }); // no stale file of a deleted module survives
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], { stdio: 'inherit' });
+    if (compiled.status !== 0) {
+      err('build: tsc failed');
+      return compiled.status ?? 1;
+    }
+    for (const dir of ['migrations', 'public']) cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
+    out(`build: ${path.relative(root, outDir) || '.'} ready`);
+    return 0;
+  },
+};
+
+runMain(buildCommand, import.meta.url);

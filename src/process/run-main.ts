@@ -76,23 +76,13 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
   const err = opts.err ?? ((l: string) => process.stderr.write(`${l}\n`));
   const say = (line: string) => err(`${command.name}: ${line}`);
 
-  let flags: CommandContext['flags'];
-  let positionals: string[];
-  try {
-    if (opts.argv.includes('--help') || opts.argv.includes('-h')) {
-      out(command.usage);
-      return 0;
-    }
-    ({ values: flags, positionals } = parseArgs({
-      args: opts.argv,
-      options: command.options ?? {},
-      strict: true,
-      allowPositionals: command.allowPositionals ?? false,
-    }) as { values: CommandContext['flags']; positionals: string[] });
-  } catch (e) {
-    say(`${(e as Error).message}\n${command.usage}`);
-    return 2;
+  const parsed = parseCommandLine(command, opts.argv);
+  if ('exit' in parsed) {
+    if (parsed.exit === 0) out(command.usage);
+    else say(`${parsed.error}\n${command.usage}`);
+    return parsed.exit;
   }
+  const { flags, positionals } = parsed;
 
   let config: Config;
   try {
@@ -135,6 +125,38 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
   } finally {
     stop.dispose();
   }
+}
+
+/**
+ * The flags, or how to exit: 0 for --help / -h (print the usage), 2 for a flag the command does not
+ * know, a flag without its value or a stray argument (`error` says which, in one line).
+ */
+export function parseCommandLine(
+  command: Pick<Command, 'options' | 'allowPositionals'>,
+  argv: string[],
+): { flags: CommandContext['flags']; positionals: string[] } | { exit: 0 } | { exit: 2; error: string } {
+  if (argv.includes('--help') || argv.includes('-h')) return { exit: 0 };
+  try {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      options: command.options ?? {},
+      strict: true,
+      allowPositionals: command.allowPositionals ?? false,
+    });
+    return { flags: values as CommandContext['flags'], positionals };
+  } catch (e) {
+    return { exit: 2, error: describeParseError(e) };
+  }
+}
+
+/** parseArgs' errors in one line (they otherwise carry advice on positionals after `--`). */
+function describeParseError(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const unknown = /^Unknown option '([^']+)'/.exec(message);
+  if (unknown) return `unknown flag ${unknown[1]}`;
+  const positional = /^Unexpected argument '([^']*)'/.exec(message);
+  if (positional) return `unexpected argument '${positional[1]}' (this command takes flags only)`;
+  return message.split('\n')[0]!;
 }
 
 /** Signals, the lifeline and the shutdown timeout of a long-running command. */

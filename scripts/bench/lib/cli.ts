@@ -1,10 +1,13 @@
-import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from '../../../src/config.ts';
+import { parseCommandLine } from '../../../src/process/run-main.ts';
 
 /*
- * The command line of the measurement scripts (bench, chaos, measure-search): `--help` / `-h`
- * prints the usage on stdout and exits 0; a flag the script does not know, a flag without its
- * value or a stray argument prints one line naming it, then the usage, on stderr and exits 2.
- * A mistyped flag is a person's mistake: it gets a sentence, never a stack trace.
+ * The command line of the measurement scripts (bench, chaos, measure-search), parsed as every
+ * command's is (src/process/run-main.ts): `--help` / `-h` prints the usage on stdout and exits 0;
+ * a flag the script does not know, a flag without its value or a stray argument prints one line
+ * naming it, then the usage, on stderr and exits 2; a bad setting in the environment (which the
+ * processes they start read) is one line and exit 2. They set up the processes they measure
+ * themselves, so they take no signals, lifeline or logger from runMain.
  */
 
 type FlagSpec = { type: 'string' | 'boolean'; short?: string; default?: string | boolean };
@@ -20,19 +23,9 @@ export function usageError(command: string, usage: string, message: string): nev
   process.exit(2);
 }
 
-/** One line for parseArgs' errors, which otherwise carry advice on positionals after `--`. */
-function describe(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  const unknown = /^Unknown option '([^']+)'/.exec(message);
-  if (unknown) return `unknown flag ${unknown[1]}`;
-  const positional = /^Unexpected argument '([^']*)'/.exec(message);
-  if (positional) return `unexpected argument '${positional[1]}' (this command takes flags only)`;
-  return message.split('\n')[0]!;
-}
-
 /**
- * Parses `argv` against `options` plus `--help`. Returns the values, or exits (0 after printing
- * the usage for --help, 2 after a usage error).
+ * Parses `argv` against `options` (src/process/run-main.ts parses every command's flags alike).
+ * Returns the values, or exits: 0 after printing the usage for --help, 2 after a usage error.
  */
 export function parseFlags<O extends Record<string, FlagSpec>>(
   command: string,
@@ -40,17 +33,21 @@ export function parseFlags<O extends Record<string, FlagSpec>>(
   options: O,
   argv: string[] = process.argv.slice(2),
 ): FlagValues<O> {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
-  } catch (err) {
-    usageError(command, usage, describe(err));
+  const parsed = parseCommandLine({ options }, argv);
+  if ('flags' in parsed) {
+    // The processes these scripts start read the same environment: a bad setting stops us here, in one line.
+    try {
+      loadConfig(process.env);
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      process.stderr.write(`${command}: invalid configuration: ${e.problems.join('; ')}\n`);
+      process.exit(2);
+    }
+    return parsed.flags as FlagValues<O>;
   }
-  if (values.help) {
-    process.stdout.write(`${usage.trimEnd()}\n`);
-    process.exit(0);
-  }
-  return values as FlagValues<O>;
+  if (parsed.exit === 2) usageError(command, usage, parsed.error);
+  process.stdout.write(`${usage.trimEnd()}\n`);
+  process.exit(0);
 }
 
 /** A whole number ≥ `min` from flag `name`, or a usage error. */
