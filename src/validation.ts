@@ -14,8 +14,10 @@ import { z } from 'zod';
  *
  * The check runs BEFORE trimming, so "Eve\n" is refused rather than silently becoming "Eve".
  */
+/* eslint-disable no-control-regex -- matching control characters is what these two patterns are for */
 const SINGLE_LINE = /^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$/;
 const MULTI_LINE = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$/;
+/* eslint-enable no-control-regex */
 
 /** The one refinement every single-line text field goes through. */
 export const noControlCharacters = (s: z.ZodString) => s.regex(SINGLE_LINE, 'must not contain control characters');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
-import { withTransaction, type Tx } from '../db/transaction.ts';
+import { withTransaction } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
 import { enqueue, insertWithEvent } from '../outbox/index.ts';
 import type { UserRow } from '../users/users.repository.ts';

@@ -63,6 +63,27 @@ const PROPERTY_LOCKED = (namespace: number) =>
   );
 const propertyLockedStatements = new Map<number, ReturnType<typeof PROPERTY_LOCKED>>();
 
+/** A row of PROPERTY_LOCKED as pg returns it: bigint ids as strings, the other columns as the row has them. */
+type PropertyLockedColumns = {
+  id: string | number;
+  public_id: PropertyRow['publicId'];
+  host_id: string | number;
+  title: PropertyRow['title'];
+  description: PropertyRow['description'];
+  city: PropertyRow['city'];
+  country: PropertyRow['country'];
+  currency: PropertyRow['currency'];
+  nightly_price: PropertyRow['nightlyPrice'];
+  cleaning_fee: PropertyRow['cleaningFee'];
+  max_guests: PropertyRow['maxGuests'];
+  active: PropertyRow['active'];
+  created_at: PropertyRow['createdAt'];
+  updated_at: PropertyRow['updatedAt'];
+  host_public_id: string;
+  host_email: string;
+  host_name: string;
+};
+
 /**
  * The property to book, its host, and the per-property booking lock, in one round trip.
  *
@@ -76,7 +97,7 @@ const propertyLockedStatements = new Map<number, ReturnType<typeof PROPERTY_LOCK
 export async function findPropertyLockedForBooking(tx: Tx, publicId: string, lockNamespace: number) {
   let stmt = propertyLockedStatements.get(lockNamespace);
   if (!stmt) propertyLockedStatements.set(lockNamespace, (stmt = PROPERTY_LOCKED(lockNamespace)));
-  const [r] = await run<Record<string, any>>(clientOf(tx), stmt, [publicId]);
+  const [r] = await run<PropertyLockedColumns>(clientOf(tx), stmt, [publicId]);
   if (!r) return undefined;
   const property: PropertyRow = {
     id: Number(r.id),
@@ -94,7 +115,7 @@ export async function findPropertyLockedForBooking(tx: Tx, publicId: string, loc
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
-  const host = { id: property.hostId, publicId: r.host_public_id as string, email: r.host_email as string, name: r.host_name as string };
+  const host = { id: property.hostId, publicId: r.host_public_id, email: r.host_email, name: r.host_name };
   return { property, host };
 }
 
@@ -130,8 +151,32 @@ export function bookingInsert(v: NewBooking): RowInsert {
   };
 }
 
-/** A row of BOOKING_COLUMNS as the booking. */
-export function toBookingRow(r: Record<string, any>): BookingRow {
+/** A row of BOOKING_COLUMNS as pg returns it: bigint ids as strings, the other columns as the row has them. */
+type BookingColumns = {
+  id: string | number;
+  public_id: BookingRow['publicId'];
+  property_id: string | number;
+  guest_id: string | number;
+  check_in: BookingRow['checkIn'];
+  check_out: BookingRow['checkOut'];
+  stay: BookingRow['stay'];
+  guests: BookingRow['guests'];
+  status: BookingRow['status'];
+  currency: BookingRow['currency'];
+  nights: BookingRow['nights'];
+  nightly_price: BookingRow['nightlyPrice'];
+  subtotal: BookingRow['subtotal'];
+  cleaning_fee: BookingRow['cleaningFee'];
+  service_fee: BookingRow['serviceFee'];
+  total: BookingRow['total'];
+  created_at: BookingRow['createdAt'];
+  updated_at: BookingRow['updatedAt'];
+  cancelled_at: BookingRow['cancelledAt'];
+};
+
+/** A row of BOOKING_COLUMNS (an untyped RETURNING row) as the booking. */
+export function toBookingRow(row: Record<string, unknown>): BookingRow {
+  const r = row as BookingColumns;
   return {
     id: Number(r.id),
     publicId: r.public_id,

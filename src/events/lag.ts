@@ -113,7 +113,7 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
 
 /** GET /metrics on `port` (0 = any free port). */
 export async function serveMetrics(registry: Registry, port: number, host: string): Promise<{ port: number; close(): Promise<void> }> {
-  const server = http.createServer(async (req, res) => {
+  const answer = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();
       return;
@@ -124,7 +124,9 @@ export async function serveMetrics(registry: Registry, port: number, host: strin
     } catch (err) {
       res.writeHead(503, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${(err as Error).message}\n`);
     }
-  });
+  };
+  // `answer` catches its own errors: nothing awaits the promise.
+  const server = http.createServer((req, res) => void answer(req, res));
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   return {
     port: (server.address() as AddressInfo).port,

@@ -75,7 +75,7 @@ export function desiredStream(config: Config): WithName<StreamConfig> {
 }
 type WithName<T> = Partial<T> & { name: string };
 
-const IMMUTABLE: (keyof StreamConfig)[] = ['storage', 'retention'];
+const IMMUTABLE = ['storage', 'retention'] as const satisfies readonly (keyof StreamConfig)[];
 
 /**
  * Creates the stream, or brings an existing one to the configuration. Fields JetStream cannot

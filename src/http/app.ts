@@ -49,7 +49,8 @@ function acceptOnlyValidUtf8Json(app: FastifyInstance) {
       done(new AppError('bad_request', 'The request body is not valid UTF-8'), undefined);
       return;
     }
-    parseJson(request, text, done);
+    // The default JSON parser answers through `done`, not a promise: its return value is nothing to wait for.
+    void parseJson(request, text, done);
   });
 }
 
@@ -74,7 +75,8 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
     // tests: answer them as the problem documents every other client error is.
     frameworkErrors: (err, _request, reply) => {
       const code = err.code === 'FST_ERR_BAD_URL' || err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'bad_request' : 'internal_error';
-      return sendProblem(reply, problem(code, code === 'bad_request' ? 'The URL is not valid' : undefined));
+      // Fastify ignores this handler's return value; the reply (a thenable) is sent, not awaited.
+      void sendProblem(reply, problem(code, code === 'bad_request' ? 'The URL is not valid' : undefined));
     },
   });
   // JSON only: a text/plain body would otherwise reach the validators as a string.

@@ -75,9 +75,9 @@ export function createWorkerMetrics(events: WorkerEventSource | EventEmitter, op
   const bound = new Map<string, Map<string | null, Map<string, Bound>>>();
   const childFor = (e: WorkerOutcomeEvent): Bound => {
     let byHandler = bound.get(e.topic);
-    if (!byHandler) bound.set(e.topic, (byHandler = new Map()));
+    if (!byHandler) bound.set(e.topic, (byHandler = new Map<string | null, Map<string, Bound>>()));
     let byOutcome = byHandler.get(e.handler);
-    if (!byOutcome) byHandler.set(e.handler, (byOutcome = new Map()));
+    if (!byOutcome) byHandler.set(e.handler, (byOutcome = new Map<string, Bound>()));
     let b = byOutcome.get(e.outcome);
     if (!b) {
       const labels = { topic: e.topic, handler: e.handler ?? NO_HANDLER, outcome: e.outcome };

@@ -56,7 +56,7 @@ const byPool = new WeakMap<pg.Pool, Map<string, CoalescedWakeUp>>();
 /** The coalesced wake-up for `topic` on this pool (one per pool and topic). */
 export function wakeUpFor(pool: pg.Pool, topic: string): CoalescedWakeUp {
   let topics = byPool.get(pool);
-  if (!topics) byPool.set(pool, (topics = new Map()));
+  if (!topics) byPool.set(pool, (topics = new Map<string, CoalescedWakeUp>()));
   let w = topics.get(topic);
   if (!w) topics.set(topic, (w = new CoalescedWakeUp(() => run(pool, NOTIFY, [OUTBOX_CHANNEL, topic]))));
   return w;

@@ -1,0 +1,107 @@
+// @ts-check
+/*
+ * ESLint: the rules that catch bugs the compiler lets through (a promise nobody awaits, an async
+ * function where a callback's result is ignored, an `any` flowing into typed code, `==`), with
+ * type information from tsconfig.json. Formatting is Prettier's (eslint-config-prettier turns off
+ * every rule it would fight). `npm run lint` fails on any error or warning.
+ */
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import { defineConfig } from 'eslint/config';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default defineConfig(
+  {
+    ignores: ['node_modules/', 'dist/', 'var/', '.data/', 'coverage/', 'test-artifacts/', '.build-test-*/', 'migrations/'],
+  },
+
+  // Everything: JavaScript's recommended rules and a few of our own.
+  js.configs.recommended,
+  {
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      // `x == null` (null or undefined) is the one loose comparison allowed.
+      eqeqeq: ['error', 'always', { null: 'ignore' }],
+    },
+  },
+
+  // TypeScript (src/, scripts/, test/ and the tools' config files: tsconfig.json's include).
+  {
+    files: ['**/*.ts'],
+    extends: [tseslint.configs.recommendedTypeChecked],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+      globals: { ...globals.node },
+    },
+    rules: {
+      // Errors everywhere: each of these is a bug more often than not.
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+      '@typescript-eslint/no-unsafe-argument': 'error',
+      '@typescript-eslint/no-unsafe-assignment': 'error',
+      '@typescript-eslint/no-unsafe-call': 'error',
+      '@typescript-eslint/no-unsafe-member-access': 'error',
+      '@typescript-eslint/no-unsafe-return': 'error',
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          // `const { secret, ...rest } = x` drops `secret` on purpose.
+          ignoreRestSiblings: true,
+        },
+      ],
+      // Off: style, not bugs.
+      // A Fastify plugin or an interface's method is `async` with no `await` by design.
+      '@typescript-eslint/require-await': 'off',
+      // An explicit `any` at a boundary is a choice; the no-unsafe-* rules catch where it leaks.
+      '@typescript-eslint/no-explicit-any': 'off',
+      // A harmless cast; removing them all is churn.
+      '@typescript-eslint/no-unnecessary-type-assertion': 'off',
+    },
+  },
+
+  // The application: logs go through pino, never the console.
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-console': 'error',
+    },
+  },
+
+  // Tests read response bodies (`res.json()`, `inject().json()`) as `any` on purpose: the
+  // assertions check their shape. The promise rules stay errors here too.
+  {
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+
+  // Plain JavaScript config files for Node (ES modules unless .cjs): no type information.
+  {
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
+    ignores: ['public/**'],
+    languageOptions: { globals: { ...globals.node } },
+  },
+  {
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs' },
+  },
+
+  // The admin dashboard: a plain script for the browser, no build step.
+  {
+    files: ['public/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { ...globals.browser } },
+  },
+
+  prettier,
+);
