@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Config } from '../src/config.ts';
 import { resolveLogFormat } from '../src/logger.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * What a person at the terminal sees from `npm start`, apart from the logs themselves: the log
@@ -81,7 +82,7 @@ export async function announceWhenReady(opts: {
       bannerLines(config).forEach((line) => say(line));
       return true;
     }
-    await new Promise((r) => setTimeout(r, 250));
+    await sleep(250);
   }
   return false;
 }

@@ -5,7 +5,8 @@ import autocannon, { type AutocannonResult } from 'autocannon';
 import pg from 'pg';
 import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
 import { freePort, nodeTsx, ROOT, stopChild } from './lib/proc.ts';
-import { round, sleep } from './lib/stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { round } from './lib/stats.ts';
 
 /**
  * The booking write path. The API runs as its own process (`node --import tsx src/http/server.ts`,

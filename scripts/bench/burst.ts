@@ -6,7 +6,7 @@ import PgBoss from 'pg-boss';
 import { nowMs } from './lib/marks.ts';
 import { nodeTsx, ROOT, stopChild } from './lib/proc.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
-import { sleep } from './lib/stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS } from './peers/pgboss.ts';
 
 /**

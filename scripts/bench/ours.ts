@@ -13,6 +13,7 @@ import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
 import { markDir } from './lib/marks.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
@@ -116,7 +117,7 @@ export async function oursLatency(url: string, samples: number) {
       for (let i = 0; i < 500; i++) {
         const { rows } = await c.query(`select count(*)::int as n from outbox where status = 'PENDING'`);
         if (rows[0].n === 0) break;
-        await new Promise((r) => setTimeout(r, 20));
+        await sleep(20);
       }
     });
     return await probe.run({

@@ -14,6 +14,7 @@ import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
@@ -96,7 +97,7 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
   for (let i = 0; ; i++) {
     if (await portOpen(port)) break;
     if (i > 500) throw new Error('nats-server did not start');
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
   return {
     url: `nats://127.0.0.1:${port}`,

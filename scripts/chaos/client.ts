@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 /*
  * The load generator's HTTP client: what a careful API client does when the server goes away.
  * A request that fails at the network level (connection refused or reset, a timeout), a 503, or a
@@ -111,7 +113,7 @@ export class ApiClient {
       }
       this.retries++;
       // Capped exponential pause with jitter, so clients do not hammer a restarting server together.
-      await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random() / 2)));
+      await sleep(Math.min(2_000, 100 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random() / 2));
     }
   }
 }

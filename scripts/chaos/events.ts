@@ -12,6 +12,7 @@ import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { Supervised, type ExitObserved } from './processes.ts';
 import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * The events part of the chaos run: a nats-server the run can stop and start (fault
@@ -95,7 +96,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
       for (let i = 0; !(await accepting()); i++) {
         if (c.exitCode !== null) throw new Error(`nats-server exited at start (code ${c.exitCode}): ${tail().join(' / ')}`);
         if (i > 500) throw new Error(`nats-server did not listen on ${port}`);
-        await new Promise((r) => setTimeout(r, 20));
+        await sleep(20);
       }
     },
     async stop() {
@@ -203,7 +204,6 @@ export async function checkEvents(o: {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What a consumer kill did (faults.ts). */
 export interface ConsumerKillObserved {

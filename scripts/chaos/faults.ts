@@ -2,6 +2,7 @@ import type { ConsumerKillObserved, NatsOutageObserved } from './events.ts';
 import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
 import type { FaultKind, FaultOutcome } from './verdict.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * The fault schedule, drawn from the seed before the load starts (so the same --seed gives the
@@ -117,7 +118,6 @@ export interface InjectorDeps {
   connectionWaitMs?: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Waits until `ms` have passed by Date.now(), the clock the faults' times are recorded in. A timer

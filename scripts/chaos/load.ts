@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiClient, GaveUp, type ApiResponse } from './client.ts';
 import type { Rng } from './rng.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * The load: hosts list properties and edit them, guests book (often the same property for the
@@ -302,7 +303,7 @@ export class Load {
           else throw err;
         }
         const [lo, hi] = this.o.thinkMs;
-        await new Promise((r) => setTimeout(r, this.o.rng.between(lo, hi)));
+        await sleep(this.o.rng.between(lo, hi));
       }
     };
     await Promise.all(Array.from({ length: this.o.concurrency }, loop));

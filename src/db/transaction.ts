@@ -4,6 +4,7 @@ import type { ExtractTablesWithRelations } from 'drizzle-orm';
 import type * as schema from './schema.ts';
 import type { Db } from './client.ts';
 import { isRetryableTransactionError } from './pg-errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * A transaction handle. Repositories and `enqueue` take one of these, never the pool, so a write
@@ -48,7 +49,7 @@ export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, a
     } catch (err) {
       if (attempt >= attempts || !isRetryableTransactionError(err)) throw err;
       // A short randomised pause lets the transaction that won the deadlock finish first.
-      await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
+      await sleep(Math.random() * 10 * attempt);
     }
   }
 }

@@ -135,7 +135,7 @@ async function processMessage(o: RunOptions, m: JsMsg): Promise<EventOutcome> {
   } catch (err) {
     // Undecodable: no redelivery can fix it. Keep what we can and terminate it.
     const e = err as Error;
-    o.log.error({ err: { message: e.message }, seq: m.seq, subject: m.subject }, 'undecodable event; dead-lettered');
+    o.log.error({ err: e, seq: m.seq, subject: m.subject }, 'undecodable event; dead-lettered');
     const raw = fromPartsLoose(m);
     await recordDeadLetter(o.db, o.group, raw, `${e.name}: ${e.message}`).catch(() => undefined);
     m.term();
@@ -156,15 +156,15 @@ async function processMessage(o: RunOptions, m: JsMsg): Promise<EventOutcome> {
       try {
         await recordDeadLetter(o.db, o.group, event, error);
       } catch (recordErr) {
-        log.error({ err: { message: (recordErr as Error).message } }, 'could not record a dead letter; the event will be redelivered');
+        log.error({ err: recordErr }, 'could not record a dead letter; the event will be redelivered');
         m.nak(redeliveryDelayMs(event.deliveries));
         return 'retry';
       }
-      log.error({ err: { message: e.message } }, `event failed ${event.deliveries} time(s); recorded as a consumer dead letter`);
+      log.error({ err: e }, `event failed ${event.deliveries} time(s); recorded as a consumer dead letter`);
       m.term(); // no reason text: nats-server before 2.10 does not parse "+TERM <reason>" and would redeliver
       return 'dead';
     }
-    log.warn({ err: { message: e.message } }, 'event failed; it will be redelivered');
+    log.warn({ err: e }, 'event failed; it will be redelivered');
     m.nak(redeliveryDelayMs(event.deliveries));
     return 'retry';
   }
@@ -203,7 +203,7 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
       messages = await consumer.consume({ max_messages: o.batchSize, expires: 5000 });
       for await (const m of messages) {
         const outcome = await processMessage(o, m).catch((err) => {
-          o.log.error({ err: { message: (err as Error).message }, seq: m.seq }, 'event processing failed unexpectedly; redelivery after the ack wait');
+          o.log.error({ err: err, seq: m.seq }, 'event processing failed unexpectedly; redelivery after the ack wait');
           return 'retry' as const;
         });
         o.onOutcome?.(outcome, null);

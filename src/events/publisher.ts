@@ -85,7 +85,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger): EventP
       } catch (err) {
         if (err instanceof StreamConfigError) throw err;
         // Unreachable at start is not fatal: messages wait and retry until the server is up.
-        log.warn({ err: { message: (err as Error).message } }, 'NATS unreachable at start; relayed messages will retry');
+        log.warn({ err: err }, 'NATS unreachable at start; relayed messages will retry');
       }
     },
     async publish(event) {

@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { percentile, round, sleep } from './stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { percentile, round } from './stats.ts';
 
 /**
  * Commit → handler latency, the same way for every system: each sample is one message inserted

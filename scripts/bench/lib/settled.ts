@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { nowMs } from './marks.ts';
-import { sleep } from './stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The end of every drain's clock, the same for every system: the moment one observer, polling

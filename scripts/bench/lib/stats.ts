@@ -47,7 +47,6 @@ export async function repeat<T extends Record<string, number>>(n: number, measur
   return repeatOf(runs);
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Milliseconds since `start` (a process.hrtime.bigint() value). */
 export const msSince = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;

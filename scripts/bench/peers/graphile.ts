@@ -5,6 +5,7 @@ import { LatencyProbe } from '../lib/latency.ts';
 import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
 import { markDir } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * graphile-worker, measured the way its authors measure it (graphile/worker perfTest/run.js):
@@ -89,7 +90,7 @@ export async function graphileLatency(url: string, samples: number) {
     for (let i = 0; i < 500; i++) {
       const { rows } = await pool.query(`select count(*)::int as n from graphile_worker._private_jobs`);
       if (rows[0].n === 0) break;
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
     return await probe.run({
       url,
