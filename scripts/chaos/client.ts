@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { retryDelaySeconds } from '../../src/outbox/index.ts';
 
 /*
  * The load generator's HTTP client: what a careful API client does when the server goes away.
@@ -113,7 +114,7 @@ export class ApiClient {
       }
       this.retries++;
       // Capped exponential pause with jitter, so clients do not hammer a restarting server together.
-      await sleep(Math.min(2_000, 100 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random() / 2));
+      await sleep(retryDelaySeconds(attempt + 1, { baseSeconds: 0.1, maxSeconds: 2, jitter: true }) * 1000);
     }
   }
 }

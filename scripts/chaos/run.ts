@@ -20,6 +20,7 @@ import { Rng } from './rng.ts';
 import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
 import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelaySeconds } from '../../src/outbox/index.ts';
 
 /*
  * `npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]` (USAGE below)
@@ -63,7 +64,7 @@ function retryWindowMs(): number {
   const base = Number(WORKER_ENV.BACKOFF_BASE_SECONDS);
   const max = Number(WORKER_ENV.BACKOFF_MAX_SECONDS);
   let total = 0;
-  for (let n = 1; n < Number(WORKER_ENV.MAX_ATTEMPTS); n++) total += Math.min(base * 2 ** (n - 1), max) / 2;
+  for (let n = 1; n < Number(WORKER_ENV.MAX_ATTEMPTS); n++) total += backoffDelaySeconds(n, { baseSeconds: base, maxSeconds: max }) / 2;
   return total * 1000;
 }
 

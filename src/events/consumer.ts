@@ -18,6 +18,7 @@ import type { Logger } from '../logger.ts';
 import { recordDeadLetter, openDeadLetters } from './dead-letters.ts';
 import { decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
 import { claimInbox } from './inbox.ts';
+import { backoffDelaySeconds } from '../outbox/index.ts';
 
 /*
  * Durable consumer groups over the events stream. A group is a JetStream durable pull consumer of
@@ -109,7 +110,7 @@ export async function resetGroup(jsm: JetStreamManager, o: GroupOptions, start: 
 }
 
 /** Backoff between deliveries of a failing event: 1, 2, 4 … 60 s. */
-const redeliveryDelayMs = (deliveries: number) => Math.min(60_000, 1000 * 2 ** (deliveries - 1));
+const redeliveryDelayMs = (deliveries: number) => backoffDelaySeconds(deliveries, { baseSeconds: 1, maxSeconds: 60 }) * 1000;
 
 /** Applies one event once: inbox claim + effect in one transaction. Returns applied or duplicate. */
 export async function applyOnce(

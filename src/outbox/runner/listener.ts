@@ -1,5 +1,9 @@
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
+import { backoffDelaySeconds } from '../backoff.ts';
+
+/** Between reconnection attempts: 0.5 s, 1 s, 2 s, … up to 30 s. */
+const RECONNECT_BACKOFF = { baseSeconds: 0.5, maxSeconds: 30 };
 
 /**
  * LISTEN on the outbox channel over one dedicated connection (a pooled connection would be handed
@@ -82,7 +86,7 @@ export class OutboxListener {
     client.end().catch(() => {});
     if (this.closed) return;
     this.failures++;
-    const delay = Math.min(500 * 2 ** (this.failures - 1), 30_000);
+    const delay = backoffDelaySeconds(this.failures, RECONNECT_BACKOFF) * 1000;
     this.log.warn(
       { err: err instanceof Error ? { message: err.message, code: (err as { code?: string }).code } : undefined, retryInMs: delay },
       'listener connection lost; reconnecting',
