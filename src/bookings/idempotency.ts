@@ -12,7 +12,10 @@ import { AppError } from '../errors.ts';
  * key blocks on the primary key until the first commits, then finds the stored response and
  * replays it; if the first rolled back, the second proceeds as if it were first. So two concurrent
  * requests can never make two bookings, and no "in progress" state can be left behind by a crash.
- * Only successful responses are stored: a refused request changed nothing, so retrying it is safe.
+ * What is stored is the request's answer: a 201 with its booking, and a 409 dates_unavailable too
+ * (the refusal is committed with the key, so a duplicate sent at the same moment replays the 409
+ * instead of booking dates a cancellation freed meanwhile: booking.service.ts). Any other refusal
+ * rolls the key back with everything else: it changed nothing, so retrying it is safe.
  */
 
 export interface StoredResponse {

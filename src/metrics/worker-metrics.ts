@@ -70,7 +70,7 @@ export function createWorkerMetrics(events: WorkerEventSource | EventEmitter, op
 
   const onClaimed = (e: { count: number }) => batch.observe(e.count);
   // The bound children per (topic, handler, outcome), looked up once: prom-client's own lookup
-  // hashes a label object on every call, which was a cost per message (issue 13).
+  // hashes a label object on every call, a cost per message that showed in the worker's profile.
   type Bound = { count: ReturnType<typeof outcomes.labels>; time: ReturnType<typeof duration.labels> };
   const bound = new Map<string, Map<string | null, Map<string, Bound>>>();
   const childFor = (e: WorkerOutcomeEvent): Bound => {

@@ -21,9 +21,8 @@ export interface EnqueuedMessage {
  *
  * The worker's wake-up (`pg_notify('outbox', topic)`) is sent right AFTER the commit, not inside
  * the transaction. A NOTIFY inside a transaction holds PostgreSQL's cluster-wide notification-queue
- * lock through the commit and its WAL flush, so every booking would commit one at a time: the
- * benchmark measured the outbox costing a booking 35–47 % that way, against about 14 % with the
- * notify after commit (docs/performance.md). The notify carries no data, so nothing is lost by
+ * lock through the commit and its WAL flush, so every booking would commit one at a time
+ * (docs/adr/0002-notify-after-commit.md has the measurement). The notify carries no data, so nothing is lost by
  * moving it: the outbox row itself is still atomic with the booking; a rolled-back transaction
  * still wakes nobody (its after-commit work is dropped); and if the process dies between COMMIT
  * and the notify, the worker's POLL_INTERVAL_MS poll finds the row. A transaction not started by
@@ -70,7 +69,7 @@ export interface RowInsert {
  *
  * One round trip of six on the booking path: measured with pgbench at 8 clients, the outbox row
  * cost a booking 19.8 % as a statement of its own and 10.0 % folded in (medians of three rounds;
- * docs/adr/ on the booking and its event in one statement).
+ * docs/adr/0010-booking-and-event-in-one-statement.md).
  */
 export async function insertWithEvent<T extends TopicName>(
   tx: Tx,

@@ -167,6 +167,8 @@ export class Settler {
     private readonly log: Logger,
     private readonly reporter: OutcomeReporter,
     private readonly unknownTopicRecheckSeconds: number,
+    /** A line at info per message done (a person watching a terminal); otherwise only the per-minute progress line. */
+    private readonly logEachMessage = false,
   ) {
     this.done = new DoneBatcher((items) => markDoneMany(db, items));
   }
@@ -231,6 +233,7 @@ export class Settler {
     const base = { messageId: msg.publicId, topic: msg.topic, attempt: msg.attempts };
     switch (verdict.kind) {
       case 'done':
+        if (this.logEachMessage) this.log.info(base, `${msg.topic} done`);
         if (verdict.handler !== null && this.reporter.wants('done')) {
           this.reporter.outcome({ ...base, handler: verdict.handler, outcome: 'done', durationMs: verdict.durationMs });
         }

@@ -1,5 +1,5 @@
 /*
- * What the worker's own statements (claim, lease, settle) share. They go straight to node-postgres
+ * What the worker's own writes (lease, settle) share. They go straight to node-postgres
  * as named prepared statements (src/db/prepared.ts), not through drizzle's query builder: they run
  * for every batch (hundreds of times a second under load); named, each connection parses and plans
  * them once, and no query object is rebuilt per call. The SQL stays in the module of its verb.

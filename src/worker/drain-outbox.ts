@@ -1,4 +1,5 @@
 import { createDatabase } from '../db/client.ts';
+import { resolveLogFormat } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler } from '../outbox/index.ts';
@@ -84,7 +85,17 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
           return 2;
         }
 
-        const worker = createWorker({ db: database.db, config, registry, logger, batchSize, concurrency, chores: APP_CHORES });
+        const worker = createWorker({
+          db: database.db,
+          config,
+          registry,
+          logger,
+          batchSize,
+          concurrency,
+          chores: APP_CHORES,
+          // A person watching a terminal (npm start) sees each message handled; JSON logs keep to progress lines.
+          logEachMessage: resolveLogFormat(config.LOG_FORMAT) === 'pretty',
+        });
         onForcedStop(() => worker.abort());
         const metrics =
           config.WORKER_METRICS_PORT === undefined

@@ -29,7 +29,7 @@ import type { Logger } from '../../logger.ts';
  *
  * The same fields are logged as 'outbox handler outcome': 'retry' at warn, 'dead' at error,
  * 'unknown_topic' and 'handed_back' at info, and 'done' at DEBUG. A line per successful message
- * at info cost a worker a quarter of its throughput (issue 13); what happened is still visible at
+ * at info cost a worker a quarter of its throughput in the bench; what happened is still visible at
  * info in 'outbox worker progress', logged once a minute by a running worker when anything
  * happened (counts since the last line), and in 'outbox worker stopped'. LOG_LEVEL=debug brings
  * the per-message line back. When nobody listens and the level is off, no event object is built.
