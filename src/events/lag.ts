@@ -53,7 +53,8 @@ export async function readLag(jsm: JetStreamManager, stream: string): Promise<Gr
 
 export interface ConsumerMetrics {
   registry: Registry;
-  outcome(outcome: EventOutcome): void;
+  /** A function, not a method: it is handed on as a callback. */
+  outcome: (outcome: EventOutcome) => void;
 }
 
 /**

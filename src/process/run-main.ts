@@ -30,19 +30,20 @@ export interface CommandContext {
   positionals: string[];
   config: Config;
   logger: Logger;
-  out(line: string): void;
-  err(line: string): void;
+  // Functions, not methods: a command takes them out of the context (`{ out, err }`).
+  out: (line: string) => void;
+  err: (line: string) => void;
   /**
    * Resolves once the process is asked to stop (long-running commands), with why ('SIGTERM',
    * 'SIGINT', 'npm (our parent) exited'): finish what is in hand, then return.
    */
   stopRequested: Promise<string>;
-  isStopping(): boolean;
+  isStopping: () => boolean;
   /**
    * Work to abort when the process must stop at once (second signal, shutdown timeout); it exits 1
    * once these hooks have returned (a promise is waited for, at most FORCED_STOP_GRACE_MS).
    */
-  onForcedStop(fn: () => void | Promise<unknown>): void;
+  onForcedStop: (fn: () => void | Promise<unknown>) => void;
 }
 
 export interface Command {

@@ -11,8 +11,8 @@ declare module 'fastify' {
     bearerToken: string | null;
   }
   interface FastifyInstance {
-    /** onRequest hook: 401 unless a live bearer token is presented. Runs before body validation. */
-    authenticate(request: FastifyRequest): Promise<void>;
+    /** onRequest hook: 401 unless a live bearer token is presented. Runs before body validation. A function, not a method: routes hand it on. */
+    authenticate: (request: FastifyRequest) => Promise<void>;
     /** onRequest hook factory: 401 without a token, 403 for a role not listed. */
     requireRole(...roles: UserRole[]): (request: FastifyRequest) => Promise<void>;
   }
