@@ -23,7 +23,16 @@ describe('logs', () => {
     expect(text).not.toContain(token);
     const lines = t.logs.lines.map((l) => JSON.parse(l));
     expect(lines.some((l) => l.reqId === 'trace-me-123')).toBe(true);
-    expect(lines.filter((l) => l.req).every((l) => typeof l.reqId === 'string')).toBe(true);
+    // One line per request (not Fastify's two), with the request id and no query string.
+    const me = lines.filter((l) => l.reqId === 'trace-me-123');
+    expect(me).toEqual([expect.objectContaining({ level: 30, msg: 'GET /me 200', method: 'GET', path: '/me', statusCode: 200 })]);
+  });
+
+  it('leave the query string out of the request line', async () => {
+    await t.app.inject({ method: 'GET', url: '/search?q=secret-search-term', headers: { 'x-request-id': 'query-123' } });
+    const line = t.logs.lines.map((l) => JSON.parse(l)).find((l) => l.reqId === 'query-123' && l.path);
+    expect(line).toMatchObject({ path: '/search' });
+    expect(t.logs.text).not.toContain('secret-search-term');
   });
 });
 
