@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { hostEarnings } from '../../events/earnings/ledger.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { bearerAuth, problems } from '../plugins/openapi.ts';
-import type { AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
 
 const earningsResponse = z.object({
   /** The ledger is kept by a consumer of the events stream: it trails bookings by that consumer's lag. */

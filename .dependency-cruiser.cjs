@@ -1,0 +1,83 @@
+/*
+ * The layers of src/, checked by `npm run depcheck` (dependency-cruiser). Every rule is an error:
+ * the check exits non-zero on any violation. Type-only imports count (tsPreCompilationDeps): a
+ * `import type` cycle or layer breach is still one.
+ *
+ *   src/http/, src/worker/   the top: the two entry points, imported by nothing else in src/
+ *   src/outbox/              a module with one public surface, src/outbox/index.ts
+ *   src/db/                  the bottom: it sees only src/config.ts and src/logger.ts
+ *
+ * test/ and scripts/ are not cruised: they may reach into any module.
+ */
+
+/** Domain modules: business rules, below the entry points. */
+const DOMAIN = '^src/(bookings|properties|users|search|events|mail)/';
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import cycle in src/, type-only imports included. src/http/context.ts exists so routes need not import app.ts.',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'domain-not-to-entry-points',
+      severity: 'error',
+      comment: 'A domain module never imports the HTTP layer or the worker: they import it.',
+      from: { path: DOMAIN },
+      to: { path: '^src/(http|worker)/' },
+    },
+    {
+      name: 'entry-points-are-the-top',
+      severity: 'error',
+      comment: 'src/http/ and src/worker/ are entry points: nothing else in src/ (src/process/ included) imports them.',
+      from: { path: '^src/', pathNot: ['^src/(http|worker)/', DOMAIN] },
+      to: { path: '^src/(http|worker)/' },
+    },
+    {
+      name: 'db-is-the-bottom',
+      severity: 'error',
+      comment: 'src/db/ imports nothing from src/ but itself, src/config.ts and src/logger.ts.',
+      from: { path: '^src/db/' },
+      to: { path: '^src/', pathNot: ['^src/db/', '^src/config\\.ts$', '^src/logger\\.ts$'] },
+    },
+    {
+      name: 'outbox-through-its-index',
+      severity: 'error',
+      comment: 'Outside src/outbox/, the outbox is src/outbox/index.ts (its public surface), never a file behind it.',
+      from: { path: '^src/', pathNot: '^src/outbox/' },
+      to: { path: '^src/outbox/', pathNot: '^src/outbox/index\\.ts$' },
+    },
+    {
+      name: 'outbox-knows-no-feature',
+      severity: 'error',
+      comment: 'The outbox is infrastructure: it imports no entry point, domain module, admin or metrics code.',
+      from: { path: '^src/outbox/' },
+      to: { path: '^src/(http|worker|admin|bookings|properties|users|search|events|mail|metrics)/' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment: 'An import the cruiser cannot resolve would slip past every rule above.',
+      from: { path: '^src/' },
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    // `import type` and type-only specifiers are dependencies too.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      mainFields: ['module', 'main', 'types', 'typings'],
+    },
+    reporterOptions: {
+      text: { highlightFocused: true },
+    },
+  },
+};
