@@ -111,15 +111,17 @@ describe('drain-outbox flags and exit codes', () => {
   });
 
   it('exits 2 with a clear message on a bad flag, and 1 when the database is unreachable', async () => {
+    // Three processes side by side: most of each one's time is node and tsx starting.
     const bad = startWorker(REAL, ['--batch-size', 'lots']);
+    const unknown = startWorker(REAL, ['--fast']);
+    const down = startWorker(REAL, ['--once'], { DATABASE_URL: 'postgres://postgres:secret@127.0.0.1:1/nowhere' });
+
     expect((await bad.exit).code).toBe(2);
     expect(bad.stderr.join('\n')).toContain('--batch-size must be a whole number from 1 to 1000 (got "lots")');
 
-    const unknown = startWorker(REAL, ['--fast']);
     expect((await unknown.exit).code).toBe(2);
     expect(unknown.stderr.join('\n')).toMatch(/Unknown option '--fast'[\s\S]*usage: npm run drain-outbox/);
 
-    const down = startWorker(REAL, ['--once'], { DATABASE_URL: 'postgres://postgres:secret@127.0.0.1:1/nowhere' });
     expect((await down.exit).code).toBe(1);
     const msg = down.stderr.join('\n');
     expect(msg).toContain('cannot reach the database at 127.0.0.1:1/nowhere');
