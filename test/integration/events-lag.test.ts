@@ -80,7 +80,7 @@ describe.skipIf(skip)('events consumer lag', () => {
             const c = await jsm.consumers.info('LAG', 'g1');
             return c.num_ack_pending === 0 && c.num_pending === 0;
           },
-          10_000,
+          30_000,
           'g1 caught up',
         );
       } finally {

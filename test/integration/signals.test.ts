@@ -129,7 +129,7 @@ describe('SIGTERM to npm alone', () => {
         await waitFor(async () => {
           const { rows } = await tdb.pool.query(`select 1 from pg_locks where not granted and relation = 'users'::regclass`);
           return rows.length > 0;
-        }, 10_000, 'the request to wait for the lock');
+        }, 30_000, 'the request to wait for the lock');
 
         pids = descendants(run.npm.pid!);
         killedAt = Date.now();

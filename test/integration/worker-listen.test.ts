@@ -100,8 +100,8 @@ describe('LISTEN/NOTIFY', () => {
           sql`select pid, state, query from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
         );
         return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid && r.rows[0]!.state === 'idle' && /^listen/i.test(r.rows[0]!.query);
-      }, 10_000, 'listener to reconnect');
-      await waitFor(async () => reconnectedAt, 10_000, 'the reconnection logged');
+      }, 30_000, 'listener to reconnect');
+      await waitFor(async () => reconnectedAt, 30_000, 'the reconnection logged');
       await asleepAfter(reconnectedAt!)();
 
       await commitAndSeeItWoken();
@@ -168,7 +168,7 @@ describe('housekeeping', () => {
     });
     await worker.start();
     try {
-      await waitFor(async () => worker.summary().purged === 1500, 5000, 'purge');
+      await waitFor(async () => worker.summary().purged === 1500, 30_000, 'purge');
     } finally {
       await worker.stop();
     }

@@ -340,7 +340,7 @@ describe('stopping', () => {
     );
     const msgs = await insertMessages(tdb.db, Array.from({ length: 5 }, () => ({ topic: 'test.slow' })));
     await w.start();
-    await waitFor(async () => started === 1, 5000, 'first handler to start');
+    await waitFor(async () => started === 1, 30_000, 'first handler to start');
     // Stop is asked while the handler is still running; the handler finishes only afterwards.
     const stopping = w.stop();
     finish();
