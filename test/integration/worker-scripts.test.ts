@@ -66,11 +66,11 @@ describe('outbox scripts', () => {
     expect(audit.map((a) => a.affected)).toEqual([1, 1, 1]);
     expect(audit[0]!.actor).toMatch(/^cli:/);
 
-    r = await run('scripts/outbox-requeue.ts', []);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('usage: npm run outbox:requeue');
-    r = await run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid']);
-    expect(r.code).toBe(2);
+    // The usage errors touch no row: both processes at once.
+    const [noFlag, badId] = await Promise.all([run('scripts/outbox-requeue.ts', []), run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid'])]);
+    expect(noFlag.code).toBe(2);
+    expect(noFlag.stderr).toContain('usage: npm run outbox:requeue');
+    expect(badId.code).toBe(2);
   });
 
   it('outbox:stats prints pending, leased, dead and oldest pending age per topic', async () => {
