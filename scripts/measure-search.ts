@@ -84,10 +84,10 @@ async function main() {
   try {
     process.stdout.write(`seeding ${N.toLocaleString('en-US')} properties…\n`);
     await db.pool.query(`truncate search_documents, bookings, properties, users restart identity cascade`);
-    const { rows: [host] } = await db.pool.query(
+    const { rows: [host] } = await db.pool.query<{ id: string }>(
       `insert into users (email, name, role, password_hash) values ('measure-host@example.test', 'Host', 'host', 'x') returning id`,
     );
-    const { rows: [guest] } = await db.pool.query(
+    const { rows: [guest] } = await db.pool.query<{ id: string }>(
       `insert into users (email, name, role, password_hash) values ('measure-guest@example.test', 'Guest', 'guest', 'x') returning id`,
     );
     // Deterministic variety: title = adjective + kind + feature, 20 cities, prices 40–400 €, 1–10 guests.
@@ -100,14 +100,14 @@ async function main() {
               ($5::text[])[1 + i % 20], ($6::text[])[1 + i % 20],
               4000 + (i * 37) % 36000, 1 + i % 10
        from generate_series(1, $7::int) as i`,
-      [host.id, WORDS, KINDS, FEATURES, CITIES.map((c) => c[0]), CITIES.map((c) => c[1]), N],
+      [host?.id, WORDS, KINDS, FEATURES, CITIES.map((c) => c[0]), CITIES.map((c) => c[1]), N],
     );
     // Two confirmed stays per property in the next 60 days, at offsets that vary by property.
     await db.pool.query(
       `insert into bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total)
        select p.id, $1, current_date + s.start, current_date + s.start + 3, 1, 'EUR', 3, p.nightly_price, 3 * p.nightly_price, 0, 0, 3 * p.nightly_price
        from properties p cross join lateral (values ((p.id % 20)::int), ((30 + p.id % 25)::int)) as s(start)`,
-      [guest.id],
+      [guest?.id],
     );
     await db.pool.query('analyze');
 

@@ -31,20 +31,21 @@ export interface ApiFixture {
   close(): Promise<void>;
 }
 
-async function http(baseUrl: string, method: string, url: string, body?: unknown, token?: string) {
+/** The API's JSON answer, taken to be a `T` (the bench's own API: not checked). */
+async function http<T>(baseUrl: string, method: string, url: string, body?: unknown, token?: string): Promise<T> {
   const res = await fetch(baseUrl + url, {
     method,
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  const json = (await res.json().catch(() => ({}))) as any;
+  const json: unknown = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(`${method} ${url} → ${res.status} ${JSON.stringify(json)}`);
-  return json;
+  return json as T;
 }
 
 async function register(baseUrl: string, role: 'guest' | 'host', i: number): Promise<string> {
   const body = { email: `bench-${role}-${i}@example.test`, password: 'correct horse battery', name: `Bench ${role} ${i}`, role };
-  return (await http(baseUrl, 'POST', '/auth/register', body)).token;
+  return (await http<{ token: string }>(baseUrl, 'POST', '/auth/register', body)).token;
 }
 
 const property = (i: number) => ({
@@ -112,7 +113,7 @@ export async function startApi(
   const guests: string[] = [];
   const guestIds: string[] = [];
   for (let i = 0; i < sizes.guests; i++) {
-    const body = await http(baseUrl, 'POST', '/auth/register', {
+    const body = await http<{ token: string; user: { id: string } }>(baseUrl, 'POST', '/auth/register', {
       email: `bench-guest-${i}@example.test`,
       password: 'correct horse battery',
       name: `Bench guest ${i}`,
@@ -121,7 +122,7 @@ export async function startApi(
     guests.push(body.token);
     guestIds.push(body.user.id);
   }
-  const create = async (i: number) => (await http(baseUrl, 'POST', '/properties', property(i), hostToken)).id as string;
+  const create = async (i: number) => (await http<{ id: string }>(baseUrl, 'POST', '/properties', property(i), hostToken)).id;
   const apiProperties: string[] = [];
   for (let i = 0; i < sizes.properties; i++) apiProperties.push(await create(i));
   const pgbenchProperties: string[] = [];

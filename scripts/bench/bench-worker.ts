@@ -28,6 +28,7 @@ const benchHandlers = (): Handler<any>[] => [
         const t = setTimeout(resolve, sleepMs);
         signal.addEventListener('abort', () => {
           clearTimeout(t);
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the abort's own reason, passed on as Node's APIs do
           reject(signal.reason);
         });
       }),

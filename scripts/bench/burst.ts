@@ -85,7 +85,7 @@ function traceBurst(url: string, t0: number) {
   const done = (async () => {
     await c.connect();
     // Our outbox only: a peer's database has no such table.
-    const { rows: t } = await c.query(`select to_regclass('outbox') is not null as ours`);
+    const { rows: t } = await c.query<{ ours: boolean }>(`select to_regclass('outbox') is not null as ours`);
     while (on && t[0]?.ours) {
       const { rows: o } = await c.query(
         `select status, count(*)::int n, count(*) filter (where available_at > now())::int leased, count(*) filter (where claim_id is not null)::int claimed from outbox group by status`,

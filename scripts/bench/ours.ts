@@ -115,8 +115,8 @@ export async function oursLatency(url: string, samples: number) {
       );
       await c.query(`select pg_notify('outbox', 'bench.latency')`);
       for (let i = 0; i < 500; i++) {
-        const { rows } = await c.query(`select count(*)::int as n from outbox where status = 'PENDING'`);
-        if (rows[0].n === 0) break;
+        const { rows } = await c.query<{ n: number }>(`select count(*)::int as n from outbox where status = 'PENDING'`);
+        if (rows[0]?.n === 0) break;
         await sleep(20);
       }
     });

@@ -325,6 +325,7 @@ async function main(): Promise<number> {
     const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, ...ev?.env };
     const topicsOut = await new Promise<string>((resolve, reject) =>
       execFile(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], { cwd: root, env: workerEnv }, (err, stdout) =>
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
         err ? reject(err) : resolve(stdout),
       ),
     );
@@ -556,4 +557,5 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((code) => process.exit(code));
+// main() answers with an exit code; were it to throw, Node would report the rejection and exit 1.
+void main().then((code) => process.exit(code));

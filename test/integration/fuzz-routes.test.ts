@@ -43,7 +43,7 @@ let baseline: Record<string, string>;
  */
 async function probe(opts: InjectOptions, mustReject: boolean): Promise<LightMyRequestResponse> {
   const res = await app.inject(opts);
-  const what = `${opts.method} ${String(opts.url).slice(0, 120)} -> ${res.statusCode} ${res.body.slice(0, 300)}`;
+  const what = `${opts.method} ${(typeof opts.url === 'object' ? JSON.stringify(opts.url) : String(opts.url)).slice(0, 120)} -> ${res.statusCode} ${res.body.slice(0, 300)}`;
   expect(res.statusCode, what).toBeLessThan(500);
   if (res.statusCode >= 400) {
     // Every error is a problem document with our stable code.

@@ -50,7 +50,7 @@ describe('the error serializer', () => {
         public params: unknown[],
         cause: Error,
       ) {
-        super(`Failed query: ${query}\nparams: ${params}`);
+        super(`Failed query: ${query}\nparams: ${params.join(',')}`);
         this.cause = cause;
       }
     }

@@ -13,7 +13,6 @@ import { descendants, expectAllGone, isRunning, killLeftovers, npmRun } from '..
  * no process is left — no postmaster either.
  */
 
-const root = path.resolve(import.meta.dirname, '../..');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-'));
 chmodSync(dir, 0o755);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

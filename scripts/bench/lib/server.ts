@@ -109,7 +109,7 @@ export async function postgresSettings(url: string): Promise<Record<string, stri
 
 function packageVersion(name: string): string {
   try {
-    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')).version;
+    return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
   } catch {
     return 'unknown';
   }

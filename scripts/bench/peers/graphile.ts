@@ -88,8 +88,8 @@ export async function graphileLatency(url: string, samples: number) {
   try {
     await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i)) from generate_series(1, 100) i`);
     for (let i = 0; i < 500; i++) {
-      const { rows } = await pool.query(`select count(*)::int as n from graphile_worker._private_jobs`);
-      if (rows[0].n === 0) break;
+      const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from graphile_worker._private_jobs`);
+      if (rows[0]?.n === 0) break;
       await sleep(20);
     }
     return await probe.run({
