@@ -25,7 +25,7 @@ export function workerConfig(db: Pick<TestDatabase, 'url'>, env: Record<string, 
 }
 
 /** A logger whose lines the test can read (`logs.lines`, JSON). */
-export function captureLogger(level = 'info'): { logger: Logger; logs: LogCapture; entries(): Record<string, unknown>[] } {
+export function captureLogger(level = 'info'): { logger: Logger; logs: LogCapture; entries: () => Record<string, unknown>[] } {
   const logs = new LogCapture();
   const logger = pino({ level }, logs);
   return { logger, logs, entries: () => logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>) };

@@ -209,7 +209,7 @@ describe('the handler: idempotent, order-independent', () => {
     for (const order of [[2, 1, 0], [1, 2, 0], [0, 1, 2]]) {
       await db.pool.query('delete from search_documents where property_id = $1', [property.id]);
       for (const i of order) await handle(messages[i]!);
-      expect(await doc(property.id), `order ${order}`).toMatchObject({ title: 'Version 2', max_guests: 3 });
+      expect(await doc(property.id), `order ${order.join(',')}`).toMatchObject({ title: 'Version 2', max_guests: 3 });
     }
     // All at once, and each twice (redelivery).
     await db.pool.query('delete from search_documents where property_id = $1', [property.id]);
