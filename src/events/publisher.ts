@@ -39,13 +39,24 @@ export interface EventPublisher {
   close(): Promise<void>;
 }
 
+export interface JetStreamPublisherOptions {
+  /** The connection's name, as the server's monitoring shows it (default stayhub-relay). */
+  connectionName?: string;
+  /**
+   * `prepare` rejects when the server cannot be reached, instead of logging it and leaving the
+   * connection to the next publish: for a one-off command (the backfill), which has nothing to
+   * wait for, unlike the worker.
+   */
+  requireServerAtStart?: boolean;
+}
+
 /**
  * The JetStream publisher. The connection is made on first use and, when the server was
  * unreachable, on the next use again; after that the client reconnects by itself. Each publish is
  * a request that the server answers with a PubAck once the message is stored: many can be
  * outstanding on the one connection, so the worker's concurrent handlers make a pipeline.
  */
-export function createJetStreamPublisher(config: Config, logger: Logger): EventPublisher {
+export function createJetStreamPublisher(config: Config, logger: Logger, options: JetStreamPublisherOptions = {}): EventPublisher {
   const url = config.NATS_URL;
   if (!url) throw new Error('createJetStreamPublisher needs NATS_URL');
   const log = logger.child({ component: 'events-relay', nats: describeNats(url) });
@@ -53,7 +64,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger): EventP
   let closed = false;
 
   const open = async () => {
-    const nc = await connectNats(url, 'stayhub-relay');
+    const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
     try {
       const info = await ensureStream(await jetstreamManager(nc), desiredStream(config));
       log.info(
@@ -83,7 +94,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger): EventP
       try {
         await connection();
       } catch (err) {
-        if (err instanceof StreamConfigError) throw err;
+        if (err instanceof StreamConfigError || options.requireServerAtStart) throw err;
         // Unreachable at start is not fatal: messages wait and retry until the server is up.
         log.warn({ err: err }, 'NATS unreachable at start; relayed messages will retry');
       }

@@ -2,7 +2,8 @@ import type { TopicName } from '../outbox/index.ts';
 
 /*
  * What an outbox event looks like once it is in the log: its subject, its headers and its body.
- * The relay (src/worker/handlers/events-relay.ts) writes this shape; consumers (consumer.ts) read it.
+ * The relay (relay.ts, for the worker's handler and the backfill) writes this shape; consumers
+ * (consumer.ts) read it.
  */
 
 /** `stayhub.booking.created`: topics are already dot-separated, so the subject is prefix + topic. */

@@ -13,6 +13,7 @@
  *
  * Operating:
  *   outboxStats, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeDone, probeOutbox
+ *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *
  * The contract between the two sides: TOPICS (payload schemas) and SUBSCRIPTIONS (who handles what).
  */
@@ -39,7 +40,10 @@ export {
   idOf,
   auditFor,
   depthHistory,
+  messagesCreatedBetween,
   type OutboxMessageRow,
+  type CreatedMessage,
+  type CreatedBetween,
   type ListFilter,
   type AuditEntry,
   type DepthPoint,

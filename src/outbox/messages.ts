@@ -162,3 +162,69 @@ export async function depthHistory(db: Db, minutes: number): Promise<DepthPoint[
      order by p.at`);
   return rows.map((r) => ({ at: new Date(r.at), pending: Number(r.pending), dead: Number(r.dead) }));
 }
+
+/** An outbox message as a republisher reads it: identity, topic, key, payload and when it was written. */
+export interface CreatedMessage {
+  id: number;
+  publicId: string;
+  topic: string;
+  key: string | null;
+  status: OutboxStatus;
+  payload: unknown;
+  /** outbox.created_at as the claim reads it (epoch ms), so a republished event carries the same time. */
+  createdAt: Date;
+}
+
+export interface CreatedBetween {
+  /** Inclusive. */
+  since: Date;
+  /** Exclusive: the window is half-open, [since, until). */
+  until: Date;
+  topics: readonly string[];
+  /** Internal id of the last row of the previous page (0 for the first page). */
+  afterId: number;
+  limit: number;
+}
+
+/**
+ * Messages written in [since, until) of the given topics, oldest first, whatever their status:
+ * a DONE or DEAD row's event is still a fact (backfilling the event log reads exactly the
+ * messages that are settled). Keyset pagination on the internal id, ascending, so the pages come
+ * in the order the rows were written, which is the per-key order the worker keeps.
+ *
+ * There is no index on created_at, on purpose: every booking would pay for it, and this query is
+ * an operator's rare command. Each page walks the primary key from `afterId` until it has `limit`
+ * matches, so a whole backfill reads the table once, and the purge of old DONE rows bounds it.
+ * created_at is the writing transaction's start, so it is not strictly monotonic in id: that is why
+ * the window is a filter, not a range of ids.
+ */
+export async function messagesCreatedBetween(db: Db, f: CreatedBetween): Promise<CreatedMessage[]> {
+  if (f.topics.length === 0) return [];
+  const { rows } = await db.execute<{
+    id: string;
+    public_id: string;
+    topic: string;
+    key: string | null;
+    status: OutboxStatus;
+    payload: unknown;
+    created_at_ms: number;
+  }>(sql`
+    select id, public_id, topic, key, status, payload,
+           (extract(epoch from created_at) * 1000)::float8 as created_at_ms
+      from outbox
+     where id > ${f.afterId}
+       and created_at >= ${f.since.toISOString()}::timestamptz
+       and created_at < ${f.until.toISOString()}::timestamptz
+       and topic = any(${sql.param(f.topics)}::text[])
+     order by id
+     limit ${f.limit}`);
+  return rows.map((r) => ({
+    id: Number(r.id),
+    publicId: r.public_id,
+    topic: r.topic,
+    key: r.key,
+    status: r.status,
+    payload: r.payload,
+    createdAt: new Date(r.created_at_ms),
+  }));
+}

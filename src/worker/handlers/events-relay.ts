@@ -1,24 +1,14 @@
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
-import { TOPIC_NAMES, isTopicName, type Handler, type TopicName } from '../../outbox/index.ts';
+import type { Handler, TopicName } from '../../outbox/index.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
-import { SCHEMA_VERSIONS, publicBody, subjectFor } from '../../events/subjects.ts';
+import { relayedTopics, relayMessage } from '../../events/relay.ts';
 
 export const EVENTS_RELAY = 'events.relay';
 
 export interface EventsRelayDeps {
   config: Config;
   logger: Logger;
-}
-
-/** EVENTS_TOPICS, or every topic when it is empty. A name that is not a topic is a configuration error. */
-export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[] {
-  if (config.EVENTS_TOPICS.length === 0) return [...TOPIC_NAMES];
-  const unknown = config.EVENTS_TOPICS.filter((t) => !isTopicName(t));
-  if (unknown.length) {
-    throw new Error(`EVENTS_TOPICS names unknown topic(s) ${unknown.join(', ')}; known: ${TOPIC_NAMES.join(', ')}`);
-  }
-  return config.EVENTS_TOPICS as TopicName[];
 }
 
 /**
@@ -32,6 +22,9 @@ export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[
  * published again; the server, within its duplicate window (longer than the outbox's retry span,
  * src/events/stream.ts), answers "duplicate" and stores nothing. A duplicate is a success.
  *
+ * The event itself (subject, headers, body) is built by src/events/relay.ts, which
+ * `npm run events:backfill` shares.
+ *
  * NATS down or slow: the publish times out (EVENTS_PUBLISH_TIMEOUT_MS), the handler throws, and
  * the message backs off like any failure.
  */
@@ -40,27 +33,17 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
   const pub = publisher ?? createJetStreamPublisher(deps.config, deps.logger);
   let prepared: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
-  return topics.map(
-    (topic): Handler<TopicName> => ({
-      name: EVENTS_RELAY,
-      topic,
-      // Shared by every topic's handler: one connection, one stream check.
-      prepare: () => (prepared ??= pub.prepare()),
-      close: () => (closed ??= pub.close()),
-      async handle({ messageId, topic: t, key, payload, log, occurredAt }) {
-        const result = await pub.publish({
-          subject: subjectFor(deps.config.EVENTS_SUBJECT_PREFIX, t),
-          messageId,
-          topic: t,
-          key,
-          occurredAt,
-          schemaVersion: SCHEMA_VERSIONS[t],
-          body: publicBody(payload),
-        });
-        if (result.duplicate) log.info({ seq: result.seq }, 'event was already in the stream (earlier attempt); counted as relayed');
-        // `log` is a child logger made on first use: not for a line the level drops anyway.
-        else if (deps.logger.isLevelEnabled('debug')) log.debug({ seq: result.seq }, 'event relayed');
-      },
-    }),
-  );
+  return topics.map((topic): Handler<TopicName> => ({
+    name: EVENTS_RELAY,
+    topic,
+    // Shared by every topic's handler: one connection, one stream check.
+    prepare: () => (prepared ??= pub.prepare()),
+    close: () => (closed ??= pub.close()),
+    async handle({ messageId, topic: t, key, payload, log, occurredAt }) {
+      const result = await relayMessage(pub, deps.config, { messageId, topic: t, key, occurredAt, payload });
+      if (result.duplicate) log.info({ seq: result.seq }, 'event was already in the stream (earlier attempt); counted as relayed');
+      // `log` is a child logger made on first use: not for a line the level drops anyway.
+      else if (deps.logger.isLevelEnabled('debug')) log.debug({ seq: result.seq }, 'event relayed');
+    },
+  }));
 }
