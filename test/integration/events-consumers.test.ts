@@ -139,11 +139,11 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
     const body = res.json();
     expect(body.group).toBe('earnings');
     expect(body.earnings.map((e: { currency: string }) => e.currency)).toEqual(['EUR', 'USD']);
-    const { rows: truth } = await t.db.db.execute<{ currency: string; net: number }>(sql`
-      select b.currency, sum(b.total)::int as net from bookings b join properties p on p.id = b.property_id
+    const { rows: truth } = await t.db.db.execute<{ currency: string; net: string }>(sql`
+      select b.currency, sum(b.total)::text as net from bookings b join properties p on p.id = b.property_id
         join users u on u.id = p.host_id
        where u.public_id = ${host.user.id} and b.status = 'confirmed' group by b.currency order by b.currency`);
-    expect(body.earnings.map((e: { currency: string; net: number }) => ({ currency: e.currency, net: e.net }))).toEqual(truth);
+    expect(body.earnings.map((e: { currency: string; net: string }) => ({ currency: e.currency, net: e.net }))).toEqual(truth);
     expect(body.earnings[0]).toMatchObject({ bookings: 3, cancellations: 1 });
 
     const guest = await signUp(t.app, 'guest');
@@ -234,46 +234,91 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
 
   it('records an event that fails on its last delivery as a consumer dead letter, lists it, and replays it', async () => {
     const group = `dlq-${Math.random().toString(36).slice(2, 8)}`;
-    // Ids of this run's own: the test can run again (or alone) without meeting its earlier event.
+    // A booking of this run's own, written without an outbox row, and its event published by hand:
+    // a true event (the ledger's checks pass) that no relay will publish a second time.
+    const bookingId = randomUUID();
     const propertyId = randomUUID();
     const msgId = randomUUID();
-    let seq = 0;
+    await t.db.db.execute(sql`
+      insert into properties (public_id, host_id, title, city, country, currency, nightly_price, max_guests)
+      select ${propertyId}, id, 'Dead letter flat', 'Porto', 'PT', 'EUR', 777, 2 from users where public_id = ${hosts[0]!.user.id}`);
+    await t.db.db.execute(sql`
+      insert into bookings (public_id, property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total)
+      select ${bookingId}, p.id, p.host_id, current_date + 10, current_date + 11, 1, 'EUR', 1, 777, 777, 0, 0, 777
+        from properties p where p.public_id = ${propertyId}`);
     const nc = await connect({ servers: nats.url.replace('nats://', '') });
     try {
       const h = natsHeaders();
       h.set('StayHub-Topic', 'booking.created');
-      const body = { bookingId: 'x', propertyId, total: 777, currency: 'EUR' };
+      const body = { bookingId, propertyId, total: 777, currency: 'EUR' };
       const ack = await jetstream(nc).publish('earn.booking.created', JSON.stringify(body), { msgID: msgId, headers: h });
       expect(ack.duplicate).toBe(false);
-      seq = ack.seq;
+    } finally {
+      await nc.close();
+    }
+
+    // A failure no check can see (the database refusing, say), on every delivery: after the 2nd
+    // it is dead-lettered; every other event of the stream goes through.
+    const failing = (event: { messageId: string }) => {
+      if (event.messageId === msgId) throw new Error('simulated outage of the ledger');
+    };
+    const r = await earningsMain({
+      argv: ['--group', group, '--until-empty'],
+      env: env({ EVENTS_MAX_DELIVER: '2' }),
+      out: () => {},
+      err: () => {},
+      afterEffect: failing,
+    });
+    expect(r).toBe(0);
+    const listed = await consume(['--group', group, '--dead']);
+    expect(listed.out).toEqual([
+      expect.stringMatching(new RegExp(`^${msgId}\\t.*booking.created\\t2 deliveries\\tError: simulated outage of the ledger`)),
+    ]);
+    const missing = await ledgerDifferences(t.db.db, group);
+    expect(missing).toEqual([expect.objectContaining({ currency: 'EUR', ledger: expect.any(Number), truth: expect.any(Number) })]);
+    expect(missing[0]!.truth - missing[0]!.ledger).toBe(777); // nothing applied for it
+
+    // The cause gone, the dead letter replays into the ledger, once.
+    const replayed = await consume(['--group', group, '--replay-dead']);
+    expect(replayed.out).toEqual([`replayed dead letters of ${group}: 1 applied, 0 already applied, 0 still failing`]);
+    expect(await ledgerDifferences(t.db.db, group)).toEqual([]);
+    expect((await consume(['--group', group, '--dead'])).out).toEqual([]);
+    expect((await consume(['--group', group, '--replay-dead'])).out).toEqual([
+      `replayed dead letters of ${group}: 0 applied, 0 already applied, 0 still failing`,
+    ]);
+  }, 60_000);
+
+  it('dead-letters at its first delivery an event its booking contradicts (a PermanentError), and applies nothing', async () => {
+    const group = await caughtUpGroup('forged');
+    const before = await ledger(group);
+    const msgId = randomUUID();
+    // A real booking's event, with a total that is not the booking's.
+    const { rows } = await t.db.db.execute<{ booking: string; property: string }>(sql`
+      select b.public_id as booking, p.public_id as property from bookings b join properties p on p.id = b.property_id
+       where b.status = 'confirmed' and b.currency = 'EUR' limit 1`);
+    const nc = await connect({ servers: nats.url.replace('nats://', '') });
+    let seq = 0;
+    try {
+      const h = natsHeaders();
+      h.set('StayHub-Topic', 'booking.created');
+      const body = { bookingId: rows[0]!.booking, propertyId: rows[0]!.property, total: 123_456_789, currency: 'EUR' };
+      seq = (await jetstream(nc).publish('earn.booking.created', JSON.stringify(body), { msgID: msgId, headers: h })).seq;
     } finally {
       await nc.close();
     }
     try {
-      // The property is unknown: every delivery fails; after the 2nd it is dead-lettered.
-      const r = await consume(['--group', group, '--until-empty'], { EVENTS_MAX_DELIVER: '2' });
-      expect(r.code).toBe(0);
+      expect((await consume(['--group', group, '--until-empty'])).code).toBe(0);
       const listed = await consume(['--group', group, '--dead']);
-      expect(listed.out).toEqual([expect.stringMatching(new RegExp(`^${msgId}\\t.*booking.created\\t2 deliveries\\tError: earnings: property ${propertyId} not found`))]);
-      expect(await ledgerDifferences(t.db.db, group)).toEqual([]); // nothing applied for it
-
-      // The cause fixed (the property exists), the dead letter replays into the ledger, once.
-      await t.db.db.execute(sql`
-        insert into properties (public_id, host_id, title, city, country, currency, nightly_price, max_guests)
-        select ${propertyId}, id, 'Fixed', 'Porto', 'PT', 'EUR', 100, 2 from users where public_id = ${hosts[0]!.user.id}`);
-      const replayed = await consume(['--group', group, '--replay-dead']);
-      expect(replayed.out).toEqual([`replayed dead letters of ${group}: 1 applied, 0 already applied, 0 still failing`]);
-      const { rows } = await t.db.db.execute<{ n: number }>(sql`
-        select (confirmed_total - cancelled_total - (select coalesce(sum(b.total), 0) from bookings b join properties p on p.id = b.property_id
-                                    join users u on u.id = p.host_id
-                                   where u.public_id = ${hosts[0]!.user.id} and b.status = 'confirmed' and b.currency = 'EUR'))::int as n
-          from host_earnings h join users u on u.id = h.host_id
-         where h.consumer_group = ${group} and u.public_id = ${hosts[0]!.user.id} and h.currency = 'EUR'`);
-      expect(rows[0]!.n).toBe(777);
-      expect((await consume(['--group', group, '--dead'])).out).toEqual([]);
+      expect(listed.out).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^${msgId}\\t.*\\t1 deliveries\\tPermanentError: earnings: booking.created for booking .* refused: the booking's total is`,
+          ),
+        ),
+      ]);
+      expect(await ledger(group)).toEqual(before);
     } finally {
-      // The synthetic event has no booking behind it: take it out of the log before other groups
-      // read it, whatever happened above.
+      // Out of the log before other groups read it.
       const admin = await connect({ servers: nats.url.replace('nats://', '') });
       try {
         expect(await (await jetstreamManager(admin)).streams.deleteMessage(STREAM, seq)).toBe(true);

@@ -5,16 +5,22 @@ import { currentUser } from '../plugins/auth.ts';
 import { bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
+// Text, not a number: a sum of bookings is a bigint that can pass 2^53, where JSON parsers round.
+const minorUnits = z
+  .string()
+  .regex(/^-?\d+$/)
+  .describe('Minor units (cents), as a decimal string of digits: a sum can exceed what a JSON number holds exactly (2^53).');
+
 const earningsResponse = z.object({
   /** The ledger is kept by a consumer of the events stream: it trails bookings by that consumer's lag. */
   group: z.string(),
   earnings: z.array(
     z.object({
       currency: z.string().length(3),
-      /** Minor units. */
-      confirmed: z.number().int(),
-      cancelled: z.number().int(),
-      net: z.number().int(),
+      confirmed: minorUnits,
+      cancelled: minorUnits,
+      /** confirmed − cancelled. */
+      net: minorUnits,
       bookings: z.number().int(),
       cancellations: z.number().int(),
       updatedAt: z.string(),
