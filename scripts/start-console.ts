@@ -25,7 +25,7 @@ export function childLogEnv(
   return { LOG_FORMAT: format, ...(colour ? { FORCE_COLOR: '1' } : {}) };
 }
 
-type BannerConfig = Pick<Config, 'HOST' | 'PORT' | 'SMTP_URL' | 'MAIL_DIR'>;
+type BannerConfig = Pick<Config, 'HOST' | 'PORT' | 'SMTP_URL' | 'MAIL_DIR' | 'NATS_URL'>;
 
 /** The address a person can type: a wildcard listen address is reached through localhost. */
 export function apiBaseUrl(config: Pick<Config, 'HOST' | 'PORT'>): string {
@@ -33,20 +33,20 @@ export function apiBaseUrl(config: Pick<Config, 'HOST' | 'PORT'>): string {
   return `http://${host}:${config.PORT}`;
 }
 
-/** SMTP server without its credentials. */
-function smtpServer(url: string): string {
+/** A server's URL without its credentials (SMTP_URL, NATS_URL may carry a password). */
+function serverOf(url: string, fallback: string): string {
   try {
     const u = new URL(url);
     return `${u.protocol}//${u.host}`;
   } catch {
-    return 'the SMTP server in SMTP_URL';
+    return fallback;
   }
 }
 
 export function bannerLines(config: BannerConfig, cwd: string = process.cwd()): string[] {
   const base = apiBaseUrl(config);
   const mail = config.SMTP_URL
-    ? `sent through ${smtpServer(config.SMTP_URL)}`
+    ? `sent through ${serverOf(config.SMTP_URL, 'the SMTP server in SMTP_URL')}`
     : `written as .eml files to ${path.resolve(cwd, config.MAIL_DIR)}`;
   return [
     'StayHub is ready',
@@ -54,18 +54,25 @@ export function bannerLines(config: BannerConfig, cwd: string = process.cwd()): 
     `  API docs   ${base}/docs`,
     `  Dashboard  ${base}/admin   (admins only: npm run create-admin -- --email you@example.com --name "You")`,
     `  Emails     ${mail}`,
+    ...(config.NATS_URL
+      ? [`  Events     NATS_URL=${serverOf(config.NATS_URL, '(unparseable)')} (relay in the worker; earnings consumer running)`]
+      : []),
     '  Demo data  npm run seed   (a host, a guest, an admin, a dozen properties, some bookings)',
-    '  Stop       Ctrl-C (the worker and the API finish what they are doing; twice: at once)',
+    config.NATS_URL
+      ? '  Stop       Ctrl-C (the consumer, the worker and the API finish what they are doing; twice: at once)'
+      : '  Stop       Ctrl-C (the worker and the API finish what they are doing; twice: at once)',
   ];
 }
 
 /**
  * Prints the banner once GET /health answers 200, i.e. the API listens and reaches the database.
- * Gives up quietly if the API exits first or never answers within `timeoutMs`.
+ * Gives up quietly if the API (or one of `others`: the banner says they run) exits first, or the
+ * API never answers within `timeoutMs`.
  */
 export async function announceWhenReady(opts: {
   config: BannerConfig;
   api: ChildProcess;
+  others?: ChildProcess[];
   say: (line: string) => void;
   timeoutMs?: number;
 }): Promise<boolean> {
@@ -73,12 +80,14 @@ export async function announceWhenReady(opts: {
   if (config.PORT === 0) return false; // a random port: nothing to poll; the [api] log names it
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
   const health = `${apiBaseUrl(config)}/health`;
-  while (Date.now() < deadline && api.exitCode === null && api.signalCode === null) {
+  const running = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+  const allRunning = () => running(api) && (opts.others ?? []).every(running);
+  while (Date.now() < deadline && allRunning()) {
     const ok = await fetch(health, { signal: AbortSignal.timeout(2000) }).then(
       (r) => r.status === 200,
       () => false,
     );
-    if (ok) {
+    if (ok && allRunning()) {
       bannerLines(config).forEach((line) => say(line));
       return true;
     }

@@ -11,10 +11,11 @@ import { announceWhenReady, childLogEnv } from './start-console.ts';
 /*
  * `npm start`: the whole system on one machine. Starts the embedded PostgreSQL (unless
  * DATABASE_URL points elsewhere), applies the migrations, then runs the API and the outbox
- * worker as two child processes with prefixed logs. Ctrl-C stops the worker (it finishes its
- * in-flight messages), then the API (it finishes its requests), then Postgres. A second Ctrl-C
- * stops everything at once. SIGTERM does the same, and so does the exit of the npm that ran us
- * (npm passes no SIGTERM on: src/process/lifeline.ts).
+ * worker as child processes with prefixed logs, and with NATS_URL set the earnings consumer too
+ * (the worker then relays events into JetStream, and the consumer reads them back). Ctrl-C stops
+ * the consumer, then the worker (it finishes its in-flight messages), then the API (it finishes
+ * its requests), then Postgres. A second Ctrl-C stops everything at once. SIGTERM does the same,
+ * and so does the exit of the npm that ran us (npm passes no SIGTERM on: src/process/lifeline.ts).
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -58,18 +59,26 @@ function stopChild(child: ChildProcess, name: string, timeoutMs: number): Promis
 const USAGE = `usage: npm start
 
 Starts the embedded PostgreSQL (unless DATABASE_URL is set), applies the migrations, then runs the
-API and the outbox worker. Ctrl-C (or SIGTERM) stops the worker, then the API, then PostgreSQL;
+API and the outbox worker, and with NATS_URL set the earnings consumer (nats-server must be
+running). Ctrl-C (or SIGTERM) stops the consumer, then the worker, then the API, then PostgreSQL;
 a second Ctrl-C stops everything at once.`;
+
+/** The children in the order they are stopped, each with how the stop line names it. */
+interface Child {
+  name: string;
+  label: string;
+  child: ChildProcess;
+}
 
 export const startCommand: Command = {
   name: 'start',
   usage: USAGE,
   longRunning: true,
-  // The worker, then the API, each within its own timeout, then PostgreSQL.
-  shutdownTimeoutSeconds: (config) => 2 * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
+  // The consumer (with NATS_URL), the worker, then the API, each within its own timeout, then PostgreSQL.
+  shutdownTimeoutSeconds: (config) => (config.NATS_URL ? 3 : 2) * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
   async run({ config, stopRequested, isStopping, onForcedStop }) {
     let postgres: EmbeddedPostgres | undefined;
-    const children: { name: string; child: ChildProcess }[] = [];
+    const children: Child[] = [];
     // A second signal: no more waiting. Also when this process dies anyway: take the children with it.
     const killChildren = () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL'));
     onForcedStop(async () => {
@@ -82,7 +91,8 @@ export const startCommand: Command = {
     // Stops whatever has started, in order; a signal during start-up lands here too, so a
     // PostgreSQL already running is never left behind.
     const stopAll = async (reason: string) => {
-      say(`${reason}: stopping the worker, then the API, then PostgreSQL`);
+      const labels = children.length ? children.map((c) => c.label) : ['the worker', 'the API'];
+      say(`${reason}: stopping ${labels.join(', then ')}, then PostgreSQL`);
       const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
       for (const { name, child } of children) await stopChild(child, name, timeoutMs);
       await postgres?.stop();
@@ -126,11 +136,16 @@ export const startCommand: Command = {
 
     // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
     const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
-    // The worker first in the list: it is stopped first (its handlers may still call the API's database).
-    children.push({ name: 'worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
+    // Stopped in this order. The consumer first: it only reads what the worker relays, and stopped
+    // first it acks what it applied while the stream is still fed. The worker before the API: its
+    // handlers may still call the API's database.
+    if (config.NATS_URL) {
+      children.push({ name: 'earnings', label: 'the earnings consumer', child: run('earnings', 'src/events/earnings/main.ts', env) });
+    }
+    children.push({ name: 'worker', label: 'the worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
     const api = run('api', 'src/http/server.ts', env);
-    children.push({ name: 'api', child: api });
-    void announceWhenReady({ config, api, say });
+    children.push({ name: 'api', label: 'the API', child: api });
+    void announceWhenReady({ config, api, others: children.map((c) => c.child), say });
     const childExited = new Promise<string>((resolve) => {
       for (const { name, child } of children) {
         child.on('exit', (code, signal) => resolve(`${name} exited unexpectedly (${signal ?? code})`));
