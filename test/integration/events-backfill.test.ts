@@ -7,6 +7,8 @@ import { sql } from 'drizzle-orm';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { backfillMain } from '../../src/events/backfill.ts';
+import { earningsMain } from '../../src/events/earnings/main.ts';
+import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
 import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
@@ -73,11 +75,31 @@ async function drain(extra: Record<string, string>, stream?: string): Promise<nu
   return drainOutbox({ argv: ['--until-empty'], env: e, out: () => {}, err: () => {} });
 }
 
-async function backfill(stream: string, argv: string[]) {
+async function backfill(stream: string, argv: string[], extra: Record<string, string> = {}) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await backfillMain({ argv, env: env(stream), out: (l) => out.push(l), err: (l) => err.push(l), exitOnForcedStop: false });
+  const code = await backfillMain({
+    argv,
+    env: env(stream, extra),
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    exitOnForcedStop: false,
+  });
   return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+/** The earnings consumer, as a group of its own, over the whole stream: the ledger it then holds. */
+async function consumeAll(stream: string, group: string, extra: Record<string, string> = {}) {
+  const err: string[] = [];
+  const code = await earningsMain({
+    argv: ['--until-empty', '--group', group],
+    env: env(stream, extra),
+    out: () => {},
+    err: (l) => err.push(l),
+    exitOnForcedStop: false,
+  });
+  expect(code, err.join('\n')).toBe(0);
+  return ledgerDifferences(t.db.db, group);
 }
 
 async function outboxRows(topics: string[], after: Date) {
@@ -144,6 +166,21 @@ describe.skipIf(skip)('events:backfill', () => {
     expect(second.code, second.err).toBe(0);
     expect(second.out).toMatch(/^events:backfill: 0 published, 4 duplicates \(already in the stream\), 0 failed/);
     expect(await readStream(nats.url, 'BF')).toEqual(events);
+
+    // What the earnings consumer makes of them: the bookings table's own sums.
+    expect(await consumeAll('BF', 'bf')).toEqual([]);
+  });
+
+  it('past the duplicate window, publishes again, and the earnings consumer skips the copies by message id', async () => {
+    // A one-second duplicate window (the retry span allows it with one attempt and a one-second lease).
+    const short = { MAX_ATTEMPTS: '1', LEASE_SECONDS: '1', EVENTS_DUPLICATE_WINDOW_SECONDS: '1' };
+    expect((await backfill('WIN', ['--since', since.toISOString()], short)).out).toMatch(/: 4 published, 0 duplicates/);
+    await sleep(1_500);
+    expect((await backfill('WIN', ['--since', since.toISOString()], short)).out).toMatch(/: 4 published, 0 duplicates/);
+    const events = await readStream(nats.url, 'WIN');
+    expect(events).toHaveLength(8);
+    expect(new Set(events.map((e) => e.msgId)).size).toBe(4);
+    expect(await consumeAll('WIN', 'win', short)).toEqual([]);
   });
 
   it('publishes what the relay publishes: same subject, headers and body for the same message', async () => {
