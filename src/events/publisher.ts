@@ -66,7 +66,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
     try {
-      const info = await ensureStream(await jetstreamManager(nc), desiredStream(config));
+      const info = await ensureStream(await jetstreamManager(nc), desiredStream(config), { log });
       log.info(
         { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
         'events stream ready',

@@ -9,6 +9,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
 import { backoffDelaySeconds } from '../outbox/index.ts';
 import { streamSubjects } from './subjects.ts';
 
@@ -67,7 +68,14 @@ export function desiredStream(config: Config): WithName<StreamConfig> {
     // Limits: events stay for max_age whether or not anyone read them (a log, not a work queue),
     // so a consumer group can start late or rewind.
     retention: RetentionPolicy.Limits,
+    // Nothing but age removes an event: a count, size or per-subject limit would drop events some
+    // group has not read (the relay would still see PubAcks), and "discard new" would refuse them.
+    max_msgs: -1,
+    max_bytes: -1,
+    max_msgs_per_subject: -1,
+    max_msg_size: -1,
     discard: DiscardPolicy.Old,
+    discard_new_per_subject: false,
     max_age: nanos(config.EVENTS_MAX_AGE_SECONDS * 1000),
     num_replicas: config.EVENTS_REPLICAS,
     duplicate_window: nanos(duplicateWindowSeconds(config) * 1000),
@@ -75,40 +83,105 @@ export function desiredStream(config: Config): WithName<StreamConfig> {
 }
 type WithName<T> = Partial<T> & { name: string };
 
-const IMMUTABLE = ['storage', 'retention'] as const satisfies readonly (keyof StreamConfig)[];
+/** One setting of an existing stream or consumer that is not what the configuration wants. */
+export interface SettingDifference {
+  field: string;
+  have: string;
+  want: string;
+  /** JetStream refuses to change it on an existing stream or consumer. */
+  fixedInPlace: boolean;
+}
+
+/** "field: have X, want Y", and why it stops the process when it cannot be changed in place. */
+export function describeDifferences(differences: SettingDifference[]): string {
+  return differences.map((d) => `${d.field}: have ${d.have}, want ${d.want}${d.fixedInPlace ? '' : ' (cannot change in place)'}`).join('; ');
+}
+
+/** -1 and 0 (or absent) both mean "no limit" to the server; it reports -1. */
+const limit = (v: number | undefined) => (v === undefined || v === 0 ? -1 : v);
+const seconds = (ns: number | undefined) => `${(ns ?? 0) / 1e9} s`;
+const list = (v: string[] | undefined) => `[${(v ?? []).join(', ')}]`;
+const sameSet = (a: string[] | undefined, b: string[] | undefined) =>
+  JSON.stringify([...(a ?? [])].sort()) === JSON.stringify([...(b ?? [])].sort());
 
 /**
- * Creates the stream, or brings an existing one to the configuration. Fields JetStream cannot
- * change in place (storage, retention) and updates it refuses (replicas above the cluster size,
- * a subject overlapping another stream) become one StreamConfigError that says what to do,
- * raised at start, instead of every publish failing later.
+ * Every setting that can lose, drop or refuse events, compared with what `want` says. Settings
+ * `want` leaves out are not compared (the server's default is the configuration's choice).
  */
-export async function ensureStream(jsm: JetStreamManager, want: WithName<StreamConfig>): Promise<StreamInfo> {
-  let current: StreamInfo | undefined;
-  try {
-    current = await jsm.streams.info(want.name);
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === 10059)) throw err; // 10059: stream not found
+function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>): SettingDifference[] {
+  const out: SettingDifference[] = [];
+  const check = (field: string, differs: boolean, h: string, w: string, fixedInPlace = true) => {
+    if (differs) out.push({ field, have: h, want: w, fixedInPlace });
+  };
+  if (want.subjects) check('subjects', !sameSet(have.subjects, want.subjects), list(have.subjects), list(want.subjects));
+  // JetStream cannot change these two on an existing stream; workqueue or interest retention
+  // deletes an event once one group has it, so the other groups never see it.
+  if (want.retention) check('retention', have.retention !== want.retention, have.retention, want.retention, false);
+  if (want.storage) check('storage', have.storage !== want.storage, have.storage, want.storage, false);
+  for (const field of ['max_msgs', 'max_bytes', 'max_msgs_per_subject', 'max_msg_size'] as const) {
+    if (want[field] !== undefined) check(field, limit(have[field]) !== limit(want[field]), String(limit(have[field])), String(limit(want[field])));
   }
+  if (want.discard) check('discard', have.discard !== want.discard, have.discard, want.discard);
+  if (want.discard_new_per_subject !== undefined) {
+    const h = have.discard_new_per_subject ?? false;
+    check('discard_new_per_subject', h !== want.discard_new_per_subject, String(h), String(want.discard_new_per_subject));
+  }
+  if (want.max_age !== undefined) check('max_age', have.max_age !== want.max_age, seconds(have.max_age), seconds(want.max_age));
+  if (want.num_replicas !== undefined) check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
+  if (want.duplicate_window !== undefined) {
+    check('duplicate_window', have.duplicate_window !== want.duplicate_window, seconds(have.duplicate_window), seconds(want.duplicate_window));
+  }
+  // A sealed stream refuses every publish, and JetStream cannot unseal it.
+  check('sealed', have.sealed === true, 'true', 'false', false);
+  return out;
+}
+
+const STREAM_NOT_FOUND = 10059;
+/** "stream name already in use with a different configuration": another process created it first. */
+const STREAM_NAME_IN_USE = 10058;
+
+/**
+ * Creates the stream, or brings an existing one to the configuration: every setting that can lose
+ * or drop events (streamDifferences) is compared. What JetStream can change in place is changed
+ * (and logged: someone set it by hand, or another configuration did); when anything cannot be
+ * changed (storage, retention, a sealed stream) nothing is, and one StreamConfigError names every
+ * difference, at start, instead of events going missing later. Updates JetStream refuses
+ * (replicas above the cluster size, a subject overlapping another stream) are a StreamConfigError too.
+ */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  want: WithName<StreamConfig>,
+  opts: { log?: Logger } = {},
+): Promise<StreamInfo> {
   try {
-    if (!current) return await jsm.streams.add(want);
-    for (const field of IMMUTABLE) {
-      if (want[field] !== undefined && current.config[field] !== want[field]) {
+    for (let attempt = 0; ; attempt++) {
+      let current: StreamInfo;
+      try {
+        current = await jsm.streams.info(want.name);
+      } catch (err) {
+        if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) throw err;
+        try {
+          return await jsm.streams.add(want);
+        } catch (addErr) {
+          // Created meanwhile by another process (the relay and a consumer starting together): compare with that one.
+          if (attempt === 0 && addErr instanceof JetStreamApiError && addErr.code === STREAM_NAME_IN_USE) continue;
+          throw addErr;
+        }
+      }
+      const differences = streamDifferences(current.config, want);
+      if (differences.length === 0) return current;
+      if (differences.some((d) => !d.fixedInPlace)) {
         throw new StreamConfigError(
-          `stream ${want.name} exists with ${field}=${String(current.config[field])} but configuration wants ${String(want[field])}, ` +
-            `which JetStream cannot change in place: remove the stream (nats stream rm ${want.name}) after its consumers have caught up, ` +
-            `or set EVENTS_STREAM to a new name`,
+          `stream ${want.name} does not match the configuration: ${describeDifferences(differences)}. ` +
+            `JetStream cannot change some of these in place: remove the stream (nats stream rm ${want.name}) after its ` +
+            `consumers have caught up, or set EVENTS_STREAM to a new name`,
         );
       }
+      const { name: _name, ...changes } = want;
+      const updated = await jsm.streams.update(want.name, { ...current.config, ...changes });
+      opts.log?.warn({ stream: want.name, changed: describeDifferences(differences) }, 'events stream settings brought back to the configuration');
+      return updated;
     }
-    const differs =
-      current.config.max_age !== want.max_age ||
-      current.config.duplicate_window !== want.duplicate_window ||
-      current.config.num_replicas !== want.num_replicas ||
-      JSON.stringify([...(current.config.subjects ?? [])].sort()) !== JSON.stringify([...(want.subjects ?? [])].sort());
-    if (!differs) return current;
-    const { name: _name, storage: _s, retention: _r, ...changes } = want;
-    return await jsm.streams.update(want.name, { ...current.config, ...changes });
   } catch (err) {
     if (err instanceof StreamConfigError) throw err;
     if (err instanceof JetStreamApiError) {

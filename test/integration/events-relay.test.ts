@@ -119,7 +119,7 @@ describe.skipIf(skip)('events relay', () => {
     }
     const { code, err } = await drain();
     expect(code).toBe(2);
-    expect(err.join('\n')).toMatch(new RegExp(`stream ${stream} exists with storage=memory .*cannot change in place`));
+    expect(err.join('\n')).toMatch(new RegExp(`stream ${stream} does not match the configuration: .*storage: have memory, want file \\(cannot change in place\\)`));
   });
 
   it('refuses a duplicate window shorter than the outbox retry span', async () => {

@@ -1,0 +1,269 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  jetstream,
+  jetstreamManager,
+  ReplayPolicy,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { connect, headers, nanos, type NatsConnection } from '@nats-io/transport-node';
+import pino from 'pino';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { ensureGroup, GroupConfigError, runGroup, type GroupOptions } from '../../src/events/consumer.ts';
+import { desiredStream, ensureStream, StreamConfigError } from '../../src/events/stream.ts';
+import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
+
+/*
+ * The stream and the consumer groups as they exist on the server versus the configuration: a
+ * setting that can lose or drop events is brought back in place when JetStream allows it, and
+ * otherwise the process refuses to start naming every difference.
+ */
+
+const skip = skipWithoutNats();
+let tdb: TestDatabase;
+let nats: NatsServer;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let stream = 'S';
+
+beforeAll(async () => {
+  if (skip) return;
+  tdb = await createTestDatabase('evstream');
+  nats = await startNats();
+  nc = await connect({ servers: nats.url.replace('nats://', '') });
+  jsm = await jetstreamManager(nc);
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.destroy();
+  await tdb?.drop();
+});
+beforeEach(async () => {
+  if (skip) return;
+  await tdb.db.execute(sql`truncate outbox`);
+  stream = `S${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a fresh stream per test
+});
+
+function env(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: tdb.url,
+    NATS_URL: nats.url,
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
+    LOG_LEVEL: 'warn',
+    BACKOFF_JITTER: 'false',
+    POLL_INTERVAL_MS: '50',
+    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
+    ...extra,
+  };
+}
+const config = (extra: Record<string, string> = {}): Config => loadConfig(env(extra));
+
+async function publish(subject: string, n: number, body: (i: number) => unknown = (i) => ({ i })) {
+  const js = jetstream(nc);
+  for (let i = 0; i < n; i++) {
+    const h = headers();
+    h.set('StayHub-Topic', 'booking.created');
+    await js.publish(subject, JSON.stringify(body(i)), { msgID: `${subject}-${i}-${Math.random()}`, headers: h });
+  }
+}
+
+describe.skipIf(skip)('events stream settings', () => {
+  it('brings back in place every stream limit that would drop events, and the stream then keeps them all', async () => {
+    const want = desiredStream(config());
+    await jsm.streams.add({
+      ...want,
+      max_msgs: 2,
+      max_bytes: 4096,
+      max_msgs_per_subject: 1,
+      max_msg_size: 64,
+      discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
+      subjects: [...want.subjects!, 'elsewhere.>'],
+      max_age: nanos(60_000),
+      duplicate_window: nanos(30_000),
+    });
+    await ensureStream(jsm, want);
+    const info = await jsm.streams.info(stream);
+    expect(info.config).toMatchObject({
+      subjects: want.subjects,
+      max_msgs: -1,
+      max_bytes: -1,
+      max_msgs_per_subject: -1,
+      max_msg_size: -1,
+      discard: DiscardPolicy.Old,
+      max_age: want.max_age,
+      duplicate_window: want.duplicate_window,
+    });
+    expect(info.config.discard_new_per_subject ?? false).toBe(false);
+    // Three events on one subject, one bigger than 64 bytes: all kept.
+    await publish(`${stream.toLowerCase()}.booking.created`, 3, (i) => ({ i, pad: 'x'.repeat(100) }));
+    expect((await jsm.streams.info(stream)).state.messages).toBe(3);
+  });
+
+  it('the worker says ready only once the stream keeps every event: max_msgs_per_subject=1 set by hand is undone', async () => {
+    await jsm.streams.add({ ...desiredStream(config()), max_msgs_per_subject: 1 });
+    await insertMessages(tdb.db, [
+      { topic: 'booking.created', key: 'k-1', payload: bookingPayload() },
+      { topic: 'booking.created', key: 'k-2', payload: bookingPayload() },
+      { topic: 'booking.created', key: 'k-3', payload: bookingPayload() },
+    ]);
+    const err: string[] = [];
+    const code = await drainOutbox({ argv: ['--until-empty'], env: env(), out: () => {}, err: (l) => err.push(l) });
+    expect(code, err.join('\n')).toBe(0);
+    expect(await readStream(nats.url, stream)).toHaveLength(3);
+  });
+
+  it('refuses to start naming every stream setting JetStream cannot change in place, and changes nothing', async () => {
+    const want = desiredStream(config());
+    await jsm.streams.add({ ...want, storage: StorageType.Memory, retention: RetentionPolicy.Workqueue, max_msgs_per_subject: 1 });
+    const error = await ensureStream(jsm, want).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(StreamConfigError);
+    const message = (error as Error).message;
+    expect(message).not.toContain('\n');
+    expect(message).toContain(`stream ${stream}`);
+    expect(message).toContain('retention: have workqueue, want limits (cannot change in place)');
+    expect(message).toContain('storage: have memory, want file (cannot change in place)');
+    expect(message).toContain('max_msgs_per_subject: have 1, want -1');
+    expect(message).toMatch(/nats stream rm /);
+    // Nothing half-done: the fixable difference is still there.
+    expect((await jsm.streams.info(stream)).config.max_msgs_per_subject).toBe(1);
+
+    // The worker says the same, with exit code 2.
+    const err: string[] = [];
+    const code = await drainOutbox({ argv: ['--until-empty'], env: env(), out: () => {}, err: (l) => err.push(l) });
+    expect(code).toBe(2);
+    expect(err.join('\n')).toMatch(/retention: have workqueue, want limits .*storage: have memory, want file/);
+  });
+
+  it('refuses a sealed stream (it takes no more events and cannot be unsealed)', async () => {
+    const want = desiredStream(config());
+    await jsm.streams.add(want);
+    // Not in the client's update type: sealing is one-way.
+    await jsm.streams.update(stream, { ...(await jsm.streams.info(stream)).config, sealed: true } as Parameters<
+      typeof jsm.streams.update
+    >[1]);
+    await expect(ensureStream(jsm, want)).rejects.toThrow(/sealed: have true, want false \(cannot change in place\)/);
+  });
+});
+
+describe.skipIf(skip)('events consumer group settings', () => {
+  const groupOptions = (extra: Partial<GroupOptions> = {}): GroupOptions => ({
+    stream,
+    group: 'g',
+    filterSubject: `${stream.toLowerCase()}.>`,
+    ackWaitSeconds: 1,
+    maxDeliver: 3,
+    batchSize: 10,
+    ...extra,
+  });
+
+  it('brings back max_deliver and every other setting that drops or stalls events, so a failing event reaches its dead letter', async () => {
+    await ensureStream(jsm, desiredStream(config()));
+    await jsm.consumers.add(stream, {
+      durable_name: 'g',
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      // The server gives up after 2 deliveries: the group (maxDeliver 3) never sees the third and
+      // records no dead letter.
+      max_deliver: 2,
+      ack_wait: nanos(60_000),
+      filter_subject: `${stream.toLowerCase()}.booking.>`,
+      max_ack_pending: 1,
+      headers_only: true,
+      max_batch: 1,
+      max_expires: nanos(1000),
+      inactive_threshold: nanos(3600_000),
+    });
+    const o = groupOptions();
+    await ensureGroup(jsm, o);
+    const c = (await jsm.consumers.info(stream, 'g')).config;
+    expect(c).toMatchObject({ max_deliver: -1, ack_wait: nanos(1000), filter_subject: o.filterSubject, max_ack_pending: 1000 });
+    expect(c.headers_only ?? false).toBe(false);
+    expect(c.max_batch ?? 0).toBe(0);
+    expect(c.max_expires ?? 0).toBe(0);
+    expect(c.inactive_threshold ?? 0).toBe(0);
+
+    await publish(`${stream.toLowerCase()}.booking.created`, 1);
+    const runner = await runGroup({
+      ...o,
+      nc,
+      db: tdb.db,
+      log: pino({ level: 'silent' }),
+      handle: async () => {
+        throw new Error('always fails');
+      },
+    });
+    try {
+      await waitFor(
+        async () => {
+          const { rows } = await tdb.db.execute<{ deliveries: number }>(
+            sql`select deliveries from consumer_dead_letters where consumer_group = 'g' and subject like ${`${stream.toLowerCase()}.%`}`,
+          );
+          return rows[0]?.deliveries === 3;
+        },
+        20_000,
+        'the failing event dead-lettered on its 3rd delivery',
+      );
+    } finally {
+      await runner.stop();
+    }
+  }, 60_000);
+
+  it('refuses to start naming every group setting JetStream cannot change in place', async () => {
+    await ensureStream(jsm, desiredStream(config()));
+    await jsm.consumers.add(stream, {
+      durable_name: 'g',
+      ack_policy: AckPolicy.All,
+      deliver_policy: DeliverPolicy.New,
+      replay_policy: ReplayPolicy.Original,
+      max_deliver: 2,
+    });
+    const error = await ensureGroup(jsm, groupOptions()).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(GroupConfigError);
+    const message = (error as Error).message;
+    expect(message).not.toContain('\n');
+    expect(message).toContain(`group g on stream ${stream}`);
+    expect(message).toContain('ack_policy: have all, want explicit (cannot change in place)');
+    expect(message).toContain('deliver_policy: have new, want all (cannot change in place)');
+    expect(message).toContain('replay_policy: have original, want instant (cannot change in place)');
+    expect(message).toContain('max_deliver: have 2, want -1');
+    expect(message).toMatch(/--replay/);
+    // Nothing half-done.
+    expect((await jsm.consumers.info(stream, 'g')).config.max_deliver).toBe(2);
+  });
+
+  it('accepts a group that starts at a time or a sequence (a replay made it so), and keeps its position', async () => {
+    await ensureStream(jsm, desiredStream(config()));
+    await publish(`${stream.toLowerCase()}.booking.created`, 3);
+    await jsm.consumers.add(stream, {
+      durable_name: 'g',
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: 2,
+      max_deliver: -1,
+      filter_subject: `${stream.toLowerCase()}.>`,
+      ack_wait: nanos(1000),
+      max_ack_pending: 1000,
+    });
+    const info = await ensureGroup(jsm, groupOptions());
+    expect(info.num_pending).toBe(2);
+  });
+});
