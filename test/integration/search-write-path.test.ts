@@ -285,7 +285,7 @@ describe('the handler: idempotent, order-independent', () => {
           where d.datname = current_database() and l.locktype = 'advisory' and not l.granted`,
       );
       return rows[0]!.n >= 1;
-    }, 10_000, 'writer B to wait for the document lock');
+    }, 30_000, 'writer B to wait for the document lock');
     release();
     await Promise.all([a, b]);
 
