@@ -48,6 +48,13 @@ export interface JetStreamPublisherOptions {
    * wait for, unlike the worker.
    */
   requireServerAtStart?: boolean;
+  /**
+   * Whether this process sets the stream's relay settings (subjects, max age, replicas, the
+   * duplicate window: StreamRole in stream.ts). True for the worker's relay, the default; a
+   * one-off publisher beside it passes false, so it never rewrites the worker's window from its
+   * own environment (it still creates the stream when there is none).
+   */
+  ownsStream?: boolean;
 }
 
 /**
@@ -66,7 +73,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
     try {
-      const info = await ensureStream(await jetstreamManager(nc), desiredStream(config), { log });
+      const info = await ensureStream(await jetstreamManager(nc), desiredStream(config), { role: options.ownsStream === false ? 'reader' : 'relay', log });
       log.info(
         { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
         'events stream ready',

@@ -88,13 +88,34 @@ export interface SettingDifference {
   field: string;
   have: string;
   want: string;
-  /** JetStream refuses to change it on an existing stream or consumer. */
+  /** False when this process may not change it: JetStream refuses, or only the relay may. */
   fixedInPlace: boolean;
+  /** Why it cannot be changed here, when not the default "cannot change in place". */
+  why?: string;
 }
 
 /** "field: have X, want Y", and why it stops the process when it cannot be changed in place. */
 export function describeDifferences(differences: SettingDifference[]): string {
-  return differences.map((d) => `${d.field}: have ${d.have}, want ${d.want}${d.fixedInPlace ? '' : ' (cannot change in place)'}`).join('; ');
+  return differences
+    .map((d) => `${d.field}: have ${d.have}, want ${d.want}${d.fixedInPlace ? '' : ` (${d.why ?? 'cannot change in place'})`}`)
+    .join('; ');
+}
+
+/**
+ * Who is asking. The relay (the worker, whose publishes the duplicate window protects) owns the
+ * settings that come from its environment: subjects, max age, replicas and the duplicate window.
+ * A reader (a consumer, any other process) may create the stream when there is none, but never
+ * rewrites those on an existing one: its environment may be the defaults, and a consumer with
+ * defaults once cut the worker's 2,778 s window to 794 s. Settings every process wants alike
+ * (retention, storage, the limits, discard, sealed) anyone checks, and fixes when it can.
+ */
+export type StreamRole = 'relay' | 'reader';
+
+export interface EnsureStreamOptions {
+  /** Default 'reader': only the relay's publisher passes 'relay'. */
+  role?: StreamRole;
+  /** Where a change made in place is reported. */
+  log?: Logger;
 }
 
 /** -1 and 0 (or absent) both mean "no limit" to the server; it reports -1. */
@@ -108,12 +129,18 @@ const sameSet = (a: string[] | undefined, b: string[] | undefined) =>
  * Every setting that can lose, drop or refuse events, compared with what `want` says. Settings
  * `want` leaves out are not compared (the server's default is the configuration's choice).
  */
-function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>): SettingDifference[] {
+function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, role: StreamRole): SettingDifference[] {
   const out: SettingDifference[] = [];
-  const check = (field: string, differs: boolean, h: string, w: string, fixedInPlace = true) => {
-    if (differs) out.push({ field, have: h, want: w, fixedInPlace });
+  const check = (field: string, differs: boolean, h: string, w: string, fixedInPlace = true, why?: string) => {
+    if (differs) out.push({ field, have: h, want: w, fixedInPlace, ...(why ? { why } : {}) });
   };
-  if (want.subjects) check('subjects', !sameSet(have.subjects, want.subjects), list(have.subjects), list(want.subjects));
+  const relay = role === 'relay';
+  if (want.subjects && relay) check('subjects', !sameSet(have.subjects, want.subjects), list(have.subjects), list(want.subjects));
+  // A reader needs its subjects in the stream (or it reads nothing), and leaves any others alone.
+  if (want.subjects && !relay) {
+    const missing = want.subjects.some((subject) => !(have.subjects ?? []).includes(subject));
+    check('subjects', missing, list(have.subjects), `${list(want.subjects)} among them`, false, 'only the relay changes them: same EVENTS_SUBJECT_PREFIX?');
+  }
   // JetStream cannot change these two on an existing stream; workqueue or interest retention
   // deletes an event once one group has it, so the other groups never see it.
   if (want.retention) check('retention', have.retention !== want.retention, have.retention, want.retention, false);
@@ -126,10 +153,14 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>): Se
     const h = have.discard_new_per_subject ?? false;
     check('discard_new_per_subject', h !== want.discard_new_per_subject, String(h), String(want.discard_new_per_subject));
   }
-  if (want.max_age !== undefined) check('max_age', have.max_age !== want.max_age, seconds(have.max_age), seconds(want.max_age));
-  if (want.num_replicas !== undefined) check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
-  if (want.duplicate_window !== undefined) {
-    check('duplicate_window', have.duplicate_window !== want.duplicate_window, seconds(have.duplicate_window), seconds(want.duplicate_window));
+  // The relay's alone (StreamRole). Its window is never below its own retry span: desiredStream
+  // refuses to compute one that is.
+  if (relay) {
+    if (want.max_age !== undefined) check('max_age', have.max_age !== want.max_age, seconds(have.max_age), seconds(want.max_age));
+    if (want.num_replicas !== undefined) check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
+    if (want.duplicate_window !== undefined) {
+      check('duplicate_window', have.duplicate_window !== want.duplicate_window, seconds(have.duplicate_window), seconds(want.duplicate_window));
+    }
   }
   // A sealed stream refuses every publish, and JetStream cannot unseal it.
   check('sealed', have.sealed === true, 'true', 'false', false);
@@ -142,17 +173,15 @@ const STREAM_NAME_IN_USE = 10058;
 
 /**
  * Creates the stream, or brings an existing one to the configuration: every setting that can lose
- * or drop events (streamDifferences) is compared. What JetStream can change in place is changed
- * (and logged: someone set it by hand, or another configuration did); when anything cannot be
- * changed (storage, retention, a sealed stream) nothing is, and one StreamConfigError names every
+ * or drop events (streamDifferences) is compared, those of the relay only when `role` is 'relay'.
+ * What this process may change and JetStream can change in place is changed (and logged: someone
+ * set it by hand, or another configuration did); when anything cannot be (storage, retention, a
+ * sealed stream, subjects a reader lacks) nothing is, and one StreamConfigError names every
  * difference, at start, instead of events going missing later. Updates JetStream refuses
  * (replicas above the cluster size, a subject overlapping another stream) are a StreamConfigError too.
  */
-export async function ensureStream(
-  jsm: JetStreamManager,
-  want: WithName<StreamConfig>,
-  opts: { log?: Logger } = {},
-): Promise<StreamInfo> {
+export async function ensureStream(jsm: JetStreamManager, want: WithName<StreamConfig>, opts: EnsureStreamOptions = {}): Promise<StreamInfo> {
+  const role = opts.role ?? 'reader';
   try {
     for (let attempt = 0; ; attempt++) {
       let current: StreamInfo;
@@ -168,16 +197,20 @@ export async function ensureStream(
           throw addErr;
         }
       }
-      const differences = streamDifferences(current.config, want);
+      const differences = streamDifferences(current.config, want, role);
       if (differences.length === 0) return current;
       if (differences.some((d) => !d.fixedInPlace)) {
         throw new StreamConfigError(
           `stream ${want.name} does not match the configuration: ${describeDifferences(differences)}. ` +
-            `JetStream cannot change some of these in place: remove the stream (nats stream rm ${want.name}) after its ` +
+            `What cannot change in place: remove the stream (nats stream rm ${want.name}) after its ` +
             `consumers have caught up, or set EVENTS_STREAM to a new name`,
         );
       }
-      const { name: _name, ...changes } = want;
+      const changes = Object.fromEntries(differences.map((d) => [d.field, want[d.field as keyof StreamConfig]]));
+      // Discard "new" per subject needs discard "new": they change together.
+      if ('discard' in changes || 'discard_new_per_subject' in changes) {
+        Object.assign(changes, { discard: want.discard ?? current.config.discard, discard_new_per_subject: want.discard_new_per_subject ?? false });
+      }
       const updated = await jsm.streams.update(want.name, { ...current.config, ...changes });
       opts.log?.warn({ stream: want.name, changed: describeDifferences(differences) }, 'events stream settings brought back to the configuration');
       return updated;

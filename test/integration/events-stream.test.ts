@@ -18,7 +18,8 @@ import { connect, headers, nanos, type NatsConnection } from '@nats-io/transport
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ensureGroup, GroupConfigError, runGroup, type GroupOptions } from '../../src/events/consumer.ts';
-import { desiredStream, ensureStream, StreamConfigError } from '../../src/events/stream.ts';
+import { earningsMain } from '../../src/events/earnings/main.ts';
+import { desiredStream, duplicateWindowSeconds, ensureStream, outboxRetrySpanSeconds, StreamConfigError } from '../../src/events/stream.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
@@ -94,7 +95,8 @@ describe.skipIf(skip)('events stream settings', () => {
       max_age: nanos(60_000),
       duplicate_window: nanos(30_000),
     });
-    await ensureStream(jsm, want);
+    // As the relay: subjects, max age and the duplicate window are its settings (see below).
+    await ensureStream(jsm, want, { role: 'relay' });
     const info = await jsm.streams.info(stream);
     expect(info.config).toMatchObject({
       subjects: want.subjects,
@@ -265,5 +267,69 @@ describe.skipIf(skip)('events consumer group settings', () => {
     });
     const info = await ensureGroup(jsm, groupOptions());
     expect(info.num_pending).toBe(2);
+  });
+});
+
+describe.skipIf(skip)('the duplicate window belongs to the relay', () => {
+  const windowSeconds = async () => (await jsm.streams.info(stream)).config.duplicate_window / 1e9;
+  const consume = async (extra: Record<string, string> = {}) => {
+    const err: string[] = [];
+    const code = await earningsMain({ argv: ['--until-empty'], env: env(extra), out: () => {}, err: (l) => err.push(l) });
+    return { code, err };
+  };
+
+  it("a consumer started with defaults leaves the worker's longer window and max age alone", async () => {
+    const worker = { EVENTS_DUPLICATE_WINDOW_SECONDS: '2778', EVENTS_MAX_AGE_SECONDS: String(30 * 24 * 3600) };
+    expect(await drainOutbox({ argv: ['--until-empty'], env: env(worker), out: () => {}, err: () => {} })).toBe(0);
+    expect(await windowSeconds()).toBe(2778);
+    // Its own defaults would say 794 s and 7 days.
+    expect(duplicateWindowSeconds(config())).toBe(794);
+    const r = await consume();
+    expect(r.code, r.err.join('\n')).toBe(0);
+    expect(await windowSeconds()).toBe(2778);
+    expect((await jsm.streams.info(stream)).config.max_age).toBe(30 * 24 * 3600 * 1e9);
+    // ensureStream called as the consumer calls it, likewise.
+    await ensureStream(jsm, desiredStream(config()));
+    expect(await windowSeconds()).toBe(2778);
+  });
+
+  it('a consumer that finds no stream creates it, with the window it computes', async () => {
+    const r = await consume();
+    expect(r.code, r.err.join('\n')).toBe(0);
+    expect(await windowSeconds()).toBe(duplicateWindowSeconds(config()));
+  });
+
+  it('the relay sets the window it computes (never below its retry span), over whatever the stream had', async () => {
+    expect((await consume()).code).toBe(0);
+    expect(await windowSeconds()).toBe(794);
+    // A longer lease: a longer retry span, so a longer window.
+    const worker = { LEASE_SECONDS: '300' };
+    expect(outboxRetrySpanSeconds(config(worker))).toBe(8 * 300 + 254);
+    expect(await drainOutbox({ argv: ['--until-empty'], env: env(worker), out: () => {}, err: () => {} })).toBe(0);
+    expect(await windowSeconds()).toBe(8 * 300 + 254 + 60);
+    // And below its retry span it refuses to start, leaving the stream as it is.
+    const err: string[] = [];
+    const code = await drainOutbox({
+      argv: ['--until-empty'],
+      env: env({ ...worker, EVENTS_DUPLICATE_WINDOW_SECONDS: '900' }),
+      out: () => {},
+      err: (l) => err.push(l),
+    });
+    expect(code).toBe(2);
+    expect(err.join('\n')).toMatch(/shorter than the outbox's retry span \(2654 s/);
+    expect(await windowSeconds()).toBe(2714);
+  });
+
+  it('a consumer still refuses a stream whose subjects do not hold its own, and fixes the limits every process wants', async () => {
+    const want = desiredStream(config());
+    await jsm.streams.add({ ...want, subjects: ['elsewhere.>'], max_msgs_per_subject: 1 });
+    await expect(ensureStream(jsm, want)).rejects.toThrow(
+      new RegExp(`subjects: have \\[elsewhere\\.>\\], want \\[${stream.toLowerCase()}\\.>\\]`),
+    );
+    await jsm.streams.update(stream, { ...(await jsm.streams.info(stream)).config, subjects: [...want.subjects!, 'elsewhere.>'] });
+    const info = await ensureStream(jsm, want);
+    expect(info.config.max_msgs_per_subject).toBe(-1);
+    // The relay's to change: a subject beside ours stays.
+    expect(info.config.subjects).toContain('elsewhere.>');
   });
 });
