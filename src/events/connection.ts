@@ -1,4 +1,17 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+
+/*
+ * NATS_URL: nats://[user:password@]host[:port] or tls://[user:password@]host[:port].
+ *
+ * The user and password (percent-encoded in the URL when they hold reserved characters) are sent
+ * to the server; they never appear in a log line or an error message of ours (describeNats).
+ * tls:// requires TLS: a server that does not offer it is refused, rather than the client falling
+ * back to plain text with the password on the wire. nats:// connects as the server asks (a server
+ * that requires TLS still gets it). The server's certificate is checked against the system's CAs
+ * and NODE_EXTRA_CA_CERTS (a private CA's PEM file, read by Node at start).
+ */
+
+const SCHEMES: Readonly<Record<string, { tls: boolean }>> = { 'nats:': { tls: false }, 'tls:': { tls: true } };
 
 /** host:port of a NATS URL without credentials, for logs and errors. */
 export function describeNats(url: string): string {
@@ -10,6 +23,20 @@ export function describeNats(url: string): string {
   }
 }
 
+/** The client options a NATS_URL stands for (connectNats adds the reconnect policy). */
+export function natsConnectionOptions(url: string): Pick<ConnectionOptions, 'servers' | 'user' | 'pass' | 'tls'> {
+  const u = new URL(url);
+  const scheme = SCHEMES[u.protocol];
+  if (!scheme) throw new Error(`NATS_URL must start with nats:// or tls:// (it starts with ${u.protocol}//)`);
+  return {
+    servers: `${u.hostname}:${u.port || 4222}`,
+    user: u.username ? decodeURIComponent(u.username) : undefined,
+    pass: u.password ? decodeURIComponent(u.password) : undefined,
+    // An object, even empty, makes the client refuse a server without TLS; undefined lets it choose.
+    ...(scheme.tls ? { tls: {} } : {}),
+  };
+}
+
 /**
  * One connection per process. Once connected it reconnects forever, every half second: a NATS
  * restart is an outage to wait out, not a reason to exit (publishes made meanwhile time out and
@@ -17,11 +44,8 @@ export function describeNats(url: string): string {
  * here: the caller decides (the relay retries on the next message, a consumer exits).
  */
 export async function connectNats(url: string, name: string): Promise<NatsConnection> {
-  const u = new URL(url);
   return connect({
-    servers: `${u.hostname}:${u.port || 4222}`,
-    user: u.username ? decodeURIComponent(u.username) : undefined,
-    pass: u.password ? decodeURIComponent(u.password) : undefined,
+    ...natsConnectionOptions(url),
     name,
     reconnect: true,
     maxReconnectAttempts: -1,
