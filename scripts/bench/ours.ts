@@ -6,7 +6,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { claimOn } from '../../src/outbox/claim.ts';
-import { claimConnectionConfig, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
+import { connectClaimClient, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
 import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
@@ -172,8 +172,7 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
  * so every sample sees the same table; only the claim statement is timed, not the BEGIN/ROLLBACK.
  */
 export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
-  const client = new pg.Client({ ...claimConnectionConfig({ connectionString: url }), application_name: 'bench-claim' });
-  await client.connect();
+  const client = await connectClaimClient({ connectionString: url, application_name: 'bench-claim' });
   try {
     const ms: number[] = [];
     for (let i = 0; i < samples + 5; i++) {
@@ -196,8 +195,7 @@ export async function timeClaims(url: string, samples: number, batch: number): P
  * connection with the claim's connection settings (src/outbox/claim-connection.ts), rolled back.
  */
 export async function explainClaim(url: string, batch: number): Promise<string> {
-  const client = new pg.Client({ ...claimConnectionConfig({ connectionString: url }), application_name: 'bench-claim-explain' });
-  await client.connect();
+  const client = await connectClaimClient({ connectionString: url, application_name: 'bench-claim-explain' });
   try {
     return await explainCachedClaim(client, { limit: batch, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true, buffers: true });
   } finally {

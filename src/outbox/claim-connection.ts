@@ -39,6 +39,13 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  *
  * These settings are the session's, which is why the connection is the claim's alone: handlers
  * and the worker's other statements use the shared pool with the server's settings.
+ *
+ * They are sent with SET once the connection is open, not as the `options` startup parameter: a
+ * pooler in between (PgBouncer) refuses that parameter (08P01 "unsupported startup parameter"), or,
+ * told to ignore it, drops the settings without a word. Then they are read back, in a statement of
+ * their own, and a connection where they did not hold is refused with ClaimSettingsError: a
+ * transaction-mode pooler can send the next statement to another server connection, where none of
+ * this holds, so the claim needs a session (PostgreSQL itself, or a session-mode pool).
  */
 export const CLAIM_SESSION_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
   enable_seqscan: 'off',
@@ -54,37 +61,56 @@ export const CLAIM_SESSION_SETTINGS: Readonly<Record<string, string>> = Object.f
   jit: 'off',
 });
 
-/** The settings as a startup `options` value (`-c name=value …`). */
-export const CLAIM_SESSION_OPTIONS = Object.entries(CLAIM_SESSION_SETTINGS)
-  .map(([k, v]) => `-c ${k}=${v}`)
-  .join(' ');
+/** The settings as one simple-query round trip: `set enable_seqscan = off; set …`. */
+export const CLAIM_SET_STATEMENT = Object.entries(CLAIM_SESSION_SETTINGS)
+  .map(([k, v]) => `set ${k} = ${v}`)
+  .join('; ');
 
-/**
- * The connection settings of the claim's connection, from those of the pool it sits beside: the
- * same server, user and database. node-postgres lets a connection string's own `options`
- * parameter override the `options` setting, so ours go into the string when there is one (after
- * any the string already had, so ours win).
- */
-export function claimConnectionConfig(base: pg.PoolConfig): pg.PoolConfig {
-  const config: pg.PoolConfig = { ...base };
-  const url = base.connectionString ? asUrl(base.connectionString) : null;
-  if (url) {
-    const own = url.searchParams.get('options');
-    url.searchParams.set('options', own ? `${own} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS);
-    config.connectionString = url.toString();
-  } else {
-    config.options = base.options ? `${base.options} ${CLAIM_SESSION_OPTIONS}` : CLAIM_SESSION_OPTIONS;
+/** The claim connection's settings did not hold: it must not claim with the server's planner. */
+export class ClaimSettingsError extends Error {
+  constructor(readonly differences: { name: string; have: string; want: string }[]) {
+    super(
+      `the claim connection's session settings did not hold (${differences.map((d) => `${d.name} is ${d.have}, want ${d.want}`).join('; ')}): ` +
+        'is a transaction-mode pooler between the worker and PostgreSQL? The claim needs a session connection: ' +
+        'PostgreSQL itself or a session-mode pool (docs/scaling.md)',
+    );
+    this.name = 'ClaimSettingsError';
   }
-  return config;
 }
 
-/** A connection string that is not a URL (a bare socket path) carries no options to override ours. */
-function asUrl(connectionString: string): URL | null {
+/**
+ * Sets the claim's session settings on `client` and reads them back in a second statement (so a
+ * pooler that moved the session between the two is caught too). Throws ClaimSettingsError when
+ * any did not hold.
+ */
+export async function applyClaimSettings(client: pg.ClientBase): Promise<void> {
+  await client.query(CLAIM_SET_STATEMENT);
+  const names = Object.keys(CLAIM_SESSION_SETTINGS);
+  const { rows } = await client.query<{ name: string; value: string }>(
+    'select name, current_setting(name) as value from unnest($1::text[]) as name',
+    [names],
+  );
+  const have = new Map(rows.map((r) => [r.name, r.value]));
+  const differences = names
+    .filter((name) => have.get(name) !== CLAIM_SESSION_SETTINGS[name])
+    .map((name) => ({ name, have: have.get(name) ?? '(missing)', want: CLAIM_SESSION_SETTINGS[name]! }));
+  if (differences.length > 0) throw new ClaimSettingsError(differences);
+}
+
+/**
+ * A client with the claim's settings, for tools that claim or explain the claim as the worker
+ * does (the bench, the plan tests): connected, settings applied and checked. The caller ends it.
+ */
+export async function connectClaimClient(config: pg.ClientConfig): Promise<pg.Client> {
+  const client = new pg.Client(config);
+  await client.connect();
   try {
-    return new URL(connectionString);
-  } catch {
-    return null;
+    await applyClaimSettings(client);
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
   }
+  return client;
 }
 
 /**
@@ -96,6 +122,8 @@ function asUrl(connectionString: string): URL | null {
  */
 export class ClaimConnection {
   private pool: pg.Pool | undefined;
+  /** Connections of the pool whose settings were applied and checked. */
+  private readonly ready = new WeakSet<pg.PoolClient>();
 
   /**
    * `applicationName` defaults to that of the shared pool with `-claim` added
@@ -107,15 +135,33 @@ export class ClaimConnection {
     private readonly opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {},
   ) {}
 
-  claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
-    return claimOn((this.pool ??= this.open()), opts);
+  /**
+   * A connection that fails (its settings did not hold, the claim failed, the server went away) is
+   * released with its error, so the pool discards it and the next claim starts on a new one.
+   */
+  async claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
+    const client = await (this.pool ??= this.open()).connect();
+    let failure: Error | undefined;
+    try {
+      if (!this.ready.has(client)) {
+        await applyClaimSettings(client);
+        this.ready.add(client);
+      }
+      return await claimOn(client, opts);
+    } catch (err) {
+      failure = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    } finally {
+      client.release(failure);
+    }
   }
 
   private open(): pg.Pool {
     const base = (poolOf(this.db) as unknown as { options: pg.PoolConfig }).options;
     const pool = guardPool(
       new pg.Pool({
-        ...claimConnectionConfig(base),
+        // The same server, user, database and connection options as the pool beside it.
+        ...base,
         application_name: this.opts.applicationName ?? `${base.application_name ?? 'stayhub-worker'}-claim`,
         max: 1,
         // Kept open while idle: an idle worker still claims every poll, and a new connection
@@ -139,7 +185,7 @@ export class ClaimConnection {
 
 /**
  * EXPLAIN of the claim as the worker runs it: the plan cached for the claim statement on `client`
- * (a connection with the claim's session settings: claimConnectionConfig), executed with these
+ * (a connection with the claim's session settings: connectClaimClient), executed with these
  * values when `analyze` is set, inside a transaction that is rolled back
  * (nothing is claimed). If the connection has not claimed yet, the statement is prepared under
  * another name, with the same text. For the bench's report and the plan tests.

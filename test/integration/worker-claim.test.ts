@@ -3,7 +3,15 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { CLAIM_STATEMENT, claimOn } from '../../src/outbox/claim.ts';
-import { CLAIM_SESSION_SETTINGS, ClaimConnection, claimConnectionConfig, explainClaim } from '../../src/outbox/claim-connection.ts';
+import {
+  CLAIM_SESSION_SETTINGS,
+  CLAIM_SET_STATEMENT,
+  ClaimConnection,
+  ClaimSettingsError,
+  applyClaimSettings,
+  connectClaimClient,
+  explainClaim,
+} from '../../src/outbox/claim-connection.ts';
 import * as settle from '../../src/outbox/settle.ts';
 import { extendLeases, handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -112,7 +120,8 @@ describe('claim', () => {
 
   /** A connection as the worker's claim connection is (its session settings), or a plain one. */
   async function connect(url: string, settings = true): Promise<pg.Client> {
-    const c = new pg.Client(settings ? claimConnectionConfig({ connectionString: url }) : { connectionString: url });
+    if (settings) return connectClaimClient({ connectionString: url });
+    const c = new pg.Client({ connectionString: url });
     await c.connect();
     return c;
   }
@@ -234,13 +243,41 @@ describe('claim', () => {
     }
   });
 
-  it('adds its settings to a connection string that has options of its own, after them (so its own win)', () => {
-    const config = claimConnectionConfig({ connectionString: 'postgres://u:p%40ss@db.example:6543/stayhub?sslmode=require&options=-c%20search_path%3Dapp' });
-    const url = new URL(config.connectionString!);
-    expect(url.searchParams.get('options')).toBe(`-c search_path=app ${Object.entries(CLAIM_SESSION_SETTINGS).map(([k, v]) => `-c ${k}=${v}`).join(' ')}`);
-    expect(url.searchParams.get('sslmode')).toBe('require');
-    expect(`${url.username}:${url.password}@${url.host}${url.pathname}`).toBe('u:p%40ss@db.example:6543/stayhub');
-    expect(claimConnectionConfig({ host: 'db', options: '-c search_path=app' }).options).toMatch(/^-c search_path=app -c enable_seqscan=off /);
+  it('sends its settings with SET after connecting, not as a startup parameter a pooler would refuse', async () => {
+    expect(CLAIM_SET_STATEMENT).toBe(
+      Object.entries(CLAIM_SESSION_SETTINGS)
+        .map(([k, v]) => `set ${k} = ${v}`)
+        .join('; '),
+    );
+    const opened: pg.Pool[] = [];
+    const own = new ClaimConnection(tdb.db, { onOpen: (pool) => opened.push(pool) });
+    try {
+      await own.claimBatch({ limit: 1, leaseSeconds: 60, claimId: randomUUID() });
+      // No `options` of ours among the connection parameters: the pool's own only (this file's
+      // lock_timeout), which the settings test above finds on the connection.
+      const config = (opened[0] as unknown as { options: pg.PoolConfig }).options;
+      expect(new URL(config.connectionString!).searchParams.get('options')).toBe(`-c lock_timeout=${LOCK_TIMEOUT_MS}`);
+      expect(config.options).toBeUndefined();
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('refuses a connection where the settings did not hold, and claims nothing on it', async () => {
+    // A session that lies about its settings: what a transaction-mode pooler does when the read-back
+    // lands on another server connection than the SET.
+    const c = new pg.Client({ connectionString: tdb.url });
+    await c.connect();
+    try {
+      const query = c.query.bind(c) as (...args: unknown[]) => Promise<unknown>;
+      (c as unknown as { query: typeof query }).query = (text: unknown, ...rest: unknown[]) =>
+        typeof text === 'string' && text.startsWith('set ') ? Promise.resolve({ rows: [] }) : query(text, ...rest);
+      const failure = await applyClaimSettings(c).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(ClaimSettingsError);
+      expect((failure as Error).message).toMatch(/enable_seqscan is on, want off;.*session connection/);
+    } finally {
+      await c.end();
+    }
   });
 
   it('refuses a limit that is not a positive integer and a lease that is not a positive number', async () => {
