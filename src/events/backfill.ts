@@ -2,7 +2,7 @@ import { ConfigError } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
 import { isTopicName, messagesCreatedBetween, probeOutbox, type TopicName } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { describeNats } from './connection.ts';
+import { describeNatsFailure } from './connection.ts';
 import { createJetStreamPublisher } from './publisher.ts';
 import { payloadAsRelayed, relayedTopics, relayMessage } from './relay.ts';
 import { StreamConfigError } from './stream.ts';
@@ -142,7 +142,7 @@ async function backfill(ctx: CommandContext): Promise<number> {
           err(`events:backfill: ${e.message}`);
           return 2;
         }
-        err(`events:backfill: cannot reach NATS at ${describeNats(natsUrl)}: ${(e as Error).message}`);
+        err(`events:backfill: ${describeNatsFailure(natsUrl, e)}`);
         return 1;
       }
       const counts: BackfillCounts = { published: 0, duplicates: 0, failed: 0 };

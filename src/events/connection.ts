@@ -38,6 +38,19 @@ export function natsConnectionOptions(url: string): Pick<ConnectionOptions, 'ser
 }
 
 /**
+ * Why a process could not start on NATS, in words a person can act on. A server running without
+ * JetStream (Debian's nats-server service, as installed, is one) accepts the connection, then
+ * leaves JetStream's API requests without responders.
+ */
+export function describeNatsFailure(url: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (/jetstream is not enabled/i.test(message) || (/no responders/i.test(message) && message.includes('$JS.API'))) {
+    return `the NATS server at ${describeNats(url)} does not run JetStream: start it with -js (nats-server -js -sd DIR)`;
+  }
+  return `cannot reach NATS at ${describeNats(url)}: ${message}`;
+}
+
+/**
  * One connection per process. Once connected it reconnects forever, every half second: a NATS
  * restart is an outage to wait out, not a reason to exit (publishes made meanwhile time out and
  * their outbox messages retry; consumers simply pull again). The first connection is not retried

@@ -46,7 +46,8 @@ export interface NatsServer {
   destroy(): Promise<void>;
 }
 
-export async function startNats(): Promise<NatsServer> {
+/** `jetstream: false` starts a plain server, as Debian's nats-server service runs as installed. */
+export async function startNats(opts: { jetstream?: boolean } = {}): Promise<NatsServer> {
   const port = await freePort();
   const storeDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-nats-'));
   let child: ChildProcess | undefined;
@@ -54,7 +55,8 @@ export async function startNats(): Promise<NatsServer> {
 
   const start = async () => {
     output = '';
-    child = spawn(BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const js = opts.jetstream === false ? [] : ['-js'];
+    child = spawn(BIN, [...js, '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));
     const until = Date.now() + 10_000;
@@ -112,7 +114,13 @@ export async function readStream(url: string, stream: string): Promise<StoredEve
       if (!m) continue;
       const headers: Record<string, string> = {};
       for (const [k, v] of m.header ?? []) headers[k] = v[0]!;
-      out.push({ seq: m.seq, subject: m.subject, msgId: headers['Nats-Msg-Id'], headers, body: JSON.parse(new TextDecoder().decode(m.data)) });
+      out.push({
+        seq: m.seq,
+        subject: m.subject,
+        msgId: headers['Nats-Msg-Id'],
+        headers,
+        body: JSON.parse(new TextDecoder().decode(m.data)),
+      });
     }
     return out;
   } finally {

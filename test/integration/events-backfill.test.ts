@@ -130,6 +130,19 @@ describe.skipIf(skip)('events:backfill', () => {
     expect((await backfill('BAD', [])).err).toMatch(/--since is required/);
   });
 
+  it('names a NATS server without JetStream as such: exit 1, one line', async () => {
+    const plain = await startNats({ jetstream: false });
+    try {
+      const r = await backfill('PLAIN', ['--since', since.toISOString()], { NATS_URL: plain.url });
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(
+        `events:backfill: the NATS server at 127.0.0.1:${plain.port} does not run JetStream: start it with -js (nats-server -js -sd DIR)`,
+      );
+    } finally {
+      await plain.destroy();
+    }
+  });
+
   it('--dry-run counts what it would publish and publishes nothing', async () => {
     const r = await backfill('DRY', ['--since', since.toISOString(), '--dry-run']);
     expect(r.code, r.err).toBe(0);

@@ -2,7 +2,7 @@ import { ConfigError } from '../../config.ts';
 import { createDatabase } from '../../db/client.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions as MainRunOptions } from '../../process/run-main.ts';
-import { connectNats, describeNats } from '../connection.ts';
+import { connectNats, describeNatsFailure } from '../connection.ts';
 import { ensureGroup, jetstreamManager, replayDeadLetters, resetGroup, runGroup, type GroupOptions, type RunOptions, type StartAt } from '../consumer.ts';
 import { openDeadLetters } from '../dead-letters.ts';
 import { clearInbox } from '../inbox.ts';
@@ -112,11 +112,17 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
     try {
       nc = await connectNats(natsUrl, `stayhub-consumer-${group}`);
     } catch (e) {
-      errOut(`consume:earnings: cannot reach NATS at ${describeNats(natsUrl)}: ${(e as Error).message}`);
+      errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
       return 1;
     }
     try {
-      const jsm = await jetstreamManager(nc);
+      let jsm;
+      try {
+        jsm = await jetstreamManager(nc);
+      } catch (e) {
+        errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
+        return 1;
+      }
       const groupOptions: GroupOptions = {
         stream: config.EVENTS_STREAM,
         group,
