@@ -87,6 +87,32 @@ describe('.env', () => {
     expect(overridden.stdout).not.toContain('TOTAL');
   });
 
+  it('reads what a person meant: text after a closing quote, a first key behind a byte order mark', async () => {
+    const dir = folderWithEnv(
+      '\uFEFFDATABASE_URL=postgres://stayhub:pa%23ss@db.example:5432/stayhub\n' + 'MAIL_FROM="Stay Hub" <no-reply@stayhub.test>\n',
+    );
+    const c = await configIn(dir, bareEnv());
+    expect(c.DATABASE_URL).toBe('postgres://stayhub:pa%23ss@db.example:5432/stayhub');
+    expect(c.MAIL_FROM).toBe('"Stay Hub" <no-reply@stayhub.test>');
+  });
+
+  it('says in one line what to do with a # inside a URL, naming the variable', async () => {
+    const dir = folderWithEnv('DATABASE_URL=postgres://stayhub:pa#ss@db.example:5432/stayhub\n');
+    const failed = await configIn(dir, bareEnv()).then(
+      () => ({ stderr: '' }),
+      (e: { stderr: string }) => e,
+    );
+    expect(failed.stderr).toContain('.env: DATABASE_URL: a # inside a URL ends the URL there; write a # of a password or path as %23\n');
+    const warned: string[] = [];
+    const env: NodeJS.ProcessEnv = {};
+    const result = applyEnvFile(env, dir, (l) => warned.push(l));
+    expect(env.DATABASE_URL).toBe('postgres://stayhub:pa#ss@db.example:5432/stayhub');
+    expect(result?.reinterpreted).toEqual(['DATABASE_URL']);
+    expect(warned).toEqual([expect.stringMatching(/^\.env: DATABASE_URL: .*%23$/)]);
+    // The environment's own value wins, and nothing is said about the file's.
+    expect(applyEnvFile({ DATABASE_URL: 'postgres://db/x' }, dir, (l) => warned.push(l))?.warnings).toEqual([]);
+  });
+
   it('applyEnvFile: sets only missing keys, reports them, keeps an empty real value', () => {
     const dir = folderWithEnv('A=from-file\nB=from-file\nC=from-file\n');
     const env: NodeJS.ProcessEnv = { A: 'real', C: '' };
