@@ -4,7 +4,7 @@ import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
 import { createDatabase } from '../src/db/client.ts';
 import { AppError } from '../src/errors.ts';
 import { createUser } from '../src/users/auth.service.ts';
-import { emailSchema } from '../src/users/users.schemas.ts';
+import { emailSchema, userName } from '../src/users/users.schemas.ts';
 
 /*
  * `npm run create-admin -- --email ops@example.com --name "Olga Ops"`
@@ -22,10 +22,10 @@ const MIN_PASSWORD = 10;
 
 const input = z.object({
   email: emailSchema,
-  name: z.string().trim().min(1, 'must not be empty').max(100),
+  // The sign-up's rule: a newline or an ESC in a name forges log lines and email text.
+  name: userName,
   password: z.string().min(MIN_PASSWORD, `must be at least ${MIN_PASSWORD} characters`).max(200),
 });
-
 
 /** Reads a line from the terminal without echoing it. Ctrl-C cancels. */
 function promptHidden(question: string): Promise<string> {

@@ -2,7 +2,7 @@ import type { Config } from '../src/config.ts';
 import { createDatabase, describeDb } from '../src/db/client.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { isDatabaseUnavailable } from '../src/db/pg-errors.ts';
-import { NonDemoDataError, seedDemo } from '../src/demo/seed.ts';
+import { SeedRefusedError, seedDemo } from '../src/demo/seed.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
 
 /*
@@ -11,7 +11,8 @@ import { runMain, type Command } from '../src/process/run-main.ts';
  * indexes the properties within a second. Idempotent: a second run adds nothing.
  *
  * Exit codes: 0 seeded (or nothing to add) · 1 the database is unreachable or a write failed ·
- * 2 bad flags or configuration · 3 the database holds non-demo data (use --force).
+ * 2 bad flags or configuration · 3 the database holds non-demo data (use --force), or a demo
+ * address belongs to someone else's account.
  */
 
 const USAGE = 'usage: npm run seed [-- --force]   (--force: seed even if the database holds non-demo users)';
@@ -21,7 +22,8 @@ export const seedCommand: Command = {
   usage: `${USAGE}
 
 Exit codes: 0 seeded (or nothing to add) · 1 the database is unreachable or a write failed ·
-2 bad flags or configuration · 3 the database holds non-demo data (use --force).`,
+2 bad flags or configuration · 3 the database holds non-demo data (use --force), or a demo
+address belongs to someone else's account (remove or rename it).`,
   options: { force: { type: 'boolean' } },
   run: ({ flags, config }) => seed(config, flags.force === true),
 };
@@ -48,7 +50,7 @@ async function seed(config: Config, force: boolean): Promise<number> {
     if (added > 0) process.stdout.write('the worker (npm start) now sends the emails and indexes the properties: try GET /search?city=Lisbon\n');
     return 0;
   } catch (e) {
-    if (e instanceof NonDemoDataError) {
+    if (e instanceof SeedRefusedError) {
       process.stderr.write(`seed: refused: ${e.message}\n`);
       return 3;
     }

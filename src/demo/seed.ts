@@ -1,10 +1,12 @@
 import { and, count, eq, sql } from 'drizzle-orm';
 import { cancelBooking, createBooking } from '../bookings/booking.service.ts';
 import type { Db } from '../db/client.ts';
+import { AppError } from '../errors.ts';
 import { bookings, properties, users } from '../db/schema.ts';
 import { createProperty } from '../properties/properties.service.ts';
 import { propertyBody } from '../properties/properties.schemas.ts';
 import { createUser } from '../users/auth.service.ts';
+import { verifyPassword } from '../users/password.ts';
 import { findUserByEmail, type UserRow } from '../users/users.repository.ts';
 
 /*
@@ -16,6 +18,11 @@ import { findUserByEmail, type UserRow } from '../users/users.repository.ts';
  * Idempotent: each item is looked up by its natural key (email; host + title; guest + property)
  * and created only if missing, so a second run adds nothing and a run cut short is completed by
  * the next one. Dates are relative to today, so bookings are always in the future.
+ *
+ * An account found at a demo address is taken as the demo's only if it is one: the demo role and
+ * the demo password. Anyone can register admin@demo.stayhub.test as a guest before the seed runs;
+ * adopting it would print a guest as "admin" with a password that is not its own, and give that
+ * person the demo host's properties or bookings. The seed refuses instead, before writing anything.
  */
 
 /** Every demo account's email ends with this; any other user means the database holds real data. */
@@ -61,13 +68,28 @@ export const DEMO_BOOKINGS = [
   { title: 'Foz beach apartment', inDays: 21, nights: 2, guests: 2, cancel: true },
 ] as const;
 
-export class NonDemoDataError extends Error {
+/** The seed will not run on this database; the message says why and what to do. `npm run seed` exits 3. */
+export class SeedRefusedError extends Error {}
+
+export class NonDemoDataError extends SeedRefusedError {
   constructor(public readonly otherUsers: number) {
     super(
       `the database holds ${otherUsers} user(s) that are not demo accounts (@${DEMO_EMAIL_DOMAIN}); ` +
         'seeding would mix demo accounts with a well-known password into real data. Use --force to seed anyway.',
     );
     this.name = 'NonDemoDataError';
+  }
+}
+
+/** A demo address belongs to an account that is not the demo's (another role or password). --force does not override it. */
+export class DemoAccountTakenError extends SeedRefusedError {
+  constructor(public readonly accounts: { email: string; problem: string }[]) {
+    super(
+      `${accounts.map((a) => `${a.email} is registered already, ${a.problem}`).join('; ')}: ` +
+        'someone signed up with a demo address, and the seed would print it as a demo account with a password that is not its own. ' +
+        'Remove or rename that account, or seed an empty database.',
+    );
+    this.name = 'DemoAccountTakenError';
   }
 }
 
@@ -81,6 +103,13 @@ export interface SeedDeps {
 export interface SeedResult {
   created: { users: number; properties: number; bookings: number; cancellations: number };
   accounts: { role: string; email: string; password: string }[];
+}
+
+/** Why `row` is not the demo account of `role`, or undefined when it is. */
+async function notTheDemoAccount(row: UserRow, role: string): Promise<string | undefined> {
+  if (row.role !== role) return `as a ${row.role}, not the demo ${role}`;
+  if (!(await verifyPassword(DEMO_PASSWORD, row.passwordHash))) return 'with another password than the demo one';
+  return undefined;
 }
 
 const addDays = (isoDate: string, days: number) => {
@@ -105,11 +134,31 @@ export async function seedDemo(deps: SeedDeps, opts: { force?: boolean } = {}): 
   }
   const created = { users: 0, properties: 0, bookings: 0, cancellations: 0 };
 
+  // Every demo address checked before anything is written: a refusal leaves the database as it was.
+  const found = new Map<string, UserRow>();
+  const taken: { email: string; problem: string }[] = [];
+  for (const u of DEMO_USERS) {
+    const row = await findUserByEmail(db, u.email);
+    if (!row) continue;
+    const problem = await notTheDemoAccount(row, u.role);
+    if (problem) taken.push({ email: row.email, problem });
+    else found.set(u.key, row);
+  }
+  if (taken.length > 0) throw new DemoAccountTakenError(taken);
+
   const account = {} as Record<(typeof DEMO_USERS)[number]['key'], UserRow>;
   for (const u of DEMO_USERS) {
-    let row = await findUserByEmail(db, u.email);
+    let row = found.get(u.key);
     if (!row) {
-      row = await createUser(db, { email: u.email, name: u.name, role: u.role, password: DEMO_PASSWORD });
+      try {
+        row = await createUser(db, { email: u.email, name: u.name, role: u.role, password: DEMO_PASSWORD });
+      } catch (err) {
+        // Registered between the check above and now.
+        if (err instanceof AppError && err.code === 'email_taken') {
+          throw new DemoAccountTakenError([{ email: u.email, problem: 'just now, by someone else' }]);
+        }
+        throw err;
+      }
       created.users++;
     }
     account[u.key] = row;

@@ -1,9 +1,12 @@
 import type { PayloadOf } from '../outbox/index.ts';
+import { withoutInvisibleCharacters } from '../validation.ts';
 
 /**
  * The four booking emails. Each returns a subject and a text and an HTML body built from the
  * event's snapshot: property title, dates, nights, guests, total in the booking's currency, and
- * the booking id to quote. Every value that came from a user is HTML-escaped in the HTML body.
+ * the booking id to quote. Every value that came from a user is HTML-escaped in the HTML body,
+ * and loses its invisible and text-direction characters everywhere (the API refuses them in names
+ * and titles; rows saved before it did, or written another way, may still hold them).
  */
 
 type Booking = PayloadOf<'booking.created'>;
@@ -37,6 +40,16 @@ export function formatDate(isoDate: string): string {
   })
     .format(new Date(`${isoDate}T00:00:00Z`))
     .replace(',', '');
+}
+
+/** The snapshot with its user-typed text as the API now accepts it (src/validation.ts). */
+function shown<T extends Booking>(b: T): T {
+  return {
+    ...b,
+    propertyTitle: withoutInvisibleCharacters(b.propertyTitle),
+    guestName: withoutInvisibleCharacters(b.guestName),
+    hostName: withoutInvisibleCharacters(b.hostName),
+  };
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -85,6 +98,7 @@ ${rows.map(([k, v]) => `<tr><th align="left">${escapeHtml(k)}</th><td>${escapeHt
 const stay = (b: Booking) => `${formatDate(b.checkIn)} – ${formatDate(b.checkOut)}`;
 
 export function guestConfirmation(b: Booking): RenderedEmail {
+  b = shown(b);
   return {
     subject: `Booking confirmed: ${b.propertyTitle}, ${stay(b)}`,
     ...render(
@@ -97,6 +111,7 @@ export function guestConfirmation(b: Booking): RenderedEmail {
 }
 
 export function hostNewBooking(b: Booking): RenderedEmail {
+  b = shown(b);
   return {
     subject: `New booking: ${b.propertyTitle}, ${stay(b)}`,
     ...render(
@@ -112,6 +127,7 @@ const byWhom = (c: Cancellation, audience: 'guest' | 'host') =>
   c.cancelledBy === audience ? 'at your request' : c.cancelledBy === 'host' ? 'by the host' : 'by the guest';
 
 export function guestCancellation(c: Cancellation): RenderedEmail {
+  c = shown(c);
   return {
     subject: `Booking cancelled: ${c.propertyTitle}, ${stay(c)}`,
     ...render(
@@ -124,6 +140,7 @@ export function guestCancellation(c: Cancellation): RenderedEmail {
 }
 
 export function hostCancellation(c: Cancellation): RenderedEmail {
+  c = shown(c);
   return {
     subject: `Booking cancelled: ${c.propertyTitle}, ${stay(c)}`,
     ...render(

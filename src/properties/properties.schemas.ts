@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { multiLineText, singleLineText } from '../validation.ts';
+import { displayText, multiLineText, singleLineText } from '../validation.ts';
 
 const money = z.number().int().min(0).max(10_000_000); // minor units; 100,000.00 a night at most
 
 export const propertyBody = z.strictObject({
-  title: singleLineText(3, 200),
+  // In every booking email's subject: no invisible or text-direction characters (src/validation.ts).
+  title: displayText(3, 200),
   description: multiLineText(5000).default(''),
   city: singleLineText(1, 100),
   country: z

@@ -1,12 +1,19 @@
 import { z } from 'zod';
-import { noControlCharacters, singleLineText } from '../validation.ts';
+import { displayText, noControlCharacters } from '../validation.ts';
 
 export const emailSchema = noControlCharacters(z.string()).trim().max(254).email();
+
+/**
+ * A person's name, shown to others (a host sees the guest's in an email subject and body): no
+ * control characters, no invisible or text-direction ones (src/validation.ts says which and why).
+ * Sign-up and `npm run create-admin` both take it.
+ */
+export const userName = displayText(1, 100);
 
 export const registerBody = z.strictObject({
   email: emailSchema,
   password: z.string().min(10, 'must be at least 10 characters').max(200),
-  name: singleLineText(1, 100),
+  name: userName,
   // `admin` exists but cannot be self-registered (see `npm run create-admin`).
   role: z.enum(['guest', 'host']),
 });
