@@ -5,7 +5,7 @@ import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type RunOptions } from '../process/run-main.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
-import { APP_CHORES } from './chores.ts';
+import { appChores } from './chores.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 
 /*
@@ -92,7 +92,7 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
           logger,
           batchSize,
           concurrency,
-          chores: APP_CHORES,
+          chores: appChores(config),
           // A person watching a terminal (npm start) sees each message handled; JSON logs keep to progress lines.
           logEachMessage: resolveLogFormat(config.LOG_FORMAT) === 'pretty',
         });

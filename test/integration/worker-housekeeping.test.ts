@@ -4,7 +4,7 @@ import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { deleteExpiredIdempotencyKeys } from '../../src/bookings/idempotency.ts';
 import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
 import { deleteEndedSessions } from '../../src/users/users.repository.ts';
-import { APP_CHORES } from '../../src/worker/chores.ts';
+import { appChores } from '../../src/worker/chores.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
@@ -58,8 +58,8 @@ describe('housekeeping', () => {
 
   it('one round deletes every expired key (with its stored response) and every expired or revoked session, batch after batch, and nothing live', async () => {
     await seed({ expiredKeys: 2_500, liveKeys: 3, expiredSessions: 1_200, revokedSessions: 5, liveSessions: 4 });
-    const counts = await housekeepOnce(tdb.db, { retentionDays: 7, chores: APP_CHORES });
-    expect(counts).toEqual({ outbox: 0, idempotencyKeys: 2_500, sessions: 1_205 });
+    const counts = await housekeepOnce(tdb.db, { retentionDays: 7, chores: appChores(workerConfig(tdb)) });
+    expect(counts).toEqual({ outbox: 0, idempotencyKeys: 2_500, sessions: 1_205, processedMessages: 0, consumerDeadLetters: 0 });
     expect(await count('idempotency_keys')).toBe(3);
     expect(await count('idempotency_keys', sql`expires_at <= now()`)).toBe(0);
     expect(await count('sessions')).toBe(4);
@@ -69,7 +69,7 @@ describe('housekeeping', () => {
   it('a running worker does it at start, with the DONE purge, and logs what went', async () => {
     await seed({ expiredKeys: 3, liveKeys: 1, expiredSessions: 2, revokedSessions: 1, liveSessions: 1 });
     const { logger, entries } = captureLogger();
-    const w = createWorker({ db: tdb.db, config: workerConfig(tdb), registry: new HandlerRegistry([]), logger, listen: false, chores: APP_CHORES });
+    const w = createWorker({ db: tdb.db, config: workerConfig(tdb), registry: new HandlerRegistry([]), logger, listen: false, chores: appChores(workerConfig(tdb)) });
     await w.start();
     try {
       await waitFor(async () => (await count('sessions')) === 1 && (await count('idempotency_keys')) === 1);
