@@ -1,16 +1,20 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import {
   AckPolicy,
   DeliverPolicy,
   JetStreamApiError,
+  JetStreamError,
   ReplayPolicy,
   jetstream,
   jetstreamManager,
+  type Consumer,
   type ConsumerConfig,
   type ConsumerInfo,
   type ConsumerMessages,
   type JetStreamManager,
   type JsMsg,
+  type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import { ConfigError } from '../config.ts';
@@ -22,7 +26,7 @@ import { recordDeadLetter, openDeadLetters } from './dead-letters.ts';
 import { decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
 import { claimInbox } from './inbox.ts';
 import { backoffDelaySeconds } from '../outbox/index.ts';
-import { describeDifferences, type SettingDifference } from './stream.ts';
+import { DELETED_STREAM_SETTLE_MS, describeDifferences, ensureStream, StreamConfigError, type SettingDifference } from './stream.ts';
 
 /*
  * Durable consumer groups over the events stream. A group is a JetStream durable pull consumer of
@@ -280,26 +284,114 @@ function fromPartsLoose(m: JsMsg): ConsumedEvent {
 }
 
 /**
+ * The group's durable consumer, or the stream under it, disappeared while the group ran and could
+ * not be recreated. Ends runGroup's `done`: the process exits non-zero with this message rather
+ * than staying up consuming nothing.
+ */
+export class GroupGoneError extends Error {
+  readonly code = 'events_group_gone';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'GroupGoneError';
+  }
+}
+
+const CONSUMER_NOT_FOUND = 10014;
+const STREAM_NOT_FOUND = 10059;
+
+/**
+ * True for what a pull loop (consume with abort_on_missing_resource) ends with when the group's
+ * durable or the stream is deleted: the server's 409 "consumer deleted" to the waiting pull, or
+ * "not found" from the client's own check after missed heartbeats.
+ */
+function groupMissing(err: unknown): boolean {
+  if (err instanceof JetStreamApiError) return err.code === CONSUMER_NOT_FOUND || err.code === STREAM_NOT_FOUND;
+  return err instanceof JetStreamError && (err as { code?: unknown }).code === 409 && /consumer deleted/i.test(err.message);
+}
+
+/**
  * Runs a group: pulls batches (EVENTS_BATCH_SIZE) and handles them one at a time, in stream order,
  * each in its own transaction. One process of a group keeps per-key order; several processes of a
  * group share the load but then only the commutative effects (like the ledger's increments) stay
  * right in any order.
+ *
+ * When the group's durable consumer is deleted under it, it recreates it from the stream's first
+ * event (the inbox skips what the group already applied); when the stream itself is deleted, it
+ * recreates the stream as it last saw it (the relay's settings, duplicate window included) and the
+ * group on it. What cannot be recreated (a sealed stream, settings JetStream cannot change, an API
+ * error) ends `done` with a GroupGoneError; the server unreachable meanwhile is waited out.
  */
 export async function runGroup(o: RunOptions): Promise<GroupRunner> {
   const js = jetstream(o.nc);
-  const consumer = await js.consumers.get(o.stream, o.group);
+  const jsm = await jetstreamManager(o.nc);
+  // What the stream is recreated with if it is deleted: its settings as last seen.
+  let streamConfig: StreamConfig | undefined = (await jsm.streams.info(o.stream).catch(() => undefined))?.config;
+  let consumer: Consumer | undefined;
   let stopping = false;
   let messages: ConsumerMessages | undefined;
+  const waiting = new AbortController();
+
+  const recreate = async (cause: Error) => {
+    for (let attempt = 1; !stopping && !o.nc.isClosed(); attempt++) {
+      try {
+        const streamGone = await jsm.streams.info(o.stream).then(
+          (info) => {
+            streamConfig = info.config;
+            return false;
+          },
+          (err: unknown) => {
+            if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return true;
+            throw err;
+          },
+        );
+        o.log.error(
+          { stream: o.stream, cause: cause.message },
+          streamGone
+            ? 'the events stream is gone (deleted); recreating it as it was, and the group on it. Events it held that the group had not acked are lost'
+            : "the group's durable consumer is gone (deleted); recreating it from the stream's first event (the inbox skips what was applied)",
+        );
+        if (!streamConfig) throw new StreamConfigError(`stream ${o.stream} does not exist and this process never saw its settings`);
+        if (streamGone) await sleep(DELETED_STREAM_SETTLE_MS, undefined, { signal: waiting.signal }).catch(() => undefined);
+        if (stopping) return;
+        await ensureStream(jsm, { ...streamConfig, name: o.stream }, { log: o.log });
+        await ensureGroup(jsm, o, { from: 'start' }, o.log);
+        o.log.warn({ stream: o.stream }, 'consumer group recreated; consuming again');
+        return;
+      } catch (err) {
+        // The server answered, and said no: trying again changes nothing.
+        if (err instanceof StreamConfigError || err instanceof GroupConfigError || err instanceof JetStreamApiError) {
+          throw new GroupGoneError(
+            `consumer group ${o.group} on stream ${o.stream} is gone (${cause.message}) and cannot be recreated: ${(err as Error).message}`,
+            { cause: err },
+          );
+        }
+        o.log.error({ err, attempt }, 'could not recreate the consumer group yet (NATS unreachable?); trying again');
+        await sleep(backoffDelaySeconds(attempt, { baseSeconds: 0.5, maxSeconds: 30 }) * 1000, undefined, { signal: waiting.signal }).catch(() => undefined);
+      }
+    }
+  };
+
   const done = (async () => {
     while (!stopping) {
-      messages = await consumer.consume({ max_messages: o.batchSize, expires: 5000 });
-      for await (const m of messages) {
-        const outcome = await processMessage(o, m).catch((err) => {
-          o.log.error({ err: err, seq: m.seq }, 'event processing failed unexpectedly; redelivery after the ack wait');
-          return 'retry' as const;
-        });
-        o.onOutcome?.(outcome, null);
-        if (stopping) break;
+      try {
+        consumer ??= await js.consumers.get(o.stream, o.group);
+        // abort_on_missing_resource: a deleted durable or stream ends the loop with an error
+        // instead of the client polling for it forever while the process looks alive.
+        messages = await consumer.consume({ max_messages: o.batchSize, expires: 5000, abort_on_missing_resource: true });
+        for await (const m of messages) {
+          const outcome = await processMessage(o, m).catch((err) => {
+            o.log.error({ err: err, seq: m.seq }, 'event processing failed unexpectedly; redelivery after the ack wait');
+            return 'retry' as const;
+          });
+          o.onOutcome?.(outcome, null);
+          if (stopping) break;
+        }
+      } catch (err) {
+        if (stopping || o.nc.isClosed()) break;
+        if (!groupMissing(err)) throw err;
+        consumer = undefined;
+        await recreate(err as Error);
+        continue;
       }
       if (o.nc.isClosed()) break;
     }
@@ -308,6 +400,7 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
     done,
     async stop() {
       stopping = true;
+      waiting.abort();
       messages?.stop();
       await done.catch(() => undefined);
     },

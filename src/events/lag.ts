@@ -1,10 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { countOpenDeadLetters } from './dead-letters.ts';
 import type { EventOutcome } from './consumer.ts';
+
+const STREAM_NOT_FOUND = 10059;
 
 export interface GroupLag {
   group: string;
@@ -59,6 +61,8 @@ export interface ConsumerMetrics {
 
 /**
  * The consumer process's metrics. Gauges are read at scrape time (never stale):
+ *   stayhub_events_group_present{group}                       1 while this process's group has its
+ *                                                             durable consumer on the stream, else 0
  *   stayhub_events_group_pending_messages{group}              not yet delivered
  *   stayhub_events_group_ack_pending_messages{group}          delivered, not acked
  *   stayhub_events_group_oldest_unacked_age_seconds{group}    how long the oldest unacked event waits
@@ -72,9 +76,24 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
   // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
   let reading: Promise<GroupLag[]> | undefined;
   const lag = () => {
-    reading ??= readLag(o.jsm, o.stream).finally(() => (reading = undefined));
+    // No stream: no group, not a failed scrape (which would silence every alert on this job).
+    reading ??= readLag(o.jsm, o.stream)
+      .catch((err: unknown) => {
+        if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+        throw err;
+      })
+      .finally(() => (reading = undefined));
     return reading;
   };
+  new Gauge({
+    name: 'stayhub_events_group_present',
+    help: "1 while this process's consumer group has its durable consumer on the stream; 0 when it or the stream is gone.",
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.set({ group: o.group }, (await lag()).some((l) => l.group === o.group) ? 1 : 0);
+    },
+  });
   const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
     new Gauge({
       name,
@@ -129,6 +148,9 @@ export async function serveMetrics(registry: Registry, port: number, host: strin
   // `answer` catches its own errors: nothing awaits the promise.
   const server = http.createServer((req, res) => void answer(req, res));
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  // The consumer lives as long as its work, not its metrics: a group that ends with an error must
+  // let the process exit with it even if nobody closes this server.
+  server.unref();
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise<void>((r) => server.close(() => r())),

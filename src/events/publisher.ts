@@ -1,9 +1,10 @@
-import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errors as natsErrors, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { connectNats, describeNats } from './connection.ts';
-import { desiredStream, ensureStream, StreamConfigError } from './stream.ts';
+import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
 /** One event as the log receives it. */
@@ -58,22 +59,56 @@ export interface JetStreamPublisherOptions {
 }
 
 /**
+ * A publish found no stream for its subject (the stream was deleted, or its subjects changed, while
+ * the relay ran) and the stream could not be brought back. The message fails like any publish and
+ * the outbox retries it; the message says what is missing and why it was not recreated.
+ */
+export class EventsStreamMissingError extends Error {
+  readonly code = 'events_stream_missing';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventsStreamMissingError';
+  }
+}
+
+/**
+ * nats.js reports a publish nobody answered as JetStreamNotEnabled, "jetstream is not enabled".
+ * On a server that stored our events a moment ago, what it means is that no stream holds the
+ * subject any more: the cause is a "no responders" request error.
+ */
+function nobodyAnswered(err: unknown): boolean {
+  const cause = (err as { cause?: unknown } | null)?.cause;
+  return cause instanceof natsErrors.RequestError && cause.isNoResponders();
+}
+
+const STREAM_NOT_FOUND = 10059;
+
+/**
  * The JetStream publisher. The connection is made on first use and, when the server was
  * unreachable, on the next use again; after that the client reconnects by itself. Each publish is
  * a request that the server answers with a PubAck once the message is stored: many can be
  * outstanding on the one connection, so the worker's concurrent handlers make a pipeline.
+ *
+ * A publish that finds no stream for its subject brings the stream back (ensureStream, this
+ * publisher's configuration) and is sent once more; when the stream cannot be brought back it
+ * fails with EventsStreamMissingError, and the outbox retries it.
  */
 export function createJetStreamPublisher(config: Config, logger: Logger, options: JetStreamPublisherOptions = {}): EventPublisher {
   const url = config.NATS_URL;
   if (!url) throw new Error('createJetStreamPublisher needs NATS_URL');
-  const log = logger.child({ component: 'events-relay', nats: describeNats(url) });
-  let ready: Promise<{ nc: NatsConnection; js: JetStreamClient }> | undefined;
+  const where = describeNats(url);
+  const log = logger.child({ component: 'events-relay', nats: where });
+  const role = options.ownsStream === false ? 'reader' : 'relay';
+  let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> | undefined;
+  let restoring: Promise<void> | undefined;
   let closed = false;
 
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
+    let jsm: JetStreamManager;
     try {
-      const info = await ensureStream(await jetstreamManager(nc), desiredStream(config), { role: options.ownsStream === false ? 'reader' : 'relay', log });
+      jsm = await jetstreamManager(nc);
+      const info = await ensureStream(jsm, desiredStream(config), { role, log });
       log.info(
         { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
         'events stream ready',
@@ -85,7 +120,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     void nc.closed().then(() => {
       if (!closed) ready = undefined;
     });
-    return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }) };
+    return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }), jsm };
   };
   const connection = () => {
     if (closed) return Promise.reject(new Error('publisher closed'));
@@ -94,6 +129,48 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       throw err;
     });
     return ready;
+  };
+
+  /**
+   * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
+   * in flight all fail together, and all wait for the one recreation.
+   */
+  const restoreStream = (jsm: JetStreamManager, subject: string) => {
+    restoring ??= (async () => {
+      const name = config.EVENTS_STREAM;
+      let exists = true;
+      try {
+        await jsm.streams.info(name);
+      } catch (err) {
+        if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
+          throw new EventsStreamMissingError(
+            `no stream took the event on ${subject}, and JetStream at ${where} does not answer either (${(err as Error).message}): ` +
+              `is JetStream enabled on the server, and ready?`,
+            { cause: err },
+          );
+        }
+        exists = false;
+      }
+      log.error(
+        { stream: name, subject },
+        exists
+          ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
+          : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
+      );
+      if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
+      try {
+        const info = await ensureStream(jsm, desiredStream(config), { role, log });
+        log.warn({ stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 }, 'events stream ready again');
+      } catch (err) {
+        throw new EventsStreamMissingError(
+          `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
+    })().finally(() => {
+      restoring = undefined;
+    });
+    return restoring;
   };
 
   return {
@@ -107,18 +184,32 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       }
     },
     async publish(event) {
-      const { js } = await connection();
+      const { js, jsm } = await connection();
       const h = natsHeaders();
       h.set(HEADERS.topic, event.topic);
       if (event.key !== null) h.set(HEADERS.key, event.key);
       h.set(HEADERS.outboxId, event.messageId);
       h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
       h.set(HEADERS.schemaVersion, String(event.schemaVersion));
-      const ack = await js.publish(event.subject, JSON.stringify(event.body), {
-        msgID: event.messageId,
-        headers: h,
-        timeout: config.EVENTS_PUBLISH_TIMEOUT_MS,
-      });
+      const send = () =>
+        js.publish(event.subject, JSON.stringify(event.body), {
+          msgID: event.messageId,
+          headers: h,
+          timeout: config.EVENTS_PUBLISH_TIMEOUT_MS,
+        });
+      let ack;
+      try {
+        ack = await send();
+      } catch (err) {
+        if (!nobodyAnswered(err)) throw err;
+        await restoreStream(jsm, event.subject);
+        try {
+          ack = await send();
+        } catch (again) {
+          if (!nobodyAnswered(again)) throw again;
+          throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, { cause: again });
+        }
+      }
       return { seq: ack.seq, duplicate: ack.duplicate };
     },
     async close() {

@@ -167,6 +167,15 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, rol
   return out;
 }
 
+/**
+ * How long a process that found the stream deleted waits before creating it again. nats-server
+ * stops answering for a deleted stream before it has removed its files; a stream of the same name
+ * created in between has its files removed under it (nats-server 2.9: publishes then fail with
+ * "error opening msg block file", a consumer on it never delivers). 200 ms was enough in 20 of 20
+ * tries on a test server; the margin is for a big stream's files.
+ */
+export const DELETED_STREAM_SETTLE_MS = 2000;
+
 const STREAM_NOT_FOUND = 10059;
 /** "stream name already in use with a different configuration": another process created it first. */
 const STREAM_NAME_IN_USE = 10058;

@@ -103,7 +103,7 @@ describe.skipIf(skip)('events consumer lag', () => {
     const metrics = createConsumerMetrics({ jsm: await jetstreamManager(nc), stream: 'LAG', db: tdb.db, group: 'g1' });
     const families = new Set([...(await metrics.registry.metrics()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
     const doc = readFileSync(path.resolve(PROM, '../docs/operating.md'), 'utf8');
-    expect(rules.map((r) => r.alert)).toEqual(['EventsConsumerLagGrowing', 'EventsConsumerDeadLetters']);
+    expect(rules.map((r) => r.alert)).toEqual(['EventsConsumerLagGrowing', 'EventsConsumerDeadLetters', 'EventsConsumerGroupMissing']);
     for (const r of rules) {
       for (const [name] of r.expr.matchAll(/\bstayhub_[a-z_]+/g)) expect(families, `${r.alert} uses ${name}`).toContain(name);
       expect(r.annotations.runbook).toBe(`docs/operating.md#${r.alert.toLowerCase()}`);
