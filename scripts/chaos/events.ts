@@ -263,7 +263,7 @@ export async function startEventsChaos(o: {
   const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
   // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
   const consumerEnv: NodeJS.ProcessEnv = { ...base, LOG_LEVEL: 'info', DATABASE_URL: o.databaseUrl, ...env };
-  const entry = path.join(o.root, 'scripts/consume-earnings.ts');
+  const entry = path.join(o.root, 'src/events/earnings/main.ts');
   /** The pid of the consumer process that last said it is running (pulling from its group). */
   let runningPid: number | undefined;
   const consumer = new Supervised({

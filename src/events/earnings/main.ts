@@ -133,7 +133,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       };
       try {
         // The same stream the relay declares: whichever starts first creates it.
-        await ensureStream(jsm, desiredStream(config));
+        await ensureStream(jsm, desiredStream(config), { log: logger });
       } catch (e) {
         if (e instanceof StreamConfigError) {
           errOut(`consume:earnings: ${e.message}`);
@@ -152,7 +152,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         await resetGroup(jsm, groupOptions, start);
         logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
       } else {
-        await ensureGroup(jsm, groupOptions);
+        await ensureGroup(jsm, groupOptions, { from: 'start' }, logger);
       }
 
       const metrics = createConsumerMetrics({ jsm, stream: config.EVENTS_STREAM, db: database.db, group });
@@ -176,18 +176,24 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       const stopped = new Promise<void>((r) => (stop = r));
       void stopRequested.then(stop);
       let poll: NodeJS.Timeout | undefined;
+      let finished = false;
       if (values['until-empty']) {
         const check = async () => {
           const c = await jsm.consumers.info(config.EVENTS_STREAM, group).catch(() => undefined);
           if (c && c.num_pending === 0 && c.num_ack_pending === 0) stop();
-          else poll = setTimeout(() => void check(), 200);
+          else if (!finished) poll = setTimeout(() => void check(), 200);
         };
         poll = setTimeout(() => void check(), 200);
       }
-      await Promise.race([stopped, runner.done]);
-      clearTimeout(poll);
-      await runner.stop();
-      await metricsServer?.close();
+      try {
+        // runner.done rejects when the group or its stream is gone for good (GroupGoneError): exit 1.
+        await Promise.race([stopped, runner.done]);
+      } finally {
+        finished = true;
+        clearTimeout(poll);
+        await runner.stop();
+        await metricsServer?.close();
+      }
       logger.info('earnings consumer stopped');
       return 0;
     } finally {
