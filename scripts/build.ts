@@ -27,7 +27,9 @@ export const buildCommand: Command = {
     const outDir = path.resolve(root, String(flags['out-dir']));
     rmSync(outDir, { recursive: true, force: true }); // no stale file of a deleted module survives
     const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], { stdio: 'inherit' });
+    const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], {
+      stdio: 'inherit',
+    });
     if (compiled.status !== 0) {
       err('build: tsc failed');
       return compiled.status ?? 1;

@@ -93,9 +93,7 @@ async function createAdmin(config: Config, flags: { email: string; name: string 
   try {
     const parsed = input.safeParse({ ...flags, password: await readPassword() });
     if (!parsed.success) {
-      process.stderr.write(
-        `create-admin: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}\n`,
-      );
+      process.stderr.write(`create-admin: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}\n`);
       return 2;
     }
     values = parsed.data;

@@ -50,12 +50,27 @@ const WORDS = ['sunny', 'quiet', 'cosy', 'modern', 'rustic', 'spacious', 'charmi
 const KINDS = ['flat', 'loft', 'studio', 'cottage', 'villa', 'cabin', 'house', 'apartment', 'chalet', 'room'];
 const FEATURES = ['garden', 'balcony', 'terrace', 'fireplace', 'pool', 'sea view', 'river view', 'sauna', 'courtyard', 'rooftop'];
 const CITIES: [string, string][] = [
-  ['Lisbon', 'PT'], ['Porto', 'PT'], ['Madrid', 'ES'], ['Seville', 'ES'], ['Paris', 'FR'], ['Lyon', 'FR'],
-  ['Berlin', 'DE'], ['Hamburg', 'DE'], ['Rome', 'IT'], ['Naples', 'IT'], ['Vienna', 'AT'], ['Prague', 'CZ'],
-  ['Krakow', 'PL'], ['Dublin', 'IE'], ['Ghent', 'BE'], ['Utrecht', 'NL'], ['Bergen', 'NO'], ['Turku', 'FI'],
-  ['Aarhus', 'DK'], ['Split', 'HR'],
+  ['Lisbon', 'PT'],
+  ['Porto', 'PT'],
+  ['Madrid', 'ES'],
+  ['Seville', 'ES'],
+  ['Paris', 'FR'],
+  ['Lyon', 'FR'],
+  ['Berlin', 'DE'],
+  ['Hamburg', 'DE'],
+  ['Rome', 'IT'],
+  ['Naples', 'IT'],
+  ['Vienna', 'AT'],
+  ['Prague', 'CZ'],
+  ['Krakow', 'PL'],
+  ['Dublin', 'IE'],
+  ['Ghent', 'BE'],
+  ['Utrecht', 'NL'],
+  ['Bergen', 'NO'],
+  ['Turku', 'FI'],
+  ['Aarhus', 'DK'],
+  ['Split', 'HR'],
 ];
-
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
@@ -79,15 +94,23 @@ async function main() {
   await runMigrations(url);
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' });
   const db = createDatabase(url, { max: 10, applicationName: 'measure' });
-  const searchIndex = createPostgresSearchIndex({ url, max: config.SEARCH_POOL_MAX, statementTimeoutMs: config.SEARCH_STATEMENT_TIMEOUT_MS });
+  const searchIndex = createPostgresSearchIndex({
+    url,
+    max: config.SEARCH_POOL_MAX,
+    statementTimeoutMs: config.SEARCH_STATEMENT_TIMEOUT_MS,
+  });
 
   try {
     process.stdout.write(`seeding ${N.toLocaleString('en-US')} properties…\n`);
     await db.pool.query(`truncate search_documents, bookings, properties, users restart identity cascade`);
-    const { rows: [host] } = await db.pool.query<{ id: string }>(
+    const {
+      rows: [host],
+    } = await db.pool.query<{ id: string }>(
       `insert into users (email, name, role, password_hash) values ('measure-host@example.test', 'Host', 'host', 'x') returning id`,
     );
-    const { rows: [guest] } = await db.pool.query<{ id: string }>(
+    const {
+      rows: [guest],
+    } = await db.pool.query<{ id: string }>(
       `insert into users (email, name, role, password_hash) values ('measure-guest@example.test', 'Guest', 'guest', 'x') returning id`,
     );
     // Deterministic variety: title = adjective + kind + feature, 20 cities, prices 40–400 €, 1–10 guests.

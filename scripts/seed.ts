@@ -47,7 +47,8 @@ async function seed(config: Config, force: boolean): Promise<number> {
     );
     process.stdout.write('demo accounts (sign in with POST /auth/login; the admin also at /admin):\n');
     for (const a of result.accounts) process.stdout.write(`  ${a.role.padEnd(6)} ${a.email.padEnd(28)} password: ${a.password}\n`);
-    if (added > 0) process.stdout.write('the worker (npm start) now sends the emails and indexes the properties: try GET /search?city=Lisbon\n');
+    if (added > 0)
+      process.stdout.write('the worker (npm start) now sends the emails and indexes the properties: try GET /search?city=Lisbon\n');
     return 0;
   } catch (e) {
     if (e instanceof SeedRefusedError) {
@@ -55,7 +56,9 @@ async function seed(config: Config, force: boolean): Promise<number> {
       return 3;
     }
     if (isDatabaseUnavailable(e)) {
-      process.stderr.write(`seed: cannot reach the database at ${where}: start it first (npm start in another terminal) or set DATABASE_URL\n`);
+      process.stderr.write(
+        `seed: cannot reach the database at ${where}: start it first (npm start in another terminal) or set DATABASE_URL\n`,
+      );
       return 1;
     }
     // Only the root cause's code and message: drizzle's own message quotes the query's parameters.

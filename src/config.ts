@@ -23,9 +23,7 @@ export const EMBEDDED_DEFAULTS = {
 export const defaultDatabaseUrl = (port: number = EMBEDDED_DEFAULTS.port) =>
   `postgres://${EMBEDDED_DEFAULTS.user}:${EMBEDDED_DEFAULTS.password}@127.0.0.1:${port}/${EMBEDDED_DEFAULTS.database}`;
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
-  .transform((v) => ['true', '1', 'yes', 'on'].includes(v));
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off']).transform((v) => ['true', '1', 'yes', 'on'].includes(v));
 
 const int = (min: number, max: number = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
@@ -52,7 +50,12 @@ const envSchema = z.object({
   CORS_ORIGINS: z
     .string()
     .default('')
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
   RATE_LIMIT_AUTH_PER_MINUTE: int(1).default(10),
   TRUST_PROXY: bool.default(false),
 
@@ -94,14 +97,25 @@ const envSchema = z.object({
 
   // --- events for other services (NATS JetStream; src/events/). Unset NATS_URL: no relay.
   NATS_URL: optionalUrl.optional(),
-  EVENTS_STREAM: z.string().regex(/^[A-Za-z0-9_-]+$/).default('STAYHUB_EVENTS'),
+  EVENTS_STREAM: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default('STAYHUB_EVENTS'),
   /** Subjects are `<prefix>.<topic>`, e.g. stayhub.booking.created; the stream takes `<prefix>.>`. */
-  EVENTS_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/).default('stayhub'),
+  EVENTS_SUBJECT_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/)
+    .default('stayhub'),
   /** Comma-separated topics to relay; empty = every topic. */
   EVENTS_TOPICS: z
     .string()
     .default('')
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
   EVENTS_MAX_AGE_SECONDS: int(60).default(7 * 24 * 3600),
   EVENTS_REPLICAS: int(1, 5).default(1),
   /** Unset: computed from the outbox's retry span (src/events/stream.ts). Set: must not be shorter. */
@@ -112,7 +126,10 @@ const envSchema = z.object({
   EVENTS_ACK_WAIT_SECONDS: int(1).default(30),
   EVENTS_MAX_DELIVER: int(1, 1000).default(5),
   /** The earnings ledger's consumer group (its durable consumer's name, and its inbox's). */
-  EVENTS_EARNINGS_GROUP: z.string().regex(/^[A-Za-z0-9_-]+$/).default('earnings'),
+  EVENTS_EARNINGS_GROUP: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default('earnings'),
   /** If set, `npm run consume:earnings` serves Prometheus metrics (lag) on this port. */
   EVENTS_METRICS_PORT: int(0, 65535).optional(),
   /** How long GET /admin/events/groups waits for NATS (connect and reads) before answering 503. */

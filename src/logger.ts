@@ -146,11 +146,7 @@ export interface CreateLoggerOptions {
   destination?: pino.DestinationStream;
 }
 
-export function createLogger(
-  level: string,
-  name?: string,
-  out?: pino.DestinationStream | CreateLoggerOptions,
-): Logger {
+export function createLogger(level: string, name?: string, out?: pino.DestinationStream | CreateLoggerOptions): Logger {
   const isStream = typeof (out as pino.DestinationStream | undefined)?.write === 'function';
   const o = isStream ? { destination: out as pino.DestinationStream } : ((out as CreateLoggerOptions | undefined) ?? {});
   const opts = loggerOptions(level, name, o.format);

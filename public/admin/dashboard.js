@@ -119,7 +119,10 @@
     try {
       // NATS being down (503) must not stop the outbox panels from refreshing: the groups'
       // answer or error is kept apart and shown in their own panel.
-      const groupsRead = api('/admin/events/groups').then((ok) => ({ ok }), (err) => ({ err }));
+      const groupsRead = api('/admin/events/groups').then(
+        (ok) => ({ ok }),
+        (err) => ({ err }),
+      );
       const [stats, dead, depth, groups] = await Promise.all([
         api('/admin/outbox/stats'),
         api(`/admin/outbox/messages?status=DEAD&limit=${DEAD_PAGE}`),
@@ -185,16 +188,19 @@
   function renderTopics(s) {
     const body = $('topics').tBodies[0];
     const rows = s.byTopic.map((t) => {
-      const retry = t.dead > 0
-        ? el('button', {
-          type: 'button',
-          class: 'small',
-          text: 'Retry all',
-          'aria-label': `Retry ${allDead(t.dead)} of ${t.topic}`,
-          onclick: () => retryTopic(t.topic, t.dead),
-        })
-        : '';
-      return el('tr', { class: t.handled ? '' : 'unhandled', 'data-topic': t.topic },
+      const retry =
+        t.dead > 0
+          ? el('button', {
+              type: 'button',
+              class: 'small',
+              text: 'Retry all',
+              'aria-label': `Retry ${allDead(t.dead)} of ${t.topic}`,
+              onclick: () => retryTopic(t.topic, t.dead),
+            })
+          : '';
+      return el(
+        'tr',
+        { class: t.handled ? '' : 'unhandled', 'data-topic': t.topic },
         el('td', { text: breakable(t.topic), title: t.topic }),
         el('td', { class: 'num', text: fmt(t.pending) }),
         el('td', { class: 'num', text: fmt(t.leased) }),
@@ -225,14 +231,20 @@
     panel.hidden = !ok.configured;
     if (!ok.configured) return;
     const { stream } = ok;
-    $('groups-stream').textContent = stream.exists ? `(stream ${stream.name}, ${count(stream.messages, 'event')})` : `(stream ${stream.name})`;
+    $('groups-stream').textContent = stream.exists
+      ? `(stream ${stream.name}, ${count(stream.messages, 'event')})`
+      : `(stream ${stream.name})`;
     const note = $('groups-note');
     note.hidden = stream.exists;
-    note.textContent = stream.exists ? '' : `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`;
+    note.textContent = stream.exists
+      ? ''
+      : `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`;
     $('groups').hidden = !stream.exists;
     const rows = ok.groups.map((g) => {
       const behind = g.pending + g.ackPending > 0;
-      return el('tr', { 'data-group': g.name },
+      return el(
+        'tr',
+        { 'data-group': g.name },
         el('td', { text: g.name }),
         el('td', { class: 'num', text: fmt(g.pending) }),
         el('td', { class: 'num', text: fmt(g.ackPending) }),
@@ -240,7 +252,8 @@
         el('td', { class: g.openDeadLetters > 0 ? 'num bad' : 'num', text: fmt(g.openDeadLetters) }),
       );
     });
-    if (!rows.length && stream.exists) rows.push(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: 'No consumer groups on the stream.' })));
+    if (!rows.length && stream.exists)
+      rows.push(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: 'No consumer groups on the stream.' })));
     $('groups').tBodies[0].replaceChildren(...rows);
   }
 
@@ -253,14 +266,27 @@
     $('dead').hidden = items.length === 0;
     $('dead').tBodies[0].replaceChildren(
       ...items.map((m) =>
-        el('tr', { 'data-id': m.id },
-          el('td', {}, el('input', {
-            type: 'checkbox',
-            checked: selected.has(m.id),
-            'aria-label': `Select ${m.id}`,
-            onchange: (e) => { e.target.checked ? selected.add(m.id) : selected.delete(m.id); updateSelection(); },
-          })),
-          el('td', {}, el('button', { type: 'button', class: 'link', title: m.id, text: m.id.slice(0, 8), onclick: () => showDetail(m.id) })),
+        el(
+          'tr',
+          { 'data-id': m.id },
+          el(
+            'td',
+            {},
+            el('input', {
+              type: 'checkbox',
+              checked: selected.has(m.id),
+              'aria-label': `Select ${m.id}`,
+              onchange: (e) => {
+                e.target.checked ? selected.add(m.id) : selected.delete(m.id);
+                updateSelection();
+              },
+            }),
+          ),
+          el(
+            'td',
+            {},
+            el('button', { type: 'button', class: 'link', title: m.id, text: m.id.slice(0, 8), onclick: () => showDetail(m.id) }),
+          ),
           el('td', { text: breakable(m.topic), title: m.topic }),
           el('td', { class: 'num', text: String(m.attempts) }),
           el('td', { text: when(m.processedAt) }),
@@ -293,7 +319,9 @@
   };
 
   function renderChart(points) {
-    const W = 600, H = 160, PAD = 6;
+    const W = 600,
+      H = 160,
+      PAD = 6;
     const peak = Math.max(0, ...points.map((p) => Math.max(p.pending, p.dead)));
     // A flat chart still needs a scale to draw its zero line; the label must not claim it as a peak.
     const max = Math.max(1, peak);
@@ -347,8 +375,12 @@
       const m = await api(`/admin/outbox/messages/${id}`);
       $('detail-id').textContent = m.id;
       const fields = [
-        ['Topic', m.topic], ['Key', m.key ?? '—'], ['Status', m.leased ? `${m.status} (leased)` : m.status],
-        ['Attempts', String(m.attempts)], ['Available at', when(m.availableAt)], ['Last error', m.lastError ?? '—'],
+        ['Topic', m.topic],
+        ['Key', m.key ?? '—'],
+        ['Status', m.leased ? `${m.status} (leased)` : m.status],
+        ['Attempts', String(m.attempts)],
+        ['Available at', when(m.availableAt)],
+        ['Last error', m.lastError ?? '—'],
         ['Handlers', m.handlers.length ? m.handlers.map((h) => `${h.name}: ${h.state}`).join(', ') : m.handlersDone.join(', ') || '—'],
       ];
       $('detail-fields').replaceChildren(...fields.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })]));
@@ -364,7 +396,9 @@
     }
   }
 
-  $('detail-close').addEventListener('click', () => { $('detail').hidden = true; });
+  $('detail-close').addEventListener('click', () => {
+    $('detail').hidden = true;
+  });
 
   // ---------------------------------------------------------------- start
 

@@ -73,11 +73,7 @@ async function contiguousIds(url: string, table: 'properties' | 'users', publicI
   }
 }
 
-export async function startApi(
-  url: string,
-  sizes: { guests: number; properties: number },
-  logDir: string,
-): Promise<ApiFixture> {
+export async function startApi(url: string, sizes: { guests: number; properties: number }, logDir: string): Promise<ApiFixture> {
   const port = await freePort();
   const { cmd, args } = nodeTsx('src/http/server.ts');
   const api = spawn(cmd, args, {

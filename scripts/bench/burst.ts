@@ -99,7 +99,12 @@ function traceBurst(url: string, t0: number) {
     }
     await c.end();
   })();
-  return { stop: async () => { on = false; await done.catch(() => {}); } };
+  return {
+    stop: async () => {
+      on = false;
+      await done.catch(() => {});
+    },
+  };
 }
 
 /** A warm-up batch, handled to the end: connections open, code paths compiled, then idle. */
@@ -148,7 +153,11 @@ export async function graphileBurst(url: string, count: number, processes: numbe
   const cli = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
   const config = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
   const procs = Array.from({ length: processes }, () =>
-    spawn(process.execPath, [cli, '--config', config, '-c', url], { cwd: ROOT, env: { ...process.env, NO_LOG_SUCCESS: '1' }, stdio: 'ignore' }),
+    spawn(process.execPath, [cli, '--config', config, '-c', url], {
+      cwd: ROOT,
+      env: { ...process.env, NO_LOG_SUCCESS: '1' },
+      stdio: 'ignore',
+    }),
   );
   try {
     await waitListening(url, processes, procs);

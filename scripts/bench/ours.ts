@@ -66,10 +66,7 @@ function drainProcesses(url: string, processes: number, env: Record<string, stri
  * runs from the first handler entered in any process (lib/marks.ts) to the moment nothing is
  * PENDING (lib/settled.ts): the same start and end as every other system's.
  */
-export async function oursDrain(
-  url: string,
-  opts: { topic: string; count: number; processes: number; env?: Record<string, string> },
-) {
+export async function oursDrain(url: string, opts: { topic: string; count: number; processes: number; env?: Record<string, string> }) {
   await fillOutbox(url, opts.topic, opts.count);
   const marks = markDir();
   const watch = watchSettled(url, PENDING.ours);
@@ -78,9 +75,7 @@ export async function oursDrain(
     const settledAt = await Promise.race([watch.settled, exits.then((r) => (assertOk('bench-worker --until-empty', r), watch.settled))]);
     assertOk('bench-worker --until-empty', await exits);
     const drainMs = settledAt - marks.earliest();
-    const left = await withClient(url, (c) =>
-      c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`),
-    );
+    const left = await withClient(url, (c) => c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`));
     if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
     return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
@@ -126,7 +121,10 @@ export async function oursLatency(url: string, samples: number) {
       // What enqueue() does: the row inside the producer's transaction, the wake-up right after COMMIT
       // (src/outbox/enqueue.ts); the clock includes that extra round trip.
       insert: async (client, id) => {
-        await client.query(`insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`, [id]);
+        await client.query(
+          `insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`,
+          [id],
+        );
       },
       afterCommit: async (client) => {
         // The same named statement as enqueue's wake-up (src/outbox/wake-up.ts).

@@ -115,7 +115,9 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
  * (into JetStream at `natsUrl`, a stream of its own). The clock runs from the first claim to
  * nothing pending; the relay's connection and stream are set up before it starts.
  */
-export async function relayDrain(opts: { databaseUrl: string; count: number; handler: 'noop' } | { databaseUrl: string; count: number; handler: 'relay'; natsUrl: string }): Promise<{
+export async function relayDrain(
+  opts: { databaseUrl: string; count: number; handler: 'noop' } | { databaseUrl: string; count: number; handler: 'relay'; natsUrl: string },
+): Promise<{
   seconds: number;
   perSecond: number;
   /** relay: the messages the stream holds afterwards (every one relayed once: `count`). */
@@ -140,7 +142,16 @@ export async function relayDrain(opts: { databaseUrl: string; count: number; han
     await fill(opts.databaseUrl, opts.count);
     const registry = new HandlerRegistry(handlers);
     await registry.prepare();
-    const worker = createWorker({ db: database.db, config, registry, logger, batchSize: 500, concurrency: 32, listen: false, housekeeping: false });
+    const worker = createWorker({
+      db: database.db,
+      config,
+      registry,
+      logger,
+      batchSize: 500,
+      concurrency: 32,
+      listen: false,
+      housekeeping: false,
+    });
     const t0 = performance.now();
     await worker.runUntilEmpty();
     const seconds = (performance.now() - t0) / 1000;
@@ -158,7 +169,12 @@ export async function relayDrain(opts: { databaseUrl: string; count: number; han
   }
 }
 
-export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }): Promise<RelayBenchResult> {
+export async function benchRelay(opts: {
+  databaseUrl: string;
+  count?: number;
+  natsUrl?: string;
+  log?: (l: string) => void;
+}): Promise<RelayBenchResult> {
   const count = opts.count ?? 20_000;
   const log = opts.log ?? (() => {});
   const nats = opts.natsUrl ? { url: opts.natsUrl, stop: async () => {} } : await startNatsServer();

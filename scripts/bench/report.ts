@@ -4,7 +4,9 @@ import type { BenchResults } from './run.ts';
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
 const n = (v: number | null | undefined, digits = 0) =>
-  v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  v === null || v === undefined || !Number.isFinite(v)
+    ? '—'
+    : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const x = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${n(v, 2)}×`);
 /** A median with its spread over the runs: "1,234 (1,100–1,300)". */
 const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0) =>
@@ -42,18 +44,31 @@ export function renderMarkdown(r: BenchResults): string {
   );
   const loads = Object.entries(r.load);
   if (loads.length) {
-    L.push(`Load average (1 min) before each section, on ${loads[0]![1].cores} cores: ${loads.map(([k, l]) => `${k} ${l.loadAverage1m}${l.overloaded ? ' **(over the cores: noisy)**' : ''}`).join(' · ')}.`, '');
+    L.push(
+      `Load average (1 min) before each section, on ${loads[0]![1].cores} cores: ${loads.map(([k, l]) => `${k} ${l.loadAverage1m}${l.overloaded ? ' **(over the cores: noisy)**' : ''}`).join(' · ')}.`,
+      '',
+    );
   }
   L.push('## Machine and versions', '');
-  L.push(`- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`);
+  L.push(
+    `- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`,
+  );
   const v = r.versions;
-  L.push(`- Node ${v.node}; PostgreSQL ${v.postgres}; ${v.pgbench ?? 'pgbench not installed'}; ${v.natsServer ?? 'nats-server not installed'}; graphile-worker ${v.graphileWorker}; pg-boss ${v.pgBoss}; autocannon ${v.autocannon}; pg ${v.pg}; fastify ${v.fastify}`);
-  L.push(`- PostgreSQL settings: ${Object.entries(r.postgresSettings).filter(([k]) => k !== 'server_version').map(([k, s]) => `${k}=${s}`).join(', ')}`);
+  L.push(
+    `- Node ${v.node}; PostgreSQL ${v.postgres}; ${v.pgbench ?? 'pgbench not installed'}; ${v.natsServer ?? 'nats-server not installed'}; graphile-worker ${v.graphileWorker}; pg-boss ${v.pgBoss}; autocannon ${v.autocannon}; pg ${v.pg}; fastify ${v.fastify}`,
+  );
+  L.push(
+    `- PostgreSQL settings: ${Object.entries(r.postgresSettings)
+      .filter(([k]) => k !== 'server_version')
+      .map(([k, s]) => `${k}=${s}`)
+      .join(', ')}`,
+  );
   L.push('');
 
   if (r.targets) {
     L.push('## Targets', '', '| Target | Goal | This run | |', '|---|---|---|---|');
-    for (const t of r.targets) L.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'} |`);
+    for (const t of r.targets)
+      L.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'} |`);
     L.push('');
   }
 
@@ -74,7 +89,10 @@ export function renderMarkdown(r: BenchResults): string {
 
   if (r.burst) {
     const b = r.burst;
-    L.push(`## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`, '');
+    L.push(
+      `## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`,
+      '',
+    );
     L.push('| System | Messages/s | Seconds from COMMIT | Runs (msg/s) |', '|---|---:|---:|---|');
     const names: Record<string, string> = {
       ours1: 'ours, 1 process (long-running)',
@@ -84,7 +102,9 @@ export function renderMarkdown(r: BenchResults): string {
       pgBoss: 'pg-boss, batch 5,000, poll 0.5 s',
     };
     for (const [k, rep] of Object.entries(b.systems)) {
-      L.push(`| ${names[k] ?? k} | ${mm(rep, 'perSecond')} | ${mm(rep, 'seconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+      L.push(
+        `| ${names[k] ?? k} | ${mm(rep, 'perSecond')} | ${mm(rep, 'seconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`,
+      );
     }
     L.push('', 'Ratios of medians:', '');
     ratioTable(L, b.ratios);
@@ -104,17 +124,22 @@ export function renderMarkdown(r: BenchResults): string {
 
   if (r.api) {
     L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, '');
-    L.push('| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |', '|---:|---:|---:|---:|---:|---:|');
+    L.push(
+      '| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |',
+      '|---:|---:|---:|---:|---:|---:|',
+    );
     for (const c of r.api.byConnections) {
-      L.push(`| ${c.connections} | ${mm(c.api, 'rps')} | ${mm(c.api, 'p99', 1)} | ${c.pgbench ? mm(c.pgbench, 'tps') : '—'} | ${c.pgbench ? mm(c.pgbench, 'p99', 1) : '—'} | ${x(c.ratio)} |`);
+      L.push(
+        `| ${c.connections} | ${mm(c.api, 'rps')} | ${mm(c.api, 'p99', 1)} | ${c.pgbench ? mm(c.pgbench, 'tps') : '—'} | ${c.pgbench ? mm(c.pgbench, 'p99', 1) : '—'} | ${x(c.ratio)} |`,
+      );
     }
     L.push('', `Answers other than 201 in the non-conflicting runs: ${r.api.non201}.`, '');
     if (r.api.prepared) {
       const sp = r.api.prepared;
       L.push(
         `The stricter peer: pgbench \`-M prepared\` at ${sp.connections} connections, ${mm(sp.pgbench, 'tps')} tps; API / pgbench ${x(sp.ratio)}. ` +
-          'The API\'s booking statements are named, parsed once per connection: that is `-M prepared`\'s protocol, while the ' +
-          'target\'s pgbench (`-M extended`) parses every statement every time. This ratio is reported, not a target (docs/performance.md).',
+          "The API's booking statements are named, parsed once per connection: that is `-M prepared`'s protocol, while the " +
+          "target's pgbench (`-M extended`) parses every statement every time. This ratio is reported, not a target (docs/performance.md).",
         '',
       );
     }
@@ -128,9 +153,14 @@ export function renderMarkdown(r: BenchResults): string {
     const d = o.diagnostics;
     L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
     L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
-    L.push(`| outbox row, pg_notify right after COMMIT (what the service does) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`);
+    L.push(
+      `| outbox row, pg_notify right after COMMIT (what the service does) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`,
+    );
     L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
-    L.push(`| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`, '');
+    L.push(
+      `| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`,
+      '',
+    );
   } else L.push('Not measured (pgbench missing or the section failed).', '');
 
   if (r.claim) {
@@ -152,7 +182,10 @@ export function renderMarkdown(r: BenchResults): string {
     const c = r.conflicts.runs.median;
     L.push(`## 7. Conflicts under contention (${r.conflicts.connections} connections, all booking the same dates)`, '');
     const rr = r.conflicts.runs;
-    L.push('| req/s | p99 (ms) | 409 share | expected | rounds | 201 | bookings kept | most winners in a round | 5xx | other |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    L.push(
+      '| req/s | p99 (ms) | 409 share | expected | rounds | 201 | bookings kept | most winners in a round | 5xx | other |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    );
     L.push(
       `| ${mm(rr, 'rps')} | ${mm(rr, 'p99', 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.rounds)} | ${n(c.created201)} | ${n(c.bookingsKept)} | ${n(rr.max.maxWinnersPerRound)} | ${n(rr.max.server5xx)} | ${n(rr.max.other)} |`,
       '',
@@ -160,12 +193,22 @@ export function renderMarkdown(r: BenchResults): string {
   }
 
   if (r.relay !== undefined) {
-    L.push(`## 8. Relaying the outbox into JetStream (${n(p.relayMessages)} booking.created messages, committed before the clock starts)`, '');
+    L.push(
+      `## 8. Relaying the outbox into JetStream (${n(p.relayMessages)} booking.created messages, committed before the clock starts)`,
+      '',
+    );
     if (r.relay) {
       const rl = r.relay;
-      L.push('| Drain (in-process worker, batch 500 / concurrency 32) | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
-      L.push(`| no-op handler (the outbox's own cost) | ${mm(rl.noop, 'perSecond')} | ${mm(rl.noop, 'drainSeconds', 2)} | ${rl.noop.runs.map((x) => n(x.perSecond)).join(', ')} |`);
-      L.push(`| events relay into JetStream (PubAck awaited) | ${mm(rl.relay, 'perSecond')} | ${mm(rl.relay, 'drainSeconds', 2)} | ${rl.relay.runs.map((x) => n(x.perSecond)).join(', ')} |`);
+      L.push(
+        '| Drain (in-process worker, batch 500 / concurrency 32) | Messages/s | Drain time (s) | Runs (msg/s) |',
+        '|---|---:|---:|---|',
+      );
+      L.push(
+        `| no-op handler (the outbox's own cost) | ${mm(rl.noop, 'perSecond')} | ${mm(rl.noop, 'drainSeconds', 2)} | ${rl.noop.runs.map((x) => n(x.perSecond)).join(', ')} |`,
+      );
+      L.push(
+        `| events relay into JetStream (PubAck awaited) | ${mm(rl.relay, 'perSecond')} | ${mm(rl.relay, 'drainSeconds', 2)} | ${rl.relay.runs.map((x) => n(x.perSecond)).join(', ')} |`,
+      );
       L.push('', `Relay / no-op (medians): ${x(rl.ratio)} (target ≥ 0.5).`, '');
     } else L.push('Not measured (nats-server not installed).', '');
   }

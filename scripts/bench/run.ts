@@ -142,8 +142,17 @@ export interface BenchResults {
   conflicts?: {
     connections: number;
     runs: Repeated<{
-      rps: number; p99: number; share409: number; server5xx: number; created201: number; conflict409: number; other: number; requests: number;
-      rounds: number; bookingsKept: number; maxWinnersPerRound: number;
+      rps: number;
+      p99: number;
+      share409: number;
+      server5xx: number;
+      created201: number;
+      conflict409: number;
+      other: number;
+      requests: number;
+      rounds: number;
+      bookingsKept: number;
+      maxWinnersPerRound: number;
     }>;
     expectedShare409: number;
   };
@@ -177,14 +186,16 @@ async function main(): Promise<number> {
     params: P,
     setup: {
       ours: `scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, LOG_LEVEL=warn; drain: our throughput settings WORKER_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_BATCH_SIZE} WORKER_CONCURRENCY=${OURS_THROUGHPUT.WORKER_CONCURRENCY} (as the peers run with their authors' throughput settings); I/O scaling: the defaults (20/8)`,
-      drainClock: 'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
+      drainClock:
+        'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
       burst: `every system started in its long-running mode and idle (listening or polling, a warm-up of 100 handled, 1 s idle), then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings, pg-boss batch ${PGBOSS_BATCH} poll ${PGBOSS_POLL_SECONDS} s`,
       graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
       pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency 32, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts; its only handler a no-op, or the events relay publishing each into JetStream and awaiting its PubAck (a fresh nats-server -js with file storage for every relay run, EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; a fresh database for every run`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
-      pgbench: '-M extended (and -M prepared at 8 connections, the stricter peer), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)',
+      pgbench:
+        '-M extended (and -M prepared at 8 connections, the stricter peer), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)',
     },
     errors: [],
   };
@@ -193,7 +204,9 @@ async function main(): Promise<number> {
     const t = Date.now();
     const load = loadBefore();
     results.load[name] = load;
-    log(`== ${name} (load average ${load.loadAverage1m} on ${load.cores} cores${load.overloaded ? ': OVERLOADED, figures of this section are suspect' : ''})`);
+    log(
+      `== ${name} (load average ${load.loadAverage1m} on ${load.cores} cores${load.overloaded ? ': OVERLOADED, figures of this section are suspect' : ''})`,
+    );
     try {
       await fn();
     } catch (err) {
@@ -250,27 +263,46 @@ async function main(): Promise<number> {
         ours2.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 2, env: OURS_THROUGHPUT }));
         show('ours ×2', ours2.at(-1)!);
         // One process at the defaults and the default log level: what a user gets without tuning.
-        ours1Default.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: { LOG_LEVEL: 'info' } }));
+        ours1Default.push(
+          await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: { LOG_LEVEL: 'info' } }),
+        );
         show('ours ×1, defaults, LOG_LEVEL=info', ours1Default.at(-1)!);
         graphile.push(await graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses));
         show('graphile-worker', graphile.at(-1)!);
         pgBoss.push(await pgBossDrain(await freshPgBoss(), P.drainMessages, r));
         show('pg-boss', pgBoss.at(-1)!);
       }
-      const d = { ours1: repeatOf(ours1), ours2: repeatOf(ours2), ours1Default: repeatOf(ours1Default), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
+      const d = {
+        ours1: repeatOf(ours1),
+        ours2: repeatOf(ours2),
+        ours1Default: repeatOf(ours1Default),
+        graphile: repeatOf(graphile),
+        pgBoss: repeatOf(pgBoss),
+      };
       results.drain = {
         ...d,
         // The best-of-ours row is over our throughput settings (×1, ×2), the configurations the
         // drain target compares; the defaults row has its own ratios.
         ratios: {
-          ...ratiosOf({ ours1: d.ours1.median.perSecond, ours2: d.ours2.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }),
-          ours1Default: ratiosOf({ x: d.ours1Default.median.perSecond }, { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond }).x!,
+          ...ratiosOf(
+            { ours1: d.ours1.median.perSecond, ours2: d.ours2.median.perSecond },
+            { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond },
+          ),
+          ours1Default: ratiosOf(
+            { x: d.ours1Default.median.perSecond },
+            { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond },
+          ).x!,
         },
       };
     });
 
     await section('burst', async () => {
-      const runs: Record<string, Burst[]> = { ours1: [], ours2: [], ...Object.fromEntries(P.burstGraphileProcesses.map((n) => [`graphile${n}`, []])), pgBoss: [] };
+      const runs: Record<string, Burst[]> = {
+        ours1: [],
+        ours2: [],
+        ...Object.fromEntries(P.burstGraphileProcesses.map((n) => [`graphile${n}`, []])),
+        pgBoss: [],
+      };
       const show = (who: string, b: Burst) => log(`   ${who}: ${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
       for (let r = 0; r < P.runs; r++) {
         runs.ours1!.push(await oursBurst(await freshOurs(), P.burstMessages, 1, OURS_THROUGHPUT));
@@ -291,7 +323,11 @@ async function main(): Promise<number> {
         systems,
         ratios: ratiosOf(
           { ours1: med('ours1'), ours2: med('ours2') },
-          Object.fromEntries(Object.keys(systems).filter((k) => !k.startsWith('ours')).map((k) => [k, med(k)])),
+          Object.fromEntries(
+            Object.keys(systems)
+              .filter((k) => !k.startsWith('ours'))
+              .map((k) => [k, med(k)]),
+          ),
         ),
       };
     });
@@ -351,7 +387,8 @@ async function main(): Promise<number> {
         try {
           const d = await relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'relay', natsUrl: nats.url });
           // A relay that lost or doubled messages is not measured, it is broken.
-          if (d.streamMessages !== P.relayMessages) throw new Error(`relay run ${r + 1}: ${d.streamMessages} messages in the stream, ${P.relayMessages} relayed`);
+          if (d.streamMessages !== P.relayMessages)
+            throw new Error(`relay run ${r + 1}: ${d.streamMessages} messages in the stream, ${P.relayMessages} relayed`);
           relay.push({ perSecond: d.perSecond, drainSeconds: d.seconds });
           show('relay into JetStream', relay.at(-1)!);
         } finally {
@@ -425,7 +462,9 @@ async function main(): Promise<number> {
             withoutOutbox.push({ tps: wo.tps, p99: wo.p99 });
             noNotify.push({ tps: nn.tps, p99: nn.p99 });
             notifyAfter.push({ tps: na.tps, p99: na.p99 });
-            log(`   outbox cost: ${w.tps} tps with, ${wo.tps} without; row without notify ${nn.tps}, notify inside the transaction ${na.tps}`);
+            log(
+              `   outbox cost: ${w.tps} tps with, ${wo.tps} without; row without notify ${nn.tps}, notify inside the transaction ${na.tps}`,
+            );
           }
           const w = repeatOf(withOutbox);
           const wo = repeatOf(withoutOutbox);
@@ -453,15 +492,25 @@ async function main(): Promise<number> {
         for (let r = 0; r < P.runs; r++) {
           const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
           conflictRuns.push(c);
-          log(`   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`);
+          log(
+            `   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`,
+          );
         }
         results.conflicts = {
           connections: P.conflictConnections,
           runs: repeatOf(
             conflictRuns.map((c) => ({
-              rps: c.rps, p99: c.p99, share409: c.share409, server5xx: c.server5xx, created201: c.created201,
-              conflict409: c.conflict409, other: c.other, requests: c.requests,
-              rounds: c.rounds, bookingsKept: c.bookingsKept, maxWinnersPerRound: c.maxWinnersPerRound,
+              rps: c.rps,
+              p99: c.p99,
+              share409: c.share409,
+              server5xx: c.server5xx,
+              created201: c.created201,
+              conflict409: c.conflict409,
+              other: c.other,
+              requests: c.requests,
+              rounds: c.rounds,
+              bookingsKept: c.bookingsKept,
+              maxWinnersPerRound: c.maxWinnersPerRound,
             })),
           ),
           expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),

@@ -37,7 +37,8 @@ export function natsServerAvailable(): boolean {
   return spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-export const NATS_INSTALL_HINT = 'nats-server not found: the events part of the chaos run needs it (Debian: apt-get install -y nats-server)';
+export const NATS_INSTALL_HINT =
+  'nats-server not found: the events part of the chaos run needs it (Debian: apt-get install -y nats-server)';
 
 export interface ChaosNats {
   url: string;
@@ -58,7 +59,10 @@ export interface ChaosNats {
  * Starts nats-server -js on a free port with its store under `dir` (a fresh temp dir by default)
  * and its log in `logFile` (beside the store by default).
  */
-export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'chaos-nats-')), logFile = path.join(dir, 'nats-server.log')): Promise<ChaosNats> {
+export async function startChaosNats(
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chaos-nats-')),
+  logFile = path.join(dir, 'nats-server.log'),
+): Promise<ChaosNats> {
   if (!natsServerAvailable()) throw new Error(NATS_INSTALL_HINT);
   const port = await freePort();
   let child: ChildProcess | undefined;
@@ -174,7 +178,8 @@ export async function checkEvents(o: {
       const n = inStream.get(r.public_id) ?? 0;
       if (n !== 1) violations.push(`${r.public_id} (outbox ${r.status}) is in the stream ${n} time(s)`);
     }
-    for (const [id, n] of inStream) if (!committed.has(id)) violations.push(`${id} is in the stream ${n} time(s) but in no committed outbox row`);
+    for (const [id, n] of inStream)
+      if (!committed.has(id)) violations.push(`${id} is in the stream ${n} time(s) but in no committed outbox row`);
 
     const ledger = await ledgerDifferences(database.db, o.group);
     const ledgerViolations = ledger.map((d) => `host ${d.hostId} ${d.currency}: ledger ${d.ledger}, bookings table ${d.truth}`);
@@ -182,10 +187,18 @@ export async function checkEvents(o: {
     const dead = await openDeadLetters(database.db, o.group, 10);
     const deadCount = await countOpenDeadLetters(database.db, o.group);
     const deadViolations = dead.map(
-      (d) => `${d.message_id} (seq ${d.stream_seq}, ${d.headers['StayHub-Topic'] ?? d.subject}) dead after ${d.deliveries} deliveries: ${d.last_error.slice(0, 300)}`,
+      (d) =>
+        `${d.message_id} (seq ${d.stream_seq}, ${d.headers['StayHub-Topic'] ?? d.subject}) dead after ${d.deliveries} deliveries: ${d.last_error.slice(0, 300)}`,
     );
-    const { rows: lines } = await database.db.execute<{ n: number }>(sql`select count(*)::int as n from host_earnings where consumer_group = ${o.group}`);
-    const result = (name: string, v: string[], count = v.length): CheckResult => ({ name, ok: count === 0, violations: v.slice(0, 10), violationCount: count });
+    const { rows: lines } = await database.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from host_earnings where consumer_group = ${o.group}`,
+    );
+    const result = (name: string, v: string[], count = v.length): CheckResult => ({
+      name,
+      ok: count === 0,
+      violations: v.slice(0, 10),
+      violationCount: count,
+    });
     return {
       checks: [
         result(EVENT_CHECKS.exactlyOnce, violations),
@@ -203,7 +216,6 @@ export async function checkEvents(o: {
     await database.close();
   }
 }
-
 
 /** What a consumer kill did (faults.ts). */
 export interface ConsumerKillObserved {
@@ -333,7 +345,11 @@ export async function startEventsChaos(o: {
     async finish(timeoutMs = 120_000) {
       await stopConsumer();
       if (!nats.running) await nats.start();
-      const last = spawn(process.execPath, ['--import', 'tsx', entry, '--until-empty'], { cwd: o.root, env: consumerEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      const last = spawn(process.execPath, ['--import', 'tsx', entry, '--until-empty'], {
+        cwd: o.root,
+        env: consumerEnv,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let output = '';
       last.stdout.on('data', (d) => (output += d));
       last.stderr.on('data', (d) => (output += d));

@@ -118,7 +118,6 @@ export interface InjectorDeps {
   connectionWaitMs?: number;
 }
 
-
 /**
  * Waits until `ms` have passed by Date.now(), the clock the faults' times are recorded in. A timer
  * alone can fire a millisecond early by that clock (it counts from the event loop's cached time),
@@ -193,7 +192,11 @@ export class FaultInjector {
             .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
             .finally(() => this.running.delete(p));
           this.busy.set(target, p);
-          if (downstream) this.busy.set(DOWNSTREAM, p.then(() => pauseAtLeast(this.d.downstreamGapMs ?? 0)));
+          if (downstream)
+            this.busy.set(
+              DOWNSTREAM,
+              p.then(() => pauseAtLeast(this.d.downstreamGapMs ?? 0)),
+            );
           if (eventsPath) this.busy.set(EVENTS_PATH, p);
           this.running.add(p);
         }, f.at),
@@ -216,8 +219,11 @@ export class FaultInjector {
     const { detail, evidence } = await this.run(f);
     const fault: InjectedFault = { ...f, target, startedAt, endedAt: Date.now(), detail, evidence, waitedMs };
     this.done.push(fault);
-    const waited = waitedMs > 50 ? `, waited ${waitedMs} ms for the target${DOWNSTREAM_OUTAGES.has(f.kind) ? ' or the other downstream' : ''}` : '';
-    this.d.log(`fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waited}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`);
+    const waited =
+      waitedMs > 50 ? `, waited ${waitedMs} ms for the target${DOWNSTREAM_OUTAGES.has(f.kind) ? ' or the other downstream' : ''}` : '';
+    this.d.log(
+      `fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waited}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`,
+    );
   }
 
   private async postmasterStart(): Promise<string | null> {
@@ -257,14 +263,20 @@ export class FaultInjector {
         await sleep(f.downMs);
         d.api.start();
         await d.waitApiUp();
-        return { detail: `SIGKILL API (${seen ? `pid ${seen.pid}` : 'no process running'}), down ${f.downMs} ms before restart`, evidence: killEvidence(seen, 'SIGKILL') };
+        return {
+          detail: `SIGKILL API (${seen ? `pid ${seen.pid}` : 'no process running'}), down ${f.downMs} ms before restart`,
+          evidence: killEvidence(seen, 'SIGKILL'),
+        };
       }
       case 'smtp-outage': {
         const seen = await d.smtp.kill('SIGKILL');
         await sleep(f.downMs);
         d.smtp.start();
         await d.waitSmtpUp();
-        return { detail: `SMTP server killed (${seen ? `pid ${seen.pid}` : 'no process running'}), restarted after ${f.downMs} ms`, evidence: killEvidence(seen, 'SIGKILL') };
+        return {
+          detail: `SMTP server killed (${seen ? `pid ${seen.pid}` : 'no process running'}), restarted after ${f.downMs} ms`,
+          evidence: killEvidence(seen, 'SIGKILL'),
+        };
       }
       case 'pg-restart': {
         const before = await this.postmasterStart();
@@ -303,7 +315,9 @@ export class FaultInjector {
         let left = pids;
         const deadline = Date.now() + (d.backendGoneTimeoutMs ?? 3_000);
         while (left.length && Date.now() < deadline) {
-          const { rows: alive } = await d.admin.query<{ pid: number }>('select pid from pg_stat_activity where pid = any($1::int[])', [left]);
+          const { rows: alive } = await d.admin.query<{ pid: number }>('select pid from pg_stat_activity where pid = any($1::int[])', [
+            left,
+          ]);
           left = alive.map((r) => r.pid);
           if (left.length) await sleep(50);
         }
@@ -325,7 +339,9 @@ export class FaultInjector {
       case 'nats-outage': {
         if (!d.events) return { detail: 'no events path in this run: no nats-server to stop', evidence: null };
         const seen = await d.events.natsOutage(f.downMs);
-        const how = seen.stopped ? `pid ${seen.stopped.pid} exited ${seen.stopped.signal ?? `with code ${seen.stopped.code}`}` : 'no server running';
+        const how = seen.stopped
+          ? `pid ${seen.stopped.pid} exited ${seen.stopped.signal ?? `with code ${seen.stopped.code}`}`
+          : 'no server running';
         return {
           detail: `nats-server stopped (SIGTERM; ${how}), port ${seen.refusedWhileDown ? 'refused' : 'still accepted'} connections, started again on the same store after ${f.downMs} ms${seen.restartedPid ? ` (pid ${seen.restartedPid})` : ''}`,
           evidence:

@@ -58,7 +58,11 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
     Array.from({ length: 8 }, async () => {
       for (let cb = queue.shift(); cb; cb = queue.shift()) {
         try {
-          const res = await api.call('GET', `/bookings/${cb.id}`, { token: (cb.guest as User).token, route: 'GET /bookings/:id', deadlineMs: 30_000 });
+          const res = await api.call('GET', `/bookings/${cb.id}`, {
+            token: (cb.guest as User).token,
+            route: 'GET /bookings/:id',
+            deadlineMs: 30_000,
+          });
           lookups.push({ id: cb.id, httpStatus: res.status, body: res.status === 200 ? res.body : undefined });
         } catch (err) {
           lookups.push({ id: cb.id, httpStatus: null, error: String(err) });
@@ -67,7 +71,14 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
     }),
   );
 
-  const { rows: slowest } = await db.query<{ topic: string; status: string; attempts: number; seconds: number; created_at: Date; last_error: string | null }>(
+  const { rows: slowest } = await db.query<{
+    topic: string;
+    status: string;
+    attempts: number;
+    seconds: number;
+    created_at: Date;
+    last_error: string | null;
+  }>(
     `select topic, status, attempts, extract(epoch from processed_at - created_at)::float8 as seconds, created_at, last_error
        from outbox where processed_at is not null order by processed_at - created_at desc limit 5`,
   );

@@ -180,7 +180,11 @@ export class Load {
     // Each 550 guest books once before the load, so every run, however short, exercises the dead
     // letter path (the random load alone left a 20 s run without one).
     const bouncers = this.guests().filter((g) => g.bounces);
-    await Promise.all(bouncers.map((g, i) => this.book(g, this.properties[i % this.properties.length]!, { checkIn: isoDay(400 + 5 * i), checkOut: isoDay(402 + 5 * i) })));
+    await Promise.all(
+      bouncers.map((g, i) =>
+        this.book(g, this.properties[i % this.properties.length]!, { checkIn: isoDay(400 + 5 * i), checkOut: isoDay(402 + 5 * i) }),
+      ),
+    );
   }
 
   /** The booking horizon grows with time, so the calendar never fills up for good. */
@@ -206,7 +210,9 @@ export class Load {
       const ok201 = (r: ApiResponse) => r.status === 201 || r.status === 200;
       const same = ok201(a) && ok201(b) ? a.body.id === b.body.id : !ok201(a) && !ok201(b) && a.status === b.status;
       if (!same && this.figures.idempotencyMismatches.length < 20) {
-        this.figures.idempotencyMismatches.push(`key ${key}: ${a.status} ${a.body?.id ?? a.body?.code} vs ${b.status} ${b.body?.id ?? b.body?.code}`);
+        this.figures.idempotencyMismatches.push(
+          `key ${key}: ${a.status} ${a.body?.id ?? a.body?.code} vs ${b.status} ${b.body?.id ?? b.body?.code}`,
+        );
       }
     }
     for (const res of answers) {

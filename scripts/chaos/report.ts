@@ -57,15 +57,23 @@ export function renderMarkdown(r: ChaosResults): string {
   const mn = r.minimums;
   lines.push(
     '',
-    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(mn.faults)
+    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(
+      mn.faults,
+    )
       .filter(([, n]) => n > 0)
       .map(([k, n]) => `${k} ${n}`)
       .join(', ')}; no client gave up.`,
   );
-  lines.push('', `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`);
+  lines.push(
+    '',
+    `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`,
+  );
   if (f.slowestMessages.length) {
     lines.push('', 'Slowest messages (commit to DONE/DEAD):');
-    for (const m of f.slowestMessages) lines.push(`- ${m.topic} ${m.status} after ${m.seconds} s, ${m.attempts} attempts${m.lastError ? `; last error: ${m.lastError.slice(0, 160)}` : ''}`);
+    for (const m of f.slowestMessages)
+      lines.push(
+        `- ${m.topic} ${m.status} after ${m.seconds} s, ${m.attempts} attempts${m.lastError ? `; last error: ${m.lastError.slice(0, 160)}` : ''}`,
+      );
   }
   const exits = Object.entries(f.unplannedExits).filter(([, e]) => e.length);
   if (exits.length) {

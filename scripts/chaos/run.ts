@@ -119,7 +119,6 @@ function readFlags(argv: string[]): Flags {
   };
 }
 
-
 async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -181,7 +180,10 @@ export interface ChaosResults {
 
 function gitVersion(): { commit: string | null; srcDirty: boolean | null } {
   try {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const git = (...args: string[]) =>
+      execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim();
     return { commit: git('rev-parse', 'HEAD'), srcDirty: git('status', '--porcelain', '--', 'src', 'migrations') !== '' };
   } catch {
     // Not a git checkout (a `git archive` snapshot): the caller may say which commit it is.
@@ -304,7 +306,14 @@ async function main(): Promise<number> {
     const api = new Supervised({
       name: 'api',
       entry: path.join(root, 'src/http/server.ts'),
-      env: { ...baseEnv, PORT: String(apiPort), HOST: '127.0.0.1', RATE_LIMIT_AUTH_PER_MINUTE: '1000000', SHUTDOWN_TIMEOUT_SECONDS: '5', LOG_LEVEL: 'warn' },
+      env: {
+        ...baseEnv,
+        PORT: String(apiPort),
+        HOST: '127.0.0.1',
+        RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+        SHUTDOWN_TIMEOUT_SECONDS: '5',
+        LOG_LEVEL: 'warn',
+      },
       cwd: root,
       logFile: path.join(logs, 'api.log'),
     });
@@ -324,9 +333,13 @@ async function main(): Promise<number> {
     // TypeScript through tsx: seconds apiece on a busy machine, so not one after the other)
     const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, ...ev?.env };
     const topicsOut = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'], { cwd: root, env: workerEnv }, (err, stdout) =>
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
-        err ? reject(err) : resolve(stdout),
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'],
+        { cwd: root, env: workerEnv },
+        (err, stdout) =>
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
+          err ? reject(err) : resolve(stdout),
       ),
     );
     const handledTopics = topicsOut
@@ -445,7 +458,10 @@ async function main(): Promise<number> {
       await ev.finish().catch((err: Error) => caughtUp.push(err.message));
       eventsInput = { checks: [checkResult(EVENT_CHECKS.caughtUp, caughtUp), ...(await ev.check())] };
       const f = ev.figures;
-      if (f) say(`events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream, ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters`);
+      if (f)
+        say(
+          `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream, ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters`,
+        );
     }
 
     // --- checks (the API is still up for the clients' look-ups)
@@ -459,7 +475,10 @@ async function main(): Promise<number> {
     // Every process the run supervises, with the exits it did not cause (the consumer and nats-server too).
     const supervised = [...children, ...(ev ? [ev.consumer] : [])].map((c) => [c.spec.name, c.unplannedExits] as const);
     const natsServer = ev ? [['nats-server', ev.nats.unplannedExits] as const] : [];
-    const faultsPlanned = Object.fromEntries(FAULT_KINDS.map((k) => [k, plan.filter((f) => f.kind === k).length])) as Record<FaultKind, number>;
+    const faultsPlanned = Object.fromEntries(FAULT_KINDS.map((k) => [k, plan.filter((f) => f.kind === k).length])) as Record<
+      FaultKind,
+      number
+    >;
     const verdict = judge({
       durationSeconds: flags.durationSeconds,
       mailDomain: MAIL_DOMAIN,
@@ -476,7 +495,9 @@ async function main(): Promise<number> {
       idempotencyMismatches: load.figures.idempotencyMismatches,
       faultsPlanned,
       faults: injector.done,
-      unplannedExits: [...supervised, ...natsServer].flatMap(([name, exits]) => exits.map((e) => ({ process: name, at: e.at, code: e.code, signal: e.signal, lastLines: e.lastLines }))),
+      unplannedExits: [...supervised, ...natsServer].flatMap(([name, exits]) =>
+        exits.map((e) => ({ process: name, at: e.at, code: e.code, signal: e.signal, lastLines: e.lastLines })),
+      ),
       drained: drainedAt !== null,
       events: eventsInput,
     });
@@ -484,7 +505,10 @@ async function main(): Promise<number> {
     const lastFault = injector.lastFaultEndedAt;
     // Steady state after the last fault: the first sample at which no message is older than 5 s.
     const steady = lastFault ? samples.find((s) => s.at >= lastFault && s.oldestAge <= 5) : undefined;
-    const peak = samples.reduce<(typeof samples)[number] | undefined>((best, x) => (!best || x.oldestAge > best.oldestAge ? x : best), undefined);
+    const peak = samples.reduce<(typeof samples)[number] | undefined>(
+      (best, x) => (!best || x.oldestAge > best.oldestAge ? x : best),
+      undefined,
+    );
     const responses: Record<string, number> = {};
     for (const [k, n] of [...client.counts.entries()].sort()) responses[k] = n;
 
@@ -503,7 +527,9 @@ async function main(): Promise<number> {
         bounceRecipients: bounceEmails.length,
         retryWindowSeconds: Math.round(retryWindowMs() / 100) / 10,
       },
-      events: ev ? { covered: true, figures: ev.figures ?? null, consumerKills: ev.consumerKills } : { covered: false, skipped: NATS_INSTALL_HINT },
+      events: ev
+        ? { covered: true, figures: ev.figures ?? null, consumerKills: ev.consumerKills }
+        : { covered: false, skipped: NATS_INSTALL_HINT },
       checks: verdict.checks,
       minimums: verdict.minimums,
       figures: {
@@ -516,7 +542,8 @@ async function main(): Promise<number> {
         faults: verdict.faults.withEvidence,
         faultsPlanned,
         faultsWithoutEffect: verdict.faults.withoutEffect,
-        workerKillsMidHandlers: injector.done.filter((f) => f.kind === 'worker-kill' && f.evidence && f.detail.includes('mid-handlers')).length,
+        workerKillsMidHandlers: injector.done.filter((f) => f.kind === 'worker-kill' && f.evidence && f.detail.includes('mid-handlers'))
+          .length,
         mail: verdict.mail,
         outbox: verdict.outbox,
         drainSecondsAfterLoad: drainedAt ? Math.round((drainedAt - loadEnd) / 100) / 10 : null,
@@ -526,11 +553,17 @@ async function main(): Promise<number> {
         maxOldestPendingAtSeconds: peak ? Math.round((peak.at - loadStart) / 100) / 10 : null,
         slowestMessages: gathered.slowest,
         timeline: timeline(samples, loadStart),
-        unplannedExits: Object.fromEntries([...supervised, ...natsServer].map(([name, exits]) => [name, exits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))])),
+        unplannedExits: Object.fromEntries(
+          [...supervised, ...natsServer].map(([name, exits]) => [name, exits.map((e) => ({ ...e, at: new Date(e.at).toISOString() }))]),
+        ),
       },
       faults: injector.done
         .sort((a, b) => a.startedAt - b.startedAt)
-        .map(({ startedAt, endedAt, ...f }) => ({ ...f, atSeconds: Math.round((startedAt - loadStart) / 100) / 10, seconds: Math.round((endedAt - startedAt) / 100) / 10 })),
+        .map(({ startedAt, endedAt, ...f }) => ({
+          ...f,
+          atSeconds: Math.round((startedAt - loadStart) / 100) / 10,
+          seconds: Math.round((endedAt - startedAt) / 100) / 10,
+        })),
       handledTopics,
     };
 

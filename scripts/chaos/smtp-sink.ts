@@ -67,14 +67,17 @@ const server = new SMTPServer({
       const messageId = header(raw, 'Message-ID');
       const to = conn.envelope.rcptTo.map((r) => r.address);
       const [lo, hi] = opts.latencyMs;
-      setTimeout(() => {
-        if (rng.chance(opts.tempFailRate)) {
-          record({ kind: 'rejected', at: Date.now(), code: 451, messageId, to });
-          return callback(smtpError(451, '4.3.0 Try again later (chaos)'));
-        }
-        record({ kind: 'accepted', at: Date.now(), messageId, idempotencyKey: header(raw, 'X-Idempotency-Key'), to });
-        callback(null, 'Queued (chaos sink)');
-      }, rng.between(lo, hi));
+      setTimeout(
+        () => {
+          if (rng.chance(opts.tempFailRate)) {
+            record({ kind: 'rejected', at: Date.now(), code: 451, messageId, to });
+            return callback(smtpError(451, '4.3.0 Try again later (chaos)'));
+          }
+          record({ kind: 'accepted', at: Date.now(), messageId, idempotencyKey: header(raw, 'X-Idempotency-Key'), to });
+          callback(null, 'Queued (chaos sink)');
+        },
+        rng.between(lo, hi),
+      );
     });
   },
 });

@@ -21,10 +21,18 @@ import type { SinkRecord } from './smtp-sink.ts';
  * reported but not counted.
  */
 
-export type FaultKind = 'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers' | 'consumer-kill' | 'nats-outage';
+export type FaultKind =
+  'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers' | 'consumer-kill' | 'nats-outage';
 /** The faults of the events path (JetStream relay and earnings consumer): planned and required only when that part runs. */
 export const EVENT_FAULT_KINDS: FaultKind[] = ['consumer-kill', 'nats-outage'];
-export const FAULT_KINDS: FaultKind[] = ['worker-kill', 'api-kill', 'smtp-outage', 'pg-restart', 'pg-terminate-workers', ...EVENT_FAULT_KINDS];
+export const FAULT_KINDS: FaultKind[] = [
+  'worker-kill',
+  'api-kill',
+  'smtp-outage',
+  'pg-restart',
+  'pg-terminate-workers',
+  ...EVENT_FAULT_KINDS,
+];
 
 /**
  * The events path's checks (scripts/chaos/events.ts makes them after the drain). When the events
@@ -187,7 +195,12 @@ const BOOKING_EMAILS = {
  * contract rather than by calling the system's helper, so a change of the system's ids shows up
  * as lost mail instead of being followed silently (a unit test pins the two together).
  */
-export function expectedMessageId(topic: 'booking.created' | 'booking.cancelled', bookingId: string, handler: string, domain: string): string {
+export function expectedMessageId(
+  topic: 'booking.created' | 'booking.cancelled',
+  bookingId: string,
+  handler: string,
+  domain: string,
+): string {
   const key = `${topic === 'booking.created' ? 'booking-created' : 'booking-cancelled'}:${bookingId}`;
   return `<${`${key}.${handler}`.replace(/[^A-Za-z0-9._-]+/g, '.')}@${domain}>`;
 }
@@ -267,7 +280,9 @@ export function judge(input: JudgeInput): Verdict {
   for (const c of input.clientBookings) {
     const b = bookingById.get(c.id);
     if (b && (lc(b.guestEmail) !== lc(c.guestEmail) || lc(b.hostEmail) !== lc(c.hostEmail))) {
-      clientDisagrees.push(`booking ${c.id}: the client booked as ${c.guestEmail} with host ${c.hostEmail}, the database says ${b.guestEmail} / ${b.hostEmail}`);
+      clientDisagrees.push(
+        `booking ${c.id}: the client booked as ${c.guestEmail} with host ${c.hostEmail}, the database says ${b.guestEmail} / ${b.hostEmail}`,
+      );
     }
     expect_('booking.created', c.id, c.guestEmail, c.hostEmail);
     if (c.status === 'cancelled' && !c.cancelUncertain) expect_('booking.cancelled', c.id, c.guestEmail, c.hostEmail);
@@ -277,17 +292,26 @@ export function judge(input: JudgeInput): Verdict {
   const cancellations = input.bookings.filter((b) => b.status === 'cancelled').length;
   {
     const v: string[] = [];
-    if (input.bookings.length < min.bookings) v.push(`${input.bookings.length} bookings in the database; at least ${min.bookings} needed for a ${input.durationSeconds} s run`);
-    if (input.clientBookings.length < min.bookings) v.push(`clients were answered 201 for ${input.clientBookings.length} bookings; at least ${min.bookings} needed`);
+    if (input.bookings.length < min.bookings)
+      v.push(`${input.bookings.length} bookings in the database; at least ${min.bookings} needed for a ${input.durationSeconds} s run`);
+    if (input.clientBookings.length < min.bookings)
+      v.push(`clients were answered 201 for ${input.clientBookings.length} bookings; at least ${min.bookings} needed`);
     if (cancellations < min.cancellations) v.push(`${cancellations} cancelled bookings; at least ${min.cancellations} needed`);
     if (expectedCount < min.emailsExpected) v.push(`${expectedCount} emails expected; at least ${min.emailsExpected} needed`);
     for (const k of FAULT_KINDS) {
       if (withEvidence[k] < min.faults[k]) {
-        v.push(`${withEvidence[k]} ${k} fault(s) with evidence of their effect (planned ${input.faultsPlanned[k] ?? 0}); at least ${min.faults[k]} needed`);
+        v.push(
+          `${withEvidence[k]} ${k} fault(s) with evidence of their effect (planned ${input.faultsPlanned[k] ?? 0}); at least ${min.faults[k]} needed`,
+        );
       }
     }
     if (input.clientsGaveUp > 0) v.push(`${input.clientsGaveUp} client request(s) gave up: what they were told is unknown`);
-    checks.push(result('the run had something to judge: bookings, cancellations, emails and every kind of fault (with evidence) at the minimum for its duration; no client gave up', v));
+    checks.push(
+      result(
+        'the run had something to judge: bookings, cancellations, emails and every kind of fault (with evidence) at the minimum for its duration; no client gave up',
+        v,
+      ),
+    );
   }
 
   // --- 1. Every booking has exactly one booking.created event; every cancelled one exactly one
@@ -304,7 +328,8 @@ export function judge(input: JudgeInput): Verdict {
       const created = events.get(`booking.created:${b.publicId}`) ?? [];
       const cancelled = events.get(`booking.cancelled:${b.publicId}`) ?? [];
       if (created.length !== 1) v.push(`booking ${b.publicId} has ${created.length} booking.created events`);
-      if (b.status === 'cancelled' && cancelled.length !== 1) v.push(`cancelled booking ${b.publicId} has ${cancelled.length} booking.cancelled events`);
+      if (b.status === 'cancelled' && cancelled.length !== 1)
+        v.push(`cancelled booking ${b.publicId} has ${cancelled.length} booking.cancelled events`);
       if (b.status === 'confirmed' && cancelled.length !== 0) v.push(`confirmed booking ${b.publicId} has a booking.cancelled event`);
     }
     for (const m of outbox) {
@@ -339,7 +364,12 @@ export function judge(input: JudgeInput): Verdict {
       if (accepted.has(k)) bounceDelivered.push(`${e.what} was accepted although the address answers 550`);
     } else if (!accepted.has(k)) lost.push(`${e.what} never delivered`);
   }
-  checks.push(result('every booking and every cancellation: guest and host emails delivered to the right address (zero lost; matched on Message-ID and recipient)', [...lost, ...clientDisagrees]));
+  checks.push(
+    result(
+      'every booking and every cancellation: guest and host emails delivered to the right address (zero lost; matched on Message-ID and recipient)',
+      [...lost, ...clientDisagrees],
+    ),
+  );
 
   const unexpected: string[] = [];
   const wrongRecipient: string[] = [];
@@ -351,11 +381,10 @@ export function judge(input: JudgeInput): Verdict {
     else unexpected.push(`unexpected Message-ID ${messageId} (to ${recipient})`);
   }
   checks.push(
-    result('no email to anyone else, and none about anything that did not happen (every accepted Message-ID and recipient match a booking)', [
-      ...wrongRecipient,
-      ...unexpected,
-      ...bounceDelivered,
-    ]),
+    result(
+      'no email to anyone else, and none about anything that did not happen (every accepted Message-ID and recipient match a booking)',
+      [...wrongRecipient, ...unexpected, ...bounceDelivered],
+    ),
   );
 
   // --- 3. DEAD: exactly the events of the 550 recipients, each with last_error; nothing else.
@@ -366,11 +395,13 @@ export function judge(input: JudgeInput): Verdict {
       const involvesBounce = !!b && (m.topic === 'booking.created' || m.topic === 'booking.cancelled') && bounce.has(lc(b.guestEmail));
       if (involvesBounce) {
         if (m.status !== 'DEAD') v.push(`${m.topic} ${m.publicId} to a 550 recipient is ${m.status}, not DEAD`);
-        else if (!m.lastError || !/550/.test(m.lastError)) v.push(`${m.topic} ${m.publicId} DEAD without a 550 in last_error: ${m.lastError}`);
+        else if (!m.lastError || !/550/.test(m.lastError))
+          v.push(`${m.topic} ${m.publicId} DEAD without a 550 in last_error: ${m.lastError}`);
         else if (/\S+@\S+\.\w+/.test(m.lastError)) v.push(`${m.topic} ${m.publicId} last_error shows an email address`);
         // The host's email of the same event must still have gone out (handlers are tracked apart).
         const hostHandler = m.topic === 'booking.created' ? 'email.host-new-booking' : 'email.host-cancellation';
-        if (!m.handlersDone.includes(hostHandler)) v.push(`${m.topic} ${m.publicId}: ${hostHandler} not recorded done (last_error: ${m.lastError})`);
+        if (!m.handlersDone.includes(hostHandler))
+          v.push(`${m.topic} ${m.publicId}: ${hostHandler} not recorded done (last_error: ${m.lastError})`);
       } else if (m.status === 'DEAD') {
         v.push(`${m.topic} ${m.publicId} is DEAD after ${m.attempts} attempts: ${m.lastError}`);
       }
@@ -391,7 +422,12 @@ export function judge(input: JudgeInput): Verdict {
   checks.push(result('the workers drain within the bound', input.drained ? [] : ['not drained']));
 
   // --- 5. No two confirmed bookings of a property overlap (the SQL self-join's rows).
-  checks.push(result('no two confirmed bookings overlap (SQL self-join)', input.overlaps.map((r) => `${r.a} overlaps ${r.b} (property ${r.propertyId})`)));
+  checks.push(
+    result(
+      'no two confirmed bookings overlap (SQL self-join)',
+      input.overlaps.map((r) => `${r.a} overlaps ${r.b} (property ${r.propertyId})`),
+    ),
+  );
 
   // --- 6. Every client that got a 201 finds its booking, in the state it was told.
   {
@@ -402,16 +438,23 @@ export function judge(input: JudgeInput): Verdict {
       if (!bookingById.has(cb.id)) v.push(`booking ${cb.id}: answered 201 but not in the database`);
       if (!l) v.push(`booking ${cb.id}: never looked up`);
       else if (l.httpStatus !== 200) v.push(`booking ${cb.id}: GET answered ${l.httpStatus ?? l.error}`);
-      else if (!cb.cancelUncertain && l.body?.status !== cb.status) v.push(`booking ${cb.id}: client was told ${cb.status}, API says ${l.body?.status}`);
+      else if (!cb.cancelUncertain && l.body?.status !== cb.status)
+        v.push(`booking ${cb.id}: client was told ${cb.status}, API says ${l.body?.status}`);
       else if (l.body?.checkIn !== cb.checkIn || l.body?.checkOut !== cb.checkOut) v.push(`booking ${cb.id}: dates differ`);
       const b = bookingById.get(cb.id);
-      if (b && !cb.cancelUncertain && b.status !== cb.status) v.push(`booking ${cb.id}: client was told ${cb.status}, the database says ${b.status}`);
+      if (b && !cb.cancelUncertain && b.status !== cb.status)
+        v.push(`booking ${cb.id}: client was told ${cb.status}, the database says ${b.status}`);
     }
     checks.push(result('every client that got a 201 finds its booking (GET /bookings/:id and the database), as it was told', v));
   }
 
   // --- 7. No request answered 500.
-  checks.push(result('no request got a 500', input.serverErrors.map((e) => `${new Date(e.at).toISOString()} ${e.route} ${e.status} ${e.body.slice(0, 200)}`)));
+  checks.push(
+    result(
+      'no request got a 500',
+      input.serverErrors.map((e) => `${new Date(e.at).toISOString()} ${e.route} ${e.status} ${e.body.slice(0, 200)}`),
+    ),
+  );
 
   // --- 8. No process crashed on its own. The allowed exits: a worker restarted while Postgres is
   // down refuses to start (exit 1, "cannot reach the database"); the earnings consumer started
@@ -427,13 +470,18 @@ export function judge(input: JudgeInput): Verdict {
         e.lastLines.some((l) => l.includes('cannot reach NATS')) &&
         e.at !== undefined &&
         natsDown.some((f) => e.at! >= f.startedAt && e.at! <= f.endedAt + NATS_REFUSAL_SLACK_MS);
-      if (!refusedToStart && !refusedWhileNatsDown) v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
+      if (!refusedToStart && !refusedWhileNatsDown)
+        v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
     }
-    checks.push(result('no process crashed (a worker refusing to start while Postgres is down, or the consumer while NATS is, is allowed)', v));
+    checks.push(
+      result('no process crashed (a worker refusing to start while Postgres is down, or the consumer while NATS is, is allowed)', v),
+    );
   }
 
   // --- 9. The same Idempotency-Key sent twice at once gets the same answer.
-  checks.push(result('the same Idempotency-Key sent twice at once gets the same answer (one booking, replayed)', input.idempotencyMismatches));
+  checks.push(
+    result('the same Idempotency-Key sent twice at once gets the same answer (one booking, replayed)', input.idempotencyMismatches),
+  );
 
   // --- 10. The faults were what the run says: never two on one target at once.
   {
@@ -443,7 +491,8 @@ export function judge(input: JudgeInput): Verdict {
     for (const [target, list] of byTarget) {
       const s = [...list].sort((a, b) => a.startedAt - b.startedAt);
       for (let i = 1; i < s.length; i++) {
-        if (s[i]!.startedAt < s[i - 1]!.endedAt) v.push(`${s[i]!.kind} on ${target} started while ${s[i - 1]!.kind} on it was still in progress`);
+        if (s[i]!.startedAt < s[i - 1]!.endedAt)
+          v.push(`${s[i]!.kind} on ${target} started while ${s[i - 1]!.kind} on it was still in progress`);
       }
     }
     checks.push(result('never two faults on one target at once', v));
@@ -459,7 +508,10 @@ export function judge(input: JudgeInput): Verdict {
 
   const byTopicStatus: Record<string, number> = {};
   for (const m of outbox) byTopicStatus[`${m.topic} ${m.status}`] = (byTopicStatus[`${m.topic} ${m.status}`] ?? 0) + 1;
-  const dupCounts = [...accepted.entries()].filter(([k]) => expected.has(k)).map(([, n]) => n).filter((n) => n > 1);
+  const dupCounts = [...accepted.entries()]
+    .filter(([k]) => expected.has(k))
+    .map(([, n]) => n)
+    .filter((n) => n > 1);
   return {
     ok: checks.every((c) => c.ok),
     checks,

@@ -2,7 +2,12 @@ import { z } from 'zod';
 import { OUTBOX_STATUSES } from '../db/schema.ts';
 
 /** Topic names are dotted lower-case words ('booking.created'); anything else cannot match a row. */
-const topicName = z.string().trim().min(1).max(100).regex(/^[a-z0-9_.-]+$/i, 'must be a topic name');
+const topicName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .regex(/^[a-z0-9_.-]+$/i, 'must be a topic name');
 
 export const listMessagesQuery = z.strictObject({
   // Accepts 'dead' as well as 'DEAD': people type it in URLs.
@@ -26,7 +31,14 @@ export const bulkRetryBody = z.union([
 ]);
 export type BulkRetryBody = z.infer<typeof bulkRetryBody>;
 
-export const depthQuery = z.strictObject({ minutes: z.coerce.number().int().min(5).max(24 * 60).default(60) });
+export const depthQuery = z.strictObject({
+  minutes: z.coerce
+    .number()
+    .int()
+    .min(5)
+    .max(24 * 60)
+    .default(60),
+});
 
 const iso = z.string();
 

@@ -71,8 +71,7 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
-const badCursor = (message: string) =>
-  new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message }]);
+const badCursor = (message: string) => new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message }]);
 
 /** Same cursor convention as GET /bookings: the last item's public id, base64url-encoded. */
 async function decodeCursor(db: Db, cursor: string): Promise<number> {

@@ -48,10 +48,7 @@ export function toBookingResponse(v: repo.BookingView): BookingResponse {
   };
 }
 
-type EventBooking = Pick<
-  repo.BookingRow,
-  'publicId' | 'checkIn' | 'checkOut' | 'guests' | 'nights' | 'total' | 'currency'
->;
+type EventBooking = Pick<repo.BookingRow, 'publicId' | 'checkIn' | 'checkOut' | 'guests' | 'nights' | 'total' | 'currency'>;
 
 function bookingEventPayload(v: Omit<repo.BookingView, 'booking'> & { booking: EventBooking }, idempotencyKey: string) {
   const b = v.booking;

@@ -119,7 +119,10 @@ export async function findPropertyLockedForBooking(tx: Tx, publicId: string, loc
   return { property, host };
 }
 
-export type NewBooking = Omit<typeof bookings.$inferInsert, 'id' | 'publicId' | 'status' | 'createdAt' | 'updatedAt' | 'cancelledAt' | 'stay'> & {
+export type NewBooking = Omit<
+  typeof bookings.$inferInsert,
+  'id' | 'publicId' | 'status' | 'createdAt' | 'updatedAt' | 'cancelledAt' | 'stay'
+> & {
   publicId: string;
 };
 
@@ -145,8 +148,19 @@ export function bookingInsert(v: NewBooking): RowInsert {
            on conflict do nothing
            returning ${BOOKING_COLUMNS}`,
     values: [
-      v.publicId, v.propertyId, v.guestId, v.checkIn, v.checkOut, v.guests, v.currency, v.nights,
-      v.nightlyPrice, v.subtotal, v.cleaningFee, v.serviceFee, v.total,
+      v.publicId,
+      v.propertyId,
+      v.guestId,
+      v.checkIn,
+      v.checkOut,
+      v.guests,
+      v.currency,
+      v.nights,
+      v.nightlyPrice,
+      v.subtotal,
+      v.cleaningFee,
+      v.serviceFee,
+      v.total,
     ],
   };
 }

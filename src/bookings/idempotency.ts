@@ -67,22 +67,15 @@ const STORE = statement(
 
 export const requestHash = (body: unknown) => createHash('sha256').update(canonical(body)).digest('hex');
 
-export async function claimIdempotencyKey(
-  tx: Tx,
-  userId: number,
-  key: string,
-  hash: string,
-  ttlHours: number,
-): Promise<KeyClaim> {
+export async function claimIdempotencyKey(tx: Tx, userId: number, key: string, hash: string, ttlHours: number): Promise<KeyClaim> {
   const client = clientOf(tx);
   const claimed = await run(client, CLAIM, [userId, key, hash, ttlHours]);
   if (claimed.length) return { kind: 'new' };
 
-  const [existing] = await run<{ request_hash: string; response_status: number | null; response_body: unknown }>(
-    client,
-    FIND,
-    [userId, key],
-  );
+  const [existing] = await run<{ request_hash: string; response_status: number | null; response_body: unknown }>(client, FIND, [
+    userId,
+    key,
+  ]);
   if (!existing) throw new AppError('request_in_progress'); // deleted by a concurrent expiry sweep (the worker's housekeeping, deleteExpiredIdempotencyKeys below): let the client retry
   if (existing.request_hash !== hash) throw new AppError('idempotency_key_reused');
   if (existing.response_status === null) throw new AppError('request_in_progress');

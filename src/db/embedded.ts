@@ -1,6 +1,20 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, chownSync, chmodSync, lstatSync, readFileSync, writeFileSync, rmSync, openSync, statSync, cpSync, renameSync, mkdtempSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  chownSync,
+  chmodSync,
+  lstatSync,
+  readFileSync,
+  writeFileSync,
+  rmSync,
+  openSync,
+  statSync,
+  cpSync,
+  renameSync,
+  mkdtempSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -228,14 +242,7 @@ export class EmbeddedPostgres {
       await new Promise<void>((resolve, reject) => {
         const p = spawn(
           bin.initdb,
-          [
-            `--pgdata=${dataDir}`,
-            '--auth=scram-sha-256',
-            `--username=${user}`,
-            `--pwfile=${pwfile}`,
-            '--encoding=UTF8',
-            '--no-locale',
-          ],
+          [`--pgdata=${dataDir}`, '--auth=scram-sha-256', `--username=${user}`, `--pwfile=${pwfile}`, '--encoding=UTF8', '--no-locale'],
           { ...ids, stdio: ['ignore', 'ignore', 'pipe'] },
         );
         let stderr = '';

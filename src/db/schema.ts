@@ -201,7 +201,10 @@ export const outbox = pgTable(
     claimId: uuid('claim_id'),
     claimedAt: ts('claimed_at'),
     /** Handlers that have finished for this message: a retry re-runs only the others. */
-    handlersDone: text('handlers_done').array().notNull().default(sql`'{}'::text[]`),
+    handlersDone: text('handlers_done')
+      .array()
+      .notNull()
+      .default(sql`'{}'::text[]`),
     /** When the message became DONE or DEAD. */
     processedAt: ts('processed_at'),
     /** The last failure (handler, error class, message), so a DEAD row explains itself. */
@@ -215,7 +218,9 @@ export const outbox = pgTable(
      * magnitude: this index holds only what the worker can still claim, so the claim stays as fast
      * with a million DONE rows behind it as with none, and it walks rows already in available_at order.
      */
-    index('outbox_pending_available_idx').on(t.availableAt, t.id).where(sql`status = 'PENDING'`),
+    index('outbox_pending_available_idx')
+      .on(t.availableAt, t.id)
+      .where(sql`status = 'PENDING'`),
     /*
      * Per-key ordering: "is an older message of this key still pending?" is one probe here, over
      * that key's rows. NOT partial, unlike the claim's index: the planner sizes a partial index by
@@ -225,8 +230,12 @@ export const outbox = pgTable(
      */
     index('outbox_key_idx').on(t.key, t.id),
     /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
-    index('outbox_dead_idx').on(t.topic, t.id).where(sql`status = 'DEAD'`),
-    index('outbox_done_processed_idx').on(t.processedAt).where(sql`status = 'DONE'`),
+    index('outbox_dead_idx')
+      .on(t.topic, t.id)
+      .where(sql`status = 'DEAD'`),
+    index('outbox_done_processed_idx')
+      .on(t.processedAt)
+      .where(sql`status = 'DONE'`),
   ],
 );
 
@@ -326,7 +335,9 @@ export const consumerDeadLetters = pgTable(
   },
   (t) => [
     uniqueIndex('consumer_dead_letters_group_message_key').on(t.consumerGroup, t.messageId),
-    index('consumer_dead_letters_open_idx').on(t.consumerGroup, t.id).where(sql`replayed_at is null`),
+    index('consumer_dead_letters_open_idx')
+      .on(t.consumerGroup, t.id)
+      .where(sql`replayed_at is null`),
   ],
 );
 

@@ -133,7 +133,11 @@ async function backfill(ctx: CommandContext): Promise<number> {
     }
 
     const natsUrl = config.NATS_URL!;
-    const publisher = createJetStreamPublisher(config, logger, { connectionName: 'stayhub-backfill', requireServerAtStart: true, ownsStream: false });
+    const publisher = createJetStreamPublisher(config, logger, {
+      connectionName: 'stayhub-backfill',
+      requireServerAtStart: true,
+      ownsStream: false,
+    });
     try {
       try {
         await publisher.prepare();

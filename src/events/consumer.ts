@@ -130,7 +130,13 @@ function groupDifferences(have: ConsumerConfig, want: ReturnType<typeof desiredG
   check('ack_policy', have.ack_policy !== want.ack_policy, have.ack_policy, want.ack_policy, false);
   check('deliver_policy', !KEEPS_EVERY_EVENT.includes(have.deliver_policy), have.deliver_policy, want.deliver_policy, false);
   // "original" hands events out at the pace they were published: a backlog never catches up.
-  check('replay_policy', (have.replay_policy ?? ReplayPolicy.Instant) !== want.replay_policy, have.replay_policy, want.replay_policy, false);
+  check(
+    'replay_policy',
+    (have.replay_policy ?? ReplayPolicy.Instant) !== want.replay_policy,
+    have.replay_policy,
+    want.replay_policy,
+    false,
+  );
   // A push consumer of the same name: pulls fail, the group reads nothing.
   check('deliver_subject', Boolean(have.deliver_subject), have.deliver_subject, '(none: a pull consumer)', false);
   // The server stops redelivering after max_deliver: the event is dropped without a dead letter.
@@ -366,7 +372,9 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
           );
         }
         o.log.error({ err, attempt }, 'could not recreate the consumer group yet (NATS unreachable?); trying again');
-        await sleep(backoffDelaySeconds(attempt, { baseSeconds: 0.5, maxSeconds: 30 }) * 1000, undefined, { signal: waiting.signal }).catch(() => undefined);
+        await sleep(backoffDelaySeconds(attempt, { baseSeconds: 0.5, maxSeconds: 30 }) * 1000, undefined, { signal: waiting.signal }).catch(
+          () => undefined,
+        );
       }
     }
   };
@@ -415,7 +423,13 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
 export async function replayDeadLetters(db: Db, group: string, handle: GroupHandler, log: Logger) {
   const result = { applied: 0, duplicate: 0, failed: 0 };
   for (const row of await openDeadLetters(db, group)) {
-    const event = fromParts({ subject: row.subject, headers: row.headers, data: row.data, streamSeq: row.stream_seq, deliveries: row.deliveries });
+    const event = fromParts({
+      subject: row.subject,
+      headers: row.headers,
+      data: row.data,
+      streamSeq: row.stream_seq,
+      deliveries: row.deliveries,
+    });
     try {
       const outcome = await withTransaction(db, async (tx) => {
         const fresh = await claimInbox(tx, group, event.messageId, event.streamSeq);
@@ -426,7 +440,9 @@ export async function replayDeadLetters(db: Db, group: string, handle: GroupHand
       result[outcome]++;
     } catch (err) {
       result.failed++;
-      await db.execute(sql`update consumer_dead_letters set last_error = ${String((err as Error).message).slice(0, 4000)} where id = ${row.id}`);
+      await db.execute(
+        sql`update consumer_dead_letters set last_error = ${String((err as Error).message).slice(0, 4000)} where id = ${row.id}`,
+      );
     }
   }
   return result;

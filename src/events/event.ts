@@ -33,7 +33,13 @@ export function decodeEvent(m: JsMsg): ConsumedEvent {
 }
 
 /** Also used to rebuild an event from a stored dead letter. `data`: a message's JSON text, or a dead letter's body already parsed. */
-export function fromParts(p: { subject: string; headers: Record<string, string>; data: unknown; streamSeq: number | null; deliveries: number }): ConsumedEvent {
+export function fromParts(p: {
+  subject: string;
+  headers: Record<string, string>;
+  data: unknown;
+  streamSeq: number | null;
+  deliveries: number;
+}): ConsumedEvent {
   const messageId = p.headers[HEADERS.msgId] ?? p.headers[HEADERS.outboxId];
   if (!messageId) throw new MalformedEventError(`event at ${p.subject} has no ${HEADERS.msgId} header: cannot deduplicate it`);
   let body = p.data;

@@ -41,11 +41,7 @@ export interface EventsMonitorOptions {
 }
 
 const STREAM_NOT_FOUND = 10059;
-const NATS_ERRORS: (abstract new (...args: never[]) => Error)[] = [
-  ...Object.values(natsErrors),
-  JetStreamError,
-  JetStreamApiError,
-];
+const NATS_ERRORS: (abstract new (...args: never[]) => Error)[] = [...Object.values(natsErrors), JetStreamError, JetStreamApiError];
 
 /** An error from NATS or JetStream (refused, timeout, no responders, an API error): not a bug of ours. */
 const fromNats = (err: unknown) => NATS_ERRORS.some((type) => err instanceof type);

@@ -160,7 +160,10 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
       try {
         const info = await ensureStream(jsm, desiredStream(config), { role, log });
-        log.warn({ stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 }, 'events stream ready again');
+        log.warn(
+          { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
+          'events stream ready again',
+        );
       } catch (err) {
         throw new EventsStreamMissingError(
           `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
@@ -207,7 +210,9 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
           ack = await send();
         } catch (again) {
           if (!nobodyAnswered(again)) throw again;
-          throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, { cause: again });
+          throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
+            cause: again,
+          });
         }
       }
       return { seq: ack.seq, duplicate: ack.duplicate };

@@ -29,7 +29,9 @@ export class StreamConfigError extends Error {
  * A republish after a crash happens inside this span, so a duplicate window at least this long
  * lets the server drop it (by Nats-Msg-Id).
  */
-export function outboxRetrySpanSeconds(config: Pick<Config, 'MAX_ATTEMPTS' | 'LEASE_SECONDS' | 'BACKOFF_BASE_SECONDS' | 'BACKOFF_MAX_SECONDS'>): number {
+export function outboxRetrySpanSeconds(
+  config: Pick<Config, 'MAX_ATTEMPTS' | 'LEASE_SECONDS' | 'BACKOFF_BASE_SECONDS' | 'BACKOFF_MAX_SECONDS'>,
+): number {
   let span = config.MAX_ATTEMPTS * config.LEASE_SECONDS;
   for (let n = 1; n < config.MAX_ATTEMPTS; n++) {
     span += backoffDelaySeconds(n, { baseSeconds: config.BACKOFF_BASE_SECONDS, maxSeconds: config.BACKOFF_MAX_SECONDS });
@@ -139,14 +141,22 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, rol
   // A reader needs its subjects in the stream (or it reads nothing), and leaves any others alone.
   if (want.subjects && !relay) {
     const missing = want.subjects.some((subject) => !(have.subjects ?? []).includes(subject));
-    check('subjects', missing, list(have.subjects), `${list(want.subjects)} among them`, false, 'only the relay changes them: same EVENTS_SUBJECT_PREFIX?');
+    check(
+      'subjects',
+      missing,
+      list(have.subjects),
+      `${list(want.subjects)} among them`,
+      false,
+      'only the relay changes them: same EVENTS_SUBJECT_PREFIX?',
+    );
   }
   // JetStream cannot change these two on an existing stream; workqueue or interest retention
   // deletes an event once one group has it, so the other groups never see it.
   if (want.retention) check('retention', have.retention !== want.retention, have.retention, want.retention, false);
   if (want.storage) check('storage', have.storage !== want.storage, have.storage, want.storage, false);
   for (const field of ['max_msgs', 'max_bytes', 'max_msgs_per_subject', 'max_msg_size'] as const) {
-    if (want[field] !== undefined) check(field, limit(have[field]) !== limit(want[field]), String(limit(have[field])), String(limit(want[field])));
+    if (want[field] !== undefined)
+      check(field, limit(have[field]) !== limit(want[field]), String(limit(have[field])), String(limit(want[field])));
   }
   if (want.discard) check('discard', have.discard !== want.discard, have.discard, want.discard);
   if (want.discard_new_per_subject !== undefined) {
@@ -157,9 +167,15 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, rol
   // refuses to compute one that is.
   if (relay) {
     if (want.max_age !== undefined) check('max_age', have.max_age !== want.max_age, seconds(have.max_age), seconds(want.max_age));
-    if (want.num_replicas !== undefined) check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
+    if (want.num_replicas !== undefined)
+      check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
     if (want.duplicate_window !== undefined) {
-      check('duplicate_window', have.duplicate_window !== want.duplicate_window, seconds(have.duplicate_window), seconds(want.duplicate_window));
+      check(
+        'duplicate_window',
+        have.duplicate_window !== want.duplicate_window,
+        seconds(have.duplicate_window),
+        seconds(want.duplicate_window),
+      );
     }
   }
   // A sealed stream refuses every publish, and JetStream cannot unseal it.
@@ -189,7 +205,11 @@ const STREAM_NAME_IN_USE = 10058;
  * difference, at start, instead of events going missing later. Updates JetStream refuses
  * (replicas above the cluster size, a subject overlapping another stream) are a StreamConfigError too.
  */
-export async function ensureStream(jsm: JetStreamManager, want: WithName<StreamConfig>, opts: EnsureStreamOptions = {}): Promise<StreamInfo> {
+export async function ensureStream(
+  jsm: JetStreamManager,
+  want: WithName<StreamConfig>,
+  opts: EnsureStreamOptions = {},
+): Promise<StreamInfo> {
   const role = opts.role ?? 'reader';
   try {
     for (let attempt = 0; ; attempt++) {
@@ -218,16 +238,24 @@ export async function ensureStream(jsm: JetStreamManager, want: WithName<StreamC
       const changes = Object.fromEntries(differences.map((d) => [d.field, want[d.field as keyof StreamConfig]]));
       // Discard "new" per subject needs discard "new": they change together.
       if ('discard' in changes || 'discard_new_per_subject' in changes) {
-        Object.assign(changes, { discard: want.discard ?? current.config.discard, discard_new_per_subject: want.discard_new_per_subject ?? false });
+        Object.assign(changes, {
+          discard: want.discard ?? current.config.discard,
+          discard_new_per_subject: want.discard_new_per_subject ?? false,
+        });
       }
       const updated = await jsm.streams.update(want.name, { ...current.config, ...changes });
-      opts.log?.warn({ stream: want.name, changed: describeDifferences(differences) }, 'events stream settings brought back to the configuration');
+      opts.log?.warn(
+        { stream: want.name, changed: describeDifferences(differences) },
+        'events stream settings brought back to the configuration',
+      );
       return updated;
     }
   } catch (err) {
     if (err instanceof StreamConfigError) throw err;
     if (err instanceof JetStreamApiError) {
-      throw new StreamConfigError(`JetStream refused stream ${want.name} as configured (${err.message}); check EVENTS_* against the server`);
+      throw new StreamConfigError(
+        `JetStream refused stream ${want.name} as configured (${err.message}); check EVENTS_* against the server`,
+      );
     }
     throw err;
   }

@@ -25,5 +25,8 @@ export function problem(code: ErrorCode, detail?: string, errors?: FieldError[])
 }
 
 export function sendProblem(reply: FastifyReply, p: Problem) {
-  return reply.status(p.status).type('application/problem+json').send({ ...p, instance: reply.request.url.split('?')[0] });
+  return reply
+    .status(p.status)
+    .type('application/problem+json')
+    .send({ ...p, instance: reply.request.url.split('?')[0] });
 }

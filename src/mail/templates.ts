@@ -69,18 +69,9 @@ function facts(b: Booking): [string, string][] {
 function render(greeting: string, lead: string, b: Booking, closing: string): { text: string; html: string } {
   const rows = facts(b);
   const width = Math.max(...rows.map(([k]) => k.length)) + 2;
-  const text = [
-    greeting,
-    '',
-    lead,
-    '',
-    ...rows.map(([k, v]) => `${`${k}:`.padEnd(width)}${v}`),
-    '',
-    closing,
-    '',
-    '— StayHub',
-    '',
-  ].join('\n');
+  const text = [greeting, '', lead, '', ...rows.map(([k, v]) => `${`${k}:`.padEnd(width)}${v}`), '', closing, '', '— StayHub', ''].join(
+    '\n',
+  );
   const html = `<!doctype html>
 <html><body style="font-family: sans-serif; color: #222">
 <p>${escapeHtml(greeting)}</p>

@@ -52,8 +52,7 @@ export function createApiMetrics(opts: ApiMetricsOptions): ApiMetrics {
 
   return {
     registry,
-    observeRequest: (method, route, statusCode, seconds) =>
-      duration.observe({ method, route, status_code: String(statusCode) }, seconds),
+    observeRequest: (method, route, statusCode, seconds) => duration.observe({ method, route, status_code: String(statusCode) }, seconds),
     observeBookingOutcome: (statusCode) => bookings.inc({ status_code: String(statusCode) }),
   };
 }

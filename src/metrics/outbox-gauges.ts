@@ -59,7 +59,11 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
     'Outbox messages by status and topic. pending includes leased and backing-off messages; dead ones stay until replayed.',
     ['status', 'topic'],
   );
-  const leased = gauge('stayhub_outbox_leased_messages', 'PENDING messages a worker holds right now (claimed, lease not run out), by topic.', ['topic']);
+  const leased = gauge(
+    'stayhub_outbox_leased_messages',
+    'PENDING messages a worker holds right now (claimed, lease not run out), by topic.',
+    ['topic'],
+  );
   const doneLastHour = gauge('stayhub_outbox_done_last_hour', 'Messages that became DONE in the last hour, by topic.', ['topic']);
   const oldestAge = gauge(
     'stayhub_outbox_oldest_pending_age_seconds',

@@ -196,7 +196,9 @@ export async function explainClaim(
   how: { analyze?: boolean; buffers?: boolean } = {},
 ): Promise<string> {
   const own = `${CLAIM_STATEMENT}-explain`;
-  const { rows } = await client.query<{ name: string }>('select name from pg_prepared_statements where name = any($1)', [[CLAIM_STATEMENT, own]]);
+  const { rows } = await client.query<{ name: string }>('select name from pg_prepared_statements where name = any($1)', [
+    [CLAIM_STATEMENT, own],
+  ]);
   const prepared = new Set(rows.map((r) => r.name));
   if (!prepared.has(CLAIM_STATEMENT) && !prepared.has(own)) {
     await client.query(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8) as ${CLAIM_SQL}`);

@@ -23,10 +23,7 @@ export async function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 
 }
 
 /** Deletes every DONE row older than the retention, batch after batch. Returns how many went. */
-export async function purgeDone(
-  db: Db,
-  opts: { retentionDays: number; batchSize?: number; maxBatches?: number },
-): Promise<number> {
+export async function purgeDone(db: Db, opts: { retentionDays: number; batchSize?: number; maxBatches?: number }): Promise<number> {
   const batchSize = opts.batchSize ?? 1000;
   let total = 0;
   for (let i = 0; i < (opts.maxBatches ?? Infinity); i++) {

@@ -22,11 +22,7 @@ export interface RequeueResult {
  * a NOTIFY inside the transaction holds the cluster-wide notification lock through the commit);
  * the payload says why it woke. If it is lost, the worker's poll finds the messages.
  */
-export async function requeueDead(
-  db: Db,
-  criteria: RequeueCriteria,
-  actor: { userId?: number; label: string },
-): Promise<RequeueResult> {
+export async function requeueDead(db: Db, criteria: RequeueCriteria, actor: { userId?: number; label: string }): Promise<RequeueResult> {
   const where =
     'ids' in criteria
       ? sql`public_id = any(${sql.param(criteria.ids)}::uuid[])`

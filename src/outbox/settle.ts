@@ -109,13 +109,7 @@ const RETRY = statement(
  * A transient failure: back to waiting, due again after `delaySeconds`. available_at, which held
  * the lease deadline, now holds the backoff deadline; releasing the claim is the same write.
  */
-export function scheduleRetry(
-  db: Db,
-  id: number,
-  claimId: string,
-  delaySeconds: number,
-  lastError: string,
-): Promise<boolean> {
+export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
   return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
 }
 
@@ -183,7 +177,10 @@ export class Settler {
     try {
       held = await retryWrite(() => recordHandlerDone(this.db, msg.id, msg.claimId, handler));
     } catch (err) {
-      this.log.error({ err, messageId: msg.publicId, handler }, 'could not record a handler\'s success; the lease will bring the message back');
+      this.log.error(
+        { err, messageId: msg.publicId, handler },
+        "could not record a handler's success; the lease will bring the message back",
+      );
       return false;
     }
     if (!held) {
@@ -207,7 +204,10 @@ export class Settler {
           ? await this.done.add({ id: msg.id, claimId: msg.claimId, lastHandler: verdict.handler })
           : await retryWrite(() => this.write(msg, verdict));
     } catch (err) {
-      this.log.error({ err, messageId: msg.publicId, outcome: verdict.kind }, 'could not record the outcome; the lease will bring the message back');
+      this.log.error(
+        { err, messageId: msg.publicId, outcome: verdict.kind },
+        'could not record the outcome; the lease will bring the message back',
+      );
       return 'lost';
     }
     if (!held) {

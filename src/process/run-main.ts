@@ -226,7 +226,18 @@ class StopControl {
 /** How long a forced stop waits for its hooks (stopping an embedded PostgreSQL) before exiting anyway. */
 const FORCED_STOP_GRACE_MS = 5_000;
 
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03', '28P01', '28000', '3D000']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  '57P03',
+  '28P01',
+  '28000',
+  '3D000',
+]);
 
 /** One line for an error that ended a command: the database's state in words a person can act on. */
 export function describeStartFailure(e: unknown, config: Pick<Config, 'DATABASE_URL'>): string {

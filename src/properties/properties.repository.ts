@@ -43,12 +43,7 @@ export async function bookedRanges(db: Db, propertyId: number, from: string, to:
     .select({ checkIn: bookings.checkIn, checkOut: bookings.checkOut })
     .from(bookings)
     .where(
-      and(
-        eq(bookings.propertyId, propertyId),
-        eq(bookings.status, 'confirmed'),
-        lt(bookings.checkIn, to),
-        gt(bookings.checkOut, from),
-      ),
+      and(eq(bookings.propertyId, propertyId), eq(bookings.status, 'confirmed'), lt(bookings.checkIn, to), gt(bookings.checkOut, from)),
     )
     .orderBy(asc(bookings.checkIn));
 }

@@ -78,7 +78,10 @@ export function createDirectIndexer(opts: DirectIndexerOptions): DirectIndexer {
     clearTimeout(timer);
     if (timedOut) {
       trip();
-      log.warn({ propertyId, timeoutMs }, 'direct search-index write is slow; answering without it (the outbox worker will index the property)');
+      log.warn(
+        { propertyId, timeoutMs },
+        'direct search-index write is slow; answering without it (the outbox worker will index the property)',
+      );
     }
   }
 

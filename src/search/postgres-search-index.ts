@@ -2,15 +2,7 @@ import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../config.ts';
-import type {
-  IndexHit,
-  IndexQuery,
-  SearchDocument,
-  SearchIndex,
-  SyncCounts,
-  TruthReader,
-  UpsertOutcome,
-} from './search-index.ts';
+import type { IndexHit, IndexQuery, SearchDocument, SearchIndex, SyncCounts, TruthReader, UpsertOutcome } from './search-index.ts';
 
 /**
  * The search index on PostgreSQL full-text search: table `search_documents` (see src/db/schema.ts:
@@ -38,9 +30,7 @@ export function searchIndexOptions(config: Config): PostgresSearchIndexOptions {
   };
 }
 
-const COLUMNS = sql.raw(
-  'property_id, title, description, city, country, currency, nightly_price, max_guests, source_updated_at',
-);
+const COLUMNS = sql.raw('property_id, title, description, city, country, currency, nightly_price, max_guests, source_updated_at');
 
 /**
  * Writes documents, keeping for each property the one built from the newest row.
@@ -157,9 +147,10 @@ export class PostgresSearchIndex implements SearchIndex {
        * lands precisely between two hits. Every match is ranked before the sort (no index gives
        * this order); the GIN index narrows the matches first.
        */
-      const after = q.after?.rank !== undefined
-        ? sql`where r.rank < ${q.after.rank}::real or (r.rank = ${q.after.rank}::real and r.property_id > ${q.after.propertyId}::uuid)`
-        : sql``;
+      const after =
+        q.after?.rank !== undefined
+          ? sql`where r.rank < ${q.after.rank}::real or (r.rank = ${q.after.rank}::real and r.property_id > ${q.after.propertyId}::uuid)`
+          : sql``;
       const res = await this.db.execute<{ property_id: string; rank: string }>(sql`
         select r.property_id, r.rank::text as rank
         from (

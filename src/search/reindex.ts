@@ -74,7 +74,13 @@ export async function reindex(opts: ReindexOptions): Promise<ReindexSummary> {
     const batch = await propertyIdBatch(db, lastId, batchSize);
     if (batch.length === 0) break;
     lastId = batch[batch.length - 1]!.id;
-    add(await indexProperties(db, searchIndex, batch.map((r) => r.publicId)));
+    add(
+      await indexProperties(
+        db,
+        searchIndex,
+        batch.map((r) => r.publicId),
+      ),
+    );
     p.done += batch.length;
     report();
   }

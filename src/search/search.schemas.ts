@@ -65,8 +65,7 @@ export function decodeCursor(cursor: string): IndexKey | undefined {
  */
 export function cursorKey(cursor: string, q: string | undefined): IndexKey {
   const key = decodeCursor(cursor);
-  const refuse = (message: string) =>
-    new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message }]);
+  const refuse = (message: string) => new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message }]);
   if (!key) throw refuse('is not a cursor this endpoint returned');
   if ((key.rank !== undefined) !== (q !== undefined)) throw refuse('belongs to a search with a different q');
   return key;

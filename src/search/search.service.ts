@@ -62,7 +62,11 @@ export async function searchProperties(deps: SearchDeps, p: SearchQuery): Promis
       after,
       limit: batchSize,
     });
-    const truth = await loadMatchingProperties(deps.db, hits.map((h) => h.propertyId), filter);
+    const truth = await loadMatchingProperties(
+      deps.db,
+      hits.map((h) => h.propertyId),
+      filter,
+    );
     for (const hit of hits) {
       after = hit.key;
       examined++;

@@ -82,11 +82,7 @@ export interface TruthFilter {
  * a booked or deactivated property. The text match itself is not re-checked (that is the index's
  * job, and its rank is what orders the page).
  */
-export async function loadMatchingProperties(
-  db: Db,
-  publicIds: string[],
-  f: TruthFilter,
-): Promise<Map<string, PropertyWithHost>> {
+export async function loadMatchingProperties(db: Db, publicIds: string[], f: TruthFilter): Promise<Map<string, PropertyWithHost>> {
   if (publicIds.length === 0) return new Map();
   const where: SQL[] = [inArray(properties.publicId, publicIds), eq(properties.active, true)];
   if (f.city !== undefined) where.push(sql`lower(${properties.city}) = lower(${f.city})`);

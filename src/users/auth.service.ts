@@ -27,10 +27,7 @@ async function openSession(deps: AuthDeps, userId: number): Promise<string> {
   return token;
 }
 
-export async function createUser(
-  db: Db,
-  input: { email: string; password: string; name: string; role: UserRole },
-): Promise<repo.UserRow> {
+export async function createUser(db: Db, input: { email: string; password: string; name: string; role: UserRole }): Promise<repo.UserRow> {
   const passwordHash = await hashPassword(input.password);
   try {
     return await repo.insertUser(db, { email: input.email, name: input.name, role: input.role, passwordHash });

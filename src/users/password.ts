@@ -6,9 +6,7 @@ import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } 
  * breaking the hashes already stored.
  */
 const scrypt = (password: string, salt: Buffer, keylen: number, opts: ScryptOptions) =>
-  new Promise<Buffer>((resolve, reject) =>
-    scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+  new Promise<Buffer>((resolve, reject) => scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))));
 
 const COST = { N: 16384, r: 8, p: 1 };
 const KEY_LENGTH = 32;

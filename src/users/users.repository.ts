@@ -45,8 +45,15 @@ export interface SessionUser {
 
 export async function findUserBySessionHash(db: Db, tokenHash: string): Promise<SessionUser | undefined> {
   const [r] = await run<{
-    id: string; public_id: string; email: string; name: string; role: UserRole; password_hash: string;
-    created_at: Date; updated_at: Date; expires_at: Date;
+    id: string;
+    public_id: string;
+    email: string;
+    name: string;
+    role: UserRole;
+    password_hash: string;
+    created_at: Date;
+    updated_at: Date;
+    expires_at: Date;
   }>(poolOf(db), SESSION_USER, [tokenHash]);
   if (!r) return undefined;
   return {

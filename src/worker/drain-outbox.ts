@@ -68,7 +68,13 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
       const registry = new HandlerRegistry([...defaultHandlers(deps), ...(extraHandlers?.(deps) ?? [])]);
       try {
         if (modes[0] === 'list-topics') {
-          for (const topic of registry.topics()) out(`${topic}: ${registry.handlersFor(topic).map((h) => h.name).join(', ')}`);
+          for (const topic of registry.topics())
+            out(
+              `${topic}: ${registry
+                .handlersFor(topic)
+                .map((h) => h.name)
+                .join(', ')}`,
+            );
           const unhandled = TOPIC_NAMES.filter((t) => registry.handlersFor(t).length === 0);
           if (unhandled.length) err(`(no handler, messages stay PENDING: ${unhandled.join(', ')})`);
           return 0;

@@ -59,7 +59,13 @@ afterAll(async () => {
 });
 
 function deadLetter(group: string, messageId: string) {
-  const event = fromParts({ subject: 'dash.booking.created', headers: { 'Nats-Msg-Id': messageId }, data: '{}', streamSeq: 1, deliveries: 5 });
+  const event = fromParts({
+    subject: 'dash.booking.created',
+    headers: { 'Nats-Msg-Id': messageId },
+    data: '{}',
+    streamSeq: 1,
+    deliveries: 5,
+  });
   return recordDeadLetter(db.db, group, event, 'Error: ledger rejected the event');
 }
 

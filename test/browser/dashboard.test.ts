@@ -177,9 +177,7 @@ describe('the outbox dashboard in Chromium', () => {
     page.on('request', (r) => {
       if (r.method() === 'POST' && /\/admin\/outbox\/.*retry/.test(r.url())) retryRequests.push(r.url());
     });
-    const dismissed = new Promise<void>((resolve) =>
-      page.once('dialog', (d) => void d.dismiss().then(() => resolve())),
-    );
+    const dismissed = new Promise<void>((resolve) => page.once('dialog', (d) => void d.dismiss().then(() => resolve())));
     await row.locator('button.retry').click();
     await dismissed;
     const { rows: still } = await db.pool.query(`select status from outbox where public_id = $1`, [deadBooking]);
@@ -190,7 +188,9 @@ describe('the outbox dashboard in Chromium', () => {
       confirmText = d.message();
       void d.accept();
     });
-    const answered = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith(`/admin/outbox/messages/${deadBooking}/retry`));
+    const answered = page.waitForResponse(
+      (r) => r.request().method() === 'POST' && r.url().endsWith(`/admin/outbox/messages/${deadBooking}/retry`),
+    );
     await row.locator('button.retry').click();
     expect((await answered).status()).toBe(200);
     expect(retryRequests, 'the dismissed confirmation sent a request').toEqual([`${base}/admin/outbox/messages/${deadBooking}/retry`]);

@@ -48,7 +48,10 @@ export async function launchChromium(): Promise<Browser> {
 }
 
 /** A page in a fresh context that records every script error and Content-Security-Policy violation: tests fail on any. */
-export async function watchedPage(browser: Browser, viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
+export async function watchedPage(
+  browser: Browser,
+  viewport: { width: number; height: number },
+): Promise<{ page: Page; problems: string[] }> {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   const problems: string[] = [];

@@ -54,15 +54,12 @@ export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions
       await admin(async (c) => {
         // Give connections closed a moment ago time to leave pg_stat_activity (a killed process's
         // backend finishes its statement first, which a loaded machine makes slow).
-        for (const until = Date.now() + 30_000; Date.now() < until; ) {
+        for (const until = Date.now() + 30_000; Date.now() < until;) {
           const { rows } = await c.query('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
           if (rows[0].n === 0) break;
           await new Promise((r) => setTimeout(r, 100));
         }
-        const { rows } = await c.query(
-          'select application_name, state, query from pg_stat_activity where datname = $1',
-          [name],
-        );
+        const { rows } = await c.query('select application_name, state, query from pg_stat_activity where datname = $1', [name]);
         if (rows.length) {
           throw new Error(`test database ${name} still has ${rows.length} connection(s) open: ${JSON.stringify(rows)}`);
         }

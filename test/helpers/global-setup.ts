@@ -26,12 +26,16 @@ const repoRoot = path.resolve(import.meta.dirname, '../..');
  */
 function repoWrites(): Set<string> | undefined {
   try {
-    const out = execFileSync('git', ['status', '--porcelain', '--ignored', '--untracked-files=all', '-z', '--', '.', ':(exclude)node_modules'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    const out = execFileSync(
+      'git',
+      ['status', '--porcelain', '--ignored', '--untracked-files=all', '-z', '--', '.', ':(exclude)node_modules'],
+      {
+        cwd: repoRoot,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
     // node_modules is the tools' own (vitest keeps its results cache in node_modules/.vite), not a test's.
     return new Set(
       out
@@ -44,7 +48,6 @@ function repoWrites(): Set<string> | undefined {
     return undefined;
   }
 }
-
 
 /**
  * Starts a throw-away PostgreSQL for this run (or uses TEST_DATABASE_URL's server), migrates a

@@ -151,7 +151,9 @@ export async function expectAllGone(run: NpmRun, pids: number[], timeoutMs: numb
   const described = left.map((p) => `${p} ${commandOf(p)}`);
   killLeftovers(left);
   if (r === timedOut || left.length) {
-    throw new Error(`still running ${timeoutMs} ms after npm was signalled:\n  ${described.join('\n  ')}\n--- output:\n${run.lines.join('\n')}`);
+    throw new Error(
+      `still running ${timeoutMs} ms after npm was signalled:\n  ${described.join('\n  ')}\n--- output:\n${run.lines.join('\n')}`,
+    );
   }
 }
 

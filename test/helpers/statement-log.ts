@@ -33,38 +33,42 @@ export function recordStatements(pool: pg.Pool): StatementLog {
   const statements: LoggedStatement[] = [];
   let seq = 0;
   let connections = 0;
-  const attach = (pool: pg.Pool) => pool.on('connect', (client) => {
-    const connection = ++connections;
-    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as { query: unknown }).query = (...args: unknown[]) => {
-      const first = args[0] as string | { text?: unknown } | undefined;
-      const text = typeof first === 'string' ? first : first?.text;
-      if (typeof text !== 'string') return original(...args);
-      const entry: LoggedStatement = { text, connection, startSeq: ++seq };
-      statements.push(entry);
-      const done = (err: unknown, res?: { rowCount?: number | null } | { rowCount?: number | null }[]) => {
-        entry.endSeq = ++seq;
-        // Several statements in one query string: one result each; the last one counts.
-        entry.rowCount = Array.isArray(res) ? res.at(-1)?.rowCount : res?.rowCount;
-        if (err) entry.error = (err as Error).message;
-      };
-      // pg-pool's own pool.query passes a callback; drizzle awaits the returned promise.
-      const cb = args.findIndex((a) => typeof a === 'function');
-      if (cb >= 0) {
-        const callback = args[cb] as (err: unknown, res: unknown) => void;
-        args[cb] = (err: unknown, res: { rowCount?: number | null }) => {
-          done(err, res);
-          callback(err, res);
+  const attach = (pool: pg.Pool) =>
+    pool.on('connect', (client) => {
+      const connection = ++connections;
+      const original = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text?: unknown } | undefined;
+        const text = typeof first === 'string' ? first : first?.text;
+        if (typeof text !== 'string') return original(...args);
+        const entry: LoggedStatement = { text, connection, startSeq: ++seq };
+        statements.push(entry);
+        const done = (err: unknown, res?: { rowCount?: number | null } | { rowCount?: number | null }[]) => {
+          entry.endSeq = ++seq;
+          // Several statements in one query string: one result each; the last one counts.
+          entry.rowCount = Array.isArray(res) ? res.at(-1)?.rowCount : res?.rowCount;
+          if (err) entry.error = (err as Error).message;
         };
-        return original(...args);
-      }
-      const result = original(...args);
-      if (result && typeof (result as Promise<unknown>).then === 'function') {
-        (result as Promise<{ rowCount?: number | null }>).then((res) => done(undefined, res), (err) => done(err));
-      }
-      return result;
-    };
-  });
+        // pg-pool's own pool.query passes a callback; drizzle awaits the returned promise.
+        const cb = args.findIndex((a) => typeof a === 'function');
+        if (cb >= 0) {
+          const callback = args[cb] as (err: unknown, res: unknown) => void;
+          args[cb] = (err: unknown, res: { rowCount?: number | null }) => {
+            done(err, res);
+            callback(err, res);
+          };
+          return original(...args);
+        }
+        const result = original(...args);
+        if (result && typeof (result as Promise<unknown>).then === 'function') {
+          (result as Promise<{ rowCount?: number | null }>).then(
+            (res) => done(undefined, res),
+            (err) => done(err),
+          );
+        }
+        return result;
+      };
+    });
   attach(pool);
   return {
     statements,

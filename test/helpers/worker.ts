@@ -74,10 +74,7 @@ export type MessageRow = {
  * Writes messages straight into the table (any topic, even one no handler or schema knows), as
  * `enqueue` would but outside the API: the worker is what is under test here.
  */
-export async function insertMessages(
-  db: Db,
-  messages: { topic: string; payload?: unknown; key?: string | null }[],
-): Promise<MessageRow[]> {
+export async function insertMessages(db: Db, messages: { topic: string; payload?: unknown; key?: string | null }[]): Promise<MessageRow[]> {
   const ids: number[] = [];
   for (let i = 0; i < messages.length; i += 1000) {
     const chunk = messages.slice(i, i + 1000);

@@ -72,7 +72,11 @@ describe('npm run create-admin', () => {
   });
 
   it('says the database is unreachable without echoing the query (it carries the password hash)', async () => {
-    const r = await createAdmin(['--email', uniqueEmail('ops'), '--name', 'X'], 'a long enough secret\n', 'postgres://postgres:x@127.0.0.1:1/none');
+    const r = await createAdmin(
+      ['--email', uniqueEmail('ops'), '--name', 'X'],
+      'a long enough secret\n',
+      'postgres://postgres:x@127.0.0.1:1/none',
+    );
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/could not write to the database \(ECONNREFUSED\)/);
     expect(r.stderr).not.toMatch(/scrypt|insert into/i);

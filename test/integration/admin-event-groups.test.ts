@@ -48,8 +48,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const get = (t: TestApp, auth?: Session) =>
-  t.app.inject({ method: 'GET', url: URL_, headers: auth ? auth.auth : {} });
+const get = (t: TestApp, auth?: Session) => t.app.inject({ method: 'GET', url: URL_, headers: auth ? auth.auth : {} });
 
 /** A 503 problem document from the app's error handler, answered within `withinMs`. */
 async function expectUnavailable(t: TestApp, withinMs: number) {
@@ -132,7 +131,7 @@ describe.skipIf(skip)('GET /admin/events/groups with a nats-server', () => {
     expect(res.json()).toMatchObject({ configured: true, stream: { name: 'NOT_YET', exists: false, messages: 0 }, groups: [] });
   });
 
-  it("lists every group with its pending and ack-pending counts, oldest unacked age and open dead letters", async () => {
+  it('lists every group with its pending and ack-pending counts, oldest unacked age and open dead letters', async () => {
     // Dead letters: two open for `all`, one replayed for `bookings` (not open), one of a group
     // that is not on the stream.
     await recordDeadLetter(db.db, 'all', event('dl-1'), 'boom');
@@ -205,9 +204,7 @@ describe.skipIf(skip)('GET /admin/events/groups with a nats-server', () => {
       if (down) await nats.start();
     }
     // The app's connection reconnects by itself (every half second).
-    await expect
-      .poll(async () => (await get(t, admin)).statusCode, { timeout: 10_000, interval: 250 })
-      .toBe(200);
+    await expect.poll(async () => (await get(t, admin)).statusCode, { timeout: 10_000, interval: 250 }).toBe(200);
     expect((await get(t, admin)).json().groups.map((g: { name: string }) => g.name)).toEqual(['all', 'bookings', 'props']);
   }, 30_000);
 });

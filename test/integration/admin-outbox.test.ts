@@ -265,7 +265,16 @@ describe('messages', () => {
 
   it('refuses bad filters with 400 problem details', async () => {
     const cursorOfNothing = Buffer.from(SOME_UUID).toString('base64url');
-    for (const q of ['status=LOST', 'limit=0', 'limit=201', 'limit=abc', 'cursor=bm90LWEtdXVpZA', `cursor=${cursorOfNothing}`, 'topic=%3Cscript%3E', 'extra=1']) {
+    for (const q of [
+      'status=LOST',
+      'limit=0',
+      'limit=201',
+      'limit=abc',
+      'cursor=bm90LWEtdXVpZA',
+      `cursor=${cursorOfNothing}`,
+      'topic=%3Cscript%3E',
+      'extra=1',
+    ]) {
       const res = await t.app.inject({ method: 'GET', url: `/admin/outbox/messages?${q}`, headers: admin.auth });
       expect(res.statusCode, q).toBe(400);
       expect(res.headers['content-type']).toMatch(/application\/problem\+json/);

@@ -93,7 +93,9 @@ describe('session lookups are remembered for at most a second', () => {
     const s = await signUp(t.app, 'guest');
     expect((await t.app.inject({ method: 'GET', url: '/me', headers: s.auth })).statusCode).toBe(200);
     const revokedAt = Date.now();
-    await t.db.pool.query(`update sessions set revoked_at = now() where user_id = (select id from users where public_id = $1)`, [s.user.id]);
+    await t.db.pool.query(`update sessions set revoked_at = now() where user_id = (select id from users where public_id = $1)`, [
+      s.user.id,
+    ]);
     // Poll: the answer may stay 200 only while the remembered lookup is younger than
     // SESSION_CACHE_MS. Exact, not a margin: the only lookup that can be remembered as live was
     // made (and its entry dated) before revokedAt was read, and a request asked at askedAt checks
@@ -116,7 +118,11 @@ describe('rate limiting', () => {
     try {
       const codes: number[] = [];
       for (let i = 0; i < 5; i++) {
-        const res = await limited.app.inject({ method: 'POST', url: '/auth/login', payload: { email: uniqueEmail(), password: 'wrong password' } });
+        const res = await limited.app.inject({
+          method: 'POST',
+          url: '/auth/login',
+          payload: { email: uniqueEmail(), password: 'wrong password' },
+        });
         codes.push(res.statusCode);
         if (res.statusCode === 429) expect(res.json().code).toBe('rate_limited');
       }

@@ -17,12 +17,17 @@ let bookingId: string;
 
 beforeAll(async () => {
   const [guest, otherGuest, host, otherHost] = await Promise.all([
-    signUp(t.app, 'guest'), signUp(t.app, 'guest'), signUp(t.app, 'host'), signUp(t.app, 'host'),
+    signUp(t.app, 'guest'),
+    signUp(t.app, 'guest'),
+    signUp(t.app, 'host'),
+    signUp(t.app, 'host'),
   ]);
   sessions = { guest, otherGuest, host, otherHost };
   propertyId = (await listProperty(t.app, host)).id;
   const b = await t.app.inject({
-    method: 'POST', url: '/bookings', headers: guest.auth,
+    method: 'POST',
+    url: '/bookings',
+    headers: guest.auth,
     payload: { propertyId, checkIn: daysFromNow(5), checkOut: daysFromNow(7), guests: 1 },
   });
   bookingId = b.json().id;
@@ -37,28 +42,60 @@ interface Case {
 }
 
 const cases: Case[] = [
-  { name: 'GET /me', request: () => ({ method: 'GET', url: '/me' }),
-    expected: { anonymous: 401, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
-  { name: 'POST /properties', request: () => ({ method: 'POST', url: '/properties', payload: propertyInput() }),
-    expected: { anonymous: 401, guest: 403, otherGuest: 403, host: 201, otherHost: 201 } },
-  { name: 'PATCH /properties/:id', request: () => ({ method: 'PATCH', url: `/properties/${propertyId}`, payload: { title: 'Renamed flat' } }),
-    expected: { anonymous: 401, guest: 403, otherGuest: 403, host: 200, otherHost: 403 } },
-  { name: 'GET /properties/:id', request: () => ({ method: 'GET', url: `/properties/${propertyId}` }),
-    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
-  { name: 'GET /properties/:id/availability',
+  {
+    name: 'GET /me',
+    request: () => ({ method: 'GET', url: '/me' }),
+    expected: { anonymous: 401, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
+  {
+    name: 'POST /properties',
+    request: () => ({ method: 'POST', url: '/properties', payload: propertyInput() }),
+    expected: { anonymous: 401, guest: 403, otherGuest: 403, host: 201, otherHost: 201 },
+  },
+  {
+    name: 'PATCH /properties/:id',
+    request: () => ({ method: 'PATCH', url: `/properties/${propertyId}`, payload: { title: 'Renamed flat' } }),
+    expected: { anonymous: 401, guest: 403, otherGuest: 403, host: 200, otherHost: 403 },
+  },
+  {
+    name: 'GET /properties/:id',
+    request: () => ({ method: 'GET', url: `/properties/${propertyId}` }),
+    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
+  {
+    name: 'GET /properties/:id/availability',
     request: () => ({ method: 'GET', url: `/properties/${propertyId}/availability?from=${daysFromNow(0)}&to=${daysFromNow(30)}` }),
-    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
-  { name: 'POST /bookings',
-    request: (_a, i) => ({ method: 'POST', url: '/bookings', payload: { propertyId, checkIn: daysFromNow(20 + i * 3), checkOut: daysFromNow(21 + i * 3), guests: 1 } }),
-    expected: { anonymous: 401, guest: 201, otherGuest: 201, host: 403, otherHost: 403 } },
-  { name: 'GET /bookings', request: () => ({ method: 'GET', url: '/bookings' }),
-    expected: { anonymous: 401, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
-  { name: 'GET /bookings/:id', request: () => ({ method: 'GET', url: `/bookings/${bookingId}` }),
-    expected: { anonymous: 401, guest: 200, otherGuest: 404, host: 200, otherHost: 404 } },
-  { name: 'GET /health', request: () => ({ method: 'GET', url: '/health' }),
-    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
-  { name: 'GET /docs/json', request: () => ({ method: 'GET', url: '/docs/json' }),
-    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 } },
+    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
+  {
+    name: 'POST /bookings',
+    request: (_a, i) => ({
+      method: 'POST',
+      url: '/bookings',
+      payload: { propertyId, checkIn: daysFromNow(20 + i * 3), checkOut: daysFromNow(21 + i * 3), guests: 1 },
+    }),
+    expected: { anonymous: 401, guest: 201, otherGuest: 201, host: 403, otherHost: 403 },
+  },
+  {
+    name: 'GET /bookings',
+    request: () => ({ method: 'GET', url: '/bookings' }),
+    expected: { anonymous: 401, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
+  {
+    name: 'GET /bookings/:id',
+    request: () => ({ method: 'GET', url: `/bookings/${bookingId}` }),
+    expected: { anonymous: 401, guest: 200, otherGuest: 404, host: 200, otherHost: 404 },
+  },
+  {
+    name: 'GET /health',
+    request: () => ({ method: 'GET', url: '/health' }),
+    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
+  {
+    name: 'GET /docs/json',
+    request: () => ({ method: 'GET', url: '/docs/json' }),
+    expected: { anonymous: 200, guest: 200, otherGuest: 200, host: 200, otherHost: 200 },
+  },
 ];
 
 describe('authorization matrix', () => {

@@ -49,7 +49,7 @@ const CONTROL = {
   'a carriage return': 'Eve\rMallory',
   'a tab': 'Eve\tMallory',
   'a bell': 'Eve\u0007',
-  'DEL': 'Eve\u007f',
+  DEL: 'Eve\u007f',
   'a C1 control': 'Eve\u0085Mallory',
   'a Unicode line separator': 'Eve\u2028Mallory',
 };
@@ -58,7 +58,11 @@ describe('single-line text fields refuse control characters (400 naming the fiel
   for (const [what, value] of Object.entries(CONTROL)) {
     it(`POST /auth/register name with ${what}`, async () => {
       await expect400(
-        { method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: 'correct horse battery', name: value, role: 'guest' } },
+        {
+          method: 'POST',
+          url: '/auth/register',
+          payload: { email: uniqueEmail(), password: 'correct horse battery', name: value, role: 'guest' },
+        },
         'validation_failed',
         'body.name',
       );
@@ -67,7 +71,11 @@ describe('single-line text fields refuse control characters (400 naming the fiel
 
   it('POST /auth/register email with a newline', async () => {
     await expect400(
-      { method: 'POST', url: '/auth/register', payload: { email: `${uniqueEmail()}\n`, password: 'correct horse battery', name: 'Eve', role: 'guest' } },
+      {
+        method: 'POST',
+        url: '/auth/register',
+        payload: { email: `${uniqueEmail()}\n`, password: 'correct horse battery', name: 'Eve', role: 'guest' },
+      },
       'validation_failed',
       'body.email',
     );
@@ -75,19 +83,44 @@ describe('single-line text fields refuse control characters (400 naming the fiel
 
   it('POST /properties title and city; PATCH title', async () => {
     const host = await signUp(t.app, 'host');
-    await expect400({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ title: 'Nice\nflat' }) }, 'validation_failed', 'body.title');
-    await expect400({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ city: 'Porto\u0000' }) }, 'validation_failed', 'body.city');
+    await expect400(
+      { method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ title: 'Nice\nflat' }) },
+      'validation_failed',
+      'body.title',
+    );
+    await expect400(
+      { method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ city: 'Porto\u0000' }) },
+      'validation_failed',
+      'body.city',
+    );
     const p = await listProperty(t.app, host);
-    await expect400({ method: 'PATCH', url: `/properties/${p.id}`, headers: host.auth, payload: { title: 'Nice\u2029flat' } }, 'validation_failed', 'body.title');
+    await expect400(
+      { method: 'PATCH', url: `/properties/${p.id}`, headers: host.auth, payload: { title: 'Nice\u2029flat' } },
+      'validation_failed',
+      'body.title',
+    );
   });
 
   it('a description keeps its line breaks and tabs but refuses NUL and other controls', async () => {
     const host = await signUp(t.app, 'host');
-    const ok = await t.app.inject({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ description: 'Line one\r\nLine\ttwo' }) });
+    const ok = await t.app.inject({
+      method: 'POST',
+      url: '/properties',
+      headers: host.auth,
+      payload: propertyInput({ description: 'Line one\r\nLine\ttwo' }),
+    });
     expect(ok.statusCode, ok.body).toBe(201);
     expect(ok.json().description).toBe('Line one\r\nLine\ttwo');
-    await expect400({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ description: 'a\u0000b' }) }, 'validation_failed', 'body.description');
-    await expect400({ method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ description: 'a\u001bb' }) }, 'validation_failed', 'body.description');
+    await expect400(
+      { method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ description: 'a\u0000b' }) },
+      'validation_failed',
+      'body.description',
+    );
+    await expect400(
+      { method: 'POST', url: '/properties', headers: host.auth, payload: propertyInput({ description: 'a\u001bb' }) },
+      'validation_failed',
+      'body.description',
+    );
   });
 
   it('GET /search q and city', async () => {
@@ -97,7 +130,11 @@ describe('single-line text fields refuse control characters (400 naming the fiel
 
   it('ordinary names, accents and emoji included, still pass', async () => {
     for (const name of ['Zoë O’Brien-Łukasz', '山田 太郎', 'Ana 🙂']) {
-      const res = await t.app.inject({ method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: 'correct horse battery', name, role: 'guest' } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/auth/register',
+        payload: { email: uniqueEmail(), password: 'correct horse battery', name, role: 'guest' },
+      });
       expect(res.statusCode, res.body).toBe(201);
       expect(res.json().user.name).toBe(name);
     }

@@ -70,7 +70,8 @@ describe('npm run bench -- --smoke', () => {
     }
     // Every configuration of ours against every peer, and the labelled best of ours.
     for (const mine of ['ours1', 'ours2', 'ours1Default', 'bestOfOurs']) {
-      for (const peer of ['graphile', 'pgBoss', 'bestPeer']) expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
+      for (const peer of ['graphile', 'pgBoss', 'bestPeer'])
+        expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
     }
     // Idle workers hit by one committed burst: every system measured, and compared.
     expect(Object.keys(r.burst.systems).sort()).toEqual(['graphile1', 'ours1', 'ours2', 'pgBoss']);
@@ -142,7 +143,19 @@ describe('npm run bench -- --smoke', () => {
     expect(r.targets).toHaveLength(10);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
-    for (const heading of ['## Machine and versions', '## Targets', '## 1. Drain', '## 1b. Idle workers', '## 2. Commit', '## 3. The booking', '## 4. What the outbox', '## 5. Claim', '## 6. Scaling', '## 7. Conflicts', '## 8. Relaying the outbox into JetStream']) {
+    for (const heading of [
+      '## Machine and versions',
+      '## Targets',
+      '## 1. Drain',
+      '## 1b. Idle workers',
+      '## 2. Commit',
+      '## 3. The booking',
+      '## 4. What the outbox',
+      '## 5. Claim',
+      '## 6. Scaling',
+      '## 7. Conflicts',
+      '## 8. Relaying the outbox into JetStream',
+    ]) {
       expect(md).toContain(heading);
     }
 
@@ -150,10 +163,14 @@ describe('npm run bench -- --smoke', () => {
   });
 });
 
-describe('the measurement scripts\' command lines', () => {
+describe("the measurement scripts' command lines", () => {
   const scripts = [
     { script: 'scripts/bench/run.ts', command: 'bench', flags: ['--smoke', '--out DIR', '--only SECTION', '--help'] },
-    { script: 'scripts/chaos/run.ts', command: 'chaos', flags: ['--duration SECONDS', '--seed N', '--out DIR', '--concurrency N', '--keep', '--help'] },
+    {
+      script: 'scripts/chaos/run.ts',
+      command: 'chaos',
+      flags: ['--duration SECONDS', '--seed N', '--out DIR', '--concurrency N', '--keep', '--help'],
+    },
     { script: 'scripts/measure-search.ts', command: 'measure:search', flags: ['--properties N', '--requests N', '--help'] },
   ];
 

@@ -23,7 +23,11 @@ async function propertyWithIdAbove(min: number) {
 }
 
 describe('booking a property whose id is past 2^31', () => {
-  for (const [label, min] of [['2^31', 2 ** 31], ['2^32', 2 ** 32], ['2^53 - 2^20', 2 ** 53 - 2 ** 20]] as const) {
+  for (const [label, min] of [
+    ['2^31', 2 ** 31],
+    ['2^32', 2 ** 32],
+    ['2^53 - 2^20', 2 ** 53 - 2 ** 20],
+  ] as const) {
     it(`id above ${label}: 201, then a clean 409 for the same dates, never a 5xx under a race`, async () => {
       const property = await propertyWithIdAbove(min);
       const guests = await Promise.all(Array.from({ length: 6 }, () => signUp(t.app, 'guest')));
@@ -52,25 +56,34 @@ describe('booking a property whose id is past 2^31', () => {
       await holder.query(`select pg_advisory_xact_lock(${BOOKING_LOCK_KEY_SQL(BOOKING_LOCK_NAMESPACE, '$1::bigint')})`, [property.id]);
       let done = false;
       const booking = t.app
-        .inject({ method: 'POST', url: '/bookings', headers: guest.auth, payload: { propertyId: property.publicId, checkIn: daysFromNow(50), checkOut: daysFromNow(51), guests: 1 } })
+        .inject({
+          method: 'POST',
+          url: '/bookings',
+          headers: guest.auth,
+          payload: { propertyId: property.publicId, checkIn: daysFromNow(50), checkOut: daysFromNow(51), guests: 1 },
+        })
         .finally(() => (done = true));
       // The booking's transaction is seen waiting for the very lock the holder has (same key, not
       // granted), before the holder lets go: a booking that took another key, or none, finishes
       // instead, however fast or slow the machine.
       const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-      await waitFor(async () => {
-        if (done) throw new Error(`the booking finished (${(await booking).statusCode}) without waiting for the lock the holder has`);
-        const { rows } = await t.db.pool.query<{ n: number }>(
-          `select count(*)::int as n
+      await waitFor(
+        async () => {
+          if (done) throw new Error(`the booking finished (${(await booking).statusCode}) without waiting for the lock the holder has`);
+          const { rows } = await t.db.pool.query<{ n: number }>(
+            `select count(*)::int as n
              from pg_locks held
              join pg_locks waiting on waiting.locktype = 'advisory' and not waiting.granted and waiting.pid <> held.pid
                                   and (waiting.database, waiting.classid, waiting.objid, waiting.objsubid)
                                       = (held.database, held.classid, held.objid, held.objsubid)
             where held.locktype = 'advisory' and held.granted and held.pid = $1`,
-          [holderPid],
-        );
-        return rows[0]!.n === 1;
-      }, 30_000, 'the booking to wait for the advisory lock');
+            [holderPid],
+          );
+          return rows[0]!.n === 1;
+        },
+        30_000,
+        'the booking to wait for the advisory lock',
+      );
       await holder.query('commit');
       expect((await booking).statusCode).toBe(201);
     } finally {

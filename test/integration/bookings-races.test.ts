@@ -93,7 +93,9 @@ describe('Idempotency-Key', () => {
     const third = await t.app.inject({ method: 'POST', url: '/bookings', headers, payload: body(p.id, 310) });
     expect(third.headers['idempotent-replayed']).toBe('true');
     expect(third.json()).toEqual(second.json());
-    const { rows } = await t.db.pool.query(`select count(*)::int as n, min(expires_at) > now() as live from idempotency_keys where key = 'expiring-key'`);
+    const { rows } = await t.db.pool.query(
+      `select count(*)::int as n, min(expires_at) > now() as live from idempotency_keys where key = 'expiring-key'`,
+    );
     expect(rows[0]).toEqual({ n: 1, live: true });
   });
 
@@ -110,8 +112,18 @@ describe('Idempotency-Key', () => {
 
   it('keys are per user: another user may use the same key', async () => {
     const p = await listProperty(t.app, host);
-    const a = await t.app.inject({ method: 'POST', url: '/bookings', headers: { ...guests[2]!.auth, 'idempotency-key': 'shared' }, payload: body(p.id, 240) });
-    const b = await t.app.inject({ method: 'POST', url: '/bookings', headers: { ...guests[3]!.auth, 'idempotency-key': 'shared' }, payload: body(p.id, 250) });
+    const a = await t.app.inject({
+      method: 'POST',
+      url: '/bookings',
+      headers: { ...guests[2]!.auth, 'idempotency-key': 'shared' },
+      payload: body(p.id, 240),
+    });
+    const b = await t.app.inject({
+      method: 'POST',
+      url: '/bookings',
+      headers: { ...guests[3]!.auth, 'idempotency-key': 'shared' },
+      payload: body(p.id, 250),
+    });
     expect([a.statusCode, b.statusCode]).toEqual([201, 201]);
     expect(a.json().id).not.toBe(b.json().id);
   });
@@ -144,7 +156,7 @@ describe('Idempotency-Key', () => {
     expect(retried.statusCode).toBe(201);
   });
 
-  it('taken dates are the key\'s answer: its 409 is replayed even after a cancellation frees the dates', async () => {
+  it("taken dates are the key's answer: its 409 is replayed even after a cancellation frees the dates", async () => {
     const p = await listProperty(t.app, host);
     const first = await t.app.inject({ method: 'POST', url: '/bookings', headers: guests[8]!.auth, payload: body(p.id, 290) });
     expect(first.statusCode).toBe(201);
@@ -162,7 +174,12 @@ describe('Idempotency-Key', () => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.json()).toEqual(refused.json());
     // A new request (a new key) may book them.
-    const fresh = await t.app.inject({ method: 'POST', url: '/bookings', headers: { ...guests[9]!.auth, 'idempotency-key': 'taken-dates-2' }, payload: body(p.id, 290) });
+    const fresh = await t.app.inject({
+      method: 'POST',
+      url: '/bookings',
+      headers: { ...guests[9]!.auth, 'idempotency-key': 'taken-dates-2' },
+      payload: body(p.id, 290),
+    });
     expect(fresh.statusCode).toBe(201);
     const { rows } = await t.db.pool.query(
       `select count(*) filter (where status = 'confirmed')::int confirmed, count(*)::int n from bookings where property_id = (select id from properties where public_id = $1)`,
@@ -174,7 +191,10 @@ describe('Idempotency-Key', () => {
   it('rejects a malformed key with 400', async () => {
     const p = await listProperty(t.app, host);
     const res = await t.app.inject({
-      method: 'POST', url: '/bookings', headers: { ...guests[6]!.auth, 'idempotency-key': 'x'.repeat(300) }, payload: body(p.id, 280),
+      method: 'POST',
+      url: '/bookings',
+      headers: { ...guests[6]!.auth, 'idempotency-key': 'x'.repeat(300) },
+      payload: body(p.id, 280),
     });
     expect(res.statusCode).toBe(400);
     expect(res.json().errors[0].path).toBe('headers.idempotency-key');

@@ -80,9 +80,13 @@ describe('the booking and its event in one statement, outside withTransaction (n
       await waitFor(async () => heard.includes('marker'), 30_000, 'the marker notification');
       expect(heard).toEqual(['booking.created', 'marker']);
 
-      const { rows } = await t.db.pool.query(`select key, payload from outbox where key = any($1::text[])`, [[kept.publicId, rolledBack.publicId]]);
+      const { rows } = await t.db.pool.query(`select key, payload from outbox where key = any($1::text[])`, [
+        [kept.publicId, rolledBack.publicId],
+      ]);
       expect(rows).toEqual([{ key: kept.publicId, payload: event }]);
-      const b = await t.db.pool.query(`select count(*)::int as n from bookings where public_id = any($1::uuid[])`, [[kept.publicId, rolledBack.publicId]]);
+      const b = await t.db.pool.query(`select count(*)::int as n from bookings where public_id = any($1::uuid[])`, [
+        [kept.publicId, rolledBack.publicId],
+      ]);
       expect(b.rows[0].n).toBe(1);
     } finally {
       await listener.end();
@@ -117,7 +121,9 @@ describe('POST /bookings', () => {
       expect(inserts).toHaveLength(1);
       const insert = inserts[0]!;
       expect(insert.text, 'the booking statement carries no notify').not.toMatch(/pg_notify/i);
-      const commit = log.statements.find((st) => st.connection === insert.connection && st.startSeq > insert.startSeq && normalised(st) === 'commit');
+      const commit = log.statements.find(
+        (st) => st.connection === insert.connection && st.startSeq > insert.startSeq && normalised(st) === 'commit',
+      );
       expect(commit, 'the booking transaction committed').toBeDefined();
       const sent = notifies();
       expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/)]);

@@ -16,7 +16,13 @@ describe('smoke', () => {
     });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().price).toEqual({
-      currency: 'EUR', nights: 3, nightlyPrice: 10000, subtotal: 30000, cleaningFee: 2500, serviceFee: 3900, total: 36400,
+      currency: 'EUR',
+      nights: 3,
+      nightlyPrice: 10000,
+      subtotal: 30000,
+      cleaningFee: 2500,
+      serviceFee: 3900,
+      total: 36400,
     });
     const { rows } = await t.db.pool.query(`select topic, key, payload from outbox order by id`);
     expect(rows.map((r) => r.topic)).toEqual(['property.changed', 'booking.created']);

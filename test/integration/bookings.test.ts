@@ -16,10 +16,9 @@ const book = (who: Session, body: Record<string, unknown>, headers: Record<strin
 
 const outboxRows = async (propertyKeyOrBooking?: string) =>
   (
-    await t.db.pool.query(
-      `select topic, key, payload, status from outbox where $1::text is null or key = $1 order by id`,
-      [propertyKeyOrBooking ?? null],
-    )
+    await t.db.pool.query(`select topic, key, payload, status from outbox where $1::text is null or key = $1 order by id`, [
+      propertyKeyOrBooking ?? null,
+    ])
   ).rows;
 
 describe('POST /bookings', () => {
@@ -29,10 +28,20 @@ describe('POST /bookings', () => {
     expect(res.statusCode).toBe(201);
     const booking = res.json();
     expect(booking.price).toEqual({
-      currency: 'EUR', nights: 2, nightlyPrice: 9_999, subtotal: 19_998, cleaningFee: 1_001,
-      serviceFee: Math.round((19_998 + 1_001) * 0.12), total: 19_998 + 1_001 + 2_520,
+      currency: 'EUR',
+      nights: 2,
+      nightlyPrice: 9_999,
+      subtotal: 19_998,
+      cleaningFee: 1_001,
+      serviceFee: Math.round((19_998 + 1_001) * 0.12),
+      total: 19_998 + 1_001 + 2_520,
     });
-    const patch = await t.app.inject({ method: 'PATCH', url: `/properties/${p.id}`, headers: host.auth, payload: { nightlyPrice: 50_000 } });
+    const patch = await t.app.inject({
+      method: 'PATCH',
+      url: `/properties/${p.id}`,
+      headers: host.auth,
+      payload: { nightlyPrice: 50_000 },
+    });
     expect(patch.statusCode).toBe(200);
     const again = await t.app.inject({ method: 'GET', url: `/bookings/${booking.id}`, headers: guest.auth });
     expect(again.json().price).toEqual(booking.price);
@@ -47,9 +56,19 @@ describe('POST /bookings', () => {
     expect(rows[0].topic).toBe('booking.created');
     expect(rows[0].status).toBe('PENDING');
     expect(rows[0].payload).toEqual({
-      bookingId: b.id, propertyId: p.id, propertyTitle: 'Cabin by the lake',
-      guestEmail: guest.user.email, guestName: guest.user.name, hostEmail: host.user.email, hostName: host.user.name,
-      checkIn: b.checkIn, checkOut: b.checkOut, guests: 2, nights: 3, total: b.price.total, currency: 'EUR',
+      bookingId: b.id,
+      propertyId: p.id,
+      propertyTitle: 'Cabin by the lake',
+      guestEmail: guest.user.email,
+      guestName: guest.user.name,
+      hostEmail: host.user.email,
+      hostName: host.user.name,
+      checkIn: b.checkIn,
+      checkOut: b.checkOut,
+      guests: 2,
+      nights: 3,
+      total: b.price.total,
+      currency: 'EUR',
       idempotencyKey: `booking-created:${b.id}`,
     });
   });
@@ -59,16 +78,26 @@ describe('POST /bookings', () => {
     const first = await book(guest, { propertyId: p.id, checkIn: daysFromNow(40), checkOut: daysFromNow(45), guests: 1 });
     expect(first.statusCode).toBe(201);
     const before = await tableCounts(t.db);
-    for (const [from, to] of [[40, 45], [39, 41], [44, 50], [41, 43], [30, 60]] as const) {
+    for (const [from, to] of [
+      [40, 45],
+      [39, 41],
+      [44, 50],
+      [41, 43],
+      [30, 60],
+    ] as const) {
       const res = await book(otherGuest, { propertyId: p.id, checkIn: daysFromNow(from), checkOut: daysFromNow(to), guests: 1 });
       expect(res.statusCode, `${from}-${to}`).toBe(409);
       expect(res.json().code).toBe('dates_unavailable');
       expect(res.headers['content-type']).toContain('application/problem+json');
     }
     expect(await tableCounts(t.db)).toEqual(before);
-    const created = (await t.db.pool.query(
-      `select count(*)::int n from outbox o join bookings b on b.public_id::text = o.key
-        where o.topic = 'booking.created' and b.property_id = (select id from properties where public_id = $1)`, [p.id])).rows[0].n;
+    const created = (
+      await t.db.pool.query(
+        `select count(*)::int n from outbox o join bookings b on b.public_id::text = o.key
+        where o.topic = 'booking.created' and b.property_id = (select id from properties where public_id = $1)`,
+        [p.id],
+      )
+    ).rows[0].n;
     expect(created).toBe(1);
   });
 
@@ -107,7 +136,12 @@ describe('POST /bookings', () => {
   });
 
   it('answers 404 for an unknown property', async () => {
-    const res = await book(guest, { propertyId: '00000000-0000-4000-8000-000000000000', checkIn: daysFromNow(5), checkOut: daysFromNow(6), guests: 1 });
+    const res = await book(guest, {
+      propertyId: '00000000-0000-4000-8000-000000000000',
+      checkIn: daysFromNow(5),
+      checkOut: daysFromNow(6),
+      guests: 1,
+    });
     expect(res.statusCode).toBe(404);
   });
 });
@@ -139,7 +173,11 @@ describe('GET /bookings', () => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const res: { statusCode: number; json(): { items: { id: string }[]; nextCursor: string | null } } = await t.app.inject({ method: 'GET', url: `/bookings?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: g.auth });
+      const res: { statusCode: number; json(): { items: { id: string }[]; nextCursor: string | null } } = await t.app.inject({
+        method: 'GET',
+        url: `/bookings?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+        headers: g.auth,
+      });
       expect(res.statusCode).toBe(200);
       const page = res.json();
       seen.push(...page.items.map((b) => b.id));
@@ -168,8 +206,16 @@ describe('availability', () => {
     await book(guest, { propertyId: p.id, checkIn: daysFromNow(10), checkOut: daysFromNow(12), guests: 1 });
     const res = await t.app.inject({ method: 'GET', url: `/properties/${p.id}/availability?from=${daysFromNow(0)}&to=${daysFromNow(30)}` });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ propertyId: p.id, from: daysFromNow(0), to: daysFromNow(30), booked: [{ checkIn: daysFromNow(10), checkOut: daysFromNow(12) }] });
-    const tooLong = await t.app.inject({ method: 'GET', url: `/properties/${p.id}/availability?from=${daysFromNow(0)}&to=${daysFromNow(400)}` });
+    expect(res.json()).toEqual({
+      propertyId: p.id,
+      from: daysFromNow(0),
+      to: daysFromNow(30),
+      booked: [{ checkIn: daysFromNow(10), checkOut: daysFromNow(12) }],
+    });
+    const tooLong = await t.app.inject({
+      method: 'GET',
+      url: `/properties/${p.id}/availability?from=${daysFromNow(0)}&to=${daysFromNow(400)}`,
+    });
     expect(tooLong.statusCode).toBe(400);
   });
 });

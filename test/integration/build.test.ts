@@ -35,14 +35,21 @@ const env = (extra: Record<string, string> = {}) => {
 
 describe('npm run build', () => {
   it('emits JavaScript the worker runs with plain node (no tsx loaded)', async () => {
-    const { stdout } = await run(process.execPath, [path.join(out, 'src/worker/drain-outbox.js'), '--list-topics'], { cwd: root, env: env() });
+    const { stdout } = await run(process.execPath, [path.join(out, 'src/worker/drain-outbox.js'), '--list-topics'], {
+      cwd: root,
+      env: env(),
+    });
     expect(stdout).toMatch(/^booking\.created: email\.guest-confirmation, email\.host-new-booking$/m);
     expect(existsSync(path.join(out, 'src/worker/drain-outbox.ts'))).toBe(false);
   });
 
   it("emits the API's whole module graph, loadable with plain node", async () => {
     const app = pathToFileURL(path.join(out, 'src/http/app.js')).href;
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(app)}); console.log(typeof m.buildApp)`], { cwd: root, env: env() });
+    const { stdout } = await run(
+      process.execPath,
+      ['--input-type=module', '-e', `const m = await import(${JSON.stringify(app)}); console.log(typeof m.buildApp)`],
+      { cwd: root, env: env() },
+    );
     expect(stdout.trim()).toBe('function');
   });
 

@@ -7,7 +7,16 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
-import { bookingPayload, captureLogger, getMessage, insertMessage, makeDue, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import {
+  bookingPayload,
+  captureLogger,
+  getMessage,
+  insertMessage,
+  makeDue,
+  testHandler,
+  waitFor,
+  workerConfig,
+} from '../helpers/worker.ts';
 
 /*
  * Regression tests for bugs the chaos run (npm run chaos) found. Each names the run's symptom.
@@ -35,14 +44,21 @@ async function killCheckedOutClient(pool: pgTypes.Pool, applicationName: string)
     // must not crash the process, is emitted just before 'end'.
     const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
     // Settled into a value at once, so its rejection is never "unhandled" while we wait.
-    const running = client.query('select pg_sleep(30)').then(() => null, (err: unknown) => err);
-    await waitFor(async () => {
-      const { rowCount } = await db.pool.query(
-        `select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query like '%pg_sleep(30)%'`,
-        [applicationName],
-      );
-      return (rowCount ?? 0) > 0;
-    }, 30_000, 'the sleeping query to be killed');
+    const running = client.query('select pg_sleep(30)').then(
+      () => null,
+      (err: unknown) => err,
+    );
+    await waitFor(
+      async () => {
+        const { rowCount } = await db.pool.query(
+          `select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query like '%pg_sleep(30)%'`,
+          [applicationName],
+        );
+        return (rowCount ?? 0) > 0;
+      },
+      30_000,
+      'the sleeping query to be killed',
+    );
     expect(await running).toMatchObject({ code: '57P01' });
     let deadline: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -122,12 +138,16 @@ describe('database outage → 503, never 500 (chaos: a Postgres restart gave cli
       await holder.query('begin');
       await holder.query('select 1 from bookings where public_id = $1 for update', [bookingId]);
       const pending = t.app.inject({ method: 'POST', url: `/bookings/${bookingId}/cancel`, headers: guest.auth });
-      const pid = await waitFor(async () => {
-        const { rows } = await db.pool.query<{ pid: number }>(
-          `select pid from pg_stat_activity where application_name = 'stayhub-api-57p01' and wait_event_type = 'Lock'`,
-        );
-        return rows[0]?.pid;
-      }, 30_000, 'the cancel to wait on the row lock');
+      const pid = await waitFor(
+        async () => {
+          const { rows } = await db.pool.query<{ pid: number }>(
+            `select pid from pg_stat_activity where application_name = 'stayhub-api-57p01' and wait_event_type = 'Lock'`,
+          );
+          return rows[0]?.pid;
+        },
+        30_000,
+        'the cancel to wait on the row lock',
+      );
       await db.pool.query('select pg_terminate_backend($1)', [pid]);
       const res = await pending;
       expect(res.statusCode, res.body).toBe(503);

@@ -33,11 +33,15 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 function runChaos(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out], {
-      cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...(process.env.CI === undefined ? {} : { CI: process.env.CI }) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out],
+      {
+        cwd: root,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...(process.env.CI === undefined ? {} : { CI: process.env.CI }) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     child.stdout.on('data', (c) => (output += c));
     child.stderr.on('data', (c) => (output += c));
@@ -46,42 +50,38 @@ function runChaos(): Promise<{ code: number | null; output: string }> {
 }
 
 describe('chaos (short variant)', () => {
-  it(
-    'nothing is lost under worker/API/consumer kills, SMTP and NATS outages, a Postgres restart and terminated connections',
-    async () => {
-      const { code, output } = await runChaos();
-      const file = path.join(out, 'chaos-results.json');
-      expect(existsSync(file), `the run wrote no results (exit ${code}):\n${output.slice(-4000)}`).toBe(true);
-      const r = JSON.parse(readFileSync(file, 'utf8')) as ChaosResults;
-      const report = readFileSync(path.join(out, 'chaos-results.md'), 'utf8');
+  it('nothing is lost under worker/API/consumer kills, SMTP and NATS outages, a Postgres restart and terminated connections', async () => {
+    const { code, output } = await runChaos();
+    const file = path.join(out, 'chaos-results.json');
+    expect(existsSync(file), `the run wrote no results (exit ${code}):\n${output.slice(-4000)}`).toBe(true);
+    const r = JSON.parse(readFileSync(file, 'utf8')) as ChaosResults;
+    const report = readFileSync(path.join(out, 'chaos-results.md'), 'utf8');
 
-      for (const check of r.checks) expect(check.ok, `${check.name}\n\n${report}`).toBe(true);
-      expect(r.ok, report).toBe(true);
-      expect(code, report).toBe(0);
+    for (const check of r.checks) expect(check.ok, `${check.name}\n\n${report}`).toBe(true);
+    expect(r.ok, report).toBe(true);
+    expect(code, report).toBe(0);
 
-      // The verdict's own floor was in force (it is what makes an empty run FAIL)…
-      expect(r.checks.map((c) => c.name)).toContainEqual(expect.stringMatching(/^the run had something to judge/));
-      expect(r.figures.bookingsInDatabase.total).toBeGreaterThanOrEqual(r.minimums.bookings);
-      // …and the run exercised what it claims: every fault kind with evidence, conflicts,
-      // double submits, 451s retried and the 550 recipients' messages dead-lettered.
-      // The events path ran wherever nats-server is installed, and always in CI; its checks were made.
-      const eventsExpected = hasTool('nats-server') || inCI;
-      if (eventsExpected) {
-        expect(r.events.covered, report).toBe(true);
-        expect(r.checks.filter((c) => c.name.startsWith('events:')).map((c) => c.name)).toEqual(Object.values(EVENT_CHECKS));
-      } else {
-        expect(r.events).toEqual({ covered: false, skipped: expect.stringMatching(/^nats-server not found/) });
-        expect(output).toContain('SKIPPING THE EVENTS PART');
-      }
-      for (const kind of FAULT_KINDS.filter((k) => eventsExpected || !EVENT_FAULT_KINDS.includes(k))) {
-        expect(r.figures.faults[kind], `faults of kind ${kind} with evidence`).toBeGreaterThan(0);
-      }
-      expect(r.figures.load.conflicts409).toBeGreaterThan(0);
-      expect(r.figures.load.doubleSubmits).toBeGreaterThan(0);
-      expect(r.figures.mail.delivered).toBe(r.figures.mail.expected);
-      expect(r.figures.mail.refused451).toBeGreaterThan(0);
-      expect(r.figures.outbox.dead).toBeGreaterThan(0);
-    },
-    300_000,
-  );
+    // The verdict's own floor was in force (it is what makes an empty run FAIL)…
+    expect(r.checks.map((c) => c.name)).toContainEqual(expect.stringMatching(/^the run had something to judge/));
+    expect(r.figures.bookingsInDatabase.total).toBeGreaterThanOrEqual(r.minimums.bookings);
+    // …and the run exercised what it claims: every fault kind with evidence, conflicts,
+    // double submits, 451s retried and the 550 recipients' messages dead-lettered.
+    // The events path ran wherever nats-server is installed, and always in CI; its checks were made.
+    const eventsExpected = hasTool('nats-server') || inCI;
+    if (eventsExpected) {
+      expect(r.events.covered, report).toBe(true);
+      expect(r.checks.filter((c) => c.name.startsWith('events:')).map((c) => c.name)).toEqual(Object.values(EVENT_CHECKS));
+    } else {
+      expect(r.events).toEqual({ covered: false, skipped: expect.stringMatching(/^nats-server not found/) });
+      expect(output).toContain('SKIPPING THE EVENTS PART');
+    }
+    for (const kind of FAULT_KINDS.filter((k) => eventsExpected || !EVENT_FAULT_KINDS.includes(k))) {
+      expect(r.figures.faults[kind], `faults of kind ${kind} with evidence`).toBeGreaterThan(0);
+    }
+    expect(r.figures.load.conflicts409).toBeGreaterThan(0);
+    expect(r.figures.load.doubleSubmits).toBeGreaterThan(0);
+    expect(r.figures.mail.delivered).toBe(r.figures.mail.expected);
+    expect(r.figures.mail.refused451).toBeGreaterThan(0);
+    expect(r.figures.outbox.dead).toBeGreaterThan(0);
+  }, 300_000);
 });

@@ -82,9 +82,7 @@ describe('enqueue', () => {
     // through the commit: src/outbox/enqueue.ts).
     const commit = commitOf();
     const sent = notifies();
-    expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([
-      expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/),
-    ]);
+    expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/)]);
     expect(sent[0]!.startSeq, 'the notify is sent after the COMMIT is answered').toBeGreaterThan(commit.endSeq!);
     const inserts = log.statements.filter((s) => /insert into outbox/i.test(s.text));
     expect(inserts).toHaveLength(2);

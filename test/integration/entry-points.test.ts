@@ -45,7 +45,9 @@ async function pool<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>
 
 describe('every command', () => {
   it('is found in package.json (the check below is not vacuous)', () => {
-    expect(entries.map((e) => e.name)).toEqual(expect.arrayContaining(['start', 'api', 'drain-outbox', 'consume:earnings', 'migrate', 'bench', 'chaos']));
+    expect(entries.map((e) => e.name)).toEqual(
+      expect.arrayContaining(['start', 'api', 'drain-outbox', 'consume:earnings', 'migrate', 'bench', 'chaos']),
+    );
   });
 
   it('--help prints its usage and exits 0; LOG_LEVEL=nonsense is one line naming LOG_LEVEL and exit 2', async () => {

@@ -62,10 +62,15 @@ describe.skipIf(skip)('events chaos', () => {
           expect(cancel.statusCode).toBe(200);
           bookingEvents++;
         }
-        if (i === 8 || i === 20) expect(await events.killConsumer(500, 30_000), `kill ${i}`).toMatchObject({ seen: { signal: 'SIGKILL' }, consuming: true });
+        if (i === 8 || i === 20)
+          expect(await events.killConsumer(500, 30_000), `kill ${i}`).toMatchObject({ seen: { signal: 'SIGKILL' }, consuming: true });
         if (i === 14) {
           outage.startedAt = Date.now();
-          expect(await events.natsOutage(1000)).toMatchObject({ stopped: { pid: expect.any(Number) }, refusedWhileDown: true, restartedPid: expect.any(Number) });
+          expect(await events.natsOutage(1000)).toMatchObject({
+            stopped: { pid: expect.any(Number) },
+            refusedWhileDown: true,
+            restartedPid: expect.any(Number),
+          });
           outage.endedAt = Date.now();
         }
       }
@@ -84,11 +89,19 @@ describe.skipIf(skip)('events chaos', () => {
         { name: EVENT_CHECKS.deadLetters, ok: true, violations: [], violationCount: 0 },
       ]);
       expect(events.consumerKills).toBe(2);
-      expect(events.figures).toMatchObject({ bookingEventsInOutbox: bookingEvents, bookingMessagesInStream: bookingEvents, deadLetters: 0 });
+      expect(events.figures).toMatchObject({
+        bookingEventsInOutbox: bookingEvents,
+        bookingMessagesInStream: bookingEvents,
+        deadLetters: 0,
+      });
       // The one exit allowed, as in the chaos verdict: a consumer (re)starting while nats-server is
       // down refuses to start, and its supervisor starts it again.
       const refusedDuringOutage = (e: { code: number | null; at?: number; lastLines: string[] }) =>
-        e.code === 1 && e.lastLines.some((l) => l.includes('cannot reach NATS')) && e.at !== undefined && e.at >= outage.startedAt && e.at <= outage.endedAt + 5_000;
+        e.code === 1 &&
+        e.lastLines.some((l) => l.includes('cannot reach NATS')) &&
+        e.at !== undefined &&
+        e.at >= outage.startedAt &&
+        e.at <= outage.endedAt + 5_000;
       expect(events.consumer.unplannedExits.filter((e) => !refusedDuringOutage(e))).toEqual([]);
       expect(events.nats.unplannedExits).toEqual([]);
 

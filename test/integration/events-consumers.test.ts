@@ -157,9 +157,16 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
     const before = await groupInfo(group);
     expect(before.pending).toBeGreaterThan(5);
     // Killed after its 4th effect was written, before that transaction's COMMIT.
-    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--group', group, '--until-empty'], env({ TEST_KILL_IN_TX_AFTER: '4' }));
+    const killed = await runProcess(
+      'test/helpers/earnings-entry.ts',
+      ['--group', group, '--until-empty'],
+      env({ TEST_KILL_IN_TX_AFTER: '4' }),
+    );
     expect(killed.signal).toBe('SIGKILL');
-    const killedIn = killed.lines.find((l) => l.startsWith('killing inside the transaction of '))!.split(' ').pop()!;
+    const killedIn = killed.lines
+      .find((l) => l.startsWith('killing inside the transaction of '))!
+      .split(' ')
+      .pop()!;
     const { rows: seen } = await t.db.db.execute(
       sql`select 1 from processed_messages where consumer_group = ${group} and message_id = ${killedIn}`,
     );
@@ -179,9 +186,16 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
     const group = await caughtUpGroup('killed-before-ack');
     await makeBookings(2);
     await relayAll();
-    const killed = await runProcess('test/helpers/earnings-entry.ts', ['--group', group, '--until-empty'], env({ TEST_KILL_BEFORE_ACK_AFTER: '3' }));
+    const killed = await runProcess(
+      'test/helpers/earnings-entry.ts',
+      ['--group', group, '--until-empty'],
+      env({ TEST_KILL_BEFORE_ACK_AFTER: '3' }),
+    );
     expect(killed.signal).toBe('SIGKILL');
-    const killedAt = killed.lines.find((l) => l.startsWith('killing before the ack of '))!.split(' ').pop()!;
+    const killedAt = killed.lines
+      .find((l) => l.startsWith('killing before the ack of '))!
+      .split(' ')
+      .pop()!;
     const { rows: seen } = await t.db.db.execute(
       sql`select 1 from processed_messages where consumer_group = ${group} and message_id = ${killedAt}`,
     );
@@ -346,7 +360,11 @@ describe.skipIf(skip)('events consumers: outages', () => {
       await nats.start();
       await makeBookings(4);
       await relayAll();
-      await waitUntil(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0, 'ledger caught up after the restart', 30_000);
+      await waitUntil(
+        async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0,
+        'ledger caught up after the restart',
+        30_000,
+      );
     } finally {
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
       child.kill('SIGTERM');

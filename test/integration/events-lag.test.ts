@@ -99,7 +99,11 @@ describe.skipIf(skip)('events consumer lag', () => {
   });
 
   it('the alert rules use only metrics the consumer exports, and have runbook headings', async () => {
-    const rules = (parse(readFileSync(path.join(PROM, 'events-alerts.yml'), 'utf8')) as { groups: { rules: { alert: string; expr: string; annotations: { runbook: string } }[] }[] }).groups.flatMap((g) => g.rules);
+    const rules = (
+      parse(readFileSync(path.join(PROM, 'events-alerts.yml'), 'utf8')) as {
+        groups: { rules: { alert: string; expr: string; annotations: { runbook: string } }[] }[];
+      }
+    ).groups.flatMap((g) => g.rules);
     const metrics = createConsumerMetrics({ jsm: await jetstreamManager(nc), stream: 'LAG', db: tdb.db, group: 'g1' });
     const families = new Set([...(await metrics.registry.metrics()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
     const doc = readFileSync(path.resolve(PROM, '../docs/operating.md'), 'utf8');

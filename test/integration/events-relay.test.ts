@@ -113,13 +113,17 @@ describe.skipIf(skip)('events relay', () => {
   it('refuses to start, with a clear error, when the stream exists in a form it cannot update', async () => {
     const nc = await connect({ servers: nats.url.replace('nats://', '') });
     try {
-      await (await jetstreamManager(nc)).streams.add({ name: stream, subjects: [`${stream.toLowerCase()}.>`], storage: StorageType.Memory });
+      await (
+        await jetstreamManager(nc)
+      ).streams.add({ name: stream, subjects: [`${stream.toLowerCase()}.>`], storage: StorageType.Memory });
     } finally {
       await nc.close();
     }
     const { code, err } = await drain();
     expect(code).toBe(2);
-    expect(err.join('\n')).toMatch(new RegExp(`stream ${stream} does not match the configuration: .*storage: have memory, want file \\(cannot change in place\\)`));
+    expect(err.join('\n')).toMatch(
+      new RegExp(`stream ${stream} does not match the configuration: .*storage: have memory, want file \\(cannot change in place\\)`),
+    );
   });
 
   it('refuses a duplicate window shorter than the outbox retry span', async () => {
@@ -206,24 +210,35 @@ describe.skipIf(skip)('events relay', () => {
       TEST_KILL_AFTER_PUBLISHES: '10',
     });
     expect(killed.signal).toBe('SIGKILL');
-    const published = readFileSync(effects, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+    const published = readFileSync(effects, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' ')[1]!);
     expect(published.length).toBeGreaterThanOrEqual(10);
     // The dead worker's statements already sent still complete (a DONE among them): wait until
     // its sessions are gone, so the outbox below is what it left.
-    await waitFor(async () => {
-      const { rows } = await tdb.db.execute<{ n: number }>(
-        sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'stayhub-worker%'`,
-      );
-      return rows[0]!.n === 0;
-    }, 30_000, 'the killed worker\'s sessions to end');
+    await waitFor(
+      async () => {
+        const { rows } = await tdb.db.execute<{ n: number }>(
+          sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'stayhub-worker%'`,
+        );
+        return rows[0]!.n === 0;
+      },
+      30_000,
+      "the killed worker's sessions to end",
+    );
     // 2 waits for the dead worker's leases to run out (LEASE_SECONDS=1): with one still running,
     // --until-empty would stop before that message was due.
-    await waitFor(async () => {
-      const { rows } = await tdb.db.execute<{ n: number }>(
-        sql`select count(*)::int as n from outbox where status = 'PENDING' and available_at > clock_timestamp()`,
-      );
-      return rows[0]!.n === 0;
-    }, 30_000, 'the killed worker\'s leases to run out');
+    await waitFor(
+      async () => {
+        const { rows } = await tdb.db.execute<{ n: number }>(
+          sql`select count(*)::int as n from outbox where status = 'PENDING' and available_at > clock_timestamp()`,
+        );
+        return rows[0]!.n === 0;
+      },
+      30_000,
+      "the killed worker's leases to run out",
+    );
     // Some of what the server stored was never recorded as relayed: the worker died first. What the
     // server stored is read from the stream itself, as late as possible: publishes still in flight
     // at the SIGKILL (their PubAck never read, so not in the effects file) may have been stored too,
@@ -247,7 +262,10 @@ describe.skipIf(skip)('events relay', () => {
     expect(again.code).toBe(0);
     expect(await statuses()).toEqual({ DONE: 30 });
     // The republished ones were acked as duplicates: the server dropped them.
-    const rerun = readFileSync(effects, 'utf8').trim().split('\n').map((l) => l.split(' '));
+    const rerun = readFileSync(effects, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' '));
     const dupIds = rerun.filter((f) => f[3] === 'true').map((f) => f[1]);
     expect(dupIds.sort()).toEqual(notDone.map((r) => r.public_id).sort());
 
@@ -258,7 +276,14 @@ describe.skipIf(skip)('events relay', () => {
   it('loses nothing when nats-server is stopped and restarted mid-run', async () => {
     const msgs = await insertMessages(tdb.db, bookings(300, 20));
     const proc = spawnWorker('src/worker/drain-outbox.ts', [], {
-      ...env({ BACKOFF_BASE_SECONDS: '0.2', BACKOFF_MAX_SECONDS: '1', MAX_ATTEMPTS: '100', EVENTS_PUBLISH_TIMEOUT_MS: '500', WORKER_BATCH_SIZE: '5', WORKER_CONCURRENCY: '4' }),
+      ...env({
+        BACKOFF_BASE_SECONDS: '0.2',
+        BACKOFF_MAX_SECONDS: '1',
+        MAX_ATTEMPTS: '100',
+        EVENTS_PUBLISH_TIMEOUT_MS: '500',
+        WORKER_BATCH_SIZE: '5',
+        WORKER_CONCURRENCY: '4',
+      }),
     });
     try {
       // Let part of the backlog through, then take the server away.
@@ -266,10 +291,14 @@ describe.skipIf(skip)('events relay', () => {
       await nats.stop();
       const stoppedAt = (await statuses()).DONE ?? 0;
       // The worker has met the outage once a publish failed and was scheduled for a retry.
-      await waitFor(async () => {
-        const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where last_error is not null`);
-        return rows[0]!.n > 0;
-      }, 30_000, 'a publish to fail while nats-server is down');
+      await waitFor(
+        async () => {
+          const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where last_error is not null`);
+          return rows[0]!.n > 0;
+        },
+        30_000,
+        'a publish to fail while nats-server is down',
+      );
       const s = await statuses();
       expect(s.DONE ?? 0).toBeLessThan(300); // the outage held messages back…
       expect(s.DEAD ?? 0).toBe(0);

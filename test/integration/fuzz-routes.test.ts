@@ -29,7 +29,8 @@ const TABLES = ['users', 'sessions', 'properties', 'bookings', 'idempotency_keys
 
 async function fingerprint(): Promise<Record<string, string>> {
   const parts = TABLES.map(
-    (tbl) => `select '${tbl}' as t, count(*)::text || ':' || coalesce(md5(string_agg(x::text, '|' order by x::text)), '') as f from ${tbl} x`,
+    (tbl) =>
+      `select '${tbl}' as t, count(*)::text || ':' || coalesce(md5(string_agg(x::text, '|' order by x::text)), '') as f from ${tbl} x`,
   );
   const { rows } = await db.pool.query<{ t: string; f: string }>(parts.join(' union all '));
   return Object.fromEntries(rows.map((r) => [r.t, r.f]));
@@ -74,7 +75,11 @@ beforeAll(async () => {
   propertyId = (await listProperty(app, host)).id;
   // Admins cannot sign up; made as `npm run create-admin` makes them, then signed in.
   await createUser(db.db, { email: 'fuzz-admin@example.test', password: 'correct horse battery', name: 'Admin', role: 'admin' });
-  const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'fuzz-admin@example.test', password: 'correct horse battery' } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/auth/login',
+    payload: { email: 'fuzz-admin@example.test', password: 'correct horse battery' },
+  });
   admin = { authorization: `Bearer ${login.json().token}` };
   const res = await app.inject({
     method: 'POST',
@@ -110,7 +115,7 @@ const SQL_FRAGMENTS = [
   "' UNION SELECT password_hash FROM users --",
   '$$; select pg_sleep(10); $$',
   "\\'; select 1; --",
-  '00000000-0000-0000-0000-000000000000\' or 1=1 --',
+  "00000000-0000-0000-0000-000000000000' or 1=1 --",
 ];
 
 /** Bodies that are not JSON objects at all, sent as application/json. */
@@ -169,7 +174,11 @@ function classicObjects(valid: Record<string, unknown>, optional: string[]): Arr
     ['nulls in every field', Object.fromEntries(keys.map((k) => [k, null])), true],
   ];
   if (keys.some((k) => typeof valid[k] === 'number')) {
-    out.push(['numbers as strings', Object.fromEntries(Object.entries(valid).map(([k, v]) => [k, typeof v === 'number' ? String(v) : v])), true]);
+    out.push([
+      'numbers as strings',
+      Object.fromEntries(Object.entries(valid).map(([k, v]) => [k, typeof v === 'number' ? String(v) : v])),
+      true,
+    ]);
   }
   for (const k of keys) {
     const { [k]: _removed, ...without } = valid;
@@ -243,10 +252,7 @@ describe('classic malicious payloads on every JSON route', () => {
   for (const route of ROUTES) {
     it(`${route.name}: never a 5xx, always rejected, database unchanged`, async () => {
       for (const [label, body] of CLASSIC_RAW_JSON) {
-        const res = await probe(
-          raw(route.method, route.url(), body, { ...route.headers(), 'content-type': 'application/json' }),
-          true,
-        );
+        const res = await probe(raw(route.method, route.url(), body, { ...route.headers(), 'content-type': 'application/json' }), true);
         expect(res.statusCode, label).toBeGreaterThanOrEqual(400);
       }
       for (const [type, body] of WRONG_CONTENT_TYPES) {
@@ -262,7 +268,14 @@ describe('classic malicious payloads on every JSON route', () => {
   }
 
   it('POST /bookings/:id/cancel: SQL and junk in the id, junk bodies from a stranger, never a 5xx', async () => {
-    for (const s of [...SQL_FRAGMENTS, 'x'.repeat(10_000), '%00', '..%2F..%2Fetc%2Fpasswd', '%E0%A4%A', '00000000-0000-0000-0000-000000000000']) {
+    for (const s of [
+      ...SQL_FRAGMENTS,
+      'x'.repeat(10_000),
+      '%00',
+      '..%2F..%2Fetc%2Fpasswd',
+      '%E0%A4%A',
+      '00000000-0000-0000-0000-000000000000',
+    ]) {
       await probe({ method: 'POST', url: `/bookings/${encodeURIComponent(s)}/cancel`, headers: guest.auth }, true);
     }
     // A stranger cannot cancel, whatever they send along.
@@ -278,7 +291,16 @@ describe('classic malicious payloads on every JSON route', () => {
   });
 
   it('rejects forged and malformed Authorization headers without a 5xx', async () => {
-    const tokens = ['', 'Bearer', 'Bearer ', `Bearer ${"' OR 1=1 --".padEnd(30, 'x')}`, `Bearer ${'a'.repeat(5_000)}`, `Basic ${Buffer.from('a:b').toString('base64')}`, `Bearer ${host.token}x`, `bearer ${host.token}`];
+    const tokens = [
+      '',
+      'Bearer',
+      'Bearer ',
+      `Bearer ${"' OR 1=1 --".padEnd(30, 'x')}`,
+      `Bearer ${'a'.repeat(5_000)}`,
+      `Basic ${Buffer.from('a:b').toString('base64')}`,
+      `Bearer ${host.token}x`,
+      `bearer ${host.token}`,
+    ];
     for (const authorization of tokens) {
       await probe(json('POST', '/properties', propertyInput(), { authorization }), true);
       await probe({ method: 'GET', url: '/bookings', headers: { authorization } }, true);
@@ -288,7 +310,11 @@ describe('classic malicious payloads on every JSON route', () => {
     const listing = await probe(json('POST', '/properties', propertyInput(), guest.auth), true);
     expect(listing.statusCode, listing.body).toBe(403);
     // The booking route's valid body, on dates of its own so it cannot collide with other bookings.
-    const validBooking = { ...ROUTES.find((r) => r.name === 'POST /bookings')!.valid(), checkIn: daysFromNow(90), checkOut: daysFromNow(92) };
+    const validBooking = {
+      ...ROUTES.find((r) => r.name === 'POST /bookings')!.valid(),
+      checkIn: daysFromNow(90),
+      checkOut: daysFromNow(92),
+    };
     const asHost = await probe(json('POST', '/bookings', validBooking, { ...host.auth, 'idempotency-key': 'fuzz-host-books' }), true);
     expect(asHost.statusCode, asHost.body).toBe(403);
     // The same request from a guest is a booking: the body was never the reason for the 403.
@@ -310,7 +336,12 @@ describe('classic malicious payloads on every JSON route', () => {
   });
 
   it('malformed percent-encoding and over-long path parameters are problem documents, not 5xx', async () => {
-    for (const url of ['/bookings/%E0%A4%A/cancel', '/properties/%zz', `/properties/${'a'.repeat(500)}`, `/bookings/${'a'.repeat(500)}/cancel`]) {
+    for (const url of [
+      '/bookings/%E0%A4%A/cancel',
+      '/properties/%zz',
+      `/properties/${'a'.repeat(500)}`,
+      `/bookings/${'a'.repeat(500)}/cancel`,
+    ]) {
       const res = await probe({ method: url.endsWith('cancel') ? 'POST' : 'GET', url, headers: guest.auth }, true);
       expect(res.statusCode, url).toBe(400);
     }
@@ -341,7 +372,25 @@ describe('classic malicious payloads on every JSON route', () => {
 // GET routes with query strings and path parameters: may succeed, never a 5xx, never a write.
 
 describe('query routes', () => {
-  const classicQueryValues = [...SQL_FRAGMENTS, '', ' ', '-1', '0', '1e9', 'NaN', 'Infinity', '2024-02-30', '9999-12-31', '0000-01-01', '-001-01-01', 'x'.repeat(5_000), '%00', '\u0000', '[]', '{}'];
+  const classicQueryValues = [
+    ...SQL_FRAGMENTS,
+    '',
+    ' ',
+    '-1',
+    '0',
+    '1e9',
+    'NaN',
+    'Infinity',
+    '2024-02-30',
+    '9999-12-31',
+    '0000-01-01',
+    '-001-01-01',
+    'x'.repeat(5_000),
+    '%00',
+    '\u0000',
+    '[]',
+    '{}',
+  ];
 
   it('classic values in every query parameter and path id', async () => {
     for (const v of classicQueryValues) {
@@ -367,13 +416,38 @@ describe('query routes', () => {
     // Unknown parameters and prototype keys in the query string.
     await probe({ method: 'GET', url: '/bookings?__proto__[admin]=1', headers: guest.auth }, false);
     await probe({ method: 'GET', url: '/bookings?constructor[prototype][x]=1&limit=2', headers: guest.auth }, false);
-    await probe({ method: 'GET', url: `/properties/${propertyId}/availability?from=${daysFromNow(1)}&to=${daysFromNow(5)}&extra=1` }, false);
+    await probe(
+      { method: 'GET', url: `/properties/${propertyId}/availability?from=${daysFromNow(1)}&to=${daysFromNow(5)}&extra=1` },
+      false,
+    );
   });
 
   it('random query strings (fast-check)', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.dictionary(fc.constantFrom('limit', 'cursor', 'from', 'to', 'x', '__proto__', 'q', 'city', 'guests', 'minPrice', 'status', 'topic', 'minutes'), fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.integer().map(String), fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)))),
+        fc.dictionary(
+          fc.constantFrom(
+            'limit',
+            'cursor',
+            'from',
+            'to',
+            'x',
+            '__proto__',
+            'q',
+            'city',
+            'guests',
+            'minPrice',
+            'status',
+            'topic',
+            'minutes',
+          ),
+          fc.oneof(
+            fc.string(),
+            fc.string({ unit: 'binary' }),
+            fc.integer().map(String),
+            fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)),
+          ),
+        ),
         fc.constantFrom('/bookings', `/properties/{p}/availability`, '/search', '/admin/outbox/messages', '/admin/outbox/depth'),
         async (params, path) => {
           const qs = new URLSearchParams(params as Record<string, string>).toString();
@@ -395,8 +469,15 @@ const anyJson = fc.jsonValue({ maxDepth: 4 });
 function nearValid(valid: Record<string, unknown>) {
   const keys = Object.keys(valid);
   return fc.oneof(
-    fc.record({ k: fc.constantFrom(...keys), v: fc.oneof(anyJson, fc.string({ unit: 'binary', maxLength: 300 }), fc.double(), fc.integer()) }).map(({ k, v }) => ({ ...valid, [k]: v })),
-    fc.record({ k: fc.string({ minLength: 1, maxLength: 20 }).filter((k) => !keys.includes(k)), v: anyJson }).map(({ k, v }) => ({ ...valid, [k]: v })),
+    fc
+      .record({
+        k: fc.constantFrom(...keys),
+        v: fc.oneof(anyJson, fc.string({ unit: 'binary', maxLength: 300 }), fc.double(), fc.integer()),
+      })
+      .map(({ k, v }) => ({ ...valid, [k]: v })),
+    fc
+      .record({ k: fc.string({ minLength: 1, maxLength: 20 }).filter((k) => !keys.includes(k)), v: anyJson })
+      .map(({ k, v }) => ({ ...valid, [k]: v })),
     fc.constantFrom(...keys).map((k) => {
       const { [k]: _gone, ...rest } = valid;
       return rest;

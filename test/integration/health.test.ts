@@ -10,7 +10,11 @@ describe('GET /health without a database', () => {
     // Port 1 on loopback: nothing listens, the connection is refused at once.
     const logs = new LogCapture();
     const db = createDatabase('postgres://nobody:nothing@127.0.0.1:1/none', { max: 1 });
-    const app = await buildApp({ config: loadConfig({ DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:1/none' }), db, logger: createLogger('info', 'api', logs) });
+    const app = await buildApp({
+      config: loadConfig({ DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:1/none' }),
+      db,
+      logger: createLogger('info', 'api', logs),
+    });
     try {
       const res = await app.inject({ method: 'GET', url: '/health' });
       expect(res.statusCode).toBe(503);

@@ -32,7 +32,10 @@ async function probe(opts: { tty: boolean; format?: string }) {
 }
 
 function expectJson(out: string) {
-  const lines = out.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = out
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   expect(lines).toHaveLength(1);
   const line = JSON.parse(lines[0]!);
   expect(line).toMatchObject({ level: 30, name: 'probe', answer: 42, msg: 'hello from the probe' });

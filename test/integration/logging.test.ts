@@ -14,7 +14,12 @@ describe('logs', () => {
     const host = { token, auth: { authorization: `Bearer ${token}` }, user: reg.json().user };
     const p = await listProperty(t.app, host);
     // a failing request too: errors are logged in full, and must still not leak the token
-    await t.app.inject({ method: 'POST', url: '/bookings', headers: { authorization: `Bearer ${token}` }, payload: { propertyId: p.id, checkIn: daysFromNow(3), checkOut: daysFromNow(4), guests: 1 } });
+    await t.app.inject({
+      method: 'POST',
+      url: '/bookings',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { propertyId: p.id, checkIn: daysFromNow(3), checkOut: daysFromNow(4), guests: 1 },
+    });
     await t.app.inject({ method: 'GET', url: '/me', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-me-123' } });
 
     const text = t.logs.text;

@@ -40,7 +40,9 @@ function emailWorker(env: Record<string, string>) {
     db: tdb.db,
     config,
     // The four email handlers of the production list (src/worker/handlers/index.ts).
-    registry: new HandlerRegistry([guestConfirmation, hostNewBooking, guestCancellation, hostCancellation].map((h) => h({ config, mailer }))),
+    registry: new HandlerRegistry(
+      [guestConfirmation, hostNewBooking, guestCancellation, hostCancellation].map((h) => h({ config, mailer })),
+    ),
     logger,
     listen: false,
     housekeeping: false,

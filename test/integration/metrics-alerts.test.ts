@@ -17,7 +17,14 @@ import { skipWithout } from '../helpers/tools.ts';
 const dir = new URL('../../prometheus/', import.meta.url);
 const read = (name: string) => readFileSync(new URL(name, dir), 'utf8');
 
-type Rule = { record?: string; alert?: string; expr: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+type Rule = {
+  record?: string;
+  alert?: string;
+  expr: string;
+  for?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+};
 const alertsFile = parse(read('alerts.yml')) as { groups: { name: string; rules: Rule[] }[] };
 const rules = alertsFile.groups.flatMap((g) => g.rules);
 const alerts = rules.filter((r) => r.alert);
@@ -46,7 +53,14 @@ describe('prometheus/alerts.yml', () => {
       doc
         .split('\n')
         .filter((l) => /^#{2,4} /.test(l))
-        .map((l) => l.replace(/^#+ /, '').trim().toLowerCase().replace(/[^a-z0-9 -]/g, '').replace(/ /g, '-')),
+        .map((l) =>
+          l
+            .replace(/^#+ /, '')
+            .trim()
+            .toLowerCase()
+            .replace(/[^a-z0-9 -]/g, '')
+            .replace(/ /g, '-'),
+        ),
     );
     for (const a of alerts) expect(headings, a.alert).toContain(a.alert!.toLowerCase());
   });

@@ -106,7 +106,10 @@ describe('GET /metrics on the API', () => {
     await t.db.pool.query('delete from outbox');
     let clock = 1_000_000;
     let reads = 0;
-    const counting = { ...t.db.db, execute: (...args: Parameters<typeof t.db.db.execute>) => (reads++, t.db.db.execute(...args)) } as typeof t.db.db;
+    const counting = {
+      ...t.db.db,
+      execute: (...args: Parameters<typeof t.db.db.execute>) => (reads++, t.db.db.execute(...args)),
+    } as typeof t.db.db;
     const registry = new Registry();
     registerOutboxGauges(registry, { db: counting, catalogue: new HandlerCatalogue([]), cacheMs: 5_000, now: () => clock });
     expect(reads).toBe(0); // nothing is read until someone scrapes

@@ -100,7 +100,6 @@ describe('worker metrics', () => {
   });
 });
 
-
 describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
   it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {
     const port = await freePort();
@@ -131,7 +130,9 @@ describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
         30_000,
         `the worker's /metrics to count the unknown topic (output so far: ${output})`,
       );
-      expect(value(text, 'stayhub_worker_handler_outcomes_total{topic="test.only-in-this-test",handler="none",outcome="unknown_topic"}')).toBe(1);
+      expect(
+        value(text, 'stayhub_worker_handler_outcomes_total{topic="test.only-in-this-test",handler="none",outcome="unknown_topic"}'),
+      ).toBe(1);
     } finally {
       child.kill('SIGTERM');
     }

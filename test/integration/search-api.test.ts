@@ -112,8 +112,7 @@ describe('GET /search: filters', () => {
     await mk('lisbonTexas', { city: 'Lisbon', country: 'US', maxGuests: 6, nightlyPrice: 12_000 });
     await sync();
   });
-  const ids = async (q: Record<string, string | number>) =>
-    (await searchAll({ q: 'filtertest', ...q })).map((i) => i.property.id).sort();
+  const ids = async (q: Record<string, string | number>) => (await searchAll({ q: 'filtertest', ...q })).map((i) => i.property.id).sort();
   const of = (...names: string[]) => names.map((n) => made[n]!).sort();
 
   it('city (case-insensitive)', async () => {
@@ -254,9 +253,7 @@ describe('GET /search: availability against the bookings table', () => {
   });
 
   const free = async (from: number, to: number) => {
-    const ids = (await searchAll({ city: 'Availville', checkIn: daysFromNow(from), checkOut: daysFromNow(to) })).map(
-      (i) => i.property.id,
-    );
+    const ids = (await searchAll({ city: 'Availville', checkIn: daysFromNow(from), checkOut: daysFromNow(to) })).map((i) => i.property.id);
     expect(ids).toContain(other);
     return ids.includes(property);
   };

@@ -53,8 +53,7 @@ async function snapshot() {
   return out;
 }
 
-const documents = async () =>
-  (await db.pool.query('select *, document::text as document from search_documents order by property_id')).rows;
+const documents = async () => (await db.pool.query('select *, document::text as document from search_documents order by property_id')).rows;
 
 describe('reindex', () => {
   it('builds the index from the table, then restores identical results after the table is emptied', async () => {
@@ -157,7 +156,9 @@ describe('reindex', () => {
     const lines = out.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
-      new RegExp(`^reindex done: ${TOTAL}/${TOTAL} properties in [\\d.]+s \\([\\d,]+/s\\) · 0 written, ${TOTAL - INACTIVE} unchanged, 0 removed · ${TOTAL - INACTIVE} documents in the index$`),
+      new RegExp(
+        `^reindex done: ${TOTAL}/${TOTAL} properties in [\\d.]+s \\([\\d,]+/s\\) · 0 written, ${TOTAL - INACTIVE} unchanged, 0 removed · ${TOTAL - INACTIVE} documents in the index$`,
+      ),
     );
   });
 });

@@ -166,13 +166,17 @@ describe('a broken index never fails or slows a save', () => {
       // The order of events: the save has answered, and its direct write is seen waiting for the
       // lock afterwards (on a busy machine it may reach the lock only after the answer): a write
       // that is still to finish cannot have been waited for.
-      await waitFor(async () => {
-        const { rows: blocked } = await db.pool.query<{ n: number }>(
-          `select count(*)::int as n from pg_locks
+      await waitFor(
+        async () => {
+          const { rows: blocked } = await db.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_locks
             where locktype = 'relation' and relation = 'search_documents'::regclass and not granted`,
-        );
-        return blocked[0]!.n >= 1;
-      }, 20_000, 'the direct write to wait for the locked index after the PATCH answered');
+          );
+          return blocked[0]!.n >= 1;
+        },
+        20_000,
+        'the direct write to wait for the locked index after the PATCH answered',
+      );
       await locker.query('rollback');
 
       await direct.drain();
@@ -206,7 +210,11 @@ describe('the handler: idempotent, order-independent', () => {
     const messages = await messagesFor(property.id);
     expect(messages).toHaveLength(3);
 
-    for (const order of [[2, 1, 0], [1, 2, 0], [0, 1, 2]]) {
+    for (const order of [
+      [2, 1, 0],
+      [1, 2, 0],
+      [0, 1, 2],
+    ]) {
       await db.pool.query('delete from search_documents where property_id = $1', [property.id]);
       for (const i of order) await handle(messages[i]!);
       expect(await doc(property.id), `order ${order.join(',')}`).toMatchObject({ title: 'Version 2', max_guests: 3 });
@@ -279,13 +287,17 @@ describe('the handler: idempotent, order-independent', () => {
     const b = indexProperties(db.db, index, [property.id]);
     // B is seen waiting for A's per-document lock before A goes on (no sleep: a B that never
     // waited, or had not started yet, would prove nothing).
-    await waitFor(async () => {
-      const { rows } = await db.pool.query<{ n: number }>(
-        `select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database
+    await waitFor(
+      async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database
           where d.datname = current_database() and l.locktype = 'advisory' and not l.granted`,
-      );
-      return rows[0]!.n >= 1;
-    }, 30_000, 'writer B to wait for the document lock');
+        );
+        return rows[0]!.n >= 1;
+      },
+      30_000,
+      'writer B to wait for the document lock',
+    );
     release();
     await Promise.all([a, b]);
 

@@ -4,7 +4,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_BOOKINGS, DEMO_PASSWORD, DEMO_PROPERTIES, DEMO_USERS, NonDemoDataError, seedDemo, type SeedDeps } from '../../src/demo/seed.ts';
+import {
+  DEMO_BOOKINGS,
+  DEMO_PASSWORD,
+  DEMO_PROPERTIES,
+  DEMO_USERS,
+  NonDemoDataError,
+  seedDemo,
+  type SeedDeps,
+} from '../../src/demo/seed.ts';
 import { createBooking } from '../../src/bookings/booking.service.ts';
 import { createProperty } from '../../src/properties/properties.service.ts';
 import { createUser } from '../../src/users/auth.service.ts';
@@ -36,7 +44,9 @@ afterAll(async () => {
 });
 
 async function outboxByTopic(d: TestDatabase) {
-  const { rows } = await d.pool.query<{ topic: string; n: number }>('select topic, count(*)::int as n from outbox group by topic order by topic');
+  const { rows } = await d.pool.query<{ topic: string; n: number }>(
+    'select topic, count(*)::int as n from outbox group by topic order by topic',
+  );
   return Object.fromEntries(rows.map((r) => [r.topic, r.n]));
 }
 
@@ -58,7 +68,9 @@ describe('npm run seed', () => {
     expect(DEMO_PROPERTIES.length).toBeGreaterThanOrEqual(12);
     expect(new Set(DEMO_PROPERTIES.map((p) => p.city)).size).toBeGreaterThanOrEqual(3);
     expect(first.accounts.map((a) => a.role).sort()).toEqual(['admin', 'guest', 'host']);
-    const { rows } = await db.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from bookings group by status order by status');
+    const { rows } = await db.pool.query<{ status: string; n: number }>(
+      'select status, count(*)::int as n from bookings group by status order by status',
+    );
     expect(rows).toEqual([
       { status: 'cancelled', n: 1 },
       { status: 'confirmed', n: DEMO_BOOKINGS.length - 1 },
@@ -103,7 +115,11 @@ describe('npm run seed', () => {
     const admin = DEMO_USERS.find((u) => u.role === 'admin')!;
     const login = await app.app.inject({ method: 'POST', url: '/auth/login', payload: { email: admin.email, password: DEMO_PASSWORD } });
     expect(login.statusCode).toBe(200);
-    const stats = await app.app.inject({ method: 'GET', url: '/admin/outbox/stats', headers: { authorization: `Bearer ${login.json().token}` } });
+    const stats = await app.app.inject({
+      method: 'GET',
+      url: '/admin/outbox/stats',
+      headers: { authorization: `Bearer ${login.json().token}` },
+    });
     expect(stats.statusCode).toBe(200);
     expect(stats.json().doneLastHour).toBe(1 + DEMO_BOOKINGS.length + DEMO_PROPERTIES.length);
   });
@@ -142,7 +158,12 @@ describe('npm run seed', () => {
       const property = await createProperty({ db: third.db }, host, { ...spec, active: true });
       const early = await createUser(third.db, { email: 'early@demo.stayhub.test', name: 'Early', role: 'guest', password: DEMO_PASSWORD });
       const checkIn = new Date(Date.UTC(2030, 0, 1 + planned.inDays)).toISOString().slice(0, 10);
-      await createBooking(d, early, { propertyId: property.id, checkIn, checkOut: new Date(Date.UTC(2030, 0, 1 + planned.inDays + 1)).toISOString().slice(0, 10), guests: 1 });
+      await createBooking(d, early, {
+        propertyId: property.id,
+        checkIn,
+        checkOut: new Date(Date.UTC(2030, 0, 1 + planned.inDays + 1)).toISOString().slice(0, 10),
+        guests: 1,
+      });
 
       const result = await seedDemo(d);
       expect(result.created.bookings).toBe(DEMO_BOOKINGS.length - 1);

@@ -15,7 +15,7 @@ describe('SIGTERM to the whole process group', () => {
     const sh = spawn('sh', ['-c', 'node --import tsx test/helpers/slow-stop-entry.ts; exit $?'], {
       cwd: ROOT,
       // '; exit $?' keeps the shell from exec'ing node: the shell stays its parent, as under npm.
-    // npm_lifecycle_event: what npm sets, and what makes the lifeline watch the parent.
+      // npm_lifecycle_event: what npm sets, and what makes the lifeline watch the parent.
       env: scriptEnv({ npm_lifecycle_event: 'slow-stop', LOG_FORMAT: 'json' }),
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true, // its own process group, as a terminal gives a command

@@ -100,7 +100,9 @@ describe('SIGTERM to npm alone', () => {
       expect(stopped).toMatchObject({ done: 1, handedBack: 0 });
       expect(exited).toMatchObject({ exitCode: 0 });
       expect(run.lines.join('\n')).not.toMatch(/second signal|timed out/);
-      figures.push(`worker: noticed ${gone!.time - killedAt} ms, exited ${exited!.time - killedAt} ms after npm's SIGTERM (2 s handler in flight)`);
+      figures.push(
+        `worker: noticed ${gone!.time - killedAt} ms, exited ${exited!.time - killedAt} ms after npm's SIGTERM (2 s handler in flight)`,
+      );
     } finally {
       killLeftovers([run.npm.pid!, ...pids, ...descendants(run.npm.pid!)]);
       await smtp.close();
@@ -126,10 +128,14 @@ describe('SIGTERM to npm alone', () => {
           body: JSON.stringify({ email: 'inflight@example.test', password: 'correct horse battery', name: 'In Flight', role: 'guest' }),
         }).then((res) => (answered = { status: res.status, at: Date.now() }));
         await run.waitForLine(/"url":"\/auth\/register".*"msg":"incoming request"/);
-        await waitFor(async () => {
-          const { rows } = await tdb.pool.query(`select 1 from pg_locks where not granted and relation = 'users'::regclass`);
-          return rows.length > 0;
-        }, 30_000, 'the request to wait for the lock');
+        await waitFor(
+          async () => {
+            const { rows } = await tdb.pool.query(`select 1 from pg_locks where not granted and relation = 'users'::regclass`);
+            return rows.length > 0;
+          },
+          30_000,
+          'the request to wait for the lock',
+        );
 
         pids = descendants(run.npm.pid!);
         killedAt = Date.now();
@@ -150,7 +156,9 @@ describe('SIGTERM to npm alone', () => {
       const exited = logs.find((l) => l.msg === 'exited after its parent went away');
       expect(gone).toBeDefined();
       expect(exited).toMatchObject({ exitCode: 0 });
-      figures.push(`api: noticed ${gone!.time - killedAt} ms, exited ${exited!.time - killedAt} ms after npm's SIGTERM (request held until the shutdown began)`);
+      figures.push(
+        `api: noticed ${gone!.time - killedAt} ms, exited ${exited!.time - killedAt} ms after npm's SIGTERM (request held until the shutdown began)`,
+      );
     } finally {
       killLeftovers([run.npm.pid!, ...pids, ...descendants(run.npm.pid!)]);
     }

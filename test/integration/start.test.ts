@@ -17,7 +17,6 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-'));
 chmodSync(dir, 0o755);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-
 async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -31,7 +30,14 @@ async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): 
 describe('npm start', () => {
   it('runs PostgreSQL, API and worker, and stops them in order when npm gets SIGTERM', async () => {
     const [pgPort, apiPort] = [await freePort(), await freePort()];
-    const env: NodeJS.ProcessEnv = { ...process.env, EMBEDDED_PG_DIR: path.join(dir, 'pg'), EMBEDDED_PG_PORT: String(pgPort), PORT: String(apiPort), MAIL_DIR: path.join(dir, 'mail'), LOG_LEVEL: 'info' };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      EMBEDDED_PG_DIR: path.join(dir, 'pg'),
+      EMBEDDED_PG_PORT: String(pgPort),
+      PORT: String(apiPort),
+      MAIL_DIR: path.join(dir, 'mail'),
+      LOG_LEVEL: 'info',
+    };
     delete env.DATABASE_URL;
     delete env.SMTP_URL;
     const run = npmRun(['start'], env);
@@ -49,7 +55,11 @@ describe('npm start', () => {
       };
       const host = await post('/auth/register', { email: 'h@example.test', password: 'correct horse battery', name: 'H', role: 'host' });
       const guest = await post('/auth/register', { email: 'g@example.test', password: 'correct horse battery', name: 'G', role: 'guest' });
-      const property = await post('/properties', { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 }, host.body.token);
+      const property = await post(
+        '/properties',
+        { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 },
+        host.body.token,
+      );
       const checkIn = new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10);
       const checkOut = new Date(Date.now() + 7 * 86_400_000).toISOString().slice(0, 10);
       const booking = await post('/bookings', { propertyId: property.body.id, checkIn, checkOut, guests: 1 }, guest.body.token);

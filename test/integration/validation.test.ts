@@ -16,11 +16,7 @@ beforeAll(async () => {
 
 const validBooking = () => ({ propertyId, checkIn: daysFromNow(10), checkOut: daysFromNow(12), guests: 2 });
 
-async function expectRejected(
-  req: InjectOptions,
-  status: number,
-  field?: string,
-) {
+async function expectRejected(req: InjectOptions, status: number, field?: string) {
   const before = await tableCounts(t.db);
   const res = await t.app.inject(req);
   expect(res.statusCode, res.body).toBe(status);
@@ -48,7 +44,11 @@ describe('POST /bookings validation', () => {
     ['checkOut equal to checkIn', { checkIn: daysFromNow(12), checkOut: daysFromNow(12) }, 'body.checkOut'],
     ['unknown field', { price: 1 }, 'body'],
   ])('%s → 400 naming the field', async (_name, override, field) => {
-    await expectRejected({ method: 'POST', url: '/bookings', headers: guest.auth, payload: { ...validBooking(), ...override } }, 400, field);
+    await expectRejected(
+      { method: 'POST', url: '/bookings', headers: guest.auth, payload: { ...validBooking(), ...override } },
+      400,
+      field,
+    );
   });
 
   it('lists every bad field at once', async () => {
@@ -61,15 +61,27 @@ describe('POST /bookings validation', () => {
   });
 
   it('malformed JSON → 400, wrong content type → 415, too large → 413', async () => {
-    await expectRejected({ method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: '{"propertyId":' }, 400);
-    await expectRejected({ method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'text/plain' }, payload: 'hello' }, 415);
+    await expectRejected(
+      { method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: '{"propertyId":' },
+      400,
+    );
+    await expectRejected(
+      { method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'text/plain' }, payload: 'hello' },
+      415,
+    );
     const big = { ...validBooking(), padding: 'x'.repeat(70_000) };
     await expectRejected({ method: 'POST', url: '/bookings', headers: guest.auth, payload: big }, 413);
   });
 
   it('a JSON array or null instead of an object → 400', async () => {
-    await expectRejected({ method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: '[]' }, 400);
-    await expectRejected({ method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: 'null' }, 400);
+    await expectRejected(
+      { method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: '[]' },
+      400,
+    );
+    await expectRejected(
+      { method: 'POST', url: '/bookings', headers: { ...guest.auth, 'content-type': 'application/json' }, payload: 'null' },
+      400,
+    );
   });
 });
 
@@ -91,7 +103,11 @@ describe('POST /properties validation', () => {
 
   it('PATCH with an empty body or a bad field → 400', async () => {
     await expectRejected({ method: 'PATCH', url: `/properties/${propertyId}`, headers: host.auth, payload: {} }, 400);
-    await expectRejected({ method: 'PATCH', url: `/properties/${propertyId}`, headers: host.auth, payload: { maxGuests: -3 } }, 400, 'body.maxGuests');
+    await expectRejected(
+      { method: 'PATCH', url: `/properties/${propertyId}`, headers: host.auth, payload: { maxGuests: -3 } },
+      400,
+      'body.maxGuests',
+    );
   });
 });
 
@@ -106,8 +122,16 @@ describe('path and query validation', () => {
   });
 
   it('availability with bad ranges → 400', async () => {
-    await expectRejected({ method: 'GET', url: `/properties/${propertyId}/availability?from=2027-02-30&to=2027-03-05` }, 400, 'querystring.from');
-    await expectRejected({ method: 'GET', url: `/properties/${propertyId}/availability?from=2027-03-05&to=2027-03-01` }, 400, 'querystring.to');
+    await expectRejected(
+      { method: 'GET', url: `/properties/${propertyId}/availability?from=2027-02-30&to=2027-03-05` },
+      400,
+      'querystring.from',
+    );
+    await expectRejected(
+      { method: 'GET', url: `/properties/${propertyId}/availability?from=2027-03-05&to=2027-03-01` },
+      400,
+      'querystring.to',
+    );
     await expectRejected({ method: 'GET', url: `/properties/${propertyId}/availability` }, 400);
     await expectRejected({ method: 'GET', url: '/bookings?limit=1000', headers: guest.auth }, 400, 'querystring.limit');
   });

@@ -48,7 +48,10 @@ const claim = (limit = 10, leaseSeconds = 60) => claimer.claimBatch({ limit, lea
 
 describe('claim', () => {
   it('skips rows another transaction holds locked, and does not wait for it (SKIP LOCKED)', async () => {
-    const rows = await insertMessages(tdb.db, Array.from({ length: 10 }, () => ({ topic: 'test.t' })));
+    const rows = await insertMessages(
+      tdb.db,
+      Array.from({ length: 10 }, () => ({ topic: 'test.t' })),
+    );
     const ids = rows.map((r) => r.id);
     const holder = new pg.Client({ connectionString: tdb.url });
     await holder.connect();
@@ -72,7 +75,10 @@ describe('claim', () => {
   });
 
   it('N claimers in parallel over 2,000 messages never claim one twice', async () => {
-    await insertMessages(tdb.db, Array.from({ length: 2000 }, (_, i) => ({ topic: 'test.t', payload: { i } })));
+    await insertMessages(
+      tdb.db,
+      Array.from({ length: 2000 }, (_, i) => ({ topic: 'test.t', payload: { i } })),
+    );
     // Eight workers: each claims on a connection of its own, as a worker does.
     const claimers = Array.from({ length: 8 }, () => new ClaimConnection(tdb.db));
     const seen: number[][] = await Promise.all(
@@ -90,7 +96,9 @@ describe('claim', () => {
     expect(all.length).toBe(2000);
     // More than one claimer did real work (otherwise this proved nothing about concurrency).
     expect(seen.filter((s) => s.length > 0).length).toBeGreaterThan(1);
-    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where attempts <> 1 or claim_id is null`);
+    const { rows } = await tdb.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from outbox where attempts <> 1 or claim_id is null`,
+    );
     expect(rows[0]!.n).toBe(0);
   });
 
@@ -138,13 +146,17 @@ describe('claim', () => {
   it('runs from one cached plan, made on an idle outbox and kept for a burst after ANALYZE saw only DONE rows', async () => {
     // Statistics from a quiet outbox (everything DONE), then a burst the planner does not know of;
     // every tenth message shares a key with others, so the per-key check has work to do.
-    await tdb.db.execute(sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3000)`);
+    await tdb.db.execute(
+      sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3000)`,
+    );
     await tdb.db.execute(sql`vacuum analyze outbox`);
     const c = await connect(tdb.url);
     try {
       // An idle worker's empty polls: the plan is made now, for an outbox with nothing PENDING.
       for (let i = 0; i < 12; i++) expect(await claimOn(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() })).toEqual([]);
-      const { rows: stmt } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [CLAIM_STATEMENT]);
+      const { rows: stmt } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [
+        CLAIM_STATEMENT,
+      ]);
       expect(stmt).toEqual([{ generic_plans: 12, custom_plans: 0 }]);
 
       await tdb.db.execute(
@@ -170,7 +182,9 @@ describe('claim', () => {
       expect(claimed.map((m) => m.id)).toEqual(expected.map((r) => r.id));
       expect(claimed.filter((m) => m.key?.startsWith('k'))).toHaveLength(7);
       // 12 polls, the EXPLAIN and this claim: all from the cached plan.
-      const { rows: after } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [CLAIM_STATEMENT]);
+      const { rows: after } = await c.query(`select generic_plans::int, custom_plans::int from pg_prepared_statements where name = $1`, [
+        CLAIM_STATEMENT,
+      ]);
       expect(after).toEqual([{ generic_plans: 14, custom_plans: 0 }]);
     } finally {
       await c.end();
@@ -179,7 +193,9 @@ describe('claim', () => {
 
   it('keeps its plan when it was made on a tiny outbox: a probe by key, not the whole table per candidate', async () => {
     // ANALYZE of a three-row outbox; the plan made now is kept for whatever comes next.
-    await tdb.db.execute(sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3)`);
+    await tdb.db.execute(
+      sql`insert into outbox (topic, key, payload, status) select 'test.t', gen_random_uuid()::text, '{}', 'DONE' from generate_series(1, 3)`,
+    );
     await tdb.db.execute(sql`vacuum analyze outbox`);
     const c = await connect(tdb.url);
     const plain = await connect(tdb.url, false);
@@ -188,7 +204,9 @@ describe('claim', () => {
       const opts = { limit: 500, leaseSeconds: 60, claimId: randomUUID() };
       await claimOn(c, opts); // the plan is made here
       await explainClaim(plain, opts);
-      await tdb.db.execute(sql`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
+      await tdb.db.execute(
+        sql`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`,
+      );
       expectTheOneShape(await explainClaim(c, { ...opts, claimId: randomUUID() }, { analyze: true }));
       // The case: a plan cached on the tiny outbox without the settings reads the table whole.
       expect(await explainClaim(plain, opts)).toMatch(/Seq Scan on outbox/);
@@ -204,7 +222,9 @@ describe('claim', () => {
     const plain = await connect(fresh.url, false);
     try {
       await claimOn(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }); // the plan is made here, on an empty table
-      await c.query(`insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`);
+      await c.query(
+        `insert into outbox (topic, key, payload) select 'test.t', gen_random_uuid()::text, '{}' from generate_series(1, 20000)`,
+      );
       expectTheOneShape(await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true }));
       // The case: without the settings, the planner (guessing a few rows) sorts the whole burst.
       const stale = picking(await explainClaim(plain, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }));
@@ -217,26 +237,27 @@ describe('claim', () => {
     }
   });
 
-  it('keeps its session settings to itself: the claim connection has them, the shared pool the server\'s', async () => {
+  it("keeps its session settings to itself: the claim connection has them, the shared pool the server's", async () => {
     const opened: pg.Pool[] = [];
     const own = new ClaimConnection(tdb.db, { onOpen: (pool) => opened.push(pool) });
     try {
       await own.claimBatch({ limit: 10, leaseSeconds: 60, claimId: randomUUID() });
       expect(opened).toHaveLength(1);
       const settings = (q: { query(text: string, values: unknown[]): Promise<{ rows: { name: string; setting: string }[] }> }) =>
-        q.query('select name, setting from pg_settings where name = any($1) order by name', [Object.keys(CLAIM_SESSION_SETTINGS)]).then((r) =>
-          Object.fromEntries(r.rows.map((x) => [x.name, x.setting])),
-        );
+        q
+          .query('select name, setting from pg_settings where name = any($1) order by name', [Object.keys(CLAIM_SESSION_SETTINGS)])
+          .then((r) => Object.fromEntries(r.rows.map((x) => [x.name, x.setting])));
       expect(await settings(opened[0]!)).toEqual({ ...CLAIM_SESSION_SETTINGS });
       // The pool's own options reach it too: this file's lock_timeout, which the SKIP LOCKED test
       // relies on.
       const { rows: lockTimeout } = await opened[0]!.query(`select current_setting('lock_timeout') as t`);
       expect(lockTimeout[0].t).toBe(`${LOCK_TIMEOUT_MS / 1000}s`);
-      const { rows } = await opened[0]!.query('select current_setting(\'application_name\') as name');
+      const { rows } = await opened[0]!.query("select current_setting('application_name') as name");
       expect(rows[0].name).toBe('stayhub-test-claim');
       // The handlers' pool: the planner as the server has it.
       const shared = await settings(tdb.pool);
-      for (const name of ['enable_seqscan', 'enable_bitmapscan', 'enable_sort', 'enable_hashjoin', 'enable_mergejoin']) expect(shared[name]).toBe('on');
+      for (const name of ['enable_seqscan', 'enable_bitmapscan', 'enable_sort', 'enable_hashjoin', 'enable_mergejoin'])
+        expect(shared[name]).toBe('on');
       expect(shared.plan_cache_mode).toBe('auto');
     } finally {
       await own.close();
@@ -371,7 +392,10 @@ describe('fencing', () => {
     const mine = claimed.find((c) => c.id === other!.id)!;
     expect(current.claimId).not.toBe(late!.claimId);
     const leaseEnd = async () => {
-      const { rows } = await tdb.pool.query<{ s: number }>('select extract(epoch from available_at)::float8 as s from outbox where id = $1', [m!.id]);
+      const { rows } = await tdb.pool.query<{ s: number }>(
+        'select extract(epoch from available_at)::float8 as s from outbox where id = $1',
+        [m!.id],
+      );
       return rows[0]!.s;
     };
     const before = await leaseEnd();
@@ -392,7 +416,10 @@ describe('fencing', () => {
     const rows = await insertMessages(tdb.db, [{ topic: 't' }, { topic: 't' }]);
     const claimed = await claim(10);
     expect(await handBack(tdb.db, claimed)).toBe(2);
-    const after = await getMessages(tdb.db, rows.map((r) => r.id));
+    const after = await getMessages(
+      tdb.db,
+      rows.map((r) => r.id),
+    );
     for (const r of after) {
       expect(r).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });
       expect(r.due_in).toBeLessThanOrEqual(0);

@@ -61,7 +61,9 @@ describe('a database crash mid-drain', () => {
     const w = createWorker({
       db: database.db,
       config: workerConfig({ url }, { LEASE_SECONDS: '2', POLL_INTERVAL_MS: '50' }),
-      registry: new HandlerRegistry([testHandler('count', 'test.crash', async (ctx) => void handled.set(ctx.messageId, (handled.get(ctx.messageId) ?? 0) + 1))]),
+      registry: new HandlerRegistry([
+        testHandler('count', 'test.crash', async (ctx) => void handled.set(ctx.messageId, (handled.get(ctx.messageId) ?? 0) + 1)),
+      ]),
       logger: captureLogger('fatal').logger,
       listen: false,
       housekeeping: false,

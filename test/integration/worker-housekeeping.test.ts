@@ -69,12 +69,23 @@ describe('housekeeping', () => {
   it('a running worker does it at start, with the DONE purge, and logs what went', async () => {
     await seed({ expiredKeys: 3, liveKeys: 1, expiredSessions: 2, revokedSessions: 1, liveSessions: 1 });
     const { logger, entries } = captureLogger();
-    const w = createWorker({ db: tdb.db, config: workerConfig(tdb), registry: new HandlerRegistry([]), logger, listen: false, chores: appChores(workerConfig(tdb)) });
+    const w = createWorker({
+      db: tdb.db,
+      config: workerConfig(tdb),
+      registry: new HandlerRegistry([]),
+      logger,
+      listen: false,
+      chores: appChores(workerConfig(tdb)),
+    });
     await w.start();
     try {
       await waitFor(async () => (await count('sessions')) === 1 && (await count('idempotency_keys')) === 1);
       await waitFor(async () => entries().some((e) => e.msg === 'housekeeping deleted old rows'));
-      expect(entries().find((e) => e.msg === 'housekeeping deleted old rows')).toMatchObject({ outbox: 0, idempotencyKeys: 3, sessions: 3 });
+      expect(entries().find((e) => e.msg === 'housekeeping deleted old rows')).toMatchObject({
+        outbox: 0,
+        idempotencyKeys: 3,
+        sessions: 3,
+      });
     } finally {
       await w.stop();
     }

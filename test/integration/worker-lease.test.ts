@@ -6,7 +6,17 @@ import { markDoneMany } from '../../src/outbox/settle.ts';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { captureLogger, getMessage, getMessages, insertMessage, insertMessages, makeDue, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
+import {
+  captureLogger,
+  getMessage,
+  getMessages,
+  insertMessage,
+  insertMessages,
+  makeDue,
+  testHandler,
+  waitFor,
+  workerConfig,
+} from '../helpers/worker.ts';
 
 /*
  * A message runs in one worker at a time: a prefetched message never starts with too little of its
@@ -37,7 +47,11 @@ function gate() {
   return { open, opened };
 }
 
-function makeWorker(handle: Parameters<typeof testHandler>[2], env: Record<string, string>, opts: { batchSize?: number; concurrency?: number } = {}) {
+function makeWorker(
+  handle: Parameters<typeof testHandler>[2],
+  env: Record<string, string>,
+  opts: { batchSize?: number; concurrency?: number } = {},
+) {
   const { logger, entries } = captureLogger();
   const w = createWorker({
     db: tdb.db,
@@ -55,13 +69,17 @@ function makeWorker(handle: Parameters<typeof testHandler>[2], env: Record<strin
 
 /** Waits until the database's clock has passed `claimed_at + seconds` of message `id`. */
 async function untilDbClockPast(id: number, seconds: number, what: string) {
-  await waitFor(async () => {
-    const { rows } = await tdb.pool.query<{ past: boolean }>(
-      'select clock_timestamp() > claimed_at + make_interval(secs => $2) as past from outbox where id = $1',
-      [id, seconds],
-    );
-    return rows[0]!.past;
-  }, 60_000, what);
+  await waitFor(
+    async () => {
+      const { rows } = await tdb.pool.query<{ past: boolean }>(
+        'select clock_timestamp() > claimed_at + make_interval(secs => $2) as past from outbox where id = $1',
+        [id, seconds],
+      );
+      return rows[0]!.past;
+    },
+    60_000,
+    what,
+  );
 }
 
 describe('a prefetched message and its lease', () => {
@@ -75,11 +93,15 @@ describe('a prefetched message and its lease', () => {
     const runs: { worker: string; id: string }[] = [];
     const first = gate();
     let firstStartedAt = 0;
-    const a = makeWorker(async (ctx) => {
-      runs.push({ worker: 'A', id: ctx.messageId });
-      firstStartedAt ||= Date.now();
-      await first.opened;
-    }, { LEASE_SECONDS: String(LEASE_MS / 1000) }, { batchSize: 2, concurrency: 1 });
+    const a = makeWorker(
+      async (ctx) => {
+        runs.push({ worker: 'A', id: ctx.messageId });
+        firstStartedAt ||= Date.now();
+        await first.opened;
+      },
+      { LEASE_SECONDS: String(LEASE_MS / 1000) },
+      { batchSize: 2, concurrency: 1 },
+    );
     const b = makeWorker(async (ctx) => void runs.push({ worker: 'B', id: ctx.messageId }), { LEASE_SECONDS: String(LEASE_MS / 1000) });
     const [m1, m2] = await insertMessages(tdb.db, [{ topic: 'test.slow' }, { topic: 'test.slow' }]);
 
@@ -107,7 +129,7 @@ describe('a prefetched message and its lease', () => {
       { worker: 'A', id: m1!.public_id },
       { worker: 'B', id: m2!.public_id },
     ]);
-    expect((await getMessage(tdb.db, m2!.id))).toMatchObject({ status: 'DONE', attempts: 1 });
+    expect(await getMessage(tdb.db, m2!.id)).toMatchObject({ status: 'DONE', attempts: 1 });
     await Promise.all([a.w.stop(), b.w.stop()]);
   });
 });
@@ -119,10 +141,13 @@ describe('the heartbeat', () => {
     const LEASE_SECONDS = 3;
     let runs = 0;
     const slow = gate();
-    const a = makeWorker(async () => {
-      runs++;
-      await slow.opened;
-    }, { LEASE_SECONDS: String(LEASE_SECONDS) });
+    const a = makeWorker(
+      async () => {
+        runs++;
+        await slow.opened;
+      },
+      { LEASE_SECONDS: String(LEASE_SECONDS) },
+    );
     const b = makeWorker(async () => void runs++, { LEASE_SECONDS: String(LEASE_SECONDS) });
     const m = await insertMessage(tdb.db, 'test.slow');
     const aDone = a.w.runOnce();

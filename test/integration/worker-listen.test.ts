@@ -47,14 +47,17 @@ describe('LISTEN/NOTIFY', () => {
     const handled = new Set<string>();
     const entries: Record<string, unknown>[] = [];
     let reconnectedAt: number | undefined;
-    const logger = pino({ level: 'info' }, {
-      write(line: string) {
-        const entry = JSON.parse(line) as Record<string, unknown>;
-        entries.push(entry);
-        // Logged just before the listener wakes the loop for a catch-up claim.
-        if (entry.msg === 'listener reconnected') reconnectedAt = log.mark();
+    const logger = pino(
+      { level: 'info' },
+      {
+        write(line: string) {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          entries.push(entry);
+          // Logged just before the listener wakes the loop for a catch-up claim.
+          if (entry.msg === 'listener reconnected') reconnectedAt = log.mark();
+        },
       },
-    });
+    );
     const worker = createWorker({
       db: traced.db,
       claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
@@ -69,11 +72,15 @@ describe('LISTEN/NOTIFY', () => {
     });
     /** The worker is asleep: its last claim since `after` came back empty and nothing is running. */
     const asleepAfter = (after: number) => () =>
-      waitFor(async () => {
-        const claims = log.statements.filter((s) => isClaim(s) && s.startSeq > after);
-        const last = claims.at(-1);
-        return last !== undefined && last.endSeq !== undefined && last.rowCount === 0 && log.inFlight() === 0;
-      }, 20_000, 'the worker to sleep after an empty claim');
+      waitFor(
+        async () => {
+          const claims = log.statements.filter((s) => isClaim(s) && s.startSeq > after);
+          const last = claims.at(-1);
+          return last !== undefined && last.endSeq !== undefined && last.rowCount === 0 && log.inFlight() === 0;
+        },
+        20_000,
+        'the worker to sleep after an empty claim',
+      );
     /** Commits a message, and checks the very next claim took it: the wake-up, not a poll. */
     const commitAndSeeItWoken = async () => {
       const before = log.mark();
@@ -95,12 +102,16 @@ describe('LISTEN/NOTIFY', () => {
       expect(rows).toHaveLength(1);
       await tdb.db.execute(sql`select pg_terminate_backend(${rows[0]!.pid})`);
       // Reconnected: a new session has run its LISTEN, and the catch-up claim that follows came back empty.
-      await waitFor(async () => {
-        const r = await tdb.db.execute<{ pid: number; state: string; query: string }>(
-          sql`select pid, state, query from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
-        );
-        return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid && r.rows[0]!.state === 'idle' && /^listen/i.test(r.rows[0]!.query);
-      }, 30_000, 'listener to reconnect');
+      await waitFor(
+        async () => {
+          const r = await tdb.db.execute<{ pid: number; state: string; query: string }>(
+            sql`select pid, state, query from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
+          );
+          return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid && r.rows[0]!.state === 'idle' && /^listen/i.test(r.rows[0]!.query);
+        },
+        30_000,
+        'listener to reconnect',
+      );
       await waitFor(async () => reconnectedAt, 30_000, 'the reconnection logged');
       await asleepAfter(reconnectedAt!)();
 

@@ -21,7 +21,15 @@ afterAll(async () => {
 async function runOne(logEachMessage: boolean) {
   const { logger, entries } = captureLogger('info');
   const registry = new HandlerRegistry([testHandler('log.first', 'test.log'), testHandler('log.second', 'test.log')]);
-  const worker = createWorker({ db: tdb.db, config: workerConfig(tdb), registry, logger, listen: false, housekeeping: false, logEachMessage });
+  const worker = createWorker({
+    db: tdb.db,
+    config: workerConfig(tdb),
+    registry,
+    logger,
+    listen: false,
+    housekeeping: false,
+    logEachMessage,
+  });
   const msg = await insertMessage(tdb.db, 'test.log');
   expect(await worker.runUntilEmpty()).toBe(1);
   await worker.stop();

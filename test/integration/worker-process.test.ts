@@ -137,7 +137,10 @@ describe('drain-outbox flags and exit codes', () => {
     const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-'));
     const p = startWorker(REAL, ['--once', '--batch-size', '2'], { MAIL_DIR: mailDir, LOG_LEVEL: 'debug' });
     expect((await p.exit).code).toBe(0);
-    const after = await getMessages(tdb.db, rows.map((r) => r.id));
+    const after = await getMessages(
+      tdb.db,
+      rows.map((r) => r.id),
+    );
     expect(after.map((r) => r.status)).toEqual(['DONE', 'DONE', 'PENDING']);
     expect(readdirSync(mailDir)).toHaveLength(4);
     const outcomes = logEntries(p).filter((e) => e.msg === 'outbox handler outcome');
@@ -146,10 +149,20 @@ describe('drain-outbox flags and exit codes', () => {
   });
 
   it('--until-empty processes until nothing is due, then exits 0', async () => {
-    const rows = await insertMessages(tdb.db, Array.from({ length: 45 }, () => ({ topic: 'test.noop' })));
+    const rows = await insertMessages(
+      tdb.db,
+      Array.from({ length: 45 }, () => ({ topic: 'test.noop' })),
+    );
     const p = startWorker(TEST_ENTRY, ['--until-empty', '--batch-size', '10', '--concurrency', '4']);
     expect((await p.exit).code).toBe(0);
-    expect((await getMessages(tdb.db, rows.map((r) => r.id))).every((r) => r.status === 'DONE')).toBe(true);
+    expect(
+      (
+        await getMessages(
+          tdb.db,
+          rows.map((r) => r.id),
+        )
+      ).every((r) => r.status === 'DONE'),
+    ).toBe(true);
     const summary = logEntries(p).find((e) => e.msg === 'outbox worker stopped');
     expect(summary).toMatchObject({ claimed: 45, done: 45 });
   });
@@ -185,7 +198,10 @@ describe('drain-outbox signals and crashes', () => {
     p.child.kill('SIGTERM');
     expect((await p.exit).code).toBe(1);
     // At once: the process ended before its handler did (order of events, not a time bound).
-    expect(p.lines.some((l) => /test: slow handler finished/.test(l)), p.lines.join('\n')).toBe(false);
+    expect(
+      p.lines.some((l) => /test: slow handler finished/.test(l)),
+      p.lines.join('\n'),
+    ).toBe(false);
     const [row] = await getMessages(tdb.db, [slow!.id]);
     expect(row).toMatchObject({ status: 'PENDING', attempts: 1 });
     expect(row!.claim_id).not.toBeNull(); // leased: comes back when LEASE_SECONDS run out
@@ -194,10 +210,7 @@ describe('drain-outbox signals and crashes', () => {
   it('SIGKILL mid-handler: after the lease another worker delivers it, and nothing is lost', async () => {
     const effects = path.join(mkdtempSync(path.join(os.tmpdir(), 'stayhub-effects-')), 'effects.log');
     writeFileSync(effects, '');
-    const rows = await insertMessages(tdb.db, [
-      { topic: 'test.slow' },
-      ...Array.from({ length: 10 }, () => ({ topic: 'test.noop' })),
-    ]);
+    const rows = await insertMessages(tdb.db, [{ topic: 'test.slow' }, ...Array.from({ length: 10 }, () => ({ topic: 'test.noop' }))]);
     const env = { LEASE_SECONDS: '2', TEST_EFFECTS_FILE: effects };
     const first = startWorker(TEST_ENTRY, ['--concurrency', '2'], { ...env, TEST_SLOW_MS: '30000' });
     await first.waitForLine(/test: slow handler started/);
@@ -209,10 +222,17 @@ describe('drain-outbox signals and crashes', () => {
     );
 
     const second = startWorker(TEST_ENTRY, [], { ...env, TEST_SLOW_MS: '100' });
-    await waitFor(async () => {
-      const r = await getMessages(tdb.db, rows.map((m) => m.id));
-      return r.every((m) => m.status === 'DONE');
-    }, 20_000, 'every message DONE');
+    await waitFor(
+      async () => {
+        const r = await getMessages(
+          tdb.db,
+          rows.map((m) => m.id),
+        );
+        return r.every((m) => m.status === 'DONE');
+      },
+      20_000,
+      'every message DONE',
+    );
     // Not before the lease of the killed worker ran out: the second claim came after its end.
     const { rows: reclaimed } = await tdb.db.execute<{ after_lease: boolean }>(
       sql`select claimed_at >= ${leased[0]!.lease_end}::timestamptz as after_lease from outbox where id = ${rows[0]!.id}`,
@@ -221,7 +241,10 @@ describe('drain-outbox signals and crashes', () => {
     second.child.kill('SIGTERM');
     expect((await second.exit).code).toBe(0);
 
-    const after = await getMessages(tdb.db, rows.map((m) => m.id));
+    const after = await getMessages(
+      tdb.db,
+      rows.map((m) => m.id),
+    );
     expect(after[0]).toMatchObject({ status: 'DONE', attempts: 2 });
     const log = readFileSync(effects, 'utf8').trim().split('\n');
     const slowId = after[0]!.public_id;

@@ -104,11 +104,21 @@ describe('backoff and dead letters', () => {
   });
 
   it('with jitter on, every delay lies within [delay/2, delay] and they are not all the same', async () => {
-    const { w } = worker([testHandler('fails', 'test.fail', async () => { throw new Error('x'); })], {
-      BACKOFF_JITTER: 'true',
-      MAX_ATTEMPTS: '20',
-    });
-    const msgs = await insertMessages(tdb.db, Array.from({ length: 10 }, () => ({ topic: 'test.fail' })));
+    const { w } = worker(
+      [
+        testHandler('fails', 'test.fail', async () => {
+          throw new Error('x');
+        }),
+      ],
+      {
+        BACKOFF_JITTER: 'true',
+        MAX_ATTEMPTS: '20',
+      },
+    );
+    const msgs = await insertMessages(
+      tdb.db,
+      Array.from({ length: 10 }, () => ({ topic: 'test.fail' })),
+    );
     const ids = msgs.map((m) => m.id);
     for (let attempt = 1; attempt <= 9; attempt++) {
       await w.runOnce();
@@ -130,7 +140,11 @@ describe('backoff and dead letters', () => {
   });
 
   it('a PermanentError is DEAD at once', async () => {
-    const { w } = worker([testHandler('refuses', 'test.perm', async () => { throw new PermanentError('the property is gone'); })]);
+    const { w } = worker([
+      testHandler('refuses', 'test.perm', async () => {
+        throw new PermanentError('the property is gone');
+      }),
+    ]);
     const m = await insertMessage(tdb.db, 'test.perm');
     await w.runOnce();
     const row = await getMessage(tdb.db, m.id);
@@ -141,7 +155,11 @@ describe('backoff and dead letters', () => {
 
   it('a payload that fails its topic schema is DEAD at once, and no handler runs', async () => {
     let ran = 0;
-    const { w, outcomes } = worker([testHandler('email', 'booking.created', async () => { ran++; })]);
+    const { w, outcomes } = worker([
+      testHandler('email', 'booking.created', async () => {
+        ran++;
+      }),
+    ]);
     const bad = await insertMessage(tdb.db, 'booking.created', { ...bookingPayload(), guestEmail: 'not an email', nights: -1 });
     await w.runOnce();
     const row = await getMessage(tdb.db, bad.id);
@@ -154,7 +172,11 @@ describe('backoff and dead letters', () => {
 
   it('a message whose claims keep ending without an outcome (a worker crashing each time) reaches DEAD', async () => {
     let ran = 0;
-    const { w } = worker([testHandler('crashes', 'test.crash', async () => { ran++; })]);
+    const { w } = worker([
+      testHandler('crashes', 'test.crash', async () => {
+        ran++;
+      }),
+    ]);
     const m = await insertMessage(tdb.db, 'test.crash');
     // Eight claims whose workers died: attempts were counted at each claim, no outcome was recorded.
     await tdb.db.execute(sql`update outbox set attempts = 8 where id = ${m.id}`);
@@ -171,7 +193,9 @@ describe('fan-out', () => {
   it('when the host handler fails and the guest one succeeds, the retry runs only the host handler', async () => {
     const calls = { guest: 0, host: 0 };
     const { w, outcomes } = worker([
-      testHandler('guest', 'test.fanout', async () => { calls.guest++; }),
+      testHandler('guest', 'test.fanout', async () => {
+        calls.guest++;
+      }),
       testHandler('host', 'test.fanout', async () => {
         calls.host++;
         if (calls.host === 1) throw new Error('smtp hiccup');
@@ -180,7 +204,10 @@ describe('fan-out', () => {
     const m = await insertMessage(tdb.db, 'test.fanout');
     await w.runOnce();
     expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'PENDING', attempts: 1, handlers_done: ['guest'] });
-    expect(outcomes.map((o) => [o.handler, o.outcome])).toEqual([['guest', 'done'], ['host', 'retry']]);
+    expect(outcomes.map((o) => [o.handler, o.outcome])).toEqual([
+      ['guest', 'done'],
+      ['host', 'retry'],
+    ]);
     await makeDue(tdb.db);
     await w.runOnce();
     expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'DONE', attempts: 2, handlers_done: ['guest', 'host'] });
@@ -188,11 +215,16 @@ describe('fan-out', () => {
     await w.stop();
   });
 
-  it('a handler that fails does not stop the message\'s other handlers from running', async () => {
+  it("a handler that fails does not stop the message's other handlers from running", async () => {
     const ran: string[] = [];
     const { w } = worker([
-      testHandler('first', 'test.fanout', async () => { ran.push('first'); throw new Error('down'); }),
-      testHandler('second', 'test.fanout', async () => { ran.push('second'); }),
+      testHandler('first', 'test.fanout', async () => {
+        ran.push('first');
+        throw new Error('down');
+      }),
+      testHandler('second', 'test.fanout', async () => {
+        ran.push('second');
+      }),
     ]);
     const m = await insertMessage(tdb.db, 'test.fanout');
     await w.runOnce();
@@ -232,7 +264,11 @@ describe('unknown topics', () => {
 
     // A deploy adds the handler.
     const seen: unknown[] = [];
-    const b = worker([testHandler('late-handler', 'test.unregistered', async ({ payload }) => { seen.push(payload); })]);
+    const b = worker([
+      testHandler('late-handler', 'test.unregistered', async ({ payload }) => {
+        seen.push(payload);
+      }),
+    ]);
     await makeDue(tdb.db);
     expect(await b.w.runOnce()).toBe(1);
     expect(await getMessage(tdb.db, m.id)).toMatchObject({ status: 'DONE', attempts: 1 });
@@ -263,7 +299,10 @@ describe('isolation and order', () => {
     await w.runOnce();
     await makeDue(tdb.db);
     await w.runOnce();
-    const rows = await getMessages(tdb.db, msgs.map((m) => m.id));
+    const rows = await getMessages(
+      tdb.db,
+      msgs.map((m) => m.id),
+    );
     expect(rows.map((r) => r.status)).toEqual(['DONE', 'PENDING', 'DONE', 'DONE']);
     expect(rows.map((r) => runs.get(r.public_id))).toEqual([1, 2, 1, 1]);
     await w.stop();
@@ -310,10 +349,14 @@ describe('isolation and order', () => {
     const w1 = worker([handlerOf('w1')], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
     const w2 = worker([handlerOf('w2')], { POLL_INTERVAL_MS: '10' }, { concurrency: 8, batchSize: 10 });
     await Promise.all([w1.w.start(), w2.w.start()]);
-    await waitFor(async () => {
-      const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'DONE'`);
-      return rows[0]!.n === keys * perKey;
-    }, 30_000, 'all messages DONE');
+    await waitFor(
+      async () => {
+        const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'DONE'`);
+        return rows[0]!.n === keys * perKey;
+      },
+      30_000,
+      'all messages DONE',
+    );
     await Promise.all([w1.w.stop(), w2.w.stop()]);
     // Every claim succeeded: none waited for the other worker's rows until its lock timeout.
     expect([...w1.entries(), ...w2.entries()].filter((e) => e.msg === 'claim failed')).toEqual([]);
@@ -334,11 +377,19 @@ describe('stopping', () => {
     let finish!: () => void;
     const gate = new Promise<void>((r) => (finish = r));
     const { w, outcomes } = worker(
-      [testHandler('slow', 'test.slow', async () => { started++; await gate; })],
+      [
+        testHandler('slow', 'test.slow', async () => {
+          started++;
+          await gate;
+        }),
+      ],
       {},
       { concurrency: 1, batchSize: 5 },
     );
-    const msgs = await insertMessages(tdb.db, Array.from({ length: 5 }, () => ({ topic: 'test.slow' })));
+    const msgs = await insertMessages(
+      tdb.db,
+      Array.from({ length: 5 }, () => ({ topic: 'test.slow' })),
+    );
     await w.start();
     await waitFor(async () => started === 1, 30_000, 'first handler to start');
     // Stop is asked while the handler is still running; the handler finishes only afterwards.
@@ -347,7 +398,10 @@ describe('stopping', () => {
     const summary = await stopping;
     expect(started).toBe(1);
     expect(summary).toMatchObject({ claimed: 5, done: 1, handedBack: 4 });
-    const rows = await getMessages(tdb.db, msgs.map((m) => m.id));
+    const rows = await getMessages(
+      tdb.db,
+      msgs.map((m) => m.id),
+    );
     expect(rows[0]).toMatchObject({ status: 'DONE', attempts: 1 });
     for (const r of rows.slice(1)) {
       expect(r).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });
@@ -380,7 +434,9 @@ describe('logging', () => {
     expect(lines[0]).toMatchObject({ messageId: m.public_id, topic: 'booking.created', handler: 'guest', attempt: 1, outcome: 'done' });
     expect(lines[1]).toMatchObject({ handler: 'host', outcome: 'dead' });
     expect(typeof lines[0]!.durationMs).toBe('number');
-    const all = entries().map((e) => JSON.stringify(e)).join('\n');
+    const all = entries()
+      .map((e) => JSON.stringify(e))
+      .join('\n');
     expect(all).not.toMatch(/@example\.test/);
     const row = await getMessage(tdb.db, m.id);
     expect(row.last_error).toBe("host: Error(EENVELOPE): Can't send mail - all recipients were rejected: 550 <[email]>: no such user");

@@ -37,12 +37,7 @@ describe('outbox scripts', () => {
   // Five script processes one after another (each a node + tsx start): seconds each on a busy
   // two-core machine, so the hang guard is wider than the default.
   it('outbox:requeue puts DEAD messages back (by id, by topic, all) with attempts reset, and audits it', { timeout: 120_000 }, async () => {
-    const rows = await insertMessages(tdb.db, [
-      { topic: 'a.dead' },
-      { topic: 'a.dead' },
-      { topic: 'b.dead' },
-      { topic: 'c.done' },
-    ]);
+    const rows = await insertMessages(tdb.db, [{ topic: 'a.dead' }, { topic: 'a.dead' }, { topic: 'b.dead' }, { topic: 'c.done' }]);
     await tdb.db.execute(sql`
       update outbox set status = case when topic = 'c.done' then 'DONE' else 'DEAD' end,
                         attempts = 8, processed_at = now(), last_error = 'h: Error: x'`);
@@ -53,12 +48,23 @@ describe('outbox scripts', () => {
     expect(r.stdout).toContain(rows[0]!.public_id);
     r = await run('scripts/outbox-requeue.ts', ['--topic', 'b.dead']);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
-    let after = await getMessages(tdb.db, rows.map((m) => m.id));
-    expect(after.map((m) => [m.status, m.attempts])).toEqual([['PENDING', 0], ['DEAD', 8], ['PENDING', 0], ['DONE', 8]]);
+    let after = await getMessages(
+      tdb.db,
+      rows.map((m) => m.id),
+    );
+    expect(after.map((m) => [m.status, m.attempts])).toEqual([
+      ['PENDING', 0],
+      ['DEAD', 8],
+      ['PENDING', 0],
+      ['DONE', 8],
+    ]);
 
     r = await run('scripts/outbox-requeue.ts', ['--all-dead']);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
-    after = await getMessages(tdb.db, rows.map((m) => m.id));
+    after = await getMessages(
+      tdb.db,
+      rows.map((m) => m.id),
+    );
     expect(after.map((m) => m.status)).toEqual(['PENDING', 'PENDING', 'PENDING', 'DONE']);
     const { rows: audit } = await tdb.db.execute<{ affected: number; actor: string }>(
       sql`select affected, actor from outbox_audit order by id`,
@@ -67,7 +73,10 @@ describe('outbox scripts', () => {
     expect(audit[0]!.actor).toMatch(/^cli:/);
 
     // The usage errors touch no row: both processes at once.
-    const [noFlag, badId] = await Promise.all([run('scripts/outbox-requeue.ts', []), run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid'])]);
+    const [noFlag, badId] = await Promise.all([
+      run('scripts/outbox-requeue.ts', []),
+      run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid']),
+    ]);
     expect(noFlag.code).toBe(2);
     expect(noFlag.stderr).toContain('usage: npm run outbox:requeue');
     expect(badId.code).toBe(2);
@@ -80,7 +89,10 @@ describe('outbox scripts', () => {
                               where id = (select min(id) from outbox)`);
     const r = await run('scripts/outbox-stats.ts');
     expect(r.code).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => l.split(/\s{2,}/));
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split(/\s{2,}/));
     expect(lines[0]).toEqual(['topic', 'pending', 'leased', 'dead', 'done 1h', 'oldest pending']);
     expect(lines).toContainEqual(['booking.created', '2', '1', '0', '0', expect.stringMatching(/^\d+s$/)]);
     expect(lines).toContainEqual(['property.changed', '1', '0', '0', '0', expect.stringMatching(/^(9\d|1\d\d)s$/)]);

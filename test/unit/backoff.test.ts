@@ -6,15 +6,11 @@ const defaults = { baseSeconds: 2, maxSeconds: 256 };
 
 describe('backoff', () => {
   it('doubles from the base and is capped: 2, 4, 8, …, 128, 256, 256', () => {
-    expect([1, 2, 3, 4, 5, 6, 7, 8, 9, 20].map((n) => backoffDelaySeconds(n, defaults))).toEqual([
-      2, 4, 8, 16, 32, 64, 128, 256, 256, 256,
-    ]);
+    expect([1, 2, 3, 4, 5, 6, 7, 8, 9, 20].map((n) => backoffDelaySeconds(n, defaults))).toEqual([2, 4, 8, 16, 32, 64, 128, 256, 256, 256]);
   });
 
   it('with jitter off, the delay is exactly the schedule', () => {
-    expect([1, 2, 3, 4, 5, 6, 7].map((n) => retryDelaySeconds(n, { ...defaults, jitter: false }))).toEqual([
-      2, 4, 8, 16, 32, 64, 128,
-    ]);
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => retryDelaySeconds(n, { ...defaults, jitter: false }))).toEqual([2, 4, 8, 16, 32, 64, 128]);
   });
 
   it('with equal jitter, the delay lies in [delay/2, delay] and uses the whole range', () => {

@@ -85,7 +85,13 @@ describe('fault evidence', () => {
     let polls = 0;
     const admin = {
       query: async (text: string) => {
-        if (text.includes('pg_terminate_backend')) return { rows: [{ pid: 11, name: 'stayhub-worker' }, { pid: 12, name: 'stayhub-worker-listen' }] };
+        if (text.includes('pg_terminate_backend'))
+          return {
+            rows: [
+              { pid: 11, name: 'stayhub-worker' },
+              { pid: 12, name: 'stayhub-worker-listen' },
+            ],
+          };
         // The first poll still sees 12 (the signal was sent, the backend not yet gone).
         return { rows: polls++ === 0 ? [{ pid: 12 }] : [] };
       },
@@ -93,7 +99,11 @@ describe('fault evidence', () => {
     const ended = await inject(deps({ admin: admin as never }), [{ kind: 'pg-terminate-workers', at: 0, downMs: 0 }]);
     expect(ended[0]!.evidence).toMatch(/2 backend\(s\) ended/);
 
-    const stuck = { query: async (text: string) => ({ rows: text.includes('pg_terminate_backend') ? [{ pid: 13, name: 'stayhub-worker' }] : [{ pid: 13 }] }) };
+    const stuck = {
+      query: async (text: string) => ({
+        rows: text.includes('pg_terminate_backend') ? [{ pid: 13, name: 'stayhub-worker' }] : [{ pid: 13 }],
+      }),
+    };
     const notEnded = await inject(deps({ admin: stuck as never }), [{ kind: 'pg-terminate-workers', at: 0, downMs: 0 }]);
     expect(notEnded[0]!.evidence).toBeNull();
   });
@@ -126,7 +136,9 @@ describe('fault evidence: the events path', () => {
   });
 
   it('a consumer kill counts only when the consumer was running and exited by SIGKILL', async () => {
-    const killed = await inject(deps({ events: events({ pid: 5, code: null, signal: 'SIGKILL' }, outage({})) }), [{ kind: 'consumer-kill', at: 0, downMs: 10 }]);
+    const killed = await inject(deps({ events: events({ pid: 5, code: null, signal: 'SIGKILL' }, outage({})) }), [
+      { kind: 'consumer-kill', at: 0, downMs: 10 },
+    ]);
     expect(killed[0]).toMatchObject({ target: 'earnings-consumer', evidence: 'pid 5 exited by SIGKILL' });
     const nothing = await inject(deps({ events: events(null, outage({})) }), [{ kind: 'consumer-kill', at: 0, downMs: 10 }]);
     expect(nothing[0]!.evidence).toBeNull();
@@ -136,7 +148,8 @@ describe('fault evidence: the events path', () => {
   });
 
   it("a NATS outage counts only with the server's exit seen, its port refusing, and a server back", async () => {
-    const nats = (o: Partial<NatsOutageObserved>) => inject(deps({ events: events(null, outage(o)) }), [{ kind: 'nats-outage', at: 0, downMs: 10 }]);
+    const nats = (o: Partial<NatsOutageObserved>) =>
+      inject(deps({ events: events(null, outage(o)) }), [{ kind: 'nats-outage', at: 0, downMs: 10 }]);
     const seen = await nats({});
     expect(seen[0]).toMatchObject({ target: 'nats' });
     expect(seen[0]!.evidence).toMatch(/pid 7 exit seen, its port refused connections, pid 8 listening again/);
@@ -213,7 +226,7 @@ describe('one fault per target at a time', () => {
     expect(api.startedAt).toBeLessThan(restart.endedAt);
   });
 
-  it('an SMTP outage and a NATS outage (the workers\' two downstreams) are kept apart by the gap; a consumer kill waits for the NATS outage; other faults are not held up', async () => {
+  it("an SMTP outage and a NATS outage (the workers' two downstreams) are kept apart by the gap; a consumer kill waits for the NATS outage; other faults are not held up", async () => {
     const d = deps({
       downstreamGapMs: 150,
       events: {

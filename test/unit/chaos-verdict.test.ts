@@ -41,7 +41,14 @@ function goodRun(): JudgeInput {
     const host = `host-${i % 2}@chaos.test`;
     const cancelled = i % 4 === 1;
     bookings.push({ publicId: id, status: cancelled ? 'cancelled' : 'confirmed', guestEmail: guest, hostEmail: host });
-    clientBookings.push({ id, guestEmail: guest, hostEmail: host, checkIn: '2027-01-01', checkOut: '2027-01-03', status: cancelled ? 'cancelled' : 'confirmed' });
+    clientBookings.push({
+      id,
+      guestEmail: guest,
+      hostEmail: host,
+      checkIn: '2027-01-01',
+      checkOut: '2027-01-03',
+      status: cancelled ? 'cancelled' : 'confirmed',
+    });
     const bounces = guest === BOUNCE;
     outbox.push({
       publicId: uuid(1000 + n++),
@@ -56,7 +63,15 @@ function goodRun(): JudgeInput {
     else accept('booking.created', id, 'email.guest-confirmation', guest);
     accept('booking.created', id, 'email.host-new-booking', host);
     if (cancelled) {
-      outbox.push({ publicId: uuid(1000 + n++), topic: 'booking.cancelled', key: id, status: 'DONE', attempts: 1, lastError: null, handlersDone: ['email.guest-cancellation', 'email.host-cancellation'] });
+      outbox.push({
+        publicId: uuid(1000 + n++),
+        topic: 'booking.cancelled',
+        key: id,
+        status: 'DONE',
+        attempts: 1,
+        lastError: null,
+        handlersDone: ['email.guest-cancellation', 'email.host-cancellation'],
+      });
       accept('booking.cancelled', id, 'email.guest-cancellation', guest);
       accept('booking.cancelled', id, 'email.host-cancellation', host);
     }
@@ -100,7 +115,11 @@ function goodRun(): JudgeInput {
     overlaps: [],
     records,
     clientBookings,
-    lookups: clientBookings.map((c) => ({ id: c.id, httpStatus: 200, body: { status: c.status, checkIn: c.checkIn, checkOut: c.checkOut } })),
+    lookups: clientBookings.map((c) => ({
+      id: c.id,
+      httpStatus: 200,
+      body: { status: c.status, checkIn: c.checkIn, checkOut: c.checkOut },
+    })),
     serverErrors: [],
     clientsGaveUp: 0,
     idempotencyMismatches: [],
@@ -112,7 +131,10 @@ function goodRun(): JudgeInput {
   };
 }
 
-const broken = (input: JudgeInput) => judge(input).checks.filter((c) => !c.ok).map((c) => c.name);
+const broken = (input: JudgeInput) =>
+  judge(input)
+    .checks.filter((c) => !c.ok)
+    .map((c) => c.name);
 
 describe('the chaos verdict', () => {
   it('passes a run in which everything held (the baseline every case below breaks one thing of)', () => {
@@ -152,7 +174,10 @@ describe('the chaos verdict', () => {
     expect(v.ok).toBe(false);
     expect(v.mail.lost).toBe(2);
     expect(v.mail.wrongRecipient).toBe(2);
-    expect(broken(run)).toEqual([expect.stringMatching(/^every booking and every cancellation/), expect.stringMatching(/^no email to anyone else/)]);
+    expect(broken(run)).toEqual([
+      expect.stringMatching(/^every booking and every cancellation/),
+      expect.stringMatching(/^no email to anyone else/),
+    ]);
   });
 
   it('fails when an email also went to a second, wrong recipient', () => {
@@ -186,7 +211,10 @@ describe('the chaos verdict', () => {
     expect(judge(crash).ok).toBe(false);
     expect(broken(crash)).toEqual([expect.stringMatching(/^no process crashed/)]);
 
-    const refusedWhileDown = { ...goodRun(), unplannedExits: [{ process: 'worker-1', code: 1, signal: null, lastLines: ['cannot reach the database'] }] };
+    const refusedWhileDown = {
+      ...goodRun(),
+      unplannedExits: [{ process: 'worker-1', code: 1, signal: null, lastLines: ['cannot reach the database'] }],
+    };
     expect(judge(refusedWhileDown).ok).toBe(true);
 
     const idem = { ...goodRun(), idempotencyMismatches: ['key k: 201 a vs 201 b'] };
@@ -255,7 +283,15 @@ describe('the chaos verdict', () => {
   });
 
   it('scales its minimums with the duration', () => {
-    const planned = { 'worker-kill': 40, 'api-kill': 7, 'smtp-outage': 5, 'pg-restart': 1, 'pg-terminate-workers': 20, 'consumer-kill': 20, 'nats-outage': 7 };
+    const planned = {
+      'worker-kill': 40,
+      'api-kill': 7,
+      'smtp-outage': 5,
+      'pg-restart': 1,
+      'pg-terminate-workers': 20,
+      'consumer-kill': 20,
+      'nats-outage': 7,
+    };
     const long = minimums(600, planned, true);
     const short = minimums(30, planned, true);
     expect(long.bookings).toBeGreaterThan(short.bookings);
@@ -263,7 +299,11 @@ describe('the chaos verdict', () => {
     expect(long.faults['worker-kill']).toBe(30);
     expect(long.faults['consumer-kill']).toBe(15);
     expect(long.faults['nats-outage']).toBe(6);
-    expect(minimums(30, { 'worker-kill': 0, 'api-kill': 0, 'smtp-outage': 0, 'pg-restart': 0, 'pg-terminate-workers': 0 }, true).faults['api-kill']).toBe(1);
+    expect(
+      minimums(30, { 'worker-kill': 0, 'api-kill': 0, 'smtp-outage': 0, 'pg-restart': 0, 'pg-terminate-workers': 0 }, true).faults[
+        'api-kill'
+      ],
+    ).toBe(1);
     expect(minimums(30, {}, true).faults['nats-outage']).toBe(1);
     // Without the events part its kinds are not required; every other kind still is.
     const without = minimums(600, planned, false);
@@ -276,7 +316,11 @@ describe('the chaos verdict: the events path', () => {
   it('fails when an events check is BROKEN, and only that check is', () => {
     for (const name of Object.values(EVENT_CHECKS)) {
       const run = goodRun();
-      run.events = { checks: run.events!.checks.map((c) => (c.name === name ? { ...c, ok: false, violations: ['x is in the stream 2 time(s)'], violationCount: 1 } : c)) };
+      run.events = {
+        checks: run.events!.checks.map((c) =>
+          c.name === name ? { ...c, ok: false, violations: ['x is in the stream 2 time(s)'], violationCount: 1 } : c,
+        ),
+      };
       const v = judge(run);
       expect(v.ok, name).toBe(false);
       expect(broken(run), name).toEqual([name]);
@@ -324,22 +368,42 @@ describe('the chaos verdict: the events path', () => {
     expect(v.checks.filter((c) => !c.ok)).toEqual([]);
     expect(v.checks.some((c) => c.name.startsWith('events:'))).toBe(false);
     // The same run claiming the events part ran fails: its faults and checks are then required.
-    expect(broken({ ...run, events: { checks: [] } })).toEqual([expect.stringMatching(/^the run had something to judge/), ...Object.values(EVENT_CHECKS)]);
+    expect(broken({ ...run, events: { checks: [] } })).toEqual([
+      expect.stringMatching(/^the run had something to judge/),
+      ...Object.values(EVENT_CHECKS),
+    ]);
   });
 
   it("allows the consumer's refusal to start while NATS is down, and only then", () => {
     const run = goodRun();
     const outage = run.faults.find((f) => f.kind === 'nats-outage')!;
-    const refusal = { process: 'earnings-consumer', code: 1, signal: null, lastLines: ['consume:earnings: cannot reach NATS at 127.0.0.1:4222: CONNECTION_REFUSED'] };
+    const refusal = {
+      process: 'earnings-consumer',
+      code: 1,
+      signal: null,
+      lastLines: ['consume:earnings: cannot reach NATS at 127.0.0.1:4222: CONNECTION_REFUSED'],
+    };
     expect(judge({ ...run, unplannedExits: [{ ...refusal, at: outage.startedAt + 100 }] }).ok).toBe(true);
     // Long after the outage, or with no time: a crash.
-    expect(broken({ ...run, unplannedExits: [{ ...refusal, at: outage.endedAt + 60_000 }] })).toEqual([expect.stringMatching(/^no process crashed/)]);
+    expect(broken({ ...run, unplannedExits: [{ ...refusal, at: outage.endedAt + 60_000 }] })).toEqual([
+      expect.stringMatching(/^no process crashed/),
+    ]);
     expect(broken({ ...run, unplannedExits: [refusal] })).toEqual([expect.stringMatching(/^no process crashed/)]);
     // During an outage that showed no effect: a crash (and the outage is not counted either).
-    const noEffect = { ...run, faults: run.faults.map((f) => (f === outage ? { ...f, evidence: null } : f)), unplannedExits: [{ ...refusal, at: outage.startedAt + 100 }] };
-    expect(broken(noEffect)).toEqual([expect.stringMatching(/^the run had something to judge/), expect.stringMatching(/^no process crashed/)]);
+    const noEffect = {
+      ...run,
+      faults: run.faults.map((f) => (f === outage ? { ...f, evidence: null } : f)),
+      unplannedExits: [{ ...refusal, at: outage.startedAt + 100 }],
+    };
+    expect(broken(noEffect)).toEqual([
+      expect.stringMatching(/^the run had something to judge/),
+      expect.stringMatching(/^no process crashed/),
+    ]);
     // nats-server itself exiting on its own is a crash.
-    const natsCrash = { ...run, unplannedExits: [{ process: 'nats-server', at: outage.startedAt + 100, code: 1, signal: null, lastLines: ['[FTL] boom'] }] };
+    const natsCrash = {
+      ...run,
+      unplannedExits: [{ process: 'nats-server', at: outage.startedAt + 100, code: 1, signal: null, lastLines: ['[FTL] boom'] }],
+    };
     expect(broken(natsCrash)).toEqual([expect.stringMatching(/^no process crashed/)]);
   });
 });

@@ -31,8 +31,8 @@ writeFileSync(path.join(pkg, 'native', 'lib', 'libpq.so.5.18'), '');
 symlinkSync('libpq.so.5.18', path.join(pkg, 'native', 'lib', 'libpq.so.5'));
 const mod = { initdb: path.join(pkg, 'native', 'bin', 'initdb'), postgres: path.join(pkg, 'native', 'bin', 'postgres') };
 
-describe('the embedded server\'s binaries, as root', () => {
-  it('are used where they are when the server\'s user can reach them, and when nobody else runs them', () => {
+describe("the embedded server's binaries, as root", () => {
+  it("are used where they are when the server's user can reach them, and when nobody else runs them", () => {
     chmodSync(hidden, 0o755);
     try {
       expect(unsearchableFolder(mod.postgres, NOBODY, NOBODY)).toBeUndefined();
@@ -44,7 +44,7 @@ describe('the embedded server\'s binaries, as root', () => {
     expect(existsSync(copy)).toBe(false);
   });
 
-  it('are copied, once, where the server\'s user can run them when a private folder hides them', () => {
+  it("are copied, once, where the server's user can run them when a private folder hides them", () => {
     expect(unsearchableFolder(mod.postgres, NOBODY, NOBODY)).toBe(hidden);
     const bin = reachableBinaries(mod, { uid: NOBODY, gid: NOBODY });
     expect(bin).toEqual({ initdb: path.join(copy, 'bin', 'initdb'), postgres: path.join(copy, 'bin', 'postgres') });
@@ -62,7 +62,7 @@ describe('the embedded server\'s binaries, as root', () => {
     expect(readdirSync(os.tmpdir()).filter((f) => f.startsWith(partial))).toEqual([]);
   });
 
-  it('a data folder the server\'s user cannot reach is refused at once, naming the folder and what to do', async () => {
+  it("a data folder the server's user cannot reach is refused at once, naming the folder and what to do", async () => {
     const server = new EmbeddedPostgres({ dataDir: path.join(hidden, 'data'), port: 1, user: 'postgres', password: 'x' });
     if (process.getuid?.() === 0) {
       await expect(server.initialise()).rejects.toThrow(`${hidden} is private to its owner. Set EMBEDDED_PG_DIR`);

@@ -27,8 +27,8 @@ const defaultDir = path.join(root, '.data', 'postgres');
 const choose = (env: NodeJS.ProcessEnv, at = root, as: { uid?: number; gid?: number } = ids) =>
   embeddedDataDir({ root: at, configured: env.EMBEDDED_PG_DIR ?? '.data/postgres', env, ids: as, base });
 
-describe('the embedded server\'s data folder, as root', () => {
-  it('is the default one when the server\'s user can reach it, or when nobody else runs the server', () => {
+describe("the embedded server's data folder, as root", () => {
+  it("is the default one when the server's user can reach it, or when nobody else runs the server", () => {
     chmodSync(hidden, 0o755);
     try {
       expect(choose({})).toEqual({ dataDir: defaultDir });
@@ -38,7 +38,7 @@ describe('the embedded server\'s data folder, as root', () => {
     expect(choose({}, root, {})).toEqual({ dataDir: defaultDir });
   });
 
-  it('moves, when the default one is hidden in a private checkout, to a reachable folder of the checkout\'s own', () => {
+  it("moves, when the default one is hidden in a private checkout, to a reachable folder of the checkout's own", () => {
     expect(unsearchableFolder(defaultDir, NOBODY, NOBODY)).toBe(hidden);
     const chosen = choose({});
     expect(chosen.unreachable).toBe(defaultDir);

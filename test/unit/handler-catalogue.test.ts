@@ -18,7 +18,11 @@ describe('the subscriptions: one list for the worker and the API', () => {
   });
 
   it('pulls nothing of the handlers into the API: the list imports only a type', () => {
-    const imports = [...readFileSync(new URL('../../src/outbox/subscriptions.ts', import.meta.url), 'utf8').matchAll(/^import\s+(type\s+)?[^;]*?from\s+'([^']+)'/gm)];
+    const imports = [
+      ...readFileSync(new URL('../../src/outbox/subscriptions.ts', import.meta.url), 'utf8').matchAll(
+        /^import\s+(type\s+)?[^;]*?from\s+'([^']+)'/gm,
+      ),
+    ];
     expect(imports.every((m) => Boolean(m[1]))).toBe(true);
   });
 });

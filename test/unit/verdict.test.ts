@@ -24,7 +24,10 @@ describe('verdictBeforeRun', () => {
     expect(verdictBeforeRun({ ...ok, attempts: 8 })).toBeNull();
   });
   it('an invalid payload: dead with the payload error', () => {
-    expect(verdictBeforeRun({ ...ok, payloadError: 'payload: ZodError: x' })).toMatchObject({ kind: 'dead', error: 'payload: ZodError: x' });
+    expect(verdictBeforeRun({ ...ok, payloadError: 'payload: ZodError: x' })).toMatchObject({
+      kind: 'dead',
+      error: 'payload: ZodError: x',
+    });
   });
 });
 
@@ -47,7 +50,13 @@ describe('verdictAfterRun', () => {
     expect(delays).toEqual([2, 4, 8, 16, 32, 64, 128, 256, 256, 256]);
   });
   it('jitter stays within [delay/2, delay], from the injected random source', () => {
-    const at = (r: number) => verdictAfterRun({ ...base, attempts: 3, failures: [fail('h', new Error('x'))], backoff: { ...backoff, jitter: true, random: () => r } });
+    const at = (r: number) =>
+      verdictAfterRun({
+        ...base,
+        attempts: 3,
+        failures: [fail('h', new Error('x'))],
+        backoff: { ...backoff, jitter: true, random: () => r },
+      });
     expect(at(0)).toMatchObject({ delaySeconds: 4 });
     expect(at(1)).toMatchObject({ delaySeconds: 8 });
   });

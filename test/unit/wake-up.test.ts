@@ -12,7 +12,8 @@ function harness() {
         const s = { startedAt: ++clock, finishedAt: undefined as number | undefined, finish: () => {} };
         s.finish = () => {
           s.finishedAt = ++clock;
-          if (sends.length % 3 === 0) reject(new Error('notify failed')); // failures change nothing
+          if (sends.length % 3 === 0)
+            reject(new Error('notify failed')); // failures change nothing
           else resolve();
         };
         sends.push(s);
@@ -41,33 +42,36 @@ describe('CoalescedWakeUp', () => {
 
   it('every request is answered only after a notify that started after it (fast-check)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(fc.constant('request' as const), fc.constant('finish' as const)), { maxLength: 60 }), async (ops) => {
-        const { w, sends, tick } = harness();
-        const requests: { at: number; resolvedAt?: number }[] = [];
-        for (const op of ops) {
-          if (op === 'request') {
-            const r: { at: number; resolvedAt?: number } = { at: tick() };
-            requests.push(r);
-            void w.request().then(() => (r.resolvedAt = tick()));
-          } else {
-            sends.find((s) => s.finishedAt === undefined)?.finish();
+      fc.asyncProperty(
+        fc.array(fc.oneof(fc.constant('request' as const), fc.constant('finish' as const)), { maxLength: 60 }),
+        async (ops) => {
+          const { w, sends, tick } = harness();
+          const requests: { at: number; resolvedAt?: number }[] = [];
+          for (const op of ops) {
+            if (op === 'request') {
+              const r: { at: number; resolvedAt?: number } = { at: tick() };
+              requests.push(r);
+              void w.request().then(() => (r.resolvedAt = tick()));
+            } else {
+              sends.find((s) => s.finishedAt === undefined)?.finish();
+            }
+            await flush();
           }
-          await flush();
-        }
-        // Drain: finish whatever is in flight until every request is answered.
-        for (let i = 0; i < 200 && requests.some((r) => r.resolvedAt === undefined); i++) {
-          sends.find((s) => s.finishedAt === undefined)?.finish();
-          await flush();
-        }
-        for (const r of requests) {
-          expect(r.resolvedAt).toBeDefined();
-          const covering = sends.find((s) => s.startedAt > r.at && s.finishedAt !== undefined && s.finishedAt < r.resolvedAt!);
-          expect(covering, `request at ${r.at}`).toBeDefined();
-        }
-        expect(sends.filter((s) => s.finishedAt === undefined).length).toBeLessThanOrEqual(1);
-        // Coalesced: never more notifies than requests.
-        expect(sends.length).toBeLessThanOrEqual(requests.length);
-      }),
+          // Drain: finish whatever is in flight until every request is answered.
+          for (let i = 0; i < 200 && requests.some((r) => r.resolvedAt === undefined); i++) {
+            sends.find((s) => s.finishedAt === undefined)?.finish();
+            await flush();
+          }
+          for (const r of requests) {
+            expect(r.resolvedAt).toBeDefined();
+            const covering = sends.find((s) => s.startedAt > r.at && s.finishedAt !== undefined && s.finishedAt < r.resolvedAt!);
+            expect(covering, `request at ${r.at}`).toBeDefined();
+          }
+          expect(sends.filter((s) => s.finishedAt === undefined).length).toBeLessThanOrEqual(1);
+          // Coalesced: never more notifies than requests.
+          expect(sends.length).toBeLessThanOrEqual(requests.length);
+        },
+      ),
       { numRuns: 200 },
     );
   });

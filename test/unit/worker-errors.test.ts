@@ -38,7 +38,7 @@ describe('email building blocks', () => {
     expect(emlFileName('<../../etc/passwd@x>')).not.toContain('/');
   });
 
-  it('formats money in the currency\'s minor units, dates as calendar dates, and escapes HTML', () => {
+  it("formats money in the currency's minor units, dates as calendar dates, and escapes HTML", () => {
     expect(formatMoney(123456, 'EUR')).toBe('€1,234.56');
     expect(formatMoney(54000, 'JPY')).toBe('JP¥54,000'); // en-GB: unambiguous outside Japan
     expect(formatMoney(5, 'USD')).toBe('US$0.05');

@@ -53,6 +53,7 @@ export function parseFlags<O extends Record<string, FlagSpec>>(
 /** A whole number ≥ `min` from flag `name`, or a usage error. */
 export function wholeNumber(command: string, usage: string, name: string, value: string, min: number): number {
   const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n) || n < min) usageError(command, usage, `--${name} must be a whole number ≥ ${min} (got "${value}")`);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min)
+    usageError(command, usage, `--${name} must be a whole number ≥ ${min} (got "${value}")`);
   return n;
 }

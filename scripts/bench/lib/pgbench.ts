@@ -59,15 +59,26 @@ export async function runPgbench(opts: {
     writeFileSync(scriptFile, opts.script);
     const u = new URL(opts.url);
     const args = [
-      '-h', u.hostname, '-p', u.port, '-U', decodeURIComponent(u.username),
+      '-h',
+      u.hostname,
+      '-p',
+      u.port,
+      '-U',
+      decodeURIComponent(u.username),
       '-n', // no vacuum of pgbench's own tables (we have none)
-      '-M', opts.mode ?? 'extended',
-      '-c', String(opts.clients),
-      '-j', String(Math.min(opts.clients, 2)),
+      '-M',
+      opts.mode ?? 'extended',
+      '-c',
+      String(opts.clients),
+      '-j',
+      String(Math.min(opts.clients, 2)),
       ...(opts.transactionsPerClient ? ['-t', String(opts.transactionsPerClient)] : ['-T', String(opts.seconds)]),
-      '-f', scriptFile,
-      '-l', `--log-prefix=${path.join(dir, 'log')}`,
-      '-D', `clients=${opts.clients}`,
+      '-f',
+      scriptFile,
+      '-l',
+      `--log-prefix=${path.join(dir, 'log')}`,
+      '-D',
+      `clients=${opts.clients}`,
       ...Object.entries(opts.vars).flatMap(([k, v]) => ['-D', `${k}=${v}`]),
       u.pathname.slice(1),
     ];

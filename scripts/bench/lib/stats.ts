@@ -47,7 +47,6 @@ export async function repeat<T extends Record<string, number>>(n: number, measur
   return repeatOf(runs);
 }
 
-
 /** Milliseconds since `start` (a process.hrtime.bigint() value). */
 export const msSince = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 
@@ -60,7 +59,10 @@ export type Ratios = Record<string, Record<string, number>>;
  */
 export function ratiosOf(ours: Record<string, number>, peers: Record<string, number>): Ratios {
   const bestPeer = Math.max(...Object.values(peers));
-  const row = (v: number) => ({ ...Object.fromEntries(Object.entries(peers).map(([k, p]) => [k, round(v / p, 3)])), bestPeer: round(v / bestPeer, 3) });
+  const row = (v: number) => ({
+    ...Object.fromEntries(Object.entries(peers).map(([k, p]) => [k, round(v / p, 3)])),
+    bestPeer: round(v / bestPeer, 3),
+  });
   return {
     ...Object.fromEntries(Object.entries(ours).map(([k, v]) => [k, row(v)])),
     bestOfOurs: row(Math.max(...Object.values(ours))),

@@ -1,9 +1,25 @@
 import { ConfigError } from '../../config.ts';
 import { createDatabase } from '../../db/client.ts';
 import { withTransaction } from '../../db/transaction.ts';
-import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions as MainRunOptions } from '../../process/run-main.ts';
+import {
+  runCommand,
+  runMain,
+  UsageError,
+  type Command,
+  type CommandContext,
+  type RunOptions as MainRunOptions,
+} from '../../process/run-main.ts';
 import { connectNats, describeNatsFailure } from '../connection.ts';
-import { ensureGroup, jetstreamManager, replayDeadLetters, resetGroup, runGroup, type GroupOptions, type RunOptions, type StartAt } from '../consumer.ts';
+import {
+  ensureGroup,
+  jetstreamManager,
+  replayDeadLetters,
+  resetGroup,
+  runGroup,
+  type GroupOptions,
+  type RunOptions,
+  type StartAt,
+} from '../consumer.ts';
 import { openDeadLetters } from '../dead-letters.ts';
 import { clearInbox } from '../inbox.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
@@ -98,7 +114,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   try {
     if (values.dead) {
       for (const d of await openDeadLetters(database.db, group)) {
-        out(`${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}`);
+        out(
+          `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}`,
+        );
       }
       return 0;
     }
@@ -157,7 +175,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
 
       const metrics = createConsumerMetrics({ jsm, stream: config.EVENTS_STREAM, db: database.db, group });
       const metricsServer =
-        config.EVENTS_METRICS_PORT !== undefined ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST) : undefined;
+        config.EVENTS_METRICS_PORT !== undefined
+          ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST)
+          : undefined;
       if (metricsServer) logger.info({ port: metricsServer.port }, 'consumer metrics on /metrics');
 
       const runner = await runGroup({

@@ -40,7 +40,10 @@ export function problems(...codes: readonly ErrorCode[]) {
     const { status } = ERRORS[code];
     byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
-  const responses: Record<number, { description: string; content: { 'application/problem+json': { schema: ReturnType<typeof problemSchema> } } }> = {};
+  const responses: Record<
+    number,
+    { description: string; content: { 'application/problem+json': { schema: ReturnType<typeof problemSchema> } } }
+  > = {};
   for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
     responses[status] = {
       description: list.map((code) => `- \`${code}\`: ${ERRORS[code].title}`).join('\n'),

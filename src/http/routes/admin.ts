@@ -163,7 +163,11 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
       async (request) => {
         const result = await service.retryMany(deps, currentUser(request), request.body);
         request.log.info(
-          { affected: result.affected, topic: 'topic' in request.body ? request.body.topic : undefined, adminId: currentUser(request).publicId },
+          {
+            affected: result.affected,
+            topic: 'topic' in request.body ? request.body.topic : undefined,
+            adminId: currentUser(request).publicId,
+          },
           'dead letters replayed',
         );
         return result;

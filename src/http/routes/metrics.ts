@@ -14,10 +14,7 @@ import type { AppContext } from '../context.ts';
  * /metrics is open like /health: it shows volumes and latencies, no personal data. Put it behind
  * the proxy's access rules when the API is public (see docs/operating.md).
  */
-export function registerMetrics(
-  app: FastifyInstance,
-  ctx: AppContext & { handlerCatalogue?: HandlerCatalogue },
-): ApiMetrics {
+export function registerMetrics(app: FastifyInstance, ctx: AppContext & { handlerCatalogue?: HandlerCatalogue }): ApiMetrics {
   const metrics = createApiMetrics({
     db: ctx.db.db,
     catalogue: ctx.handlerCatalogue ?? HANDLER_CATALOGUE,

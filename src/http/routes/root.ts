@@ -35,8 +35,7 @@ export function acceptQuality(accept: string | undefined, type: string): number 
 }
 
 /** JSON only when the client prefers it to HTML: browsers (and `*\/*`) get the page. */
-export const wantsJson = (accept: string | undefined) =>
-  acceptQuality(accept, 'application/json') > acceptQuality(accept, 'text/html');
+export const wantsJson = (accept: string | undefined) => acceptQuality(accept, 'application/json') > acceptQuality(accept, 'text/html');
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 

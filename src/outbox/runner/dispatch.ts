@@ -105,8 +105,7 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
   });
   if (early) return early;
 
-  const pending: readonly Handler[] =
-    msg.handlersDone.length === 0 ? handlers : handlers.filter((h) => !msg.handlersDone.includes(h.name));
+  const pending: readonly Handler[] = msg.handlersDone.length === 0 ? handlers : handlers.filter((h) => !msg.handlersDone.includes(h.name));
   let failures: HandlerFailure[] | null = null;
   const last = pending.length - 1;
   for (let i = 0; i <= last; i++) {

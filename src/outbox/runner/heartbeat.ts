@@ -82,7 +82,8 @@ export class Heartbeat {
     }
     for (let i = 0; i < claims.length; i++) {
       const msg = claims[i]!;
-      if (!held[i] && this.held.has(msg)) this.log.warn({ messageId: msg.publicId }, 'lease could not be extended: the claim was superseded');
+      if (!held[i] && this.held.has(msg))
+        this.log.warn({ messageId: msg.publicId }, 'lease could not be extended: the claim was superseded');
     }
   }
 }

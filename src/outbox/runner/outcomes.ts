@@ -97,7 +97,14 @@ export interface WorkerSummary {
 }
 
 export const emptySummary = (): WorkerSummary => ({
-  claimed: 0, done: 0, retried: 0, dead: 0, unknownTopic: 0, handedBack: 0, lost: 0, purged: 0,
+  claimed: 0,
+  done: 0,
+  retried: 0,
+  dead: 0,
+  unknownTopic: 0,
+  handedBack: 0,
+  lost: 0,
+  purged: 0,
 });
 
 /** 'outbox worker progress' at info every `intervalMs`, with the counts since the last line; silent when idle. */
@@ -130,7 +137,8 @@ export class ProgressLog {
     const seconds = (Date.now() - this.lastAt) / 1000;
     this.last = now;
     this.lastAt = Date.now();
-    if (any) this.log.info({ ...delta, seconds: Math.round(seconds), perSecond: Math.round(delta.claimed / seconds) }, 'outbox worker progress');
+    if (any)
+      this.log.info({ ...delta, seconds: Math.round(seconds), perSecond: Math.round(delta.claimed / seconds) }, 'outbox worker progress');
   }
 
   stop(): void {

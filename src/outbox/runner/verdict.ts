@@ -91,7 +91,11 @@ export function verdictAfterRun(facts: {
   if (facts.failures.length === 0) return ALREADY_DONE;
   const failed = new Set(facts.failures.map((f) => f.handler));
   const succeeded = facts.ran.filter((h) => !failed.has(h));
-  const failures = facts.failures.map((f) => ({ handler: f.handler, error: describeFailure(f.handler, f.error), durationMs: f.durationMs }));
+  const failures = facts.failures.map((f) => ({
+    handler: f.handler,
+    error: describeFailure(f.handler, f.error),
+    durationMs: f.durationMs,
+  }));
   const error = failures
     .map((f) => f.error)
     .join(' | ')

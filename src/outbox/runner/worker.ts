@@ -327,7 +327,12 @@ class OutboxWorker implements Worker {
     this.progress.start();
     this.loopPromise = this.loop('forever');
     this.log.info(
-      { batchSize: this.batchSize, concurrency: this.concurrency, leaseSeconds: this.config.LEASE_SECONDS, topics: this.opts.registry.topics() },
+      {
+        batchSize: this.batchSize,
+        concurrency: this.concurrency,
+        leaseSeconds: this.config.LEASE_SECONDS,
+        topics: this.opts.registry.topics(),
+      },
       'outbox worker started',
     );
   }
@@ -376,10 +381,12 @@ class OutboxWorker implements Worker {
 
   private handBackLater(msgs: ClaimedMessage[]) {
     this.handBacksPending++;
-    this.handingBack = this.handingBack.then(() => this.handBack(msgs)).finally(() => {
-      this.handBacksPending--;
-      this.notifyChanged();
-    });
+    this.handingBack = this.handingBack
+      .then(() => this.handBack(msgs))
+      .finally(() => {
+        this.handBacksPending--;
+        this.notifyChanged();
+      });
   }
 
   private async handBack(msgs: ClaimedMessage[]): Promise<void> {
@@ -394,7 +401,14 @@ class OutboxWorker implements Worker {
     }
     if (!this.reporter.wants('handed_back')) return;
     for (const m of msgs) {
-      this.reporter.outcome({ messageId: m.publicId, topic: m.topic, handler: null, attempt: m.attempts, outcome: 'handed_back', durationMs: 0 });
+      this.reporter.outcome({
+        messageId: m.publicId,
+        topic: m.topic,
+        handler: null,
+        attempt: m.attempts,
+        outcome: 'handed_back',
+        durationMs: 0,
+      });
     }
   }
 

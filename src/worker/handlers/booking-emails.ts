@@ -27,10 +27,7 @@ function emailHandler<T extends 'booking.created' | 'booking.cancelled'>(
     async handle({ payload }) {
       const p = payload as Booking;
       await deps.mailer.send({
-        to:
-          recipient === 'guest'
-            ? { name: p.guestName, address: p.guestEmail }
-            : { name: p.hostName, address: p.hostEmail },
+        to: recipient === 'guest' ? { name: p.guestName, address: p.guestEmail } : { name: p.hostName, address: p.hostEmail },
         ...render(payload),
         messageId: emailMessageId(p.idempotencyKey, name, deps.config.MAIL_FROM),
         idempotencyKey: p.idempotencyKey,
