@@ -127,7 +127,6 @@ describe('SIGTERM to npm alone', () => {
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ email: 'inflight@example.test', password: 'correct horse battery', name: 'In Flight', role: 'guest' }),
         }).then((res) => (answered = { status: res.status, at: Date.now() }));
-        await run.waitForLine(/"url":"\/auth\/register".*"msg":"incoming request"/);
         await waitFor(
           async () => {
             const { rows } = await tdb.pool.query(`select 1 from pg_locks where not granted and relation = 'users'::regclass`);
