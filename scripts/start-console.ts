@@ -25,7 +25,7 @@ export function childLogEnv(
   return { LOG_FORMAT: format, ...(colour ? { FORCE_COLOR: '1' } : {}) };
 }
 
-type BannerConfig = Pick<Config, 'HOST' | 'PORT' | 'SMTP_URL' | 'MAIL_DIR' | 'NATS_URL'>;
+type BannerConfig = Pick<Config, 'HOST' | 'PORT' | 'SMTP_URL' | 'MAIL_DIR' | 'NATS_URL' | 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'>;
 
 /** The address a person can type: a wildcard listen address is reached through localhost. */
 export function apiBaseUrl(config: Pick<Config, 'HOST' | 'PORT'>): string {
@@ -56,6 +56,9 @@ export function bannerLines(config: BannerConfig, cwd: string = process.cwd()): 
     `  Emails     ${mail}`,
     ...(config.NATS_URL
       ? [`  Events     NATS_URL=${serverOf(config.NATS_URL, '(unparseable)')} (relay in the worker; earnings consumer running)`]
+      : []),
+    ...(config.WEBHOOK_ALLOW_PRIVATE_NETWORKS
+      ? ['  Webhooks   WEBHOOK_ALLOW_PRIVATE_NETWORKS=true: endpoints may call loopback and private addresses (development only)']
       : []),
     '  Demo data  npm run seed   (a host, a guest, an admin, a dozen properties, some bookings)',
     config.NATS_URL

@@ -134,6 +134,36 @@ const envSchema = z.object({
   EVENTS_METRICS_PORT: int(0, 65535).optional(),
   /** How long GET /admin/events/groups waits for NATS (connect and reads) before answering 503. */
   EVENTS_ADMIN_TIMEOUT_MS: int(100, 60_000).default(2000),
+
+  // --- webhooks to hosts' systems (src/webhooks/), sent by the worker
+  /** Seconds between attempts after each failure; its length + 1 is the number of attempts. */
+  WEBHOOK_RETRY_SCHEDULE_SECONDS: z
+    .string()
+    .default('5,300,1800,7200,18000,36000,36000')
+    .transform((v, ctx) => {
+      const parts = v.split(',').map((s) => s.trim());
+      const delays = parts.map(Number);
+      if (parts.some((p) => !/^\d+(\.\d+)?$/.test(p)) || delays.some((d) => !(d > 0))) {
+        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of positive numbers of seconds' });
+        return z.NEVER;
+      }
+      return delays;
+    }),
+  /** Connect + request + response, per attempt. */
+  WEBHOOK_TIMEOUT_MS: int(100, 120_000).default(15_000),
+  WEBHOOK_CONNECT_TIMEOUT_MS: int(100, 120_000).default(5_000),
+  /** Deliveries in flight per worker process, over all endpoints. */
+  WEBHOOK_CONCURRENCY: int(1, 1000).default(32),
+  /** Deliveries in flight per endpoint per worker process: what one slow endpoint can hold. */
+  WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 100).default(4),
+  /** After a rotation, the old secret keeps signing beside the new one for this long. */
+  WEBHOOK_SECRET_OVERLAP_HOURS: z.coerce.number().min(0).default(24),
+  /** An endpoint with nothing but failures for this long is disabled and its host emailed. */
+  WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
+  /** Development and tests only: lets endpoints point at loopback and private addresses. */
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default(false),
+  /** Delivered and failed deliveries, their attempts and events are deleted after this many days. */
+  WEBHOOK_RETENTION_DAYS: int(1).default(30),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -451,9 +451,13 @@ export const webhookDeliveries = pgTable(
     // One delivery per (event, endpoint): the fan-out handler can run twice and create nothing twice.
     uniqueIndex('webhook_deliveries_event_endpoint_key').on(t.eventId, t.endpointId),
     check('webhook_deliveries_status_check', sql`${t.status} in ('pending', 'succeeded', 'failed')`),
-    // The sender's claim walks only what can still be sent, in due order (like the outbox's claim index).
+    /*
+     * The sender's claim probes this once per enabled endpoint for that endpoint's first due
+     * deliveries (src/webhooks/delivery/claim.ts). Partial: it holds only what can still be sent,
+     * so it stays small however many delivered rows the table keeps.
+     */
     index('webhook_deliveries_due_idx')
-      .on(t.nextAttemptAt, t.id)
+      .on(t.endpointId, t.nextAttemptAt, t.id)
       .where(sql`status = 'pending'`),
     index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.id),
   ],

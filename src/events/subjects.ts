@@ -24,6 +24,7 @@ export const SCHEMA_VERSIONS: Record<TopicName, number> = {
   'booking.created': 1,
   'booking.cancelled': 1,
   'property.changed': 1,
+  'webhook.endpoint-disabled': 1,
 };
 
 /** Header names. Nats-Msg-Id (the outbox id again) is the one the server deduplicates on. */

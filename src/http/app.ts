@@ -21,6 +21,7 @@ import { propertyRoutes } from './routes/properties.ts';
 import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
 import { earningsRoutes } from './routes/earnings.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 
 // Callers that build the app (tests, scripts) get the context type from here too.
 export type { AppContext } from './context.ts';
@@ -127,5 +128,6 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(searchRoutes, routeCtx);
   await app.register(adminRoutes, routeCtx);
   await app.register(earningsRoutes, routeCtx); // GET /hosts/me/earnings (events consumer's ledger)
+  await app.register(webhookRoutes, routeCtx); // /webhooks/…: hosts' endpoints and deliveries
   return app;
 }

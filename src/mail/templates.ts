@@ -142,3 +142,35 @@ export function hostCancellation(c: Cancellation): RenderedEmail {
     ),
   };
 }
+
+export interface WebhookDisabled {
+  endpointId: string;
+  url: string;
+  hostName: string;
+  reason: string;
+}
+
+export function hostWebhookDisabled(w: WebhookDisabled): RenderedEmail {
+  const name = withoutInvisibleCharacters(w.hostName);
+  const lines = [
+    `Hello ${name},`,
+    '',
+    `We have stopped sending booking events to your webhook endpoint ${w.url}: ${w.reason}.`,
+    '',
+    'Nothing is lost. Events keep being recorded for you; once the endpoint answers again, enable it',
+    `(PATCH /webhooks/endpoints/${w.endpointId} with {"enabled": true}) and ask for what it missed`,
+    `(POST /webhooks/endpoints/${w.endpointId}/recover with {"since": "<when it stopped>"}).`,
+    '',
+    '— StayHub',
+    '',
+  ];
+  const html = `<!doctype html>
+<html><body style="font-family: sans-serif; color: #222">
+${lines
+  .filter((l) => l !== '')
+  .map((l) => `<p>${escapeHtml(l)}</p>`)
+  .join('\n')}
+</body></html>
+`;
+  return { subject: `Webhook endpoint disabled: ${w.url}`, text: lines.join('\n'), html };
+}

@@ -18,6 +18,9 @@ export const SUBSCRIPTIONS = [
   { name: 'email.guest-cancellation', topic: 'booking.cancelled' },
   { name: 'email.host-cancellation', topic: 'booking.cancelled' },
   { name: 'search.index-property', topic: 'property.changed' },
+  { name: 'webhooks.booking-created', topic: 'booking.created' },
+  { name: 'webhooks.booking-cancelled', topic: 'booking.cancelled' },
+  { name: 'email.host-webhook-disabled', topic: 'webhook.endpoint-disabled' },
 ] as const satisfies readonly Subscription[];
 
 export interface Subscription {

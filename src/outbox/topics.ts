@@ -38,6 +38,15 @@ export const TOPICS = {
     reason: z.enum(['created', 'updated', 'index-write-failed']).optional(),
     idempotencyKey: z.string().min(1).optional(),
   }),
+  /** The system disabled a host's webhook endpoint (410 Gone, or failing for too long): the host is told. */
+  'webhook.endpoint-disabled': z.object({
+    endpointId: z.string().uuid(),
+    url: z.string(),
+    hostEmail: z.string().email(),
+    hostName: z.string(),
+    reason: z.string(),
+    idempotencyKey: z.string().min(1),
+  }),
 } as const;
 
 export type TopicName = keyof typeof TOPICS;

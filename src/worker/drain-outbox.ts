@@ -5,6 +5,7 @@ import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type RunOptions } from '../process/run-main.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
+import { createWebhookSender } from '../webhooks/delivery/sender.ts';
 import { appChores } from './chores.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 
@@ -64,7 +65,9 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
       });
       const mailer = createMailer(config);
       const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-worker-search' });
-      const deps: HandlerDeps = { config, db: database.db, mailer, logger, searchIndex };
+      // Webhooks to hosts' systems: a sender loop of its own beside the outbox runner (src/webhooks/delivery/).
+      const webhooks = createWebhookSender({ db: database.db, pool: database.pool, config, logger });
+      const deps: HandlerDeps = { config, db: database.db, mailer, logger, searchIndex, webhooks };
       const registry = new HandlerRegistry([...defaultHandlers(deps), ...(extraHandlers?.(deps) ?? [])]);
       try {
         if (modes[0] === 'list-topics') {
@@ -102,7 +105,10 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
           // A person watching a terminal (npm start) sees each message handled; JSON logs keep to progress lines.
           logEachMessage: resolveLogFormat(config.LOG_FORMAT) === 'pretty',
         });
-        onForcedStop(() => worker.abort());
+        onForcedStop(() => {
+          worker.abort();
+          void webhooks.stop(0);
+        });
         const metrics =
           config.WORKER_METRICS_PORT === undefined
             ? undefined
@@ -115,12 +121,15 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
         try {
           const startedAt = Date.now();
           if (modes[0] === 'once') await worker.runOnce();
-          else if (modes[0] === 'until-empty') await worker.runUntilEmpty();
-          else {
+          else if (modes[0] === 'until-empty') {
+            await worker.runUntilEmpty();
+            await webhooks.runUntilIdle();
+          } else {
             await worker.start();
+            webhooks.start();
             await stopRequested;
           }
-          const summary = await worker.stop();
+          const [summary] = await Promise.all([worker.stop(), webhooks.stop(config.SHUTDOWN_TIMEOUT_SECONDS * 1000)]);
           const seconds = (Date.now() - startedAt) / 1000;
           logger.info(
             { ...summary, seconds: Math.round(seconds * 10) / 10, perSecond: seconds > 0 ? Math.round(summary.claimed / seconds) : null },

@@ -149,7 +149,7 @@ describe('authorization', () => {
 describe('handler catalogue', () => {
   it("is read from the worker's own subscription list, not guessed", () => {
     const c = HANDLER_CATALOGUE;
-    expect(c.handlersFor('booking.created')).toEqual(['email.guest-confirmation', 'email.host-new-booking']);
+    expect(c.handlersFor('booking.created')).toEqual(['email.guest-confirmation', 'email.host-new-booking', 'webhooks.booking-created']);
     expect(c.handlersFor('property.changed')).toEqual(['search.index-property']);
     expect(c.isHandled('listing.teleported')).toBe(false);
   });
@@ -303,10 +303,11 @@ describe('messages', () => {
     const m = res.json();
     expect(m).toMatchObject({ id, topic: 'booking.created', status: 'DEAD', attempts: 8, topicHandled: true });
     expect(m.payload).toEqual(payloadFor(0));
-    // The worker's registry names two handlers for booking.created; one finished before the message died.
+    // The worker's registry names three handlers for booking.created; one finished before the message died.
     expect(m.handlers).toEqual([
       { name: 'email.guest-confirmation', state: 'done' },
       { name: 'email.host-new-booking', state: 'dead' },
+      { name: 'webhooks.booking-created', state: 'dead' },
       { name: 'email.renamed-since', state: 'retired' },
     ]);
     expect(m.history.map((h: { event: string }) => h.event)).toEqual(['created', 'dead']);

@@ -78,7 +78,9 @@ describe.skipIf(skip)('events relay', () => {
   it('is listed by --list-topics when NATS_URL is set, and only then', async () => {
     const withNats = await drain({}, ['--list-topics']);
     expect(withNats.code).toBe(0);
-    expect(withNats.out).toContain('booking.created: email.guest-confirmation, email.host-new-booking, events.relay');
+    expect(withNats.out).toContain(
+      'booking.created: email.guest-confirmation, email.host-new-booking, webhooks.booking-created, events.relay',
+    );
     expect(withNats.out.some((l) => l.startsWith('property.changed:') && l.includes('events.relay'))).toBe(true);
     const only = await drain({ EVENTS_TOPICS: 'booking.cancelled' }, ['--list-topics']);
     expect(only.out.filter((l) => l.includes('events.relay'))).toEqual([expect.stringMatching(/^booking\.cancelled:/)]);

@@ -49,3 +49,17 @@ export const guestCancellation = (d: EmailHandlerDeps) =>
   emailHandler(d, 'booking.cancelled', 'email.guest-cancellation', 'guest', templates.guestCancellation);
 export const hostCancellation = (d: EmailHandlerDeps) =>
   emailHandler(d, 'booking.cancelled', 'email.host-cancellation', 'host', templates.hostCancellation);
+
+/** A host's webhook endpoint was disabled by the system: the host learns why and how to resume. */
+export const hostWebhookDisabled = (deps: EmailHandlerDeps): Handler<'webhook.endpoint-disabled'> => ({
+  name: 'email.host-webhook-disabled',
+  topic: 'webhook.endpoint-disabled',
+  async handle({ payload: p }) {
+    await deps.mailer.send({
+      to: { name: p.hostName, address: p.hostEmail },
+      ...templates.hostWebhookDisabled(p),
+      messageId: emailMessageId(p.idempotencyKey, 'email.host-webhook-disabled', deps.config.MAIL_FROM),
+      idempotencyKey: p.idempotencyKey,
+    });
+  },
+});

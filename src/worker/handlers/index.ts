@@ -4,9 +4,10 @@ import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
 import { SUBSCRIPTIONS, type SubscriptionName, type Handler } from '../../outbox/index.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
-import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from './booking-emails.ts';
+import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking, hostWebhookDisabled } from './booking-emails.ts';
 import { eventsRelayHandlers } from './events-relay.ts';
 import { searchIndexPropertyHandler } from './search-index-property.ts';
+import { webhooksBookingCancelled, webhooksBookingCreated } from './webhooks-fan-out.ts';
 
 /** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
 export interface HandlerDeps {
@@ -17,6 +18,8 @@ export interface HandlerDeps {
   logger: Logger;
   /** The search index, on its own pool (SEARCH_DATABASE_URL, SEARCH_STATEMENT_TIMEOUT_MS). */
   searchIndex: SearchIndex;
+  /** The webhook sender of this process, if it runs one: woken when deliveries are written. */
+  webhooks?: { wake(): void };
 }
 
 /**
@@ -31,6 +34,9 @@ const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) =
   'email.guest-cancellation': guestCancellation,
   'email.host-cancellation': hostCancellation,
   'search.index-property': searchIndexPropertyHandler,
+  'webhooks.booking-created': webhooksBookingCreated,
+  'webhooks.booking-cancelled': webhooksBookingCancelled,
+  'email.host-webhook-disabled': hostWebhookDisabled,
 };
 
 /** Every handler the worker runs: the subscriptions in their order, then the events relay when NATS_URL is set. */

@@ -1,0 +1,173 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { idParams } from '../../properties/properties.schemas.ts';
+import {
+  createEndpointBody,
+  deliveryListResponse,
+  deliveryResponse,
+  endpointListResponse,
+  endpointResponse,
+  endpointWithSecretResponse,
+  listDeliveriesQuery,
+  listQuery,
+  recoverBody,
+  recoverResponse,
+  updateEndpointBody,
+} from '../../webhooks/webhooks.schemas.ts';
+import * as service from '../../webhooks/webhooks.service.ts';
+import { currentUser } from '../plugins/auth.ts';
+import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
+import type { AppContext } from '../context.ts';
+
+/** Webhooks to hosts' systems: a host manages their own endpoints, an admin everyone's (docs/webhooks.md). */
+export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
+  const deps = {
+    db: ctx.db.db,
+    allowPrivateNetworks: ctx.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    secretOverlapHours: ctx.config.WEBHOOK_SECRET_OVERLAP_HOURS,
+  };
+  const hostOrAdmin = app.requireRole('host', 'admin');
+  const common = { tags: ['webhooks'], security: bearerAuth };
+  const read = problems('validation_failed', 'unauthorized', 'forbidden', 'not_found');
+  const write = problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found');
+
+  app.post(
+    '/webhooks/endpoints',
+    {
+      onRequest: app.requireRole('host'),
+      schema: {
+        ...common,
+        summary: "Register an endpoint for the host's booking events; the answer holds its signing secret",
+        body: createEndpointBody,
+        response: { 201: endpointWithSecretResponse, ...write },
+      },
+    },
+    async (request, reply) => reply.status(201).send(await service.createEndpoint(deps, currentUser(request), request.body)),
+  );
+
+  app.get(
+    '/webhooks/endpoints',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: "The host's endpoints (all of them for an admin), newest first, each with its health",
+        querystring: listQuery,
+        response: { 200: endpointListResponse, ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden') },
+      },
+    },
+    async (request) => service.listEndpoints(deps, currentUser(request), request.query.limit, request.query.cursor),
+  );
+
+  app.get(
+    '/webhooks/endpoints/:id',
+    {
+      onRequest: hostOrAdmin,
+      schema: { ...common, summary: 'One endpoint and its health', params: idParams, response: { 200: endpointResponse, ...read } },
+    },
+    async (request) => service.getEndpoint(deps, currentUser(request), request.params.id),
+  );
+
+  app.patch(
+    '/webhooks/endpoints/:id',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: 'Change the URL, event types, description, or enable/disable the endpoint',
+        params: idParams,
+        body: updateEndpointBody,
+        response: { 200: endpointResponse, ...write },
+      },
+    },
+    async (request) => service.updateEndpoint(deps, currentUser(request), request.params.id, request.body),
+  );
+
+  app.delete(
+    '/webhooks/endpoints/:id',
+    {
+      onRequest: hostOrAdmin,
+      schema: { ...common, summary: 'Delete the endpoint and its deliveries', params: idParams, response: { 204: z.null(), ...read } },
+    },
+    async (request, reply) => {
+      await service.deleteEndpoint(deps, currentUser(request), request.params.id);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.post(
+    '/webhooks/endpoints/:id/rotate-secret',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: 'A new signing secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS',
+        params: idParams,
+        response: { 200: endpointWithSecretResponse, ...read },
+      },
+    },
+    async (request) => service.rotateSecret(deps, currentUser(request), request.params.id),
+  );
+
+  app.post(
+    '/webhooks/endpoints/:id/test',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: 'Send a webhook.test event to this endpoint now',
+        params: idParams,
+        response: { 202: deliveryResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict') },
+      },
+    },
+    async (request, reply) => reply.status(202).send(await service.sendTest(deps, currentUser(request), request.params.id)),
+  );
+
+  app.get(
+    '/webhooks/endpoints/:id/deliveries',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: "The endpoint's deliveries, newest first, each with every attempt",
+        params: idParams,
+        querystring: listDeliveriesQuery,
+        response: {
+          200: deliveryListResponse,
+          ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden', 'not_found'),
+        },
+      },
+    },
+    async (request) => service.listDeliveries(deps, currentUser(request), request.params.id, request.query),
+  );
+
+  app.post(
+    '/webhooks/endpoints/:id/recover',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: 'Send again every failed delivery since a time, and every event since then the endpoint never had',
+        params: idParams,
+        body: recoverBody,
+        response: { 202: recoverResponse, ...write },
+      },
+    },
+    async (request, reply) =>
+      reply.status(202).send(await service.recover(deps, currentUser(request), request.params.id, request.body.since)),
+  );
+
+  app.post(
+    '/webhooks/deliveries/:id/retry',
+    {
+      onRequest: hostOrAdmin,
+      schema: {
+        ...common,
+        summary: 'Send one delivery again now (a new round of attempts; the history stays)',
+        params: idParams,
+        response: { 202: deliveryResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict') },
+      },
+    },
+    async (request, reply) => reply.status(202).send(await service.retryDelivery(deps, currentUser(request), request.params.id)),
+  );
+};

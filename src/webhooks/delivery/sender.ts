@@ -1,0 +1,197 @@
+import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import type { Config } from '../../config.ts';
+import type { Db } from '../../db/client.ts';
+import type { Logger } from '../../logger.ts';
+import { signatureHeader } from '../secret.ts';
+import { claimDeliveries, type ClaimedDelivery } from './claim.ts';
+import { recordAttempt } from './record.ts';
+import { judge, type Verdict } from './schedule.ts';
+import { sendOnce } from './send.ts';
+
+/** One attempt's outcome, for metrics and tests. */
+export interface AttemptEvent {
+  endpointId: string;
+  eventType: string;
+  outcome: Verdict['kind'];
+  status: number | null;
+  durationMs: number;
+}
+
+export interface WebhookSenderEvents {
+  attempt: [AttemptEvent];
+}
+
+export interface WebhookSender {
+  /** Claim now instead of at the next poll: the fan-out handler calls it after writing deliveries. */
+  wake(): void;
+  start(): void;
+  /** Stops claiming and waits for the attempts in flight; those still running at `graceMs` are abandoned to their lease. */
+  stop(graceMs?: number): Promise<void>;
+  /** Sends what is due until nothing is (tests, `--until-empty`): resolves when a claim finds nothing and nothing is in flight. */
+  runUntilIdle(): Promise<void>;
+  readonly events: EventEmitter<WebhookSenderEvents>;
+}
+
+export type SenderConfig = Pick<
+  Config,
+  | 'WEBHOOK_RETRY_SCHEDULE_SECONDS'
+  | 'WEBHOOK_TIMEOUT_MS'
+  | 'WEBHOOK_CONNECT_TIMEOUT_MS'
+  | 'WEBHOOK_CONCURRENCY'
+  | 'WEBHOOK_ENDPOINT_CONCURRENCY'
+  | 'WEBHOOK_DISABLE_AFTER_HOURS'
+  | 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'
+  | 'POLL_INTERVAL_MS'
+>;
+
+const USER_AGENT = 'StayHub-Webhooks/1.0';
+
+/**
+ * The worker's webhook sender: a loop of its own beside the outbox runner, so an endpoint that
+ * hangs for its whole timeout holds one of WEBHOOK_CONCURRENCY sender slots (and at most
+ * WEBHOOK_ENDPOINT_CONCURRENCY of them), never an outbox slot: bookings, emails and the events
+ * relay do not wait for hosts' servers.
+ *
+ * claim (claim.ts) → POST (send.ts) → judge (schedule.ts) → record (record.ts), per delivery,
+ * with as many in flight as there are free slots.
+ */
+export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: SenderConfig; logger: Logger }): WebhookSender {
+  const { config } = deps;
+  const log = deps.logger.child({ component: 'webhooks' });
+  const events = new EventEmitter<WebhookSenderEvents>();
+  const inFlight = new Map<number, number>();
+  const running = new Set<Promise<void>>();
+  const abort = new AbortController();
+  // The lease: the attempt's time limit and time to record it. A worker killed mid-attempt leaves
+  // the delivery to be claimed again after this, and sent again with the same webhook-id.
+  const leaseSeconds = Math.ceil((config.WEBHOOK_TIMEOUT_MS + config.WEBHOOK_CONNECT_TIMEOUT_MS) / 1000) + 30;
+  let stopping = false;
+  let loop: Promise<void> | undefined;
+  let wakeUp: (() => void) | undefined;
+  let wakeRequested = false;
+
+  const wake = () => {
+    wakeRequested = true;
+    wakeUp?.();
+  };
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    const timestamp = Math.floor(Date.now() / 1000);
+    const result = await sendOnce({
+      url: d.url,
+      body: d.body,
+      headers: {
+        'user-agent': USER_AGENT,
+        'webhook-id': d.publicId,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signatureHeader(d.secrets, d.publicId, timestamp, d.body),
+      },
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      connectTimeoutMs: config.WEBHOOK_CONNECT_TIMEOUT_MS,
+      allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      signal: abort.signal,
+    });
+    if (abort.signal.aborted) return; // forced stop: the lease brings it back
+    const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
+    const recorded = await recordAttempt(deps.db, d, result, verdict, { disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS });
+    const line = {
+      delivery: d.publicId,
+      endpoint: d.endpointPublicId,
+      type: d.eventType,
+      attempt: d.attempt,
+      status: result.status,
+      ms: result.durationMs,
+      outcome: verdict.kind,
+    };
+    if (verdict.kind === 'succeeded') log.debug(line, 'webhook delivered');
+    else
+      log.warn(
+        { ...line, error: result.error, retryInSeconds: verdict.kind === 'retry' ? Math.round(verdict.delaySeconds) : undefined },
+        'webhook attempt failed',
+      );
+    if (recorded.disabled) log.warn({ endpoint: d.endpointPublicId, reason: recorded.disabled }, 'webhook endpoint disabled');
+    events.emit('attempt', {
+      endpointId: d.endpointPublicId,
+      eventType: d.eventType,
+      outcome: verdict.kind,
+      status: result.status,
+      durationMs: result.durationMs,
+    });
+  }
+
+  function launch(d: ClaimedDelivery) {
+    inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 0) + 1);
+    const p = attempt(d)
+      .catch((err: unknown) =>
+        log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
+      )
+      .finally(() => {
+        const n = (inFlight.get(d.endpointId) ?? 1) - 1;
+        if (n > 0) inFlight.set(d.endpointId, n);
+        else inFlight.delete(d.endpointId);
+        running.delete(p);
+        wake();
+      });
+    running.add(p);
+  }
+
+  /** One claim for the free slots; returns how many deliveries it started. */
+  async function claimOnce(): Promise<number> {
+    const claimed = await claimDeliveries(deps.pool, {
+      limit: config.WEBHOOK_CONCURRENCY - running.size,
+      perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+      inFlight,
+      leaseSeconds,
+    });
+    for (const d of claimed) launch(d);
+    return claimed.length;
+  }
+
+  async function run(): Promise<void> {
+    while (!stopping) {
+      wakeRequested = false;
+      try {
+        if (running.size < config.WEBHOOK_CONCURRENCY && (await claimOnce()) > 0) continue;
+      } catch (err) {
+        log.error({ err }, 'webhook claim failed; trying again at the next poll');
+      }
+      if (wakeRequested || stopping) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, config.POLL_INTERVAL_MS);
+        wakeUp = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wakeUp = undefined;
+    }
+  }
+
+  return {
+    events,
+    wake,
+    start() {
+      loop ??= run();
+    },
+    async stop(graceMs = 30_000) {
+      stopping = true;
+      wakeUp?.();
+      await loop;
+      const all = Promise.all(running);
+      const timedOut = await Promise.race([all.then(() => false), sleep(graceMs).then(() => true)]);
+      if (timedOut) {
+        abort.abort();
+        await all;
+      }
+    },
+    async runUntilIdle() {
+      for (;;) {
+        const started = running.size < config.WEBHOOK_CONCURRENCY ? await claimOnce() : 0;
+        if (started === 0 && running.size === 0) return;
+        if (started === 0) await Promise.race(running);
+      }
+    },
+  };
+}

@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { TEST_EVENT_TYPE } from './event-types.ts';
+
+/*
+ * The webhooks API's SQL. Scoping is a parameter: `hostId` limits every statement to one host's
+ * endpoints (a host), null lets an admin through; the service decides which.
+ */
+
+/** Internal ids (bigint) arrive as strings and only go back into SQL. */
+export type EndpointRow = {
+  id: string;
+  public_id: string;
+  host_id: string;
+  url: string;
+  event_types: string[];
+  description: string;
+  enabled: boolean;
+  disabled_reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+  failing_since: Date | null;
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  pending: number;
+  oldest_pending_at: Date | null;
+  failed: number;
+};
+
+const scope = (hostId: number | null): SQL => (hostId === null ? sql`true` : sql`e.host_id = ${hostId}`);
+
+/** An endpoint's columns and its health, read from its deliveries (webhook_deliveries_due_idx covers the pending ones). */
+const ENDPOINT_COLUMNS = sql`
+  e.id, e.public_id, e.host_id, e.url, e.event_types, e.description, e.enabled, e.disabled_reason, e.created_at,
+  e.updated_at, e.failing_since, e.last_success_at, e.last_failure_at,
+  (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending') as pending,
+  (select min(d.created_at) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending') as oldest_pending_at,
+  (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'failed') as failed`;
+
+export async function insertEndpoint(
+  db: Db,
+  v: { hostId: number; url: string; eventTypes: string[]; description: string; secret: string },
+): Promise<EndpointRow> {
+  const { rows } = await db.execute<EndpointRow>(sql`
+    with e as (
+      insert into webhook_endpoints (host_id, url, event_types, description, secret)
+      values (${v.hostId}, ${v.url}, ${sql.param(v.eventTypes)}::text[], ${v.description}, ${v.secret})
+      returning *
+    )
+    select ${ENDPOINT_COLUMNS} from e`);
+  return rows[0]!;
+}
+
+export async function findEndpoint(db: Db, hostId: number | null, publicId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await db.execute<EndpointRow>(sql`
+    select ${ENDPOINT_COLUMNS} from webhook_endpoints e where e.public_id = ${publicId}::uuid and ${scope(hostId)}`);
+  return rows[0];
+}
+
+/** Newest first; keyset on the internal id through the last endpoint's public id. */
+export async function listEndpoints(db: Db, hostId: number | null, limit: number, afterPublicId?: string): Promise<EndpointRow[]> {
+  const after = afterPublicId ? sql`and e.id < (select id from webhook_endpoints where public_id = ${afterPublicId}::uuid)` : sql``;
+  const { rows } = await db.execute<EndpointRow>(sql`
+    select ${ENDPOINT_COLUMNS} from webhook_endpoints e where ${scope(hostId)} ${after} order by e.id desc limit ${limit}`);
+  return rows;
+}
+
+export async function updateEndpoint(
+  db: Db,
+  id: string,
+  v: { url?: string; eventTypes?: string[]; description?: string; enabled?: boolean },
+): Promise<void> {
+  const sets: SQL[] = [sql`updated_at = now()`];
+  if (v.url !== undefined) sets.push(sql`url = ${v.url}`);
+  if (v.eventTypes !== undefined) sets.push(sql`event_types = ${sql.param(v.eventTypes)}::text[]`);
+  if (v.description !== undefined) sets.push(sql`description = ${v.description}`);
+  if (v.enabled === true) sets.push(sql`enabled = true, disabled_reason = null, failing_since = null`);
+  if (v.enabled === false) sets.push(sql`enabled = false, disabled_reason = null`);
+  await db.execute(sql`update webhook_endpoints set ${sql.join(sets, sql`, `)} where id = ${id}`);
+}
+
+export async function deleteEndpoint(db: Db, id: string): Promise<void> {
+  await db.execute(sql`delete from webhook_endpoints where id = ${id}`);
+}
+
+/** The current secret becomes the previous one, signing beside the new one until the overlap ends. */
+export async function rotateSecret(db: Db, id: string, secret: string, overlapHours: number): Promise<void> {
+  await db.execute(sql`
+    update webhook_endpoints
+       set previous_secret = secret,
+           previous_secret_expires_at = now() + make_interval(secs => ${overlapHours * 3600}::double precision),
+           secret = ${secret}, updated_at = now()
+     where id = ${id}`);
+}
+
+/** A `webhook.test` event for one endpoint, and its delivery, due now. Returns the delivery's public id. */
+export async function insertTestDelivery(db: Db, endpoint: { id: string; host_id: string; public_id: string }): Promise<string> {
+  const eventId = randomUUID();
+  const occurredAt = new Date();
+  const body = JSON.stringify({
+    type: TEST_EVENT_TYPE,
+    eventId,
+    occurredAt: occurredAt.toISOString(),
+    data: { endpointId: endpoint.public_id, message: 'A test event from StayHub: answer 2xx to acknowledge it.' },
+  });
+  const { rows } = await db.execute<{ public_id: string }>(sql`
+    with event as (
+      insert into webhook_events (public_id, host_id, type, body, occurred_at)
+      values (${eventId}::uuid, ${endpoint.host_id}, ${TEST_EVENT_TYPE}, ${body}, ${occurredAt.toISOString()}::timestamptz)
+      returning id
+    )
+    insert into webhook_deliveries (event_id, endpoint_id) select id, ${endpoint.id} from event returning public_id`);
+  return rows[0]!.public_id;
+}
+
+export type DeliveryRow = {
+  id: string;
+  public_id: string;
+  endpoint_public_id: string;
+  event_public_id: string;
+  type: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  claim_id: string | null;
+  created_at: Date;
+  finished_at: Date | null;
+  next_attempt_at: Date;
+  attempts: { at: string; responseStatus: number | null; durationMs: number; responseBody: string | null; error: string | null }[];
+};
+
+const DELIVERY_COLUMNS = sql`
+  d.id, d.public_id, e.public_id as endpoint_public_id, ev.public_id as event_public_id, ev.type, d.status, d.claim_id,
+  d.created_at, d.finished_at, d.next_attempt_at,
+  coalesce((
+    select json_agg(json_build_object('at', a.attempted_at, 'responseStatus', a.response_status, 'durationMs', a.duration_ms,
+                                      'responseBody', a.response_body, 'error', a.error) order by a.id)
+      from webhook_attempts a where a.delivery_id = d.id
+  ), '[]') as attempts`;
+
+export async function listDeliveries(
+  db: Db,
+  endpointId: string,
+  opts: { status?: string; limit: number; afterPublicId?: string },
+): Promise<DeliveryRow[]> {
+  const status = opts.status ? sql`and d.status = ${opts.status}` : sql``;
+  const after = opts.afterPublicId
+    ? sql`and d.id < (select id from webhook_deliveries where public_id = ${opts.afterPublicId}::uuid)`
+    : sql``;
+  const { rows } = await db.execute<DeliveryRow>(sql`
+    select ${DELIVERY_COLUMNS}
+      from webhook_deliveries d
+      join webhook_endpoints e on e.id = d.endpoint_id
+      join webhook_events ev on ev.id = d.event_id
+     where d.endpoint_id = ${endpointId} ${status} ${after}
+     order by d.id desc
+     limit ${opts.limit}`);
+  return rows;
+}
+
+export async function findDelivery(db: Db, hostId: number | null, publicId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await db.execute<DeliveryRow>(sql`
+    select ${DELIVERY_COLUMNS}
+      from webhook_deliveries d
+      join webhook_endpoints e on e.id = d.endpoint_id
+      join webhook_events ev on ev.id = d.event_id
+     where d.public_id = ${publicId}::uuid and ${scope(hostId)}`);
+  return rows[0];
+}
+
+/**
+ * A new round for one delivery: pending, due now, its attempt count back to 0 (the history stays).
+ * Not while an attempt is in flight (claim_id set): false then.
+ */
+export async function retryDelivery(db: Db, id: string): Promise<boolean> {
+  const { rows } = await db.execute(sql`
+    update webhook_deliveries
+       set status = 'pending', attempts = 0, next_attempt_at = now(), finished_at = null
+     where id = ${id} and claim_id is null
+    returning id`);
+  return rows.length === 1;
+}
+
+/**
+ * Everything an endpoint should have had since `since`, again: its failed deliveries get a new
+ * round, and the host's events it never had a delivery for (it was added, enabled or subscribed
+ * later) get one now. One transaction-free statement each: both are idempotent.
+ */
+export async function recover(
+  db: Db,
+  endpoint: { id: string; host_id: string; event_types: string[] },
+  since: string,
+): Promise<{ requeued: number; created: number }> {
+  const requeued = await db.execute(sql`
+    update webhook_deliveries
+       set status = 'pending', attempts = 0, next_attempt_at = now(), finished_at = null
+     where endpoint_id = ${endpoint.id} and status = 'failed' and created_at >= ${since}::timestamptz
+    returning id`);
+  const created = await db.execute(sql`
+    insert into webhook_deliveries (event_id, endpoint_id)
+    select ev.id, ${endpoint.id}
+      from webhook_events ev
+     where ev.host_id = ${endpoint.host_id} and ev.occurred_at >= ${since}::timestamptz
+       and ev.type = any(${sql.param(endpoint.event_types)}::text[])
+    on conflict (event_id, endpoint_id) do nothing
+    returning id`);
+  return { requeued: requeued.rows.length, created: created.rows.length };
+}

@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { WEBHOOK_DELIVERY_STATUSES } from '../db/schema.ts';
+import { displayText } from '../validation.ts';
+import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
+
+/*
+ * The webhooks API's shapes: validation, the TS types and the OpenAPI document come from here.
+ * Whether a URL's host is a public address needs DNS, so that check is the service's
+ * (webhooks.service.ts); what can be said from the text alone is said here.
+ */
+
+const endpointUrl = z
+  .string()
+  .trim()
+  .max(2048)
+  .url()
+  .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http or https URL')
+  .describe('Where deliveries are POSTed. Must resolve to public internet addresses only (no loopback, private or link-local).');
+
+const eventTypes = z
+  .array(z.enum(WEBHOOK_EVENT_TYPES))
+  .min(1)
+  .max(WEBHOOK_EVENT_TYPES.length)
+  .refine((v) => new Set(v).size === v.length, 'must not list a type twice')
+  .describe(`Which events to receive: ${WEBHOOK_EVENT_TYPES.join(', ')}. Default: all of them.`);
+
+const description = displayText(0, 500);
+
+export const createEndpointBody = z.strictObject({
+  url: endpointUrl,
+  eventTypes: eventTypes.optional(),
+  description: description.optional(),
+});
+export type CreateEndpointBody = z.infer<typeof createEndpointBody>;
+
+export const updateEndpointBody = z
+  .strictObject({
+    url: endpointUrl.optional(),
+    eventTypes: eventTypes.optional(),
+    description: description.optional(),
+    enabled: z.boolean().optional().describe('true re-enables an endpoint the system disabled; its failing clock starts afresh.'),
+  })
+  .refine((b) => Object.keys(b).length > 0, 'must change at least one of url, eventTypes, description, enabled');
+export type UpdateEndpointBody = z.infer<typeof updateEndpointBody>;
+
+export const endpointHealth = z.object({
+  state: z.enum(['healthy', 'failing', 'disabled', 'unused']),
+  failingSince: z.string().nullable(),
+  lastSuccessAt: z.string().nullable(),
+  lastFailureAt: z.string().nullable(),
+  pendingDeliveries: z.number().int(),
+  oldestPendingAt: z.string().nullable(),
+  failedDeliveries: z.number().int().describe('Failed for good and not retried, within WEBHOOK_RETENTION_DAYS.'),
+});
+
+export const endpointResponse = z.object({
+  id: z.string().uuid(),
+  url: z.string(),
+  eventTypes: z.array(z.string()),
+  description: z.string(),
+  enabled: z.boolean(),
+  disabledReason: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  health: endpointHealth,
+});
+export type EndpointResponse = z.infer<typeof endpointResponse>;
+
+export const endpointWithSecretResponse = endpointResponse.extend({
+  secret: z.string().describe('whsec_… Shown now and on rotation only: keep it; it verifies our signatures.'),
+});
+
+export const endpointListResponse = z.object({ items: z.array(endpointResponse), nextCursor: z.string().nullable() });
+
+export const listQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: z.string().max(200).optional(),
+});
+
+export const listDeliveriesQuery = listQuery.extend({ status: z.enum(WEBHOOK_DELIVERY_STATUSES).optional() });
+
+export const attemptResponse = z.object({
+  at: z.string(),
+  responseStatus: z.number().int().nullable(),
+  durationMs: z.number().int(),
+  responseBody: z.string().nullable().describe('The first 2 KB of the answer.'),
+  error: z.string().nullable(),
+});
+
+export const deliveryResponse = z.object({
+  id: z.string().uuid().describe('Also the webhook-id header of every attempt.'),
+  endpointId: z.string().uuid(),
+  eventId: z.string().uuid(),
+  eventType: z.string(),
+  status: z.enum(WEBHOOK_DELIVERY_STATUSES),
+  createdAt: z.string(),
+  finishedAt: z.string().nullable(),
+  nextAttemptAt: z.string().nullable().describe('When pending: the next attempt.'),
+  attempts: z.array(attemptResponse),
+});
+export type DeliveryResponse = z.infer<typeof deliveryResponse>;
+
+export const deliveryListResponse = z.object({ items: z.array(deliveryResponse), nextCursor: z.string().nullable() });
+
+export const recoverBody = z.strictObject({
+  since: z.iso
+    .datetime({ offset: true })
+    .describe('Every failed delivery created since then is sent again, and every event since then the endpoint never had is sent.'),
+});
+
+export const recoverResponse = z.object({
+  requeued: z.number().int().describe('Failed deliveries sent again.'),
+  created: z.number().int().describe('Events the endpoint had not had (it was added or subscribed later), now on their way.'),
+});

@@ -1,0 +1,171 @@
+import type { Db } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import type { UserRow } from '../users/users.repository.ts';
+import { AddressNotAllowedError, checkDestination } from './address-policy.ts';
+import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
+import * as repo from './webhooks.repository.ts';
+import type { CreateEndpointBody, DeliveryResponse, EndpointResponse, UpdateEndpointBody } from './webhooks.schemas.ts';
+import { newSecret } from './secret.ts';
+
+/*
+ * The webhooks API: a host manages their own endpoints and reads their deliveries; an admin may
+ * do the same for every host. Another host's endpoint answers 404, as one that does not exist.
+ */
+
+export interface WebhooksDeps {
+  db: Db;
+  allowPrivateNetworks: boolean;
+  secretOverlapHours: number;
+}
+
+const hostScope = (user: UserRow): number | null => (user.role === 'admin' ? null : user.id);
+const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
+
+function toEndpoint(r: repo.EndpointRow): EndpointResponse {
+  const state = !r.enabled ? 'disabled' : r.failing_since ? 'failing' : r.last_success_at ? 'healthy' : 'unused';
+  return {
+    id: r.public_id,
+    url: r.url,
+    eventTypes: r.event_types,
+    description: r.description,
+    enabled: r.enabled,
+    disabledReason: r.disabled_reason,
+    createdAt: iso(r.created_at)!,
+    updatedAt: iso(r.updated_at)!,
+    health: {
+      state,
+      failingSince: iso(r.failing_since),
+      lastSuccessAt: iso(r.last_success_at),
+      lastFailureAt: iso(r.last_failure_at),
+      pendingDeliveries: r.pending,
+      oldestPendingAt: iso(r.oldest_pending_at),
+      failedDeliveries: r.failed,
+    },
+  };
+}
+
+function toDelivery(r: repo.DeliveryRow): DeliveryResponse {
+  return {
+    id: r.public_id,
+    endpointId: r.endpoint_public_id,
+    eventId: r.event_public_id,
+    eventType: r.type,
+    status: r.status,
+    createdAt: iso(r.created_at)!,
+    finishedAt: iso(r.finished_at),
+    nextAttemptAt: r.status === 'pending' ? iso(r.next_attempt_at) : null,
+    attempts: r.attempts.map((a) => ({ ...a, at: iso(a.at)! })),
+  };
+}
+
+/**
+ * 400 naming body.url when the URL's host is, or resolves to, anything but public addresses. A name
+ * that does not resolve (yet) is accepted: the sender checks again before every attempt, so it can
+ * never reach a private address later, and the host sees the failures (and can send a test event).
+ */
+async function checkUrl(deps: WebhooksDeps, url: string): Promise<void> {
+  try {
+    await checkDestination(new URL(url), deps.allowPrivateNetworks);
+  } catch (err) {
+    if (!(err instanceof AddressNotAllowedError)) return;
+    throw new AppError('validation_failed', undefined, [
+      { path: 'body.url', message: `${err.message}: webhooks are sent to public internet addresses only` },
+    ]);
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
+function decodeCursor(cursor: string | undefined): string | undefined {
+  if (cursor === undefined) return undefined;
+  const publicId = Buffer.from(cursor, 'base64url').toString();
+  if (!UUID.test(publicId)) {
+    throw new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message: 'is not a cursor this endpoint returned' }]);
+  }
+  return publicId;
+}
+
+function page<R extends { public_id: string }, T>(rows: R[], limit: number, map: (r: R) => T) {
+  const items = rows.slice(0, limit);
+  return { items: items.map(map), nextCursor: rows.length > limit ? encodeCursor(items.at(-1)!.public_id) : null };
+}
+
+async function ownEndpoint(deps: WebhooksDeps, user: UserRow, id: string): Promise<repo.EndpointRow> {
+  const row = await repo.findEndpoint(deps.db, hostScope(user), id);
+  if (!row) throw new AppError('not_found', 'No such webhook endpoint');
+  return row;
+}
+
+export async function createEndpoint(deps: WebhooksDeps, user: UserRow, body: CreateEndpointBody) {
+  if (user.role !== 'host') throw new AppError('forbidden', 'Only hosts register webhook endpoints, for their own properties');
+  await checkUrl(deps, body.url);
+  const secret = newSecret();
+  const row = await repo.insertEndpoint(deps.db, {
+    hostId: user.id,
+    url: body.url,
+    eventTypes: body.eventTypes ?? [...WEBHOOK_EVENT_TYPES],
+    description: body.description ?? '',
+    secret,
+  });
+  return { ...toEndpoint(row), secret };
+}
+
+export async function listEndpoints(deps: WebhooksDeps, user: UserRow, limit: number, cursor?: string) {
+  const rows = await repo.listEndpoints(deps.db, hostScope(user), limit + 1, decodeCursor(cursor));
+  return page(rows, limit, toEndpoint);
+}
+
+export async function getEndpoint(deps: WebhooksDeps, user: UserRow, id: string) {
+  return toEndpoint(await ownEndpoint(deps, user, id));
+}
+
+export async function updateEndpoint(deps: WebhooksDeps, user: UserRow, id: string, body: UpdateEndpointBody) {
+  const row = await ownEndpoint(deps, user, id);
+  if (body.url !== undefined) await checkUrl(deps, body.url);
+  await repo.updateEndpoint(deps.db, row.id, body);
+  return toEndpoint((await repo.findEndpoint(deps.db, null, id))!);
+}
+
+export async function deleteEndpoint(deps: WebhooksDeps, user: UserRow, id: string): Promise<void> {
+  const row = await ownEndpoint(deps, user, id);
+  await repo.deleteEndpoint(deps.db, row.id);
+}
+
+export async function rotateSecret(deps: WebhooksDeps, user: UserRow, id: string) {
+  const row = await ownEndpoint(deps, user, id);
+  const secret = newSecret();
+  await repo.rotateSecret(deps.db, row.id, secret, deps.secretOverlapHours);
+  return { ...toEndpoint((await repo.findEndpoint(deps.db, null, id))!), secret };
+}
+
+export async function sendTest(deps: WebhooksDeps, user: UserRow, id: string) {
+  const row = await ownEndpoint(deps, user, id);
+  if (!row.enabled) throw new AppError('conflict', 'The endpoint is disabled: enable it first (PATCH {"enabled": true})');
+  const deliveryId = await repo.insertTestDelivery(deps.db, row);
+  return toDelivery((await repo.findDelivery(deps.db, null, deliveryId))!);
+}
+
+export async function listDeliveries(
+  deps: WebhooksDeps,
+  user: UserRow,
+  id: string,
+  q: { status?: 'pending' | 'succeeded' | 'failed'; limit: number; cursor?: string },
+) {
+  const row = await ownEndpoint(deps, user, id);
+  const rows = await repo.listDeliveries(deps.db, row.id, { status: q.status, limit: q.limit + 1, afterPublicId: decodeCursor(q.cursor) });
+  return page(rows, q.limit, toDelivery);
+}
+
+export async function retryDelivery(deps: WebhooksDeps, user: UserRow, deliveryId: string) {
+  const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId);
+  if (!row) throw new AppError('not_found', 'No such webhook delivery');
+  if (!(await repo.retryDelivery(deps.db, row.id))) {
+    throw new AppError('conflict', 'An attempt of this delivery is in flight: its result decides what happens next');
+  }
+  return toDelivery((await repo.findDelivery(deps.db, null, deliveryId))!);
+}
+
+export async function recover(deps: WebhooksDeps, user: UserRow, id: string, since: string) {
+  const row = await ownEndpoint(deps, user, id);
+  return repo.recover(deps.db, row, since);
+}
