@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client
 import type { Db } from '../db/client.ts';
 import type { HandlerCatalogue } from '../outbox/index.ts';
 import { registerOutboxGauges } from './outbox-gauges.ts';
+import { registerWebhookGauges } from './webhook-gauges.ts';
 
 export interface ApiMetrics {
   registry: Registry;
@@ -49,6 +50,7 @@ export function createApiMetrics(opts: ApiMetricsOptions): ApiMetrics {
     cacheMs: opts.outboxCacheMs,
     onError: opts.onOutboxReadError,
   });
+  registerWebhookGauges(registry, { db: opts.db, cacheMs: opts.outboxCacheMs });
 
   return {
     registry,

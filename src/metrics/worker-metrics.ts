@@ -23,6 +23,12 @@ export interface WorkerEventSource {
   off(event: 'outcome', listener: (e: WorkerOutcomeEvent) => void): unknown;
 }
 
+/** The webhook sender's attempts as this module reads them (src/webhooks/delivery/sender.ts). */
+export interface WebhookAttemptSource {
+  on(event: 'attempt', listener: (e: { endpointId: string; outcome: string; durationMs: number }) => void): unknown;
+  off(event: 'attempt', listener: (e: { endpointId: string; outcome: string; durationMs: number }) => void): unknown;
+}
+
 export interface WorkerMetrics {
   registry: Registry;
   /** Stops listening to the worker's events. */
@@ -41,7 +47,10 @@ export const NO_HANDLER = 'none';
  *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
  *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
  */
-export function createWorkerMetrics(events: WorkerEventSource | EventEmitter, opts: { batchSize?: number } = {}): WorkerMetrics {
+export function createWorkerMetrics(
+  events: WorkerEventSource | EventEmitter,
+  opts: { batchSize?: number; webhooks?: WebhookAttemptSource } = {},
+): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -90,14 +99,39 @@ export function createWorkerMetrics(events: WorkerEventSource | EventEmitter, op
     b.count.inc();
     if (e.handler !== null) b.time.observe(e.durationMs / 1000);
   };
+  /*
+   *   stayhub_webhook_attempts_total{endpoint, outcome}
+   *       outcome: succeeded | retry | failed (last attempt) | gone (410: endpoint disabled)
+   *   stayhub_webhook_attempt_duration_seconds{endpoint}   (histogram)
+   */
+  const attempts = new Counter({
+    name: 'stayhub_webhook_attempts_total',
+    help: 'Webhook delivery attempts by endpoint and outcome (succeeded, retry, failed, gone).',
+    labelNames: ['endpoint', 'outcome'] as const,
+    registers: [registry],
+  });
+  const attemptDuration = new Histogram({
+    name: 'stayhub_webhook_attempt_duration_seconds',
+    help: 'How long each webhook attempt took, by endpoint (up to WEBHOOK_TIMEOUT_MS for one that never answers).',
+    labelNames: ['endpoint'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
+    registers: [registry],
+  });
+  const onAttempt = (e: { endpointId: string; outcome: string; durationMs: number }) => {
+    attempts.inc({ endpoint: e.endpointId, outcome: e.outcome });
+    attemptDuration.observe({ endpoint: e.endpointId }, e.durationMs / 1000);
+  };
+
   const source = events as WorkerEventSource;
   source.on('claimed', onClaimed);
   source.on('outcome', onOutcome);
+  opts.webhooks?.on('attempt', onAttempt);
   return {
     registry,
     detach() {
       source.off('claimed', onClaimed);
       source.off('outcome', onOutcome);
+      opts.webhooks?.off('attempt', onAttempt);
     },
   };
 }
@@ -142,9 +176,9 @@ export async function startMetricsServer(registry: Registry, port: number, host 
 /** The worker's metrics, served on `port`: what src/worker/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
 export async function serveWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
-  opts: { port: number; host?: string; batchSize?: number },
+  opts: { port: number; host?: string; batchSize?: number; webhooks?: WebhookAttemptSource },
 ): Promise<MetricsServer> {
-  const metrics = createWorkerMetrics(events, { batchSize: opts.batchSize });
+  const metrics = createWorkerMetrics(events, { batchSize: opts.batchSize, webhooks: opts.webhooks });
   let server: MetricsServer;
   try {
     server = await startMetricsServer(metrics.registry, opts.port, opts.host);

@@ -4,15 +4,18 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import type { Chore } from '../outbox/index.ts';
 import { deleteEndedSessions } from '../users/users.repository.ts';
+import { deleteOldWebhookAttempts, deleteOldWebhookDeliveries, deleteOldWebhookEvents } from '../webhooks/purge.ts';
 
 /**
  * The application's tables the worker's housekeeping keeps small, beside the outbox's own DONE
  * purge: expired Idempotency-Keys (with their stored responses) and expired or revoked sessions,
  * which are already refused when read, so deleting them changes no answer; and the events
  * consumers' inbox and resolved dead letters, each kept as long as it can still matter
- * (INBOX_MARGIN_SECONDS, RESOLVED_DEAD_LETTER_RETENTION_DAYS).
+ * (INBOX_MARGIN_SECONDS, RESOLVED_DEAD_LETTER_RETENTION_DAYS); and finished webhook deliveries,
+ * their attempts and events after WEBHOOK_RETENTION_DAYS (src/webhooks/purge.ts).
  */
-export function appChores(config: Pick<Config, 'EVENTS_MAX_AGE_SECONDS'>): readonly Chore[] {
+export function appChores(config: Pick<Config, 'EVENTS_MAX_AGE_SECONDS' | 'WEBHOOK_RETENTION_DAYS'>): readonly Chore[] {
+  const webhookDays = config.WEBHOOK_RETENTION_DAYS;
   const inboxRetentionSeconds = config.EVENTS_MAX_AGE_SECONDS + INBOX_MARGIN_SECONDS;
   return [
     { name: 'idempotencyKeys', deleteBatch: deleteExpiredIdempotencyKeys },
@@ -22,6 +25,9 @@ export function appChores(config: Pick<Config, 'EVENTS_MAX_AGE_SECONDS'>): reado
       name: 'consumerDeadLetters',
       deleteBatch: (db, batchSize) => deleteResolvedDeadLetters(db, RESOLVED_DEAD_LETTER_RETENTION_DAYS, batchSize),
     },
+    { name: 'webhookAttempts', deleteBatch: (db, batchSize) => deleteOldWebhookAttempts(db, webhookDays, batchSize) },
+    { name: 'webhookDeliveries', deleteBatch: (db, batchSize) => deleteOldWebhookDeliveries(db, webhookDays, batchSize) },
+    { name: 'webhookEvents', deleteBatch: (db, batchSize) => deleteOldWebhookEvents(db, webhookDays, batchSize) },
   ];
 }
 

@@ -116,6 +116,7 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
                 port: config.WORKER_METRICS_PORT,
                 host: config.HOST,
                 batchSize: batchSize ?? config.WORKER_BATCH_SIZE,
+                webhooks: webhooks.events,
               });
         if (metrics) logger.info({ port: metrics.port }, 'worker metrics on /metrics');
         try {

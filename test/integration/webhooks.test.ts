@@ -4,10 +4,11 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { createMailer } from '../../src/mail/mailer.ts';
-import { createWorker, HandlerRegistry } from '../../src/outbox/index.ts';
+import { createWorker, HandlerRegistry, housekeepOnce } from '../../src/outbox/index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../src/search/postgres-search-index.ts';
 import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
 import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
+import { appChores } from '../../src/worker/chores.ts';
 import { defaultHandlers } from '../../src/worker/handlers/index.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
@@ -433,7 +434,7 @@ describe('delivery', () => {
     // Timing is the behaviour: a sender that queued the healthy delivery behind the hanging ones would take 15 s.
     expect(healthy.received[0]!.at - sent).toBeLessThan(1000);
     expect(hanging.received).toHaveLength(2); // never more than WEBHOOK_ENDPOINT_CONCURRENCY in flight
-    expect((await deliveries(fine.id, 'succeeded')).length).toBe(1);
+    await waitFor(async () => (await deliveries(fine.id, 'succeeded')).length === 1, 10_000, 'the healthy delivery recorded');
   });
 
   it('signs with the old and the new secret during a rotation, then with the new one only', async () => {
@@ -520,7 +521,36 @@ describe('delivery', () => {
     await t.db.db.execute(sql`update webhook_deliveries set next_attempt_at = now() where public_id = ${rows[0]!.public_id}::uuid`); // the lease ends
     await waitFor(async () => r.received.length === 1, 10_000, 'the redelivery');
     expect(r.received[0]!.headers['webhook-id']).toBe(rows[0]!.public_id);
-    expect((await deliveries(endpoint.id, 'succeeded')).length).toBe(1);
+    await waitFor(async () => (await deliveries(endpoint.id, 'succeeded')).length === 1, 10_000, 'the redelivery recorded');
+  });
+
+  it('deletes finished deliveries, their attempts and unreferenced events after WEBHOOK_RETENTION_DAYS, never a pending one', async () => {
+    const r = await receiver(() => ({ status: 500 }));
+    const endpoint = await register(host, { url: r.url });
+    const old = await bookingEvent(); // will fail for good
+    const owed = await bookingEvent(); // still pending
+    startSender({ WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.1' });
+    await waitFor(async () => (await deliveries(endpoint.id, 'failed')).length === 2, 10_000, 'two failed deliveries');
+    await senders.pop()!.stop(1000);
+    await t.db.db.execute(sql`update webhook_deliveries d set status = 'pending', finished_at = null from webhook_events ev
+                              where ev.id = d.event_id and ev.public_id = ${owed.eventId}::uuid`);
+    // Forty days pass.
+    await t.db.db.execute(sql`update webhook_events set occurred_at = occurred_at - interval '40 days'
+                              where public_id in (${old.eventId}::uuid, ${owed.eventId}::uuid)`);
+    await t.db.db
+      .execute(sql`update webhook_deliveries set finished_at = finished_at - interval '40 days', created_at = created_at - interval '40 days'
+                              where endpoint_id = (select id from webhook_endpoints where public_id = ${endpoint.id}::uuid)`);
+    await t.db.db.execute(sql`update webhook_attempts set attempted_at = attempted_at - interval '40 days'`);
+
+    const counts = await housekeepOnce(t.db.db, { retentionDays: 7, chores: appChores(senderConfig({ WEBHOOK_RETENTION_DAYS: '30' })) });
+    expect(counts).toMatchObject({ webhookDeliveries: 1, webhookEvents: 1 });
+    const left = await deliveries(endpoint.id);
+    expect(left.map((d) => d.status)).toEqual(['pending']);
+    expect(left[0]!.attempts.length).toBeGreaterThan(0); // a pending delivery keeps its history
+    const { rows } = await t.db.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from webhook_events where public_id in (${old.eventId}::uuid, ${owed.eventId}::uuid)`,
+    );
+    expect(rows[0]!.n).toBe(1);
   });
 });
 

@@ -59,7 +59,16 @@ describe('housekeeping', () => {
   it('one round deletes every expired key (with its stored response) and every expired or revoked session, batch after batch, and nothing live', async () => {
     await seed({ expiredKeys: 2_500, liveKeys: 3, expiredSessions: 1_200, revokedSessions: 5, liveSessions: 4 });
     const counts = await housekeepOnce(tdb.db, { retentionDays: 7, chores: appChores(workerConfig(tdb)) });
-    expect(counts).toEqual({ outbox: 0, idempotencyKeys: 2_500, sessions: 1_205, processedMessages: 0, consumerDeadLetters: 0 });
+    expect(counts).toEqual({
+      outbox: 0,
+      idempotencyKeys: 2_500,
+      sessions: 1_205,
+      processedMessages: 0,
+      consumerDeadLetters: 0,
+      webhookAttempts: 0,
+      webhookDeliveries: 0,
+      webhookEvents: 0,
+    });
     expect(await count('idempotency_keys')).toBe(3);
     expect(await count('idempotency_keys', sql`expires_at <= now()`)).toBe(0);
     expect(await count('sessions')).toBe(4);

@@ -1,0 +1,85 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { EventEmitter } from 'node:events';
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import { skipWithout } from '../helpers/tools.ts';
+
+/*
+ * Seeing webhooks: the API's per-endpoint gauges, the worker's attempt counters, and the alert on an
+ * endpoint that keeps failing (prometheus/webhooks-alerts.yml, unit-tested with promtool when it is
+ * installed; with CI set a missing promtool fails, never skips).
+ */
+
+const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+const dir = new URL('../../prometheus/', import.meta.url);
+
+const gauge = (text: string, name: string, endpoint: string) => {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{endpoint="${endpoint}"}`));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+};
+
+describe('webhook metrics', () => {
+  it("the API's /metrics reports each endpoint's pending deliveries, oldest age, failing time and state", async () => {
+    const host = await signUp(t.app, 'host');
+    await listProperty(t.app, host);
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/webhooks/endpoints',
+      headers: host.auth,
+      payload: { url: 'http://127.0.0.1:9/down' },
+    });
+    const endpoint = created.json().id as string;
+    await t.db.db.execute(sql`
+      with ep as (update webhook_endpoints set failing_since = now() - interval '2 hours' where public_id = ${endpoint}::uuid returning id, host_id),
+           ev as (insert into webhook_events (public_id, host_id, type, body, occurred_at)
+                  select gen_random_uuid(), host_id, 'booking.created', '{}', now() - interval '90 minutes' from ep returning id)
+      insert into webhook_deliveries (event_id, endpoint_id, created_at) select ev.id, ep.id, now() - interval '90 minutes' from ev, ep`);
+
+    const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(gauge(text, 'stayhub_webhook_endpoint_pending_deliveries', endpoint)).toBe(1);
+    expect(gauge(text, 'stayhub_webhook_endpoint_oldest_pending_seconds', endpoint)).toBeGreaterThanOrEqual(5400);
+    expect(gauge(text, 'stayhub_webhook_endpoint_failing_seconds', endpoint)).toBeGreaterThanOrEqual(7200);
+    expect(gauge(text, 'stayhub_webhook_endpoint_enabled', endpoint)).toBe(1);
+    expect(gauge(text, 'stayhub_webhook_endpoint_failed_deliveries', endpoint)).toBe(0);
+  });
+
+  it("the worker's /metrics counts attempts by endpoint and outcome, and times them", async () => {
+    const worker = new EventEmitter();
+    const webhooks = new EventEmitter();
+    const metrics = createWorkerMetrics(worker, { webhooks });
+    webhooks.emit('attempt', { endpointId: 'e1', eventType: 'booking.created', outcome: 'retry', status: 500, durationMs: 120 });
+    webhooks.emit('attempt', { endpointId: 'e1', eventType: 'booking.created', outcome: 'succeeded', status: 204, durationMs: 30 });
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('stayhub_webhook_attempts_total{endpoint="e1",outcome="retry"} 1');
+    expect(text).toContain('stayhub_webhook_attempts_total{endpoint="e1",outcome="succeeded"} 1');
+    expect(text).toContain('stayhub_webhook_attempt_duration_seconds_count{endpoint="e1"} 2');
+    metrics.detach();
+  });
+
+  it('prometheus.yml loads the webhook alerts, and each has a severity and a runbook', () => {
+    const prom = parse(readFileSync(new URL('prometheus.yml', dir), 'utf8')) as { rule_files: string[] };
+    expect(prom.rule_files).toContain('webhooks-alerts.yml');
+    const file = parse(readFileSync(new URL('webhooks-alerts.yml', dir), 'utf8')) as {
+      groups: { rules: { alert: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[];
+    };
+    const alerts = file.groups.flatMap((g) => g.rules);
+    expect(alerts.map((a) => a.alert)).toEqual(['WebhookEndpointFailing']);
+    for (const a of alerts) {
+      expect(a.labels.severity).toBeTruthy();
+      expect(a.annotations.runbook).toMatch(/^docs\/webhooks\.md#/);
+    }
+  });
+
+  it.skipIf(skipWithout('promtool', undefined, 'Debian: apt-get install -y prometheus'))(
+    'the alerts pass promtool check and their unit tests',
+    () => {
+      const promtool = (...args: string[]) => execFileSync('promtool', args, { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
+      expect(promtool('check', 'rules', 'webhooks-alerts.yml')).toMatch(/SUCCESS/);
+      expect(promtool('test', 'rules', 'webhooks-alerts.test.yml')).toMatch(/SUCCESS/);
+    },
+  );
+});
