@@ -364,6 +364,38 @@ export const hostEarnings = pgTable(
   (t) => [primaryKey({ columns: [t.consumerGroup, t.hostId, t.currency] })],
 );
 
+export const EARNINGS_COUNTED_FROM = ['event', 'rebuild', 'gap'] as const;
+
+/**
+ * The bookings each group's earnings ledger has counted: one row per (group, booking) whose total
+ * is in host_earnings' confirmed_total, `cancelled` once it is in cancelled_total too. What makes
+ * the ledger count a booking once whichever message brings it (the relay's event, a backfilled
+ * copy, a rebuild from the bookings table, a cancellation whose creation never reached the
+ * stream), where the inbox only knows message ids. Never purged, unlike the inbox: a booking can
+ * be cancelled months after it was made.
+ */
+export const earningsBookings = pgTable(
+  'earnings_bookings',
+  {
+    consumerGroup: text('consumer_group').notNull(),
+    bookingId: bigint('booking_id', { mode: 'number' })
+      .notNull()
+      .references(() => bookings.id, { onDelete: 'cascade' }),
+    cancelled: boolean('cancelled').notNull().default(false),
+    /**
+     * How its creation came to be counted: its booking.created event; a rebuild from the bookings
+     * table (`consume:earnings --replay --accept-gap`); or its cancellation, which arrived with no
+     * creation counted before it (a gap: the creation was never published, or lost).
+     */
+    countedFrom: text('counted_from', { enum: EARNINGS_COUNTED_FROM }).notNull(),
+    countedAt: ts('counted_at').notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.consumerGroup, t.bookingId] }),
+    check('earnings_bookings_counted_from_check', sql`${t.countedFrom} in ('event', 'rebuild', 'gap')`),
+  ],
+);
+
 /*
  * Webhooks to hosts' own systems (src/webhooks/). Three tables, one job each: the endpoints a host
  * registered; the booking events of each host, recorded once with the exact body every endpoint
