@@ -83,7 +83,12 @@ export async function claimDeliveries(
     previous_secret: string | null;
     type: string;
     body: string;
-  }>(CLAIM_SQL, [opts.perEndpoint, busy.map(([id]) => id), busy.map(([, n]) => n), opts.limit, opts.leaseSeconds]);
+  }>({
+    // Named: each connection parses and plans it once, not on every claim.
+    name: 'webhooks-claim',
+    text: CLAIM_SQL,
+    values: [opts.perEndpoint, busy.map(([id]) => id), busy.map(([, n]) => n), opts.limit, opts.leaseSeconds],
+  });
   return rows.map((r) => ({
     id: Number(r.id),
     publicId: r.public_id,

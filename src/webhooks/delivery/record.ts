@@ -35,27 +35,20 @@ export async function recordAttempt(
   verdict: Verdict,
   opts: RecordOptions,
 ): Promise<Recorded> {
+  if (verdict.kind === 'succeeded') return recordSuccess(db, d, result);
   return withTransaction(db, async (tx) => {
     await tx.execute(sql`
       insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
       values (${d.id}, ${result.status}, ${result.durationMs}, ${result.body}, ${result.error})`);
 
     const state =
-      verdict.kind === 'succeeded'
-        ? sql`status = 'succeeded', finished_at = now(), claim_id = null`
-        : verdict.kind === 'retry'
-          ? sql`next_attempt_at = now() + make_interval(secs => ${verdict.delaySeconds}::double precision), claim_id = null`
-          : sql`status = 'failed', finished_at = now(), claim_id = null`;
+      verdict.kind === 'retry'
+        ? sql`next_attempt_at = now() + make_interval(secs => ${verdict.delaySeconds}::double precision), claim_id = null`
+        : sql`status = 'failed', finished_at = now(), claim_id = null`;
     const settled = await tx.execute(sql`
       update webhook_deliveries set ${state}
        where id = ${d.id} and claim_id = ${d.claimId}::uuid and status = 'pending'
       returning id`);
-
-    if (verdict.kind === 'succeeded') {
-      await tx.execute(sql`
-        update webhook_endpoints set failing_since = null, last_success_at = now() where id = ${d.endpointId}`);
-      return { settled: settled.rows.length === 1 };
-    }
 
     // A failure. Disable at once on 410; otherwise when failing_since is older than the limit.
     const { rows } = await tx.execute<{ disable_reason: string | null; was_enabled: boolean }>(sql`
@@ -99,4 +92,36 @@ export async function recordAttempt(
     }
     return { settled: settled.rows.length === 1, disabled: reason };
   });
+}
+
+/**
+ * A success, the common case, in one statement: the attempt, the delivery (fenced), and the
+ * endpoint's health only when it changes (a failing endpoint recovers, or last_success_at is a
+ * second old): successes of one endpoint then do not queue on its row lock one commit after another.
+ *
+ * Committed asynchronously (synchronous_commit off for this statement's transaction only, as the
+ * outbox worker's own writes: docs/adr/0005-asynchronous-commit-for-worker-writes.md). A database
+ * crash can lose the last moment of these writes; the delivery is then pending under its old claim
+ * and is sent again after its lease, with the same webhook-id: a duplicate the receiver's
+ * idempotency on webhook-id absorbs, never a loss.
+ */
+async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult): Promise<Recorded> {
+  const { rows } = await db.execute<{ settled: number }>(sql`
+    with attempt as (
+      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${result.body}, null)
+    ),
+    delivery as (
+      update webhook_deliveries set status = 'succeeded', finished_at = now(), claim_id = null
+       where id = ${d.id} and claim_id = ${d.claimId}::uuid and status = 'pending'
+      returning id
+    ),
+    endpoint as (
+      update webhook_endpoints set failing_since = null, last_success_at = now()
+       where id = ${d.endpointId}
+         and (failing_since is not null or last_success_at is null or last_success_at < now() - interval '1 second')
+    )
+    select (select count(*)::int from delivery) as settled
+      from (select set_config('synchronous_commit', 'off', true)) as async_commit`);
+  return { settled: rows[0]?.settled === 1 };
 }

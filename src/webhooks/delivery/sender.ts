@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Config } from '../../config.ts';
@@ -64,6 +64,7 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
   const inFlight = new Map<number, number>();
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
+  setMaxListeners(config.WEBHOOK_CONCURRENCY + 10, abort.signal); // one listener per attempt in flight
   // The lease: the attempt's time limit and time to record it. A worker killed mid-attempt leaves
   // the delivery to be claimed again after this, and sent again with the same webhook-id.
   const leaseSeconds = Math.ceil((config.WEBHOOK_TIMEOUT_MS + config.WEBHOOK_CONNECT_TIMEOUT_MS) / 1000) + 30;

@@ -1,0 +1,241 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pino from 'pino';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createDatabase, type Database } from '../../src/db/client.ts';
+import { createWebhookSender } from '../../src/webhooks/delivery/sender.ts';
+import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
+import { newSecret } from '../../src/webhooks/secret.ts';
+import { percentile, round } from './lib/stats.ts';
+
+/*
+ * Webhooks, two figures:
+ *   - throughput: COUNT deliveries, written before the clock starts, sent by the worker's webhook
+ *     sender (its defaults: 32 in flight, 4 per endpoint) to ENDPOINTS endpoints of one local
+ *     receiver that answers 204 at once; deliveries/s from the first claim to the last recorded
+ *     attempt. Compared with our no-op outbox drain (the run's `drain` section) as a ratio: the
+ *     cost of an HTTP POST, its signature and its recorded attempt over a bare outbox message.
+ *   - isolation: a healthy endpoint's delivery latency (booking event recorded → request received),
+ *     p50/p99 over RATE events a second for SECONDS, once alone and once beside an endpoint of the
+ *     same host that never answers (WEBHOOK_TIMEOUT_MS 15 s) with a backlog of BACKLOG deliveries
+ *     already due. Target: p99 beside the hanging endpoint ≤ 1.2× p99 alone.
+ *
+ *   node --import tsx scripts/bench/webhooks.ts --database-url postgres://… [--count 5000]
+ *
+ * The database must be migrated; the webhook tables are emptied before each measurement.
+ */
+
+export interface WebhookBenchResult {
+  throughput: { count: number; endpoints: number; seconds: number; perSecond: number };
+  isolation: {
+    events: number;
+    alone: { p50Ms: number; p99Ms: number };
+    besideHanging: { p50Ms: number; p99Ms: number; hangingInFlight: number };
+    /** p99 beside the hanging endpoint / p99 alone. */
+    p99Ratio: number;
+  };
+}
+
+function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
+  return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
+}
+
+/** A local receiver: answers 204 at once, or never (`hang`); calls `onRequest` with each body. */
+async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: number) => void }) {
+  const open = new Set<http.ServerResponse>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      opts.onRequest?.(Buffer.concat(chunks).toString(), performance.now());
+      if (opts.hang) open.add(res);
+      else res.writeHead(204).end();
+    });
+  });
+  server.keepAliveTimeout = 1;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    inFlight: () => open.size,
+    async close() {
+      for (const r of open) r.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function reset(db: Database): Promise<{ hostId: string; propertyId: string }> {
+  await db.pool.query('truncate webhook_attempts, webhook_deliveries, webhook_events, webhook_endpoints');
+  const { rows: users } = await db.pool.query<{ id: string }>(
+    `insert into users (email, name, role, password_hash) values ($1, 'Bench Host', 'host', 'x') returning id`,
+    [`bench-host-${randomUUID()}@bench.test`],
+  );
+  const { rows: props } = await db.pool.query<{ public_id: string }>(
+    `insert into properties (host_id, title, city, country, nightly_price, max_guests)
+     values ($1, 'Bench flat', 'Porto', 'PT', 10000, 4) returning public_id`,
+    [users[0]!.id],
+  );
+  return { hostId: users[0]!.id, propertyId: props[0]!.public_id };
+}
+
+async function addEndpoint(db: Database, hostId: string, url: string): Promise<string> {
+  const { rows } = await db.pool.query<{ id: string }>(
+    `insert into webhook_endpoints (host_id, url, event_types, secret, created_at)
+     values ($1, $2, '{booking.created,booking.cancelled}', $3, now() - interval '1 hour') returning id`,
+    [hostId, url, newSecret()],
+  );
+  return rows[0]!.id;
+}
+
+const payload = (propertyId: string) => {
+  const bookingId = randomUUID();
+  return {
+    bookingId,
+    propertyId,
+    propertyTitle: 'Bench flat',
+    guestEmail: 'guest@bench.test',
+    guestName: 'Bench Guest',
+    hostEmail: 'host@bench.test',
+    hostName: 'Bench Host',
+    checkIn: '2027-01-04',
+    checkOut: '2027-01-07',
+    guests: 2,
+    nights: 3,
+    total: 36_400,
+    currency: 'EUR',
+    idempotencyKey: `booking-created:${bookingId}`,
+  };
+};
+
+/** COUNT due deliveries spread over ENDPOINTS endpoints, written in one statement. */
+async function backlog(db: Database, hostId: string, endpointIds: string[], count: number): Promise<void> {
+  await db.pool.query(
+    `with ev as (
+       insert into webhook_events (public_id, host_id, type, body, occurred_at)
+       select gen_random_uuid(), $1, 'booking.created', json_build_object('type', 'booking.created', 'n', n)::text, now()
+         from generate_series(1, $2::int) n
+       returning id)
+     insert into webhook_deliveries (event_id, endpoint_id)
+     select ev.id, ($3::bigint[])[1 + (row_number() over () % array_length($3::bigint[], 1))] from ev`,
+    [hostId, count, endpointIds],
+  );
+}
+
+export async function webhookThroughput(databaseUrl: string, count: number, endpoints = 8) {
+  const db = createDatabase(databaseUrl, { max: 8, applicationName: 'bench-webhooks' });
+  const sink = await receiver({});
+  try {
+    const { hostId } = await reset(db);
+    const ids = [];
+    for (let i = 0; i < endpoints; i++) ids.push(await addEndpoint(db, hostId, sink.url));
+    await backlog(db, hostId, ids, count);
+    const sender = createWebhookSender({ db: db.db, pool: db.pool, config: benchConfig(databaseUrl), logger: pino({ level: 'warn' }) });
+    const started = performance.now();
+    await sender.runUntilIdle();
+    const seconds = (performance.now() - started) / 1000;
+    const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`);
+    if (rows[0]!.n !== count) throw new Error(`webhook bench: ${rows[0]!.n} of ${count} deliveries succeeded`);
+    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds) };
+  } finally {
+    await sink.close();
+    await db.close();
+  }
+}
+
+/** A healthy endpoint's delivery latency under a steady stream of events, with or without a hanging endpoint beside it. */
+async function healthyLatency(databaseUrl: string, opts: { hanging: boolean; rate: number; seconds: number; backlogCount: number }) {
+  const db = createDatabase(databaseUrl, { max: 10, applicationName: 'bench-webhooks' });
+  const sentAt = new Map<string, number>();
+  const latencies: number[] = [];
+  const healthy = await receiver({
+    onRequest: (body, at) => {
+      const id = (JSON.parse(body) as { eventId: string }).eventId;
+      const t0 = sentAt.get(id);
+      if (t0 !== undefined) latencies.push(at - t0);
+    },
+  });
+  const hanging = await receiver({ hang: true });
+  const config = benchConfig(databaseUrl);
+  const sender = createWebhookSender({ db: db.db, pool: db.pool, config, logger: pino({ level: 'silent' }) });
+  try {
+    const { hostId, propertyId } = await reset(db);
+    await addEndpoint(db, hostId, healthy.url);
+    if (opts.hanging) await backlog(db, hostId, [await addEndpoint(db, hostId, hanging.url)], opts.backlogCount);
+    sender.start();
+    if (opts.hanging) await sleep(500); // the hanging endpoint has taken its slots
+    const events = Math.round(opts.rate * opts.seconds);
+    const gap = 1000 / opts.rate;
+    const t0 = performance.now();
+    for (let i = 0; i < events; i++) {
+      const wait = t0 + i * gap - performance.now();
+      if (wait > 0) await sleep(wait);
+      const eventId = randomUUID();
+      sentAt.set(eventId, performance.now());
+      // As the fan-out handler does: the event and its deliveries, then a wake-up of the sender.
+      await recordBookingEvent(db.db, { type: 'booking.created', eventId, occurredAt: new Date(), payload: payload(propertyId) });
+      sender.wake();
+    }
+    const until = performance.now() + 10_000;
+    while (latencies.length < events && performance.now() < until) await sleep(20);
+    if (latencies.length < events) throw new Error(`webhook bench: the healthy endpoint got ${latencies.length} of ${events}`);
+    return { p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), hangingInFlight: hanging.inFlight() };
+  } finally {
+    await sender.stop(0);
+    await healthy.close();
+    await hanging.close();
+    await db.close();
+  }
+}
+
+export async function webhookIsolation(databaseUrl: string, opts: { rate?: number; seconds?: number; backlogCount?: number } = {}) {
+  const o = { rate: opts.rate ?? 100, seconds: opts.seconds ?? 10, backlogCount: opts.backlogCount ?? 1000 };
+  const alone = await healthyLatency(databaseUrl, { ...o, hanging: false });
+  const beside = await healthyLatency(databaseUrl, { ...o, hanging: true });
+  return {
+    events: Math.round(o.rate * o.seconds),
+    alone: { p50Ms: alone.p50Ms, p99Ms: alone.p99Ms },
+    besideHanging: beside,
+    p99Ratio: round(beside.p99Ms / alone.p99Ms),
+  };
+}
+
+export async function benchWebhooks(opts: {
+  databaseUrl: string;
+  count: number;
+  rate?: number;
+  seconds?: number;
+}): Promise<WebhookBenchResult> {
+  return {
+    throughput: await webhookThroughput(opts.databaseUrl, opts.count),
+    isolation: await webhookIsolation(opts.databaseUrl, { rate: opts.rate, seconds: opts.seconds }),
+  };
+}
+
+if (process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url) {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    process.stderr.write('usage: node --import tsx scripts/bench/webhooks.ts --database-url URL [--count N] [--rate N] [--seconds N]\n');
+    process.exit(2);
+  }
+  benchWebhooks({
+    databaseUrl,
+    count: Number(arg('count') ?? 5000),
+    rate: arg('rate') ? Number(arg('rate')) : undefined,
+    seconds: arg('seconds') ? Number(arg('seconds')) : undefined,
+  }).then(
+    (r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`),
+    (err) => {
+      process.stderr.write(`bench webhooks: ${(err as Error).stack}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
