@@ -235,16 +235,27 @@
       ? `(stream ${stream.name}, ${count(stream.messages, 'event')})`
       : `(stream ${stream.name})`;
     const note = $('groups-note');
-    note.hidden = stream.exists;
-    note.textContent = stream.exists
-      ? ''
-      : `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`;
+    const lost = ok.groups.filter((g) => g.eventsAgedOut).map((g) => g.name);
+    note.hidden = stream.exists && !lost.length;
+    note.className = lost.length ? 'error' : 'muted';
+    note.textContent = !stream.exists
+      ? `Stream ${stream.name} does not exist yet: the worker creates it when it starts with NATS_URL set.`
+      : lost.length
+        ? `Events aged out of the stream before ${lost.join(', ')} read them (it now starts at event ${fmt(stream.firstSeq)}` +
+          `${stream.firstAt ? `, ${new Date(stream.firstAt).toLocaleString()}` : ''}): ` +
+          `${lost.length > 1 ? 'their ledgers miss' : 'its ledger misses'} them until rebuilt: ` +
+          'npm run consume:earnings -- --group NAME --replay --accept-gap.'
+        : '';
     $('groups').hidden = !stream.exists;
     const rows = ok.groups.map((g) => {
       const behind = g.pending + g.ackPending > 0;
       return el(
         'tr',
-        { 'data-group': g.name },
+        {
+          'data-group': g.name,
+          class: g.eventsAgedOut ? 'aged-out' : '',
+          title: g.eventsAgedOut ? 'Events this group had not read aged out of the stream: its ledger misses them.' : '',
+        },
         el('td', { text: g.name }),
         el('td', { class: 'num', text: fmt(g.pending) }),
         el('td', { class: 'num', text: fmt(g.ackPending) }),

@@ -28,7 +28,8 @@ export async function eventGroups(deps: EventGroupsDeps): Promise<EventGroupsRes
     }),
     countOpenDeadLettersByGroup(deps.db),
   ]);
-  return { configured: true, stream: read.stream, groups: groupRows(read, deadLetters), generatedAt };
+  const stream = { ...read.stream, firstAt: read.stream.firstAt?.toISOString() ?? null };
+  return { configured: true, stream, groups: groupRows(read, deadLetters), generatedAt };
 }
 
 function groupRows(read: StreamGroups, deadLetters: Map<string, number>): EventGroupsResponse['groups'] {
@@ -38,5 +39,6 @@ function groupRows(read: StreamGroups, deadLetters: Map<string, number>): EventG
     ackPending: g.ackPending,
     oldestUnackedAgeSeconds: Math.round(g.oldestUnackedAgeSeconds * 10) / 10,
     openDeadLetters: deadLetters.get(g.group) ?? 0,
+    eventsAgedOut: g.eventsAgedOut,
   }));
 }

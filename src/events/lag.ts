@@ -5,6 +5,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { countOpenDeadLetters } from './dead-letters.ts';
 import type { EventOutcome } from './consumer.ts';
+import { groupMissedEvents, streamHoldings, type StreamHoldings } from './retention.ts';
 
 const STREAM_NOT_FOUND = 10059;
 
@@ -16,11 +17,15 @@ export interface GroupLag {
   ackPending: number;
   /** Age of the oldest event the group has not acked (0 when it is caught up), in seconds. */
   oldestUnackedAgeSeconds: number;
+  /** Events the group had not read are gone from the stream (retention.ts: groupMissedEvents). */
+  eventsAgedOut: boolean;
 }
 
 export interface StreamLag {
   /** Events the stream holds now (within EVENTS_MAX_AGE_SECONDS). */
   messages: number;
+  /** Where the stream starts now, and whether it still holds every event it stored. */
+  holdings: StreamHoldings;
   /** Every consumer group on the stream, by name. */
   groups: GroupLag[];
 }
@@ -28,12 +33,14 @@ export interface StreamLag {
 /**
  * Lag of every consumer group on the stream, read from the server: num_pending + num_ack_pending
  * say how far behind a group is; the oldest unacked event is the one after the group's ack floor,
- * whose timestamp says for how long. Any process can report every group: nothing here is local.
+ * whose timestamp says for how long; a group whose next event is older than the stream's first
+ * has lost events. Any process can report every group: nothing here is local.
  * Throws JetStream's "stream not found" when the stream does not exist.
  */
 export async function readStreamLag(jsm: JetStreamManager, stream: string): Promise<StreamLag> {
   const groups: GroupLag[] = [];
   const info = await jsm.streams.info(stream);
+  const holdings = streamHoldings(info);
   for await (const c of jsm.consumers.list(stream)) {
     const behind = c.num_pending + c.num_ack_pending;
     let age = 0;
@@ -42,10 +49,16 @@ export async function readStreamLag(jsm: JetStreamManager, stream: string): Prom
       const m = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
       if (m) age = Math.max(0, (Date.now() - m.time.getTime()) / 1000);
     }
-    groups.push({ group: c.name, pending: c.num_pending, ackPending: c.num_ack_pending, oldestUnackedAgeSeconds: age });
+    groups.push({
+      group: c.name,
+      pending: c.num_pending,
+      ackPending: c.num_ack_pending,
+      oldestUnackedAgeSeconds: age,
+      eventsAgedOut: groupMissedEvents(c, holdings),
+    });
   }
   groups.sort((a, b) => a.group.localeCompare(b.group));
-  return { messages: info.state.messages, groups };
+  return { messages: info.state.messages, holdings, groups };
 }
 
 /** Every group's lag (readStreamLag without the stream's size): the consumer's Prometheus gauges. */
@@ -57,6 +70,8 @@ export interface ConsumerMetrics {
   registry: Registry;
   /** A function, not a method: it is handed on as a callback. */
   outcome: (outcome: EventOutcome) => void;
+  /** This process's group lost events (seen at start): reported until the process ends. */
+  eventsAgedOut: () => void;
 }
 
 /**
@@ -67,6 +82,10 @@ export interface ConsumerMetrics {
  *   stayhub_events_group_ack_pending_messages{group}          delivered, not acked
  *   stayhub_events_group_oldest_unacked_age_seconds{group}    how long the oldest unacked event waits
  *   stayhub_events_group_dead_letters{group}                  open consumer dead letters (this process's group)
+ *   stayhub_events_group_events_aged_out{group}               1 when events the group had not read
+ *                                                             are gone from the stream; for this
+ *                                                             process's group, from then until the
+ *                                                             process ends
  *   stayhub_events_consumer_outcomes_total{group, outcome}    applied | duplicate | retry | dead
  */
 export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string; db: Db; group: string }): ConsumerMetrics {
@@ -113,6 +132,25 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
     'Age of the oldest event the group has not acked (0 when caught up).',
     (l) => Math.round(l.oldestUnackedAgeSeconds * 10) / 10,
   );
+  // Latched for this process's group: once the group's position is past the gap, the server's
+  // figures look as if nothing happened (it hands out the first event it still has), while what
+  // the group builds stays short until someone rebuilds it, which restarts its processes.
+  let ownAgedOut = false;
+  new Gauge({
+    name: 'stayhub_events_group_events_aged_out',
+    help: "Events the group had not read are gone from the stream (1); for the reporting process's own group, from then until it ends.",
+    labelNames,
+    registers: [registry],
+    async collect() {
+      const groups = await lag();
+      this.reset();
+      for (const l of groups) {
+        if (l.group === o.group && l.eventsAgedOut) ownAgedOut = true;
+        this.set({ group: l.group }, l.eventsAgedOut || (l.group === o.group && ownAgedOut) ? 1 : 0);
+      }
+      if (ownAgedOut && !groups.some((l) => l.group === o.group)) this.set({ group: o.group }, 1);
+    },
+  });
   new Gauge({
     name: 'stayhub_events_group_dead_letters',
     help: 'Consumer dead letters not replayed yet.',
@@ -128,7 +166,11 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
     labelNames: ['group', 'outcome'] as const,
     registers: [registry],
   });
-  return { registry, outcome: (outcome) => outcomes.inc({ group: o.group, outcome }) };
+  return {
+    registry,
+    outcome: (outcome) => outcomes.inc({ group: o.group, outcome }),
+    eventsAgedOut: () => (ownAgedOut = true),
+  };
 }
 
 /** GET /metrics on `port` (0 = any free port). */

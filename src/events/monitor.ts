@@ -20,8 +20,11 @@ export class EventsUnavailableError extends Error {
 }
 
 export interface StreamGroups {
-  /** `exists` is false before the worker has created the stream (it does so when it starts). */
-  stream: { name: string; exists: boolean; messages: number };
+  /**
+   * `exists` is false before the worker has created the stream (it does so when it starts).
+   * `firstSeq` and `firstAt`: the first event it still holds (0 and null when it holds none).
+   */
+  stream: { name: string; exists: boolean; messages: number; firstSeq: number; firstAt: Date | null };
   groups: GroupLag[];
 }
 
@@ -86,10 +89,11 @@ export function createEventsMonitor(o: EventsMonitorOptions): EventsMonitor {
     const { jsm } = await connection();
     try {
       const lag = await readStreamLag(jsm, o.stream);
-      return { stream: { name: o.stream, exists: true, messages: lag.messages }, groups: lag.groups };
+      const { firstSeq, firstAt } = lag.holdings;
+      return { stream: { name: o.stream, exists: true, messages: lag.messages, firstSeq, firstAt }, groups: lag.groups };
     } catch (err) {
       if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) {
-        return { stream: { name: o.stream, exists: false, messages: 0 }, groups: [] };
+        return { stream: { name: o.stream, exists: false, messages: 0, firstSeq: 0, firstAt: null }, groups: [] };
       }
       throw err;
     }

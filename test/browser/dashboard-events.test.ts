@@ -2,8 +2,10 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectNats } from '../../src/events/connection.ts';
 import { recordDeadLetter } from '../../src/events/dead-letters.ts';
 import { fromParts } from '../../src/events/event.ts';
 import { createUser } from '../../src/users/auth.service.ts';
@@ -148,6 +150,37 @@ describe.skipIf(skip)('the consumer groups on the dashboard in Chromium', () => 
     expect(rights).toHaveLength(15);
     expect(Math.max(...rights)).toBeLessThanOrEqual(390);
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-groups-phone.png'), fullPage: true });
+    expect(problems).toEqual([]);
+    await page.context().close();
+  }, 60_000);
+
+  // Last: it removes the stream's first events.
+  it('marks the groups that lost events to the stream, and says where it starts now and how to rebuild', async () => {
+    const nc = await connectNats(nats.url, 'test-dashboard');
+    try {
+      // Gone as max age removes them: `all` and `bookings` had not read them, `props` had.
+      await (await jetstreamManager(nc)).streams.purge('DASH', { seq: 5 });
+    } finally {
+      await nc.close();
+    }
+    const { page, problems } = await openPage({ width: 1280, height: 800 });
+    await expect.poll(() => page.locator('#groups-note').isVisible(), { timeout: 10_000 }).toBe(true);
+    const marks = await page.evaluate(() =>
+      [...document.querySelectorAll('#groups tbody tr')].map((tr) => [
+        tr.getAttribute('data-group'),
+        getComputedStyle(tr.querySelector('td')!, '::after').content,
+      ]),
+    );
+    expect(marks).toEqual([
+      ['all', '" events lost"'],
+      ['bookings', '" events lost"'],
+      ['props', 'none'],
+    ]);
+    expect(await page.locator('#groups-note').getAttribute('class')).toBe('error');
+    expect(await page.locator('#groups-note').textContent()).toMatch(
+      /^Events aged out of the stream before all, bookings read them \(it now starts at event 5, .+\): their ledgers miss them until rebuilt: npm run consume:earnings -- --group NAME --replay --accept-gap\.$/,
+    );
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-groups-lost.png'), fullPage: true });
     expect(problems).toEqual([]);
     await page.context().close();
   }, 60_000);

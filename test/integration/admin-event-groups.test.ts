@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../src/events/connection.ts';
 import { recordDeadLetter } from '../../src/events/dead-letters.ts';
@@ -144,17 +145,49 @@ describe.skipIf(skip)('GET /admin/events/groups with a nats-server', () => {
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json();
     expect(body.configured).toBe(true);
-    expect(body.stream).toEqual({ name: 'GRP', exists: true, messages: 5 });
+    expect(body.stream).toEqual({ name: 'GRP', exists: true, messages: 5, firstSeq: 1, firstAt: expect.any(String) });
     expect(body.groups.map((g: { name: string }) => g.name)).toEqual(['all', 'bookings', 'props']);
     const [all, bookings, props] = body.groups;
     expect(all).toMatchObject({ pending: 3, ackPending: 2, openDeadLetters: 2 });
     expect(bookings).toMatchObject({ pending: 3, ackPending: 0, openDeadLetters: 0 });
-    expect(props).toEqual({ name: 'props', pending: 0, ackPending: 0, oldestUnackedAgeSeconds: 0, openDeadLetters: 0 });
+    expect(props).toEqual({
+      name: 'props',
+      pending: 0,
+      ackPending: 0,
+      oldestUnackedAgeSeconds: 0,
+      openDeadLetters: 0,
+      eventsAgedOut: false,
+    });
+    for (const g of body.groups) expect(g.eventsAgedOut).toBe(false);
     // Published more than a second before (seedEventGroups waits), and not minutes ago.
     for (const g of [all, bookings]) {
       expect(g.oldestUnackedAgeSeconds).toBeGreaterThanOrEqual(1);
       expect(g.oldestUnackedAgeSeconds).toBeLessThan(60);
     }
+  });
+
+  it('flags a group whose next event aged out of the stream before it read it, and says where the stream starts now', async () => {
+    const aged = await app({ NATS_URL: nats.url, EVENTS_STREAM: 'AGED', EVENTS_SUBJECT_PREFIX: 'aged', EVENTS_ADMIN_TIMEOUT_MS: '1000' });
+    // The same three groups (`props` caught up, `all` and `bookings` behind), then the stream's
+    // first four events gone, as max age removes them: `all` and `bookings` had not read them.
+    await seedEventGroups(nats.url, aged.config, 0);
+    const nc = await connectNats(nats.url, 'test-aged');
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.purge('AGED', { seq: 5 });
+    } finally {
+      await nc.close();
+    }
+    const res = await get(aged, admin);
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body.stream).toMatchObject({ name: 'AGED', exists: true, messages: 1, firstSeq: 5 });
+    expect(Date.parse(body.stream.firstAt)).toBeGreaterThan(Date.now() - 60_000);
+    expect(Object.fromEntries(body.groups.map((g: { name: string; eventsAgedOut: boolean }) => [g.name, g.eventsAgedOut]))).toEqual({
+      all: true,
+      bookings: true,
+      props: false,
+    });
   });
 
   it('is for admins only with NATS configured too', async () => {
@@ -196,7 +229,7 @@ describe.skipIf(skip)('GET /admin/events/groups with a nats-server', () => {
         await expect(monitor.read()).rejects.toBeInstanceOf(EventsUnavailableError);
         await nats.start();
         down = false;
-        expect((await monitor.read()).stream).toEqual({ name: 'GRP', exists: true, messages: 5 });
+        expect((await monitor.read()).stream).toMatchObject({ name: 'GRP', exists: true, messages: 5, firstSeq: 1 });
       } finally {
         await monitor.close();
       }

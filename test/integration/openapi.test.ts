@@ -33,7 +33,9 @@ describe('OpenAPI', () => {
       'ackPending',
       'oldestUnackedAgeSeconds',
       'openDeadLetters',
+      'eventsAgedOut',
     ]);
+    expect(Object.keys(schema.properties.stream.properties)).toEqual(['name', 'exists', 'messages', 'firstSeq', 'firstAt']);
   });
 
   it('declares the bearer token on exactly the operations that answer 401 without one, and documents that 401', async () => {
