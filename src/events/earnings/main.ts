@@ -10,6 +10,7 @@ import {
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
 import { connectNats, describeNatsFailure } from '../connection.ts';
+import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import {
   ensureGroup,
   jetstreamManager,
@@ -23,8 +24,9 @@ import {
 import { openDeadLetters } from '../dead-letters.ts';
 import { clearInbox } from '../inbox.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
+import { describeHoldings, groupMissedEvents, streamHoldings, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
-import { applyEarningsEvent, clearLedger, earningsFilter } from './ledger.ts';
+import { applyEarningsEvent, clearLedger, earningsFilter, rebuildLedger } from './ledger.ts';
 
 /*
  * `npm run consume:earnings -- [flags]`: the hosts' earnings ledger, a consumer group of the events
@@ -33,30 +35,48 @@ import { applyEarningsEvent, clearLedger, earningsFilter } from './ledger.ts';
  *
  *   (none)           run until SIGTERM/SIGINT
  *   --until-empty    run until the group has nothing pending or unacked, then exit 0
- *   --replay         first rebuild: empty this group's ledger and inbox, restart it at the stream's
- *                    first event (stop the group's other processes first)
+ *   --replay         rebuild from the stream: empty this group's ledger and inbox, restart it at the
+ *                    stream's first event (stop the group's other processes first). Refused while
+ *                    the stream no longer holds every event (aged out, purged or deleted): the
+ *                    ledger would silently leave them out
+ *   --replay --accept-gap  rebuild from the bookings table instead (retention.ts, ledger.ts:
+ *                    rebuildLedger), then read the stream from its first event; what the rebuild
+ *                    already counts is skipped
  *   --replay --from T  restart the group at time T (ISO 8601) keeping ledger and inbox: events
  *                    already applied are skipped, the rest applied (after restoring the database
- *                    from a backup taken at T, this brings the ledger forward exactly)
+ *                    from a backup taken at T, this brings the ledger forward exactly). Refused
+ *                    when events since T are gone from the stream
  *   --dead           list the group's open consumer dead letters and exit
  *   --replay-dead    apply the open dead letters (after fixing their cause) and exit
  *   --group NAME     another group (a second ledger beside the live one, e.g. to compare a rebuild)
  *
- * Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration.
+ * A group without a durable consumer starts at the stream's first event: refused too when the
+ * stream no longer holds every event (build it with --replay --accept-gap). A group whose next
+ * event has aged out before it read it is reported (log, metric, dashboard) but not stopped.
+ *
+ * Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration
+ * · 3 refused: the stream no longer holds events this would need.
  */
 
-const USAGE = `usage: npm run consume:earnings -- [--until-empty] [--replay [--from ISO-TIME]] [--dead | --replay-dead] [--group NAME]
+const USAGE = `usage: npm run consume:earnings -- [--until-empty] [--replay [--accept-gap | --from ISO-TIME]] [--dead | --replay-dead] [--group NAME]
 
   (none)             run until SIGTERM/SIGINT
   --until-empty      run until the group has nothing pending or unacked, then exit
-  --replay           rebuild: empty this group's ledger and inbox, restart it at the stream's first event
+  --replay           rebuild from the stream: empty this group's ledger and inbox, restart it at the
+                     stream's first event (refused when the stream no longer holds every event)
+  --replay --accept-gap
+                     rebuild from the bookings table, then read the stream from its first event
   --replay --from T  restart the group at time T (ISO 8601), keeping ledger and inbox
   --dead             list the group's open consumer dead letters and exit
   --replay-dead      apply the open dead letters (after fixing their cause) and exit
   --group NAME       another group than EVENTS_EARNINGS_GROUP
   --help             this text
 
-Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration.`;
+Exit codes: 0 clean stop · 1 database or NATS unreachable at start · 2 bad flags or configuration ·
+3 refused: the stream no longer holds events this would need.`;
+
+/** The stream no longer holds what was asked for: the command says so and does nothing. */
+const EXIT_REFUSED = 3;
 
 export interface EarningsHooks {
   /** Test hook (test/helpers/earnings-entry.ts): runs inside each event's transaction, before COMMIT. */
@@ -81,6 +101,7 @@ export function earningsCommand(hooks: EarningsHooks = {}): Command {
     options: {
       'until-empty': { type: 'boolean' },
       replay: { type: 'boolean' },
+      'accept-gap': { type: 'boolean' },
       from: { type: 'string' },
       dead: { type: 'boolean' },
       'replay-dead': { type: 'boolean' },
@@ -95,12 +116,17 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   const values = ctx.flags as {
     'until-empty'?: boolean;
     replay?: boolean;
+    'accept-gap'?: boolean;
     from?: string;
     dead?: boolean;
     'replay-dead'?: boolean;
     group?: string;
   };
   if (values.from !== undefined && !values.replay) throw new UsageError('--from goes with --replay');
+  if (values['accept-gap'] && !values.replay) throw new UsageError('--accept-gap goes with --replay');
+  if (values['accept-gap'] && values.from !== undefined) {
+    throw new UsageError('--accept-gap rebuilds the whole ledger from the bookings table: it takes no --from');
+  }
   if (values.from !== undefined && Number.isNaN(Date.parse(values.from))) throw new UsageError(`--from is not a time: "${values.from}"`);
   if (values.group !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.group)) throw new UsageError('--group: letters, digits, - and _ only');
   if (values.dead && values['replay-dead']) throw new UsageError('--dead and --replay-dead cannot be combined');
@@ -149,9 +175,10 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         maxDeliver: config.EVENTS_MAX_DELIVER,
         batchSize: config.EVENTS_BATCH_SIZE,
       };
+      let holdings: StreamHoldings;
       try {
         // The same stream the relay declares: whichever starts first creates it.
-        await ensureStream(jsm, desiredStream(config), { log: logger });
+        holdings = streamHoldings(await ensureStream(jsm, desiredStream(config), { log: logger }));
       } catch (e) {
         if (e instanceof StreamConfigError) {
           errOut(`consume:earnings: ${e.message}`);
@@ -159,8 +186,26 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         }
         throw e;
       }
-      if (values.replay) {
-        const start: StartAt = values.from ? { from: 'time', time: new Date(values.from) } : { from: 'start' };
+      const where = `stream ${config.EVENTS_STREAM} no longer holds every event: ${describeHoldings(holdings)}`;
+      let agedOut = false;
+      if (values.replay && values['accept-gap']) {
+        const rebuilt = await rebuildLedger(database.db, group);
+        await resetGroup(jsm, groupOptions, { from: 'start' });
+        logger.info(
+          { ...rebuilt, firstSeq: holdings.firstSeq },
+          'ledger rebuilt from the bookings table; reading the stream from its first event (what the ledger counts is skipped)',
+        );
+      } else if (values.replay) {
+        const from = values.from === undefined ? undefined : new Date(values.from);
+        const refusal = replayRefusal(holdings, from);
+        if (refusal) {
+          errOut(
+            `consume:earnings: refusing --replay${values.from ? ` --from ${values.from}` : ''} of group ${group}: ${where}. ` +
+              `A ledger replayed from it would leave out what those events brought. ${refusal}`,
+          );
+          return EXIT_REFUSED;
+        }
+        const start: StartAt = from ? { from: 'time', time: from } : { from: 'start' };
         if (start.from === 'start') {
           await withTransaction(database.db, async (tx) => {
             await clearLedger(tx, group);
@@ -170,10 +215,33 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         await resetGroup(jsm, groupOptions, start);
         logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
       } else {
-        await ensureGroup(jsm, groupOptions, { from: 'start' }, logger);
+        if (!holdings.complete && !(await groupExists(jsm, config.EVENTS_STREAM, group))) {
+          errOut(
+            `consume:earnings: refusing to start group ${group}: it has no durable consumer on the stream, and a new one ` +
+              `starts at the stream's first event, but ${where}. Build its ledger from the bookings table, then read the ` +
+              `stream from there: --replay --accept-gap.`,
+          );
+          return EXIT_REFUSED;
+        }
+        const info = await ensureGroup(jsm, groupOptions, { from: 'start' }, logger);
+        agedOut = groupMissedEvents(info, holdings);
+        if (agedOut) {
+          logger.error(
+            {
+              firstSeq: holdings.firstSeq,
+              firstAt: holdings.firstAt,
+              delivered: info.delivered.stream_seq,
+              ackFloor: info.ack_floor.stream_seq,
+            },
+            `group ${group} lost events: some it had not read are gone from the stream (${describeHoldings(holdings)}), and ` +
+              'its ledger misses what they brought. Rebuild it from the bookings table: stop its processes, then ' +
+              'consume:earnings --replay --accept-gap',
+          );
+        }
       }
 
       const metrics = createConsumerMetrics({ jsm, stream: config.EVENTS_STREAM, db: database.db, group });
+      if (agedOut) metrics.eventsAgedOut();
       const metricsServer =
         config.EVENTS_METRICS_PORT !== undefined
           ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST)
@@ -222,6 +290,31 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Why a replay from the stream cannot be trusted (and what to run instead), or undefined when the
+ * stream holds every event it needs: all of them for a full replay, all since `from` otherwise.
+ * Deleted events could be anywhere: any of them refuses a replay from a time as well.
+ */
+function replayRefusal(h: StreamHoldings, from: Date | undefined): string | undefined {
+  const sinceFrom = from !== undefined && h.deleted === 0 && (h.firstSeq <= 1 || (h.firstAt !== null && h.firstAt <= from));
+  if (h.complete || sinceFrom) return undefined;
+  const keep =
+    h.deleted === 0 && h.firstAt !== null
+      ? `or keep the ledger and read again only what the stream holds (--replay --from ${h.firstAt.toISOString()})`
+      : 'or keep the ledger as it is (start without --replay)';
+  return `Either rebuild it from the bookings table instead (--replay --accept-gap), ${keep}.`;
+}
+
+async function groupExists(jsm: JetStreamManager, stream: string, group: string): Promise<boolean> {
+  return jsm.consumers.info(stream, group).then(
+    () => true,
+    (err: unknown) => {
+      if (err instanceof JetStreamApiError && err.code === 10014) return false; // consumer not found
+      throw err;
+    },
+  );
 }
 
 runMain(earningsCommand(), import.meta.url);
