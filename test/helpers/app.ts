@@ -97,6 +97,17 @@ export function daysFromNow(days: number): string {
   return d.toISOString().slice(0, 10);
 }
 
+/** `guest` books `propertyId` for `nights` nights from `inDays` days from now: the answer as it came, for the test to judge. */
+export function book(app: FastifyInstance, guest: Session, stay: { propertyId: string; inDays: number; nights: number; guests?: number }) {
+  const { propertyId, inDays, nights, guests = 1 } = stay;
+  return app.inject({
+    method: 'POST',
+    url: '/bookings',
+    headers: guest.auth,
+    payload: { propertyId, checkIn: daysFromNow(inDays), checkOut: daysFromNow(inDays + nights), guests },
+  });
+}
+
 /**
  * A test file's own database and app: created before its tests, closed and dropped after (the drop
  * fails if a connection leaked). Read `t.db`, `t.app`, `t.logs`, `t.config` inside tests and hooks.

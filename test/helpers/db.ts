@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/client.ts';
 
 export interface TestDatabase extends Database {
@@ -67,6 +67,23 @@ export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions
       });
     },
   };
+}
+
+/**
+ * A test file's own database: created before its tests (the object returned is filled in then),
+ * dropped after them (the drop fails if a connection leaked), and with `truncate` ('outbox',
+ * 'outbox, outbox_audit') emptied before each test.
+ */
+export function useTestDatabase(prefix: string, opts: TestDatabaseOptions & { truncate?: string } = {}): TestDatabase {
+  const tdb = {} as TestDatabase;
+  beforeAll(async () => {
+    Object.assign(tdb, await createTestDatabase(prefix, opts));
+  });
+  afterAll(async () => {
+    await tdb.drop?.();
+  });
+  if (opts.truncate) beforeEach(async () => void (await tdb.pool.query(`truncate ${opts.truncate}`)));
+  return tdb;
 }
 
 /** Row counts of every table a request could write: compared before and after a rejected request. */

@@ -3,6 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll } from 'vitest';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { inCI, recordSkip } from './tools.ts';
@@ -88,6 +91,61 @@ export async function startNats(opts: { jetstream?: boolean } = {}): Promise<Nat
       await stop();
       rmSync(storeDir, { recursive: true, force: true });
     },
+  };
+}
+
+export interface NatsFixture extends NatsServer {
+  /** The test's own connection to the server (with `{ client: true }`). */
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+}
+
+/**
+ * The test file's nats-server: started before its tests (the object returned is filled in then)
+ * and destroyed after them, or never when `skip` (skipWithoutNats). With `{ client: true }`, also
+ * a connection of the test's own and its JetStream manager, closed before the server stops.
+ */
+export function useNats(skip: boolean, opts: { client?: boolean } = {}): NatsFixture {
+  const nats = {} as NatsFixture;
+  beforeAll(async () => {
+    if (skip) return;
+    const server = await startNats();
+    if (!opts.client) return void Object.assign(nats, server);
+    const { connect } = await import('@nats-io/transport-node');
+    const { jetstreamManager } = await import('@nats-io/jetstream');
+    const nc = await connect({ servers: server.url.replace('nats://', '') });
+    Object.assign(nats, server, { nc, jsm: await jetstreamManager(nc) });
+  });
+  afterAll(async () => {
+    await nats.nc?.close();
+    await nats.destroy?.();
+  });
+  return nats;
+}
+
+/** A stream name no other test uses (`letter` and six random characters), for a test that relays into a stream of its own. */
+export const freshStream = (letter: string) => `${letter}${Math.random().toString(36).slice(2, 8).toUpperCase()}`;
+
+/**
+ * The settings of a worker or a consumer on `stream`, whose subjects are prefixed with its name in
+ * lower case: quick polling, backoff without jitter, warn logs, a mail folder of its own; then `extra`.
+ */
+export function eventsEnv(
+  databaseUrl: string,
+  natsUrl: string,
+  stream: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    NATS_URL: natsUrl,
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
+    LOG_LEVEL: 'warn',
+    BACKOFF_JITTER: 'false',
+    POLL_INTERVAL_MS: '50',
+    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
+    ...extra,
   };
 }
 

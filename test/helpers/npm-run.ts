@@ -44,15 +44,7 @@ export function watchRun(npm: ChildProcess): NpmRun {
     npm,
     lines,
     closed,
-    async waitForLine(pattern, timeoutMs = 30_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const hit = lines.find((l) => pattern.test(l));
-        if (hit) return hit;
-        if (Date.now() > until) throw new Error(`no line matching ${pattern} within ${timeoutMs} ms:\n${lines.join('\n')}`);
-        await new Promise((r) => setTimeout(r, 25));
-      }
-    },
+    waitForLine: (pattern, timeoutMs = 30_000) => lineMatching(lines, pattern, timeoutMs, { output: () => lines.join('\n') }),
     json() {
       return lines.flatMap((l) => {
         const i = l.indexOf('{');
@@ -65,6 +57,29 @@ export function watchRun(npm: ChildProcess): NpmRun {
       });
     },
   };
+}
+
+/**
+ * The first of `lines` (filled in as a process writes) that matches `pattern`, looked for every
+ * 25 ms. Fails after `timeoutMs`, or as soon as `ended()` says the process is gone without having
+ * written it, showing `output()`.
+ */
+export async function lineMatching(
+  lines: string[],
+  pattern: RegExp,
+  timeoutMs: number,
+  opts: { ended?: () => boolean; output: () => string },
+): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const hit = lines.find((l) => pattern.test(l));
+    if (hit) return hit;
+    const ended = opts.ended?.() ?? false;
+    if (ended || Date.now() > until) {
+      throw new Error(`no line matching ${pattern} ${ended ? 'before the process exited' : `within ${timeoutMs} ms`}:\n${opts.output()}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 function stat(pid: number): { ppid: number; state: string } | undefined {
@@ -132,6 +147,16 @@ export function killLeftovers(pids: number[]): void {
   }
 }
 
+/** SIGTERM to each of `children` still running (servers a test started: pgbouncer, nats-server), waiting for each to exit. */
+export async function stopChildren(children: ChildProcess[]): Promise<void> {
+  for (const c of children) {
+    if (c.exitCode !== null) continue;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGTERM');
+    await exited;
+  }
+}
+
 /**
  * Waits for `closed` and for every one of `pids` to be gone, or fails naming what is still running
  * after `timeoutMs`; kills leftovers so no test leaks them. A process closes its pipes while it
@@ -161,4 +186,31 @@ export async function expectAllGone(run: NpmRun, pids: number[], timeoutMs: numb
 export function scriptEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const { DATABASE_URL: _a, SMTP_URL: _b, ...inherited } = process.env;
   return { ...inherited, LOG_LEVEL: 'info', ...extra };
+}
+
+export interface ScriptRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs an entry point to its end the way its npm script does (`node --import tsx <entry> …`; npm
+ * itself would only add a start-up), in the project's folder, with `env` as its whole environment.
+ * `stdin` is written to it and closed: a password for `create-admin`, or nothing.
+ */
+export function runScript(entry: string, args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<ScriptRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.once('error', reject);
+    // 'close', not 'exit': the output is complete only once both pipes have ended.
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+    // A script that exits before reading its stdin (a usage error) closes the pipe: no failure of ours.
+    child.stdin.on('error', () => {});
+    child.stdin.end(stdin);
+  });
 }
