@@ -1,28 +1,37 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
 import { nowMs } from './lib/marks.ts';
 import { nodeTsx, ROOT, stopChild } from './lib/proc.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS } from './peers/pgboss.ts';
+import type { PgBossConfig } from './params.ts';
+import { GRAPHILE_CLI, GRAPHILE_CONFIG, graphileAutoAnalyze, startGraphileRunner, summarizeGraphileTrace } from './peers/graphile.ts';
+import { PGBOSS_POLL_SECONDS, startBoss, workAll } from './peers/pgboss.ts';
 
 /**
  * Long-running idle workers hit by a burst: the state an outbox worker spends its life in.
  * Every system is started in its long-running mode and left idle (connected, listening or
- * polling, a warm-up batch handled), then `count` no-op messages are committed in ONE statement,
- * and the clock runs from that COMMIT to the moment nothing is pending (lib/settled.ts, the same
- * observer for every system). Each run gets a fresh database.
+ * polling), then `count` no-op messages are committed in ONE statement, and the clock runs from
+ * that COMMIT to the moment nothing is pending (lib/settled.ts, the same observer for every
+ * system). Each run gets a fresh database. Every configuration is measured two ways (`warm`):
+ * after a warm-up batch (100 messages handled to the end, then 1 s idle: connections open, code
+ * compiled, plans cached) and without one (started, then 1 s idle); the report compares each
+ * peer's stronger configuration.
  *
- *   ours            scripts/bench/bench-worker.ts (src/worker/drain-outbox.ts) with no mode flag,
- *                   1 or 2 processes, LISTEN/NOTIFY; the wake-up sent after COMMIT as enqueue does
- *   graphile-worker its CLI without --once, 1 or 2 processes, perfTest settings
- *   pg-boss         work() in this process, batch 5,000, polling every 0.5 s (no LISTEN)
+ *   ours                      scripts/bench/bench-worker.ts (src/worker/drain-outbox.ts) with no
+ *                             mode flag, 1 or 2 processes, LISTEN/NOTIFY; the wake-up sent after
+ *                             COMMIT as enqueue does
+ *   graphile-worker CLI       `graphile-worker --config` without --once, 1 or 2 processes, perfTest settings
+ *   graphile-worker run()     in-process `run({ preset, taskList })` in this process, the same preset
+ *   pg-boss                   work() in this process, PgBossConfig (batch, work() loops), polling every 0.5 s (no LISTEN)
  */
 
 export type Burst = { perSecond: number; seconds: number };
+
+const tracing = () => process.env.BENCH_BURST_TRACE === '1';
 
 /** Waits until `n` connections to this database sit on LISTEN (the worker is up and idle). */
 async function waitListening(url: string, n: number, procs: ChildProcess[], timeoutMs = 60_000): Promise<void> {
@@ -51,7 +60,7 @@ async function timeBurst(
   pending: { sql: string; values?: unknown[] },
   insert: (c: pg.Client) => Promise<void>,
   afterCommit?: (c: pg.Client) => Promise<void>,
-): Promise<Burst> {
+): Promise<Burst & { committedAt: number }> {
   const c = new pg.Client({ connectionString: url, application_name: 'bench-burst-producer' });
   await c.connect();
   let committed!: (t: number) => void;
@@ -67,7 +76,7 @@ async function timeBurst(
     const trace = process.env.BENCH_BURST_TRACE === '1' ? traceBurst(url, t0) : undefined;
     const seconds = ((await watch.settled) - t0) / 1000;
     await trace?.stop();
-    return { perSecond: count / seconds, seconds };
+    return { perSecond: count / seconds, seconds, committedAt: t0 };
   } finally {
     committed(0);
     await watch.stop();
@@ -107,11 +116,17 @@ function traceBurst(url: string, t0: number) {
   };
 }
 
-/** A warm-up batch, handled to the end: connections open, code paths compiled, then idle. */
-async function warmUp(url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
-  await timeBurst(url, 1, pending, insert);
+/**
+ * The idle spell before a burst: with `warm`, a warm-up batch handled to the end first
+ * (connections open, code paths compiled), then 1 s idle either way.
+ */
+async function idle(warm: boolean, url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
+  if (warm) await timeBurst(url, 1, pending, insert);
   await sleep(1_000);
 }
+
+/** The burst's figures without the COMMIT time used for the trace. */
+const figures = ({ perSecond, seconds }: Burst): Burst => ({ perSecond, seconds });
 
 const oursInsert = (n: number) => async (c: pg.Client) => {
   await c.query(
@@ -121,7 +136,7 @@ const oursInsert = (n: number) => async (c: pg.Client) => {
 };
 const oursNotify = async (c: pg.Client) => void (await c.query(`select pg_notify('outbox', 'bench.noop')`));
 
-export async function oursBurst(url: string, count: number, processes: number, env: Record<string, string>): Promise<Burst> {
+export async function oursBurst(url: string, count: number, processes: number, env: Record<string, string>, warm: boolean): Promise<Burst> {
   const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts');
   const procs = Array.from({ length: processes }, () =>
     spawn(cmd, args, {
@@ -133,8 +148,8 @@ export async function oursBurst(url: string, count: number, processes: number, e
   );
   try {
     await waitListening(url, processes, procs);
-    await warmUp(url, { sql: PENDING.ours }, oursInsert(100));
-    return await timeBurst(url, count, { sql: PENDING.ours }, oursInsert(count), oursNotify);
+    await idle(warm, url, { sql: PENDING.ours }, oursInsert(100));
+    return figures(await timeBurst(url, count, { sql: PENDING.ours }, oursInsert(count), oursNotify));
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
   }
@@ -149,29 +164,57 @@ const graphileInsert = (n: number) => async (c: pg.Client) => {
   );
 };
 
-export async function graphileBurst(url: string, count: number, processes: number): Promise<Burst> {
-  const cli = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
-  const config = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
+/** graphile-worker's CLI, `processes` long-running processes with the perfTest settings. */
+export async function graphileCliBurst(url: string, count: number, processes: number, warm: boolean): Promise<Burst> {
+  const trace = tracing() ? traceFile() : undefined;
   const procs = Array.from({ length: processes }, () =>
-    spawn(process.execPath, [cli, '--config', config, '-c', url], {
+    spawn(process.execPath, [GRAPHILE_CLI, '--config', GRAPHILE_CONFIG, '-c', url], {
       cwd: ROOT,
-      env: { ...process.env, NO_LOG_SUCCESS: '1' },
+      env: { ...process.env, NO_LOG_SUCCESS: '1', ...(trace ? { BENCH_GRAPHILE_TRACE: trace.file } : {}) },
       stdio: 'ignore',
     }),
   );
   try {
     await waitListening(url, processes, procs);
-    await warmUp(url, { sql: PENDING.graphile }, graphileInsert(100));
-    return await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100));
+    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+    if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
+    return figures(b);
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
+    trace?.cleanup();
   }
 }
 
-export async function pgBossBurst(url: string, count: number): Promise<Burst> {
-  const boss = new PgBoss({ connectionString: url, max: 10, supervise: false, schedule: false });
-  boss.on('error', (err) => console.error('pg-boss error:', err));
-  await boss.start();
+/** graphile-worker in-process: `run({ preset, taskList })` in this process, the same perfTest preset. */
+export async function graphileRunBurst(url: string, count: number, warm: boolean): Promise<Burst> {
+  const trace = tracing() ? traceFile() : undefined;
+  const runner = await startGraphileRunner(url, { trace: trace?.file });
+  try {
+    await waitListening(url, 1, []);
+    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100));
+    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+    if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
+    return figures(b);
+  } finally {
+    await runner.stop();
+    trace?.cleanup();
+  }
+}
+
+async function printGraphileTrace(url: string, file: string, committedAt: number) {
+  const summary = [summarizeGraphileTrace(file, committedAt), await graphileAutoAnalyze(url, committedAt)].join('; ');
+  process.stdout.write(`graphile-worker trace: ${summary}\n`);
+}
+
+function traceFile() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-bench-graphile-trace-'));
+  return { file: path.join(dir, 'events.log'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** pg-boss in this process: `cfg.workers` work() loops fetching `cfg.batchSize` jobs every 0.5 s. */
+export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig, warm: boolean): Promise<Burst> {
+  const boss = await startBoss(url);
   const name = `burst_${Date.now()}`;
   await boss.createQueue(name);
   // pg-boss's own insert(), run on the burst's transaction through its `db` option: one statement.
@@ -183,9 +226,9 @@ export async function pgBossBurst(url: string, count: number): Promise<Burst> {
   };
   const pending = { sql: PENDING.pgBoss, values: [name] };
   try {
-    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async () => {});
-    await warmUp(url, pending, insert(100));
-    return await timeBurst(url, count, pending, insert(count));
+    await workAll(boss, name, cfg, PGBOSS_POLL_SECONDS, async () => {});
+    await idle(warm, url, pending, insert(100));
+    return figures(await timeBurst(url, count, pending, insert(count)));
   } finally {
     await boss.stop({ graceful: false, wait: true });
   }

@@ -1,26 +1,46 @@
 import path from 'node:path';
 import { ROOT } from './lib/proc.ts';
 
+/**
+ * One pg-boss configuration: `work()` called `workers` times on the queue (pg-boss 10's way to run
+ * several fetch loops; it has no concurrency option), each fetching `batchSize` jobs per poll at
+ * its shortest polling interval (0.5 s, the least it accepts).
+ */
+export interface PgBossConfig {
+  batchSize: number;
+  workers: number;
+}
+
 /** How big each measurement is: the full run (`npm run bench`) and the smoke run (`--smoke`). */
 export interface BenchParams {
   runs: number;
   drainMessages: number;
   /** Messages committed in one statement onto idle long-running workers (the burst section). */
   burstMessages: number;
+  /** `graphile-worker --once` processes in the drain section (perfTest/run.js's PARALLELISM). */
   graphileProcesses: number;
+  /** The pg-boss configurations measured in the drain and burst sections; the best is the one compared. */
+  pgBossConfigs: PgBossConfig[];
   latencySamples: number;
   pgBossLatencySamples: number;
   ioMessages: number;
   ioSleepMs: number;
   ioProcesses: number[];
-  /** The backlog relayed into JetStream, and drained by a no-op handler, in the relay section. */
+  /** The backlog relayed into JetStream, and published by a bare JetStream client (the relay floor), in the relay section. */
   relayMessages: number;
   connections: number[];
   httpSeconds: number;
   /** When set, each autocannon run sends this many requests per connection instead of httpSeconds (smoke). */
   httpRequestsPerConnection?: number;
-  /** graphile-worker process counts in the burst section. */
+  /** graphile-worker CLI process counts in the burst section (in-process run() is one runner). */
   burstGraphileProcesses: number[];
+  /**
+   * Each burst configuration is measured after a warm-up batch (100 messages handled, then 1 s
+   * idle) and without one (started, idle 1 s, then the burst): the stronger is the one compared.
+   */
+  burstWarmUps: boolean[];
+  /** Samples of the bare LISTEN/NOTIFY round trip (the latency floor) per run. */
+  latencyFloorSamples: number;
   /** pgbench needs a little longer to be meaningful: with 32 clients, connecting alone takes most of a second. */
   pgbenchSeconds: number;
   /** When set, pgbench runs this many transactions per client instead of pgbenchSeconds (smoke). */
@@ -41,6 +61,11 @@ export const FULL: BenchParams = {
   drainMessages: 20_000,
   burstMessages: 20_000,
   graphileProcesses: 4, // perfTest/run.js PARALLELISM
+  pgBossConfigs: [
+    { batchSize: 5_000, workers: 1 },
+    { batchSize: 5_000, workers: 4 },
+    { batchSize: 20_000, workers: 1 },
+  ],
   latencySamples: 500,
   // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
   pgBossLatencySamples: 60,
@@ -52,6 +77,8 @@ export const FULL: BenchParams = {
   connections: [1, 8, 32],
   httpSeconds: 8,
   burstGraphileProcesses: [1, 2],
+  burstWarmUps: [true, false],
+  latencyFloorSamples: 500,
   pgbenchSeconds: 8,
   outboxCostClients: 8,
   conflictConnections: 32,
@@ -68,6 +95,10 @@ export const SMOKE: BenchParams = {
   drainMessages: 1_000,
   burstMessages: 1_000,
   graphileProcesses: 2,
+  pgBossConfigs: [
+    { batchSize: 5_000, workers: 1 },
+    { batchSize: 500, workers: 2 },
+  ],
   latencySamples: 20,
   pgBossLatencySamples: 3,
   ioMessages: 200,
@@ -78,6 +109,8 @@ export const SMOKE: BenchParams = {
   httpSeconds: 1,
   httpRequestsPerConnection: 3,
   burstGraphileProcesses: [1],
+  burstWarmUps: [true, false],
+  latencyFloorSamples: 20,
   pgbenchSeconds: 2,
   pgbenchTransactions: 10,
   outboxCostClients: 8,

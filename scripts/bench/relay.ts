@@ -4,15 +4,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import { loadConfig } from '../../src/config.ts';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers as natsHeaders } from '@nats-io/transport-node';
+import { loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
+import { payloadAsRelayed } from '../../src/events/relay.ts';
+import { desiredStream } from '../../src/events/stream.ts';
+import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -20,24 +24,32 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
  * starts, drained by the worker (in-process createWorker, batch 500, concurrency 32, as the drain
  * bench) whose only handler is
- *   - noop:  does nothing (the outbox's own cost: claim + settle), or
- *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck,
- * against a nats-server started here (file storage, its own store directory). Reports messages/s
- * of each and relay / noop (target ≥ 0.5).
+ *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck, or
+ *   - noop:  does nothing (the outbox's own cost: claim + settle),
+ * against a nats-server started here (file storage, its own store directory). Beside it, the relay
+ * floor (`relayFloor`): the same COUNT messages (subject, headers, body, Nats-Msg-Id as the relay
+ * builds them) published by a bare JetStream client into a stream with the relay's settings, with
+ * the relay's concurrency (RELAY_CONCURRENCY publishes in flight, each awaiting its PubAck): what
+ * JetStream itself accepts on this machine. The section reports relay / floor (target ≥ 0.8).
  *
- * `relayDrain` is one measurement (scripts/bench/run.ts's `relay` section calls it with a fresh
- * database each time, and a fresh nats-server for each relay run); `benchRelay` is both in one
- * go on one database, for this file's command line and its smoke test:
+ * `relayDrain` and `relayFloor` are one measurement each (scripts/bench/run.ts's `relay` section
+ * calls them with a fresh database and a fresh nats-server each time); `benchRelay` is all three
+ * in one go on one database, for this file's command line and its smoke test:
  *
  *   node --import tsx scripts/bench/relay.ts --database-url postgres://… [--count 20000]
  *
  * The database must be migrated; its outbox is truncated before each measurement.
  */
 
+/** Handlers in flight in the relay's worker, and publishes in flight in the floor. */
+export const RELAY_CONCURRENCY = 32;
+
 export interface RelayBenchResult {
   count: number;
   noop: { seconds: number; perSecond: number };
   relay: { seconds: number; perSecond: number; streamMessages: number };
+  floor: { seconds: number; perSecond: number; streamMessages: number };
+  /** relay / floor, msg/s. */
   ratio: number;
 }
 
@@ -110,6 +122,75 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
   };
 }
 
+/** The relay's configuration for one measurement: a stream and subject prefix of its own. */
+function relayConfig(databaseUrl: string, natsUrl: string | undefined): Config {
+  const stream = `BENCH_${Date.now()}`;
+  return loadConfig({
+    DATABASE_URL: databaseUrl,
+    ...(natsUrl ? { NATS_URL: natsUrl } : {}),
+    EVENTS_STREAM: stream,
+    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
+    EVENTS_TOPICS: 'booking.created',
+    LOG_LEVEL: 'warn',
+  });
+}
+
+async function streamMessages(natsUrl: string, stream: string): Promise<number> {
+  const nc = await connect({ servers: natsUrl.replace('nats://', '') });
+  try {
+    return (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
+  } finally {
+    await nc.close();
+  }
+}
+
+/**
+ * The relay floor: `count` booking.created events as the relay publishes them (src/events/
+ * publisher.ts: subject, the five headers, the public body, Nats-Msg-Id a fresh uuid), built
+ * before the clock starts, published by a bare client with RELAY_CONCURRENCY publishes in flight,
+ * each awaiting its PubAck, into a stream created with the relay's settings (desiredStream: file
+ * storage, the duplicate window). The clock runs from the first publish to the last PubAck.
+ */
+export async function relayFloor(opts: { databaseUrl: string; natsUrl: string; count: number }) {
+  const config = relayConfig(opts.databaseUrl, opts.natsUrl);
+  const subject = subjectFor(config.EVENTS_SUBJECT_PREFIX, 'booking.created');
+  const occurredAt = new Date().toISOString();
+  const events = Array.from({ length: opts.count }, (_, i) => {
+    const id = randomUUID();
+    const h = natsHeaders();
+    h.set(HEADERS.topic, 'booking.created');
+    h.set(HEADERS.key, `bench-${i + 1}`);
+    h.set(HEADERS.outboxId, id);
+    h.set(HEADERS.occurredAt, occurredAt);
+    h.set(HEADERS.schemaVersion, String(SCHEMA_VERSIONS['booking.created']));
+    const relayed = payloadAsRelayed('booking.created', payload(i));
+    if ('error' in relayed) throw new Error(relayed.error);
+    return { id, headers: h, body: JSON.stringify(publicBody(relayed.payload)) };
+  });
+  const nc = await connect({ servers: opts.natsUrl.replace('nats://', '') });
+  try {
+    await (await jetstreamManager(nc)).streams.add(desiredStream(config));
+    const js = jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS });
+    let next = 0;
+    const publisher = async () => {
+      while (next < events.length) {
+        const e = events[next++]!;
+        await js.publish(subject, e.body, { msgID: e.id, headers: e.headers, timeout: config.EVENTS_PUBLISH_TIMEOUT_MS });
+      }
+    };
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: RELAY_CONCURRENCY }, publisher));
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      seconds: Math.round(seconds * 100) / 100,
+      perSecond: Math.round(opts.count / seconds),
+      streamMessages: await streamMessages(opts.natsUrl, config.EVENTS_STREAM),
+    };
+  } finally {
+    await nc.close();
+  }
+}
+
 /**
  * One drain of a fresh backlog of `count` messages: `noop` (the outbox's own cost) or `relay`
  * (into JetStream at `natsUrl`, a stream of its own). The clock runs from the first claim to
@@ -123,15 +204,8 @@ export async function relayDrain(
   /** relay: the messages the stream holds afterwards (every one relayed once: `count`). */
   streamMessages: number | null;
 }> {
-  const stream = `BENCH_${Date.now()}`;
-  const config = loadConfig({
-    DATABASE_URL: opts.databaseUrl,
-    ...(opts.handler === 'relay' ? { NATS_URL: opts.natsUrl } : {}),
-    EVENTS_STREAM: stream,
-    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
-    EVENTS_TOPICS: 'booking.created',
-    LOG_LEVEL: 'warn',
-  });
+  const config = relayConfig(opts.databaseUrl, opts.handler === 'relay' ? opts.natsUrl : undefined);
+  const stream = config.EVENTS_STREAM;
   const logger = pino({ level: 'warn' });
   const database = createDatabase(opts.databaseUrl, { max: 40, applicationName: 'bench-relay' });
   try {
@@ -148,7 +222,7 @@ export async function relayDrain(
       registry,
       logger,
       batchSize: 500,
-      concurrency: 32,
+      concurrency: RELAY_CONCURRENCY,
       listen: false,
       housekeeping: false,
     });
@@ -157,13 +231,8 @@ export async function relayDrain(
     const seconds = (performance.now() - t0) / 1000;
     await worker.stop();
     await registry.close();
-    let streamMessages: number | null = null;
-    if (opts.handler === 'relay') {
-      const nc = await connect({ servers: opts.natsUrl.replace('nats://', '') });
-      streamMessages = (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
-      await nc.close();
-    }
-    return { seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(opts.count / seconds), streamMessages };
+    const stored = opts.handler === 'relay' ? await streamMessages(opts.natsUrl, stream) : null;
+    return { seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(opts.count / seconds), streamMessages: stored };
   } finally {
     await database.close();
   }
@@ -183,11 +252,14 @@ export async function benchRelay(opts: {
     log(`noop drain: ${noop.perSecond} msg/s`);
     const relayRun = await relayDrain({ databaseUrl: opts.databaseUrl, count, handler: 'relay', natsUrl: nats.url });
     log(`relay: ${relayRun.perSecond} msg/s, ${relayRun.streamMessages} in the stream`);
+    const floor = await relayFloor({ databaseUrl: opts.databaseUrl, natsUrl: nats.url, count });
+    log(`relay floor (bare JetStream client): ${floor.perSecond} msg/s, ${floor.streamMessages} in its stream`);
     return {
       count,
       noop,
       relay: { seconds: relayRun.seconds, perSecond: relayRun.perSecond, streamMessages: relayRun.streamMessages ?? 0 },
-      ratio: Math.round((relayRun.perSecond / noop.perSecond) * 100) / 100,
+      floor,
+      ratio: Math.round((relayRun.perSecond / floor.perSecond) * 100) / 100,
     };
   } finally {
     await nats.stop();

@@ -1,5 +1,6 @@
-import type { Repeated } from './lib/stats.ts';
+import type { Compared, Repeated } from './lib/stats.ts';
 import type { BenchResults } from './run.ts';
+import type { TargetResult } from './targets.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
@@ -13,22 +14,56 @@ const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digi
   rep.runs.length > 1 ? `${n(rep.median[k], digits)} (${n(rep.min[k], digits)}–${n(rep.max[k], digits)})` : n(rep.median[k], digits);
 
 const LABELS: Record<string, string> = {
-  ours1: 'ours, 1 process',
-  ours2: 'ours, 2 processes',
-  ours1Default: 'ours, 1 process, defaults, LOG_LEVEL=info',
-  bestOfOurs: '**best of ours** (the faster median of ×1 and ×2, chosen after the run)',
-  graphile: 'graphile-worker',
-  graphile1: 'graphile-worker ×1',
-  graphile2: 'graphile-worker ×2',
-  pgBoss: 'pg-boss',
-  bestPeer: 'best peer',
+  bestOfOurs: '**best of ours** (the fastest median of these, chosen after the run)',
+  bestPeer: '**strongest peer configuration**',
 };
 
-/** Every configuration of ours (rows) against every peer (columns). */
-function ratioTable(L: string[], ratios: Record<string, Record<string, number>>) {
-  const cols = Object.keys(Object.values(ratios)[0] ?? {});
-  L.push(`| ours ÷ | ${cols.map((c) => LABELS[c] ?? c).join(' | ')} |`, `|---|${cols.map(() => '---:').join('|')}|`);
-  for (const [k, row] of Object.entries(ratios)) L.push(`| ${LABELS[k] ?? k} | ${cols.map((c) => x(row[c])).join(' | ')} |`);
+/**
+ * Every configuration of ours (rows) against each peer's strongest configuration and the
+ * strongest of all (columns), each column labelled with the configuration it is.
+ */
+function ratioTable<T extends Record<string, number>>(L: string[], c: Compared<T>, rate: keyof T & string) {
+  const cols = Object.keys(Object.values(c.ratios)[0] ?? {});
+  const median = (k: string) => c.configs[k]!.runs.median[rate] as number;
+  const strongestOfAll = Object.values(c.strongest).reduce<string | undefined>(
+    (a, k) => (a === undefined || median(k) > median(a) ? k : a),
+    undefined,
+  );
+  const head = (col: string) => {
+    const key = col === 'bestPeer' ? strongestOfAll : c.strongest[col];
+    const name = col === 'bestPeer' ? LABELS.bestPeer! : `strongest ${col}`;
+    return key ? `${name} (${c.configs[key]!.label})` : name;
+  };
+  L.push(`| ours ÷ | ${cols.map(head).join(' | ')} |`, `|---|${cols.map(() => '---:').join('|')}|`);
+  for (const [k, row] of Object.entries(c.ratios)) {
+    L.push(`| ${LABELS[k] ?? c.configs[k]?.label ?? k} | ${cols.map((col) => x(row[col])).join(' | ')} |`);
+  }
+  L.push('');
+}
+
+/** Every configuration measured in a throughput section, the strongest of each peer marked. */
+function configTable<T extends Record<string, number>>(
+  L: string[],
+  c: Compared<T>,
+  rate: keyof T & string,
+  time: keyof T & string,
+  timeHead: string,
+) {
+  L.push(`| Configuration | Messages/s | ${timeHead} | Runs (msg/s) |`, '|---|---:|---:|---|');
+  const marked = new Set(Object.values(c.strongest));
+  for (const [k, m] of Object.entries(c.configs)) {
+    const label = marked.has(k) ? `${m.label} **(strongest ${m.system})**` : m.label;
+    L.push(`| ${label} | ${mm(m.runs, rate)} | ${mm(m.runs, time, 2)} | ${m.runs.runs.map((v) => n(v[rate])).join(', ')} |`);
+  }
+  L.push('');
+}
+
+/** The targets whose name starts with `prefix`, as lines under a section's tables. */
+function targetLines(L: string[], targets: TargetResult[] | undefined, prefix: string) {
+  const ts = (targets ?? []).filter((t) => t.name.startsWith(prefix));
+  if (ts.length === 0) return;
+  for (const t of ts)
+    L.push(`- ${t.name}: ${t.value}, target ${t.target}: ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'}`);
   L.push('');
 }
 
@@ -75,16 +110,16 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.drain) {
     const d = r.drain;
     L.push(`## 1. Drain throughput (${n(p.drainMessages)} no-op messages, committed before the clock starts)`, '');
-    L.push('| System | Messages/s | Drain time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
-    const row = (name: string, rep: typeof d.ours1) =>
-      L.push(`| ${name} | ${mm(rep, 'perSecond')} | ${mm(rep, 'drainSeconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`);
-    row('ours, 1 process (`--until-empty`, batch 500 / concurrency 32, LOG_LEVEL=warn)', d.ours1);
-    row('ours, 2 processes', d.ours2);
-    if (d.ours1Default) row('ours, 1 process, default settings and LOG_LEVEL=info', d.ours1Default);
-    row(`graphile-worker, ${p.graphileProcesses} × \`--once\` (perfTest settings)`, d.graphile);
-    row('pg-boss, batch 5,000, poll 0.5 s', d.pgBoss);
-    L.push('', 'Ratios of medians (each configuration of ours against each peer):', '');
-    ratioTable(L, d.ratios);
+    configTable(L, d, 'perSecond', 'drainSeconds', 'Drain time (s)');
+    L.push(
+      'Ours: `--until-empty`, batch 500 / concurrency 32, LOG_LEVEL=warn (the defaults row: 20 / 8, LOG_LEVEL=info). Drain floor ×n: our claim and DONE statements alone, bare `pg`, n lanes of one claim connection and one DONE write in flight each, batch 500 (scripts/bench/floors.ts).',
+      '',
+      "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
+      '',
+    );
+    ratioTable(L, d, 'perSecond');
+    L.push(`Ours / drain floor (same batch, same connections): ×1 ${x(d.floorRatios.ours1)}, ×2 ${x(d.floorRatios.ours2)}.`, '');
+    targetLines(L, r.targets, 'Drain');
   }
 
   if (r.burst) {
@@ -93,21 +128,15 @@ export function renderMarkdown(r: BenchResults): string {
       `## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`,
       '',
     );
-    L.push('| System | Messages/s | Seconds from COMMIT | Runs (msg/s) |', '|---|---:|---:|---|');
-    const names: Record<string, string> = {
-      ours1: 'ours, 1 process (long-running)',
-      ours2: 'ours, 2 processes',
-      graphile1: 'graphile-worker, 1 process (perfTest settings)',
-      graphile2: 'graphile-worker, 2 processes',
-      pgBoss: 'pg-boss, batch 5,000, poll 0.5 s',
-    };
-    for (const [k, rep] of Object.entries(b.systems)) {
-      L.push(
-        `| ${names[k] ?? k} | ${mm(rep, 'perSecond')} | ${mm(rep, 'seconds', 2)} | ${rep.runs.map((x) => n(x.perSecond)).join(', ')} |`,
-      );
-    }
-    L.push('', 'Ratios of medians:', '');
-    ratioTable(L, b.ratios);
+    configTable(L, b, 'perSecond', 'seconds', 'Seconds from COMMIT');
+    L.push(
+      'Each configuration after a warm-up batch (100 handled, then 1 s idle) and "cold" (started, 1 s idle, no warm-up).',
+      '',
+      "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
+      '',
+    );
+    ratioTable(L, b, 'perSecond');
+    targetLines(L, r.targets, 'Burst');
   }
 
   if (r.latency) {
@@ -119,13 +148,20 @@ export function renderMarkdown(r: BenchResults): string {
     row('ours (LISTEN/NOTIFY)', l.ours);
     row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
     row('pg-boss (polling, 0.5 s)', l.pgBoss);
-    L.push('');
+    row(`latency floor: a bare LISTEN/NOTIFY round trip (${p.latencyFloorSamples} samples)`, l.floor);
+    L.push(
+      '',
+      `Ours / graphile-worker: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
+        `Ours / latency floor: p50 ${x(l.floorRatios.p50)}, p99 ${x(l.floorRatios.p99)} (reported, no target).`,
+      '',
+    );
+    targetLines(L, r.targets, 'Latency');
   }
 
   if (r.api) {
     L.push(`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, '');
     L.push(
-      '| Connections | API req/s | API p99 (ms) | pgbench tps | pgbench p99 (ms) | API / pgbench |',
+      '| Connections | API req/s | API p99 (ms) | pgbench -M extended tps | pgbench p99 (ms) | API / pgbench -M extended |',
       '|---:|---:|---:|---:|---:|---:|',
     );
     for (const c of r.api.byConnections) {
@@ -134,12 +170,13 @@ export function renderMarkdown(r: BenchResults): string {
       );
     }
     L.push('', `Answers other than 201 in the non-conflicting runs: ${r.api.non201}.`, '');
+    targetLines(L, r.targets, 'API');
     if (r.api.prepared) {
       const sp = r.api.prepared;
       L.push(
-        `The stricter peer: pgbench \`-M prepared\` at ${sp.connections} connections, ${mm(sp.pgbench, 'tps')} tps; API / pgbench ${x(sp.ratio)}. ` +
-          "The API's booking statements are named, parsed once per connection: that is `-M prepared`'s protocol, while the " +
-          "target's pgbench (`-M extended`) parses every statement every time. This ratio is reported, not a target (docs/performance.md).",
+        `The target's peer: pgbench \`-M prepared\` at ${sp.connections} connections, ${mm(sp.pgbench, 'tps')} tps; API / pgbench ${x(sp.ratio)}. ` +
+          "The API's booking statements are named, parsed once per connection: that is `-M prepared`'s protocol, while " +
+          '`-M extended` (the table above) parses every statement every time.',
         '',
       );
     }
@@ -199,17 +236,15 @@ export function renderMarkdown(r: BenchResults): string {
     );
     if (r.relay) {
       const rl = r.relay;
+      L.push('| Configuration | Messages/s | Time (s) | Runs (msg/s) |', '|---|---:|---:|---|');
       L.push(
-        '| Drain (in-process worker, batch 500 / concurrency 32) | Messages/s | Drain time (s) | Runs (msg/s) |',
-        '|---|---:|---:|---|',
+        `| events relay into JetStream (in-process worker, batch 500 / concurrency 32, PubAck awaited) | ${mm(rl.relay, 'perSecond')} | ${mm(rl.relay, 'drainSeconds', 2)} | ${rl.relay.runs.map((v) => n(v.perSecond)).join(', ')} |`,
       );
       L.push(
-        `| no-op handler (the outbox's own cost) | ${mm(rl.noop, 'perSecond')} | ${mm(rl.noop, 'drainSeconds', 2)} | ${rl.noop.runs.map((x) => n(x.perSecond)).join(', ')} |`,
+        `| relay floor: the same messages from a bare JetStream client, 32 publishes in flight | ${mm(rl.floor, 'perSecond')} | ${mm(rl.floor, 'drainSeconds', 2)} | ${rl.floor.runs.map((v) => n(v.perSecond)).join(', ')} |`,
       );
-      L.push(
-        `| events relay into JetStream (PubAck awaited) | ${mm(rl.relay, 'perSecond')} | ${mm(rl.relay, 'drainSeconds', 2)} | ${rl.relay.runs.map((x) => n(x.perSecond)).join(', ')} |`,
-      );
-      L.push('', `Relay / no-op (medians): ${x(rl.ratio)} (target ≥ 0.5).`, '');
+      L.push('', `Relay / relay floor (medians): ${x(rl.ratio)}.`, '');
+      targetLines(L, r.targets, 'Relay');
     } else L.push('Not measured (nats-server not installed).', '');
   }
 

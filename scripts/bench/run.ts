@@ -4,14 +4,15 @@ import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCo
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { parseFlags, usageError } from './lib/cli.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
-import { ratiosOf, repeat, repeatOf, round, type Ratios, type Repeated } from './lib/stats.ts';
-import { graphileBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
+import { compareConfigs, repeat, repeatOf, round, type Compared, type Measured, type Repeated } from './lib/stats.ts';
+import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
+import { drainFloor, latencyFloor } from './floors.ts';
 import { codeVersion, loadBefore } from './lib/trace.ts';
 import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
-import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams } from './params.ts';
-import { graphileDrain, graphileLatency, setupGraphile } from './peers/graphile.ts';
-import { PGBOSS_BATCH, PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
-import { NATS_INSTALL_HINT, natsServerVersion, relayDrain, startNatsServer } from './relay.ts';
+import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
+import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
+import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
+import { NATS_INSTALL_HINT, natsServerVersion, RELAY_CONCURRENCY, relayDrain, relayFloor, startNatsServer } from './relay.ts';
 import { renderMarkdown } from './report.ts';
 import { evaluateTargets } from './targets.ts';
 
@@ -25,9 +26,14 @@ import { evaluateTargets } from './targets.ts';
  * The same rules for every system: a fresh database for every run of every system (cloned from a
  * template with its schema), the same start of the clock (first handler entered, or the burst's
  * COMMIT) and the same end (nothing pending, seen by one observer: lib/settled.ts), runs of all
- * systems interleaved, every configuration's own ratio to each peer reported (a "best of ours"
- * row is labelled as such), each median with its min–max, the commit and the load average before
- * each section (flagged when it exceeded the cores).
+ * systems interleaved, each median with its min–max, the commit and the load average before each
+ * section (flagged when it exceeded the cores).
+ *
+ * Peers at their strongest: each peer is measured in several supported configurations (graphile-
+ * worker as CLI processes and in-process run(); pg-boss at several batch sizes and work() loops;
+ * bursts after a warm-up batch and without one), every one is reported, and each of ours is
+ * compared with each peer's strongest configuration (best median) and with the strongest of all.
+ * Beside us, the floors (floors.ts, relay.ts): the same work with no framework around it.
  */
 
 const USAGE = `usage: npm run bench -- [--smoke] [--out DIR] [--only SECTION,...]
@@ -66,6 +72,9 @@ const PREPARED_CONNECTIONS = 8;
  */
 const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_CONCURRENCY: '32' };
 
+/** A pg-boss configuration's key in the results: pgBoss5000x1. */
+const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}`;
+
 const t0 = Date.now();
 const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 
@@ -87,27 +96,27 @@ export interface BenchResults {
   params: BenchParams;
   setup: Record<string, string>;
   claim?: { runs: Repeated<{ emptyMs: number; withHistoryMs: number; ratio: number }>; explain: string };
-  drain?: {
-    ours1: Repeated<Drain>;
-    ours2: Repeated<Drain>;
-    /** One process as a user gets it: default WORKER_BATCH_SIZE / WORKER_CONCURRENCY and LOG_LEVEL=info. */
-    ours1Default: Repeated<Drain>;
-    graphile: Repeated<Drain>;
-    pgBoss: Repeated<Drain>;
-    ratios: Ratios;
+  /**
+   * The backlog drain. Configurations: ours1, ours2 (throughput settings), ours1Default; floor1,
+   * floor2 (floors.ts drainFloor, 1 and 2 lanes); the peers'. `floorRatios`: ours ×n / floor ×n.
+   */
+  drain?: Compared<Drain> & { floorRatios: { ours1: number; ours2: number } };
+  /** Idle workers hit by one burst; each configuration after a warm-up batch and without (`…Cold`). */
+  burst?: Compared<Burst> & { messages: number };
+  /** Commit → handler, and the bare LISTEN/NOTIFY round trip (floors.ts latencyFloor); `floorRatios`: ours / floor. */
+  latency?: {
+    ours: Repeated<Lat>;
+    graphile: Repeated<Lat>;
+    pgBoss: Repeated<Lat>;
+    floor: Repeated<Lat>;
+    floorRatios: { p50: number; p99: number };
   };
-  burst?: {
-    messages: number;
-    systems: Record<string, Repeated<Burst>>;
-    ratios: Ratios;
-  };
-  latency?: { ours: Repeated<Lat>; graphile: Repeated<Lat>; pgBoss: Repeated<Lat> };
-  /** The events relay (scripts/bench/relay.ts) against a no-op drain of the same backlog; null: nats-server not installed. */
+  /** The events relay (relay.ts) against the relay floor (a bare JetStream client); null: nats-server not installed. */
   relay?: {
     messages: number;
-    noop: Repeated<Drain>;
     relay: Repeated<Drain>;
-    /** Median relay msg/s over median no-op msg/s (target ≥ 0.5). */
+    floor: Repeated<Drain>;
+    /** Median relay msg/s over median floor msg/s (target ≥ 0.8). */
     ratio: number;
   } | null;
   io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
@@ -120,9 +129,9 @@ export interface BenchResults {
     }[];
     non201: number;
     /**
-     * The stricter comparison at 8 connections: pgbench with `-M prepared`, the protocol of the
-     * API's named booking statements (parsed once per connection). Reported beside the target,
-     * whose peer is pgbench -M extended (what node-postgres sends for a parameterised query).
+     * The target's comparison, at 8 connections: pgbench with `-M prepared`, the protocol of the
+     * API's named booking statements (parsed once per connection). `byConnections` compares with
+     * pgbench -M extended (parse, bind and execute every time), the looser peer.
      */
     prepared: { connections: number; pgbench: Repeated<{ tps: number; p99: number }>; ratio: number } | null;
   };
@@ -188,14 +197,15 @@ async function main(): Promise<number> {
       ours: `scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, LOG_LEVEL=warn; drain: our throughput settings WORKER_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_BATCH_SIZE} WORKER_CONCURRENCY=${OURS_THROUGHPUT.WORKER_CONCURRENCY} (as the peers run with their authors' throughput settings); I/O scaling: the defaults (20/8)`,
       drainClock:
         'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
-      burst: `every system started in its long-running mode and idle (listening or polling, a warm-up of 100 handled, 1 s idle), then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings, pg-boss batch ${PGBOSS_BATCH} poll ${PGBOSS_POLL_SECONDS} s`,
-      graphileWorker: `${P.graphileProcesses} × graphile-worker --once, perfTest settings: concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0`,
-      pgBoss: `work() with batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds ${PGBOSS_POLL_SECONDS}; supervise and schedule off`,
+      burst: `every system started in its long-running mode and idle (listening or polling), each configuration two ways: after a warm-up of 100 handled then 1 s idle, and cold (1 s idle, no warm-up); then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings (CLI processes, and in-process run()), pg-boss in each configuration`,
+      graphileWorker: `perfTest settings (scripts/bench/peers/graphile.config.cjs): concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0; drain: ${P.graphileProcesses} × graphile-worker --once (perfTest/run.js), and one in-process run({ preset, taskList }); burst: the CLI long-running (×${P.burstGraphileProcesses.join(', ×')}), and in-process run()`,
+      pgBoss: `work() at pollingIntervalSeconds ${PGBOSS_POLL_SECONDS} (its minimum) in each of: ${P.pgBossConfigs.map(pgBossLabel).join('; ')}; supervise and schedule off`,
+      floors: `drain floor: our claim statement (src/outbox/claim.ts, claim connection settings) and our DONE statement (src/outbox/settle.ts markDoneMany) for the ids claimed, bare pg, batch ${OURS_THROUGHPUT.WORKER_BATCH_SIZE}, per lane one claim connection and one DONE write in flight as per worker process of ours, the next claim overlapping the DONE write; latency floor: an outbox row and pg_notify committed in one transaction, clock from COMMIT sent to the notification on another connection; relay floor: the same messages published by a bare JetStream client, ${RELAY_CONCURRENCY} publishes in flight, each awaiting its PubAck`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
-      relay: `in-process worker (createWorker, batch 500, concurrency 32, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts; its only handler a no-op, or the events relay publishing each into JetStream and awaiting its PubAck (a fresh nats-server -js with file storage for every relay run, EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; a fresh database for every run`,
+      relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
       pgbench:
-        '-M extended (and -M prepared at 8 connections, the stricter peer), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)',
+        "-M extended, and -M prepared at 8 connections (the target's peer: the protocol of the API's named statements), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)",
     },
     errors: [],
   };
@@ -249,103 +259,118 @@ async function main(): Promise<number> {
     const freshGraphile = async () => server.createDatabase(`graphile_${dbSeq++}`, (await templates()).graphile);
     const freshPgBoss = async () => server.createDatabase(`pgboss_${dbSeq++}`, (await templates()).pgBoss);
 
+    /** Runs `measure`, keeps its result under `key` (with whose it is and its label) and logs it. */
+    const recorder = <T extends Record<string, number>>(show: (t: T) => string) => {
+      const runs: Record<string, { system: string; label: string; runs: T[] }> = {};
+      return {
+        async measure(key: string, system: string, label: string, measure: () => Promise<T>) {
+          const t = await measure();
+          (runs[key] ??= { system, label, runs: [] }).runs.push(t);
+          log(`   ${label}: ${show(t)}`);
+          return t;
+        },
+        configs: (): Record<string, Measured<T>> =>
+          Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, { system: v.system, label: v.label, runs: repeatOf(v.runs) }])),
+      };
+    };
     await section('drain', async () => {
-      const ours1: Drain[] = [];
-      const ours2: Drain[] = [];
-      const ours1Default: Drain[] = [];
-      const graphile: Drain[] = [];
-      const pgBoss: Drain[] = [];
-      const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
+      const rec = recorder<Drain>((d) => `${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
+      const batch = Number(OURS_THROUGHPUT.WORKER_BATCH_SIZE);
+      const ours = (processes: number, env: Record<string, string>) => async () =>
+        oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes, env });
       // Interleaved, so a slow phase of a shared machine does not land on one system only.
       for (let r = 0; r < P.runs; r++) {
-        ours1.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: OURS_THROUGHPUT }));
-        show('ours ×1', ours1.at(-1)!);
-        ours2.push(await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 2, env: OURS_THROUGHPUT }));
-        show('ours ×2', ours2.at(-1)!);
+        await rec.measure('ours1', 'ours', 'ours ×1', ours(1, OURS_THROUGHPUT));
+        await rec.measure('ours2', 'ours', 'ours ×2', ours(2, OURS_THROUGHPUT));
         // One process at the defaults and the default log level: what a user gets without tuning.
-        ours1Default.push(
-          await oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes: 1, env: { LOG_LEVEL: 'info' } }),
+        await rec.measure('ours1Default', 'ours', 'ours ×1, defaults, LOG_LEVEL=info', ours(1, { LOG_LEVEL: 'info' }));
+        for (const lanes of [1, 2]) {
+          await rec.measure(`floor${lanes}`, 'floor', `drain floor ×${lanes}`, async () =>
+            drainFloor(await freshOurs(), { count: P.drainMessages, lanes, batch }),
+          );
+        }
+        await rec.measure('graphileCli', 'graphile-worker', `graphile-worker ${P.graphileProcesses} × --once`, async () =>
+          graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses),
         );
-        show('ours ×1, defaults, LOG_LEVEL=info', ours1Default.at(-1)!);
-        graphile.push(await graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses));
-        show('graphile-worker', graphile.at(-1)!);
-        pgBoss.push(await pgBossDrain(await freshPgBoss(), P.drainMessages, r));
-        show('pg-boss', pgBoss.at(-1)!);
+        await rec.measure('graphileRun', 'graphile-worker', 'graphile-worker run() in-process', async () =>
+          graphileRunDrain(await freshGraphile(), P.drainMessages),
+        );
+        for (const cfg of P.pgBossConfigs) {
+          await rec.measure(pgBossKey(cfg), 'pg-boss', `pg-boss ${pgBossLabel(cfg)}`, async () =>
+            pgBossDrain(await freshPgBoss(), P.drainMessages, r, cfg),
+          );
+        }
       }
-      const d = {
-        ours1: repeatOf(ours1),
-        ours2: repeatOf(ours2),
-        ours1Default: repeatOf(ours1Default),
-        graphile: repeatOf(graphile),
-        pgBoss: repeatOf(pgBoss),
-      };
+      const c = compareConfigs(rec.configs(), (d) => d.perSecond, ['ours1', 'ours2', 'ours1Default'], ['ours1', 'ours2']);
+      const perSecond = (k: string) => c.configs[k]!.runs.median.perSecond;
       results.drain = {
-        ...d,
-        // The best-of-ours row is over our throughput settings (×1, ×2), the configurations the
-        // drain target compares; the defaults row has its own ratios.
-        ratios: {
-          ...ratiosOf(
-            { ours1: d.ours1.median.perSecond, ours2: d.ours2.median.perSecond },
-            { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond },
-          ),
-          ours1Default: ratiosOf(
-            { x: d.ours1Default.median.perSecond },
-            { graphile: d.graphile.median.perSecond, pgBoss: d.pgBoss.median.perSecond },
-          ).x!,
+        ...c,
+        floorRatios: {
+          ours1: round(perSecond('ours1') / perSecond('floor1'), 3),
+          ours2: round(perSecond('ours2') / perSecond('floor2'), 3),
         },
       };
+      log(`   ours / drain floor: ×1 ${results.drain.floorRatios.ours1}, ×2 ${results.drain.floorRatios.ours2}`);
     });
 
     await section('burst', async () => {
-      const runs: Record<string, Burst[]> = {
-        ours1: [],
-        ours2: [],
-        ...Object.fromEntries(P.burstGraphileProcesses.map((n) => [`graphile${n}`, []])),
-        pgBoss: [],
-      };
-      const show = (who: string, b: Burst) => log(`   ${who}: ${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
+      const rec = recorder<Burst>((b) => `${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
+      const n = P.burstMessages;
       for (let r = 0; r < P.runs; r++) {
-        runs.ours1!.push(await oursBurst(await freshOurs(), P.burstMessages, 1, OURS_THROUGHPUT));
-        show('ours ×1', runs.ours1!.at(-1)!);
-        runs.ours2!.push(await oursBurst(await freshOurs(), P.burstMessages, 2, OURS_THROUGHPUT));
-        show('ours ×2', runs.ours2!.at(-1)!);
-        for (const n of P.burstGraphileProcesses) {
-          runs[`graphile${n}`]!.push(await graphileBurst(await freshGraphile(), P.burstMessages, n));
-          show(`graphile-worker ×${n}`, runs[`graphile${n}`]!.at(-1)!);
+        for (const warm of P.burstWarmUps) {
+          // Keys and labels: the warm-up run is the plain one, the other is "cold".
+          const k = (key: string) => (warm ? key : `${key}Cold`);
+          const l = (label: string) => (warm ? label : `${label}, cold`);
+          for (const processes of [1, 2]) {
+            await rec.measure(k(`ours${processes}`), 'ours', l(`ours ×${processes}`), async () =>
+              oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, warm),
+            );
+          }
+          for (const processes of P.burstGraphileProcesses) {
+            await rec.measure(k(`graphileCli${processes}`), 'graphile-worker', l(`graphile-worker CLI ×${processes}`), async () =>
+              graphileCliBurst(await freshGraphile(), n, processes, warm),
+            );
+          }
+          await rec.measure(k('graphileRun'), 'graphile-worker', l('graphile-worker run() in-process'), async () =>
+            graphileRunBurst(await freshGraphile(), n, warm),
+          );
+          for (const cfg of P.pgBossConfigs) {
+            await rec.measure(k(pgBossKey(cfg)), 'pg-boss', l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
+              pgBossBurst(await freshPgBoss(), n, cfg, warm),
+            );
+          }
         }
-        runs.pgBoss!.push(await pgBossBurst(await freshPgBoss(), P.burstMessages));
-        show('pg-boss', runs.pgBoss!.at(-1)!);
       }
-      const systems = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, repeatOf(v)]));
-      const med = (k: string) => systems[k]!.median.perSecond;
-      results.burst = {
-        messages: P.burstMessages,
-        systems,
-        ratios: ratiosOf(
-          { ours1: med('ours1'), ours2: med('ours2') },
-          Object.fromEntries(
-            Object.keys(systems)
-              .filter((k) => !k.startsWith('ours'))
-              .map((k) => [k, med(k)]),
-          ),
-        ),
-      };
+      const configs = rec.configs();
+      const oursKeys = Object.keys(configs).filter((k) => configs[k]!.system === 'ours');
+      results.burst = { messages: n, ...compareConfigs(configs, (b) => b.perSecond, oursKeys, oursKeys) };
     });
 
     await section('latency', async () => {
       const ours: Lat[] = [];
       const graphile: Lat[] = [];
       const pgBoss: Lat[] = [];
+      const floor: Lat[] = [];
       const show = (who: string, l: Lat) => log(`   ${who}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`);
       for (let r = 0; r < P.runs; r++) {
         ours.push(await oursLatency(await freshOurs(), P.latencySamples));
         show('ours', ours.at(-1)!);
+        floor.push(await latencyFloor(await freshOurs(), P.latencyFloorSamples));
+        show('floor (bare LISTEN/NOTIFY round trip)', floor.at(-1)!);
         graphile.push(await graphileLatency(await freshGraphile(), P.latencySamples));
         show('graphile-worker', graphile.at(-1)!);
         pgBoss.push(await pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples));
         show('pg-boss', pgBoss.at(-1)!);
       }
-      results.latency = { ours: repeatOf(ours), graphile: repeatOf(graphile), pgBoss: repeatOf(pgBoss) };
+      const o = repeatOf(ours);
+      const f = repeatOf(floor);
+      results.latency = {
+        ours: o,
+        graphile: repeatOf(graphile),
+        pgBoss: repeatOf(pgBoss),
+        floor: f,
+        floorRatios: { p50: round(o.median.p50 / f.median.p50, 3), p99: round(o.median.p99 / f.median.p99, 3) },
+      };
     });
 
     await section('io', async () => {
@@ -375,30 +400,39 @@ async function main(): Promise<number> {
         results.relay = null;
         return;
       }
-      const noop: Drain[] = [];
       const relay: Drain[] = [];
+      const floor: Drain[] = [];
       const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
-      // Interleaved, each on a fresh database; each relay run into a fresh nats-server (empty store).
-      for (let r = 0; r < P.runs; r++) {
-        const n = await relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'noop' });
-        noop.push({ perSecond: n.perSecond, drainSeconds: n.seconds });
-        show('no-op drain', noop.at(-1)!);
+      // Interleaved; each measurement on a fresh database and into a fresh nats-server (empty store).
+      const withNats = async <T>(fn: (url: string) => Promise<T>) => {
         const nats = await startNatsServer();
         try {
-          const d = await relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'relay', natsUrl: nats.url });
-          // A relay that lost or doubled messages is not measured, it is broken.
-          if (d.streamMessages !== P.relayMessages)
-            throw new Error(`relay run ${r + 1}: ${d.streamMessages} messages in the stream, ${P.relayMessages} relayed`);
-          relay.push({ perSecond: d.perSecond, drainSeconds: d.seconds });
-          show('relay into JetStream', relay.at(-1)!);
+          return await fn(nats.url);
         } finally {
           await nats.stop();
         }
+      };
+      // A run that lost or doubled messages is not measured, it is broken.
+      const check = (what: string, r: number, stored: number | null) => {
+        if (stored !== P.relayMessages)
+          throw new Error(`${what} run ${r + 1}: ${stored} messages in the stream, ${P.relayMessages} published`);
+      };
+      for (let r = 0; r < P.runs; r++) {
+        const d = await withNats(async (natsUrl) =>
+          relayDrain({ databaseUrl: await freshOurs(), count: P.relayMessages, handler: 'relay', natsUrl }),
+        );
+        check('relay', r, d.streamMessages);
+        relay.push({ perSecond: d.perSecond, drainSeconds: d.seconds });
+        show('relay into JetStream', relay.at(-1)!);
+        const f = await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count: P.relayMessages }));
+        check('relay floor', r, f.streamMessages);
+        floor.push({ perSecond: f.perSecond, drainSeconds: f.seconds });
+        show(`relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`, floor.at(-1)!);
       }
-      const n = repeatOf(noop);
       const d = repeatOf(relay);
-      results.relay = { messages: P.relayMessages, noop: n, relay: d, ratio: round(d.median.perSecond / n.median.perSecond, 3) };
-      log(`   relay / no-op: ${results.relay.ratio}×`);
+      const f = repeatOf(floor);
+      results.relay = { messages: P.relayMessages, relay: d, floor: f, ratio: round(d.median.perSecond / f.median.perSecond, 3) };
+      log(`   relay / relay floor: ${results.relay.ratio}×`);
     });
 
     await section('api', async () => {

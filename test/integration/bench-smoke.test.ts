@@ -64,38 +64,59 @@ describe('npm run bench -- --smoke', () => {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
     }
 
-    for (const system of ['ours1', 'ours2', 'ours1Default', 'graphile', 'pgBoss']) {
-      expect(finitePositive(r.drain[system].median.perSecond), `drain ${system}`).toBe(true);
-      expect(r.drain[system].min.perSecond).toBeLessThanOrEqual(r.drain[system].max.perSecond);
+    // Every configuration measured (ours, the floors, each peer's), each with its median and spread.
+    const pgBossKeys = r.params.pgBossConfigs.map((c: { batchSize: number; workers: number }) => `pgBoss${c.batchSize}x${c.workers}`);
+    expect(Object.keys(r.drain.configs).sort()).toEqual(
+      ['ours1', 'ours2', 'ours1Default', 'floor1', 'floor2', 'graphileCli', 'graphileRun', ...pgBossKeys].sort(),
+    );
+    for (const [key, c] of Object.entries(r.drain.configs) as [
+      string,
+      { runs: { median: { perSecond: number }; min: { perSecond: number }; max: { perSecond: number } } },
+    ][]) {
+      expect(finitePositive(c.runs.median.perSecond), `drain ${key}`).toBe(true);
+      expect(c.runs.min.perSecond).toBeLessThanOrEqual(c.runs.max.perSecond);
     }
-    // Every configuration of ours against every peer, and the labelled best of ours.
+    // Each peer at its strongest configuration; every configuration of ours against each of them.
+    expect(Object.keys(r.drain.strongest).sort()).toEqual(['graphile-worker', 'pg-boss']);
     for (const mine of ['ours1', 'ours2', 'ours1Default', 'bestOfOurs']) {
-      for (const peer of ['graphile', 'pgBoss', 'bestPeer'])
+      for (const peer of ['graphile-worker', 'pg-boss', 'bestPeer'])
         expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
     }
-    // Idle workers hit by one committed burst: every system measured, and compared.
-    expect(Object.keys(r.burst.systems).sort()).toEqual(['graphile1', 'ours1', 'ours2', 'pgBoss']);
-    for (const [system, rep] of Object.entries(r.burst.systems) as [string, { median: { perSecond: number } }][]) {
-      expect(finitePositive(rep.median.perSecond), `burst ${system}`).toBe(true);
+    const strongestDrain = Math.max(
+      ...Object.values(r.drain.strongest as Record<string, string>).map((k) => r.drain.configs[k].runs.median.perSecond),
+    );
+    expect(r.drain.ratios.ours1.bestPeer).toBeCloseTo(r.drain.configs.ours1.runs.median.perSecond / strongestDrain, 2);
+    // Ours beside the drain floor: the same statements with no framework around them.
+    for (const n of ['ours1', 'ours2']) expect(finitePositive(r.drain.floorRatios[n]), `drain floor ${n}`).toBe(true);
+    // Idle workers hit by one committed burst: every system in every configuration, warmed up and cold.
+    const warm = ['ours1', 'ours2', 'graphileCli1', 'graphileRun', ...pgBossKeys];
+    expect(Object.keys(r.burst.configs).sort()).toEqual([...warm, ...warm.map((k) => `${k}Cold`)].sort());
+    for (const [key, c] of Object.entries(r.burst.configs) as [string, { runs: { median: { perSecond: number } } }][]) {
+      expect(finitePositive(c.runs.median.perSecond), `burst ${key}`).toBe(true);
     }
-    expect(finitePositive(r.burst.ratios.bestOfOurs.bestPeer)).toBe(true);
-    for (const system of ['ours', 'graphile', 'pgBoss']) {
+    expect(Object.keys(r.burst.strongest).sort()).toEqual(['graphile-worker', 'pg-boss']);
+    for (const mine of ['ours1', 'ours2', 'ours1Cold', 'ours2Cold', 'bestOfOurs']) {
+      expect(finitePositive(r.burst.ratios[mine].bestPeer), `burst ${mine}`).toBe(true);
+    }
+    for (const system of ['ours', 'graphile', 'pgBoss', 'floor']) {
       for (const k of ['p50', 'p99', 'max']) expect(finitePositive(r.latency[system].median[k]), `latency ${system} ${k}`).toBe(true);
     }
+    expect(r.latency.floorRatios.p50).toBeCloseTo(r.latency.ours.median.p50 / r.latency.floor.median.p50, 2);
     for (const processes of ['1', '4']) {
       expect(finitePositive(r.io.byProcesses[processes].median.perSecond), `io ×${processes}`).toBe(true);
     }
-    // The events relay beside a no-op drain of the same backlog (each run checked every message
-    // reached the stream once, or the section would have failed), where nats-server is installed.
+    // The events relay beside the relay floor (a bare JetStream client publishing the same
+    // messages); each run checked every message reached its stream once, or the section would have
+    // failed. Where nats-server is installed.
     if (r.versions.natsServer) {
       expect(r.relay.messages).toBe(r.params.relayMessages);
-      for (const drain of ['noop', 'relay']) {
+      for (const drain of ['relay', 'floor']) {
         expect(finitePositive(r.relay[drain].median.perSecond), `relay section: ${drain}`).toBe(true);
         expect(finitePositive(r.relay[drain].median.drainSeconds), `relay section: ${drain}`).toBe(true);
         expect(r.relay[drain].runs).toHaveLength(r.params.runs);
       }
-      expect(r.relay.ratio).toBeCloseTo(r.relay.relay.median.perSecond / r.relay.noop.median.perSecond, 2);
-      expect(r.targets.find((t: { name: string }) => t.name.startsWith('Relay into JetStream')).met).not.toBeNull();
+      expect(r.relay.ratio).toBeCloseTo(r.relay.relay.median.perSecond / r.relay.floor.median.perSecond, 2);
+      expect(r.targets.find((t: { name: string }) => t.name.startsWith('Relay into JetStream / relay floor')).met).not.toBeNull();
     } else {
       // Without it the run says how to install it and leaves the relay figures out.
       expect(run.stdout).toContain('apt-get install -y nats-server');
@@ -127,7 +148,7 @@ describe('npm run bench -- --smoke', () => {
         expect(finitePositive(c.pgbench.median.tps), `pgbench at ${c.connections}`).toBe(true);
         expect(finitePositive(c.ratio)).toBe(true);
       }
-      // The stricter peer (-M prepared) at 8 connections, and the markdown says what it is.
+      // The target's peer (-M prepared) at 8 connections, and the markdown says what it is.
       expect(r.api.prepared.connections).toBe(8);
       expect(finitePositive(r.api.prepared.pgbench.median.tps)).toBe(true);
       expect(finitePositive(r.api.prepared.ratio)).toBe(true);
@@ -140,7 +161,7 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    expect(r.targets).toHaveLength(10);
+    expect(r.targets).toHaveLength(14);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
     for (const heading of [
@@ -149,12 +170,14 @@ describe('npm run bench -- --smoke', () => {
       '## 1. Drain',
       '## 1b. Idle workers',
       '## 2. Commit',
+      'latency floor: a bare LISTEN/NOTIFY round trip',
       '## 3. The booking',
       '## 4. What the outbox',
       '## 5. Claim',
       '## 6. Scaling',
       '## 7. Conflicts',
       '## 8. Relaying the outbox into JetStream',
+      'relay floor: the same messages from a bare JetStream client',
     ]) {
       expect(md).toContain(heading);
     }

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ratiosOf, repeatOf } from '../../scripts/bench/lib/stats.ts';
+import { compareConfigs, ratiosOf, repeatOf, strongestOf } from '../../scripts/bench/lib/stats.ts';
 import { evaluateTargets } from '../../scripts/bench/targets.ts';
 
 /*
- * The bench's arithmetic: every median comes with its spread, and every configuration of ours is
- * compared with every peer (the best of ours is a labelled row, not the only one).
+ * The bench's arithmetic: every median comes with its spread, each peer is compared at its
+ * strongest configuration, and every configuration of ours is compared with every peer (the best
+ * of ours is a labelled row, not the only one).
  */
 
 describe('bench statistics', () => {
@@ -23,10 +24,60 @@ describe('bench statistics', () => {
     expect(ratios.bestOfOurs).toEqual(ratios.ours2);
   });
 
-  it('judges the drain targets on the labelled best-of-ours row, burst included', () => {
-    const ratios = ratiosOf({ ours1: 2_000, ours2: 12_000 }, { graphile: 10_000 });
-    const targets = evaluateTargets({ drain: { ratios }, burst: { ratios: ratiosOf({ ours1: 1, ours2: 1 }, { pgBoss: 2 }) } } as never);
-    expect(targets.find((t) => t.name.startsWith('Drain (backlog'))).toMatchObject({ met: true, value: '1.2×' });
-    expect(targets.find((t) => t.name.startsWith('Drain (idle workers'))).toMatchObject({ met: false, value: '0.5×' });
+  it("picks each peer's strongest configuration, whichever way it was run", () => {
+    const best = strongestOf({
+      graphileCli: { system: 'graphile-worker', value: 30_000 },
+      graphileRun: { system: 'graphile-worker', value: 38_000 },
+      pgBoss5000x1: { system: 'pg-boss', value: 10_000 },
+      pgBoss5000x4: { system: 'pg-boss', value: 14_000 },
+    });
+    expect(best).toEqual({ 'graphile-worker': 'graphileRun', 'pg-boss': 'pgBoss5000x4' });
+  });
+
+  it("compares every configuration of ours with each peer's strongest, never with a floor", () => {
+    const m = (system: string, perSecond: number) => ({ system, label: system, runs: repeatOf([{ perSecond }]) });
+    const c = compareConfigs(
+      {
+        ours1: m('ours', 30_000),
+        ours1Cold: m('ours', 24_000),
+        floor1: m('floor', 60_000),
+        graphileCli1: m('graphile-worker', 20_000),
+        graphileRunCold: m('graphile-worker', 40_000),
+        pgBoss5000x1: m('pg-boss', 10_000),
+      },
+      (t) => t.perSecond,
+      ['ours1', 'ours1Cold'],
+      ['ours1'],
+    );
+    expect(c.strongest).toEqual({ 'graphile-worker': 'graphileRunCold', 'pg-boss': 'pgBoss5000x1' });
+    expect(c.ratios.ours1).toEqual({ 'graphile-worker': 0.75, 'pg-boss': 3, bestPeer: 0.75 });
+    expect(c.ratios.ours1Cold).toEqual({ 'graphile-worker': 0.6, 'pg-boss': 2.4, bestPeer: 0.6 });
+    expect(c.ratios.bestOfOurs).toEqual(c.ratios.ours1);
+  });
+
+  it('judges throughput per process count of ours against the strongest peer configuration, at 1.2', () => {
+    const drain = ratiosOf({ ours1: 12_000, ours2: 11_000 }, { 'graphile-worker': 10_000, 'pg-boss': 6_000 });
+    const burst = ratiosOf({ ours1: 30_000, ours2: 45_000 }, { 'graphile-worker': 36_000 });
+    const targets = evaluateTargets({
+      drain: { ratios: drain, floorRatios: { ours1: 0.85, ours2: 0.7 } },
+      burst: { ratios: burst },
+    } as never);
+    const t = (name: string) => targets.find((x) => x.name.startsWith(name));
+    expect(t('Drain (backlog): ours ×1')).toMatchObject({ met: true, value: '1.2×', target: '≥ 1.2' });
+    expect(t('Drain (backlog): ours ×2')).toMatchObject({ met: false, value: '1.1×' });
+    expect(t('Burst (idle workers): ours ×1')).toMatchObject({ met: false, value: '0.833×' });
+    expect(t('Burst (idle workers): ours ×2')).toMatchObject({ met: true, value: '1.25×' });
+    expect(t('Drain: ours ×1 / drain floor ×1')).toMatchObject({ met: true, value: '0.85×', target: '≥ 0.8' });
+    expect(t('Drain: ours ×2 / drain floor ×2')).toMatchObject({ met: false, value: '0.7×' });
+    // A section not run is "not measured", never met.
+    expect(t('Relay into JetStream / relay floor')).toMatchObject({ met: null, value: 'not measured', target: '≥ 0.8' });
+    expect(t('API / pgbench -M prepared at 8 connections')).toMatchObject({ met: null, target: '≥ 0.6' });
+  });
+
+  it('judges latency against 0.8× graphile-worker', () => {
+    const lat = (p50: number, p99: number) => ({ median: { p50, p99 } });
+    const targets = evaluateTargets({ latency: { ours: lat(1.6, 4), graphile: lat(2, 4.8) } } as never);
+    expect(targets.find((x) => x.name === 'Latency p50: ours / graphile-worker')).toMatchObject({ met: true, value: '0.8×' });
+    expect(targets.find((x) => x.name === 'Latency p99: ours / graphile-worker')).toMatchObject({ met: false, value: '0.833×' });
   });
 });

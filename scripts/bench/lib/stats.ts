@@ -68,3 +68,55 @@ export function ratiosOf(ours: Record<string, number>, peers: Record<string, num
     bestOfOurs: row(Math.max(...Object.values(ours))),
   };
 }
+
+/** One configuration measured in a section: whose it is (ours, a peer, a floor), its label, its runs. */
+export interface Measured<T extends Record<string, number>> {
+  system: string;
+  label: string;
+  runs: Repeated<T>;
+}
+
+/**
+ * Each system's strongest configuration: the key of the one whose median `value` is highest.
+ * A peer is compared at its strongest supported configuration, never at one we picked for it.
+ */
+export function strongestOf(configs: Record<string, { system: string; value: number }>): Record<string, string> {
+  const best: Record<string, string> = {};
+  for (const [key, c] of Object.entries(configs)) {
+    const current = best[c.system];
+    if (current === undefined || c.value > configs[current]!.value) best[c.system] = key;
+  }
+  return best;
+}
+
+/**
+ * A throughput section's comparison: every configuration measured (ours, the peers', the floors'),
+ * each peer's strongest configuration, and every configuration of ours against each peer's
+ * strongest and against the strongest peer configuration of all (`bestPeer`).
+ */
+export interface Compared<T extends Record<string, number>> {
+  configs: Record<string, Measured<T>>;
+  /** Peer → the key (in `configs`) of its strongest configuration, by median. */
+  strongest: Record<string, string>;
+  ratios: Ratios;
+}
+
+/**
+ * Compares `oursKeys` (configurations whose system is 'ours') with each peer's strongest
+ * configuration by the median `value`; the `bestOfOurs` row is the best of `bestOf` only.
+ * Configurations of system 'floor' are no peer.
+ */
+export function compareConfigs<T extends Record<string, number>>(
+  configs: Record<string, Measured<T>>,
+  value: (t: T) => number,
+  oursKeys: string[],
+  bestOf: string[],
+): Compared<T> {
+  const peers = Object.entries(configs).filter(([, c]) => c.system !== 'ours' && c.system !== 'floor');
+  const strongest = strongestOf(Object.fromEntries(peers.map(([k, c]) => [k, { system: c.system, value: value(c.runs.median) }])));
+  const peerBest = Object.fromEntries(Object.entries(strongest).map(([peer, key]) => [peer, value(configs[key]!.runs.median)]));
+  const ours = (keys: string[]) => Object.fromEntries(keys.map((k) => [k, value(configs[k]!.runs.median)]));
+  const ratios: Ratios = { ...ratiosOf(ours(bestOf), peerBest) };
+  for (const k of oursKeys.filter((k) => !bestOf.includes(k))) ratios[k] = ratiosOf(ours([k]), peerBest)[k]!;
+  return { configs, strongest, ratios };
+}

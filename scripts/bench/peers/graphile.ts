@@ -1,24 +1,54 @@
+import type { EventEmitter } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import pg from 'pg';
-import { Logger, run, runMigrations } from 'graphile-worker';
+import { Logger, run, runMigrations, type Runner } from 'graphile-worker';
 import { LatencyProbe } from '../lib/latency.ts';
 import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
-import { markDir } from '../lib/marks.ts';
+import { markDir, nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
- * graphile-worker, measured the way its authors measure it (graphile/worker perfTest/run.js):
- * jobs are added before the clock starts, then PARALLELISM `graphile-worker --once` processes
- * drain them. perfTest subtracts a separately timed start-up; we start the clock at the first job
- * any process handles instead (lib/marks.ts) and stop it when no job is left (lib/settled.ts),
- * the same rules as for every system. Settings:
- * peers/graphile.config.cjs (perfTest's graphile.config.js).
+ * graphile-worker, run both ways its authors support, with the settings of its own perfTest
+ * (peers/graphile.config.cjs, perfTest's graphile.config.js):
+ *
+ * - the CLI, measured the way perfTest/run.js measures it: jobs are added before the clock
+ *   starts, then PARALLELISM `graphile-worker --once` processes drain them (the burst section
+ *   runs the CLI long-running instead);
+ * - in-process `run({ preset, taskList })`, one runner in the bench's own process, as an
+ *   application embeds it.
+ *
+ * perfTest subtracts a separately timed start-up; we start the clock at the first job handled
+ * (lib/marks.ts) and stop it when no job is left (lib/settled.ts), the same rules as for every
+ * system.
  */
 
-const CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
-const CONFIG = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
+export const GRAPHILE_CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
+export const GRAPHILE_CONFIG = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');
 const silent = new Logger(() => () => {});
+
+const require = createRequire(import.meta.url);
+/** The perfTest settings, read from the CLI's config file so both ways run with the same preset. */
+const PERF_TEST = (require('./graphile.config.cjs') as { worker: GraphileConfig.WorkerOptions }).worker;
+const { traceEvents } = require('./graphile-trace-events.cjs') as { traceEvents: (file: string) => EventEmitter };
+
+/**
+ * An in-process runner with the perfTest preset and one no-op task (`onJob` runs first in it). Its
+ * own pool (maxPoolSize 25), LISTEN/NOTIFY, local queue and batched completion, as the CLI's.
+ * `trace`: graphile-trace-events.cjs writes its events to that file.
+ */
+export async function startGraphileRunner(url: string, opts: { onJob?: () => void; trace?: string } = {}): Promise<Runner> {
+  const { taskDirectory: _fromFiles, connectionString: _fromEnv, ...settings } = PERF_TEST;
+  return run({
+    preset: {
+      worker: { ...settings, connectionString: url, logger: silent, ...(opts.trace ? { events: traceEvents(opts.trace) as never } : {}) },
+    },
+    taskList: { noop: async () => opts.onJob?.() },
+    noHandleSignals: true,
+  });
+}
 
 export async function setupGraphile(url: string): Promise<void> {
   await runMigrations({ connectionString: url, logger: silent });
@@ -36,14 +66,14 @@ async function query<T extends pg.QueryResultRow = any>(url: string, text: strin
 
 const onceProcesses = (url: string, parallel: number, markDirPath: string) =>
   runParallel(parallel, () =>
-    runProcess(process.execPath, [CLI, '--once', '--config', CONFIG, '-c', url], {
+    runProcess(process.execPath, [GRAPHILE_CLI, '--once', '--config', GRAPHILE_CONFIG, '-c', url], {
       env: { NO_LOG_SUCCESS: '1', BENCH_MARK_DIR: markDirPath },
       timeoutMs: 600_000,
     }),
   );
 
-export async function graphileDrain(url: string, jobs: number, parallel: number) {
-  // add_jobs: graphile-worker's bulk insert (one call; add_job per row takes a minute for 20,000).
+/** `jobs` no-op jobs through add_jobs, graphile-worker's bulk insert (add_job per row takes a minute for 20,000). */
+async function addJobs(url: string, jobs: number) {
   await query(
     url,
     `select graphile_worker.add_jobs(array(
@@ -52,6 +82,11 @@ export async function graphileDrain(url: string, jobs: number, parallel: number)
     [jobs],
   );
   await query(url, 'analyze graphile_worker._private_jobs');
+}
+
+/** `parallel` × `graphile-worker --once` (perfTest/run.js). */
+export async function graphileDrain(url: string, jobs: number, parallel: number) {
+  await addJobs(url, jobs);
   const marks = markDir();
   const watch = watchSettled(url, PENDING.graphile);
   try {
@@ -67,6 +102,73 @@ export async function graphileDrain(url: string, jobs: number, parallel: number)
     await watch.stop();
     marks.cleanup();
   }
+}
+
+/** One in-process runner (`run()`), started once the jobs are in. */
+export async function graphileRunDrain(url: string, jobs: number) {
+  await addJobs(url, jobs);
+  let firstMs: number | undefined;
+  const watch = watchSettled(url, PENDING.graphile);
+  const runner = await startGraphileRunner(url, { onJob: () => void (firstMs ??= nowMs()) });
+  try {
+    const drainMs = (await watch.settled) - firstMs!;
+    return { perSecond: (jobs * 1000) / drainMs, drainSeconds: drainMs / 1000 };
+  } finally {
+    await runner.stop();
+    await watch.stop();
+  }
+}
+
+/**
+ * When autovacuum last analyzed graphile-worker's jobs table, in ms from `committedAt`, and how
+ * many rows that analyze saw. An analyze of the emptied table (0 rows) just before a burst leaves
+ * its fetch planned as a nested loop over the whole table for each job fetched: the burst crawls
+ * until the next autoanalyze (docs/performance.md).
+ */
+export async function graphileAutoAnalyze(url: string, committedAt: number): Promise<string> {
+  const { rows } = await query<{ at: number | null; count: number; reltuples: number }>(
+    url,
+    `select extract(epoch from s.last_autoanalyze) * 1000 as at, s.autoanalyze_count::int as count, c.reltuples
+       from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+      where s.schemaname = 'graphile_worker' and s.relname = '_private_jobs'`,
+  );
+  const r = rows[0];
+  if (!r || r.at === null) return 'jobs table not autoanalyzed';
+  return `jobs table autoanalyzed ${r.count}× (last at ${Math.round(r.at - committedAt)} ms from COMMIT; reltuples now ${r.reltuples})`;
+}
+
+/**
+ * What graphile-worker's processes did around a burst (BENCH_BURST_TRACE=1), in ms from its
+ * COMMIT: when the notification arrived, the first and last fetch, how many, the longest wait
+ * between two fetches of one process, and any job error or refetch delay in between.
+ */
+export function summarizeGraphileTrace(file: string, committedAt: number): string {
+  if (!existsSync(file)) return 'no events recorded';
+  const events = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [at, pid, ...what] = line.split(' ');
+      return { ms: Number(at) - committedAt, pid: pid!, what: what.join(' ') };
+    })
+    .filter((e) => e.ms >= -5);
+  const ms = (v: number | undefined) => (v === undefined ? '—' : `${Math.round(v)}`);
+  const fetches = events.filter((e) => e.what.startsWith('fetched'));
+  let gap = { ms: 0, at: 0, pid: '' };
+  const last = new Map<string, number>();
+  for (const f of fetches) {
+    const prev = last.get(f.pid);
+    if (prev !== undefined && f.ms - prev > gap.ms) gap = { ms: f.ms - prev, at: prev, pid: f.pid };
+    last.set(f.pid, f.ms);
+  }
+  const errors = events.filter((e) => e.what.startsWith('job error') || e.what.startsWith('listen error'));
+  const delays = events.filter((e) => e.what.startsWith('refetch-delay'));
+  return [
+    `notification at ${ms(events.find((e) => e.what.startsWith('notification'))?.ms)} ms`,
+    `first fetch ${ms(fetches[0]?.ms)} ms, last ${ms(fetches.at(-1)?.ms)} ms, ${fetches.length} fetches`,
+    `longest wait between fetches ${Math.round(gap.ms)} ms (after ${Math.round(gap.at)} ms, pid ${gap.pid || '—'})`,
+    `${delays.length} refetch delays, ${errors.length} errors${errors[0] ? ` (first: ${errors[0].what})` : ''}`,
+  ].join('; ');
 }
 
 /**

@@ -3,17 +3,28 @@ import pg from 'pg';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
+import type { PgBossConfig } from '../params.ts';
 
 /**
- * pg-boss set up for throughput: work() fetching large batches (BATCH jobs per fetch, completed
- * together) at its shortest polling interval (0.5 s, pg-boss's minimum). pg-boss 10 polls; it
- * has no LISTEN/NOTIFY wake-up, which is why its latency is bound to the polling interval.
- * Background maintenance and cron are off, so nothing but the measured work runs.
+ * pg-boss set up for throughput: work() fetching large batches (a batch per fetch, completed
+ * together) at its shortest polling interval (0.5 s, pg-boss's minimum), in each configuration
+ * of params.ts's pgBossConfigs (batch size, number of work() loops); the report compares the best.
+ * pg-boss 10 polls; it has no LISTEN/NOTIFY wake-up, which is why its latency is bound to the
+ * polling interval. Background maintenance and cron are off, so nothing but the measured work runs.
  */
-export const PGBOSS_BATCH = 5000;
 export const PGBOSS_POLL_SECONDS = 0.5;
 
-async function startBoss(url: string): Promise<PgBoss> {
+/** "batch 5,000 × 1 work()": a configuration's label in logs and the report. */
+export const pgBossLabel = (c: PgBossConfig) => `batch ${c.batchSize.toLocaleString('en-US')} × ${c.workers} work()`;
+
+/** `cfg.workers` work() loops on `name`, each fetching up to `cfg.batchSize` jobs per poll. */
+export async function workAll(boss: PgBoss, name: string, cfg: PgBossConfig, pollSeconds: number, handler: () => Promise<void>) {
+  for (let i = 0; i < cfg.workers; i++) {
+    await boss.work(name, { batchSize: cfg.batchSize, pollingIntervalSeconds: pollSeconds }, handler);
+  }
+}
+
+export async function startBoss(url: string): Promise<PgBoss> {
   const boss = new PgBoss({ connectionString: url, max: 10, supervise: false, schedule: false });
   boss.on('error', (err) => console.error('pg-boss error:', err));
   await boss.start();
@@ -25,7 +36,7 @@ export async function setupPgBoss(url: string): Promise<void> {
   await boss.stop({ graceful: false, wait: true });
 }
 
-export async function pgBossDrain(url: string, jobs: number, run: number) {
+export async function pgBossDrain(url: string, jobs: number, run: number, cfg: PgBossConfig) {
   const boss = await startBoss(url);
   const name = `drain_${run}_${Date.now()}`; // a fresh queue (its own partition) per run
   await boss.createQueue(name);
@@ -40,7 +51,7 @@ export async function pgBossDrain(url: string, jobs: number, run: number) {
   const watch = watchSettled(url, PENDING.pgBoss, [name]);
   try {
     let firstMs: number | undefined; // the same start rule as the other systems (lib/marks.ts)
-    await boss.work(name, { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: PGBOSS_POLL_SECONDS }, async () => {
+    await workAll(boss, name, cfg, PGBOSS_POLL_SECONDS, async () => {
       firstMs ??= nowMs();
     });
     // The clock stops when nothing of the queue is left unsettled (lib/settled.ts), as for every system.
