@@ -53,6 +53,12 @@ export function renderMarkdown(r: ChaosResults): string {
           `| earnings ledger lines (host, currency) / consumer dead letters | ${r.events.figures.ledgerLines} / ${r.events.figures.deadLetters} |`,
         ]
       : []),
+    ...(r.webhooks
+      ? [
+          `| webhook events owed (endpoint, event) / received signed | ${r.webhooks.owed} / ${r.webhooks.receivedValid} (${r.webhooks.endpoints} endpoints) |`,
+          `| webhook requests: flaky (30 % 500) / down (${r.webhooks.downWindowSeconds} s refused) / slow | ${r.webhooks.requests.flaky} / ${r.webhooks.requests.down} / ${r.webhooks.requests.slow} |`,
+        ]
+      : []),
   ];
   const mn = r.minimums;
   lines.push(

@@ -18,6 +18,7 @@ import { Supervised } from './processes.ts';
 import { renderMarkdown } from './report.ts';
 import { Rng } from './rng.ts';
 import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
+import { ChaosWebhooks, WEBHOOK_ENV, type WebhookFigures } from './webhooks.ts';
 import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelaySeconds } from '../../src/outbox/index.ts';
@@ -144,6 +145,8 @@ export interface ChaosResults {
   settings: { worker: typeof WORKER_ENV; concurrency: number; tempFailRate: number; bounceRecipients: number; retryWindowSeconds: number };
   /** The events path: covered (relay into JetStream, earnings consumer, their faults and checks) or skipped, and why. */
   events: { covered: true; figures: EventsFigures | null; consumerKills: number } | { covered: false; skipped: string };
+  /** The webhook receivers: endpoints, events owed and received, requests per receiver. */
+  webhooks: WebhookFigures | null;
   /** The verdict's checks: `ok` is exactly "every one of these held". */
   checks: Verdict['checks'];
   /** What the run had to contain for its checks to mean anything (scaled to the duration). */
@@ -213,6 +216,7 @@ async function main(): Promise<number> {
   const faultRng = rng.fork('faults');
   const loadRng = rng.fork('load');
   const sinkRng = rng.fork('smtp');
+  const webhooksRng = rng.fork('webhooks');
   say(`seed ${flags.seed}, duration ${flags.durationSeconds} s, results to ${flags.out}`);
 
   // The events path needs nats-server. Without it a developer's run says it skips that part; CI
@@ -242,6 +246,7 @@ async function main(): Promise<number> {
   const children: Supervised[] = [];
   let admin: ReturnType<typeof createPool> | undefined;
   let sampler: NodeJS.Timeout | undefined;
+  let hooks: ChaosWebhooks | undefined;
   let ev: EventsChaos | undefined;
 
   const cleanup = async () => {
@@ -278,6 +283,8 @@ async function main(): Promise<number> {
       DATABASE_URL: databaseUrl,
       LOG_LEVEL: 'info',
       MAIL_FROM,
+      // The webhook receivers listen on 127.0.0.1: the API registers and the workers call them.
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     };
 
     // --- the SMTP server
@@ -331,7 +338,7 @@ async function main(): Promise<number> {
 
     // --- the workers' topics, asked while the SMTP server and the API start (each start loads
     // TypeScript through tsx: seconds apiece on a busy machine, so not one after the other)
-    const workerEnv = { ...baseEnv, ...WORKER_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, ...ev?.env };
+    const workerEnv = { ...baseEnv, ...WORKER_ENV, ...WEBHOOK_ENV, SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, ...ev?.env };
     const topicsOut = await new Promise<string>((resolve, reject) =>
       execFile(
         process.execPath,
@@ -392,7 +399,11 @@ async function main(): Promise<number> {
       runTag: String(flags.seed),
     });
     await load.setup();
-    say(`set up ${load.users.length} users and ${load.properties.length} properties`);
+    // Webhook receivers for some of the hosts (scripts/chaos/webhooks.ts), registered before any booking.
+    hooks = new ChaosWebhooks(webhooksRng);
+    await hooks.start();
+    await hooks.register(client, load.hosts());
+    say(`set up ${load.users.length} users and ${load.properties.length} properties; webhook receivers: flaky, down, slow`);
 
     const durationMs = flags.durationSeconds * 1000;
     const maxOutageMs = Math.floor(retryWindowMs() / 2);
@@ -421,6 +432,8 @@ async function main(): Promise<number> {
     const loadStart = Date.now();
     say(`load for ${flags.durationSeconds} s with ${plan.length} faults planned`);
     injector.start(plan);
+    // The "down" receiver refuses connections for a window in the middle of the load.
+    hooks.scheduleDownWindow(Math.round(durationMs * 0.3), Math.min(30_000, Math.round(durationMs * 0.2)));
     await load.run(durationMs);
     const loadEnd = Date.now();
     say(`load done: ${load.figures.bookingsCreated} bookings, ${load.figures.cancellations} cancellations; waiting for faults in progress`);
@@ -450,6 +463,16 @@ async function main(): Promise<number> {
     }
     say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
     clearInterval(sampler);
+
+    // --- webhooks: every delivery sent (bounded), then their checks
+    const webhooksDrained = await hooks.drain(admin, Date.now() + 120_000);
+    const webhookChecks = await hooks.check(admin);
+    if (hooks.figures) {
+      const f = hooks.figures;
+      say(
+        `webhooks${webhooksDrained ? '' : ' (NOT drained)'}: ${f.owed} owed to ${f.endpoints} endpoints, ${f.receivedValid} received signed; requests flaky ${f.requests.flaky}, down ${f.requests.down}, slow ${f.requests.slow}`,
+      );
+    }
 
     // --- the events path: the consumer reads to the end of the stream, then its checks
     let eventsInput: JudgeInput['events'] = null;
@@ -500,6 +523,7 @@ async function main(): Promise<number> {
       ),
       drained: drainedAt !== null,
       events: eventsInput,
+      webhooks: { checks: webhookChecks },
     });
 
     const lastFault = injector.lastFaultEndedAt;
@@ -530,6 +554,7 @@ async function main(): Promise<number> {
       events: ev
         ? { covered: true, figures: ev.figures ?? null, consumerKills: ev.consumerKills }
         : { covered: false, skipped: NATS_INSTALL_HINT },
+      webhooks: hooks.figures ?? null,
       checks: verdict.checks,
       minimums: verdict.minimums,
       figures: {
@@ -587,6 +612,7 @@ async function main(): Promise<number> {
   } finally {
     // Whatever happened above: nats-server and the consumer are never left running.
     await ev?.stop().catch(() => {});
+    await hooks?.stop().catch(() => {});
   }
 }
 

@@ -45,6 +45,16 @@ export const EVENT_CHECKS = {
   deadLetters: 'events: no consumer dead letters (every event of the run is one the ledger can apply)',
 } as const;
 
+/**
+ * The webhooks' checks (scripts/chaos/webhooks.ts makes them after the drain). Always part of the
+ * run: every one of them must be in the final list.
+ */
+export const WEBHOOK_CHECKS = {
+  owed: 'webhooks: every booking event owed to every subscribed endpoint arrived at least once, with a valid signature',
+  notOwed: 'webhooks: nothing arrived that was not owed, and every signature verified',
+  settled: 'webhooks: no delivery left pending or failed',
+} as const;
+
 export interface CheckResult {
   name: string;
   ok: boolean;
@@ -139,6 +149,8 @@ export interface JudgeInput {
    * did not run (nats-server missing outside CI), so neither its checks nor its faults are required.
    */
   events: { checks: CheckResult[] } | null;
+  /** The webhooks' checks (scripts/chaos/webhooks.ts), made after the drain. */
+  webhooks: { checks: CheckResult[] };
 }
 
 export interface MailFigures {
@@ -504,6 +516,13 @@ export function judge(input: JudgeInput): Verdict {
     const made = new Set(input.events.checks.map((c) => c.name));
     for (const name of Object.values(EVENT_CHECKS)) if (!made.has(name)) checks.push(result(name, ['this check was not made']));
     checks.push(...input.events.checks);
+  }
+
+  // --- 12. Webhooks: each of their checks (WEBHOOK_CHECKS) is in the final list.
+  {
+    const made = new Set(input.webhooks.checks.map((c) => c.name));
+    for (const name of Object.values(WEBHOOK_CHECKS)) if (!made.has(name)) checks.push(result(name, ['this check was not made']));
+    checks.push(...input.webhooks.checks);
   }
 
   const byTopicStatus: Record<string, number> = {};

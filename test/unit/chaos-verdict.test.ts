@@ -3,6 +3,7 @@ import { emailMessageId } from '../../src/mail/mailer.ts';
 import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
 import {
   EVENT_CHECKS,
+  WEBHOOK_CHECKS,
   EVENT_FAULT_KINDS,
   expectedMessageId,
   FAULT_KINDS,
@@ -128,6 +129,7 @@ function goodRun(): JudgeInput {
     unplannedExits: [],
     drained: true,
     events: { checks: Object.values(EVENT_CHECKS).map((name) => ({ name, ok: true, violations: [], violationCount: 0 })) },
+    webhooks: { checks: Object.values(WEBHOOK_CHECKS).map((name) => ({ name, ok: true, violations: [], violationCount: 0 })) },
   };
 }
 
@@ -309,6 +311,27 @@ describe('the chaos verdict', () => {
     const without = minimums(600, planned, false);
     expect(EVENT_FAULT_KINDS.map((k) => without.faults[k])).toEqual([0, 0]);
     expect(without.faults['worker-kill']).toBe(30);
+  });
+});
+
+describe('the chaos verdict: webhooks', () => {
+  it('fails when a webhooks check is broken, and only that check is', () => {
+    for (const name of Object.values(WEBHOOK_CHECKS)) {
+      const run = goodRun();
+      run.webhooks = {
+        checks: run.webhooks.checks.map((c) =>
+          c.name === name ? { ...c, ok: false, violations: ['never arrived: e1 booking.created b1'], violationCount: 1 } : c,
+        ),
+      };
+      expect(judge(run).ok, name).toBe(false);
+      expect(broken(run), name).toEqual([name]);
+    }
+  });
+
+  it('fails when a webhooks check was not made', () => {
+    const run = { ...goodRun(), webhooks: { checks: [] } };
+    expect(broken(run)).toEqual(Object.values(WEBHOOK_CHECKS));
+    expect(judge(run).checks.find((c) => c.name === WEBHOOK_CHECKS.owed)!.violations).toEqual(['this check was not made']);
   });
 });
 

@@ -1,0 +1,266 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ApiClient } from './client.ts';
+import type { User } from './load.ts';
+import type { Rng } from './rng.ts';
+import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './verdict.ts';
+
+/*
+ * The webhooks part of the chaos run: three receivers of hosts' endpoints, each misbehaving its own
+ * way while the workers are killed and PostgreSQL restarts —
+ *   flaky  answers 500 to a share of requests (seeded);
+ *   down   refuses connections for a window in the middle of the load;
+ *   slow   answers after 0.3–2.5 s, and now and then after longer than WEBHOOK_TIMEOUT_MS;
+ * and, after the drain, three checks (names in verdict.ts WEBHOOK_CHECKS):
+ *   owed      every booking event owed to every subscribed endpoint (its host's bookings made
+ *             and cancelled, from the bookings table) arrived at least once with a valid signature
+ *   not owed  nothing arrived that was not owed, and no signature failed to verify
+ *   settled   no delivery is left pending or failed: the schedule delivered everything
+ */
+
+/** The worker's webhook settings for the run: a short schedule, so every retry fits in the drain. */
+export const WEBHOOK_ENV = {
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+  WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.5,1,2,4,4,4,4,4,4,4',
+  WEBHOOK_TIMEOUT_MS: '3000',
+  WEBHOOK_CONNECT_TIMEOUT_MS: '1000',
+};
+
+type Behaviour = 'flaky' | 'down' | 'slow';
+
+interface Receipt {
+  endpointId: string;
+  webhookId: string;
+  type: string;
+  bookingId: string | null;
+  valid: boolean;
+}
+
+interface Endpoint {
+  id: string;
+  secret: string;
+  behaviour: Behaviour;
+  hostEmail: string;
+}
+
+class Receiver {
+  readonly receipts: Receipt[] = [];
+  private server: http.Server | undefined;
+  private port = 0;
+  private readonly endpoints = new Map<string, Endpoint>(); // path → endpoint
+  private readonly open = new Set<http.ServerResponse>();
+  requests = 0;
+
+  constructor(
+    readonly behaviour: Behaviour,
+    private readonly rng: Rng,
+  ) {}
+
+  get baseUrl() {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  add(path: string, e: Endpoint) {
+    this.endpoints.set(path, e);
+  }
+
+  async listen(): Promise<void> {
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => void this.handle(req, res, Buffer.concat(chunks).toString('utf8')));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    this.port = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  /** Stops accepting connections (the "down" window); requests in flight are cut. */
+  async close(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (!s) return;
+    for (const r of this.open) r.destroy();
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse, body: string) {
+    this.requests++;
+    const endpoint = this.endpoints.get(req.url ?? '');
+    if (!endpoint) {
+      res.writeHead(404).end();
+      return;
+    }
+    let valid = true;
+    let parsed: { type?: string; data?: { bookingId?: string } } = {};
+    try {
+      parsed = new Webhook(endpoint.secret).verify(body, req.headers as Record<string, string>) as typeof parsed;
+    } catch {
+      valid = false;
+      try {
+        parsed = JSON.parse(body) as typeof parsed;
+      } catch {
+        /* not JSON */
+      }
+    }
+    const answer = this.answer();
+    this.open.add(res);
+    if (answer.delayMs > 0) await sleep(answer.delayMs);
+    this.open.delete(res);
+    if (res.destroyed) return;
+    // Recorded as received only when answered 2xx: what a real receiver would have processed.
+    if (answer.status < 300) {
+      this.receipts.push({
+        endpointId: endpoint.id,
+        webhookId: String(req.headers['webhook-id'] ?? ''),
+        type: parsed.type ?? '?',
+        bookingId: parsed.data?.bookingId ?? null,
+        valid,
+      });
+    }
+    res.writeHead(answer.status).end();
+  }
+
+  private answer(): { status: number; delayMs: number } {
+    if (this.behaviour === 'flaky') return { status: this.rng.chance(0.3) ? 500 : 204, delayMs: 0 };
+    if (this.behaviour === 'slow') {
+      return { status: 204, delayMs: this.rng.chance(0.05) ? 4_000 : Math.round(this.rng.between(300, 2_500)) };
+    }
+    return { status: 204, delayMs: 0 };
+  }
+}
+
+export interface WebhookFigures {
+  endpoints: number;
+  owed: number;
+  receivedValid: number;
+  requests: Record<Behaviour, number>;
+  downWindowSeconds: number;
+}
+
+export class ChaosWebhooks {
+  private readonly receivers: Record<Behaviour, Receiver>;
+  private readonly endpoints: Endpoint[] = [];
+  private downTimer: NodeJS.Timeout | undefined;
+  private downMs = 0;
+  figures: WebhookFigures | undefined;
+
+  constructor(rng: Rng) {
+    this.receivers = {
+      flaky: new Receiver('flaky', rng.fork('flaky')),
+      down: new Receiver('down', rng.fork('down')),
+      slow: new Receiver('slow', rng.fork('slow')),
+    };
+  }
+
+  async start(): Promise<void> {
+    await Promise.all(Object.values(this.receivers).map((r) => r.listen()));
+  }
+
+  /**
+   * Endpoints for four of the hosts: one each on the flaky, down and slow receivers, and one host
+   * with two (flaky and slow). The others have none: nothing may arrive for their bookings.
+   */
+  async register(api: ApiClient, hosts: User[]): Promise<void> {
+    const plan: [number, Behaviour][] = [
+      [0, 'flaky'],
+      [1, 'down'],
+      [2, 'slow'],
+      [3, 'flaky'],
+      [3, 'slow'],
+    ];
+    for (const [i, behaviour] of plan) {
+      const host = hosts[i];
+      if (!host) continue;
+      const receiver = this.receivers[behaviour];
+      const path = `/hooks/${this.endpoints.length}`;
+      const res = await api.call('POST', '/webhooks/endpoints', {
+        token: host.token,
+        body: { url: `${receiver.baseUrl}${path}`, description: `chaos ${behaviour}` },
+        route: 'POST /webhooks/endpoints',
+      });
+      if (res.status !== 201) throw new Error(`register webhook endpoint: ${res.status} ${JSON.stringify(res.body)}`);
+      const e = { id: res.body.id as string, secret: res.body.secret as string, behaviour, hostEmail: host.email };
+      receiver.add(path, e);
+      this.endpoints.push(e);
+    }
+  }
+
+  /** The "down" receiver refuses connections from `afterMs` for `forMs`. */
+  scheduleDownWindow(afterMs: number, forMs: number): void {
+    this.downMs = forMs;
+    this.downTimer = setTimeout(() => {
+      void this.receivers.down.close().then(() => {
+        this.downTimer = setTimeout(() => void this.receivers.down.listen(), forMs);
+      });
+    }, afterMs);
+  }
+
+  /** Waits (bounded) until no delivery is pending. */
+  async drain(db: pg.Pool, deadline: number): Promise<boolean> {
+    while (Date.now() < deadline) {
+      try {
+        const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'pending'`);
+        if (rows[0]!.n === 0) return true;
+      } catch {
+        /* PostgreSQL restarting */
+      }
+      await sleep(250);
+    }
+    return false;
+  }
+
+  async check(db: pg.Pool): Promise<CheckResult[]> {
+    // What is owed, from the bookings table: an endpoint gets the events that happened after it
+    // was registered (a booking's creation and cancellation each commit with their event, at the
+    // time the table records; the load's set-up books a few before the endpoints exist).
+    const { rows } = await db.query<{ endpoint_id: string; booking_id: string; created: boolean; cancelled: boolean }>(`
+      select e.public_id as endpoint_id, b.public_id as booking_id,
+             b.created_at >= e.created_at as created,
+             b.status = 'cancelled' and b.cancelled_at >= e.created_at as cancelled
+        from webhook_endpoints e
+        join properties p on p.host_id = e.host_id
+        join bookings b on b.property_id = p.id`);
+    const owed = new Set<string>();
+    for (const r of rows) {
+      if (r.created) owed.add(`${r.endpoint_id} booking.created ${r.booking_id}`);
+      if (r.cancelled) owed.add(`${r.endpoint_id} booking.cancelled ${r.booking_id}`);
+    }
+    const receipts = Object.values(this.receivers).flatMap((r) => r.receipts);
+    const got = new Set(receipts.filter((r) => r.valid).map((r) => `${r.endpointId} ${r.type} ${r.bookingId}`));
+
+    const missing = [...owed].filter((k) => !got.has(k)).map((k) => `never arrived: ${k}`);
+    const unowed = [
+      ...receipts.filter((r) => !r.valid).map((r) => `signature did not verify: ${r.endpointId} ${r.type} ${r.bookingId} (${r.webhookId})`),
+      ...[...got].filter((k) => !owed.has(k)).map((k) => `not owed: ${k}`),
+    ];
+    const { rows: left } = await db.query<{ status: string; n: number }>(
+      `select status, count(*)::int as n from webhook_deliveries where status <> 'succeeded' group by status`,
+    );
+    const unsettled = left.map((l) => `${l.n} deliveries ${l.status}`);
+    this.figures = {
+      endpoints: this.endpoints.length,
+      owed: owed.size,
+      receivedValid: got.size,
+      requests: { flaky: this.receivers.flaky.requests, down: this.receivers.down.requests, slow: this.receivers.slow.requests },
+      downWindowSeconds: Math.round(this.downMs / 1000),
+    };
+    return [
+      checkResult(WEBHOOK_CHECKS.owed, missing),
+      checkResult(WEBHOOK_CHECKS.notOwed, unowed),
+      checkResult(WEBHOOK_CHECKS.settled, unsettled),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.downTimer);
+    await Promise.all(Object.values(this.receivers).map((r) => r.close()));
+  }
+}
