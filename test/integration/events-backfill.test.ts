@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -11,7 +11,7 @@ import { earningsMain } from '../../src/events/earnings/main.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
-import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { readStream, skipWithoutNats, startNats, useNats } from '../helpers/nats.ts';
 
 /*
  * `npm run events:backfill` against a real nats-server: bookings made while no relay was
@@ -21,7 +21,7 @@ import { readStream, skipWithoutNats, startNats, type NatsServer } from '../help
 
 const skip = skipWithoutNats();
 const t = useTestApp();
-let nats: NatsServer;
+const nats = useNats(skip);
 let guest: Session;
 let propertyId: string;
 /** After the property was listed, before the first booking: the window starts here. */
@@ -29,7 +29,6 @@ let since: Date;
 
 beforeAll(async () => {
   if (skip) return;
-  nats = await startNats();
   const host = await signUp(t.app, 'host');
   guest = await signUp(t.app, 'guest');
   propertyId = (await listProperty(t.app, host)).id;
@@ -43,9 +42,6 @@ beforeAll(async () => {
   expect(await drain({})).toBe(0);
   // A dead letter is settled too: its event is a fact all the same.
   await t.db.db.execute(sql`update outbox set status = 'DEAD', last_error = 'test' where topic = 'booking.cancelled'`);
-});
-afterAll(async () => {
-  await nats?.destroy();
 });
 
 async function book(inDays: number): Promise<string> {

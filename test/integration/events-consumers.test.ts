@@ -1,10 +1,8 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { headers as natsHeaders, connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -12,7 +10,7 @@ import { earningsMain } from '../../src/events/earnings/main.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
-import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { eventsEnv, skipWithoutNats, useNats } from '../helpers/nats.ts';
 
 /*
  * Consumer groups and the earnings ledger against a real nats-server: bookings made through the
@@ -25,29 +23,10 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const skip = skipWithoutNats();
 const STREAM = 'EARN';
 const t = useTestApp();
-let nats: NatsServer;
+const nats = useNats(skip);
 let hosts: Session[] = [];
 
-beforeAll(async () => {
-  if (skip) return;
-  nats = await startNats();
-});
-afterAll(async () => {
-  await nats?.destroy();
-});
-
-const env = (extra: Record<string, string> = {}): Record<string, string> => ({
-  DATABASE_URL: t.db.url,
-  NATS_URL: nats.url,
-  EVENTS_STREAM: STREAM,
-  EVENTS_SUBJECT_PREFIX: 'earn',
-  EVENTS_ACK_WAIT_SECONDS: '1',
-  LOG_LEVEL: 'warn',
-  POLL_INTERVAL_MS: '50',
-  BACKOFF_JITTER: 'false',
-  MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
-  ...extra,
-});
+const env = (extra: Record<string, string> = {}) => eventsEnv(t.db.url, nats.url, STREAM, { EVENTS_ACK_WAIT_SECONDS: '1', ...extra });
 
 async function consume(argv: string[], extra: Record<string, string> = {}) {
   const out: string[] = [];

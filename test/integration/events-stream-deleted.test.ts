@@ -1,11 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { jetstream, jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
-import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, StorageType } from '@nats-io/jetstream';
+import { headers } from '@nats-io/transport-node';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ensureGroup, runGroup, type GroupOptions, type GroupRunner } from '../../src/events/consumer.ts';
@@ -14,7 +12,7 @@ import { createConsumerMetrics, serveMetrics } from '../../src/events/lag.ts';
 import { createJetStreamPublisher, type OutgoingEvent } from '../../src/events/publisher.ts';
 import { desiredStream, ensureStream } from '../../src/events/stream.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
-import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { captureLogger, waitFor } from '../helpers/worker.ts';
 
 /*
@@ -27,38 +25,19 @@ import { captureLogger, waitFor } from '../helpers/worker.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const skip = skipWithoutNats();
 const t = useTestApp();
-let nats: NatsServer;
-let nc: NatsConnection;
-let jsm: JetStreamManager;
+const nats = useNats(skip, { client: true });
 let stream = 'D';
-
-beforeAll(async () => {
-  if (skip) return;
-  nats = await startNats();
-  nc = await connect({ servers: nats.url.replace('nats://', '') });
-  jsm = await jetstreamManager(nc);
-});
-afterAll(async () => {
-  await nc?.close();
-  await nats?.destroy();
-});
 beforeEach(() => {
-  stream = `D${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a fresh stream per test
+  stream = freshStream('D');
 });
 
 const prefix = () => stream.toLowerCase();
-const env = (extra: Record<string, string> = {}): Record<string, string> => ({
-  DATABASE_URL: t.db.url,
-  NATS_URL: nats.url,
-  EVENTS_STREAM: stream,
-  EVENTS_SUBJECT_PREFIX: prefix(),
-  EVENTS_ACK_WAIT_SECONDS: '1',
-  LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn',
-  POLL_INTERVAL_MS: '50',
-  BACKOFF_JITTER: 'false',
-  MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
-  ...extra,
-});
+const env = (extra: Record<string, string> = {}) =>
+  eventsEnv(t.db.url, nats.url, stream, {
+    EVENTS_ACK_WAIT_SECONDS: '1',
+    LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn',
+    ...extra,
+  });
 const config = (extra: Record<string, string> = {}): Config => loadConfig(env(extra));
 
 const event = (n: number, topic = 'booking.created'): OutgoingEvent => ({
@@ -74,7 +53,7 @@ const event = (n: number, topic = 'booking.created'): OutgoingEvent => ({
 async function publishRaw(n: number) {
   const h = headers();
   h.set('StayHub-Topic', 'booking.created');
-  return jetstream(nc).publish(`${prefix()}.booking.created`, JSON.stringify({ n }), { msgID: `${stream}-raw-${n}`, headers: h });
+  return jetstream(nats.nc).publish(`${prefix()}.booking.created`, JSON.stringify({ n }), { msgID: `${stream}-raw-${n}`, headers: h });
 }
 
 describe.skipIf(skip)('the relay, when the stream is deleted under it', () => {
@@ -85,10 +64,10 @@ describe.skipIf(skip)('the relay, when the stream is deleted under it', () => {
     try {
       await publisher.prepare();
       await publisher.publish(event(1));
-      await jsm.streams.delete(stream);
+      await nats.jsm.streams.delete(stream);
       const result = await publisher.publish(event(2));
       expect(result).toMatchObject({ duplicate: false, seq: 1 });
-      const info = await jsm.streams.info(stream);
+      const info = await nats.jsm.streams.info(stream);
       const want = desiredStream(cfg);
       expect(info.config).toMatchObject({
         subjects: want.subjects,
@@ -108,9 +87,9 @@ describe.skipIf(skip)('the relay, when the stream is deleted under it', () => {
     const publisher = createJetStreamPublisher(cfg, pino({ level: 'silent' }));
     try {
       await publisher.prepare();
-      await jsm.streams.delete(stream);
+      await nats.jsm.streams.delete(stream);
       // Another stream takes part of our subjects: ours cannot come back, and property events have no stream.
-      await jsm.streams.add({ name: `${stream}_OTHER`, subjects: [`${prefix()}.booking.created`] });
+      await nats.jsm.streams.add({ name: `${stream}_OTHER`, subjects: [`${prefix()}.booking.created`] });
       const error = await publisher.publish(event(3, 'property.changed')).then(
         () => null,
         (e: unknown) => e as Error,
@@ -121,7 +100,7 @@ describe.skipIf(skip)('the relay, when the stream is deleted under it', () => {
       expect(error!.message).toMatch(/overlap/);
     } finally {
       await publisher.close();
-      await jsm.streams.delete(`${stream}_OTHER`).catch(() => undefined);
+      await nats.jsm.streams.delete(`${stream}_OTHER`).catch(() => undefined);
     }
   });
 });
@@ -139,7 +118,7 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
   const run = (): Promise<GroupRunner> =>
     runGroup({
       ...groupOptions(),
-      nc,
+      nc: nats.nc,
       db: t.db.db,
       log: pino({ level: 'silent' }),
       handle: async (_tx, e) => {
@@ -148,14 +127,14 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     });
 
   it('recreates its deleted durable and goes on with the next events', async () => {
-    await ensureStream(jsm, desiredStream(config()));
-    await ensureGroup(jsm, groupOptions());
+    await ensureStream(nats.jsm, desiredStream(config()));
+    await ensureGroup(nats.jsm, groupOptions());
     const runner = await run();
     try {
       await publishRaw(1);
       await waitFor(async () => applied.includes(`${stream}-raw-1`), 10_000, 'first event applied');
-      await jsm.consumers.delete(stream, 'g');
-      await waitFor(async () => (await jsm.consumers.info(stream, 'g').catch(() => null)) !== null, 15_000, 'durable recreated');
+      await nats.jsm.consumers.delete(stream, 'g');
+      await waitFor(async () => (await nats.jsm.consumers.info(stream, 'g').catch(() => null)) !== null, 15_000, 'durable recreated');
       await publishRaw(2);
       await waitFor(async () => applied.includes(`${stream}-raw-2`), 15_000, 'event after the deletion applied');
       // From the start of the stream again: the inbox skipped the event already applied.
@@ -166,15 +145,19 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
   }, 60_000);
 
   it('recreates a deleted stream as it was (the relay’s window, not its own) and its durable, and goes on', async () => {
-    await ensureStream(jsm, desiredStream(config({ EVENTS_DUPLICATE_WINDOW_SECONDS: '2778' })), { role: 'relay' });
-    await ensureGroup(jsm, groupOptions());
+    await ensureStream(nats.jsm, desiredStream(config({ EVENTS_DUPLICATE_WINDOW_SECONDS: '2778' })), { role: 'relay' });
+    await ensureGroup(nats.jsm, groupOptions());
     const runner = await run();
     try {
       await publishRaw(3);
       await waitFor(async () => applied.includes(`${stream}-raw-3`), 10_000, 'first event applied');
-      await jsm.streams.delete(stream);
-      await waitFor(async () => (await jsm.consumers.info(stream, 'g').catch(() => null)) !== null, 15_000, 'stream and durable recreated');
-      expect((await jsm.streams.info(stream)).config.duplicate_window).toBe(2778 * 1e9);
+      await nats.jsm.streams.delete(stream);
+      await waitFor(
+        async () => (await nats.jsm.consumers.info(stream, 'g').catch(() => null)) !== null,
+        15_000,
+        'stream and durable recreated',
+      );
+      expect((await nats.jsm.streams.info(stream)).config.duplicate_window).toBe(2778 * 1e9);
       await publishRaw(4);
       await waitFor(async () => applied.includes(`${stream}-raw-4`), 15_000, 'event after the deletion applied');
     } finally {
@@ -188,15 +171,15 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     try {
       // Pulling: the group runs.
       await waitFor(
-        async () => ((await jsm.consumers.info(stream, 'earnings').catch(() => null))?.num_waiting ?? 0) > 0,
+        async () => ((await nats.jsm.consumers.info(stream, 'earnings').catch(() => null))?.num_waiting ?? 0) > 0,
         30_000,
         'consumer pulling',
       );
       // Sealed: JetStream cannot unseal it, so the group cannot come back on it.
-      await jsm.streams.update(stream, { ...(await jsm.streams.info(stream)).config, sealed: true } as Parameters<
-        typeof jsm.streams.update
+      await nats.jsm.streams.update(stream, { ...(await nats.jsm.streams.info(stream)).config, sealed: true } as Parameters<
+        typeof nats.jsm.streams.update
       >[1]);
-      await jsm.consumers.delete(stream, 'earnings');
+      await nats.jsm.consumers.delete(stream, 'earnings');
       const code = await Promise.race([child.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 20_000))]);
       expect(code).toBe(1);
       expect(child.stderr()).toMatch(/earnings/);
@@ -207,9 +190,9 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
   }, 60_000);
 
   it('reports stayhub_events_group_present 1, then 0 once its durable or the stream is gone', async () => {
-    await ensureStream(jsm, desiredStream(config()));
-    await ensureGroup(jsm, groupOptions());
-    const metrics = createConsumerMetrics({ jsm, stream, db: t.db.db, group: 'g' });
+    await ensureStream(nats.jsm, desiredStream(config()));
+    await ensureGroup(nats.jsm, groupOptions());
+    const metrics = createConsumerMetrics({ jsm: nats.jsm, stream, db: t.db.db, group: 'g' });
     const server = await serveMetrics(metrics.registry, 0, '127.0.0.1');
     const scrape = async () => {
       const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
@@ -218,9 +201,9 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     };
     try {
       expect(await scrape()).toMatch(/^stayhub_events_group_present\{group="g"\} 1$/m);
-      await jsm.consumers.delete(stream, 'g');
+      await nats.jsm.consumers.delete(stream, 'g');
       expect(await scrape()).toMatch(/^stayhub_events_group_present\{group="g"\} 0$/m);
-      await jsm.streams.delete(stream);
+      await nats.jsm.streams.delete(stream);
       expect(await scrape()).toMatch(/^stayhub_events_group_present\{group="g"\} 0$/m);
     } finally {
       await server.close();
@@ -258,7 +241,7 @@ describe.skipIf(skip)('bookings, when the stream is deleted while the worker and
     try {
       await book(3);
       await waitFor(caughtUp, 30_000, 'ledger caught up before the deletion');
-      await jsm.streams.delete(stream);
+      await nats.jsm.streams.delete(stream);
       await book(3);
       await waitFor(caughtUp, 30_000, 'ledger caught up after the deletion');
       expect(await outbox()).toEqual({ DONE: expect.any(Number) });

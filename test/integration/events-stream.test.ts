@@ -1,28 +1,15 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  DiscardPolicy,
-  jetstream,
-  jetstreamManager,
-  ReplayPolicy,
-  RetentionPolicy,
-  StorageType,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
-import { connect, headers, nanos, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, ReplayPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { headers, nanos } from '@nats-io/transport-node';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ensureGroup, GroupConfigError, runGroup, type GroupOptions } from '../../src/events/consumer.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { desiredStream, duplicateWindowSeconds, ensureStream, outboxRetrySpanSeconds, StreamConfigError } from '../../src/events/stream.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readStream, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
 
 /*
@@ -32,47 +19,18 @@ import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
  */
 
 const skip = skipWithoutNats();
-let tdb: TestDatabase;
-let nats: NatsServer;
-let nc: NatsConnection;
-let jsm: JetStreamManager;
+const tdb = useTestDatabase('evstream', { truncate: 'outbox' });
+const nats = useNats(skip, { client: true });
 let stream = 'S';
-
-beforeAll(async () => {
-  if (skip) return;
-  tdb = await createTestDatabase('evstream');
-  nats = await startNats();
-  nc = await connect({ servers: nats.url.replace('nats://', '') });
-  jsm = await jetstreamManager(nc);
-});
-afterAll(async () => {
-  await nc?.close();
-  await nats?.destroy();
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  if (skip) return;
-  await tdb.db.execute(sql`truncate outbox`);
-  stream = `S${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a fresh stream per test
+beforeEach(() => {
+  stream = freshStream('S');
 });
 
-function env(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    DATABASE_URL: tdb.url,
-    NATS_URL: nats.url,
-    EVENTS_STREAM: stream,
-    EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
-    LOG_LEVEL: 'warn',
-    BACKOFF_JITTER: 'false',
-    POLL_INTERVAL_MS: '50',
-    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
-    ...extra,
-  };
-}
+const env = (extra: Record<string, string> = {}) => eventsEnv(tdb.url, nats.url, stream, extra);
 const config = (extra: Record<string, string> = {}): Config => loadConfig(env(extra));
 
 async function publish(subject: string, n: number, body: (i: number) => unknown = (i) => ({ i })) {
-  const js = jetstream(nc);
+  const js = jetstream(nats.nc);
   for (let i = 0; i < n; i++) {
     const h = headers();
     h.set('StayHub-Topic', 'booking.created');
@@ -83,7 +41,7 @@ async function publish(subject: string, n: number, body: (i: number) => unknown 
 describe.skipIf(skip)('events stream settings', () => {
   it('brings back in place every stream limit that would drop events, and the stream then keeps them all', async () => {
     const want = desiredStream(config());
-    await jsm.streams.add({
+    await nats.jsm.streams.add({
       ...want,
       max_msgs: 2,
       max_bytes: 4096,
@@ -96,8 +54,8 @@ describe.skipIf(skip)('events stream settings', () => {
       duplicate_window: nanos(30_000),
     });
     // As the relay: subjects, max age and the duplicate window are its settings (see below).
-    await ensureStream(jsm, want, { role: 'relay' });
-    const info = await jsm.streams.info(stream);
+    await ensureStream(nats.jsm, want, { role: 'relay' });
+    const info = await nats.jsm.streams.info(stream);
     expect(info.config).toMatchObject({
       subjects: want.subjects,
       max_msgs: -1,
@@ -111,11 +69,11 @@ describe.skipIf(skip)('events stream settings', () => {
     expect(info.config.discard_new_per_subject ?? false).toBe(false);
     // Three events on one subject, one bigger than 64 bytes: all kept.
     await publish(`${stream.toLowerCase()}.booking.created`, 3, (i) => ({ i, pad: 'x'.repeat(100) }));
-    expect((await jsm.streams.info(stream)).state.messages).toBe(3);
+    expect((await nats.jsm.streams.info(stream)).state.messages).toBe(3);
   });
 
   it('the worker says ready only once the stream keeps every event: max_msgs_per_subject=1 set by hand is undone', async () => {
-    await jsm.streams.add({ ...desiredStream(config()), max_msgs_per_subject: 1 });
+    await nats.jsm.streams.add({ ...desiredStream(config()), max_msgs_per_subject: 1 });
     await insertMessages(tdb.db, [
       { topic: 'booking.created', key: 'k-1', payload: bookingPayload() },
       { topic: 'booking.created', key: 'k-2', payload: bookingPayload() },
@@ -129,8 +87,8 @@ describe.skipIf(skip)('events stream settings', () => {
 
   it('refuses to start naming every stream setting JetStream cannot change in place, and changes nothing', async () => {
     const want = desiredStream(config());
-    await jsm.streams.add({ ...want, storage: StorageType.Memory, retention: RetentionPolicy.Workqueue, max_msgs_per_subject: 1 });
-    const error = await ensureStream(jsm, want).then(
+    await nats.jsm.streams.add({ ...want, storage: StorageType.Memory, retention: RetentionPolicy.Workqueue, max_msgs_per_subject: 1 });
+    const error = await ensureStream(nats.jsm, want).then(
       () => null,
       (e: unknown) => e,
     );
@@ -143,7 +101,7 @@ describe.skipIf(skip)('events stream settings', () => {
     expect(message).toContain('max_msgs_per_subject: have 1, want -1');
     expect(message).toMatch(/nats stream rm /);
     // Nothing half-done: the fixable difference is still there.
-    expect((await jsm.streams.info(stream)).config.max_msgs_per_subject).toBe(1);
+    expect((await nats.jsm.streams.info(stream)).config.max_msgs_per_subject).toBe(1);
 
     // The worker says the same, with exit code 2.
     const err: string[] = [];
@@ -154,12 +112,12 @@ describe.skipIf(skip)('events stream settings', () => {
 
   it('refuses a sealed stream (it takes no more events and cannot be unsealed)', async () => {
     const want = desiredStream(config());
-    await jsm.streams.add(want);
+    await nats.jsm.streams.add(want);
     // Not in the client's update type: sealing is one-way.
-    await jsm.streams.update(stream, { ...(await jsm.streams.info(stream)).config, sealed: true } as Parameters<
-      typeof jsm.streams.update
+    await nats.jsm.streams.update(stream, { ...(await nats.jsm.streams.info(stream)).config, sealed: true } as Parameters<
+      typeof nats.jsm.streams.update
     >[1]);
-    await expect(ensureStream(jsm, want)).rejects.toThrow(/sealed: have true, want false \(cannot change in place\)/);
+    await expect(ensureStream(nats.jsm, want)).rejects.toThrow(/sealed: have true, want false \(cannot change in place\)/);
   });
 });
 
@@ -175,8 +133,8 @@ describe.skipIf(skip)('events consumer group settings', () => {
   });
 
   it('brings back max_deliver and every other setting that drops or stalls events, so a failing event reaches its dead letter', async () => {
-    await ensureStream(jsm, desiredStream(config()));
-    await jsm.consumers.add(stream, {
+    await ensureStream(nats.jsm, desiredStream(config()));
+    await nats.jsm.consumers.add(stream, {
       durable_name: 'g',
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
@@ -192,8 +150,8 @@ describe.skipIf(skip)('events consumer group settings', () => {
       inactive_threshold: nanos(3600_000),
     });
     const o = groupOptions();
-    await ensureGroup(jsm, o);
-    const c = (await jsm.consumers.info(stream, 'g')).config;
+    await ensureGroup(nats.jsm, o);
+    const c = (await nats.jsm.consumers.info(stream, 'g')).config;
     expect(c).toMatchObject({ max_deliver: -1, ack_wait: nanos(1000), filter_subject: o.filterSubject, max_ack_pending: 1000 });
     expect(c.headers_only ?? false).toBe(false);
     expect(c.max_batch ?? 0).toBe(0);
@@ -203,7 +161,7 @@ describe.skipIf(skip)('events consumer group settings', () => {
     await publish(`${stream.toLowerCase()}.booking.created`, 1);
     const runner = await runGroup({
       ...o,
-      nc,
+      nc: nats.nc,
       db: tdb.db,
       log: pino({ level: 'silent' }),
       handle: async () => {
@@ -227,15 +185,15 @@ describe.skipIf(skip)('events consumer group settings', () => {
   }, 60_000);
 
   it('refuses to start naming every group setting JetStream cannot change in place', async () => {
-    await ensureStream(jsm, desiredStream(config()));
-    await jsm.consumers.add(stream, {
+    await ensureStream(nats.jsm, desiredStream(config()));
+    await nats.jsm.consumers.add(stream, {
       durable_name: 'g',
       ack_policy: AckPolicy.All,
       deliver_policy: DeliverPolicy.New,
       replay_policy: ReplayPolicy.Original,
       max_deliver: 2,
     });
-    const error = await ensureGroup(jsm, groupOptions()).then(
+    const error = await ensureGroup(nats.jsm, groupOptions()).then(
       () => null,
       (e: unknown) => e,
     );
@@ -249,13 +207,13 @@ describe.skipIf(skip)('events consumer group settings', () => {
     expect(message).toContain('max_deliver: have 2, want -1');
     expect(message).toMatch(/--replay/);
     // Nothing half-done.
-    expect((await jsm.consumers.info(stream, 'g')).config.max_deliver).toBe(2);
+    expect((await nats.jsm.consumers.info(stream, 'g')).config.max_deliver).toBe(2);
   });
 
   it('accepts a group that starts at a time or a sequence (a replay made it so), and keeps its position', async () => {
-    await ensureStream(jsm, desiredStream(config()));
+    await ensureStream(nats.jsm, desiredStream(config()));
     await publish(`${stream.toLowerCase()}.booking.created`, 3);
-    await jsm.consumers.add(stream, {
+    await nats.jsm.consumers.add(stream, {
       durable_name: 'g',
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.StartSequence,
@@ -265,13 +223,13 @@ describe.skipIf(skip)('events consumer group settings', () => {
       ack_wait: nanos(1000),
       max_ack_pending: 1000,
     });
-    const info = await ensureGroup(jsm, groupOptions());
+    const info = await ensureGroup(nats.jsm, groupOptions());
     expect(info.num_pending).toBe(2);
   });
 });
 
 describe.skipIf(skip)('the duplicate window belongs to the relay', () => {
-  const windowSeconds = async () => (await jsm.streams.info(stream)).config.duplicate_window / 1e9;
+  const windowSeconds = async () => (await nats.jsm.streams.info(stream)).config.duplicate_window / 1e9;
   const consume = async (extra: Record<string, string> = {}) => {
     const err: string[] = [];
     const code = await earningsMain({ argv: ['--until-empty'], env: env(extra), out: () => {}, err: (l) => err.push(l) });
@@ -287,9 +245,9 @@ describe.skipIf(skip)('the duplicate window belongs to the relay', () => {
     const r = await consume();
     expect(r.code, r.err.join('\n')).toBe(0);
     expect(await windowSeconds()).toBe(2778);
-    expect((await jsm.streams.info(stream)).config.max_age).toBe(30 * 24 * 3600 * 1e9);
+    expect((await nats.jsm.streams.info(stream)).config.max_age).toBe(30 * 24 * 3600 * 1e9);
     // ensureStream called as the consumer calls it, likewise.
-    await ensureStream(jsm, desiredStream(config()));
+    await ensureStream(nats.jsm, desiredStream(config()));
     expect(await windowSeconds()).toBe(2778);
   });
 
@@ -322,12 +280,15 @@ describe.skipIf(skip)('the duplicate window belongs to the relay', () => {
 
   it('a consumer still refuses a stream whose subjects do not hold its own, and fixes the limits every process wants', async () => {
     const want = desiredStream(config());
-    await jsm.streams.add({ ...want, subjects: ['elsewhere.>'], max_msgs_per_subject: 1 });
-    await expect(ensureStream(jsm, want)).rejects.toThrow(
+    await nats.jsm.streams.add({ ...want, subjects: ['elsewhere.>'], max_msgs_per_subject: 1 });
+    await expect(ensureStream(nats.jsm, want)).rejects.toThrow(
       new RegExp(`subjects: have \\[elsewhere\\.>\\], want \\[${stream.toLowerCase()}\\.>\\]`),
     );
-    await jsm.streams.update(stream, { ...(await jsm.streams.info(stream)).config, subjects: [...want.subjects!, 'elsewhere.>'] });
-    const info = await ensureStream(jsm, want);
+    await nats.jsm.streams.update(stream, {
+      ...(await nats.jsm.streams.info(stream)).config,
+      subjects: [...want.subjects!, 'elsewhere.>'],
+    });
+    const info = await ensureStream(nats.jsm, want);
     expect(info.config.max_msgs_per_subject).toBe(-1);
     // The relay's to change: a subject beside ours stays.
     expect(info.config.subjects).toContain('elsewhere.>');

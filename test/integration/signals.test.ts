@@ -3,9 +3,9 @@ import type { AddressInfo, Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SMTPServer } from 'smtp-server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/net/free-port.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { useTestDatabase } from '../helpers/db.ts';
 import { bookingPayload, getMessage, insertMessage, waitFor } from '../helpers/worker.ts';
 import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '../helpers/npm-run.ts';
 
@@ -18,13 +18,7 @@ import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '..
  * process npm had started is left. (`npm start`, with its PostgreSQL: test/integration/start.test.ts.)
  */
 
-let tdb: TestDatabase;
-beforeAll(async () => {
-  tdb = await createTestDatabase('signals');
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
+const tdb = useTestDatabase('signals');
 
 /** An SMTP server that holds every message's DATA for `holdMs`: a handler in flight for that long. */
 async function slowSmtp(holdMs: number) {

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
 import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { markDoneMany } from '../../src/outbox/settle.ts';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { useTestDatabase } from '../helpers/db.ts';
 import {
   captureLogger,
   getMessage,
@@ -29,16 +28,7 @@ import {
  * lock instead of skipping it fails at once instead of hanging.
  */
 
-let tdb: TestDatabase;
-beforeAll(async () => {
-  tdb = await createTestDatabase('wlease', { lockTimeoutMs: 5_000 });
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+const tdb = useTestDatabase('wlease', { lockTimeoutMs: 5_000, truncate: 'outbox' });
 
 /** A gate a handler waits on until the test opens it. */
 function gate() {

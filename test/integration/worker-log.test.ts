@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { useTestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessage, testHandler, workerConfig } from '../helpers/worker.ts';
 
 /*
@@ -10,13 +10,7 @@ import { captureLogger, insertMessage, testHandler, workerConfig } from '../help
  * progress line once a minute, which a line per message would cost a busy worker a quarter of its
  * throughput to replace.
  */
-let tdb: TestDatabase;
-beforeAll(async () => {
-  tdb = await createTestDatabase('worker_log');
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
+const tdb = useTestDatabase('worker_log');
 
 async function runOne(logEachMessage: boolean) {
   const { logger, entries } = captureLogger('info');

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
 import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
 import { createWorker, type WorkerOptions } from '../../src/outbox/runner/worker.ts';
 import type { OutcomeEvent } from '../../src/outbox/runner/outcomes.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { useTestDatabase } from '../helpers/db.ts';
 import {
   bookingPayload,
   captureLogger,
@@ -28,18 +28,9 @@ import {
  * heartbeat: test/integration/worker-lease.test.ts.
  */
 
-let tdb: TestDatabase;
-beforeAll(async () => {
-  // Two workers claim side by side here: a claim that waited for a row lock instead of skipping it
-  // fails with a lock timeout rather than hanging (test/helpers/db.ts).
-  tdb = await createTestDatabase('wretry', { lockTimeoutMs: 5_000 });
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+// Two workers claim side by side here: a claim that waited for a row lock instead of skipping it
+// fails with a lock timeout rather than hanging (test/helpers/db.ts).
+const tdb = useTestDatabase('wretry', { lockTimeoutMs: 5_000, truncate: 'outbox' });
 
 function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extra: Partial<WorkerOptions> = {}, level = 'info') {
   const { logger, entries } = captureLogger(level);
