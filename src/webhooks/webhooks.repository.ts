@@ -205,3 +205,31 @@ export async function recover(
     returning id`);
   return { requeued: requeued.rows.length, created: created.rows.length };
 }
+
+export type AdminEndpointRow = EndpointRow & {
+  host_email: string;
+  recent_failures: { deliveryId: string; eventType: string; at: string; responseStatus: number | null; error: string | null }[];
+};
+
+/**
+ * Every endpoint for the admin view, the troubled first (disabled by the system, failing, most
+ * pending), each with its last five failed attempts.
+ */
+export async function listEndpointsForAdmin(db: Db, limit: number): Promise<AdminEndpointRow[]> {
+  const { rows } = await db.execute<AdminEndpointRow>(sql`
+    select ${ENDPOINT_COLUMNS}, u.email as host_email,
+           coalesce((
+             select json_agg(f order by f.at desc) from (
+               select d.public_id as "deliveryId", ev.type as "eventType", a.attempted_at as "at",
+                      a.response_status as "responseStatus", a.error
+                 from webhook_deliveries d
+                 join webhook_attempts a on a.delivery_id = d.id
+                 join webhook_events ev on ev.id = d.event_id
+                where d.endpoint_id = e.id and (a.response_status is null or a.response_status not between 200 and 299)
+                order by a.id desc limit 5) f
+           ), '[]') as recent_failures
+      from webhook_endpoints e join users u on u.id = e.host_id
+     order by (not e.enabled and e.disabled_reason is not null) desc, e.failing_since asc nulls last, e.id desc
+     limit ${limit}`);
+  return rows;
+}

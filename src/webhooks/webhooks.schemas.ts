@@ -112,3 +112,20 @@ export const recoverResponse = z.object({
   requeued: z.number().int().describe('Failed deliveries sent again.'),
   created: z.number().int().describe('Events the endpoint had not had (it was added or subscribed later), now on their way.'),
 });
+
+export const adminEndpointListResponse = z.object({
+  items: z.array(
+    endpointResponse.extend({
+      hostEmail: z.string(),
+      recentFailures: z.array(
+        z.object({
+          deliveryId: z.string().uuid(),
+          eventType: z.string(),
+          at: z.string(),
+          responseStatus: z.number().int().nullable(),
+          error: z.string().nullable(),
+        }),
+      ),
+    }),
+  ),
+});

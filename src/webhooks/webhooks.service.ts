@@ -169,3 +169,15 @@ export async function recover(deps: WebhooksDeps, user: UserRow, id: string, sin
   const row = await ownEndpoint(deps, user, id);
   return repo.recover(deps.db, row, since);
 }
+
+/** The dashboard's Webhooks section: every host's endpoints, the troubled first, with their recent failures. */
+export async function endpointsForAdmin(deps: WebhooksDeps) {
+  const rows = await repo.listEndpointsForAdmin(deps.db, 100);
+  return {
+    items: rows.map((r) => ({
+      ...toEndpoint(r),
+      hostEmail: r.host_email,
+      recentFailures: r.recent_failures.map((f) => ({ ...f, at: iso(f.at)! })),
+    })),
+  };
+}

@@ -346,6 +346,24 @@ describe('delivery', () => {
     expect(other.statusCode).toBe(404);
   });
 
+  it("shows an admin every host's endpoints, the failing first, with their last failures", async () => {
+    const r = await receiver(() => ({ status: 503, body: 'maintenance' }));
+    const endpoint = await register(host, { url: r.url });
+    await bookingEvent();
+    startSender();
+    await waitFor(async () => (await deliveries(endpoint.id, 'failed')).length === 1, 10_000, 'a failed delivery');
+    const email = uniqueEmail('admin');
+    await createUser(t.db.db, { email, password: 'operator password 1', name: 'Ops', role: 'admin' });
+    const login = await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email, password: 'operator password 1' } });
+    const view = await t.app.inject({ method: 'GET', url: '/admin/webhooks', headers: { authorization: `Bearer ${login.json().token}` } });
+    expect(view.statusCode, view.body).toBe(200);
+    const first = view.json().items[0];
+    expect(first).toMatchObject({ id: endpoint.id, hostEmail: host.user.email, health: { state: 'failing', failedDeliveries: 1 } });
+    expect(first.recentFailures).toHaveLength(3);
+    expect(first.recentFailures[0]).toMatchObject({ eventType: 'booking.created', responseStatus: 503, error: null });
+    expect((await t.app.inject({ method: 'GET', url: '/admin/webhooks', headers: host.auth })).statusCode).toBe(403);
+  });
+
   it('counts a timeout as a failed attempt and tries again', async () => {
     const r = await receiver((n) => (n === 1 ? { hang: true } : { status: 204 }));
     const endpoint = await register(host, { url: r.url });

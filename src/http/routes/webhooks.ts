@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { idParams } from '../../properties/properties.schemas.ts';
 import {
+  adminEndpointListResponse,
   createEndpointBody,
   deliveryListResponse,
   deliveryResponse,
@@ -155,6 +156,20 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
     async (request, reply) =>
       reply.status(202).send(await service.recover(deps, currentUser(request), request.params.id, request.body.since)),
+  );
+
+  app.get(
+    '/admin/webhooks',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        ...common,
+        tags: ['admin'],
+        summary: "Every host's webhook endpoints, the troubled first, each with its health and last failures (the dashboard)",
+        response: { 200: adminEndpointListResponse, ...problems('unauthorized', 'forbidden') },
+      },
+    },
+    async () => service.endpointsForAdmin(deps),
   );
 
   app.post(
