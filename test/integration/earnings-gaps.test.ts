@@ -1,14 +1,12 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import { nanos } from '@nats-io/transport-node';
 import { backfillMain } from '../../src/events/backfill.ts';
 import { applyOnce } from '../../src/events/consumer.ts';
 import { applyEarningsEvent, ledgerDifferences, rebuildLedger } from '../../src/events/earnings/ledger.ts';
@@ -17,8 +15,8 @@ import type { ConsumedEvent } from '../../src/events/event.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { waitFor } from '../helpers/worker.ts';
 
 /*
@@ -34,38 +32,19 @@ import { waitFor } from '../helpers/worker.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const skip = skipWithoutNats();
 const t = useTestApp();
+const nats = useNats(skip, { client: true });
 const log = pino({ level: 'silent' });
-let nats: NatsServer;
-let nc: NatsConnection;
-let jsm: JetStreamManager;
 let stream = 'GAP';
-
-beforeAll(async () => {
-  if (skip) return;
-  nats = await startNats();
-  nc = await connect({ servers: nats.url.replace('nats://', '') });
-  jsm = await jetstreamManager(nc);
-});
-afterAll(async () => {
-  await nc?.close();
-  await nats?.destroy();
-});
 beforeEach(() => {
-  stream = `GAP${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a stream of the test's own
+  stream = freshStream('GAP');
 });
 
-const env = (extra: Record<string, string> = {}): Record<string, string> => ({
-  DATABASE_URL: t.db.url,
-  NATS_URL: nats.url,
-  EVENTS_STREAM: stream,
-  EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
-  EVENTS_ACK_WAIT_SECONDS: '1',
-  LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn',
-  POLL_INTERVAL_MS: '50',
-  BACKOFF_JITTER: 'false',
-  MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
-  ...extra,
-});
+const env = (extra: Record<string, string> = {}) =>
+  eventsEnv(t.db.url, nats.url, stream, {
+    EVENTS_ACK_WAIT_SECONDS: '1',
+    LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn',
+    ...extra,
+  });
 
 async function consume(group: string, argv: string[] = []) {
   const out: string[] = [];
@@ -150,9 +129,9 @@ async function ledger(group: string) {
  * until it holds none. The relay's next start sets the configured max age back.
  */
 async function ageOut() {
-  const { config } = await jsm.streams.info(stream);
-  await jsm.streams.update(stream, { ...config, max_age: nanos(1000), duplicate_window: nanos(1000) });
-  await waitFor(async () => (await jsm.streams.info(stream)).state.messages === 0, 20_000, 'the events to age out');
+  const { config } = await nats.jsm.streams.info(stream);
+  await nats.jsm.streams.update(stream, { ...config, max_age: nanos(1000), duplicate_window: nanos(1000) });
+  await waitFor(async () => (await nats.jsm.streams.info(stream)).state.messages === 0, 20_000, 'the events to age out');
 }
 
 /**
@@ -166,7 +145,7 @@ async function streamWithAgedOutEvents(group: string, host: Session) {
   await ageOut();
   const late = await book(host, 2);
   await relay();
-  const { state } = await jsm.streams.info(stream);
+  const { state } = await nats.jsm.streams.info(stream);
   expect(state.first_seq).toBeGreaterThan(1);
   expect(state.messages).toBeGreaterThan(0);
   return { early, late, firstSeq: state.first_seq, firstAt: new Date(state.first_ts).toISOString() };
@@ -313,8 +292,8 @@ describe.skipIf(skip)('the earnings ledger and events gone from the stream', () 
     await relay();
     expect((await consume(g)).code).toBe(0);
     const before = await ledger(g);
-    const { state } = await jsm.streams.info(stream);
-    expect(await jsm.streams.deleteMessage(stream, state.last_seq - 1)).toBe(true);
+    const { state } = await nats.jsm.streams.info(stream);
+    expect(await nats.jsm.streams.deleteMessage(stream, state.last_seq - 1)).toBe(true);
 
     const r = await consume(g, ['--replay']);
     expect(r.code, r.err).toBe(3);
@@ -392,9 +371,11 @@ describe.skipIf(skip)('the earnings ledger and events gone from the stream', () 
       // normal again, and the metric still says what happened.
       await waitFor(
         async () => {
-          const c = await jsm.consumers.info(stream, g);
+          const c = await nats.jsm.consumers.info(stream, g);
           return (
-            c.num_pending === 0 && c.num_ack_pending === 0 && c.delivered.stream_seq >= (await jsm.streams.info(stream)).state.first_seq
+            c.num_pending === 0 &&
+            c.num_ack_pending === 0 &&
+            c.delivered.stream_seq >= (await nats.jsm.streams.info(stream)).state.first_seq
           );
         },
         30_000,
@@ -461,13 +442,7 @@ describe('the earnings ledger counts each booking once, whichever message brings
 });
 
 describe('migration 0005 on ledgers kept before it', () => {
-  let tdb: TestDatabase;
-  beforeAll(async () => {
-    tdb = await createTestDatabase('earnings_upgrade');
-  });
-  afterAll(async () => {
-    await tdb?.drop();
-  });
+  const tdb = useTestDatabase('earnings_upgrade');
 
   it('rebuilds them from the bookings table, so a later cancellation or a pending creation counts nothing twice', async () => {
     const host = await createUser(tdb.db, { email: uniqueEmail('host'), password: 'host password 1', name: 'Hana Host', role: 'host' });
