@@ -3,6 +3,7 @@ import { errors as natsErrors, headers as natsHeaders, type NatsConnection } fro
 import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { PublishCircuit } from './circuit.ts';
 import { connectNats, describeNats } from './connection.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
@@ -102,6 +103,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> | undefined;
   let restoring: Promise<void> | undefined;
   let closed = false;
+  const circuit = new PublishCircuit(where);
 
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
@@ -120,6 +122,18 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     void nc.closed().then(() => {
       if (!closed) ready = undefined;
     });
+    // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === 'disconnect') {
+          circuit.disconnected();
+          log.warn('NATS disconnected: relayed events wait in the outbox until it is back');
+        } else if (status.type === 'reconnect') {
+          circuit.reconnected();
+          log.info('NATS reconnected: relaying again');
+        }
+      }
+    })().catch(() => undefined);
     return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }), jsm };
   };
   const connection = () => {
@@ -176,6 +190,39 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     return restoring;
   };
 
+  /** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
+  const publishOnce = async (event: OutgoingEvent): Promise<PublishResult> => {
+    const { js, jsm } = await connection();
+    const h = natsHeaders();
+    h.set(HEADERS.topic, event.topic);
+    if (event.key !== null) h.set(HEADERS.key, event.key);
+    h.set(HEADERS.outboxId, event.messageId);
+    h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
+    h.set(HEADERS.schemaVersion, String(event.schemaVersion));
+    const send = () =>
+      js.publish(event.subject, JSON.stringify(event.body), {
+        msgID: event.messageId,
+        headers: h,
+        timeout: config.EVENTS_PUBLISH_TIMEOUT_MS,
+      });
+    let ack;
+    try {
+      ack = await send();
+    } catch (err) {
+      if (!nobodyAnswered(err)) throw err;
+      await restoreStream(jsm, event.subject);
+      try {
+        ack = await send();
+      } catch (again) {
+        if (!nobodyAnswered(again)) throw again;
+        throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
+          cause: again,
+        });
+      }
+    }
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  };
+
   return {
     async prepare() {
       try {
@@ -187,35 +234,18 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       }
     },
     async publish(event) {
-      const { js, jsm } = await connection();
-      const h = natsHeaders();
-      h.set(HEADERS.topic, event.topic);
-      if (event.key !== null) h.set(HEADERS.key, event.key);
-      h.set(HEADERS.outboxId, event.messageId);
-      h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
-      h.set(HEADERS.schemaVersion, String(event.schemaVersion));
-      const send = () =>
-        js.publish(event.subject, JSON.stringify(event.body), {
-          msgID: event.messageId,
-          headers: h,
-          timeout: config.EVENTS_PUBLISH_TIMEOUT_MS,
-        });
-      let ack;
+      circuit.check();
       try {
-        ack = await send();
+        const result = await publishOnce(event);
+        circuit.succeeded();
+        return result;
       } catch (err) {
-        if (!nobodyAnswered(err)) throw err;
-        await restoreStream(jsm, event.subject);
-        try {
-          ack = await send();
-        } catch (again) {
-          if (!nobodyAnswered(again)) throw again;
-          throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
-            cause: again,
-          });
+        // A refused event (no stream, a configuration error) is not NATS being away.
+        if (!(err instanceof EventsStreamMissingError || err instanceof StreamConfigError || err instanceof JetStreamApiError)) {
+          if (circuit.failed()) log.warn({ err }, 'NATS is not taking publishes: failing relayed events at once for a while');
         }
+        throw err;
       }
-      return { seq: ack.seq, duplicate: ack.duplicate };
     },
     async close() {
       closed = true;
