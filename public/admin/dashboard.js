@@ -123,18 +123,25 @@
         (ok) => ({ ok }),
         (err) => ({ err }),
       );
-      const [stats, dead, depth, groups] = await Promise.all([
+      const webhooksRead = api('/admin/webhooks').then(
+        (ok) => ({ ok }),
+        (err) => ({ err }),
+      );
+      const [stats, dead, depth, groups, webhooks] = await Promise.all([
         api('/admin/outbox/stats'),
         api(`/admin/outbox/messages?status=DEAD&limit=${DEAD_PAGE}`),
         api('/admin/outbox/depth?minutes=60'),
         groupsRead,
+        webhooksRead,
       ]);
       if (groups.err instanceof SignedOut) throw groups.err;
+      if (webhooks.err instanceof SignedOut) throw webhooks.err;
       renderNumbers(stats);
       renderTopics(stats);
       renderDead(dead.items, stats.dead);
       renderChart(depth.points);
       renderGroups(groups);
+      renderWebhooks(webhooks);
       setStatus(`Updated ${new Date().toLocaleTimeString()}`);
     } catch (err) {
       if (err instanceof SignedOut) return showSignIn(err.message);
@@ -266,6 +273,43 @@
     if (!rows.length && stream.exists)
       rows.push(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: 'No consumer groups on the stream.' })));
     $('groups').tBodies[0].replaceChildren(...rows);
+  }
+
+  /** Each host's endpoint: its state, what waits, what failed, and the last failed attempts (GET /admin/webhooks). */
+  function renderWebhooks({ ok, err }) {
+    const failed = $('webhooks-error');
+    failed.hidden = !err;
+    if (err) {
+      failed.textContent = `Not refreshed: ${err.message}`;
+      return;
+    }
+    const items = ok.items;
+    $('webhooks-count').textContent = `(${count(items.length, 'endpoint')})`;
+    $('webhooks-empty').hidden = items.length > 0;
+    $('webhooks').hidden = items.length === 0;
+    const stateText = (e) =>
+      e.health.state === 'disabled'
+        ? `disabled${e.disabledReason ? `: ${e.disabledReason}` : ' by its host'}`
+        : e.health.state === 'failing'
+          ? `failing since ${when(e.health.failingSince)}`
+          : e.health.state;
+    const failure = (f) =>
+      `${new Date(f.at).toLocaleTimeString()} ${f.eventType}: ${f.responseStatus === null ? f.error : `HTTP ${f.responseStatus}`}`;
+    const rows = items.map((e) => {
+      const oldest = e.health.oldestPendingAt ? Math.round((Date.now() - Date.parse(e.health.oldestPendingAt)) / 1000) : null;
+      const bad = e.health.state === 'failing' || (e.health.state === 'disabled' && e.disabledReason);
+      return el(
+        'tr',
+        { 'data-endpoint': e.id, class: bad ? 'webhook-bad' : '' },
+        el('td', {}, el('span', { class: 'mono', text: e.url }), el('br'), el('span', { class: 'muted', text: e.hostEmail })),
+        el('td', { class: bad ? 'bad' : '', text: stateText(e) }),
+        el('td', { class: 'num', text: fmt(e.health.pendingDeliveries) }),
+        el('td', { class: 'num', text: oldest === null ? '—' : age(Math.max(0, oldest)) }),
+        el('td', { class: e.health.failedDeliveries > 0 ? 'num bad' : 'num', text: fmt(e.health.failedDeliveries) }),
+        el('td', { class: 'small-text', text: e.recentFailures.length ? e.recentFailures.slice(0, 3).map(failure).join(' · ') : '—' }),
+      );
+    });
+    $('webhooks').tBodies[0].replaceChildren(...rows);
   }
 
   function renderDead(items, total) {

@@ -210,7 +210,7 @@ describe('the outbox dashboard in Chromium', () => {
     expect(worker.code, worker.output).toBe(0);
     const { rows: delivered } = await db.pool.query(`select status, handlers_done from outbox where public_id = $1`, [deadBooking]);
     expect(delivered[0].status).toBe('DONE');
-    expect(delivered[0].handlers_done.sort()).toEqual(['email.guest-confirmation', 'email.host-new-booking']);
+    expect(delivered[0].handlers_done.sort()).toEqual(['email.guest-confirmation', 'email.host-new-booking', 'webhooks.booking-created']);
     // Only the handler that had failed ran again: one email, to the host.
     const mails = readdirSync(mailDir).filter((f) => f.endsWith('.eml'));
     expect(mails).toHaveLength(1);
