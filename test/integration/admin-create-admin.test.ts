@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { uniqueEmail, useTestApp } from '../helpers/app.ts';
+import { runScript } from '../helpers/npm-run.ts';
 
 /*
  * `npm run create-admin` as a real process against a real database: the password comes from
@@ -9,25 +9,8 @@ import { uniqueEmail, useTestApp } from '../helpers/app.ts';
 
 const t = useTestApp();
 
-function createAdmin(
-  args: string[],
-  stdin: string,
-  databaseUrl = t.db.url,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/create-admin.ts', ...args], {
-      env: { ...process.env, DATABASE_URL: databaseUrl },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
-}
+const createAdmin = (args: string[], stdin: string, databaseUrl = t.db.url) =>
+  runScript('scripts/create-admin.ts', args, { ...process.env, DATABASE_URL: databaseUrl }, stdin);
 
 describe('npm run create-admin', () => {
   it('creates an admin who signs in like everyone else and reaches the admin API', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import { book, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 
 const t = useTestApp();
 
@@ -8,12 +8,7 @@ describe('smoke', () => {
     const host = await signUp(t.app, 'host');
     const guest = await signUp(t.app, 'guest');
     const property = await listProperty(t.app, host);
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/bookings',
-      headers: guest.auth,
-      payload: { propertyId: property.id, checkIn: daysFromNow(10), checkOut: daysFromNow(13), guests: 2 },
-    });
+    const res = await book(t.app, guest, { propertyId: property.id, inDays: 10, nights: 3, guests: 2 });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().price).toEqual({
       currency: 'EUR',

@@ -4,7 +4,7 @@ import type pgTypes from 'pg';
 import { createDatabase, createPool, type Database } from '../../src/db/client.ts';
 import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { buildTestApp, daysFromNow, listProperty, signUp, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, book, listProperty, signUp, type TestApp } from '../helpers/app.ts';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import {
@@ -125,12 +125,7 @@ describe('database outage → 503, never 500 (chaos: a Postgres restart gave cli
       const host = await signUp(t.app, 'host');
       const guest = await signUp(t.app, 'guest');
       const property = await listProperty(t.app, host);
-      const booked = await t.app.inject({
-        method: 'POST',
-        url: '/bookings',
-        headers: guest.auth,
-        payload: { propertyId: property.id, checkIn: daysFromNow(5), checkOut: daysFromNow(7), guests: 1 },
-      });
+      const booked = await book(t.app, guest, { propertyId: property.id, inDays: 5, nights: 2 });
       expect(booked.statusCode).toBe(201);
       const bookingId = booked.json().id as string;
 

@@ -12,6 +12,7 @@ import { portOpen } from '../../src/net/port-open.ts';
 import { CLAIM_STATEMENT } from '../../src/outbox/claim.ts';
 import { CLAIM_SESSION_SETTINGS, ClaimConnection, ClaimSettingsError } from '../../src/outbox/claim-connection.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { stopChildren } from '../helpers/npm-run.ts';
 import { skipWithout } from '../helpers/tools.ts';
 import { insertMessages } from '../helpers/worker.ts';
 
@@ -34,12 +35,7 @@ beforeAll(async () => {
   tdb = await createTestDatabase('bouncer');
 });
 afterAll(async () => {
-  for (const b of bouncers) {
-    if (b.exitCode !== null) continue;
-    const exited = new Promise((r) => b.once('exit', r));
-    b.kill('SIGTERM');
-    await exited;
-  }
+  await stopChildren(bouncers);
   await tdb?.drop();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });

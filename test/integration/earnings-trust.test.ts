@@ -12,7 +12,7 @@ import { applyEarningsEvent } from '../../src/events/earnings/ledger.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import type { ConsumedEvent } from '../../src/events/event.ts';
 import { PermanentError } from '../../src/errors.ts';
-import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
+import { book, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
 import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
 
 /*
@@ -35,12 +35,7 @@ beforeAll(async () => {
   [host, otherHost, guest] = await Promise.all([signUp(t.app, 'host'), signUp(t.app, 'host'), signUp(t.app, 'guest')]);
   const p = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 12_300 });
   otherPropertyId = (await listProperty(t.app, otherHost, { currency: 'EUR' })).id;
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/bookings',
-    headers: guest.auth,
-    payload: { propertyId: p.id, checkIn: daysFromNow(20), checkOut: daysFromNow(23), guests: 2 },
-  });
+  const res = await book(t.app, guest, { propertyId: p.id, inDays: 20, nights: 3, guests: 2 });
   expect(res.statusCode).toBe(201);
   const b = res.json();
   created = { bookingId: b.id, propertyId: p.id, total: b.price.total, currency: b.price.currency };
@@ -120,12 +115,7 @@ describe('the earnings handler checks each event against the bookings table', ()
   it('applies a cancellation once the booking is cancelled, and the creation read after it still matches', async () => {
     const group = `cancel-${randomUUID().slice(0, 8)}`;
     const p = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 7_700 });
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/bookings',
-      headers: guest.auth,
-      payload: { propertyId: p.id, checkIn: daysFromNow(40), checkOut: daysFromNow(42), guests: 1 },
-    });
+    const res = await book(t.app, guest, { propertyId: p.id, inDays: 40, nights: 2 });
     const b = res.json();
     expect((await t.app.inject({ method: 'POST', url: `/bookings/${b.id}/cancel`, headers: guest.auth })).statusCode).toBe(200);
     const body = { bookingId: b.id, propertyId: p.id, total: b.price.total, currency: 'EUR' };

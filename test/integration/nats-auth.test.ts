@@ -14,8 +14,9 @@ import { createEventsMonitor } from '../../src/events/monitor.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
-import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
+import { book, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithoutNats } from '../helpers/nats.ts';
+import { stopChildren } from '../helpers/npm-run.ts';
 import { hasTool, recordSkip } from '../helpers/tools.ts';
 
 /*
@@ -37,12 +38,7 @@ const servers: ChildProcess[] = [];
 let port = 0;
 
 afterAll(async () => {
-  for (const s of servers) {
-    if (s.exitCode !== null) continue;
-    const exited = new Promise((r) => s.once('exit', r));
-    s.kill('SIGTERM');
-    await exited;
-  }
+  await stopChildren(servers);
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
@@ -125,12 +121,7 @@ describe.skipIf(skip)('NATS with the users of nats/nats.conf', () => {
     const host = await signUp(t.app, 'host');
     const guest = await signUp(t.app, 'guest');
     const p = await listProperty(t.app, host);
-    const booked = await t.app.inject({
-      method: 'POST',
-      url: '/bookings',
-      headers: guest.auth,
-      payload: { propertyId: p.id, checkIn: daysFromNow(30), checkOut: daysFromNow(32), guests: 1 },
-    });
+    const booked = await book(t.app, guest, { propertyId: p.id, inDays: 30, nights: 2 });
     expect(booked.statusCode).toBe(201);
 
     // The worker's relay: creates the stream and publishes, as `worker`.

@@ -1,10 +1,8 @@
-import { execFile, spawn } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_PASSWORD, DEMO_USERS, DemoAccountTakenError, seedDemo } from '../../src/demo/seed.ts';
 import { buildTestApp, uniqueEmail, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
+import { runScript } from '../helpers/npm-run.ts';
 
 /*
  * What people type into the two commands that create accounts by hand: `npm run seed` finding a
@@ -12,8 +10,6 @@ import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/d
  * or invisible characters.
  */
 
-const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '../..');
 let db: TestDatabase;
 let app: TestApp;
 
@@ -26,16 +22,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-function runSeed(args: string[] = []) {
-  const { DATABASE_URL: _d, ...env } = process.env;
-  return run(process.execPath, ['--import', 'tsx', 'scripts/seed.ts', ...args], {
-    cwd: root,
-    env: { ...env, ENV_FILE: '', DATABASE_URL: db.url, LOG_LEVEL: 'warn' },
-  }).then(
-    (r) => ({ code: 0, ...r }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  );
-}
+const runSeed = (args: string[] = []) =>
+  runScript('scripts/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
 
 const register = (email: string, role: 'guest' | 'host', password: string) =>
   app.app.inject({ method: 'POST', url: '/auth/register', payload: { email, password, name: 'Early bird', role } });
@@ -78,22 +66,8 @@ describe('npm run seed and demo addresses registered before it', () => {
   });
 });
 
-function createAdmin(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/create-admin.ts', ...args], {
-      cwd: root,
-      env: { ...process.env, ENV_FILE: '', DATABASE_URL: db.url },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
-}
+const createAdmin = (args: string[], stdin: string) =>
+  runScript('scripts/create-admin.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url }, stdin);
 
 describe('npm run create-admin and the name', () => {
   it.each([

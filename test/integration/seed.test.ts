@@ -1,8 +1,6 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DEMO_BOOKINGS,
@@ -19,14 +17,13 @@ import { createUser } from '../../src/users/auth.service.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { buildTestApp, signUp, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase, tableCounts, type TestDatabase } from '../helpers/db.ts';
+import { runScript } from '../helpers/npm-run.ts';
 
 /*
  * `npm run seed`: demo data through the service layer (so the outbox carries its events), twice
  * gives the same database as once, and a database with somebody else's data is left alone.
  */
 
-const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '../..');
 const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-seed-mail-'));
 let db: TestDatabase;
 let other: TestDatabase;
@@ -50,16 +47,8 @@ async function outboxByTopic(d: TestDatabase) {
   return Object.fromEntries(rows.map((r) => [r.topic, r.n]));
 }
 
-function runSeed(d: TestDatabase, args: string[] = []) {
-  const { DATABASE_URL: _d, ...env } = process.env;
-  return run(process.execPath, ['--import', 'tsx', 'scripts/seed.ts', ...args], {
-    cwd: root,
-    env: { ...env, ENV_FILE: '', DATABASE_URL: d.url, LOG_LEVEL: 'warn' },
-  }).then(
-    (r) => ({ code: 0, ...r }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  );
-}
+const runSeed = (d: TestDatabase, args: string[] = []) =>
+  runScript('scripts/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: d.url, LOG_LEVEL: 'warn' });
 
 describe('npm run seed', () => {
   it('creates the demo accounts, a dozen properties, bookings and one cancellation, with their outbox rows', async () => {

@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/net/free-port.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { bookAStay, httpApi, pollApi } from '../helpers/http.ts';
+import { skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, watchRun } from '../helpers/npm-run.ts';
 
 /*
@@ -19,28 +19,9 @@ import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, 
 
 const skip = skipWithoutNats();
 const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-events-'));
-let tdb: TestDatabase;
-let nats: NatsServer;
-beforeAll(async () => {
-  if (skip) return;
-  tdb = await createTestDatabase('startev');
-  nats = await startNats();
-});
-afterAll(async () => {
-  await nats?.destroy();
-  await tdb?.drop(); // fails if a child left a connection open
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
+const tdb = useTestDatabase('startev'); // its drop fails if a child left a connection open
+const nats = useNats(skip);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe.skipIf(skip)('npm start with NATS_URL', () => {
   it('runs the earnings consumer, announces it, feeds it bookings, and stops it first', async () => {
@@ -74,33 +55,12 @@ describe.skipIf(skip)('npm start with NATS_URL', () => {
       expect(isRunning(consumer!)).toBe(true);
 
       // A booking, through the API: relayed by the worker, applied by the consumer, served to its host.
-      const api = `http://127.0.0.1:${apiPort}`;
-      const post = async (url: string, body: object, token?: string) => {
-        const res = await fetch(`${api}${url}`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-          body: JSON.stringify(body),
-        });
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
-      const host = await post('/auth/register', { email: 'h@example.test', password: 'correct horse battery', name: 'H', role: 'host' });
-      const guest = await post('/auth/register', { email: 'g@example.test', password: 'correct horse battery', name: 'G', role: 'guest' });
-      const property = await post(
-        '/properties',
-        { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 },
-        host.body.token,
-      );
-      const day = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
-      const booking = await post(
-        '/bookings',
-        { propertyId: property.body.id, checkIn: day(5), checkOut: day(7), guests: 1 },
-        guest.body.token,
-      );
+      const api = httpApi(`http://127.0.0.1:${apiPort}`);
+      const { host, booking } = await bookAStay(api);
       expect(booking.status).toBe(201);
-      const earnings = await waitFor(
+      const earnings = await pollApi(
         async () => {
-          const res = await fetch(`${api}/hosts/me/earnings`, { headers: { authorization: `Bearer ${host.body.token}` } });
-          const body = (await res.json()) as { earnings: { bookings: number }[] };
+          const { body } = await api.get('/hosts/me/earnings', host.body.token);
           return body.earnings[0]?.bookings === 1 ? body.earnings : undefined;
         },
         20_000,

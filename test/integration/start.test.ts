@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/net/free-port.ts';
+import { bookAStay, httpApi, pollApi } from '../helpers/http.ts';
 import { descendants, expectAllGone, isRunning, killLeftovers, npmRun } from '../helpers/npm-run.ts';
 
 /*
@@ -16,16 +17,6 @@ import { descendants, expectAllGone, isRunning, killLeftovers, npmRun } from '..
 const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-start-'));
 chmodSync(dir, 0o755);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('npm start', () => {
   it('runs PostgreSQL, API and worker, and stops them in order when npm gets SIGTERM', async () => {
@@ -43,32 +34,17 @@ describe('npm start', () => {
     const run = npmRun(['start'], env);
     let pids: number[] = [];
     try {
-      const api = `http://127.0.0.1:${apiPort}`;
-      await waitFor(async () => ((await fetch(`${api}/health`)).ok ? true : undefined), 60_000);
-      const post = async (url: string, body: object, token?: string) => {
-        const res = await fetch(`${api}${url}`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-          body: JSON.stringify(body),
-        });
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
-      const host = await post('/auth/register', { email: 'h@example.test', password: 'correct horse battery', name: 'H', role: 'host' });
-      const guest = await post('/auth/register', { email: 'g@example.test', password: 'correct horse battery', name: 'G', role: 'guest' });
-      const property = await post(
-        '/properties',
-        { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 },
-        host.body.token,
-      );
-      const checkIn = new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10);
-      const checkOut = new Date(Date.now() + 7 * 86_400_000).toISOString().slice(0, 10);
-      const booking = await post('/bookings', { propertyId: property.body.id, checkIn, checkOut, guests: 1 }, guest.body.token);
+      const base = `http://127.0.0.1:${apiPort}`;
+      await pollApi(async () => ((await fetch(`${base}/health`)).ok ? true : undefined), 60_000, 'the API to answer /health');
+      const api = httpApi(base);
+      const { booking } = await bookAStay(api);
       expect(booking.status).toBe(201);
       // The worker (a separate process) picks the committed message up and writes both emails.
-      await waitFor(async () => {
-        const h = (await (await fetch(`${api}/health`)).json()) as { outbox: { pending: number } };
-        return h.outbox.pending === 0 ? true : undefined;
-      }, 20_000);
+      await pollApi(
+        async () => ((await api.get('/health')).body.outbox.pending === 0 ? true : undefined),
+        20_000,
+        'the outbox to be drained',
+      );
       const { readdirSync } = await import('node:fs');
       expect(readdirSync(path.join(dir, 'mail')).filter((f) => f.includes(booking.body.id))).toHaveLength(2);
 

@@ -3,9 +3,10 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { lineMatching } from '../helpers/npm-run.ts';
 import { bookingPayload, getMessages, insertMessages, waitFor } from '../helpers/worker.ts';
 
 /*
@@ -18,16 +19,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const REAL = 'src/worker/drain-outbox.ts';
 const TEST_ENTRY = 'test/helpers/worker-entry.ts';
 
-let tdb: TestDatabase;
-beforeAll(async () => {
-  tdb = await createTestDatabase('wproc');
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+const tdb = useTestDatabase('wproc', { truncate: 'outbox' });
 
 interface Proc {
   child: ChildProcess;
@@ -60,11 +52,7 @@ function startWorker(entry: string, args: string[], env: Record<string, string> 
   running.push(child);
   const lines: string[] = [];
   const stderr: string[] = [];
-  const waiters: (() => void)[] = [];
-  readline.createInterface({ input: child.stdout! }).on('line', (l) => {
-    lines.push(l);
-    waiters.splice(0).forEach((w) => w());
-  });
+  readline.createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
   readline.createInterface({ input: child.stderr! }).on('line', (l) => stderr.push(l));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
@@ -75,20 +63,11 @@ function startWorker(entry: string, args: string[], env: Record<string, string> 
     stderr,
     exit,
     // A hang guard, wide enough for a node + tsx start on a loaded two-core machine (15 s was not).
-    async waitForLine(pattern, timeoutMs = 45_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const hit = lines.find((l) => pattern.test(l));
-        if (hit) return hit;
-        if (Date.now() > until || child.exitCode !== null) {
-          throw new Error(`no line matching ${pattern}; stdout:\n${lines.join('\n')}\nstderr:\n${stderr.join('\n')}`);
-        }
-        await new Promise<void>((r) => {
-          waiters.push(r);
-          setTimeout(r, 100);
-        });
-      }
-    },
+    waitForLine: (pattern, timeoutMs = 45_000) =>
+      lineMatching(lines, pattern, timeoutMs, {
+        ended: () => child.exitCode !== null,
+        output: () => `stdout:\n${lines.join('\n')}\nstderr:\n${stderr.join('\n')}`,
+      }),
   };
 }
 
