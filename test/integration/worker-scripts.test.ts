@@ -1,52 +1,38 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { purgeCommand } from '../../scripts/outbox-purge.ts';
+import { requeueCommand } from '../../scripts/outbox-requeue.ts';
+import { statsCommand } from '../../scripts/outbox-stats.ts';
+import type { Command } from '../../src/process/run-main.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { runInProcess, runScript } from '../helpers/npm-run.ts';
 import { getMessages, insertMessages } from '../helpers/worker.ts';
 
-/* The outbox's operator scripts as real processes: stats, requeue of dead letters, purge. */
+/*
+ * The outbox's operator scripts: stats, requeue of dead letters, purge. The first requeue runs as
+ * a real process (`node --import tsx scripts/…`, as npm runs it); the other runs go through the
+ * same command in this process (runInProcess), which a node and tsx start would only make slower.
+ */
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-let tdb: TestDatabase;
-beforeAll(async () => {
-  tdb = await createTestDatabase('wscripts');
-});
-afterAll(async () => {
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox, outbox_audit`);
-});
+const tdb = useTestDatabase('wscripts', { truncate: 'outbox, outbox_audit' });
 
-async function run(script: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'info' },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const env = () => ({ ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'warn' });
+const run = (command: Command, args: string[] = []) => runInProcess(command, args, env());
 
 describe('outbox scripts', () => {
-  // Five script processes one after another (each a node + tsx start): seconds each on a busy
-  // two-core machine, so the hang guard is wider than the default.
+  // A script process (a node + tsx start) takes seconds on a busy two-core machine, so the hang
+  // guard is wider than the default.
   it('outbox:requeue puts DEAD messages back (by id, by topic, all) with attempts reset, and audits it', { timeout: 120_000 }, async () => {
     const rows = await insertMessages(tdb.db, [{ topic: 'a.dead' }, { topic: 'a.dead' }, { topic: 'b.dead' }, { topic: 'c.done' }]);
     await tdb.db.execute(sql`
       update outbox set status = case when topic = 'c.done' then 'DONE' else 'DEAD' end,
                         attempts = 8, processed_at = now(), last_error = 'h: Error: x'`);
 
-    let r = await run('scripts/outbox-requeue.ts', ['--id', rows[0]!.public_id]);
+    let r = await runScript('scripts/outbox-requeue.ts', ['--id', rows[0]!.public_id], { ...env(), LOG_LEVEL: 'info' });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
     expect(r.stdout).toContain(rows[0]!.public_id);
-    r = await run('scripts/outbox-requeue.ts', ['--topic', 'b.dead']);
+    r = await run(requeueCommand, ['--topic', 'b.dead']);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
     let after = await getMessages(
       tdb.db,
@@ -59,7 +45,7 @@ describe('outbox scripts', () => {
       ['DONE', 8],
     ]);
 
-    r = await run('scripts/outbox-requeue.ts', ['--all-dead']);
+    r = await run(requeueCommand, ['--all-dead']);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
     after = await getMessages(
       tdb.db,
@@ -72,11 +58,8 @@ describe('outbox scripts', () => {
     expect(audit.map((a) => a.affected)).toEqual([1, 1, 1]);
     expect(audit[0]!.actor).toMatch(/^cli:/);
 
-    // The usage errors touch no row: both processes at once.
-    const [noFlag, badId] = await Promise.all([
-      run('scripts/outbox-requeue.ts', []),
-      run('scripts/outbox-requeue.ts', ['--id', 'not-a-uuid']),
-    ]);
+    // The usage errors touch no row.
+    const [noFlag, badId] = await Promise.all([run(requeueCommand, []), run(requeueCommand, ['--id', 'not-a-uuid'])]);
     expect(noFlag.code).toBe(2);
     expect(noFlag.stderr).toContain('usage: npm run outbox:requeue');
     expect(badId.code).toBe(2);
@@ -87,7 +70,7 @@ describe('outbox scripts', () => {
     await tdb.db.execute(sql`update outbox set created_at = now() - interval '90 seconds' where topic = 'property.changed'`);
     await tdb.db.execute(sql`update outbox set claim_id = gen_random_uuid(), available_at = now() + interval '1 minute'
                               where id = (select min(id) from outbox)`);
-    const r = await run('scripts/outbox-stats.ts');
+    const r = await run(statsCommand);
     expect(r.code).toBe(0);
     const lines = r.stdout
       .trim()
@@ -105,7 +88,7 @@ describe('outbox scripts', () => {
       select 't', '{}'::jsonb, 'DONE', now() - interval '10 days' from generate_series(1, 1200)
       union all select 't', '{}', 'DEAD', now() - interval '10 days'
       union all select 't', '{}', 'DONE', now()`);
-    const r = await run('scripts/outbox-purge.ts', ['--days', '7']);
+    const r = await run(purgeCommand, ['--days', '7']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('deleted 1200 DONE message(s) older than 7 day(s)');
     const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox`);
