@@ -32,7 +32,7 @@ export function registerWebhookGauges(registry: Registry, opts: { db: Db; cacheM
   const oldest = gauge('stayhub_webhook_endpoint_oldest_pending_seconds', 'Age of the oldest pending delivery, by endpoint; 0 when none.');
   const failing = gauge(
     'stayhub_webhook_endpoint_failing_seconds',
-    'Time since the first failed attempt after the last success, by endpoint; 0 when the last attempt succeeded.',
+    'Time since the first failed attempt after the last success, by endpoint; 0 when the last attempt succeeded or the endpoint is disabled.',
   );
   const failed = gauge('stayhub_webhook_endpoint_failed_deliveries', 'Deliveries that failed for good and were not retried, by endpoint.');
   const enabled = gauge('stayhub_webhook_endpoint_enabled', '1 if the endpoint is enabled, 0 if disabled (by the system or its host).');

@@ -8,7 +8,7 @@ export interface EndpointStats {
   pending: number;
   /** Age of the oldest pending delivery (since it was created), 0 when none. */
   oldestPendingSeconds: number;
-  /** Since the first failure after the last success; 0 when the last attempt succeeded. */
+  /** Since the first failure after the last success; 0 when the last attempt succeeded, or the endpoint is disabled. */
   failingSeconds: number;
   failed: number;
 }
@@ -30,7 +30,8 @@ export async function webhookStats(db: Db): Promise<EndpointStats[]> {
     select e.public_id, e.enabled,
            coalesce(p.n, 0)::int as pending,
            extract(epoch from now() - p.oldest)::float8 as oldest,
-           extract(epoch from now() - e.failing_since)::float8 as failing,
+           -- A disabled endpoint is not "failing": nothing is tried, and its host has been told.
+           case when e.enabled then extract(epoch from now() - e.failing_since)::float8 end as failing,
            (select count(*)::int from webhook_deliveries f where f.endpoint_id = e.id and f.status = 'failed') as failed
       from webhook_endpoints e
       left join lateral (
