@@ -2,15 +2,15 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { loadConfig } from '../../src/config.ts';
 import { main } from '../../src/worker/drain-outbox.ts';
 import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../src/events/stream.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readStream, skipWithoutNats, slowProxy, startNats, type NatsServer } from '../helpers/nats.ts';
+import { useTestDatabase } from '../helpers/db.ts';
+import { eventsEnv, freshStream, readStream, skipWithoutNats, slowProxy, useNats } from '../helpers/nats.ts';
 import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
 
 /*
@@ -22,37 +22,14 @@ import { bookingPayload, insertMessages, waitFor } from '../helpers/worker.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const skip = skipWithoutNats();
 
-let tdb: TestDatabase;
-let nats: NatsServer;
+const tdb = useTestDatabase('evrelay', { truncate: 'outbox' });
+const nats = useNats(skip);
 let stream = 'T';
-beforeAll(async () => {
-  if (skip) return;
-  tdb = await createTestDatabase('evrelay');
-  nats = await startNats();
-});
-afterAll(async () => {
-  await nats?.destroy();
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  if (skip) return;
-  await tdb.db.execute(sql`truncate outbox`);
-  stream = `T${Math.random().toString(36).slice(2, 8).toUpperCase()}`; // a fresh stream per test
+beforeEach(() => {
+  stream = freshStream('T');
 });
 
-function env(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    DATABASE_URL: tdb.url,
-    NATS_URL: nats.url,
-    EVENTS_STREAM: stream,
-    EVENTS_SUBJECT_PREFIX: `${stream.toLowerCase()}`,
-    LOG_LEVEL: 'warn',
-    BACKOFF_JITTER: 'false',
-    POLL_INTERVAL_MS: '50',
-    MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-')),
-    ...extra,
-  };
-}
+const env = (extra: Record<string, string> = {}) => eventsEnv(tdb.url, nats.url, stream, extra);
 
 async function drain(extra: Record<string, string> = {}, argv = ['--until-empty']) {
   const out: string[] = [];
