@@ -28,6 +28,11 @@ export interface BenchParams {
   ioProcesses: number[];
   /** The backlog relayed into JetStream, and published by a bare JetStream client (the relay floor), in the relay section. */
   relayMessages: number;
+  /** Deliveries sent to a local no-op receiver in the webhooks section. */
+  webhookDeliveries: number;
+  /** The webhooks isolation figure: booking events per second, for this many seconds, alone and beside a hanging endpoint. */
+  webhookRate: number;
+  webhookSeconds: number;
   connections: number[];
   httpSeconds: number;
   /** When set, each autocannon run sends this many requests per connection instead of httpSeconds (smoke). */
@@ -74,6 +79,9 @@ export const FULL: BenchParams = {
   ioSleepMs: 20,
   ioProcesses: [1, 2, 4],
   relayMessages: 20_000,
+  webhookDeliveries: 5_000,
+  webhookRate: 100,
+  webhookSeconds: 10,
   connections: [1, 8, 32],
   httpSeconds: 8,
   burstGraphileProcesses: [1, 2],
@@ -105,6 +113,9 @@ export const SMOKE: BenchParams = {
   ioSleepMs: 20,
   ioProcesses: [1, 4],
   relayMessages: 500,
+  webhookDeliveries: 100,
+  webhookRate: 20,
+  webhookSeconds: 1,
   connections: [1, 8, 32],
   httpSeconds: 1,
   httpRequestsPerConnection: 3,
@@ -127,4 +138,4 @@ export const SMOKE: BenchParams = {
 export const DEFAULT_OUT = path.join(ROOT, 'var', 'bench');
 
 /** The sections of a run, in the order they run; --only picks some of them. */
-export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'api'] as const;
+export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api'] as const;

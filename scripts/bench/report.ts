@@ -248,6 +248,26 @@ export function renderMarkdown(r: BenchResults): string {
     } else L.push('Not measured (nats-server not installed).', '');
   }
 
+  if (r.webhooks) {
+    const w = r.webhooks;
+    L.push(
+      `## 9. Webhooks (scripts/bench/webhooks.ts)`,
+      '',
+      `${n(w.deliveries)} deliveries, written before the clock starts, sent by the worker's webhook sender (its defaults: 32 in flight, 4 per endpoint) to 8 endpoints of a local receiver that answers 204 at once; each signed, POSTed on a new connection, and its attempt recorded.`,
+      '',
+      '| Figure | Median | Runs |',
+      '|---|---:|---|',
+      `| deliveries/s to a no-op receiver | ${mm(w.throughput, 'perSecond')} | ${w.throughput.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+      `| healthy endpoint p50 / p99, alone (ms) | ${mm(w.isolation, 'aloneP50', 1)} / ${mm(w.isolation, 'aloneP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.aloneP99, 1)}`).join(', ')} (p99) |`,
+      `| healthy endpoint p50 / p99 beside an endpoint that never answers, with ${n(1000)} deliveries due (ms) | ${mm(w.isolation, 'besideP50', 1)} / ${mm(w.isolation, 'besideP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.besideP99, 1)}`).join(', ')} (p99) |`,
+      '',
+      `Latency: ${n(p.webhookRate)} booking events a second for ${n(p.webhookSeconds)} s, each recorded as the fan-out handler records it and the sender woken; clock from the record to the request's arrival at the receiver.` +
+        (w.ratioToNoopDrain === null ? '' : ` Deliveries/s over our no-op outbox drain ×1: ${x(w.ratioToNoopDrain)}.`),
+      '',
+    );
+    targetLines(L, r.targets, 'Webhooks');
+  }
+
   L.push('## How each system was run', '');
   for (const [k, s] of Object.entries(r.setup)) L.push(`- **${k}**: ${s}`);
   L.push('');

@@ -12,6 +12,7 @@ import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } 
 import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
+import { webhookIsolation, webhookThroughput } from './webhooks.ts';
 import { NATS_INSTALL_HINT, natsServerVersion, RELAY_CONCURRENCY, relayDrain, relayFloor, startNatsServer } from './relay.ts';
 import { renderMarkdown } from './report.ts';
 import { evaluateTargets } from './targets.ts';
@@ -120,6 +121,16 @@ export interface BenchResults {
     ratio: number;
   } | null;
   io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
+  /**
+   * Webhooks (webhooks.ts): deliveries/s to a local no-op receiver, as a ratio to our no-op drain
+   * ×1 when the drain section ran; a healthy endpoint's latency alone and beside a hanging one.
+   */
+  webhooks?: {
+    deliveries: number;
+    throughput: Repeated<{ perSecond: number; seconds: number }>;
+    ratioToNoopDrain: number | null;
+    isolation: Repeated<{ aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }>;
+  };
   api?: {
     byConnections: {
       connections: number;
@@ -433,6 +444,35 @@ async function main(): Promise<number> {
       const f = repeatOf(floor);
       results.relay = { messages: P.relayMessages, relay: d, floor: f, ratio: round(d.median.perSecond / f.median.perSecond, 3) };
       log(`   relay / relay floor: ${results.relay.ratio}×`);
+    });
+
+    await section('webhooks', async () => {
+      const throughput: { perSecond: number; seconds: number }[] = [];
+      const isolation: { aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }[] = [];
+      for (let r = 0; r < P.runs; r++) {
+        const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries);
+        throughput.push({ perSecond: t.perSecond, seconds: t.seconds });
+        log(`   webhooks to a no-op receiver: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints)`);
+        const i = await webhookIsolation(await freshOurs(), { rate: P.webhookRate, seconds: P.webhookSeconds });
+        isolation.push({
+          aloneP50: i.alone.p50Ms,
+          aloneP99: i.alone.p99Ms,
+          besideP50: i.besideHanging.p50Ms,
+          besideP99: i.besideHanging.p99Ms,
+          p99Ratio: i.p99Ratio,
+        });
+        log(
+          `   healthy endpoint p50/p99: alone ${i.alone.p50Ms}/${i.alone.p99Ms} ms, beside a hanging one ${i.besideHanging.p50Ms}/${i.besideHanging.p99Ms} ms (${i.p99Ratio}×)`,
+        );
+      }
+      const tp = repeatOf(throughput);
+      const noop = results.drain?.configs.ours1?.runs.median.perSecond;
+      results.webhooks = {
+        deliveries: P.webhookDeliveries,
+        throughput: tp,
+        ratioToNoopDrain: noop ? round(tp.median.perSecond / noop, 3) : null,
+        isolation: repeatOf(isolation),
+      };
     });
 
     await section('api', async () => {

@@ -41,6 +41,13 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
     add(`Drain: ours ×${n} / drain floor ×${n}`, '≥ 0.8', r.drain?.floorRatios[`ours${n}`], (v) => v >= 0.8, '×');
   }
   add('Relay into JetStream / relay floor (msg/s)', '≥ 0.8', r.relay?.ratio, (v) => v >= 0.8, '×');
+  add(
+    'Webhooks: healthy endpoint p99 beside a hanging one / alone',
+    '≤ 1.2',
+    r.webhooks ? r.webhooks.isolation.median.besideP99 / r.webhooks.isolation.median.aloneP99 : null,
+    (v) => v <= 1.2,
+    '×',
+  );
   add('API / pgbench -M prepared at 8 connections', '≥ 0.6', r.api?.prepared?.ratio ?? null, (v) => v >= 0.6, '×');
   add('Outbox cost to the booking transaction', '≤ 15 %', r.outboxCost?.costPercent ?? null, (v) => v <= 15, ' %');
   add('Claim time: 1,000,000 DONE / empty', '≤ 1.2', r.claim?.runs.median.ratio, (v) => v <= 1.2, '×');

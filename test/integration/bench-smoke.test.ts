@@ -60,7 +60,7 @@ describe('npm run bench -- --smoke', () => {
     // Traceable: the commit measured, and the load before each section (flagged above the cores).
     expect(r.code.commit).toMatch(/^[0-9a-f]{40}$/);
     expect(typeof r.code.dirty).toBe('boolean');
-    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'api']) {
+    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api']) {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
     }
 
@@ -122,6 +122,18 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y nats-server');
       expect(r.relay).toBeNull();
     }
+    // Webhooks: deliveries/s to a no-op receiver (against our no-op drain) and a healthy endpoint's
+    // latency alone and beside a hanging one, every figure measured.
+    expect(finitePositive(r.webhooks.throughput.median.perSecond)).toBe(true);
+    expect(r.webhooks.ratioToNoopDrain).toBeCloseTo(
+      r.webhooks.throughput.median.perSecond / r.drain.configs.ours1.runs.median.perSecond,
+      2,
+    );
+    for (const k of ['aloneP50', 'aloneP99', 'besideP50', 'besideP99']) {
+      expect(finitePositive(r.webhooks.isolation.median[k]), `webhooks ${k}`).toBe(true);
+    }
+    expect(r.targets.find((t: { name: string }) => t.name.startsWith('Webhooks: healthy endpoint p99')).met).not.toBeNull();
+
     expect(finitePositive(r.claim.runs.median.emptyMs)).toBe(true);
     expect(finitePositive(r.claim.runs.median.withHistoryMs)).toBe(true);
     // The plan must show the claim walking the partial index of PENDING rows.
