@@ -5,6 +5,7 @@ import type { UserRow } from '../users/users.repository.ts';
 import * as outbox from '../outbox/index.ts';
 import { outboxStats, requeueDead, type HandlerCatalogue, type RequeueResult } from '../outbox/index.ts';
 
+import { encodeCursor, publicIdOfCursor } from '../pagination.ts';
 import type {
   BulkRetryBody,
   handlerState,
@@ -69,14 +70,12 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
   };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
 const badCursor = (message: string) => new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message }]);
 
 /** Same cursor convention as GET /bookings: the last item's public id, base64url-encoded. */
 async function decodeCursor(db: Db, cursor: string): Promise<number> {
-  const publicId = Buffer.from(cursor, 'base64url').toString();
-  if (!UUID.test(publicId)) throw badCursor('invalid cursor');
+  const publicId = publicIdOfCursor(cursor);
+  if (publicId === undefined) throw badCursor('invalid cursor');
   const id = await outbox.idOf(db, publicId);
   // The cursor's message was purged (DONE rows are deleted after OUTBOX_RETENTION_DAYS).
   if (id === undefined) throw badCursor('the cursor refers to a message that no longer exists; start again');

@@ -8,6 +8,7 @@ import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
 import { claimIdempotencyKey, requestHash, storeIdempotentResponse } from './idempotency.ts';
 import { priceStay } from './pricing.ts';
+import { decodeCursor, encodeCursor } from '../pagination.ts';
 
 export const MAX_NIGHTS = 90;
 
@@ -185,17 +186,6 @@ export async function cancelBooking(deps: BookingDeps, user: UserRow, publicId: 
     );
     return toBookingResponse(updated);
   });
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
-
-function decodeCursor(cursor: string): string {
-  const publicId = Buffer.from(cursor, 'base64url').toString();
-  if (!UUID.test(publicId)) {
-    throw new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message: 'is not a cursor this endpoint returned' }]);
-  }
-  return publicId;
 }
 
 export async function listBookings(deps: BookingDeps, user: UserRow, limit: number, cursor?: string) {

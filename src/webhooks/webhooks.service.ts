@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import { decodeCursor, encodeCursor } from '../pagination.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import { AddressNotAllowedError, checkDestination } from './address-policy.ts';
 import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
@@ -74,16 +75,7 @@ async function checkUrl(deps: WebhooksDeps, url: string): Promise<void> {
   }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const encodeCursor = (publicId: string) => Buffer.from(publicId).toString('base64url');
-function decodeCursor(cursor: string | undefined): string | undefined {
-  if (cursor === undefined) return undefined;
-  const publicId = Buffer.from(cursor, 'base64url').toString();
-  if (!UUID.test(publicId)) {
-    throw new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message: 'is not a cursor this endpoint returned' }]);
-  }
-  return publicId;
-}
+const afterCursor = (cursor: string | undefined) => (cursor === undefined ? undefined : decodeCursor(cursor));
 
 function page<R extends { public_id: string }, T>(rows: R[], limit: number, map: (r: R) => T) {
   const items = rows.slice(0, limit);
@@ -111,7 +103,7 @@ export async function createEndpoint(deps: WebhooksDeps, user: UserRow, body: Cr
 }
 
 export async function listEndpoints(deps: WebhooksDeps, user: UserRow, limit: number, cursor?: string) {
-  const rows = await repo.listEndpoints(deps.db, hostScope(user), limit + 1, decodeCursor(cursor));
+  const rows = await repo.listEndpoints(deps.db, hostScope(user), limit + 1, afterCursor(cursor));
   return page(rows, limit, toEndpoint);
 }
 
@@ -152,7 +144,7 @@ export async function listDeliveries(
   q: { status?: 'pending' | 'succeeded' | 'failed'; limit: number; cursor?: string },
 ) {
   const row = await ownEndpoint(deps, user, id);
-  const rows = await repo.listDeliveries(deps.db, row.id, { status: q.status, limit: q.limit + 1, afterPublicId: decodeCursor(q.cursor) });
+  const rows = await repo.listDeliveries(deps.db, row.id, { status: q.status, limit: q.limit + 1, afterPublicId: afterCursor(q.cursor) });
   return page(rows, q.limit, toDelivery);
 }
 
