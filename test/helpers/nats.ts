@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -6,6 +7,7 @@ import path from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
+import type { ConsumedEvent } from '../../src/events/event.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { inCI, recordSkip } from './tools.ts';
@@ -148,6 +150,23 @@ export function eventsEnv(
     ...extra,
   };
 }
+
+/**
+ * An event as a consumer hands it to its effect, under a message id of its own (the inbox cannot
+ * tell two of them apart): for a test that applies events without a stream.
+ */
+export const consumedEvent = (topic: string, body: unknown): ConsumedEvent => ({
+  messageId: randomUUID(),
+  subject: `stayhub.${topic}`,
+  topic,
+  key: null,
+  occurredAt: null,
+  schemaVersion: 1,
+  streamSeq: null,
+  deliveries: 1,
+  headers: {},
+  body,
+});
 
 export interface StoredEvent {
   seq: number;

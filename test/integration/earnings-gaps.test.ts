@@ -11,12 +11,11 @@ import { backfillMain } from '../../src/events/backfill.ts';
 import { applyOnce } from '../../src/events/consumer.ts';
 import { applyEarningsEvent, ledgerDifferences, rebuildLedger } from '../../src/events/earnings/ledger.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
-import type { ConsumedEvent } from '../../src/events/event.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
 import { useTestDatabase } from '../helpers/db.ts';
-import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
+import { consumedEvent, eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { waitFor } from '../helpers/worker.ts';
 
 /*
@@ -390,22 +389,8 @@ describe.skipIf(skip)('the earnings ledger and events gone from the stream', () 
   }, 90_000);
 });
 
-/** An event as the consumer hands it over, under a message id of its own: the inbox cannot tell two of them apart. */
-const eventOf = (topic: string, body: unknown): ConsumedEvent => ({
-  messageId: randomUUID(),
-  subject: `stayhub.${topic}`,
-  topic,
-  key: null,
-  occurredAt: null,
-  schemaVersion: 1,
-  streamSeq: null,
-  deliveries: 1,
-  headers: {},
-  body,
-});
-
 describe('the earnings ledger counts each booking once, whichever message brings it', () => {
-  const apply = (g: string, topic: string, body: unknown) => applyOnce(t.db.db, g, eventOf(topic, body), applyEarningsEvent(g), log);
+  const apply = (g: string, topic: string, body: unknown) => applyOnce(t.db.db, g, consumedEvent(topic, body), applyEarningsEvent(g), log);
 
   async function booked(host: Session, cancel: boolean) {
     const [b] = await book(host, 1, cancel ? [0] : []);
@@ -482,7 +467,8 @@ describe('migration 0005 on ledgers kept before it', () => {
     // Then the events: booking 2's creation (counted by the migration), booking 0's cancellation.
     await tdb.db.execute(sql`update bookings set status = 'cancelled', cancelled_at = now() where public_id = ${ids[0]!}`);
     const body = (i: number) => ({ bookingId: ids[i]!, propertyId, total: 1000 + i, currency: 'EUR' });
-    const deliver = (topic: string, b: unknown) => applyOnce(tdb.db, 'earnings', eventOf(topic, b), applyEarningsEvent('earnings'), log);
+    const deliver = (topic: string, b: unknown) =>
+      applyOnce(tdb.db, 'earnings', consumedEvent(topic, b), applyEarningsEvent('earnings'), log);
     await deliver('booking.created', body(2));
     await deliver('booking.cancelled', { ...body(0), cancelledBy: 'guest' });
     expect(await ledgerDifferences(tdb.db, 'earnings')).toEqual([]);

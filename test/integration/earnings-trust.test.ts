@@ -10,10 +10,9 @@ import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { applyOnce } from '../../src/events/consumer.ts';
 import { applyEarningsEvent } from '../../src/events/earnings/ledger.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
-import type { ConsumedEvent } from '../../src/events/event.ts';
 import { PermanentError } from '../../src/errors.ts';
 import { book, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
-import { skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
+import { consumedEvent, skipWithoutNats, startNats, type NatsServer } from '../helpers/nats.ts';
 
 /*
  * The earnings consumer does not trust the stream: an event is applied only if the bookings table
@@ -42,21 +41,8 @@ beforeAll(async () => {
   expect(created.total).toBeGreaterThan(0);
 });
 
-const event = (topic: string, body: unknown): ConsumedEvent => ({
-  messageId: randomUUID(),
-  subject: `stayhub.${topic}`,
-  topic,
-  key: null,
-  occurredAt: null,
-  schemaVersion: 1,
-  streamSeq: null,
-  deliveries: 1,
-  headers: {},
-  body,
-});
-
 const apply = (group: string, topic: string, body: unknown) =>
-  applyOnce(t.db.db, group, event(topic, body), applyEarningsEvent(group), log);
+  applyOnce(t.db.db, group, consumedEvent(topic, body), applyEarningsEvent(group), log);
 
 async function ledgerRows(group: string) {
   const { rows } = await t.db.db.execute(sql`
