@@ -84,8 +84,8 @@ describe('drain-outbox flags and exit codes', () => {
   it('--list-topics prints each registered topic with its handlers, one a line, and exits 0', async () => {
     const p = startWorker(REAL, ['--list-topics']);
     expect((await p.exit).code).toBe(0);
-    expect(p.lines).toContain('booking.created: email.guest-confirmation, email.host-new-booking');
-    expect(p.lines).toContain('booking.cancelled: email.guest-cancellation, email.host-cancellation');
+    expect(p.lines).toContain('booking.created: email.guest-confirmation, email.host-new-booking, webhooks.booking-created');
+    expect(p.lines).toContain('booking.cancelled: email.guest-cancellation, email.host-cancellation, webhooks.booking-cancelled');
     for (const l of p.lines) expect(l).toMatch(/^[a-z.-]+: [a-z.-]+(, [a-z.-]+)*$/);
   });
 
@@ -107,7 +107,7 @@ describe('drain-outbox flags and exit codes', () => {
     expect(msg).not.toContain('secret');
   });
 
-  it('--once processes one batch (here: 2 of 3 booking messages, 4 emails in MAIL_DIR, a line per outcome at debug) and exits 0', async () => {
+  it('--once processes one batch (here: 2 of 3 booking messages, 4 emails in MAIL_DIR, a line per handler outcome at debug) and exits 0', async () => {
     const payloads = [bookingPayload(), bookingPayload(), bookingPayload()];
     const rows = await insertMessages(
       tdb.db,
@@ -122,8 +122,9 @@ describe('drain-outbox flags and exit codes', () => {
     );
     expect(after.map((r) => r.status)).toEqual(['DONE', 'DONE', 'PENDING']);
     expect(readdirSync(mailDir)).toHaveLength(4);
+    // Two emails and the webhooks fan-out for each message (no endpoint here: it writes nothing).
     const outcomes = logEntries(p).filter((e) => e.msg === 'outbox handler outcome');
-    expect(outcomes).toHaveLength(4);
+    expect(outcomes).toHaveLength(6);
     expect(p.lines.join('\n')).not.toContain('@example.test');
   });
 

@@ -181,7 +181,11 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
       wakeUp?.();
       await loop;
       const all = Promise.all(running);
-      const timedOut = await Promise.race([all.then(() => false), sleep(graceMs).then(() => true)]);
+      // The grace timer is cancelled once the attempts are done: a pending timer would keep the
+      // process alive for the rest of graceMs after everything else has stopped.
+      const grace = new AbortController();
+      const timedOut = await Promise.race([all.then(() => false), sleep(graceMs, true, { signal: grace.signal }).catch(() => false)]);
+      grace.abort();
       if (timedOut) {
         abort.abort();
         await all;
