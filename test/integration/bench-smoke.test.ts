@@ -173,7 +173,7 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    expect(r.targets).toHaveLength(14);
+    expect(r.targets).toHaveLength(15);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
     for (const heading of [

@@ -39,7 +39,7 @@ describe('npm run build', () => {
       cwd: root,
       env: env(),
     });
-    expect(stdout).toMatch(/^booking\.created: email\.guest-confirmation, email\.host-new-booking$/m);
+    expect(stdout).toMatch(/^booking\.created: email\.guest-confirmation, email\.host-new-booking, webhooks\.booking-created$/m);
     expect(existsSync(path.join(out, 'src/worker/drain-outbox.ts'))).toBe(false);
   });
 

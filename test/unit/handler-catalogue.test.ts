@@ -13,8 +13,12 @@ describe('the subscriptions: one list for the worker and the API', () => {
   });
 
   it('answers per topic', () => {
-    expect(HANDLER_CATALOGUE.handlersFor('booking.cancelled')).toEqual(['email.guest-cancellation', 'email.host-cancellation']);
-    expect(HANDLER_CATALOGUE.topics()).toEqual(['booking.cancelled', 'booking.created', 'property.changed']);
+    expect(HANDLER_CATALOGUE.handlersFor('booking.cancelled')).toEqual([
+      'email.guest-cancellation',
+      'email.host-cancellation',
+      'webhooks.booking-cancelled',
+    ]);
+    expect(HANDLER_CATALOGUE.topics()).toEqual(['booking.cancelled', 'booking.created', 'property.changed', 'webhook.endpoint-disabled']);
   });
 
   it('pulls nothing of the handlers into the API: the list imports only a type', () => {
