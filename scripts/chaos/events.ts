@@ -1,13 +1,16 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { createDatabase } from '../../src/db/client.ts';
-import { countOpenDeadLetters, openDeadLetters } from '../../src/events/dead-letters.ts';
+import { openDeadLetters } from '../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
+import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
+import { EVENTS_RELAY } from '../../src/worker/handlers/events-relay.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { Supervised, type ExitObserved } from './processes.ts';
@@ -148,15 +151,54 @@ async function countStream(natsUrl: string, stream: string, filter: string): Pro
   return counts;
 }
 
+/** How a forged event lies (fault "forged-event"). */
+export type ForgeryKind = 'unknown-booking' | 'wrong-amount';
+
+/** A forged booking.created the stream accepted. */
+export interface ForgedEvent {
+  kind: ForgeryKind;
+  messageId: string;
+  /** The booking it names: one that does not exist (unknown-booking), or a real one (wrong-amount). */
+  bookingId: string;
+  /** A real property of the run, so of a real host. */
+  propertyId: string;
+  /** What it claims, and what the booking's total really is (wrong-amount). */
+  total: number;
+  realTotal: number | null;
+  currency: string;
+  /** The PubAck's stream sequence. */
+  seq: number;
+  publishedAt: number;
+}
+
+/** A deletion of the events stream (fault "stream-delete"). */
+export interface StreamDeletion {
+  /** When the delete was answered (ms epoch). */
+  at: number;
+  createdBefore: string;
+  /** The recreated stream's creation time; null: not back within the bound. */
+  createdAfter: string | null;
+}
+
 export interface EventsFigures {
   /** Outbox rows of booking.created / booking.cancelled (any status). */
   bookingEventsInOutbox: number;
   /** Messages under <prefix>.booking.* in the stream, copies included. */
   bookingMessagesInStream: number;
+  /** Booking events relayed before a stream deletion and gone with it (allowed, listed here). */
+  goneWithDeletedStream: number;
   /** Ledger lines (host, currency) of the group. */
   ledgerLines: number;
-  /** Open consumer dead letters of the group. */
+  /** Open consumer dead letters of the group, the forged events' included. */
   deadLetters: number;
+  /** Forged events published / refused (dead-lettered by the ledger) / applied. */
+  forged: number;
+  forgedRefused: number;
+  forgedApplied: number;
+  streamDeletions: number;
+  /** Bookings the ledger does not count, and cancellations it does not count (after a deletion: its lost events). */
+  uncountedBookings: number;
+  uncountedCancellations: number;
 }
 
 export async function checkEvents(o: {
@@ -165,31 +207,92 @@ export async function checkEvents(o: {
   stream: string;
   subjectPrefix: string;
   group: string;
+  forged?: ForgedEvent[];
+  deletions?: StreamDeletion[];
 }): Promise<{ checks: CheckResult[]; figures: EventsFigures }> {
+  const forged = o.forged ?? [];
+  const forgedIds = new Set(forged.map((f) => f.messageId));
+  const lastDeletion = Math.max(-Infinity, ...(o.deletions ?? []).map((d) => d.at));
   const database = createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
   try {
-    const { rows } = await database.db.execute<{ public_id: string; status: string }>(
-      sql`select public_id, status from outbox where topic in ('booking.created', 'booking.cancelled')`,
+    const { rows } = await database.db.execute<{
+      public_id: string;
+      topic: string;
+      key: string;
+      status: string;
+      handlers_done: string[];
+      created_ms: number;
+    }>(
+      sql`select public_id, topic, key, status, handlers_done, (extract(epoch from created_at) * 1000)::float8 as created_ms
+            from outbox where topic in ('booking.created', 'booking.cancelled')`,
     );
     const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
     const violations: string[] = [];
     const committed = new Set(rows.map((r) => r.public_id));
+    let gone = 0;
     for (const r of rows) {
       const n = inStream.get(r.public_id) ?? 0;
-      if (n !== 1) violations.push(`${r.public_id} (outbox ${r.status}) is in the stream ${n} time(s)`);
+      if (n === 1) continue;
+      // A deleted stream takes what it held with it: an event written before the last deletion and
+      // relayed (its relay handler done) is allowed to be missing from the stream of now.
+      if (n === 0 && r.created_ms < lastDeletion && r.handlers_done.includes(EVENTS_RELAY)) {
+        gone++;
+        continue;
+      }
+      violations.push(`${r.public_id} (outbox ${r.status}) is in the stream ${n} time(s)`);
     }
     for (const [id, n] of inStream)
-      if (!committed.has(id)) violations.push(`${id} is in the stream ${n} time(s) but in no committed outbox row`);
+      if (!committed.has(id) && !forgedIds.has(id)) violations.push(`${id} is in the stream ${n} time(s) but in no committed outbox row`);
 
     const ledger = await ledgerDifferences(database.db, o.group);
     const ledgerViolations = ledger.map((d) => `host ${d.hostId} ${d.currency}: ledger ${d.ledger}, bookings table ${d.truth}`);
+    // Where a difference comes from: the confirmed bookings the ledger does not count (money lost)
+    // and the cancellations it does not count (money it still credits), and whether their events
+    // were relayed into a stream that was deleted before the consumer read them. A cancelled
+    // booking counted neither way nets to zero on both sides.
+    const { rows: uncounted } = await database.db.execute<{ public_id: string; status: string; total: number; what: string }>(sql`
+      select b.public_id, b.status, b.total, case when e.booking_id is null then 'booking' else 'cancellation' end as what
+        from bookings b
+        left join earnings_bookings e on e.booking_id = b.id and e.consumer_group = ${o.group}
+       where (e.booking_id is null and b.status = 'confirmed') or (b.status = 'cancelled' and not e.cancelled)`);
+    const byKey = new Map(rows.map((r) => [`${r.topic}:${r.key}`, r]));
+    for (const u of uncounted.slice(0, 10)) {
+      const m = byKey.get(`${u.what === 'booking' ? 'booking.created' : 'booking.cancelled'}:${u.public_id}`);
+      const where = !m
+        ? 'no event in the outbox'
+        : (inStream.get(m.public_id) ?? 0) > 0
+          ? `its event ${m.public_id} is in the stream`
+          : m.created_ms < lastDeletion && m.handlers_done.includes(EVENTS_RELAY)
+            ? `its event ${m.public_id} was relayed (outbox ${m.status}) into the stream that was deleted at ${new Date(lastDeletion).toISOString()}, before the consumer applied it`
+            : `its event ${m.public_id} (outbox ${m.status}) is not in the stream`;
+      ledgerViolations.push(`the ledger does not count the ${u.what} of booking ${u.public_id} (${u.status}, total ${u.total}): ${where}`);
+    }
 
-    const dead = await openDeadLetters(database.db, o.group, 10);
-    const deadCount = await countOpenDeadLetters(database.db, o.group);
-    const deadViolations = dead.map(
+    const dead = await openDeadLetters(database.db, o.group, 100_000);
+    const deadById = new Map(dead.map((d) => [d.message_id, d]));
+    const unexpectedDead = dead.filter((d) => !forgedIds.has(d.message_id));
+    const deadViolations = unexpectedDead.map(
       (d) =>
         `${d.message_id} (seq ${d.stream_seq}, ${d.headers['StayHub-Topic'] ?? d.subject}) dead after ${d.deliveries} deliveries: ${d.last_error.slice(0, 300)}`,
     );
+
+    // The inbox lists what the group applied: a forged event must never be in it.
+    const { rows: appliedRows } = await database.db.execute<{ message_id: string }>(
+      sql`select message_id from processed_messages
+            where consumer_group = ${o.group} and message_id in (select jsonb_array_elements_text(${JSON.stringify([...forgedIds])}::jsonb))`,
+    );
+    const applied = new Set(appliedRows.map((r) => r.message_id));
+    const forgedViolations: string[] = [];
+    let refused = 0;
+    for (const f of forged) {
+      const what = `forged ${f.messageId} (${f.kind}: booking ${f.bookingId}, property ${f.propertyId}, total ${f.total}${f.realTotal === null ? '' : ` for a real ${f.realTotal}`}, seq ${f.seq})`;
+      const d = deadById.get(f.messageId);
+      if (applied.has(f.messageId)) forgedViolations.push(`${what} was applied: it is in the group's inbox`);
+      if (!d) forgedViolations.push(`${what} is not a consumer dead letter`);
+      else if (!/refused/.test(d.last_error))
+        forgedViolations.push(`${what} dead-lettered, but not as refused: ${d.last_error.slice(0, 200)}`);
+      else if (!applied.has(f.messageId)) refused++;
+    }
     const { rows: lines } = await database.db.execute<{ n: number }>(
       sql`select count(*)::int as n from host_earnings where consumer_group = ${o.group}`,
     );
@@ -202,14 +305,22 @@ export async function checkEvents(o: {
     return {
       checks: [
         result(EVENT_CHECKS.exactlyOnce, violations),
-        result(EVENT_CHECKS.ledger, ledgerViolations),
-        result(EVENT_CHECKS.deadLetters, deadViolations, deadCount),
+        result(EVENT_CHECKS.ledger, ledgerViolations, Math.max(ledger.length, uncounted.length)),
+        result(EVENT_CHECKS.deadLetters, deadViolations),
+        result(EVENT_CHECKS.forgedRefused, forgedViolations),
       ],
       figures: {
         bookingEventsInOutbox: rows.length,
-        bookingMessagesInStream: [...inStream.values()].reduce((a, n) => a + n, 0),
+        bookingMessagesInStream: [...inStream.entries()].filter(([id]) => !forgedIds.has(id)).reduce((a, [, n]) => a + n, 0),
+        goneWithDeletedStream: gone,
         ledgerLines: lines[0]!.n,
-        deadLetters: deadCount,
+        deadLetters: dead.length,
+        forged: forged.length,
+        forgedRefused: refused,
+        forgedApplied: applied.size,
+        streamDeletions: o.deletions?.length ?? 0,
+        uncountedBookings: uncounted.filter((u) => u.what === 'booking').length,
+        uncountedCancellations: uncounted.filter((u) => u.what === 'cancellation').length,
       },
     };
   } finally {
@@ -233,6 +344,30 @@ export interface NatsOutageObserved {
   refusedWhileDown: boolean;
   /** The pid listening again afterwards. */
   restartedPid: number | null;
+}
+
+/** What a stream deletion did, for the fault's evidence (faults.ts). */
+export interface StreamDeleteObserved {
+  /** The stream's creation time before; null: there was no stream to delete. */
+  createdBefore: string | null;
+  messagesBefore: number;
+  /** The server answered the delete with success. */
+  deleted: boolean;
+  /** The stream's creation time once it was back; null: not back within the bound. */
+  createdAfter: string | null;
+  /** How long after the delete the stream and the group's durable were both back, ms. */
+  backAfterMs: number | null;
+  groupBack: boolean;
+}
+
+/** What a forged event did (faults.ts): the stream's PubAck, and whether the consumer refused it yet. */
+export interface ForgedEventObserved {
+  forged: ForgedEvent | null;
+  /** Why nothing was published (no booking yet, NATS or the database not answering). */
+  failed?: string;
+  /** How long after the publish the group's dead letter for it appeared; null: not within the wait. */
+  deadLetteredAfterMs: number | null;
+  lastError: string | null;
 }
 
 /**
@@ -292,6 +427,12 @@ export async function startEventsChaos(o: {
   let consumerStopped = false;
   let kills = 0;
   let figures: EventsFigures | undefined;
+  const forged: ForgedEvent[] = [];
+  const deletions: StreamDeletion[] = [];
+  // The forger's reads (a real booking to name, the dead letter it should become).
+  let database: ReturnType<typeof createDatabase> | undefined;
+  const db = () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })).db;
+  const natsServers = nats.url.replace('nats://', '');
   const stopConsumer = async () => {
     supervising = false;
     if (consumerStopped) return;
@@ -363,14 +504,135 @@ export async function startEventsChaos(o: {
       }
       log('earnings consumer caught up with the stream');
     },
+    /**
+     * Deletes the events stream under the relay and the consumer, then waits (up to `backWithinMs`)
+     * until it is back (the relay recreates it on its next publish, the consumer when its pull
+     * fails; both wait 2 s first) with the group's durable on it.
+     */
+    async deleteStream(backWithinMs = 20_000): Promise<StreamDeleteObserved> {
+      const nc = await connect({ servers: natsServers, timeout: 3_000 });
+      try {
+        const jsm = await jetstreamManager(nc);
+        const before = await jsm.streams.info(stream).catch(() => null);
+        if (!before)
+          return { createdBefore: null, messagesBefore: 0, deleted: false, createdAfter: null, backAfterMs: null, groupBack: false };
+        const deleted = await jsm.streams.delete(stream);
+        const at = Date.now();
+        let after: string | null = null;
+        let groupBack = false;
+        while (Date.now() - at < backWithinMs) {
+          await sleep(100);
+          const info = await jsm.streams.info(stream).catch(() => null);
+          if (!info || info.created === before.created) continue;
+          after = info.created;
+          groupBack = await jsm.consumers.info(stream, group).then(
+            () => true,
+            () => false,
+          );
+          if (groupBack) break;
+        }
+        deletions.push({ at, createdBefore: before.created, createdAfter: after });
+        return {
+          createdBefore: before.created,
+          messagesBefore: before.state.messages,
+          deleted,
+          createdAfter: after,
+          backAfterMs: after && groupBack ? Date.now() - at : null,
+          groupBack,
+        };
+      } finally {
+        await nc.close();
+      }
+    },
+    /**
+     * Publishes a booking.created the relay never wrote, on the stream's subject and with the
+     * relay's headers: `unknown-booking` names a real property (so a real host) and a booking id
+     * that does not exist; `wrong-amount` is a real booking's event with another total. `pick`
+     * (in [0, 1), from the seed) chooses the booking among the latest 50. Then waits (up to
+     * `refusedWithinMs`) for the group's dead letter, so a stream deletion right after cannot take
+     * the forgery away before the consumer has judged it.
+     */
+    async forgeEvent(kind: ForgeryKind, pick: number, refusedWithinMs = 15_000): Promise<ForgedEventObserved> {
+      let latest: { key: string; payload: Record<string, unknown> }[] = [];
+      for (let i = 0; i < 100 && latest.length === 0; i++) {
+        try {
+          ({ rows: latest } = await db().execute<{ key: string; payload: Record<string, unknown> }>(
+            sql`select key, payload from outbox where topic = 'booking.created' order by id desc limit 50`,
+          ));
+          if (latest.length === 0) await sleep(100);
+        } catch {
+          await sleep(100); // PostgreSQL restarting
+        }
+      }
+      const real = latest[Math.floor(pick * latest.length)];
+      if (!real) return { forged: null, failed: 'no booking to name', deadLetteredAfterMs: null, lastError: null };
+      const body = publicBody(real.payload) as { bookingId: string; propertyId: string; total: number; currency: string };
+      const messageId = randomUUID();
+      const lie =
+        kind === 'unknown-booking'
+          ? { ...body, bookingId: randomUUID(), idempotencyKey: `forged:${messageId}` }
+          : { ...body, total: body.total + 1 + Math.floor(pick * 50_000) };
+      const h = natsHeaders();
+      h.set(HEADERS.topic, 'booking.created');
+      h.set(HEADERS.key, lie.bookingId);
+      h.set(HEADERS.outboxId, messageId);
+      h.set(HEADERS.occurredAt, new Date().toISOString());
+      h.set(HEADERS.schemaVersion, String(SCHEMA_VERSIONS['booking.created']));
+      let seq: number;
+      const nc = await connect({ servers: natsServers, timeout: 3_000 });
+      try {
+        const ack = await jetstream(nc).publish(subjectFor(subjectPrefix, 'booking.created'), JSON.stringify(lie), {
+          msgID: messageId,
+          headers: h,
+          timeout: 3_000,
+        });
+        seq = ack.seq;
+      } catch (err) {
+        return { forged: null, failed: `publish: ${(err as Error).message}`, deadLetteredAfterMs: null, lastError: null };
+      } finally {
+        await nc.close();
+      }
+      const publishedAt = Date.now();
+      const f: ForgedEvent = {
+        kind,
+        messageId,
+        bookingId: lie.bookingId,
+        propertyId: lie.propertyId,
+        total: lie.total,
+        realTotal: kind === 'wrong-amount' ? body.total : null,
+        currency: lie.currency,
+        seq,
+        publishedAt,
+      };
+      forged.push(f);
+      while (Date.now() - publishedAt < refusedWithinMs) {
+        const { rows } = await db()
+          .execute<{ last_error: string }>(
+            sql`select last_error from consumer_dead_letters where consumer_group = ${group} and message_id = ${messageId}`,
+          )
+          .catch(() => ({ rows: [] as { last_error: string }[] }));
+        if (rows[0]) return { forged: f, deadLetteredAfterMs: Date.now() - publishedAt, lastError: rows[0].last_error };
+        await sleep(100);
+      }
+      return { forged: f, deadLetteredAfterMs: null, lastError: null };
+    },
+    /** The forged events the stream accepted, and the stream's deletions, so far. */
+    get forged(): readonly ForgedEvent[] {
+      return forged;
+    },
+    get deletions(): readonly StreamDeletion[] {
+      return deletions;
+    },
     async check(): Promise<CheckResult[]> {
-      const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group });
+      const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group, forged, deletions });
       figures = r.figures;
       return r.checks;
     },
     /** Everything down: the consumer, nats-server; the temp dir too when this made it. */
     async stop() {
       await stopConsumer().catch(() => undefined);
+      await database?.close().catch(() => undefined);
+      database = undefined;
       await nats.stop();
       if (ownDir) rmSync(dir, { recursive: true, force: true });
     },

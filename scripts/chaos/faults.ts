@@ -1,4 +1,4 @@
-import type { ConsumerKillObserved, NatsOutageObserved } from './events.ts';
+import type { ConsumerKillObserved, ForgedEventObserved, ForgeryKind, NatsOutageObserved, StreamDeleteObserved } from './events.ts';
 import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
 import type { FaultKind, FaultOutcome } from './verdict.ts';
@@ -33,6 +33,9 @@ export interface PlannedFault {
   downMs: number;
   /** Which worker (worker-kill). */
   worker?: number;
+  /** How the event lies (forged-event), and which recent booking it names, in [0, 1). */
+  forgery?: ForgeryKind;
+  pick?: number;
 }
 
 export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
@@ -76,9 +79,22 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
     for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
       plan.push({ kind: 'nats-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)) });
     }
+    // Drawn after the events faults above, so those stay the same for a seed.
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 180)); i++) {
+      plan.push({ kind: 'stream-delete', at: when(), downMs: 0 });
+    }
+    // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
+    const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
+    for (let i = 0; i < Math.max(2, Math.round(seconds / 60)); i++) {
+      const forgery: ForgeryKind =
+        i === 0 ? first : i === 1 ? (first === 'unknown-booking' ? 'wrong-amount' : 'unknown-booking') : rng.pick(FORGERIES);
+      plan.push({ kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() });
+    }
   }
   return plan.sort((a, b) => a.at - b.at);
 }
+
+const FORGERIES: ForgeryKind[] = ['unknown-booking', 'wrong-amount'];
 
 /** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
 export interface Killable {
@@ -108,6 +124,10 @@ export interface InjectorDeps {
     killConsumer(downMs: number): Promise<ConsumerKillObserved>;
     /** nats-server down for `ms`, then back on the same store. */
     natsOutage(ms: number): Promise<NatsOutageObserved>;
+    /** Delete the events stream; resolves once the relay or the consumer has recreated it (bounded). */
+    deleteStream(): Promise<StreamDeleteObserved>;
+    /** Publish a forged booking.created on the stream; resolves once the consumer refused it (bounded). */
+    forgeEvent(kind: ForgeryKind, pick: number): Promise<ForgedEventObserved>;
   };
   /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
   downstreamGapMs?: number;
@@ -144,6 +164,9 @@ export function faultTarget(f: PlannedFault): string {
       return 'earnings-consumer';
     case 'nats-outage':
       return 'nats';
+    case 'stream-delete':
+    case 'forged-event':
+      return 'events stream';
   }
 }
 
@@ -156,9 +179,12 @@ const DOWNSTREAM = 'downstream (SMTP, NATS)';
 /**
  * The earnings consumer needs nats-server to start: a consumer kill during a NATS outage found the
  * restarted consumer gone already (it refuses to start without NATS), so the kill had no effect and
- * the run fell short of its minimum. The two take turns in this lane (besides their own targets).
+ * the run fell short of its minimum. A stream deletion needs both up to be seen recreated (the
+ * relay on its next publish, the consumer's durable); a forged event needs NATS to take it and
+ * the consumer to refuse it before a deletion takes it away. They all take turns in this lane
+ * (besides their own targets).
  */
-const EVENTS_PATH_FAULTS = new Set<FaultKind>(['consumer-kill', 'nats-outage']);
+const EVENTS_PATH_FAULTS = new Set<FaultKind>(['consumer-kill', 'nats-outage', 'stream-delete', 'forged-event']);
 const EVENTS_PATH = 'events path (consumer, NATS)';
 
 const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
@@ -348,6 +374,36 @@ export class FaultInjector {
             seen.stopped && seen.refusedWhileDown && seen.restartedPid !== null
               ? `nats-server pid ${seen.stopped.pid} exit seen, its port refused connections, pid ${seen.restartedPid} listening again`
               : null,
+        };
+      }
+      case 'stream-delete': {
+        if (!d.events) return { detail: 'no events path in this run: no stream to delete', evidence: null };
+        const seen = await d.events.deleteStream();
+        const back = seen.createdAfter
+          ? `recreated (created ${seen.createdAfter}${seen.groupBack ? ', with the group durable on it' : ', the group durable NOT back'}${seen.backAfterMs === null ? '' : ` ${seen.backAfterMs} ms after the delete`})`
+          : 'NOT recreated within the bound';
+        return {
+          detail: seen.createdBefore
+            ? `events stream (created ${seen.createdBefore}, ${seen.messagesBefore} messages) deleted${seen.deleted ? '' : ' (the server said no)'}; ${back}`
+            : 'no events stream to delete',
+          evidence:
+            seen.deleted && seen.createdBefore && seen.createdAfter && seen.createdAfter !== seen.createdBefore
+              ? `stream created ${seen.createdBefore} before, ${seen.createdAfter} after`
+              : null,
+        };
+      }
+      case 'forged-event': {
+        if (!d.events) return { detail: 'no events path in this run: nowhere to publish', evidence: null };
+        const seen = await d.events.forgeEvent(f.forgery ?? 'unknown-booking', f.pick ?? 0);
+        const e = seen.forged;
+        if (!e) return { detail: `forged booking.created (${f.forgery}) not published: ${seen.failed}`, evidence: null };
+        const refused =
+          seen.deadLetteredAfterMs === null
+            ? 'not dead-lettered within the wait'
+            : `dead-lettered ${seen.deadLetteredAfterMs} ms later: ${seen.lastError?.slice(0, 160)}`;
+        return {
+          detail: `forged booking.created ${e.messageId} (${e.kind}: booking ${e.bookingId}, property ${e.propertyId}, total ${e.total}${e.realTotal === null ? '' : ` for a real ${e.realTotal}`}) published; ${refused}`,
+          evidence: `PubAck seq ${e.seq}`,
         };
       }
     }

@@ -27,6 +27,8 @@ export function clientRecords(bookings: Iterable<ClientBooking>): ClientRecord[]
     checkOut: b.checkOut,
     status: b.status,
     cancelUncertain: b.cancelUncertain,
+    answeredAt: b.answeredAt,
+    cancelledAt: b.cancelledAt,
   }));
 }
 

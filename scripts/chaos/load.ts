@@ -35,6 +35,9 @@ export interface ClientBooking {
   status: 'confirmed' | 'cancelled';
   /** A cancel was sent and never answered (the client gave up): either status is possible. */
   cancelUncertain?: boolean;
+  /** When the 201 arrived, and the cancel's 200 (ms epoch): where the emails' wait starts. */
+  answeredAt: number;
+  cancelledAt?: number;
 }
 
 export interface LoadFigures {
@@ -221,7 +224,7 @@ export class Load {
         const id = res.body.id as string;
         if (!this.bookings.has(id)) {
           this.figures.bookingsCreated++;
-          this.bookings.set(id, { id, guest, property, ...dates, status: 'confirmed' });
+          this.bookings.set(id, { id, guest, property, ...dates, status: 'confirmed', answeredAt: Date.now() });
         }
       } else if (res.status === 409 && res.body?.code === 'dates_unavailable') {
         this.figures.conflicts409++;
@@ -253,6 +256,7 @@ export class Load {
     if (res.status === 200 && res.body?.status === 'cancelled') {
       b.status = 'cancelled';
       b.cancelUncertain = false;
+      b.cancelledAt = Date.now();
       this.figures.cancellations++;
     } else {
       this.unexpected('POST /bookings/:id/cancel', res.status, res.body);

@@ -33,6 +33,8 @@ export function renderMarkdown(r: ChaosResults): string {
       ? [
           `| faults with evidence / planned: earnings consumer SIGKILL | ${f.faults['consumer-kill']} / ${f.faultsPlanned['consumer-kill']} |`,
           `| faults with evidence / planned: nats-server down (exit seen, port refused) | ${f.faults['nats-outage']} / ${f.faultsPlanned['nats-outage']} |`,
+          `| faults with evidence / planned: events stream deleted (recreated: its creation time changed) | ${f.faults['stream-delete']} / ${f.faultsPlanned['stream-delete']} |`,
+          `| faults with evidence / planned: forged booking.created published (PubAck) | ${f.faults['forged-event']} / ${f.faultsPlanned['forged-event']} |`,
         ]
       : []),
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
@@ -50,8 +52,18 @@ export function renderMarkdown(r: ChaosResults): string {
     ...(r.events.covered && r.events.figures
       ? [
           `| booking events: in the outbox / in the JetStream stream (copies included) | ${r.events.figures.bookingEventsInOutbox} / ${r.events.figures.bookingMessagesInStream} |`,
+          `| booking events relayed before a stream deletion, gone with it | ${r.events.figures.goneWithDeletedStream} (${r.events.figures.streamDeletions} deletion(s)) |`,
           `| earnings ledger lines (host, currency) / consumer dead letters | ${r.events.figures.ledgerLines} / ${r.events.figures.deadLetters} |`,
+          `| forged events published / refused (dead letter) / applied | ${r.events.figures.forged} / ${r.events.figures.forgedRefused} / ${r.events.figures.forgedApplied} |`,
+          `| bookings / cancellations the ledger does not count | ${r.events.figures.uncountedBookings} / ${r.events.figures.uncountedCancellations} |`,
         ]
+      : []),
+    ...(r.emailPace
+      ? (['bookings', 'cancellations'] as const).map((k) => {
+          const p = r.emailPace![k];
+          const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+          return `| email pace, ${k}: p95 during NATS outages (emails) / outside (emails) / limit | ${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.outside.p95Ms)} (${p.outside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'} |`;
+        })
       : []),
     ...(r.webhooks
       ? [

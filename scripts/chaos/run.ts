@@ -145,6 +145,8 @@ export interface ChaosResults {
   settings: { worker: typeof WORKER_ENV; concurrency: number; tempFailRate: number; bounceRecipients: number; retryWindowSeconds: number };
   /** The events path: covered (relay into JetStream, earnings consumer, their faults and checks) or skipped, and why. */
   events: { covered: true; figures: EventsFigures | null; consumerKills: number } | { covered: false; skipped: string };
+  /** Emails' pace during NATS outages against outside them (null: the events part did not run). */
+  emailPace: Verdict['emailPace'];
   /** The webhook receivers: endpoints, events owed and received, requests per receiver. */
   webhooks: WebhookFigures | null;
   /** The verdict's checks: `ok` is exactly "every one of these held". */
@@ -423,7 +425,12 @@ async function main(): Promise<number> {
       lastWorkerActivity,
       waitApiUp,
       waitSmtpUp,
-      events: events && { killConsumer: (ms) => events.killConsumer(ms), natsOutage: (ms) => events.natsOutage(ms) },
+      events: events && {
+        killConsumer: (ms) => events.killConsumer(ms),
+        natsOutage: (ms) => events.natsOutage(ms),
+        deleteStream: () => events.deleteStream(),
+        forgeEvent: (kind, pick) => events.forgeEvent(kind, pick),
+      },
       // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
       // gets an attempt between an SMTP outage and a NATS one.
       downstreamGapMs: maxOutageMs,
@@ -483,7 +490,7 @@ async function main(): Promise<number> {
       const f = ev.figures;
       if (f)
         say(
-          `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream, ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters`,
+          `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream (${f.goneWithDeletedStream} gone with ${f.streamDeletions} deleted stream(s)), ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters, ${f.forgedRefused} of ${f.forged} forged events refused`,
         );
     }
 
@@ -554,6 +561,7 @@ async function main(): Promise<number> {
       events: ev
         ? { covered: true, figures: ev.figures ?? null, consumerKills: ev.consumerKills }
         : { covered: false, skipped: NATS_INSTALL_HINT },
+      emailPace: verdict.emailPace,
       webhooks: hooks.figures ?? null,
       checks: verdict.checks,
       minimums: verdict.minimums,

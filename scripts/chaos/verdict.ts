@@ -22,9 +22,17 @@ import type { SinkRecord } from './smtp-sink.ts';
  */
 
 export type FaultKind =
-  'worker-kill' | 'api-kill' | 'smtp-outage' | 'pg-restart' | 'pg-terminate-workers' | 'consumer-kill' | 'nats-outage';
+  | 'worker-kill'
+  | 'api-kill'
+  | 'smtp-outage'
+  | 'pg-restart'
+  | 'pg-terminate-workers'
+  | 'consumer-kill'
+  | 'nats-outage'
+  | 'stream-delete'
+  | 'forged-event';
 /** The faults of the events path (JetStream relay and earnings consumer): planned and required only when that part runs. */
-export const EVENT_FAULT_KINDS: FaultKind[] = ['consumer-kill', 'nats-outage'];
+export const EVENT_FAULT_KINDS: FaultKind[] = ['consumer-kill', 'nats-outage', 'stream-delete', 'forged-event'];
 export const FAULT_KINDS: FaultKind[] = [
   'worker-kill',
   'api-kill',
@@ -40,9 +48,14 @@ export const FAULT_KINDS: FaultKind[] = [
  */
 export const EVENT_CHECKS = {
   caughtUp: 'events: the earnings consumer caught up with the stream after the run (consume:earnings --until-empty exit 0)',
-  exactlyOnce: 'events: every booking event of the outbox is in the JetStream stream exactly once (by Nats-Msg-Id), and nothing else is',
-  ledger: 'events: the earnings ledger equals the totals SQL computes from the bookings table',
-  deadLetters: 'events: no consumer dead letters (every event of the run is one the ledger can apply)',
+  exactlyOnce:
+    'events: every booking event of the outbox is in the JetStream stream exactly once (by Nats-Msg-Id; at most once if relayed before a stream deletion), and nothing else is but the forged events',
+  ledger:
+    'events: no money lost or invented: the earnings ledger per host and currency equals the bookings table (confirmed minus cancelled, in SQL)',
+  deadLetters: 'events: no consumer dead letters but the forged events (every event the relay published is one the ledger can apply)',
+  forgedRefused: 'events: forged events credited nothing (each one a consumer dead letter with its refusal, none in the inbox as applied)',
+  emailPace:
+    'events: emails kept their pace during NATS outages (p95 from the answer to the SMTP server ≤ max(2 × p95 outside outages, that + 2 s), bookings and cancellations each)',
 } as const;
 
 /**
@@ -92,6 +105,10 @@ export interface ClientRecord {
   status: 'confirmed' | 'cancelled';
   /** A cancel was sent and never answered: either status is possible. */
   cancelUncertain?: boolean;
+  /** When the client got its 201 (ms epoch). */
+  answeredAt?: number;
+  /** When the client got the 200 of its cancel (ms epoch). */
+  cancelledAt?: number;
 }
 
 /** GET /bookings/:id after the run, as the booking's guest. */
@@ -186,6 +203,8 @@ export interface Verdict {
   outbox: { byTopicStatus: Record<string, number>; dead: number; pendingHandled: number; pendingUnhandled: number };
   bookings: { total: number; confirmed: number; cancelled: number };
   faults: { planned: Record<FaultKind, number>; withEvidence: Record<FaultKind, number>; withoutEffect: number };
+  /** The emails' pace during NATS outages against outside them (null: the events part did not run). */
+  emailPace: EmailPaceFigures | null;
 }
 
 /** The emails each booking event must produce: handler name and which party gets it. */
@@ -256,6 +275,139 @@ interface ExpectedEmail {
   recipient: string;
   what: string;
   bounces: boolean;
+}
+
+/** How many emails of a kind must have been answered during NATS outages (and outside) for the pace to be judged. */
+export const PACE_MIN_DURING = 5;
+export const PACE_MIN_OUTSIDE = 20;
+
+/**
+ * Faults that hold emails up by themselves, and the span around each (ms before its start, after
+ * its end) whose answers they can delay: a killed worker's or a severed connection's batch waits
+ * for its lease (5 s from the claim, made within ~3 s before the kill); a restarted PostgreSQL
+ * stops every worker; an SMTP outage is the emails' own downstream; a deleted stream holds the
+ * relay's slots for the 2 s it waits before recreating the stream. An email answered within one
+ * of these is in neither sample, so the comparison measures the NATS outage alone.
+ */
+const HOLDS_MAIL_UP: Partial<Record<FaultKind, [before: number, after: number]>> = {
+  'worker-kill': [3_000, 1_000],
+  'pg-terminate-workers': [3_000, 1_000],
+  'pg-restart': [3_000, 5_000],
+  'smtp-outage': [1_000, 5_000],
+  'stream-delete': [1_000, 3_000],
+};
+/** Outside a NATS outage means also not just before it or in the backoff after it. */
+const NATS_OUTAGE_MARGIN: [before: number, after: number] = [1_000, 5_000];
+
+export interface PaceSample {
+  /** Emails (Message-ID, recipient) answered in the sample and delivered. */
+  n: number;
+  /** 95th percentile (nearest rank) of the time from the client's answer to the SMTP server's acceptance, ms. */
+  p95Ms: number | null;
+}
+
+export interface PaceFigures {
+  during: PaceSample;
+  outside: PaceSample;
+  /** The most p95 during outages may be: max(2 × p95 outside, p95 outside + 2 s); null when not judged. */
+  limitMs: number | null;
+  /** Enough emails on both sides (PACE_MIN_DURING, PACE_MIN_OUTSIDE) to compare. */
+  judged: boolean;
+}
+
+export interface EmailPaceFigures {
+  bookings: PaceFigures;
+  cancellations: PaceFigures;
+  /** Emails in neither sample: answered around a fault that holds mail up by itself (HOLDS_MAIL_UP). */
+  excluded: number;
+}
+
+const p95 = (xs: number[]): number | null => {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.ceil(0.95 * s.length) - 1]!;
+};
+
+/**
+ * Whether a NATS outage slowed the emails down: the workers relay every booking event beside its
+ * emails, and a relay that held a worker's slot through its publish timeout (or a cancellation
+ * that waited for its booking's relay to get through) would delay the mail of everything answered
+ * during the outage. Compares, for bookings (from the 201) and cancellations (from the 200) apart,
+ * the 95th percentile of the time to the SMTP server's acceptance of each of its emails, answered
+ * during a NATS outage with evidence, with the same figure for those answered away from any
+ * downstream outage. The slack (twice the p95 outside, or 2 s more than it) absorbs a worker kill
+ * that the exclusion windows miss; a blocked relay costs its publish timeout per attempt, and
+ * piles the queue up by seconds within one outage.
+ */
+export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>): {
+  check: CheckResult;
+  figures: EmailPaceFigures;
+} {
+  const firstAccepted = new Map<string, number>();
+  for (const r of input.records) {
+    if (r.kind !== 'accepted') continue;
+    for (const to of r.to) {
+      const k = `${r.messageId ?? ''} ${lc(to)}`;
+      firstAccepted.set(k, Math.min(firstAccepted.get(k) ?? Infinity, r.at));
+    }
+  }
+  const bounce = new Set(input.bounceEmails.map(lc));
+  const within = (t: number, f: FaultOutcome, [before, after]: [number, number]) => t >= f.startedAt - before && t <= f.endedAt + after;
+  const natsOutages = input.faults.filter((f) => f.kind === 'nats-outage');
+  const holdsUp = (t: number) => input.faults.some((f) => HOLDS_MAIL_UP[f.kind] !== undefined && within(t, f, HOLDS_MAIL_UP[f.kind]!));
+  let excluded = 0;
+  const samples = {
+    bookings: { during: [] as number[], outside: [] as number[], slow: [] as [number, string][] },
+    cancellations: { during: [] as number[], outside: [] as number[], slow: [] as [number, string][] },
+  };
+  const add = (which: keyof typeof samples, topic: 'booking.created' | 'booking.cancelled', c: ClientRecord, at: number) => {
+    const emails = BOOKING_EMAILS[topic];
+    for (const e of emails) {
+      const to = lc(e.to === 'guest' ? c.guestEmail : c.hostEmail);
+      if (bounce.has(to)) continue;
+      const delivered = firstAccepted.get(`${expectedMessageId(topic, c.id, e.handler, input.mailDomain)} ${to}`);
+      if (delivered === undefined) continue; // lost mail is check 2's business
+      if (holdsUp(at)) {
+        excluded++;
+        continue;
+      }
+      // A retried request can be answered after its booking's emails went out: no negative waits.
+      const ms = Math.max(0, delivered - at);
+      if (natsOutages.some((f) => f.evidence && within(at, f, [0, 0]))) {
+        samples[which].during.push(ms);
+        samples[which].slow.push([ms, `${topic} ${c.id} ${e.handler}`]);
+      } else if (!natsOutages.some((f) => within(at, f, NATS_OUTAGE_MARGIN))) samples[which].outside.push(ms);
+      else excluded++;
+    }
+  };
+  for (const c of input.clientBookings) {
+    if (c.answeredAt !== undefined) add('bookings', 'booking.created', c, c.answeredAt);
+    if (c.status === 'cancelled' && !c.cancelUncertain && c.cancelledAt !== undefined)
+      add('cancellations', 'booking.cancelled', c, c.cancelledAt);
+  }
+  const violations: string[] = [];
+  const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+  const figure = (which: keyof typeof samples): PaceFigures => {
+    const s = samples[which];
+    const during = { n: s.during.length, p95Ms: p95(s.during) };
+    const outside = { n: s.outside.length, p95Ms: p95(s.outside) };
+    const judged = during.n >= PACE_MIN_DURING && outside.n >= PACE_MIN_OUTSIDE;
+    const limitMs = judged ? Math.max(2 * outside.p95Ms!, outside.p95Ms! + 2_000) : null;
+    if (judged && during.p95Ms! > limitMs!) {
+      const slowest = s.slow
+        .sort((a, b) => b[0] - a[0])
+        .slice(0, 3)
+        .map(([ms, what]) => `${what} ${seconds(ms)}`)
+        .join('; ');
+      violations.push(
+        `${which}: p95 ${seconds(during.p95Ms)} over ${during.n} emails answered during NATS outages, above ${seconds(limitMs)} ` +
+          `(p95 ${seconds(outside.p95Ms)} over ${outside.n} emails outside them); slowest: ${slowest}`,
+      );
+    }
+    return { during, outside, limitMs, judged };
+  };
+  const figures = { bookings: figure('bookings'), cancellations: figure('cancellations'), excluded };
+  return { check: result(EVENT_CHECKS.emailPace, violations), figures };
 }
 
 export function judge(input: JudgeInput): Verdict {
@@ -512,10 +664,13 @@ export function judge(input: JudgeInput): Verdict {
 
   // --- 11. The events path, when it ran: each of its checks (EVENT_CHECKS) is in the final list;
   // one that was not made is broken, not skipped.
-  if (input.events) {
-    const made = new Set(input.events.checks.map((c) => c.name));
-    for (const name of Object.values(EVENT_CHECKS)) if (!made.has(name)) checks.push(result(name, ['this check was not made']));
-    checks.push(...input.events.checks);
+  // The email pace is judged here, from the clients' and the SMTP server's records.
+  const pace = input.events ? emailPace(input) : null;
+  if (input.events && pace) {
+    const made = [...input.events.checks, pace.check];
+    const names = new Set(made.map((c) => c.name));
+    for (const name of Object.values(EVENT_CHECKS)) if (!names.has(name)) checks.push(result(name, ['this check was not made']));
+    checks.push(...made);
   }
 
   // --- 12. Webhooks: each of their checks (WEBHOOK_CHECKS) is in the final list.
@@ -560,5 +715,6 @@ export function judge(input: JudgeInput): Verdict {
       cancelled: cancellations,
     },
     faults: { planned: input.faultsPlanned, withEvidence, withoutEffect: input.faults.filter((f) => !f.evidence).length },
+    emailPace: pace?.figures ?? null,
   };
 }

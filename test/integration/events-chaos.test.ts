@@ -7,14 +7,16 @@ import { sql } from 'drizzle-orm';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startEventsChaos } from '../../scripts/chaos/events.ts';
+import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { EVENT_CHECKS } from '../../scripts/chaos/verdict.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithoutNats } from '../helpers/nats.ts';
 
 /*
  * A short events chaos run (scripts/chaos/events.ts): bookings while the worker relays and the
- * earnings consumer is SIGKILLed and nats-server stopped; then both invariants hold. And the
- * checker itself catches what it is there to catch.
+ * earnings consumer is SIGKILLed and nats-server stopped, forged events published and the stream
+ * deleted under both; then every invariant holds. And the checker itself catches what it is there
+ * to catch.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -22,7 +24,7 @@ const skip = skipWithoutNats();
 const t = useTestApp();
 
 describe.skipIf(skip)('events chaos', () => {
-  it('keeps every booking event in the stream once and the ledger right through consumer kills and a NATS outage', async () => {
+  it('keeps every booking event in the stream once and the ledger right through consumer kills, a NATS outage, forgeries and a deleted stream', async () => {
     const events = await startEventsChaos({ databaseUrl: t.db.url, root: ROOT });
     const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
     const worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
@@ -74,6 +76,34 @@ describe.skipIf(skip)('events chaos', () => {
           outage.endedAt = Date.now();
         }
       }
+      // Two forgeries, each refused by the ledger, then the stream deleted under the relay and the
+      // consumer, and bookings after it: the two recreate it, the group carries on.
+      const wrongAmount = await events.forgeEvent('wrong-amount', 0.5);
+      expect(wrongAmount).toMatchObject({
+        forged: { kind: 'wrong-amount', seq: expect.any(Number) },
+        lastError: expect.stringMatching(/refused/),
+      });
+      const unknown = await events.forgeEvent('unknown-booking', 0.1);
+      expect(unknown).toMatchObject({ forged: { kind: 'unknown-booking' }, lastError: expect.stringMatching(/no such booking/) });
+      // Deleted once the group has applied everything: a deletion while it is behind loses money
+      // (what the stream held and the group had not applied is gone), which the run reports.
+      for (let i = 0; (await ledgerDifferences(t.db.db, 'earnings')).length > 0; i++) {
+        if (i > 300) throw new Error('the consumer did not catch up');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const deletion = await events.deleteStream();
+      expect(deletion).toMatchObject({ deleted: true, groupBack: true, createdAfter: expect.any(String) });
+      expect(deletion.createdAfter).not.toBe(deletion.createdBefore);
+      for (let i = 30; i < 33; i++) {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/bookings',
+          headers: guest.auth,
+          payload: { propertyId: p.id, checkIn: daysFromNow(5 + 3 * i), checkOut: daysFromNow(7 + 3 * i), guests: 1 },
+        });
+        expect(res.statusCode).toBe(201);
+        bookingEvents++;
+      }
       // Every outbox message DONE (the relay published them all), then the consumer to the end.
       for (let i = 0; ; i++) {
         const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
@@ -87,12 +117,20 @@ describe.skipIf(skip)('events chaos', () => {
         { name: EVENT_CHECKS.exactlyOnce, ok: true, violations: [], violationCount: 0 },
         { name: EVENT_CHECKS.ledger, ok: true, violations: [], violationCount: 0 },
         { name: EVENT_CHECKS.deadLetters, ok: true, violations: [], violationCount: 0 },
+        { name: EVENT_CHECKS.forgedRefused, ok: true, violations: [], violationCount: 0 },
       ]);
       expect(events.consumerKills).toBe(2);
+      // The events before the deletion went with the stream; the three after it are in the new one.
       expect(events.figures).toMatchObject({
         bookingEventsInOutbox: bookingEvents,
-        bookingMessagesInStream: bookingEvents,
-        deadLetters: 0,
+        bookingMessagesInStream: 3,
+        goneWithDeletedStream: bookingEvents - 3,
+        deadLetters: 2,
+        forged: 2,
+        forgedRefused: 2,
+        forgedApplied: 0,
+        streamDeletions: 1,
+        uncountedBookings: 0,
       });
       // The one exit allowed, as in the chaos verdict: a consumer (re)starting while nats-server is
       // down refuses to start, and its supervisor starts it again.
@@ -114,11 +152,21 @@ describe.skipIf(skip)('events chaos', () => {
         sql`insert into consumer_dead_letters (consumer_group, message_id, stream_seq, subject, headers, data, deliveries, last_error)
             values ('earnings', 'dead-one', 1, 'chaos.booking.created', '{}'::jsonb, '{}'::jsonb, 5, 'PermanentError: earnings: body does not match')`,
       );
+      // A forgery the ledger applied: in the inbox, its dead letter gone.
+      await t.db.db.execute(sql`delete from consumer_dead_letters where message_id = ${unknown.forged!.messageId}`);
+      await t.db.db.execute(
+        sql`insert into processed_messages (consumer_group, message_id, stream_seq) values ('earnings', ${unknown.forged!.messageId}, 1)`,
+      );
       const broken = await events.check();
       expect(broken.map((r) => [r.name, r.ok, r.violationCount])).toEqual([
         [EVENT_CHECKS.exactlyOnce, false, 1],
         [EVENT_CHECKS.ledger, false, 1],
         [EVENT_CHECKS.deadLetters, false, 1],
+        [EVENT_CHECKS.forgedRefused, false, 2],
+      ]);
+      expect(broken[3]!.violations).toEqual([
+        expect.stringMatching(/unknown-booking.* was applied: it is in the group's inbox$/),
+        expect.stringMatching(/unknown-booking.* is not a consumer dead letter$/),
       ]);
       expect(broken[0]!.violations[0]).toMatch(/not-from-the-outbox is in the stream 1 time\(s\) but in no committed outbox row/);
       expect(broken[2]!.violations[0]).toMatch(/^dead-one .* dead after 5 deliveries: PermanentError/);

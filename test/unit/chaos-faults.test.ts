@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { NatsOutageObserved } from '../../scripts/chaos/events.ts';
+import type { ForgedEventObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
 import { FaultInjector, planFaults, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
+import { EVENT_FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
 import { Rng } from '../../scripts/chaos/rng.ts';
 
@@ -130,9 +131,41 @@ describe('fault evidence: the events path', () => {
     restartedPid: 8,
     ...o,
   });
-  const events = (kill: ExitObserved | null, nats: NatsOutageObserved) => ({
+  const deletion = (o: Partial<StreamDeleteObserved>): StreamDeleteObserved => ({
+    createdBefore: '2027-01-01T10:00:00.000Z',
+    messagesBefore: 40,
+    deleted: true,
+    createdAfter: '2027-01-01T10:00:02.100Z',
+    backAfterMs: 2_100,
+    groupBack: true,
+    ...o,
+  });
+  const forgery = (o: Partial<ForgedEventObserved>): ForgedEventObserved => ({
+    forged: {
+      kind: 'wrong-amount',
+      messageId: 'm-1',
+      bookingId: 'b-1',
+      propertyId: 'p-1',
+      total: 25_000,
+      realTotal: 20_000,
+      currency: 'EUR',
+      seq: 17,
+      publishedAt: 0,
+    },
+    deadLetteredAfterMs: 40,
+    lastError: 'PermanentError: earnings: booking.created for booking b-1 refused: …',
+    ...o,
+  });
+  const events = (
+    kill: ExitObserved | null,
+    nats: NatsOutageObserved,
+    deleted: StreamDeleteObserved = deletion({}),
+    forged: ForgedEventObserved = forgery({}),
+  ) => ({
     killConsumer: async () => ({ seen: kill, consuming: true }),
     natsOutage: async () => nats,
+    deleteStream: async () => deleted,
+    forgeEvent: async () => forged,
   });
 
   it('a consumer kill counts only when the consumer was running and exited by SIGKILL', async () => {
@@ -159,12 +192,49 @@ describe('fault evidence: the events path', () => {
     expect((await inject(deps(), [{ kind: 'nats-outage', at: 0, downMs: 10 }]))[0]!.evidence).toBeNull();
   });
 
+  it('a stream deletion counts only when the stream came back with another creation time', async () => {
+    const del = (o: Partial<StreamDeleteObserved>) =>
+      inject(deps({ events: events(null, outage({}), deletion(o)) }), [{ kind: 'stream-delete', at: 0, downMs: 0 }]);
+    const seen = await del({});
+    expect(seen[0]).toMatchObject({ target: 'events stream' });
+    expect(seen[0]!.evidence).toBe('stream created 2027-01-01T10:00:00.000Z before, 2027-01-01T10:00:02.100Z after');
+    expect((await del({ createdAfter: null, backAfterMs: null }))[0]!.evidence).toBeNull();
+    expect((await del({ deleted: false }))[0]!.evidence).toBeNull();
+    // Info after the delete that still names the old stream: not recreated.
+    expect((await del({ createdAfter: '2027-01-01T10:00:00.000Z' }))[0]!.evidence).toBeNull();
+    expect((await del({ createdBefore: null }))[0]!.evidence).toBeNull();
+    expect((await inject(deps(), [{ kind: 'stream-delete', at: 0, downMs: 0 }]))[0]!.evidence).toBeNull();
+  });
+
+  it("a forged event counts on the stream's PubAck, refused or not yet (the verdict judges the refusal)", async () => {
+    const forge = (o: Partial<ForgedEventObserved>) =>
+      inject(deps({ events: events(null, outage({}), deletion({}), forgery(o)) }), [
+        { kind: 'forged-event', at: 0, downMs: 0, forgery: 'wrong-amount', pick: 0.5 },
+      ]);
+    const seen = await forge({});
+    expect(seen[0]).toMatchObject({ target: 'events stream', evidence: 'PubAck seq 17' });
+    expect(seen[0]!.detail).toMatch(/wrong-amount.*total 25000 for a real 20000.*dead-lettered 40 ms later/);
+    expect((await forge({ deadLetteredAfterMs: null, lastError: null }))[0]!.evidence).toBe('PubAck seq 17');
+    expect((await forge({ forged: null, failed: 'publish: TIMEOUT' }))[0]!.evidence).toBeNull();
+  });
+
   it('the schedule draws the events faults only when asked, after the others, which stay the same for a seed', () => {
     const o = { durationMs: 90_000, workers: 2, maxSmtpOutageMs: 4_250 };
     const without = planFaults(new Rng(42), o);
     const withEvents = planFaults(new Rng(42), { ...o, events: { maxNatsOutageMs: 4_250 } });
-    expect(without.some((f) => f.kind === 'consumer-kill' || f.kind === 'nats-outage')).toBe(false);
-    expect(withEvents.filter((f) => f.kind !== 'consumer-kill' && f.kind !== 'nats-outage')).toEqual(without);
+    expect(without.some((f) => EVENT_FAULT_KINDS.includes(f.kind))).toBe(false);
+    expect(withEvents.filter((f) => !EVENT_FAULT_KINDS.includes(f.kind))).toEqual(without);
+    expect(withEvents.filter((f) => f.kind === 'stream-delete')).toHaveLength(1); // max(1, 90/180)
+    const forged = withEvents.filter((f) => f.kind === 'forged-event');
+    expect(forged).toHaveLength(2); // max(2, 90/60)
+    expect(new Set(forged.map((f) => f.forgery))).toEqual(new Set(['unknown-booking', 'wrong-amount']));
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const long = planFaults(new Rng(seed), { ...o, durationMs: 600_000, events: { maxNatsOutageMs: 4_250 } });
+      expect(long.filter((f) => f.kind === 'stream-delete')).toHaveLength(3);
+      const kinds = long.filter((f) => f.kind === 'forged-event').map((f) => f.forgery);
+      expect(kinds).toHaveLength(10);
+      expect(new Set(kinds).size).toBe(2);
+    }
     expect(withEvents.filter((f) => f.kind === 'consumer-kill')).toHaveLength(3); // max(2, 90/30)
     const nats = withEvents.filter((f) => f.kind === 'nats-outage');
     expect(nats).toHaveLength(1); // max(1, 90/90)
@@ -235,6 +305,8 @@ describe('one fault per target at a time', () => {
           await new Promise((r) => setTimeout(r, ms));
           return { stopped: { pid: 7, code: 0, signal: null }, refusedWhileDown: true, restartedPid: 8 };
         },
+        deleteStream: () => Promise.reject(new Error('not planned here')),
+        forgeEvent: () => Promise.reject(new Error('not planned here')),
       },
     });
     const done = await inject(d, [
@@ -253,6 +325,60 @@ describe('one fault per target at a time', () => {
     expect(consumer.startedAt).toBeGreaterThanOrEqual(nats.endedAt);
     expect(api.startedAt).toBeLessThan(smtp.endedAt);
     expect(done.every((f) => f.evidence)).toBe(true);
+  });
+});
+
+describe('the events-path lane', () => {
+  it('a stream deletion and a forged event wait for a NATS outage and a consumer kill, and for each other', async () => {
+    const spans: Record<string, [number, number]> = {};
+    const timed = async <T>(name: string, ms: number, value: T): Promise<T> => {
+      const t0 = Date.now();
+      await new Promise((r) => setTimeout(r, ms));
+      spans[name] = [t0, Date.now()];
+      return value;
+    };
+    const d = deps({
+      events: {
+        killConsumer: () => timed('consumer-kill', 60, { seen: { pid: 5, code: null, signal: 'SIGKILL' }, consuming: true }),
+        natsOutage: (ms) =>
+          timed('nats-outage', ms, { stopped: { pid: 7, code: 0, signal: null }, refusedWhileDown: true, restartedPid: 8 }),
+        deleteStream: () =>
+          timed('stream-delete', 60, {
+            createdBefore: 'a',
+            messagesBefore: 1,
+            deleted: true,
+            createdAfter: 'b',
+            backAfterMs: 60,
+            groupBack: true,
+          }),
+        forgeEvent: () =>
+          timed('forged-event', 30, {
+            forged: {
+              kind: 'unknown-booking',
+              messageId: 'm',
+              bookingId: 'b',
+              propertyId: 'p',
+              total: 1,
+              realTotal: null,
+              currency: 'EUR',
+              seq: 3,
+              publishedAt: 0,
+            },
+            deadLetteredAfterMs: 5,
+            lastError: 'refused',
+          }),
+      },
+    });
+    const done = await inject(d, [
+      { kind: 'nats-outage', at: 0, downMs: 80 },
+      { kind: 'stream-delete', at: 10, downMs: 0 },
+      { kind: 'consumer-kill', at: 15, downMs: 0 },
+      { kind: 'forged-event', at: 20, downMs: 0, forgery: 'unknown-booking', pick: 0 },
+    ]);
+    expect(done.every((f) => f.evidence)).toBe(true);
+    const order = Object.entries(spans).sort((a, b) => a[1][0] - b[1][0]);
+    for (let i = 1; i < order.length; i++) expect(order[i]![1][0], order[i]![0]).toBeGreaterThanOrEqual(order[i - 1]![1][1]);
+    expect(done.find((f) => f.kind === 'stream-delete')!.waitedMs).toBeGreaterThan(0);
   });
 });
 

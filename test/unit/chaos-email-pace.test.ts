@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
+import {
+  EVENT_CHECKS,
+  emailPace,
+  expectedMessageId,
+  PACE_MIN_DURING,
+  type ClientRecord,
+  type FaultKind,
+  type FaultOutcome,
+} from '../../scripts/chaos/verdict.ts';
+
+/*
+ * The chaos verdict's "emails kept their pace during NATS outages", fed synthetic runs: the pace
+ * of a healthy relay passes; a relay that holds the workers' slots while NATS is down, or a
+ * cancellation that waits for its booking's relay, fails; a fault that delays mail by itself (a
+ * worker kill) is kept out of the comparison rather than blamed on the outage.
+ */
+
+const DOMAIN = 'stayhub.test';
+const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+const OUTAGE: [number, number] = [100_000, 104_000];
+
+interface Made {
+  clientBookings: ClientRecord[];
+  records: SinkRecord[];
+}
+
+/** A booking answered at `at` whose two emails arrive `waitMs` later; cancelled at `cancelAt` with its emails `cancelWaitMs` later. */
+function booking(run: Made, i: number, at: number, waitMs: number, cancel?: { at: number; waitMs: number }) {
+  const c: ClientRecord = {
+    id: uuid(i),
+    guestEmail: `guest-${i % 5}@chaos.test`,
+    hostEmail: `host-${i % 3}@chaos.test`,
+    checkIn: '2027-01-01',
+    checkOut: '2027-01-02',
+    status: cancel ? 'cancelled' : 'confirmed',
+    answeredAt: at,
+    cancelledAt: cancel?.at,
+  };
+  run.clientBookings.push(c);
+  const accept = (topic: 'booking.created' | 'booking.cancelled', handler: string, to: string, when: number) =>
+    run.records.push({
+      kind: 'accepted',
+      at: when,
+      messageId: expectedMessageId(topic, c.id, handler, DOMAIN),
+      idempotencyKey: null,
+      to: [to],
+    });
+  accept('booking.created', 'email.guest-confirmation', c.guestEmail, at + waitMs);
+  accept('booking.created', 'email.host-new-booking', c.hostEmail, at + waitMs + 20);
+  if (cancel) {
+    accept('booking.cancelled', 'email.guest-cancellation', c.guestEmail, cancel.at + cancel.waitMs);
+    accept('booking.cancelled', 'email.host-cancellation', c.hostEmail, cancel.at + cancel.waitMs + 20);
+  }
+}
+
+const fault = (kind: FaultKind, [startedAt, endedAt]: [number, number], evidence: string | null = 'seen'): FaultOutcome => ({
+  kind,
+  target: kind,
+  startedAt,
+  endedAt,
+  detail: kind,
+  evidence,
+});
+
+/**
+ * 150 bookings away from the outage (0.2–0.49 s to the SMTP server), one in three cancelled
+ * later (same pace), and `during` bookings answered while NATS is down, each cancelled within the
+ * outage too, with the waits given.
+ */
+function run(o: { duringWaitMs: number; cancelDuringWaitMs?: number; during?: number; faults?: FaultOutcome[] }) {
+  const made: Made = { clientBookings: [], records: [] };
+  for (let i = 0; i < 150; i++) {
+    const at = i * 600;
+    booking(made, i, at, 200 + (i % 30) * 10, i % 3 === 0 ? { at: at + 300, waitMs: 250 + (i % 20) * 10 } : undefined);
+  }
+  const n = o.during ?? 20;
+  for (let k = 0; k < n; k++) {
+    const at = OUTAGE[0] + 100 + k * 150;
+    booking(made, 1000 + k, at, o.duringWaitMs, { at: at + 50, waitMs: o.cancelDuringWaitMs ?? o.duringWaitMs });
+  }
+  return {
+    ...made,
+    mailDomain: DOMAIN,
+    bounceEmails: [],
+    faults: o.faults ?? [fault('nats-outage', OUTAGE)],
+  };
+}
+
+describe('the chaos verdict: emails kept their pace during NATS outages', () => {
+  it('holds when the mail answered during the outage goes out as fast as the rest', () => {
+    const { check, figures } = emailPace(run({ duringWaitMs: 350 }));
+    expect(check).toMatchObject({ name: EVENT_CHECKS.emailPace, ok: true });
+    expect(figures.bookings).toMatchObject({ judged: true, during: { n: 40, p95Ms: 370 }, outside: { n: 300 } });
+    // Twice the p95 outside is under a second here: the floor is that p95 plus 2 s.
+    expect(figures.bookings.limitMs).toBe(figures.bookings.outside.p95Ms! + 2_000);
+    expect(figures.cancellations.judged).toBe(true);
+  });
+
+  it('fails when the relay holds the workers while NATS is down (every email answered then waits seconds)', () => {
+    // A relay blocking its slot for a 1 s publish timeout per attempt piles the queue up: seconds of wait.
+    const { check, figures } = emailPace(run({ duringWaitMs: 3_500 }));
+    expect(check.ok).toBe(false);
+    expect(check.violations).toEqual([
+      expect.stringMatching(/^bookings: p95 3\.52 s over 40 emails answered during NATS outages, above 2\.\d\d s/),
+      expect.stringMatching(/^cancellations: p95 3\.52 s/),
+    ]);
+    expect(figures.bookings.during.p95Ms).toBe(3_520);
+  });
+
+  it("fails on cancellations alone when they wait for their booking's relay while their bookings' mail is on time", () => {
+    const { check } = emailPace(run({ duringWaitMs: 300, cancelDuringWaitMs: 4_000 }));
+    expect(check.ok).toBe(false);
+    expect(check.violations).toEqual([expect.stringMatching(/^cancellations: p95 4\.02 s over 40 emails/)]);
+  });
+
+  it('scales with a slow machine: twice the p95 outside, when that is more than 2 s above it', () => {
+    const slow = run({ duringWaitMs: 5_000 });
+    // Everything outside takes 3 s or more: the limit is twice its p95.
+    for (const r of slow.records) {
+      if (r.kind !== 'accepted') continue;
+      const c = slow.clientBookings.find((b) => r.messageId!.includes(b.id))!;
+      if (c.answeredAt! < OUTAGE[0]) r.at += 3_000;
+    }
+    const { check, figures } = emailPace(slow);
+    expect(figures.bookings.limitMs).toBe(2 * figures.bookings.outside.p95Ms!);
+    expect(check.ok).toBe(true);
+  });
+
+  it('keeps mail answered around a worker kill out of both samples instead of blaming the outage', () => {
+    // A worker killed mid-batch in the outage: its claimed messages wait for the lease (5 s).
+    const kill = fault('worker-kill', [OUTAGE[0] + 200, OUTAGE[0] + 1_500]);
+    const input = run({ duringWaitMs: 300, faults: [fault('nats-outage', OUTAGE), kill] });
+    for (const r of input.records) {
+      if (r.kind !== 'accepted') continue;
+      const c = input.clientBookings.find((b) => r.messageId!.includes(b.id))!;
+      if (c.answeredAt! >= OUTAGE[0] && c.answeredAt! <= OUTAGE[0] + 1_500) r.at += 5_000;
+    }
+    const { check, figures } = emailPace(input);
+    expect(check.ok).toBe(true);
+    expect(figures.excluded).toBeGreaterThan(0);
+    expect(figures.bookings.during.n).toBeGreaterThanOrEqual(PACE_MIN_DURING);
+    // Without the kill on record, the same delays are blamed on the outage.
+    expect(emailPace({ ...input, faults: [fault('nats-outage', OUTAGE)] }).check.ok).toBe(false);
+  });
+
+  it('does not judge from too few emails, nor count an outage without evidence', () => {
+    const few = emailPace(run({ duringWaitMs: 9_000, during: 2 }));
+    expect(few.check.ok).toBe(true);
+    expect(few.figures.bookings).toMatchObject({ judged: false, limitMs: null, during: { n: 4 } });
+    const noEffect = emailPace(run({ duringWaitMs: 9_000, faults: [fault('nats-outage', OUTAGE, null)] }));
+    expect(noEffect.figures.bookings.during.n).toBe(0);
+    // Nor are those emails taken for the pace outside an outage.
+    expect(noEffect.figures.bookings.outside.n).toBe(300);
+  });
+
+  it('leaves lost mail and the 550 recipients to the other checks', () => {
+    const input = run({ duringWaitMs: 300 });
+    const bounce = input.clientBookings.at(-1)!.guestEmail;
+    const lost = input.clientBookings.at(-2)!.id;
+    const trimmed = { ...input, bounceEmails: [bounce], records: input.records.filter((r) => !r.messageId?.includes(lost)) };
+    const { check, figures } = emailPace(trimmed);
+    expect(check.ok).toBe(true);
+    expect(figures.bookings.during.n).toBeLessThan(40);
+  });
+});
