@@ -223,8 +223,16 @@ export async function checkEvents(o: {
       handlers_done: string[];
       created_ms: number;
     }>(
-      sql`select public_id, topic, key, status, handlers_done, (extract(epoch from created_at) * 1000)::float8 as created_ms
-            from outbox where topic in ('booking.created', 'booking.cancelled')`,
+      // An event is relayed when its message and the relay's lane work of it (src/outbox/lanes.ts)
+      // are: a message whose relay failed is DONE while its lane row still waits or is DEAD.
+      sql`with lanes as (
+            select origin_id, max(case status when 'DEAD' then 2 when 'PENDING' then 1 else 0 end) as worst
+              from outbox where lane is not null group by origin_id)
+          select o.public_id, o.topic, o.key,
+                 case l.worst when 2 then 'DEAD' when 1 then 'PENDING' else o.status end as status,
+                 o.handlers_done, (extract(epoch from o.created_at) * 1000)::float8 as created_ms
+            from outbox o left join lanes l on l.origin_id = o.public_id
+           where o.lane is null and o.topic in ('booking.created', 'booking.cancelled')`,
     );
     const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
     const violations: string[] = [];
@@ -557,7 +565,7 @@ export async function startEventsChaos(o: {
       for (let i = 0; i < 100 && latest.length === 0; i++) {
         try {
           ({ rows: latest } = await db().execute<{ key: string; payload: Record<string, unknown> }>(
-            sql`select key, payload from outbox where topic = 'booking.created' order by id desc limit 50`,
+            sql`select key, payload from outbox where topic = 'booking.created' and lane is null order by id desc limit 50`,
           ));
           if (latest.length === 0) await sleep(100);
         } catch {

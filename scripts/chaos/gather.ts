@@ -43,7 +43,17 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
        join users h on h.id = p.host_id`,
   );
   const { rows: outbox } = await db.query<OutboxRow>(
-    `select public_id as "publicId", topic, key, status, attempts, last_error as "lastError", handlers_done as "handlersDone" from outbox`,
+    // One row per message as written. A handler's work moved into its lane (src/outbox/lanes.ts)
+    // is part of its message: the message counts as PENDING or DEAD while that work is.
+    `with lanes as (
+       select origin_id, max(case status when 'DEAD' then 2 when 'PENDING' then 1 else 0 end) as worst,
+              max(last_error) filter (where status <> 'DONE') as error
+         from outbox where lane is not null group by origin_id)
+     select o.public_id as "publicId", o.topic, o.key,
+            case l.worst when 2 then 'DEAD' when 1 then 'PENDING' else o.status end as status,
+            o.attempts, coalesce(l.error, o.last_error) as "lastError", o.handlers_done as "handlersDone"
+       from outbox o left join lanes l on l.origin_id = o.public_id
+      where o.lane is null`,
   );
   // Our own self-join, not trust in the exclusion constraint that is supposed to guarantee it.
   const { rows: overlaps } = await db.query<{ a: string; b: string; propertyId: string }>(

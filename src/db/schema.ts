@@ -209,7 +209,19 @@ export const outbox = pgTable(
     processedAt: ts('processed_at'),
     /** The last failure (handler, error class, message), so a DEAD row explains itself. */
     lastError: text('last_error'),
+    /**
+     * When the event happened. A lane message (below) carries the original's, so its age is the
+     * event's, not the deferral's.
+     */
     createdAt: ts('created_at').notNull().defaultNow(),
+    /**
+     * Null for a message as written. Otherwise this row is a lane message: the work of one handler
+     * (its name is here) that had to wait, moved out of its message so that only that handler's
+     * later work of the key waits behind it (src/outbox/lanes.ts). Its key is `<lane>@<key>`.
+     */
+    lane: text('lane'),
+    /** A lane message's original: the public id its handler sees as the message id (the relay's Nats-Msg-Id). */
+    originId: uuid('origin_id'),
   },
   (t) => [
     check('outbox_status_check', sql`${t.status} in ('PENDING', 'DONE', 'DEAD')`),

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { guardPool } from '../db/client.ts';
 import { poolOf } from '../db/prepared.ts';
+import { textArray } from './sql.ts';
 import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
 
 /*
@@ -201,14 +202,14 @@ export async function explainClaim(
   ]);
   const prepared = new Set(rows.map((r) => r.name));
   if (!prepared.has(CLAIM_STATEMENT) && !prepared.has(own)) {
-    await client.query(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8) as ${CLAIM_SQL}`);
+    await client.query(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8, text[]) as ${CLAIM_SQL}`);
   }
   const name = pg.escapeIdentifier(prepared.has(CLAIM_STATEMENT) ? CLAIM_STATEMENT : own);
   const options = ['costs off', how.analyze ? 'analyze' : '', how.buffers ? 'buffers' : ''].filter(Boolean).join(', ');
   await client.query('begin');
   try {
     const { rows: plan } = await client.query(
-      `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)})`,
+      `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)}, ${pg.escapeLiteral(textArray(opts.lanes ?? []))})`,
     );
     return plan.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
   } finally {

@@ -216,6 +216,7 @@ export async function messagesCreatedBetween(db: Db, f: CreatedBetween): Promise
        and created_at >= ${f.since.toISOString()}::timestamptz
        and created_at < ${f.until.toISOString()}::timestamptz
        and topic = any(${sql.param(f.topics)}::text[])
+       and lane is null -- a lane message is its original's work, not an event of its own
      order by id
      limit ${f.limit}`);
   return rows.map((r) => ({

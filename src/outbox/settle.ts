@@ -3,6 +3,8 @@ import type { Logger } from '../logger.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
 import type { ClaimedMessage } from './claim.ts';
 import { DoneBatcher } from './done-batch.ts';
+import { deferToLanes } from './lanes.ts';
+import type { LaneDeferral } from './runner/dispatch.ts';
 import { retryWrite } from './retry-write.ts';
 import type { OutcomeReporter } from './runner/outcomes.ts';
 import type { Verdict } from './runner/verdict.ts';
@@ -189,6 +191,43 @@ export class Settler {
     }
     if (this.reporter.wants('done')) {
       this.reporter.outcome({ messageId: msg.publicId, topic: msg.topic, handler, attempt: msg.attempts, outcome: 'done', durationMs });
+    }
+    return true;
+  }
+
+  /**
+   * Own-lane handlers' work moved into their lanes (src/outbox/lanes.ts), before the message's
+   * verdict is recorded. Not retried on error: the write refuses a second deferral of a handler,
+   * so a retry whose first answer was lost would read as a lost claim anyway; the lease brings the
+   * message back and, if the write did commit, the deferred handlers are not run again.
+   */
+  async deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean> {
+    let held: boolean;
+    try {
+      held = await deferToLanes(this.db, msg.id, msg.claimId, deferrals);
+    } catch (err) {
+      this.log.error(
+        { err, messageId: msg.publicId },
+        "could not move handlers' work into their lanes; the lease will bring the message back",
+      );
+      return false;
+    }
+    if (!held) {
+      this.log.warn({ messageId: msg.publicId }, 'claim superseded (lease expired); leaving the message to its new claim');
+      return false;
+    }
+    for (const d of deferrals) {
+      if (d.error === null) continue;
+      // Reported as a retry: the handler is retried, in its lane.
+      this.reporter.outcome({
+        messageId: msg.publicId,
+        topic: msg.topic,
+        handler: d.handler,
+        attempt: msg.attempts,
+        outcome: 'retry',
+        durationMs: d.durationMs,
+        error: d.error,
+      });
     }
     return true;
   }

@@ -40,6 +40,10 @@ export function intArray(values: readonly number[]): string {
   return `{${values.join(',')}}`;
 }
 
+export function floatArray(values: readonly number[]): string {
+  return `{${values.join(',')}}`;
+}
+
 export function uuidArray(values: readonly string[]): string {
   return `{${values.join(',')}}`;
 }

@@ -1,8 +1,9 @@
 import type { Logger } from '../../logger.ts';
-import type { BackoffOptions } from '../backoff.ts';
+import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { TOPICS, isTopicName } from '../topics.ts';
-import { redactEmails } from './failures.ts';
+import type { Deferral } from '../lanes.ts';
+import { describeFailure, isPermanent, redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
 import { ALREADY_DONE, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
 
@@ -18,6 +19,16 @@ export interface DispatchContext {
    * ours, stop here.
    */
   handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean>;
+  /**
+   * Moves own-lane handlers' work into their lanes (src/outbox/lanes.ts), under the claim, and
+   * reports the failures among them. False: the claim is no longer ours, stop here.
+   */
+  deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean>;
+}
+
+/** A deferral as dispatch decides it: the lane write (src/outbox/lanes.ts) and, for a failure, what to report. */
+export interface LaneDeferral extends Deferral {
+  durationMs: number;
 }
 
 /**
@@ -36,7 +47,7 @@ class HandlerCall implements HandlerContext<never> {
   ) {}
 
   get messageId() {
-    return this.msg.publicId;
+    return this.msg.eventId;
   }
   get topic() {
     return this.msg.topic as never;
@@ -52,7 +63,7 @@ class HandlerCall implements HandlerContext<never> {
   }
   get log(): Logger {
     return (this.childLog ??= this.parentLog.child({
-      messageId: this.msg.publicId,
+      messageId: this.msg.eventId,
       topic: this.msg.topic,
       attempt: this.msg.attempts,
       handler: this.handler,
@@ -88,7 +99,9 @@ export async function dispatch(ctx: DispatchContext, msg: ClaimedMessage): Promi
 }
 
 async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict | null> {
-  const handlers = ctx.registry.handlersFor(msg.topic);
+  const all = ctx.registry.handlersFor(msg.topic);
+  // A lane message runs its one handler; without it in this worker, it waits like an unknown topic.
+  const handlers = msg.lane === null ? all : all.filter((h) => h.name === msg.lane);
   // Topics of the API↔worker contract have a payload schema; others (tests, bench) do not.
   let payload = msg.payload;
   let invalid: string | null = null;
@@ -106,27 +119,50 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
   if (early) return early;
 
   const pending: readonly Handler[] = msg.handlersDone.length === 0 ? handlers : handlers.filter((h) => !msg.handlersDone.includes(h.name));
+  // Own-lane handlers keep their own order per key (src/outbox/lanes.ts); a lane message is already in its lane.
+  const laned = msg.key !== null && msg.lane === null;
   let failures: HandlerFailure[] | null = null;
+  let deferred: LaneDeferral[] | null = null;
   const last = pending.length - 1;
   for (let i = 0; i <= last; i++) {
     const handler = pending[i]!;
+    const ownLane = laned && handler.ownLane === true;
+    if (ownLane && msg.lanesBusy.includes(handler.name)) {
+      // Its earlier work of this key is still waiting in the lane: this one queues behind it, unrun.
+      (deferred ??= []).push({ handler: handler.name, delaySeconds: 0, attempts: 0, error: null, durationMs: 0 });
+      continue;
+    }
     const t0 = performance.now();
     try {
       await handler.handle(new HandlerCall(msg, payload as never, handler.name, ctx.log, ctx.signal));
     } catch (error) {
-      (failures ??= []).push({ handler: handler.name, error, durationMs: Math.round(performance.now() - t0) });
+      const durationMs = Math.round(performance.now() - t0);
+      // A permanent failure is not deferred: no retry helps it, in a lane or not (the message dead-letters).
+      if (ownLane && !isPermanent(error)) {
+        const delaySeconds = retryDelaySeconds(1, ctx.backoff);
+        (deferred ??= []).push({
+          handler: handler.name,
+          delaySeconds,
+          attempts: 1,
+          error: describeFailure(handler.name, error),
+          durationMs,
+        });
+      } else {
+        (failures ??= []).push({ handler: handler.name, error, durationMs });
+      }
       continue;
     }
     const durationMs = Math.round(performance.now() - t0);
     // The common case: the last handler, none failed; recorded with DONE, in one (batched) write.
-    if (i === last && failures === null) return { kind: 'done', handler: handler.name, durationMs };
+    if (i === last && failures === null && deferred === null) return { kind: 'done', handler: handler.name, durationMs };
     if (!(await ctx.handlerDone(msg, handler.name, durationMs))) return null;
   }
-  if (failures === null) return ALREADY_DONE; // every handler had already succeeded on an earlier attempt
+  if (deferred !== null && !(await ctx.deferToLanes(msg, deferred))) return null;
+  if (failures === null) return ALREADY_DONE; // every handler has succeeded, now or earlier, or waits in its lane
   return verdictAfterRun({
     attempts: msg.attempts,
     maxAttempts: ctx.maxAttempts,
-    ran: pending.map((h) => h.name),
+    ran: pending.filter((h) => deferred === null || !deferred.some((d) => d.handler === h.name)).map((h) => h.name),
     failures,
     backoff: ctx.backoff,
   });

@@ -7,6 +7,7 @@ import type { PayloadOf, TopicName } from '../topics.ts';
  * idempotencyKey downstream, make the effect naturally idempotent, or record what was done.
  */
 export interface HandlerContext<T extends TopicName> {
+  /** The message's public id; for work moved into a handler's lane, still the original's. */
   messageId: string;
   topic: T;
   key: string | null;
@@ -24,6 +25,12 @@ export interface Handler<T extends TopicName = TopicName> {
   name: string;
   topic: T;
   handle(ctx: HandlerContext<T>): Promise<void>;
+  /**
+   * Order and retry this handler per (key, handler), not per message: its failure holds only its
+   * own later work of the key, never the message's other handlers (src/outbox/lanes.ts). For a
+   * handler whose downstream can be away for long (the events relay).
+   */
+  ownLane?: boolean;
   /** Optional set-up before the first message (the events relay checks its stream); a throw stops the worker's start. */
   prepare?(): Promise<void>;
   /** Optional tear-down when the worker stops. */
@@ -54,6 +61,13 @@ export class HandlerRegistry {
 
   topics(): string[] {
     return [...this.byTopic.keys()].sort();
+  }
+
+  /** The names of the handlers that keep their own lane, for the claim (src/outbox/claim.ts). */
+  ownLanes(): string[] {
+    const names = new Set<string>();
+    for (const h of [...this.byTopic.values()].flat()) if (h.ownLane) names.add(h.name);
+    return [...names].sort();
   }
 
   /** Runs every handler's prepare() (events relay), one after the other. */

@@ -96,6 +96,8 @@ class OutboxWorker implements Worker {
   /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
   private standaloneRuns = 0;
   private readonly counts = emptySummary();
+  /** The handlers that keep their own lane (src/outbox/lanes.ts), for the claim. */
+  private readonly lanes: readonly string[];
 
   /** Claimed, not started. */
   private queue: ClaimedMessage[] = [];
@@ -127,6 +129,7 @@ class OutboxWorker implements Worker {
     this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, opts.logEachMessage);
     this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS);
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
+    this.lanes = opts.registry.ownLanes();
     this.dispatchCtx = {
       registry: opts.registry,
       log: this.log,
@@ -139,6 +142,7 @@ class OutboxWorker implements Worker {
         random: opts.random,
       },
       handlerDone: (msg, handler, durationMs) => this.settler.handlerDone(msg, handler, durationMs),
+      deferToLanes: (msg, deferrals) => this.settler.deferToLanes(msg, deferrals),
     };
   }
 
@@ -218,6 +222,7 @@ class OutboxWorker implements Worker {
       limit: this.batchSize,
       leaseSeconds: this.config.LEASE_SECONDS,
       claimId: randomUUID(),
+      lanes: this.lanes,
     });
     const n = batch.length;
     if (n === 0) return 0;
@@ -277,8 +282,10 @@ class OutboxWorker implements Worker {
         await this.pause(this.config.POLL_INTERVAL_MS);
         continue;
       }
-      // Empty means empty only when nothing we hold could still make a message due.
-      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacksPending === 0) break;
+      // Empty means empty only when nothing we hold could still make a message due, and nothing
+      // settled while the claim ran: its snapshot may predate that settle, and so have seen the
+      // next message of the settled one's key as still held up by it.
+      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacksPending === 0 && !this.wakePending) break;
       await this.drained();
     }
     if (mode === 'until-empty') await this.drained();

@@ -14,8 +14,8 @@ export interface EventsRelayDeps {
 /**
  * The relay: for each relayed topic, a handler that publishes the event into JetStream and returns
  * only once the server has stored it (PubAck). It is an ordinary outbox handler, so retries with
- * backoff, DEAD letters, per-key order (one message of a key in flight at a time, and the next is
- * not claimed before this one is DONE), leases and the dashboard all apply to it.
+ * backoff, DEAD letters, per-key order (a key's events are published one at a time, in order),
+ * leases and the dashboard all apply to it.
  *
  * Effectively once into the log: the publish carries Nats-Msg-Id = the outbox message's public id.
  * If the worker dies after the PubAck and before recording DONE, the message is claimed again and
@@ -25,8 +25,11 @@ export interface EventsRelayDeps {
  * The event itself (subject, headers, body) is built by src/events/relay.ts, which
  * `npm run events:backfill` shares.
  *
- * NATS down or slow: the publish times out (EVENTS_PUBLISH_TIMEOUT_MS), the handler throws, and
- * the message backs off like any failure.
+ * NATS down or slow: the publish times out (EVENTS_PUBLISH_TIMEOUT_MS), or fails at once while
+ * the circuit is open (src/events/circuit.ts), and the handler throws. The relay keeps its own lane
+ * (src/outbox/lanes.ts): its work of that message moves into a lane message that backs off like
+ * any failure, while the message's emails and webhooks, and the key's later messages, go on. The
+ * key's later events queue in the lane behind it, so the stream still receives them in order.
  */
 export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPublisher): Handler<any>[] {
   const topics = relayedTopics(deps.config);
@@ -36,6 +39,8 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
   return topics.map((topic): Handler<TopicName> => ({
     name: EVENTS_RELAY,
     topic,
+    // NATS away must not hold the message's emails or a later message's (src/outbox/lanes.ts).
+    ownLane: true,
     // Shared by every topic's handler: one connection, one stream check.
     prepare: () => (prepared ??= pub.prepare()),
     close: () => (closed ??= pub.close()),
