@@ -283,8 +283,9 @@ export const PACE_MIN_OUTSIDE = 20;
 
 /**
  * Faults that hold emails up by themselves, and the span around each (ms before its start, after
- * its end) whose answers they can delay: a killed worker's or a severed connection's batch waits
- * for its lease (5 s from the claim, made within ~3 s before the kill); a restarted PostgreSQL
+ * its end; a worker kill's end is the kill, within 3 s of its start) whose answers they can delay:
+ * a killed worker's or a severed connection's batch waits for its lease (5 s from the claim, made
+ * within ~3 s before the kill); a restarted PostgreSQL
  * stops every worker; an SMTP outage is the emails' own downstream; a deleted stream holds the
  * relay's slots for the 2 s it waits before recreating the stream. An email answered within one
  * of these is in neither sample, so the comparison measures the NATS outage alone.
@@ -352,7 +353,10 @@ export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' |
     }
   }
   const bounce = new Set(input.bounceEmails.map(lc));
-  const within = (t: number, f: FaultOutcome, [before, after]: [number, number]) => t >= f.startedAt - before && t <= f.endedAt + after;
+  // A worker kill lands within 3 s of its start (the wait for a busy worker); while the worker is
+  // down the other one carries the load, so only mail claimed before the kill waits for a lease.
+  const end = (f: FaultOutcome) => (f.kind === 'worker-kill' ? Math.min(f.endedAt, f.startedAt + 3_000) : f.endedAt);
+  const within = (t: number, f: FaultOutcome, [before, after]: [number, number]) => t >= f.startedAt - before && t <= end(f) + after;
   const natsOutages = input.faults.filter((f) => f.kind === 'nats-outage');
   const holdsUp = (t: number) => input.faults.some((f) => HOLDS_MAIL_UP[f.kind] !== undefined && within(t, f, HOLDS_MAIL_UP[f.kind]!));
   let excluded = 0;
