@@ -66,6 +66,12 @@ export const messageSummary = z.object({
   processedAt: iso.nullable(),
   lastError: z.string().nullable(),
   handlersDone: z.array(z.string()),
+  /**
+   * Set on a lane message: the work of this one handler, moved out of its original message (whose
+   * id is originId) so that while it retries only this handler's later work of the key waits.
+   */
+  lane: z.string().nullable(),
+  originId: z.string().uuid().nullable(),
   /** False when no handler is registered for the topic: the worker leaves such a message PENDING. */
   topicHandled: z.boolean(),
   handlers: z.array(handlerState),

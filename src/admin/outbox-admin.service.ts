@@ -42,7 +42,8 @@ export async function stats(deps: OutboxAdminDeps): Promise<z.infer<typeof stats
  */
 function handlerStates(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): HandlerState[] {
   const done = new Set(m.handlersDone);
-  const registered = catalogue.handlersFor(m.topic);
+  // A lane message runs its one handler (src/outbox/lanes.ts); the topic's others ran on its original.
+  const registered = m.lane === null ? catalogue.handlersFor(m.topic) : [m.lane];
   const states: HandlerState[] = registered.map((name) => ({
     name,
     state: done.has(name) ? 'done' : m.status === 'PENDING' ? 'pending' : m.status === 'DEAD' ? 'dead' : 'not_run',
@@ -65,6 +66,8 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
     processedAt: m.processedAt?.toISOString() ?? null,
     lastError: m.lastError,
     handlersDone: m.handlersDone,
+    lane: m.lane,
+    originId: m.originId,
     topicHandled: catalogue.isHandled(m.topic),
     handlers: handlerStates(catalogue, m),
   };

@@ -19,6 +19,9 @@ export interface OutboxMessageRow {
   createdAt: Date;
   /** True while a worker holds the message (claimed, lease not yet run out). Computed by Postgres' clock. */
   leased: boolean;
+  /** A lane message's handler and its original message (src/outbox/lanes.ts); null for a message as written. */
+  lane: string | null;
+  originId: string | null;
 }
 
 type RawRow = {
@@ -36,6 +39,8 @@ type RawRow = {
   last_error: string | null;
   created_at: Date;
   leased: boolean;
+  lane: string | null;
+  origin_id: string | null;
 };
 
 const toRow = (r: RawRow): OutboxMessageRow => ({
@@ -53,12 +58,14 @@ const toRow = (r: RawRow): OutboxMessageRow => ({
   lastError: r.last_error,
   createdAt: new Date(r.created_at),
   leased: r.leased,
+  lane: r.lane,
+  originId: r.origin_id,
 });
 
 // "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline (available_at
 // while claimed) still ahead. A claim whose lease ran out is claimable again, so it is not leased.
 const COLUMNS = sql`id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
-  handlers_done, processed_at, last_error, created_at,
+  handlers_done, processed_at, last_error, created_at, lane, origin_id,
   (status = 'PENDING' and claim_id is not null and available_at > now()) as leased`;
 
 export interface ListFilter {

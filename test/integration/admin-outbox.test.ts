@@ -315,6 +315,28 @@ describe('messages', () => {
   });
 });
 
+describe('a lane message', () => {
+  it("shows its handler and its original, and only that handler's state", async () => {
+    const [origin] = await seed([{ topic: 'booking.created', status: 'DONE', handlersDone: ['email.guest-confirmation'] }]);
+    const { rows } = await db.pool.query(
+      `insert into outbox (topic, key, payload, lane, origin_id, status, attempts, processed_at, last_error)
+       values ('booking.created', 'events.relay@b-1', '{}', 'events.relay', $1, 'DEAD', 8, now(), 'events.relay: Error: NATS away')
+       returning public_id`,
+      [origin],
+    );
+    const res = await t.app.inject({ method: 'GET', url: `/admin/outbox/messages/${rows[0].public_id}`, headers: admin.auth });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({
+      lane: 'events.relay',
+      originId: origin,
+      key: 'events.relay@b-1',
+      handlers: [{ name: 'events.relay', state: 'dead' }],
+    });
+    const original = await t.app.inject({ method: 'GET', url: `/admin/outbox/messages/${origin}`, headers: admin.auth });
+    expect(original.json()).toMatchObject({ lane: null, originId: null });
+  });
+});
+
 describe('retry', () => {
   it('puts one dead letter back to PENDING with attempts reset, and records who did it', async () => {
     const [id] = await seed([
