@@ -73,6 +73,13 @@ export interface RunOptions extends GroupOptions {
   log: Logger;
   handle: GroupHandler;
   onOutcome?: (outcome: EventOutcome, event: ConsumedEvent | null) => void;
+  /**
+   * Called when the group's durable consumer (or the stream under it) was deleted while the group
+   * ran, once the stream is back and before the group is recreated from its first event. Events
+   * the group had not acked may be gone with the old stream: a group whose effects can be derived
+   * again (the earnings ledger, from the bookings table) rebuilds them here. A throw is retried.
+   */
+  onGroupLost?: (why: 'stream deleted' | 'group deleted') => Promise<void>;
   /** Test hook: called inside the transaction after the effect, before COMMIT. */
   afterEffect?: (event: ConsumedEvent) => void | Promise<void>;
   /** Test hook: called after COMMIT, before the ack. */
@@ -353,13 +360,14 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
         o.log.error(
           { stream: o.stream, cause: cause.message },
           streamGone
-            ? 'the events stream is gone (deleted); recreating it as it was, and the group on it. Events it held that the group had not acked are lost'
+            ? `the events stream is gone (deleted); recreating it as it was, and the group on it. Events it held that the group had not acked are lost${o.onGroupLost ? ' to the stream; what they brought is rebuilt first' : ''}`
             : "the group's durable consumer is gone (deleted); recreating it from the stream's first event (the inbox skips what was applied)",
         );
         if (!streamConfig) throw new StreamConfigError(`stream ${o.stream} does not exist and this process never saw its settings`);
         if (streamGone) await sleep(DELETED_STREAM_SETTLE_MS, undefined, { signal: waiting.signal }).catch(() => undefined);
         if (stopping) return;
         await ensureStream(jsm, { ...streamConfig, name: o.stream }, { log: o.log });
+        await o.onGroupLost?.(streamGone ? 'stream deleted' : 'group deleted');
         await ensureGroup(jsm, o, { from: 'start' }, o.log);
         o.log.warn({ stream: o.stream }, 'consumer group recreated; consuming again');
         return;

@@ -72,6 +72,8 @@ export interface ConsumerMetrics {
   outcome: (outcome: EventOutcome) => void;
   /** This process's group lost events (seen at start): reported until the process ends. */
   eventsAgedOut: () => void;
+  /** The group's ledger was rebuilt from the bookings table after its stream or durable was deleted. */
+  ledgerRebuilt: () => void;
 }
 
 /**
@@ -87,6 +89,8 @@ export interface ConsumerMetrics {
  *                                                             process's group, from then until the
  *                                                             process ends
  *   stayhub_events_consumer_outcomes_total{group, outcome}    applied | duplicate | retry | dead
+ *   stayhub_events_group_ledger_rebuilds_total{group}         rebuilds from the bookings table after
+ *                                                             the group's stream or durable was deleted
  */
 export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string; db: Db; group: string }): ConsumerMetrics {
   const registry = new Registry();
@@ -166,10 +170,18 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
     labelNames: ['group', 'outcome'] as const,
     registers: [registry],
   });
+  const rebuilds = new Counter({
+    name: 'stayhub_events_group_ledger_rebuilds_total',
+    help: "Rebuilds of the group's ledger from the bookings table after its stream or durable consumer was deleted.",
+    labelNames,
+    registers: [registry],
+  });
+  rebuilds.inc({ group: o.group }, 0);
   return {
     registry,
     outcome: (outcome) => outcomes.inc({ group: o.group, outcome }),
     eventsAgedOut: () => (ownAgedOut = true),
+    ledgerRebuilt: () => rebuilds.inc({ group: o.group }),
   };
 }
 

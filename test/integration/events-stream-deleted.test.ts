@@ -165,6 +165,43 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     }
   }, 60_000);
 
+  it('calls onGroupLost once the stream is back, before the group reads again, when events it had not acked went with the stream', async () => {
+    await ensureStream(nats.jsm, desiredStream(config()), { role: 'relay' });
+    await ensureGroup(nats.jsm, groupOptions());
+    const order: string[] = [];
+    let hold = true;
+    const runner = await runGroup({
+      ...groupOptions(),
+      nc: nats.nc,
+      db: t.db.db,
+      log: pino({ level: 'silent' }),
+      // Behind: the event is delivered but not acked while the stream is deleted.
+      handle: async (_tx, e) => {
+        if (hold) throw new Error('not yet');
+        order.push(`applied ${e.messageId}`);
+      },
+      onGroupLost: async (why) => {
+        order.push(`lost: ${why}`);
+      },
+    });
+    try {
+      await publishRaw(5);
+      await waitFor(
+        async () => ((await nats.jsm.consumers.info(stream, 'g').catch(() => null))?.num_ack_pending ?? 0) > 0,
+        10_000,
+        'event delivered, not acked',
+      );
+      await nats.jsm.streams.delete(stream);
+      await waitFor(async () => order.length > 0, 15_000, 'the loss reported');
+      hold = false;
+      await publishRaw(6);
+      await waitFor(async () => order.includes(`applied ${stream}-raw-6`), 15_000, 'event after the deletion applied');
+      expect(order).toEqual(['lost: stream deleted', `applied ${stream}-raw-6`]);
+    } finally {
+      await runner.stop();
+    }
+  }, 60_000);
+
   it('the consumer process exits non-zero naming why when its group cannot be recreated', async () => {
     // Serving metrics, as deployed: the server must not keep the process up.
     const child = spawnProcess('src/events/earnings/main.ts', env({ EVENTS_METRICS_PORT: '0' }));
@@ -247,6 +284,58 @@ describe.skipIf(skip)('bookings, when the stream is deleted while the worker and
       expect(await outbox()).toEqual({ DONE: expect.any(Number) });
       const inStream = (await readStream(nats.url, stream)).filter((e) => e.headers['StayHub-Topic'] === 'booking.created');
       expect(inStream).toHaveLength(3);
+    } finally {
+      await consumer.stop();
+      await worker.stop();
+    }
+  }, 120_000);
+});
+
+describe.skipIf(skip)('a consumer that was down while the stream was deleted', () => {
+  it('finds its ledger without a durable, rebuilds it from the bookings table, and loses no booking', async () => {
+    const host = await signUp(t.app, 'host');
+    const guest = await signUp(t.app, 'guest');
+    const property = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 1000 });
+    let day = 10;
+    const book = async (n: number) => {
+      for (let i = 0; i < n; i++, day += 3) {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/bookings',
+          headers: guest.auth,
+          payload: { propertyId: property.id, checkIn: daysFromNow(day), checkOut: daysFromNow(day + 2), guests: 1 },
+        });
+        expect(res.statusCode).toBe(201);
+      }
+    };
+    const relayed = async () => {
+      const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
+      return rows[0]!.n === 0;
+    };
+    const inLedger = async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0;
+
+    const worker = spawnProcess('src/worker/drain-outbox.ts', env());
+    let consumer = spawnConsumer();
+    try {
+      await book(2);
+      await waitFor(async () => (await relayed()) && (await inLedger()), 30_000, 'ledger caught up');
+      await consumer.stop();
+      // While the consumer is down: bookings the relay publishes, then the stream deleted with them unread.
+      await book(3);
+      await waitFor(relayed, 30_000, 'relayed while the consumer is down');
+      await nats.jsm.streams.delete(stream);
+      await book(1); // the relay recreates the stream: it starts at 1 again, as if nothing was lost
+      await waitFor(relayed, 30_000, 'relayed into the recreated stream');
+      expect((await readStream(nats.url, stream)).filter((e) => e.headers['StayHub-Topic'] === 'booking.created')).toHaveLength(1);
+
+      consumer = spawnConsumer();
+      await waitFor(inLedger, 30_000, 'every booking in the ledger');
+      // Rebuilt, not read: every booking of the database is counted from the bookings table.
+      const { rows } = await t.db.db.execute<{ rebuilt: number; bookings: number }>(
+        sql`select (select count(*)::int from earnings_bookings where consumer_group = 'earnings' and counted_from = 'rebuild') as rebuilt,
+                   (select count(*)::int from bookings) as bookings`,
+      );
+      expect(rows[0]!.rebuilt).toBe(rows[0]!.bookings);
     } finally {
       await consumer.stop();
       await worker.stop();

@@ -177,6 +177,18 @@ export async function clearLedger(tx: Tx, group: string): Promise<void> {
   await tx.execute(sql`delete from earnings_bookings where consumer_group = ${group}`);
 }
 
+/**
+ * Whether the group has counted anything: a ledger that exists while the group's durable consumer
+ * does not lost its position (its stream or its durable was deleted), and with it, perhaps, events
+ * it had not read.
+ */
+export async function ledgerHasHistory(db: Db, group: string): Promise<boolean> {
+  const { rows } = await db.execute<{ any: boolean }>(sql`
+    select exists (select 1 from earnings_bookings where consumer_group = ${group})
+        or exists (select 1 from processed_messages where consumer_group = ${group}) as any`);
+  return rows[0]!.any;
+}
+
 export interface RebuildSummary {
   /** Bookings counted, cancelled ones included. */
   bookings: number;

@@ -26,7 +26,7 @@ import { clearInbox } from '../inbox.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
 import { describeHoldings, groupMissedEvents, streamHoldings, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
-import { applyEarningsEvent, clearLedger, earningsFilter, rebuildLedger } from './ledger.ts';
+import { applyEarningsEvent, clearLedger, earningsFilter, ledgerHasHistory, rebuildLedger } from './ledger.ts';
 
 /*
  * `npm run consume:earnings -- [flags]`: the hosts' earnings ledger, a consumer group of the events
@@ -188,6 +188,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       }
       const where = `stream ${config.EVENTS_STREAM} no longer holds every event: ${describeHoldings(holdings)}`;
       let agedOut = false;
+      const metricsOnStart: ((m: ReturnType<typeof createConsumerMetrics>) => void)[] = [];
       if (values.replay && values['accept-gap']) {
         const rebuilt = await rebuildLedger(database.db, group);
         await resetGroup(jsm, groupOptions, { from: 'start' });
@@ -215,7 +216,20 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         await resetGroup(jsm, groupOptions, start);
         logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
       } else {
-        if (!holdings.complete && !(await groupExists(jsm, config.EVENTS_STREAM, group))) {
+        const exists = await groupExists(jsm, config.EVENTS_STREAM, group);
+        if (!exists && (await ledgerHasHistory(database.db, group))) {
+          // The group counted events before, and its durable consumer is gone: its stream or the
+          // durable was deleted while no process of it ran. Events it had not read may have gone
+          // with them, and a new stream starts at 1, so nothing else would tell. The ledger is
+          // derived data: rebuilt from the bookings table, then the stream is read from its start.
+          const rebuilt = await rebuildLedger(database.db, group);
+          metricsOnStart.push((m) => m.ledgerRebuilt());
+          logger.warn(
+            { ...rebuilt, firstSeq: holdings.firstSeq },
+            `group ${group} has a ledger but no durable consumer on stream ${config.EVENTS_STREAM} (the stream or the group ` +
+              'was deleted): events it had not read may be gone. Ledger rebuilt from the bookings table; reading the stream from its first event',
+          );
+        } else if (!holdings.complete && !exists) {
           errOut(
             `consume:earnings: refusing to start group ${group}: it has no durable consumer on the stream, and a new one ` +
               `starts at the stream's first event, but ${where}. Build its ledger from the bookings table, then read the ` +
@@ -242,6 +256,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
 
       const metrics = createConsumerMetrics({ jsm, stream: config.EVENTS_STREAM, db: database.db, group });
       if (agedOut) metrics.eventsAgedOut();
+      for (const f of metricsOnStart) f(metrics);
       const metricsServer =
         config.EVENTS_METRICS_PORT !== undefined
           ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST)
@@ -255,6 +270,12 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         log: logger,
         handle,
         onOutcome: metrics.outcome,
+        // Deleted while running: what the lost events brought is rebuilt before the group reads again.
+        onGroupLost: async (why) => {
+          const rebuilt = await rebuildLedger(database.db, group);
+          metrics.ledgerRebuilt();
+          logger.warn({ ...rebuilt, why }, 'ledger rebuilt from the bookings table; reading the recreated group from its first event');
+        },
         afterEffect: opts.afterEffect,
         beforeAck: opts.beforeAck,
       });
