@@ -242,8 +242,9 @@ export async function checkEvents(o: {
       const n = inStream.get(r.public_id) ?? 0;
       if (n === 1) continue;
       // A deleted stream takes what it held with it: an event written before the last deletion and
-      // relayed (its relay handler done) is allowed to be missing from the stream of now.
-      if (n === 0 && r.created_ms < lastDeletion && r.handlers_done.includes(EVENTS_RELAY)) {
+      // relayed (its relay handler done, and its lane work if it had any: status folds that in) is
+      // allowed to be missing from the stream of now.
+      if (n === 0 && r.created_ms < lastDeletion && r.status === 'DONE' && r.handlers_done.includes(EVENTS_RELAY)) {
         gone++;
         continue;
       }
@@ -270,7 +271,7 @@ export async function checkEvents(o: {
         ? 'no event in the outbox'
         : (inStream.get(m.public_id) ?? 0) > 0
           ? `its event ${m.public_id} is in the stream`
-          : m.created_ms < lastDeletion && m.handlers_done.includes(EVENTS_RELAY)
+          : m.created_ms < lastDeletion && m.status === 'DONE' && m.handlers_done.includes(EVENTS_RELAY)
             ? `its event ${m.public_id} was relayed (outbox ${m.status}) into the stream that was deleted at ${new Date(lastDeletion).toISOString()}, before the consumer applied it`
             : `its event ${m.public_id} (outbox ${m.status}) is not in the stream`;
       ledgerViolations.push(`the ledger does not count the ${u.what} of booking ${u.public_id} (${u.status}, total ${u.total}): ${where}`);
