@@ -160,6 +160,7 @@ export function useFixedRequestCounts(perConnection: number | undefined): void {
 
 export interface ApiRun {
   rps: number;
+  p50: number;
   p99: number;
   requests: number;
   non201: number;
@@ -169,6 +170,7 @@ export interface ApiRun {
 function summarise(r: AutocannonResult) {
   return {
     rps: round(r.requests.average, 1),
+    p50: round(r.latency.p50, 3),
     p99: round(r.latency.p99, 3),
     requests: r.requests.total,
     errors: r.errors + r.timeouts,
@@ -217,7 +219,7 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
   const s = summarise(result);
   const non201 = s.requests - (s.codes['201'] ?? 0);
   if (non201 > 0) console.warn(`  ! ${non201} POST /bookings answers were not 201: ${JSON.stringify(s.codes)}`);
-  return { rps: s.rps, p99: s.p99, requests: s.requests, non201, errors: s.errors };
+  return { rps: s.rps, p50: s.p50, p99: s.p99, requests: s.requests, non201, errors: s.errors };
 }
 
 /** Rounds used by earlier conflict runs: a later run never asks for dates an earlier one booked. */

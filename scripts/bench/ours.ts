@@ -164,12 +164,17 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
   }
 }
 
-/**
- * The median time of one claim (the worker's real claim, on a connection with its own
- * settings and cached plan) over `samples` claims. Each runs in a transaction that is rolled back,
- * so every sample sees the same table; only the claim statement is timed, not the BEGIN/ROLLBACK.
- */
+/** The median of claimTimes: one claim's typical cost. */
 export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
+  return median(await claimTimes(url, samples, batch));
+}
+
+/**
+ * The times of `samples` claims (the worker's real claim, on a connection with its own settings
+ * and cached plan), in milliseconds. Each runs in a transaction that is rolled back, so every
+ * sample sees the same table; only the claim statement is timed, not the BEGIN/ROLLBACK.
+ */
+export async function claimTimes(url: string, samples: number, batch: number): Promise<number[]> {
   const client = await connectClaimClient({ connectionString: url, application_name: 'bench-claim' });
   try {
     const ms: number[] = [];
@@ -182,7 +187,7 @@ export async function timeClaims(url: string, samples: number, batch: number): P
       if (claimed.length !== batch) throw new Error(`claimed ${claimed.length}, expected ${batch}`);
       if (i >= 5) ms.push(elapsed); // the first few warm the cache
     }
-    return median(ms);
+    return ms;
   } finally {
     await client.end();
   }

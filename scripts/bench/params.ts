@@ -58,6 +58,23 @@ export interface BenchParams {
   claimBatch: number;
   apiGuests: number;
   apiProperties: number;
+  /**
+   * Runs of the slow measurements of a long history: the purge alone (one purge of `purgeRows` a
+   * run) and every drain and claim of the growth section.
+   */
+  historyRuns: number;
+  /** DONE rows past the retention that the purge section deletes (and the DROP TABLE copy holds). */
+  purgeRows: number;
+  /** Messages drained with and without a purge beside the worker (one process, our throughput settings). */
+  purgeDrainMessages: number;
+  /** Claims timed per run with and without a purge beside them, for a p99 worth reading. */
+  purgeClaimSamples: number;
+  /** The DONE history sizes of the growth section, and the drain and processes measured on each. */
+  growthHistories: number[];
+  growthMessages: number;
+  growthProcesses: number[];
+  /** Past bookings in the table under the API in the api-history section. */
+  bookingHistory: number;
 }
 
 export const FULL: BenchParams = {
@@ -96,6 +113,15 @@ export const FULL: BenchParams = {
   claimBatch: 20, // WORKER_BATCH_SIZE's default
   apiGuests: 16,
   apiProperties: 200,
+  // The purge of a million rows takes a minute or more, once a run: three runs, not five.
+  historyRuns: 3,
+  purgeRows: 1_000_000,
+  purgeDrainMessages: 20_000,
+  purgeClaimSamples: 1_000,
+  growthHistories: [1_000, 100_000, 1_000_000],
+  growthMessages: 20_000,
+  growthProcesses: [1, 2, 4],
+  bookingHistory: 1_000_000,
 };
 
 export const SMOKE: BenchParams = {
@@ -132,10 +158,18 @@ export const SMOKE: BenchParams = {
   claimBatch: 20,
   apiGuests: 4,
   apiProperties: 10,
+  historyRuns: 1,
+  purgeRows: 20_000,
+  purgeDrainMessages: 1_000,
+  purgeClaimSamples: 50,
+  growthHistories: [1_000, 20_000],
+  growthMessages: 1_000,
+  growthProcesses: [1, 2],
+  bookingHistory: 10_000,
 };
 
 /** Where a run writes bench-results.json and bench-results.md without --out: under var/, which git ignores. */
 export const DEFAULT_OUT = path.join(ROOT, 'var', 'bench');
 
 /** The sections of a run, in the order they run; --only picks some of them. */
-export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api'] as const;
+export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api', 'purge', 'growth', 'api-history'] as const;

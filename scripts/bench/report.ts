@@ -13,6 +13,13 @@ const x = (v: number | null | undefined) => (v === null || v === undefined || !N
 const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0) =>
   rep.runs.length > 1 ? `${n(rep.median[k], digits)} (${n(rep.min[k], digits)}–${n(rep.max[k], digits)})` : n(rep.median[k], digits);
 
+const MIB = 2 ** 20;
+/** A byte count's median and spread in MiB. */
+const mmMiB = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T) =>
+  rep.runs.length > 1
+    ? `${n((rep.median[k] as number) / MIB, 1)} (${n((rep.min[k] as number) / MIB, 1)}–${n((rep.max[k] as number) / MIB, 1)})`
+    : n((rep.median[k] as number) / MIB, 1);
+
 const LABELS: Record<string, string> = {
   bestOfOurs: '**best of ours** (the fastest median of these, chosen after the run)',
   bestPeer: '**strongest peer configuration**',
@@ -266,6 +273,65 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
     targetLines(L, r.targets, 'Webhooks');
+  }
+
+  if (r.purge) {
+    const pu = r.purge;
+    const a = pu.alone;
+    const d = pu.dropTable;
+    L.push(`## 10. Purging a long DONE history (${n(pu.rows)} DONE rows past the retention)`, '');
+    L.push(
+      "The housekeeping purge alone (src/outbox/purge.ts, 1,000 rows a statement), once a run on a fresh clone, nothing else on the server; then a plain VACUUM. Beside it, dropping a table of the outbox's shape holding the same rows: what dropping a time partition of that size would cost (the outbox has no partitions).",
+      '',
+      '| Figure | Median | Runs |',
+      '|---|---:|---|',
+      `| purge: time (s) | ${mm(a, 'seconds', 1)} | ${a.runs.map((v) => n(v.seconds, 1)).join(', ')} |`,
+      `| purge: one batch of 1,000, the first ten / the last ten (ms) | ${mm(a, 'firstBatchesMs', 1)} / ${mm(a, 'lastBatchesMs', 1)} | |`,
+      `| purge: WAL written (MiB) | ${mmMiB(a, 'walBytes')} | ${a.runs.map((v) => n(v.walBytes / MIB, 1)).join(', ')} |`,
+      `| outbox, table + indexes (MiB): before / after / after VACUUM | ${n(a.median.tableBytesBefore / MIB, 1)} / ${n(a.median.tableBytesAfter / MIB, 1)} / ${n(a.median.tableBytesAfterVacuum / MIB, 1)} | |`,
+      `| outbox_pending_available_idx (MiB): before / after / after VACUUM | ${n(a.median.pendingIdxBytesBefore / MIB, 2)} / ${n(a.median.pendingIdxBytesAfter / MIB, 2)} / ${n(a.median.pendingIdxBytesAfterVacuum / MIB, 2)} | |`,
+      `| outbox_key_idx (MiB): before / after / after VACUUM | ${n(a.median.keyIdxBytesBefore / MIB, 1)} / ${n(a.median.keyIdxBytesAfter / MIB, 1)} / ${n(a.median.keyIdxBytesAfterVacuum / MIB, 1)} | |`,
+      `| VACUUM after the purge: time (s), WAL (MiB) | ${mm(a, 'vacuumSeconds', 1)}, ${mmMiB(a, 'vacuumWalBytes')} | |`,
+      `| DROP TABLE of the same rows (${n(d.median.tableBytes / MIB, 0)} MiB): time (ms) | ${mm(d, 'dropMs', 1)} | ${d.runs.map((v) => n(v.dropMs, 1)).join(', ')} |`,
+      `| DROP TABLE: WAL written (KiB) | ${n(d.median.walBytes / 1024, 1)} | ${d.runs.map((v) => n(v.walBytes / 1024, 1)).join(', ')} |`,
+      '',
+      `Our drain and claim without and with the worker's housekeeping purge running beside them (started with the measurement, stopped when it ends):`,
+      '',
+      '| Measurement | Alone | Beside the purge | Beside / alone |',
+      '|---|---:|---:|---:|',
+      `| drain ×1, ${n(pu.drain.messages)} messages (msg/s) | ${mm(pu.drain.without, 'perSecond')} | ${mm(pu.drain.with, 'perSecond')} | ${x(pu.drain.ratio)} |`,
+      `| claim of ${p.claimBatch}, ${n(pu.claim.pending)} PENDING: p50 (ms, ${n(pu.claim.samples)} claims a run) | ${mm(pu.claim.without, 'p50', 3)} | ${mm(pu.claim.with, 'p50', 3)} | ${x(pu.claim.p50Ratio)} |`,
+      `| claim p99 (ms) | ${mm(pu.claim.without, 'p99', 3)} | ${mm(pu.claim.with, 'p99', 3)} | ${x(pu.claim.p99Ratio)} |`,
+      '',
+      `Rows the purge deleted during each measurement: drain ${pu.drain.with.runs.map((v) => n(v.purged)).join(', ')}; claims ${pu.claim.with.runs.map((v) => n(v.purged)).join(', ')}.` +
+        (pu.purgeEndedEarly ? ` In ${pu.purgeEndedEarly} measurement(s) the purge had finished before the measurement did.` : ''),
+      '',
+    );
+    targetLines(L, r.targets, 'Purge');
+  }
+
+  if (r.growth) {
+    const g = r.growth;
+    const procs = Object.keys(g.byHistory[0]?.byProcesses ?? {});
+    L.push(`## 11. Where the cost grows (drain of ${n(g.messages)} no-op messages, our throughput settings, on a DONE history)`, '');
+    L.push(
+      `| DONE history | ${procs.map((k) => `×${k} (msg/s)`).join(' | ')} | claim of ${p.claimBatch} (ms) |`,
+      `|---:|${procs.map(() => '---:').join('|')}|---:|`,
+    );
+    for (const h of g.byHistory) {
+      L.push(`| ${n(h.history)} | ${procs.map((k) => mm(h.byProcesses[k]!, 'perSecond')).join(' | ')} | ${mm(h.claimMs, 'ms', 3)} |`);
+    }
+    L.push('', `Claim: the median of ${n(p.claimSamples)} claims on ${n(p.claimPending)} PENDING rows after the history, rolled back.`, '');
+  }
+
+  if (r.apiHistory) {
+    const ah = r.apiHistory;
+    L.push(`## 12. The booking write path on a long bookings history (${ah.connections} connections, ${p.httpSeconds} s a run)`, '');
+    L.push('| Bookings table | req/s | p50 (ms) | p99 (ms) |', '|---|---:|---:|---:|');
+    L.push(`| empty | ${mm(ah.empty, 'rps')} | ${mm(ah.empty, 'p50', 1)} | ${mm(ah.empty, 'p99', 1)} |`);
+    L.push(`| ${n(ah.bookings)} past bookings | ${mm(ah.history, 'rps')} | ${mm(ah.history, 'p50', 1)} | ${mm(ah.history, 'p99', 1)} |`);
+    L.push('', `With history / empty: p50 ${x(ah.p50Ratio)}, p99 ${x(ah.p99Ratio)}. Answers other than 201: ${ah.non201}.`, '');
+    targetLines(L, r.targets, 'Booking history');
   }
 
   L.push('## How each system was run', '');

@@ -4,11 +4,22 @@ import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCo
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { parseFlags, usageError } from './lib/cli.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
-import { compareConfigs, repeat, repeatOf, round, type Compared, type Measured, type Repeated } from './lib/stats.ts';
+import { compareConfigs, percentile, repeat, repeatOf, round, type Compared, type Measured, type Repeated } from './lib/stats.ts';
 import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst } from './burst.ts';
 import { drainFloor, latencyFloor } from './floors.ts';
 import { codeVersion, loadBefore } from './lib/trace.ts';
-import { explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
+import {
+  addPending,
+  cloneDatabase,
+  concurrentPurge,
+  dropDatabase,
+  dropTableCost,
+  fillBookingHistory,
+  fillDoneHistory,
+  purgeCost,
+} from './history.ts';
+import type { DropCost, PurgeCost } from './history.ts';
+import { claimTimes, explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
 import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
@@ -82,6 +93,13 @@ const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000)
 type Drain = { perSecond: number; drainSeconds: number };
 
 type Lat = { p50: number; p99: number; max: number; mean: number };
+
+type ClaimLat = { p50: number; p99: number };
+
+/** A measurement with the housekeeping purge beside it: rows it deleted meanwhile. */
+type WithPurge = { purged: number };
+
+type ApiLat = { rps: number; p50: number; p99: number };
 
 export interface BenchResults {
   mode: 'full' | 'smoke';
@@ -176,6 +194,43 @@ export interface BenchResults {
     }>;
     expectedShare409: number;
   };
+  /**
+   * A long DONE history and its purge (history.ts): the housekeeping purge alone (once a run, on a
+   * fresh clone of `rows` DONE rows past the retention), dropping a table holding the same rows
+   * (what dropping a time partition would cost), and our drain and claim without and with the
+   * purge running beside them. Ratios: median with / median without. `purgeEndedEarly`: runs in
+   * which the purge had deleted everything before the measurement beside it ended.
+   */
+  purge?: {
+    rows: number;
+    alone: Repeated<PurgeCost>;
+    dropTable: Repeated<DropCost>;
+    drain: { messages: number; without: Repeated<Drain>; with: Repeated<Drain & WithPurge>; ratio: number };
+    claim: {
+      samples: number;
+      pending: number;
+      without: Repeated<ClaimLat>;
+      with: Repeated<ClaimLat & WithPurge>;
+      p50Ratio: number;
+      p99Ratio: number;
+    };
+    purgeEndedEarly: number;
+  };
+  /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
+  growth?: {
+    messages: number;
+    byHistory: { history: number; byProcesses: Record<string, Repeated<Drain>>; claimMs: Repeated<{ ms: number }> }[];
+  };
+  /** POST /bookings at `connections` on an empty bookings table and on one holding `bookings` past stays. */
+  apiHistory?: {
+    connections: number;
+    bookings: number;
+    empty: Repeated<ApiLat>;
+    history: Repeated<ApiLat>;
+    p50Ratio: number;
+    p99Ratio: number;
+    non201: number;
+  };
   targets?: ReturnType<typeof evaluateTargets>;
   errors: { section: string; message: string }[];
 }
@@ -215,6 +270,9 @@ async function main(): Promise<number> {
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
+      history: `DONE rows inserted in one statement (processed 30 days ago, past OUTBOX_RETENTION_DAYS), VACUUM ANALYZE; one template database per history size, cloned (CREATE DATABASE … STRATEGY FILE_COPY) for every measurement and dropped after it; PENDING rows for claims: ${P.claimPending.toLocaleString('en-US')} added to the clone, VACUUM ANALYZE`,
+      purge: `src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the worker's housekeeping batch), each batch timed; beside a measurement: src/outbox/runner/housekeeping.ts housekeepOnce on its own connection, started with the measurement and stopped when it ends; WAL: pg_wal_lsn_diff of pg_current_wal_lsn() before and after, nothing else running; drop: CREATE TABLE (LIKE outbox INCLUDING ALL) + INSERT … SELECT of the DONE rows, CHECKPOINT, then DROP TABLE timed`,
+      apiHistory: `the api section's POST /bookings (autocannon, ${PREPARED_CONNECTIONS} connections) against two APIs started together, one on an empty bookings table, one on a table holding past stays inserted in SQL (200 two-night stays per property of their own, one every 3 days back from yesterday, none overlapping), runs alternating between them`,
       pgbench:
         "-M extended, and -M prepared at 8 connections (the target's peer: the protocol of the API's named statements), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)",
     },
@@ -591,6 +649,207 @@ async function main(): Promise<number> {
         };
       } finally {
         await fixture.close();
+      }
+    });
+
+    // Templates holding a DONE history, built once per size and cloned for every measurement.
+    const historyTemplates = new Map<number, Promise<string>>();
+    const historyTemplate = (rows: number) => {
+      let name = historyTemplates.get(rows);
+      if (!name) {
+        name = (async () => {
+          const t = Date.now();
+          const db = `history_${rows}`;
+          await fillDoneHistory(await server.createDatabase(db, server.ourTemplate), rows);
+          log(`   template ${db}: ${rows.toLocaleString('en-US')} DONE rows in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+          return db;
+        })();
+        historyTemplates.set(rows, name);
+      }
+      return name;
+    };
+    /** `fn` on a fresh clone of the history of `rows` DONE rows, dropped after (clones of 400 MB add up). */
+    const onHistory = async <T>(rows: number, fn: (url: string) => Promise<T>): Promise<T> => {
+      const name = `history_${rows}_${dbSeq++}`;
+      const url = await cloneDatabase(server, name, await historyTemplate(rows));
+      try {
+        return await fn(url);
+      } finally {
+        await dropDatabase(server, name);
+      }
+    };
+    const drainOurs = (url: string, count: number, processes: number) =>
+      oursDrain(url, { topic: 'bench.noop', count, processes, env: OURS_THROUGHPUT });
+    const claimLat = async (url: string): Promise<ClaimLat> => {
+      const ms = await claimTimes(url, P.purgeClaimSamples, P.claimBatch);
+      return { p50: percentile(ms, 50), p99: percentile(ms, 99) };
+    };
+    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+    await section('purge', async () => {
+      const rows = P.purgeRows;
+      const alone: PurgeCost[] = [];
+      const drops: DropCost[] = [];
+      const drainWithout: Drain[] = [];
+      const drainWith: (Drain & WithPurge)[] = [];
+      const claimWithout: ClaimLat[] = [];
+      const claimWith: (ClaimLat & WithPurge)[] = [];
+      let purgeEndedEarly = 0;
+      /** `measure` with the housekeeping purge started beside it, stopped when it ends. */
+      const besidePurge = async <T>(url: string, measure: () => Promise<T>): Promise<T & WithPurge> => {
+        const purge = concurrentPurge(url);
+        const t = await measure().catch(async (err: unknown) => {
+          await purge.stop();
+          throw err;
+        });
+        const stopped = await purge.stop();
+        if (!stopped.ranThrough) purgeEndedEarly++;
+        return { ...t, purged: stopped.purged };
+      };
+      for (let r = 0; r < P.historyRuns; r++) {
+        // Two clones, the one drained first taking turns, so neither always gets the warmer machine.
+        for (const withPurge of r % 2 === 0 ? [false, true] : [true, false]) {
+          await onHistory(rows, async (url) => {
+            if (withPurge) {
+              const d = await besidePurge(url, () => drainOurs(url, P.purgeDrainMessages, 1));
+              drainWith.push(d);
+              log(
+                `   drain ×1 beside the purge: ${Math.round(d.perSecond)} msg/s (${d.purged.toLocaleString('en-US')} rows purged meanwhile)`,
+              );
+            } else {
+              drainWithout.push(await drainOurs(url, P.purgeDrainMessages, 1));
+              log(`   drain ×1 alone: ${Math.round(drainWithout.at(-1)!.perSecond)} msg/s`);
+            }
+          });
+        }
+        // The claims are rolled back, so those without the purge leave the clone as it was for those beside it.
+        await onHistory(rows, async (url) => {
+          await addPending(url, P.claimPending);
+          claimWithout.push(await claimLat(url));
+          claimWith.push(await besidePurge(url, () => claimLat(url)));
+          const [a, b] = [claimWithout.at(-1)!, claimWith.at(-1)!];
+          log(
+            `   claim p50/p99: alone ${a.p50.toFixed(3)}/${a.p99.toFixed(3)} ms, beside the purge ${b.p50.toFixed(3)}/${b.p99.toFixed(3)} ms`,
+          );
+        });
+        // The purge alone, nothing else on the server. PENDING rows after the history, as a live
+        // outbox has, so VACUUM cannot give back the emptied table by cutting it short.
+        await onHistory(rows, async (url) => {
+          await addPending(url, P.claimPending);
+          drops.push(await dropTableCost(url));
+          const d = drops.at(-1)!;
+          log(
+            `   DROP TABLE of ${d.rows.toLocaleString('en-US')} DONE rows (${mib(d.tableBytes)}): ${d.dropMs.toFixed(1)} ms, ${mib(d.walBytes)} WAL`,
+          );
+          alone.push(await purgeCost(url));
+          const p = alone.at(-1)!;
+          log(
+            `   purge of ${p.rows.toLocaleString('en-US')} rows: ${p.seconds.toFixed(1)} s (a batch ${p.firstBatchesMs.toFixed(1)} ms at first, ${p.lastBatchesMs.toFixed(1)} ms at the end), ${mib(p.walBytes)} WAL; outbox ${mib(p.tableBytesBefore)} → ${mib(p.tableBytesAfter)}, ${mib(p.tableBytesAfterVacuum)} after VACUUM (${p.vacuumSeconds.toFixed(1)} s)`,
+          );
+        });
+      }
+      const dw = repeatOf(drainWith);
+      const dwo = repeatOf(drainWithout);
+      const cw = repeatOf(claimWith);
+      const cwo = repeatOf(claimWithout);
+      results.purge = {
+        rows,
+        alone: repeatOf(alone),
+        dropTable: repeatOf(drops),
+        drain: { messages: P.purgeDrainMessages, without: dwo, with: dw, ratio: round(dw.median.perSecond / dwo.median.perSecond, 3) },
+        claim: {
+          samples: P.purgeClaimSamples,
+          pending: P.claimPending,
+          without: cwo,
+          with: cw,
+          p50Ratio: round(cw.median.p50 / cwo.median.p50, 3),
+          p99Ratio: round(cw.median.p99 / cwo.median.p99, 3),
+        },
+        purgeEndedEarly,
+      };
+      log(
+        `   beside the purge / alone: drain ${results.purge.drain.ratio}×, claim p50 ${results.purge.claim.p50Ratio}×, p99 ${results.purge.claim.p99Ratio}×`,
+      );
+    });
+
+    await section('growth', async () => {
+      const drains: Record<number, Record<number, Drain[]>> = {};
+      const claims: Record<number, { ms: number }[]> = {};
+      for (let r = 0; r < P.historyRuns; r++) {
+        for (const history of P.growthHistories) {
+          const ms = await onHistory(history, async (url) => {
+            await addPending(url, P.claimPending);
+            return timeClaims(url, P.claimSamples, P.claimBatch);
+          });
+          (claims[history] ??= []).push({ ms });
+          const line = [];
+          for (const processes of P.growthProcesses) {
+            const d = await onHistory(history, (url) => drainOurs(url, P.growthMessages, processes));
+            ((drains[history] ??= {})[processes] ??= []).push(d);
+            line.push(`×${processes} ${Math.round(d.perSecond)}`);
+          }
+          log(`   ${history.toLocaleString('en-US')} DONE: drain msg/s ${line.join(', ')}; claim ${ms.toFixed(3)} ms`);
+        }
+      }
+      results.growth = {
+        messages: P.growthMessages,
+        byHistory: P.growthHistories.map((history) => ({
+          history,
+          byProcesses: Object.fromEntries(Object.entries(drains[history]!).map(([k, v]) => [k, repeatOf(v)])),
+          claimMs: repeatOf(claims[history]!),
+        })),
+      };
+    });
+
+    await section('api-history', async () => {
+      const t = Date.now();
+      const historyUrl = await server.createDatabase('api_history', server.ourTemplate);
+      await fillBookingHistory(historyUrl, P.bookingHistory);
+      log(`   ${P.bookingHistory.toLocaleString('en-US')} past bookings inserted in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+      const emptyUrl = await server.createDatabase('api_empty', server.ourTemplate);
+      const sizes = { guests: P.apiGuests, properties: P.apiProperties };
+      // Each API its own log file: startApi writes api.log in the folder it is given.
+      const logDir = (name: string) => {
+        const dir = path.join(server.dir, name);
+        mkdirSync(dir, { recursive: true });
+        return dir;
+      };
+      const empty = await startApi(emptyUrl, sizes, logDir('api-empty'));
+      try {
+        const history = await startApi(historyUrl, sizes, logDir('api-history'));
+        try {
+          const c = PREPARED_CONNECTIONS;
+          // Warm-up: JIT, pool connections, plan caches.
+          for (const f of [empty, history]) await apiBookings(f, c, Math.min(2, P.httpSeconds));
+          const runs: Record<'empty' | 'history', ApiLat[]> = { empty: [], history: [] };
+          let non201 = 0;
+          for (let r = 0; r < P.runs; r++) {
+            for (const which of r % 2 === 0 ? (['empty', 'history'] as const) : (['history', 'empty'] as const)) {
+              const a = await apiBookings(which === 'empty' ? empty : history, c, P.httpSeconds);
+              non201 += a.non201;
+              runs[which].push({ rps: a.rps, p50: a.p50, p99: a.p99 });
+              log(
+                `   ${which === 'empty' ? 'empty bookings table' : `${P.bookingHistory.toLocaleString('en-US')} past bookings`}: ${a.rps} req/s, p50 ${a.p50} ms, p99 ${a.p99} ms`,
+              );
+            }
+          }
+          const e = repeatOf(runs.empty);
+          const h = repeatOf(runs.history);
+          results.apiHistory = {
+            connections: c,
+            bookings: P.bookingHistory,
+            empty: e,
+            history: h,
+            p50Ratio: round(h.median.p50 / e.median.p50, 3),
+            p99Ratio: round(h.median.p99 / e.median.p99, 3),
+            non201,
+          };
+          log(`   with history / empty: p50 ${results.apiHistory.p50Ratio}×, p99 ${results.apiHistory.p99Ratio}×`);
+        } finally {
+          await history.close();
+        }
+      } finally {
+        await empty.close();
       }
     });
   } finally {
