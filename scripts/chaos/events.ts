@@ -221,6 +221,8 @@ export async function checkEvents(o: {
       key: string;
       status: string;
       handlers_done: string[];
+      /** Relay work of it still waits in the relay's lane, or died there. */
+      lane_open: boolean;
       created_ms: number;
     }>(
       // An event is relayed when its message and the relay's lane work of it (src/outbox/lanes.ts)
@@ -230,11 +232,13 @@ export async function checkEvents(o: {
               from outbox where lane is not null group by origin_id)
           select o.public_id, o.topic, o.key,
                  case l.worst when 2 then 'DEAD' when 1 then 'PENDING' else o.status end as status,
-                 o.handlers_done, (extract(epoch from o.created_at) * 1000)::float8 as created_ms
+                 o.handlers_done, coalesce(l.worst, 0) > 0 as lane_open,
+                 (extract(epoch from o.created_at) * 1000)::float8 as created_ms
             from outbox o left join lanes l on l.origin_id = o.public_id
            where o.lane is null and o.topic in ('booking.created', 'booking.cancelled')`,
     );
     const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
+    const relayed = (r: { handlers_done: string[]; lane_open: boolean }) => r.handlers_done.includes(EVENTS_RELAY) && !r.lane_open;
     const violations: string[] = [];
     const committed = new Set(rows.map((r) => r.public_id));
     let gone = 0;
@@ -242,9 +246,9 @@ export async function checkEvents(o: {
       const n = inStream.get(r.public_id) ?? 0;
       if (n === 1) continue;
       // A deleted stream takes what it held with it: an event written before the last deletion and
-      // relayed (its relay handler done, and its lane work if it had any: status folds that in) is
+      // relayed (its relay handler done, and no relay work of it left in the relay's lane) is
       // allowed to be missing from the stream of now.
-      if (n === 0 && r.created_ms < lastDeletion && r.status === 'DONE' && r.handlers_done.includes(EVENTS_RELAY)) {
+      if (n === 0 && r.created_ms < lastDeletion && relayed(r)) {
         gone++;
         continue;
       }
@@ -271,7 +275,7 @@ export async function checkEvents(o: {
         ? 'no event in the outbox'
         : (inStream.get(m.public_id) ?? 0) > 0
           ? `its event ${m.public_id} is in the stream`
-          : m.created_ms < lastDeletion && m.status === 'DONE' && m.handlers_done.includes(EVENTS_RELAY)
+          : m.created_ms < lastDeletion && relayed(m)
             ? `its event ${m.public_id} was relayed (outbox ${m.status}) into the stream that was deleted at ${new Date(lastDeletion).toISOString()}, before the consumer applied it`
             : `its event ${m.public_id} (outbox ${m.status}) is not in the stream`;
       ledgerViolations.push(`the ledger does not count the ${u.what} of booking ${u.public_id} (${u.status}, total ${u.total}): ${where}`);
