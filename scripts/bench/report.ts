@@ -279,7 +279,7 @@ export function renderMarkdown(r: BenchResults): string {
     const pu = r.purge;
     const a = pu.alone;
     const d = pu.dropTable;
-    L.push(`## 10. Purging a long DONE history (${n(pu.rows)} DONE rows past the retention)`, '');
+    L.push(`## 10. Purging a long DONE history (${n(pu.rows)} DONE rows past the retention; ${p.historyRuns} run(s))`, '');
     L.push(
       "The housekeeping purge alone (src/outbox/purge.ts, 1,000 rows a statement), once a run on a fresh clone, nothing else on the server; then a plain VACUUM. Beside it, dropping a table of the outbox's shape holding the same rows: what dropping a time partition of that size would cost (the outbox has no partitions).",
       '',
@@ -313,7 +313,10 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.growth) {
     const g = r.growth;
     const procs = Object.keys(g.byHistory[0]?.byProcesses ?? {});
-    L.push(`## 11. Where the cost grows (drain of ${n(g.messages)} no-op messages, our throughput settings, on a DONE history)`, '');
+    L.push(
+      `## 11. Where the cost grows (drain of ${n(g.messages)} no-op messages, our throughput settings, on a DONE history; ${p.historyRuns} run(s))`,
+      '',
+    );
     L.push(
       `| DONE history | ${procs.map((k) => `×${k} (msg/s)`).join(' | ')} | claim of ${p.claimBatch} (ms) |`,
       `|---:|${procs.map(() => '---:').join('|')}|---:|`,
