@@ -65,7 +65,7 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
   add('Purge: claim p50 beside the purge / alone', '≤ 1.1', purge?.claim.p50Ratio, (v) => v <= 1.1, '×');
   add('Purge: claim p99 beside the purge / alone', '≤ 1.1', purge?.claim.p99Ratio, (v) => v <= 1.1, '×');
   add(
-    `Booking history: API p99 with ${r.params.bookingHistory.toLocaleString('en-US')} past bookings / empty`,
+    `Booking history: API p99 with ${r.params?.bookingHistory?.toLocaleString('en-US') ?? 'a history of'} past bookings / empty`,
     '≤ 1.2',
     r.apiHistory?.p99Ratio,
     (v) => v <= 1.2,
