@@ -173,7 +173,26 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    expect(r.targets).toHaveLength(15);
+    // A long history: the purge alone and beside the worker, the DROP it would be as a partition,
+    // the drain and claim as the history grows, and the API on a long bookings table.
+    expect(finitePositive(r.purge.alone.median.seconds)).toBe(true);
+    expect(finitePositive(r.purge.alone.median.walBytes)).toBe(true);
+    expect(finitePositive(r.purge.dropTable.median.dropMs)).toBe(true);
+    expect(finitePositive(r.purge.dropTable.median.walBytes)).toBe(true);
+    for (const k of ['without', 'with']) {
+      expect(finitePositive(r.purge.drain[k].median.perSecond), `purge drain ${k}`).toBe(true);
+      expect(finitePositive(r.purge.claim[k].median.p99), `purge claim ${k}`).toBe(true);
+    }
+    expect(r.growth.byHistory.map((h: { history: number }) => h.history)).toEqual(r.params.growthHistories);
+    for (const h of r.growth.byHistory) {
+      for (const n of Object.keys(h.byProcesses))
+        expect(finitePositive(h.byProcesses[n].median.perSecond), `growth ${h.history} ×${n}`).toBe(true);
+      expect(finitePositive(h.claimMs.median.ms)).toBe(true);
+    }
+    expect(r.apiHistory.bookings).toBe(r.params.bookingHistory);
+    expect(finitePositive(r.apiHistory.p99Ratio)).toBe(true);
+    expect(r.apiHistory.non201).toBe(0);
+    expect(r.targets).toHaveLength(19);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
     for (const heading of [
@@ -190,6 +209,9 @@ describe('npm run bench -- --smoke', () => {
       '## 7. Conflicts',
       '## 8. Relaying the outbox into JetStream',
       'relay floor: the same messages from a bare JetStream client',
+      '## 10. Purging a long DONE history',
+      '## 11. Where the cost grows',
+      '## 12. The booking write path on a long bookings history',
     ]) {
       expect(md).toContain(heading);
     }
