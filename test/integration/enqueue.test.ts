@@ -122,4 +122,26 @@ describe('enqueue', () => {
     expect(await count()).toBe(before);
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))).toEqual([]);
   });
+
+  it('gives each message a time-ordered id (a UUIDv7 carrying its creation time), increasing with the messages', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const m = await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', { propertyId: randomUUID() }));
+      ids.push(m.publicId);
+    }
+    const { rows } = await db.pool.query<{ version: string; variant: string; lag_ms: number }>(
+      `select substring(id::text, 15, 1) as version, substring(id::text, 20, 1) as variant,
+              extract(epoch from (now() - uuid_extract_timestamp(id))) * 1000 as lag_ms
+         from unnest($1::uuid[]) as id`,
+      [ids],
+    );
+    for (const r of rows) {
+      expect(r.version).toBe('7');
+      expect(['8', '9', 'a', 'b']).toContain(r.variant); // RFC 9562 variant, as gen_random_uuid's
+      expect(Math.abs(r.lag_ms)).toBeLessThan(60_000);
+    }
+    // Millisecond precision: ids of one millisecond may come in any order, never an earlier ms after a later one.
+    const ms = ids.map((id) => parseInt(id.replace(/-/g, '').slice(0, 12), 16));
+    expect([...ms].sort((a, b) => a - b)).toEqual(ms);
+  });
 });
