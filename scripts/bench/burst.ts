@@ -130,7 +130,7 @@ const figures = ({ perSecond, seconds }: Burst): Burst => ({ perSecond, seconds 
 
 const oursInsert = (n: number) => async (c: pg.Client) => {
   await c.query(
-    `insert into outbox (topic, key, payload) select 'bench.noop', gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
+    `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
     [n],
   );
 };

@@ -84,7 +84,7 @@ export async function latencyFloor(url: string, samples: number) {
   await listener.query(`listen ${FLOOR_CHANNEL}`);
   const insert = async (client: pg.Client, id: number) => {
     await client.query(
-      `insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`,
+      `insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int))`,
       [id],
     );
     await client.query(`select pg_notify('${FLOOR_CHANNEL}', $1::text)`, [String(id)]);

@@ -53,7 +53,7 @@ export async function fillDoneHistory(url: string, rows: number): Promise<void> 
   await withClient(url, async (c) => {
     await c.query(
       `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
-       select 'booking.created', gen_random_uuid()::text, jsonb_build_object('i', i), 'DONE', 1,
+       select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
               now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
               now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
          from generate_series(1, $1::int) i`,
@@ -67,7 +67,7 @@ export async function fillDoneHistory(url: string, rows: number): Promise<void> 
 export async function addPending(url: string, count: number): Promise<void> {
   await withClient(url, async (c) => {
     await c.query(
-      `insert into outbox (topic, key, payload) select 'bench.noop', gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
+      `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
       [count],
     );
     await c.query('vacuum analyze outbox');

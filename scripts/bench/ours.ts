@@ -34,13 +34,15 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 
 /**
  * Messages as `enqueue` writes them (one row each, a unique key as a booking's events have, a
- * small JSON payload), but in one statement: they are all committed before the clock starts.
+ * small JSON payload), but in one statement: they are all committed before the clock starts. The
+ * key is time-ordered, as a new booking's id is (src/db/uuid-v7.ts, ADR 0018): the bench's messages
+ * use the same function as every key here, so the figures show the index locality the product has.
  */
 export async function fillOutbox(url: string, topic: string, count: number): Promise<void> {
   await withClient(url, async (c) => {
     await c.query(
       `insert into outbox (topic, key, payload)
-       select $1, gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $2::int) i`,
+       select $1, outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $2::int) i`,
       [topic, count],
     );
     await c.query('analyze outbox');
@@ -106,7 +108,7 @@ export async function oursLatency(url: string, samples: number) {
     // Warm-up, as graphile-worker's latency test does: connections open, code paths compiled.
     await withClient(url, async (c) => {
       await c.query(
-        `insert into outbox (topic, key, payload) select 'bench.latency', gen_random_uuid()::text, jsonb_build_object('id', -i) from generate_series(1, 100) i`,
+        `insert into outbox (topic, key, payload) select 'bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', -i) from generate_series(1, 100) i`,
       );
       await c.query(`select pg_notify('outbox', 'bench.latency')`);
       for (let i = 0; i < 500; i++) {
@@ -122,7 +124,7 @@ export async function oursLatency(url: string, samples: number) {
       // (src/outbox/enqueue.ts); the clock includes that extra round trip.
       insert: async (client, id) => {
         await client.query(
-          `insert into outbox (topic, key, payload) values ('bench.latency', gen_random_uuid()::text, jsonb_build_object('id', $1::int))`,
+          `insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int))`,
           [id],
         );
       },
@@ -148,7 +150,7 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
       if (url === historyUrl) {
         await c.query(
           `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
-           select 'booking.created', gen_random_uuid()::text, jsonb_build_object('i', i), 'DONE', 1,
+           select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
                   now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
                   now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
              from generate_series(1, $1::int) i`,
@@ -156,7 +158,7 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
         );
       }
       await c.query(
-        `insert into outbox (topic, key, payload) select 'bench.noop', gen_random_uuid()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
+        `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
         [pending],
       );
       await c.query('vacuum analyze outbox');

@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
 import { withTransaction } from '../db/transaction.ts';
+import { uuidV7 } from '../db/uuid-v7.ts';
 import { AppError } from '../errors.ts';
 import { enqueue, insertWithEvent } from '../outbox/index.ts';
 import type { UserRow } from '../users/users.repository.ts';
@@ -114,10 +114,11 @@ export async function createBooking(
     const price = priceStay({ ...body, ...property }, deps.serviceFeePercent);
     if (price.nights > MAX_NIGHTS) throw new AppError('stay_too_long');
 
-    // The public id is chosen here (a v4 UUID, as the column's default would be) so the event's
-    // payload can be built before the insert, and the booking and its event written by one statement.
+    // The public id is chosen here so the event's payload can be built before the insert, and the
+    // booking and its event written by one statement. Time-ordered (a UUIDv7): it is also the key
+    // of the booking's outbox messages, and its index entries then land at the index's right edge.
     const values: repo.NewBooking = {
-      publicId: randomUUID(),
+      publicId: uuidV7(),
       propertyId: property.id,
       guestId: guest.id,
       checkIn: body.checkIn,
