@@ -6,6 +6,7 @@ import { createDatabase } from '../../src/db/client.ts';
 import { purgeDoneBatch } from '../../src/outbox/purge.ts';
 import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
 import type { BenchServer } from './lib/server.ts';
+import { DONE_HISTORY_SQL } from './ours.ts';
 import { median, msSince } from './lib/stats.ts';
 
 /*
@@ -51,14 +52,7 @@ export async function dropDatabase(server: BenchServer, name: string): Promise<v
  */
 export async function fillDoneHistory(url: string, rows: number): Promise<void> {
   await withClient(url, async (c) => {
-    await c.query(
-      `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
-       select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
-              now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
-              now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
-         from generate_series(1, $1::int) i`,
-      [rows],
-    );
+    await c.query(DONE_HISTORY_SQL, [rows]);
     await c.query('vacuum analyze outbox');
   });
 }

@@ -139,6 +139,14 @@ export async function oursLatency(url: string, samples: number) {
   }
 }
 
+/** `$1` DONE rows, 30 days old, as the worker leaves them: the history every long-outbox measurement starts from. */
+export const DONE_HISTORY_SQL = `
+  insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
+  select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
+         now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
+         now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
+    from generate_series(1, $1::int) i`;
+
 /**
  * Claim cost against history. Two outboxes with the same `pending` PENDING rows; the second also
  * holds `done` DONE rows, older than every pending one, as the worker leaves them. Both are
@@ -148,14 +156,7 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
   for (const url of [emptyUrl, historyUrl]) {
     await withClient(url, async (c) => {
       if (url === historyUrl) {
-        await c.query(
-          `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
-           select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
-                  now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
-                  now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
-             from generate_series(1, $1::int) i`,
-          [done],
-        );
+        await c.query(DONE_HISTORY_SQL, [done]);
       }
       await c.query(
         `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,

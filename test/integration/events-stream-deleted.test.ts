@@ -250,21 +250,7 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
 
 describe.skipIf(skip)('bookings, when the stream is deleted while the worker and the consumer run', () => {
   it('reach the recreated stream and the ledger; nothing goes DEAD', async () => {
-    const host = await signUp(t.app, 'host');
-    const guest = await signUp(t.app, 'guest');
-    const property = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 1000 });
-    let day = 10;
-    const book = async (n: number) => {
-      for (let i = 0; i < n; i++, day += 3) {
-        const res = await t.app.inject({
-          method: 'POST',
-          url: '/bookings',
-          headers: guest.auth,
-          payload: { propertyId: property.id, checkIn: daysFromNow(day), checkOut: daysFromNow(day + 2), guests: 1 },
-        });
-        expect(res.statusCode).toBe(201);
-      }
-    };
+    const book = await bookingsOfOneGuest();
     const outbox = async () => {
       const { rows } = await t.db.db.execute<{ status: string; n: number }>(
         sql`select status, count(*)::int as n from outbox group by status`,
@@ -293,21 +279,7 @@ describe.skipIf(skip)('bookings, when the stream is deleted while the worker and
 
 describe.skipIf(skip)('a consumer that was down while the stream was deleted', () => {
   it('finds its ledger without a durable, rebuilds it from the bookings table, and loses no booking', async () => {
-    const host = await signUp(t.app, 'host');
-    const guest = await signUp(t.app, 'guest');
-    const property = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 1000 });
-    let day = 10;
-    const book = async (n: number) => {
-      for (let i = 0; i < n; i++, day += 3) {
-        const res = await t.app.inject({
-          method: 'POST',
-          url: '/bookings',
-          headers: guest.auth,
-          payload: { propertyId: property.id, checkIn: daysFromNow(day), checkOut: daysFromNow(day + 2), guests: 1 },
-        });
-        expect(res.statusCode).toBe(201);
-      }
-    };
+    const book = await bookingsOfOneGuest();
     const relayed = async () => {
       const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
       return rows[0]!.n === 0;
@@ -342,6 +314,25 @@ describe.skipIf(skip)('a consumer that was down while the stream was deleted', (
     }
   }, 120_000);
 });
+
+/** A host's property and a guest; `book(n)` makes n more two-night stays there, one after another. */
+async function bookingsOfOneGuest(): Promise<(n: number) => Promise<void>> {
+  const host = await signUp(t.app, 'host');
+  const guest = await signUp(t.app, 'guest');
+  const property = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 1000 });
+  let day = 10;
+  return async (n) => {
+    for (let i = 0; i < n; i++, day += 3) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/bookings',
+        headers: guest.auth,
+        payload: { propertyId: property.id, checkIn: daysFromNow(day), checkOut: daysFromNow(day + 2), guests: 1 },
+      });
+      expect(res.statusCode).toBe(201);
+    }
+  };
+}
 
 function spawnConsumer() {
   return spawnProcess('src/events/earnings/main.ts', env());
