@@ -1,10 +1,11 @@
 import { createDatabase } from '../src/db/client.ts';
-import { purgeDone } from '../src/outbox/index.ts';
+import { purgeOutbox } from '../src/outbox/index.ts';
 import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
 
 /*
- * `npm run outbox:purge [-- --days N]`: deletes DONE messages processed more than N days ago
- * (default OUTBOX_RETENTION_DAYS), 1,000 rows a statement (see src/outbox/purge.ts). The running
+ * `npm run outbox:purge [-- --days N]`: removes DONE messages processed more than N days ago
+ * (default OUTBOX_RETENTION_DAYS): whole days' partitions where every row is such a message, the
+ * rest 1,000 rows a statement (see src/outbox/purge.ts). The running
  * worker does the same every HOUSEKEEPING_INTERVAL_SECONDS; this is for cron or a one-off.
  * PENDING and DEAD messages are never touched.
  */
@@ -21,8 +22,9 @@ export const purgeCommand: Command = {
     const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-purge' });
     try {
       const started = Date.now();
-      const purged = await purgeDone(database.db, { retentionDays, batchSize: 1000 });
-      out(`outbox:purge: deleted ${purged} DONE message(s) older than ${retentionDays} day(s) in ${Date.now() - started} ms`);
+      const purged = await purgeOutbox(database.db, { retentionDays, batchSize: 1000 });
+      const whole = purged.partitions.length ? ` (${purged.partitions.length} day partition(s) dropped whole)` : '';
+      out(`outbox:purge: deleted ${purged.rows} DONE message(s) older than ${retentionDays} day(s)${whole} in ${Date.now() - started} ms`);
       return 0;
     } finally {
       await database.close();

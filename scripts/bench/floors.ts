@@ -52,7 +52,7 @@ export async function drainFloor(url: string, opts: { count: number; lanes: numb
       if (claimed.length === 0) break;
       firstMs ??= nowMs();
       await settling;
-      const items = claimed.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: 'bench-noop' }));
+      const items = claimed.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: 'bench-noop', createdAtMs: m.createdAtMs }));
       settling = markDoneMany(settle.db, items).then((held) => {
         if (held.includes(false)) throw new Error('drain floor: a claim was not held at DONE');
       });

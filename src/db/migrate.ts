@@ -11,7 +11,10 @@ const MIGRATION_LOCK_ID = 727_001;
 /**
  * Applies pending migrations. drizzle's migrate() takes no lock of its own, so two processes
  * starting together (API and worker, or two replicas) would race to apply the same migration;
- * a session-level advisory lock makes the second wait and then find nothing to do.
+ * a session-level advisory lock makes the second wait and then find nothing to do. Then the
+ * outbox's partitions for the days ahead are made (outbox_ensure_partitions, a function of the
+ * migrations; src/outbox/partitions.ts says why), so every process
+ * that starts (API, worker) leaves the outbox writable for a week, whatever else runs.
  */
 export async function runMigrations(databaseUrl: string): Promise<void> {
   const database = createDatabase(databaseUrl, { max: 2, applicationName: 'stayhub-migrate' });
@@ -20,6 +23,7 @@ export async function runMigrations(databaseUrl: string): Promise<void> {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {
       await migrate(database.db, { migrationsFolder: MIGRATIONS_DIR });
+      await database.pool.query('select outbox_ensure_partitions()');
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
     }

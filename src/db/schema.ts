@@ -170,6 +170,10 @@ export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
 /**
  * The transactional outbox: one row per event, written in the same transaction as the business
  * change it describes, so the event exists if and only if the change committed.
+ *
+ * Partitioned by day of created_at (migrations/0008_partitioned_outbox.sql, src/outbox/partitions.ts):
+ * the primary key on id and the unique public_id are each partition's own, as PostgreSQL allows no
+ * unique index on a partitioned table without its partition key; one sequence keeps ids unique.
  */
 export const outbox = pgTable(
   'outbox',
@@ -242,12 +246,18 @@ export const outbox = pgTable(
       .where(sql`status = 'PENDING'`),
     /*
      * Per-key ordering: "is an older message of this key still pending?" is one probe here, over
-     * that key's rows. NOT partial, unlike the claim's index: the planner sizes a partial index by
-     * the statistics, which after a quiet spell say "nothing PENDING", and then scans such an
-     * index whole for every row instead of probing it (src/outbox/claim.ts). This one's size is
-     * the table's, whatever the statistics say.
+     * that key's rows. Not partial on status, unlike the claim's index: the planner sizes a partial
+     * index by the statistics, which after a quiet spell say "nothing PENDING", and then scans such
+     * an index whole for every row instead of probing it (src/outbox/claim.ts). Keyless rows are
+     * left out so that a lookup by id alone cannot skip-scan it (migrations/0008).
      */
-    index('outbox_key_idx').on(t.key, t.id),
+    index('outbox_key_idx')
+      .on(t.key, t.id)
+      .where(sql`key is not null`),
+    /* The span of days that still hold PENDING messages: the claim reads its two ends. */
+    index('outbox_pending_created_idx')
+      .on(t.createdAt)
+      .where(sql`status = 'PENDING'`),
     /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
     index('outbox_dead_idx')
       .on(t.topic, t.id)

@@ -80,6 +80,14 @@ const NONE: readonly string[] = Object.freeze([]);
  *   and none at all when $4 is empty (no handler asks for a lane: the relay is off) or the
  *   message has no key.
  *
+ * - The days that hold PENDING messages (`pending`: the first and last created_at of a PENDING
+ *   row, one probe each of outbox_pending_created_idx per partition): the outbox is partitioned
+ *   by day of created_at (src/outbox/partitions.ts), and every day kept for the retention, all
+ *   DONE, would otherwise be probed for each candidate's key, and the days made ahead, empty, be
+ *   walked. Every row this statement looks for (a due message, an older PENDING one of its key,
+ *   a lane's waiting work) is PENDING in its snapshot, so its created_at lies in that span, and
+ *   the partitions outside it are skipped when the statement starts. Usually that leaves today.
+ *
  * - The lease: available_at moves to now() + lease, which hides the row from every other claim
  *   until then. A worker that dies needs no cleanup: the lease simply ends.
  *
@@ -91,14 +99,18 @@ const NONE: readonly string[] = Object.freeze([]);
  *   once another worker has claimed the row since.
  */
 export const CLAIM_SQL = `
-  with due as (
+  with pending as (
+    select min(created_at) as lo, max(created_at) as hi from outbox where status = 'PENDING'
+  ), due as (
     select o.id
       from outbox o
      where o.status = 'PENDING'
        and o.available_at <= now()
+       and o.created_at between (select lo from pending) and (select hi from pending)
        and not exists (
              select 1 from outbox e
               where e.key = o.key and (e.key, e.id) < (o.key, o.id) and e.status not in ('DONE', 'DEAD')
+                and e.created_at between (select lo from pending) and (select hi from pending)
              offset 0)
      order by o.available_at, o.id
      limit $1
@@ -110,6 +122,7 @@ export const CLAIM_SQL = `
            claimed_at = now(),
            available_at = now() + make_interval(secs => $3::float8)
      where outbox.id = any(array(select id from due))
+       and outbox.created_at between (select lo from pending) and (select hi from pending)
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id
   )
@@ -119,18 +132,20 @@ export const CLAIM_SQL = `
               when cardinality($4::text[]) = 1 then
                    case when exists (select 1 from outbox l
                                       where l.key = ($4::text[])[1] || '@' || c.key and l.status not in ('DONE', 'DEAD')
+                                        and l.created_at between (select lo from pending) and (select hi from pending)
                                      offset 0)
                         then $4::text[] end
               else nullif(array(select h from unnest($4::text[]) h
                                  where exists (select 1 from outbox l
                                                 where l.key = h || '@' || c.key and l.status not in ('DONE', 'DEAD')
+                                                  and l.created_at between (select lo from pending) and (select hi from pending)
                                                offset 0)), '{}')
          end
     from claimed c
    order by c.id`;
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
-export const CLAIM_STATEMENT = 'outbox-claim-v5';
+export const CLAIM_STATEMENT = 'outbox-claim-v6';
 const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
 
 export interface ClaimOptions {

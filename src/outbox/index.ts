@@ -12,7 +12,8 @@
  *   HandlerRegistry, Handler                    topic → handlers, built from SUBSCRIPTIONS
  *
  * Operating:
- *   outboxStats, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeDone, probeOutbox
+ *   outboxStats, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
+ *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *
  * The contract between the two sides: TOPICS (payload schemas) and SUBSCRIPTIONS (who handles what).
@@ -49,4 +50,5 @@ export {
   type DepthPoint,
 } from './messages.ts';
 export { requeueDead, type RequeueCriteria, type RequeueResult } from './requeue.ts';
-export { purgeDone } from './purge.ts';
+export { purgeDone, purgeOutbox, type PurgeResult } from './purge.ts';
+export { ensureOutboxPartitions, partitionsAheadSeconds } from './partitions.ts';

@@ -1,35 +1,74 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { poolOf } from '../db/prepared.ts';
+import { dayOf, dropExpiredOutboxPartitions, type DroppedPartition } from './partitions.ts';
 
 /*
- * Housekeeping: DONE rows are history nobody reads after a few days, and left alone they come to
- * outnumber the live rows by orders of magnitude. They are deleted in bounded batches: one DELETE
- * of a million rows would hold its locks and bloat WAL in one go, while batches of `batchSize`
- * keep each statement short and let the worker (and the API) carry on between them.
+ * Housekeeping's fallback, for the stragglers of a day: DONE rows past the retention in a partition
+ * that could not be dropped whole (src/outbox/partitions.ts), because it also holds a DEAD letter,
+ * a message still retrying or one that finished late. They are deleted in bounded batches: one
+ * DELETE of a million rows would hold its locks and bloat WAL in one go, while batches of
+ * `batchSize` keep each statement short and let the worker (and the API) carry on between them.
  *
- * The inner select walks outbox_done_processed_idx (processed_at) WHERE DONE; SKIP LOCKED lets two
- * workers purge at the same time without waiting on each other. PENDING and DEAD rows are never
- * touched: DEAD letters stay until someone replays or deletes them.
+ * `created_at < start of the cutoff's day` is exactly "in a partition whose whole day is past the
+ * retention" (partitions are whole UTC days), and it lets the planner skip every newer partition:
+ * rows of days still within the retention wait for their partition to be dropped rather than
+ * being deleted one by one. The inner select walks outbox_done_processed_idx (processed_at) WHERE
+ * DONE; SKIP LOCKED lets two workers purge at the same time without waiting on each other.
+ * PENDING and DEAD rows are never touched: DEAD letters stay until someone replays or deletes them.
  */
-export async function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 1000): Promise<number> {
+export async function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 1000, now = new Date()): Promise<number> {
+  const cutoff = new Date(now.getTime() - retentionDays * 24 * 3600 * 1000);
   const res = await db.execute(sql`
     delete from outbox
      where id in (select id from outbox
-                   where status = 'DONE' and processed_at < now() - make_interval(days => ${retentionDays})
+                   where status = 'DONE' and processed_at < ${cutoff.toISOString()}::timestamptz
+                     and created_at < ${dayOf(cutoff).toISOString()}::timestamptz
                    order by processed_at
                    limit ${batchSize}
-                     for update skip locked)`);
+                     for update skip locked)
+       and created_at < ${dayOf(cutoff).toISOString()}::timestamptz`);
   return res.rowCount ?? 0;
 }
 
-/** Deletes every DONE row older than the retention, batch after batch. Returns how many went. */
-export async function purgeDone(db: Db, opts: { retentionDays: number; batchSize?: number; maxBatches?: number }): Promise<number> {
+/** Deletes every straggler (above) past the retention, batch after batch. Returns how many went. */
+export async function purgeDone(
+  db: Db,
+  opts: { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date },
+): Promise<number> {
   const batchSize = opts.batchSize ?? 1000;
   let total = 0;
   for (let i = 0; i < (opts.maxBatches ?? Infinity); i++) {
-    const n = await purgeDoneBatch(db, opts.retentionDays, batchSize);
+    const n = await purgeDoneBatch(db, opts.retentionDays, batchSize, opts.now);
     total += n;
     if (n < batchSize) break;
   }
   return total;
+}
+
+/** What one purge removed: whole partitions (and the rows they held), then stragglers row by row. */
+export interface PurgeResult {
+  partitions: DroppedPartition[];
+  /** Rows gone: those of the dropped partitions and the stragglers deleted. */
+  rows: number;
+}
+
+/**
+ * The outbox's purge: every partition the retention has passed over whose rows are all DONE goes
+ * whole (src/outbox/partitions.ts), then the DONE rows left in older partitions go in batches.
+ * What the worker's housekeeping runs, and `npm run outbox:purge`.
+ */
+export async function purgeOutbox(
+  db: Db,
+  opts: { retentionDays: number; batchSize?: number; now?: Date; stopping?: () => boolean },
+): Promise<PurgeResult> {
+  const partitions = await dropExpiredOutboxPartitions(poolOf(db), opts);
+  let rows = partitions.reduce((n, p) => n + p.rows, 0);
+  const batchSize = opts.batchSize ?? 1000;
+  while (!opts.stopping?.()) {
+    const n = await purgeDoneBatch(db, opts.retentionDays, batchSize, opts.now);
+    rows += n;
+    if (n < batchSize) break;
+  }
+  return { partitions, rows };
 }

@@ -58,6 +58,8 @@ export interface DoneItem {
   claimId: string;
   /** The handler whose success completes the message, recorded in the same write (or null). */
   lastHandler: string | null;
+  /** The message's created_at (ClaimedMessage.createdAtMs): which day's partition holds it. */
+  createdAtMs?: number;
 }
 
 const MARK_DONE = statement(
@@ -69,6 +71,7 @@ const MARK_DONE = statement(
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
    where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
+     and o.created_at >= $4::timestamptz
   returning v.n`,
 );
 
@@ -82,16 +85,28 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
   const ids = new Array<number>(n);
   const claims = new Array<string>(n);
   const handlers = new Array<string | null>(n);
+  let oldest = Infinity;
   for (let i = 0; i < n; i++) {
     const it = items[i]!;
     ids[i] = it.id;
     claims[i] = it.claimId;
     handlers[i] = it.lastHandler;
+    oldest = Math.min(oldest, it.createdAtMs ?? -Infinity);
   }
-  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers)]);
+  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers), notBefore(oldest)]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
+}
+
+/**
+ * The oldest created_at of a batch as a lower bound for `created_at >=`: the outbox is partitioned
+ * by day of created_at (src/outbox/partitions.ts), and the bound lets the UPDATE skip the older
+ * days' partitions (all DONE) instead of probing each one's primary key for every id. A second
+ * early, so a millisecond rounded either way never excludes the row; unknown, no bound.
+ */
+function notBefore(createdAtMs: number): string {
+  return Number.isFinite(createdAtMs) ? new Date(createdAtMs - 1000).toISOString() : '-infinity';
 }
 
 /** Every handler has succeeded: one message, one fenced write. */
@@ -240,7 +255,7 @@ export class Settler {
       // DONE goes into the group commit, which retries its own statement.
       held =
         verdict.kind === 'done'
-          ? await this.done.add({ id: msg.id, claimId: msg.claimId, lastHandler: verdict.handler })
+          ? await this.done.add({ id: msg.id, claimId: msg.claimId, lastHandler: verdict.handler, createdAtMs: msg.createdAtMs })
           : await retryWrite(() => this.write(msg, verdict));
     } catch (err) {
       this.log.error(

@@ -1,14 +1,17 @@
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
-import { purgeDone } from '../purge.ts';
+import { poolOf } from '../../db/prepared.ts';
+import { ensureOutboxPartitions } from '../partitions.ts';
+import { purgeOutbox } from '../purge.ts';
 
 /*
- * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start): rows that
- * nobody will read again are deleted in bounded batches (1,000 rows a statement, each its own
- * short transaction, SKIP LOCKED so two workers never wait on each other), stopping between two
- * batches when the worker stops. The outbox's own chore, DONE messages older than
- * OUTBOX_RETENTION_DAYS (src/outbox/purge.ts), always runs; the application adds its own chores
- * (src/worker/chores.ts: expired idempotency keys, ended sessions).
+ * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start). The outbox
+ * first: its partitions for the days ahead are made, and the days whose every message is DONE
+ * and older than OUTBOX_RETENTION_DAYS are dropped whole (src/outbox/partitions.ts). Then rows
+ * that nobody will read again are deleted in bounded batches (1,000 rows a statement, each its
+ * own short transaction, SKIP LOCKED so two workers never wait on each other), stopping between
+ * two batches when the worker stops: the outbox's stragglers (src/outbox/purge.ts), and the
+ * application's own chores (src/worker/chores.ts: expired idempotency keys, ended sessions).
  */
 
 const BATCH = 1000;
@@ -20,21 +23,22 @@ export interface Chore {
   deleteBatch(db: Db, batchSize: number): Promise<number>;
 }
 
-/** Rows deleted per chore in one round; `outbox` is the DONE purge. */
-export type HousekeepingCounts = Record<string, number> & { outbox: number };
+/**
+ * Rows deleted per chore in one round. `outbox` is the DONE purge: the rows of the partitions
+ * dropped (`outboxPartitionsDropped` of them) and the stragglers.
+ */
+export type HousekeepingCounts = Record<string, number> & { outbox: number; outboxPartitionsDropped: number };
 
-/** One round: each chore batch after batch until a batch comes back short, or `stopping()`. */
+/** One round: the outbox, then each chore batch after batch until a batch comes back short, or `stopping()`. */
 export async function housekeepOnce(
   db: Db,
   opts: { retentionDays: number; chores?: readonly Chore[]; stopping?: () => boolean },
 ): Promise<HousekeepingCounts> {
   const stopping = opts.stopping ?? (() => false);
-  const outboxChore: Chore = {
-    name: 'outbox',
-    deleteBatch: (d, batchSize) => purgeDone(d, { retentionDays: opts.retentionDays, batchSize, maxBatches: 1 }),
-  };
-  const counts: Record<string, number> = {};
-  for (const chore of [outboxChore, ...(opts.chores ?? [])]) {
+  await ensureOutboxPartitions(poolOf(db));
+  const outbox = await purgeOutbox(db, { retentionDays: opts.retentionDays, batchSize: BATCH, stopping });
+  const counts: Record<string, number> = { outbox: outbox.rows, outboxPartitionsDropped: outbox.partitions.length };
+  for (const chore of opts.chores ?? []) {
     let total = 0;
     while (!stopping()) {
       const n = await chore.deleteBatch(db, BATCH);

@@ -1,0 +1,137 @@
+import type pg from 'pg';
+
+/*
+ * The outbox's partitions: one table a day (UTC) of created_at, named outbox_YYYYMMDD, and the
+ * first one, outbox_until_YYYYMMDD, which holds everything written before the outbox was
+ * partitioned (migrations/0008_partitioned_outbox.sql, ADR 0019).
+ *
+ * Why by day of created_at: created_at never changes, so a row never moves between partitions
+ * (a move is a DELETE and an INSERT, and a claim racing it fails instead of skipping the row);
+ * and a day's messages are DONE within minutes of the day's end, so a day's table can go as a
+ * whole once the retention has passed over it: DETACH … CONCURRENTLY and DROP, a few KiB of WAL,
+ * instead of a DELETE per row that writes the rows' worth of WAL and gives no disk back.
+ *
+ * There is no DEFAULT partition (DETACH … CONCURRENTLY refuses a table that has one), so a row
+ * whose day has no partition cannot be written: a booking would fail. The days ahead are made by
+ * every process that migrates (API and worker at start) and by the worker's housekeeping, each
+ * time up to a week past today (the SQL function's default), so the API keeps working for a week with no
+ * worker at all; `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut
+ * alert say when that margin shrinks.
+ */
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** A partition of the outbox and the created_at range it holds, [from, to). */
+export interface OutboxPartition {
+  name: string;
+  /** null for the first partition (MINVALUE: everything before `to`). */
+  from: Date | null;
+  to: Date;
+  /** An earlier DETACH … CONCURRENTLY was interrupted: the table is half detached. */
+  detachPending: boolean;
+}
+
+type Client = Pick<pg.PoolClient, 'query'>;
+
+/** The start of `at`'s day, UTC. */
+export function dayOf(at: Date): Date {
+  return new Date(Math.floor(at.getTime() / DAY_MS) * DAY_MS);
+}
+
+/**
+ * The partitions, oldest first. The bounds are read back from the catalogue as PostgreSQL prints
+ * them and cast again in the same session, so its TimeZone and DateStyle cannot garble them.
+ */
+export async function listOutboxPartitions(q: Client): Promise<OutboxPartition[]> {
+  const { rows } = await q.query<{ name: string; from: Date | null; to: Date; detach_pending: boolean }>(`
+    select c.relname as name,
+           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']*)''\\)'))[1]::timestamptz as "from",
+           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to",
+           i.inhdetachpending as detach_pending
+      from pg_inherits i
+      join pg_class c on c.oid = i.inhrelid
+     where i.inhparent = 'outbox'::regclass
+     order by 3`);
+  return rows.map((r) => ({ name: r.name, from: r.from, to: r.to, detachPending: r.detach_pending }));
+}
+
+/**
+ * Makes the partitions of every day from the last one's end to `daysAhead` (default 7) days after
+ * `now`'s, and
+ * returns the names made. The SQL is the database's function outbox_ensure_partitions
+ * (migrations/0008_partitioned_outbox.sql), so a migration run calls the same code without this
+ * module.
+ */
+export async function ensureOutboxPartitions(q: Client, opts: { now?: Date; daysAhead?: number } = {}): Promise<string[]> {
+  const { rows } =
+    opts.daysAhead === undefined
+      ? await q.query<{ made: string[] }>('select outbox_ensure_partitions($1) as made', [opts.now ?? new Date()])
+      : await q.query<{ made: string[] }>('select outbox_ensure_partitions($1, $2) as made', [opts.now ?? new Date(), opts.daysAhead]);
+  return rows[0]!.made;
+}
+
+/** A partition the retention has passed over, detached and dropped, and the rows it held. */
+export interface DroppedPartition {
+  name: string;
+  rows: number;
+}
+
+/**
+ * Drops every partition whose whole day is older than `retentionDays` and whose rows are all DONE
+ * and were all processed before the retention's cutoff. A partition holding anything else (a DEAD
+ * letter, a message still retrying, one finished late) is left, and its DONE rows past the
+ * retention go row by row (src/outbox/purge.ts).
+ *
+ * Why nothing can come into such a partition between the check and the DETACH: rows are written
+ * with created_at = the writing transaction's start (today), or, for a lane message, the
+ * created_at of a PENDING message (src/outbox/lanes.ts), and the check found none here; a DONE
+ * row is never changed again. DETACH … CONCURRENTLY waits for every transaction that could still
+ * see the partition, without blocking new ones; it cannot run inside a transaction block, so each
+ * statement here is its own. If the process dies between its two phases, the partition stays
+ * "detach pending" (invisible to new queries): the next round finishes it (FINALIZE) and drops it.
+ */
+export async function dropExpiredOutboxPartitions(
+  pool: pg.Pool,
+  opts: { retentionDays: number; now?: Date; stopping?: () => boolean },
+): Promise<DroppedPartition[]> {
+  const cutoff = new Date((opts.now ?? new Date()).getTime() - opts.retentionDays * DAY_MS);
+  const dropped: DroppedPartition[] = [];
+  for (const p of await listOutboxPartitions(pool)) {
+    if (opts.stopping?.()) break;
+    if (p.to.getTime() > cutoff.getTime()) break; // oldest first: the rest are newer
+    if (!p.detachPending && !(await allDoneBefore(pool, p.name, cutoff))) continue;
+    dropped.push(await dropOutboxPartition(pool, p));
+  }
+  return dropped;
+}
+
+/**
+ * Detaches one partition CONCURRENTLY (or finishes an interrupted detach) and drops it; returns
+ * the rows it held. Checks nothing: dropExpiredOutboxPartitions decides what may go.
+ */
+export async function dropOutboxPartition(pool: pg.Pool, p: Pick<OutboxPartition, 'name' | 'detachPending'>): Promise<DroppedPartition> {
+  const rows = Number((await pool.query<{ n: string }>(`select count(*) as n from ${p.name}`)).rows[0]!.n);
+  await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
+  await pool.query(`drop table ${p.name}`);
+  return { name: p.name, rows };
+}
+
+/** Every row DONE, and processed before `cutoff`: three probes of the partition's partial indexes. */
+async function allDoneBefore(pool: pg.Pool, name: string, cutoff: Date): Promise<boolean> {
+  const { rows } = await pool.query<{ held: boolean }>(
+    `select exists (select 1 from ${name} where status = 'PENDING')
+         or exists (select 1 from ${name} where status = 'DEAD')
+         or exists (select 1 from ${name} where status = 'DONE' and processed_at >= $1) as held`,
+    [cutoff],
+  );
+  return !rows[0]!.held;
+}
+
+/**
+ * How far ahead the partitions reach: seconds from `now` to the last partition's end. Below zero,
+ * nothing can be written to the outbox (no partition holds today).
+ */
+export async function partitionsAheadSeconds(q: Client, now = new Date()): Promise<number> {
+  const last = (await listOutboxPartitions(q)).at(-1);
+  return last ? (last.to.getTime() - now.getTime()) / 1000 : -Infinity;
+}
