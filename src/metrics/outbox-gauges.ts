@@ -1,6 +1,10 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import { outboxStats, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
+import { poolOf } from '../db/prepared.ts';
+import { outboxStats, partitionsAheadSeconds, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
+
+/** One read: the stats, and how far ahead the outbox's day partitions reach. */
+type Reading = OutboxStats & { partitionsAheadSeconds: number };
 
 export interface OutboxGaugeOptions {
   db: Db;
@@ -25,13 +29,15 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
   const cacheMs = opts.cacheMs ?? 5_000;
   const now = opts.now ?? Date.now;
 
-  let cached: { at: number; value: Promise<OutboxStats | null> } | undefined;
-  const read = (): Promise<OutboxStats | null> => {
+  let cached: { at: number; value: Promise<Reading | null> } | undefined;
+  const read = (): Promise<Reading | null> => {
     if (cached && now() - cached.at < cacheMs) return cached.value;
-    const value = outboxStats(opts.db).catch((err: unknown) => {
-      opts.onError?.(err);
-      return null;
-    });
+    const value = Promise.all([outboxStats(opts.db), partitionsAheadSeconds(poolOf(opts.db))])
+      .then(([stats, ahead]): Reading => ({ ...stats, partitionsAheadSeconds: ahead }))
+      .catch((err: unknown) => {
+        opts.onError?.(err);
+        return null;
+      });
     cached = { at: now(), value };
     return value;
   };
@@ -40,7 +46,7 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
   // after its own collect resolves. All these gauges await the same promise, which applies one
   // read to all of them synchronously, so a scrape never mixes two snapshots; within the cache
   // period nothing is re-applied.
-  let applied: Promise<OutboxStats | null> | undefined;
+  let applied: Promise<Reading | null> | undefined;
   let applying: Promise<void> = Promise.resolve();
   function collect(): Promise<void> {
     const value = read();
@@ -75,12 +81,18 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
     'PENDING messages whose topic has no handler in the worker (left pending, never dead-lettered), by topic.',
     ['topic'],
   );
+  const partitionsAhead = gauge(
+    'stayhub_outbox_partitions_ahead_seconds',
+    "Seconds until the end of the outbox's last day partition. Below 0 no message can be written (bookings fail); the worker keeps it about a week.",
+    [],
+  );
   const up = gauge('stayhub_outbox_stats_up', '1 if the last outbox stats read succeeded, 0 if the database could not be read.', []);
 
-  function apply(s: OutboxStats | null) {
-    for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic]) g.reset();
+  function apply(s: Reading | null) {
+    for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic, partitionsAhead]) g.reset();
     up.set(s ? 1 : 0);
     if (!s) return;
+    partitionsAhead.set(s.partitionsAheadSeconds);
     const byTopic = new Map(s.byTopic.map((t) => [t.topic, t] as const));
     for (const topic of new Set([...opts.catalogue.topics(), ...byTopic.keys()])) {
       const t = byTopic.get(topic);

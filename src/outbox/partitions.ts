@@ -95,12 +95,14 @@ export async function dropExpiredOutboxPartitions(
   opts: { retentionDays: number; now?: Date; stopping?: () => boolean },
 ): Promise<DroppedPartition[]> {
   const cutoff = new Date((opts.now ?? new Date()).getTime() - opts.retentionDays * DAY_MS);
+  const expired = (await listOutboxPartitions(pool)).filter((p) => p.to.getTime() <= cutoff.getTime());
   const dropped: DroppedPartition[] = [];
-  for (const p of await listOutboxPartitions(pool)) {
+  // Interrupted detaches first: PostgreSQL refuses a DETACH … CONCURRENTLY while another
+  // partition of the table is still pending detach.
+  for (const p of expired.filter((x) => x.detachPending)) dropped.push(await dropOutboxPartition(pool, p));
+  for (const p of expired.filter((x) => !x.detachPending)) {
     if (opts.stopping?.()) break;
-    if (p.to.getTime() > cutoff.getTime()) break; // oldest first: the rest are newer
-    if (!p.detachPending && !(await allDoneBefore(pool, p.name, cutoff))) continue;
-    dropped.push(await dropOutboxPartition(pool, p));
+    if (await allDoneBefore(pool, p.name, cutoff)) dropped.push(await dropOutboxPartition(pool, p));
   }
   return dropped;
 }

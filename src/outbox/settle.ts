@@ -93,7 +93,12 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
     handlers[i] = it.lastHandler;
     oldest = Math.min(oldest, it.createdAtMs ?? -Infinity);
   }
-  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers), notBefore(oldest)]);
+  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [
+    intArray(ids),
+    uuidArray(claims),
+    textArray(handlers),
+    notBefore(oldest),
+  ]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;

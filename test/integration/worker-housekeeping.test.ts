@@ -61,6 +61,7 @@ describe('housekeeping', () => {
     const counts = await housekeepOnce(tdb.db, { retentionDays: 7, chores: appChores(workerConfig(tdb)) });
     expect(counts).toEqual({
       outbox: 0,
+      outboxPartitionsDropped: 0,
       idempotencyKeys: 2_500,
       sessions: 1_205,
       processedMessages: 0,
@@ -92,6 +93,7 @@ describe('housekeeping', () => {
       await waitFor(async () => entries().some((e) => e.msg === 'housekeeping deleted old rows'));
       expect(entries().find((e) => e.msg === 'housekeeping deleted old rows')).toMatchObject({
         outbox: 0,
+        outboxPartitionsDropped: 0,
         idempotencyKeys: 3,
         sessions: 3,
       });

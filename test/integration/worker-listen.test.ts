@@ -5,6 +5,7 @@ import { createDatabase } from '../../src/db/client.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { enqueue } from '../../src/outbox/enqueue.ts';
 import { purgeDone } from '../../src/outbox/purge.ts';
+import { layOutPastDays } from '../helpers/outbox-partitions.ts';
 import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { createWorker } from '../../src/outbox/runner/worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
@@ -136,16 +137,19 @@ describe('LISTEN/NOTIFY', () => {
 });
 
 describe('housekeeping', () => {
-  it('purges DONE rows older than the retention in bounded batches, and nothing else', async () => {
+  it("deletes a day's DONE rows in bounded batches when a DEAD letter keeps the day from going whole, and nothing else", async () => {
     await tdb.db.execute(sql`truncate outbox`);
+    await layOutPastDays(tdb.pool, 12);
+    // Nine days ago: 2,500 DONE rows past the retention, and a DEAD letter, which stays.
     await tdb.db.execute(sql`
-      insert into outbox (topic, payload, status, processed_at)
-      select 't', '{}', 'DONE', now() - interval '8 days' from generate_series(1, 2500)`);
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      select 't', '{}', 'DONE', now() - interval '8 days', now() - interval '9 days' from generate_series(1, 2500)`);
     await tdb.db.execute(sql`
-      insert into outbox (topic, payload, status, processed_at)
-      values ('t', '{}', 'DONE', now() - interval '6 days'),
-             ('t', '{}', 'DEAD', now() - interval '30 days'),
-             ('t', '{}', 'PENDING', null)`);
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      values ('t', '{}', 'DEAD', now() - interval '8 days', now() - interval '9 days'),
+             ('t', '{}', 'DONE', now() - interval '6 days', now() - interval '6 days'),
+             ('t', '{}', 'DONE', now() - interval '8 days', now()),
+             ('t', '{}', 'PENDING', null, now() - interval '9 days')`);
     const statements: number[] = [];
     // One batch at a time, to see that no statement deletes more than the batch size.
     for (;;) {
@@ -157,18 +161,22 @@ describe('housekeeping', () => {
     const { rows } = await tdb.db.execute<{ status: string; n: number }>(
       sql`select status, count(*)::int as n from outbox group by status order by status`,
     );
+    // Left: the DEAD letter, the PENDING message, a row within the retention, and one past it
+    // whose day (today) has not ended: its partition goes whole later.
     expect(rows).toEqual([
       { status: 'DEAD', n: 1 },
-      { status: 'DONE', n: 1 },
+      { status: 'DONE', n: 2 },
       { status: 'PENDING', n: 1 },
     ]);
   });
 
-  it('the running worker purges on its schedule', async () => {
+  it('the running worker purges on its schedule, a whole day at a time', async () => {
     await tdb.db.execute(sql`truncate outbox`);
+    await layOutPastDays(tdb.pool, 5);
     await tdb.db.execute(sql`
-      insert into outbox (topic, payload, status, processed_at)
-      select 't', '{}', 'DONE', now() - interval '2 days' from generate_series(1, 1500)`);
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      select 't', '{}', 'DONE', now() - interval '2 days', now() - interval '3 days' from generate_series(1, 1500)`);
+    const day = (await tdb.pool.query(`select tableoid::regclass::text as name from outbox limit 1`)).rows[0].name;
     const { logger } = captureLogger();
     const worker = createWorker({
       db: tdb.db,
@@ -185,5 +193,6 @@ describe('housekeeping', () => {
     }
     const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox`);
     expect(rows[0]!.n).toBe(0);
+    expect((await tdb.pool.query(`select to_regclass($1) as t`, [day])).rows[0].t).toBeNull(); // dropped, not emptied
   });
 });

@@ -1,0 +1,257 @@
+import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { connectClaimClient } from '../../src/outbox/claim-connection.ts';
+import { claimOn } from '../../src/outbox/claim.ts';
+import { MIGRATIONS_DIR, runMigrations } from '../../src/db/migrate.ts';
+import {
+  dropExpiredOutboxPartitions,
+  ensureOutboxPartitions,
+  listOutboxPartitions,
+  partitionsAheadSeconds,
+} from '../../src/outbox/partitions.ts';
+import { purgeOutbox } from '../../src/outbox/purge.ts';
+import { markDoneMany } from '../../src/outbox/settle.ts';
+import { urlFor, useTestDatabase } from '../helpers/db.ts';
+import { layOutPastDays } from '../helpers/outbox-partitions.ts';
+
+/*
+ * The outbox partitioned by day (src/outbox/partitions.ts, migrations/0008_partitioned_outbox.sql):
+ * the days ahead, which days go whole and which wait, an interrupted detach, the claim's order
+ * across days, and the migration of an outbox that already holds messages.
+ */
+
+const tdb = useTestDatabase('parts');
+const DAY = 86_400_000;
+
+/** The partition a row lives in. */
+async function partitionOf(id: number): Promise<string> {
+  const { rows } = await tdb.pool.query(`select tableoid::regclass::text as name from outbox where id = $1`, [id]);
+  return rows[0].name;
+}
+
+/** Inserts a message; `ago` days for created_at, `processedAgo` days for processed_at. */
+async function insert(opts: { status: string; ago: number; processedAgo?: number; key?: string }): Promise<number> {
+  const { rows } = await tdb.pool.query(
+    `insert into outbox (topic, payload, status, key, created_at, available_at, processed_at)
+     values ('test.t', '{}', $1, $2, now() - make_interval(days => $3), now() - make_interval(days => $3),
+             case when $4::int is null then null else now() - make_interval(days => $4::int) end)
+     returning id::int`,
+    [opts.status, opts.key ?? null, opts.ago, opts.processedAgo ?? null],
+  );
+  return rows[0].id;
+}
+
+describe('the days ahead', () => {
+  it('reach a week past today after migrating, and a second call makes nothing', async () => {
+    const parts = await listOutboxPartitions(tdb.pool);
+    expect(parts[0]!.from).toBeNull(); // the first partition: everything before it was partitioned
+    for (let i = 1; i < parts.length; i++) expect(parts[i]!.from!.getTime()).toBe(parts[i - 1]!.to.getTime()); // no gap
+    const ahead = await partitionsAheadSeconds(tdb.pool);
+    expect(ahead).toBeGreaterThan(7 * 86_400);
+    expect(ahead).toBeLessThanOrEqual(8 * 86_400);
+    expect(await ensureOutboxPartitions(tdb.pool)).toEqual([]);
+  });
+
+  it('two processes making the same days at once make each day once', async () => {
+    const later = new Date(Date.now() + 3 * DAY);
+    const [a, b] = await Promise.all([ensureOutboxPartitions(tdb.pool, { now: later }), ensureOutboxPartitions(tdb.pool, { now: later })]);
+    expect([...a, ...b]).toHaveLength(3);
+    expect(new Set([...a, ...b]).size).toBe(3);
+    const parts = await listOutboxPartitions(tdb.pool);
+    expect(parts.at(-1)!.to.getTime() - Date.now()).toBeGreaterThan(10 * DAY);
+  });
+});
+
+/** An empty outbox laid out with a partition per day from 12 days ago. */
+async function pastDays() {
+  await tdb.pool.query('truncate outbox');
+  await layOutPastDays(tdb.pool, 12);
+}
+
+describe('the purge by day', () => {
+  beforeEach(pastDays);
+
+  it('drops a day whose rows are all DONE past the retention; a day with anything else waits, its old DONE rows deleted one by one', async () => {
+    const gone = [await insert({ status: 'DONE', ago: 5, processedAgo: 5 }), await insert({ status: 'DONE', ago: 5, processedAgo: 4 })];
+    const goneDay = await partitionOf(gone[0]!);
+    const pendingDay = [await insert({ status: 'PENDING', ago: 6 }), await insert({ status: 'DONE', ago: 6, processedAgo: 6 })];
+    const deadDay = [await insert({ status: 'DEAD', ago: 7, processedAgo: 7 }), await insert({ status: 'DONE', ago: 7, processedAgo: 7 })];
+    const lateDay = [await insert({ status: 'DONE', ago: 8, processedAgo: 1 })]; // finished yesterday: within the retention
+    const recent = [await insert({ status: 'DONE', ago: 1, processedAgo: 1 })]; // its day is within the retention
+
+    const purged = await purgeOutbox(tdb.db, { retentionDays: 2 });
+
+    // The day with its two rows, and the empty days past the retention with it.
+    expect(purged.partitions.filter((p) => p.rows > 0)).toEqual([{ name: goneDay, rows: 2 }]);
+    expect(purged.partitions.length).toBeGreaterThan(1);
+    expect(purged.rows).toBe(4); // the dropped day's two, and the DONE rows beside the PENDING and the DEAD one
+    expect((await tdb.pool.query(`select to_regclass($1) as t`, [goneDay])).rows[0].t).toBeNull();
+    const { rows } = await tdb.pool.query(`select id::int from outbox order by id`);
+    expect(rows.map((r) => r.id)).toEqual([pendingDay[0], deadDay[0], lateDay[0], recent[0]]);
+  });
+
+  it('finishes a detach that was interrupted between its two phases, then drops the day', async () => {
+    const id = await insert({ status: 'DONE', ago: 10, processedAgo: 10 });
+    const day = await partitionOf(id);
+    // A transaction that holds a snapshot makes DETACH … CONCURRENTLY wait in its second phase;
+    // cancelling it there leaves the partition "detach pending", as a worker killed mid-purge would.
+    const reader = new pg.Client({ connectionString: tdb.url });
+    const detacher = new pg.Client({ connectionString: tdb.url });
+    await reader.connect();
+    await detacher.connect();
+    try {
+      await reader.query('begin isolation level repeatable read');
+      await reader.query('select count(*) from outbox');
+      const detach = detacher.query(`alter table outbox detach partition ${day} concurrently`).catch((err: Error) => err);
+      const pid = (await detacher.query(`select pg_backend_pid() as pid`)).rows[0].pid;
+      for (let i = 0; i < 100; i++) {
+        const { rows } = await tdb.pool.query(`select wait_event_type from pg_stat_activity where pid = $1`, [pid]);
+        if (rows[0]?.wait_event_type === 'Lock') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await tdb.pool.query('select pg_cancel_backend($1)', [pid]);
+      expect(String(await detach)).toMatch(/cancel/);
+      await reader.query('rollback');
+    } finally {
+      await reader.end();
+      await detacher.end();
+    }
+    const pending = (await listOutboxPartitions(tdb.pool)).find((p) => p.name === day);
+    expect(pending?.detachPending).toBe(true);
+
+    const dropped = await dropExpiredOutboxPartitions(tdb.pool, { retentionDays: 2 });
+    expect(dropped.filter((p) => p.rows > 0)).toEqual([{ name: day, rows: 1 }]);
+    expect((await listOutboxPartitions(tdb.pool)).some((p) => p.name === day)).toBe(false);
+  });
+});
+
+describe('the claim across days', () => {
+  it("keeps a key's order when its messages are in different days, and settles a message of an older day", async () => {
+    await pastDays();
+    const key = randomUUID();
+    const older = await insert({ status: 'PENDING', ago: 3, key });
+    const { rows } = await tdb.pool.query(`insert into outbox (topic, payload, key) values ('test.t', '{}', $1) returning id::int`, [key]);
+    const newer = rows[0].id as number;
+    expect(await partitionOf(older)).not.toBe(await partitionOf(newer));
+
+    const c = await connectClaimClient({ connectionString: tdb.url });
+    try {
+      const first = await claimOn(c, { limit: 10, leaseSeconds: 60, claimId: randomUUID() });
+      expect(first.map((m) => m.id)).toEqual([older]); // the newer one waits for it
+      expect(
+        await markDoneMany(tdb.db, [{ id: older, claimId: first[0]!.claimId, lastHandler: null, createdAtMs: first[0]!.createdAtMs }]),
+      ).toEqual([true]);
+      const second = await claimOn(c, { limit: 10, leaseSeconds: 60, claimId: randomUUID() });
+      expect(second.map((m) => m.id)).toEqual([newer]);
+    } finally {
+      await c.end();
+    }
+    const { rows: done } = await tdb.pool.query(`select status from outbox where id = $1`, [older]);
+    expect(done).toEqual([{ status: 'DONE' }]);
+  });
+});
+
+describe('migrating an outbox that already holds messages', () => {
+  const name = `partmig_${randomUUID().slice(0, 8)}`;
+  let dir: string;
+  const admin = () => new pg.Client({ connectionString: inject('pgServerUrl') });
+
+  beforeAll(async () => {
+    const c = admin();
+    await c.connect();
+    await c.query(`create database ${name}`);
+    await c.end();
+    // The migrations before partitioning, alone: a database as an earlier release left it.
+    dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-premigrations-'));
+    cpSync(MIGRATIONS_DIR, dir, { recursive: true });
+    const journalPath = path.join(dir, 'meta', '_journal.json');
+    const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+    const at = journal.entries.findIndex((e: { tag: string }) => e.tag === '0008_partitioned_outbox');
+    journal.entries = journal.entries.slice(0, at);
+    writeFileSync(journalPath, JSON.stringify(journal));
+    const pool = new pg.Pool({ connectionString: urlFor(name), max: 1 });
+    try {
+      await migrate(drizzle(pool), { migrationsFolder: dir });
+    } finally {
+      await pool.end();
+    }
+  });
+  afterAll(async () => {
+    rmSync(dir, { recursive: true, force: true });
+    const c = admin();
+    await c.connect();
+    await c.query(`drop database if exists ${name} with (force)`);
+    await c.end();
+  });
+
+  it('keeps every message, its id and state, and goes on numbering and claiming', async () => {
+    const pool = new pg.Pool({ connectionString: urlFor(name), max: 2 });
+    try {
+      const { rows: isPartitioned } = await pool.query(`select relkind from pg_class where relname = 'outbox'`);
+      expect(isPartitioned).toEqual([{ relkind: 'r' }]); // a plain table before
+      await pool.query(`
+        insert into outbox (topic, payload, key, status, processed_at, created_at)
+        select 'test.t', jsonb_build_object('i', i), 'k' || (i % 5),
+               case when i % 10 = 0 then 'DEAD' when i <= 700 then 'DONE' else 'PENDING' end,
+               case when i <= 700 or i % 10 = 0 then now() - interval '20 days' end,
+               now() - interval '30 days' + i * interval '1 minute'
+          from generate_series(1, 1000) i`);
+      const before = (await pool.query(`select id::int, public_id, status, key, payload from outbox order by id`)).rows;
+
+      await runMigrations(urlFor(name));
+
+      expect((await pool.query(`select relkind from pg_class where relname = 'outbox'`)).rows).toEqual([{ relkind: 'p' }]);
+      const after = (await pool.query(`select id::int, public_id, status, key, payload from outbox order by id`)).rows;
+      expect(after).toEqual(before);
+      const parts = await listOutboxPartitions(pool);
+      expect(parts[0]!.name).toMatch(/^outbox_until_\d{8}$/);
+      expect(parts.length).toBeGreaterThanOrEqual(8); // the first, and a week of days ahead
+      // Every old row is in the first partition, and the old indexes serve it (attached, not duplicated).
+      expect((await pool.query(`select count(*)::int as n from ${parts[0]!.name}`)).rows[0].n).toBe(1000);
+      const { rows: idx } = await pool.query(`select indexname from pg_indexes where tablename = $1 order by 1`, [parts[0]!.name]);
+      expect(idx.map((r) => r.indexname.replace(parts[0]!.name, 'P'))).toEqual([
+        'P_created_at_idx',
+        'P_dead_idx',
+        'P_done_processed_idx',
+        'P_key_id_idx',
+        'P_pending_available_idx',
+        'P_pkey',
+        'P_public_id_key',
+      ]);
+
+      // New messages are numbered after the old ones and go to their day.
+      const { rows: fresh } = await pool.query(`insert into outbox (topic, payload, key) values ('test.t', '{}', 'k1') returning id::int`);
+      expect(fresh[0].id).toBeGreaterThan(Math.max(...before.map((r) => r.id)));
+
+      // The claim takes the oldest due messages, one per key, from the old rows first.
+      const c = await connectClaimClient({ connectionString: urlFor(name) });
+      try {
+        const claimed = await claimOn(c, { limit: 100, leaseSeconds: 60, claimId: randomUUID() });
+        const oldestPerKey = new Map<string, number>();
+        for (const r of before) if (r.status === 'PENDING' && !oldestPerKey.has(r.key)) oldestPerKey.set(r.key, r.id);
+        expect(oldestPerKey.size).toBe(5);
+        expect(claimed.map((m) => m.id).sort((a, b) => a - b)).toEqual([...oldestPerKey.values()].sort((a, b) => a - b));
+      } finally {
+        await c.end();
+      }
+
+      // Dropping the first partition (days from now, once it has expired) does not take the id
+      // sequence with it: the next message, in a later day, is still numbered.
+      await pool.query('truncate outbox');
+      await pool.query(`alter table outbox detach partition ${parts[0]!.name}`);
+      await pool.query(`drop table ${parts[0]!.name}`);
+      const { rows: next } = await pool.query(
+        `insert into outbox (topic, payload, created_at) values ('test.t', '{}', now() + interval '2 days') returning id::int`,
+      );
+      expect(next[0].id).toBeGreaterThan(fresh[0].id);
+    } finally {
+      await pool.end();
+    }
+  });
+});
