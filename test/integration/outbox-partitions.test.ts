@@ -108,16 +108,18 @@ describe('the purge by day', () => {
     try {
       await reader.query('begin isolation level repeatable read');
       await reader.query('select count(*) from outbox');
-      const detach = detacher.query(`alter table outbox detach partition ${day} concurrently`).catch((err: Error) => err);
       const pid = (await detacher.query(`select pg_backend_pid() as pid`)).rows[0].pid;
-      for (let i = 0; i < 100; i++) {
+      const detach = detacher.query(`alter table outbox detach partition ${day} concurrently`).catch((err: Error) => err);
+      // Its first phase has committed (the partition is marked) and it waits for the reader.
+      for (const until = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() > until) throw new Error('DETACH CONCURRENTLY never reached its second phase');
+        const marked = (await listOutboxPartitions(tdb.pool)).find((p) => p.name === day)?.detachPending;
         const { rows } = await tdb.pool.query(`select wait_event_type from pg_stat_activity where pid = $1`, [pid]);
-        if (rows[0]?.wait_event_type === 'Lock') break;
-        await new Promise((r) => setTimeout(r, 50));
+        if (marked && rows[0]?.wait_event_type === 'Lock') break;
       }
       await tdb.pool.query('select pg_cancel_backend($1)', [pid]);
+      await reader.query('rollback'); // before waiting for the detach: had the cancel missed, it finishes
       expect(String(await detach)).toMatch(/cancel/);
-      await reader.query('rollback');
     } finally {
       await reader.end();
       await detacher.end();

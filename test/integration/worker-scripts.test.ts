@@ -6,6 +6,7 @@ import { statsCommand } from '../../scripts/outbox-stats.ts';
 import type { Command } from '../../src/process/run-main.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { runInProcess, runScript } from '../helpers/npm-run.ts';
+import { layOutPastDays } from '../helpers/outbox-partitions.ts';
 import { getMessages, insertMessages } from '../helpers/worker.ts';
 
 /*
@@ -82,16 +83,18 @@ describe('outbox scripts', () => {
     expect(lines.at(-1)!.slice(0, 4)).toEqual(['TOTAL', '3', '1', '0']);
   });
 
-  it('outbox:purge deletes old DONE messages only', async () => {
+  it('outbox:purge deletes old DONE messages only: whole days, and the rest of a day a DEAD letter keeps', async () => {
+    await layOutPastDays(tdb.pool, 14);
     await tdb.db.execute(sql`
-      insert into outbox (topic, payload, status, processed_at)
-      select 't', '{}'::jsonb, 'DONE', now() - interval '10 days' from generate_series(1, 1200)
-      union all select 't', '{}', 'DEAD', now() - interval '10 days'
-      union all select 't', '{}', 'DONE', now()`);
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      select 't', '{}'::jsonb, 'DONE', now() - interval '10 days', now() - interval '10 days' from generate_series(1, 1200)
+      union all select 't', '{}', 'DONE', now() - interval '11 days', now() - interval '11 days' from generate_series(1, 5)
+      union all select 't', '{}', 'DEAD', now() - interval '11 days', now() - interval '11 days'
+      union all select 't', '{}', 'DONE', now(), now()`);
     const r = await run(purgeCommand, ['--days', '7']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain('deleted 1200 DONE message(s) older than 7 day(s)');
-    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox`);
-    expect(rows[0]!.n).toBe(2);
+    expect(r.stdout).toMatch(/deleted 1205 DONE message\(s\) older than 7 day\(s\) \(\d+ day partition\(s\) dropped whole\)/);
+    const { rows } = await tdb.db.execute<{ status: string }>(sql`select status from outbox order by status`);
+    expect(rows.map((r) => r.status)).toEqual(['DEAD', 'DONE']);
   });
 });
