@@ -7,8 +7,9 @@
 -- What changes for an existing outbox: nothing is copied. The table is renamed outbox_until_<day>
 -- and attached as the first partition, covering everything created before tomorrow (UTC); its
 -- indexes already match the new table's and are attached, not rebuilt, except the key index,
--- made partial (below). ATTACH reads the table once to check that bound. The worker creates the next days' partitions ahead; no DEFAULT
--- partition is made, because DETACH … CONCURRENTLY refuses a table that has one.
+-- made partial (below). ATTACH reads the table once to check that bound. The days after it are
+-- made ahead (outbox_ensure_partitions, below); no DEFAULT partition is made, because
+-- DETACH … CONCURRENTLY refuses a table that has one.
 --
 -- Keys and uniqueness. A unique index on a partitioned table must hold the partition key, so the
 -- parent has none: every partition has its own primary key (id) and unique public_id, which is

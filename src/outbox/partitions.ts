@@ -14,9 +14,9 @@ import type pg from 'pg';
  * There is no DEFAULT partition (DETACH … CONCURRENTLY refuses a table that has one), so a row
  * whose day has no partition cannot be written: a booking would fail. The days ahead are made by
  * every process that migrates (API and worker at start) and by the worker's housekeeping, each
- * time up to a week past today (the SQL function's default), so the API keeps working for a week with no
- * worker at all; `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut
- * alert say when that margin shrinks.
+ * time up to a week past today (the SQL function's default), so the API keeps working for a week
+ * with no worker at all; `stayhub_outbox_partitions_ahead_seconds` and the
+ * OutboxPartitionsRunningOut alert say when that margin shrinks.
  */
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -57,10 +57,9 @@ export async function listOutboxPartitions(q: Client): Promise<OutboxPartition[]
 
 /**
  * Makes the partitions of every day from the last one's end to `daysAhead` (default 7) days after
- * `now`'s, and
- * returns the names made. The SQL is the database's function outbox_ensure_partitions
- * (migrations/0008_partitioned_outbox.sql), so a migration run calls the same code without this
- * module.
+ * `now`'s, and returns the names made. The SQL is the database's function
+ * outbox_ensure_partitions (migrations/0008_partitioned_outbox.sql), so a migration run calls the
+ * same code without this module.
  */
 export async function ensureOutboxPartitions(q: Client, opts: { now?: Date; daysAhead?: number } = {}): Promise<string[]> {
   const { rows } =
