@@ -3,19 +3,41 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
+import { dayOf, dropOutboxPartition, listOutboxPartitions } from '../../src/outbox/partitions.ts';
 import { purgeDoneBatch } from '../../src/outbox/purge.ts';
-import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
 import type { BenchServer } from './lib/server.ts';
 import { DONE_HISTORY_SQL } from './ours.ts';
 import { median, msSince } from './lib/stats.ts';
 
 /*
- * Where the cost grows: an outbox holding a long DONE history, the housekeeping purge that keeps
- * it short (src/outbox/purge.ts), what dropping a table of that size would cost instead (the
- * price of a time partition, which the outbox does not have), and a bookings table holding years
- * of stays. The large tables are built once as templates and cloned for every run, so each run
- * starts from the same rows and the slow inserts happen once.
+ * Where the cost grows: an outbox holding a long DONE history, the two ways it goes (the
+ * housekeeping drops a day's partition whole, src/outbox/partitions.ts; a day that cannot go whole
+ * is deleted row by row, src/outbox/purge.ts), and a bookings table holding years of stays. The
+ * large tables are built once as templates and cloned for every run, so each run starts from the
+ * same rows and the slow inserts happen once.
+ *
+ * The history is one day of its own: the outbox is partitioned by day of created_at, and the
+ * first partition of a fresh database holds everything before tomorrow, so a history written in
+ * the past would share it with the live rows and never expire. It is written in the day partition
+ * HISTORY_DAYS_AHEAD days ahead instead (made by outbox_ensure_partitions, like every day ahead),
+ * and each purge runs with its clock (`now`) set to when the retention has passed over that day
+ * (expiredAt). The live rows (PENDING rows for the claims, the drain's messages) are written now,
+ * into today's partition, and stay there.
  */
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/**
+ * Three days ahead, not tomorrow: a run that crosses midnight (UTC) writes its live rows into the
+ * next day's partition, which must not be the history's.
+ */
+const HISTORY_DAYS_AHEAD = 3;
+
+/**
+ * A build of millions of rows is bound by one backend's CPU: two statements at once build 1,000,000
+ * rows in 16–20 s instead of 30 here (2 cores), 5,000,000 in 70–125 s.
+ */
+const BUILD_LANES = 2;
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: url, application_name: 'bench-history' });
@@ -45,19 +67,57 @@ export async function dropDatabase(server: BenchServer, name: string): Promise<v
   await withClient(server.url('postgres'), (c) => c.query(`drop database if exists "${name}" with (force)`));
 }
 
-/**
- * `rows` DONE messages as the worker leaves them (one handler done, processed 30 days ago: past
- * OUTBOX_RETENTION_DAYS, so the purge takes every one), in one statement as ours.ts
- * prepareClaimTables writes them, then VACUUM ANALYZE as autovacuum would have left the table.
- */
-export async function fillDoneHistory(url: string, rows: number): Promise<void> {
-  await withClient(url, async (c) => {
-    await c.query(DONE_HISTORY_SQL, [rows]);
-    await c.query('vacuum analyze outbox');
-  });
+/** A DONE history: the day partition that holds it, and how many rows. */
+export interface HistoryDay {
+  /** outbox_YYYYMMDD */
+  partition: string;
+  /** The start of its day (UTC). */
+  day: Date;
+  rows: number;
 }
 
-/** `count` PENDING no-op messages after the history (the claim's work), then VACUUM ANALYZE. */
+/**
+ * The clock at which the retention has passed over the history's day: its end plus
+ * OUTBOX_RETENTION_DAYS. Both purges run at it; the DELETE's `created_at < start of the cutoff's
+ * day` then takes the history's rows, and the PENDING rows are never touched.
+ */
+const expiredAt = (h: HistoryDay) => new Date(h.day.getTime() + (1 + retentionDays()) * DAY_MS);
+
+/**
+ * `rows` DONE messages as the worker leaves them (one handler done), created 1 ms apart from the
+ * start of the day HISTORY_DAYS_AHEAD ahead, in that day's partition and nowhere else, in
+ * BUILD_LANES statements on as many connections at once; then VACUUM ANALYZE as autovacuum would
+ * have left the table. Processed 30 days ago, before anything a measurement settles: the DELETE
+ * (purgeDoneBatch, oldest processed_at first) beside a drain deletes the history, not the
+ * messages the drain has just finished, which at its clock are past the retention too.
+ */
+export async function fillDoneHistory(url: string, rows: number): Promise<HistoryDay> {
+  const lanes = BUILD_LANES;
+  const day = new Date(dayOf(new Date()).getTime() + HISTORY_DAYS_AHEAD * DAY_MS);
+  if (rows >= DAY_MS) throw new Error(`a day holds ${DAY_MS} rows 1 ms apart, not ${rows}`);
+  const partition = await withClient(url, async (c) => {
+    const p = (await listOutboxPartitions(c)).find((x) => x.from?.getTime() === day.getTime());
+    if (!p) throw new Error(`no outbox partition for ${day.toISOString()}: outbox_ensure_partitions makes a week ahead`);
+    return p.name;
+  });
+  // Lane k's rows start where lane k-1's end: one run of created_at, 1 ms apart, inside the day.
+  const per = Math.ceil(rows / lanes);
+  const monthAgo = new Date(Date.now() - 30 * DAY_MS);
+  const inserted = await Promise.all(
+    Array.from({ length: lanes }, async (_, lane) => {
+      const n = Math.min(per, rows - lane * per);
+      if (n <= 0) return 0;
+      const created = new Date(day.getTime() + lane * per);
+      const processed = new Date(monthAgo.getTime() + lane * per);
+      return (await withClient(url, (c) => c.query(DONE_HISTORY_SQL, [n, created, processed]))).rowCount ?? 0;
+    }),
+  );
+  if (inserted.reduce((a, b) => a + b, 0) !== rows) throw new Error(`inserted ${inserted.join(' + ')} rows, not ${rows}`);
+  await withClient(url, (c) => c.query('vacuum analyze outbox'));
+  return { partition, day, rows };
+}
+
+/** `count` PENDING no-op messages, written now into today's partition (the claim's work), then VACUUM ANALYZE. */
 export async function addPending(url: string, count: number): Promise<void> {
   await withClient(url, async (c) => {
     await c.query(
@@ -73,13 +133,21 @@ const PURGE_BATCH = 1000;
 
 type Sizes = { table: number; pendingIdx: number; keyIdx: number };
 
+/**
+ * The outbox's sizes. The partitioned parent and its partitioned indexes hold no data of their
+ * own (their size is 0): each is the sum over its leaves, the partitions and their indexes.
+ */
 const sizes = async (c: pg.Client): Promise<Sizes> => {
   const { rows } = await c.query<{ table: string; pending_idx: string; key_idx: string }>(
-    `select pg_total_relation_size('outbox') as table, pg_relation_size('outbox_pending_available_idx') as pending_idx,
-            pg_relation_size('outbox_key_idx') as key_idx`,
+    `select (select coalesce(sum(pg_total_relation_size(relid)), 0) from pg_partition_tree('outbox') where isleaf) as table,
+            (select coalesce(sum(pg_relation_size(relid)), 0) from pg_partition_tree('outbox_pending_available_idx') where isleaf) as pending_idx,
+            (select coalesce(sum(pg_relation_size(relid)), 0) from pg_partition_tree('outbox_key_idx') where isleaf) as key_idx`,
   );
   return { table: Number(rows[0]!.table), pendingIdx: Number(rows[0]!.pending_idx), keyIdx: Number(rows[0]!.key_idx) };
 };
+
+const pendingCount = async (c: pg.Client) =>
+  Number((await c.query<{ n: string }>(`select count(*) as n from outbox where status = 'PENDING'`)).rows[0]!.n);
 
 /** The server's WAL position; two of them give the bytes written in between (by anyone: run this alone). */
 const walLsn = async (c: pg.Client) => (await c.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn')).rows[0]!.lsn;
@@ -95,7 +163,7 @@ export type PurgeCost = {
   walBytes: number;
   vacuumSeconds: number;
   vacuumWalBytes: number;
-  /** pg_total_relation_size('outbox'): heap, TOAST and every index. */
+  /** pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index. */
   tableBytesBefore: number;
   tableBytesAfter: number;
   tableBytesAfterVacuum: number;
@@ -108,25 +176,29 @@ export type PurgeCost = {
 };
 
 /**
- * The purge alone, as the worker's housekeeping runs it: src/outbox/purge.ts purgeDone's loop of
- * purgeDoneBatch, 1,000 rows a statement, each its own transaction, until a batch comes back short
- * (called batch by batch here to time each one); then a plain VACUUM (what
- * autovacuum does next; it gives pages back to the table, not to the disk). Nothing else runs on
- * the server meanwhile, so the WAL between the two positions is the purge's.
+ * The history deleted row by row, the path of a day that cannot go whole (and what the purge
+ * was before the outbox had partitions): src/outbox/purge.ts purgeDone's loop of purgeDoneBatch,
+ * 1,000 rows a statement, each its own transaction, until a batch comes back short (called batch
+ * by batch here to time each one), at the clock where the history's day has expired; then a plain
+ * VACUUM (what autovacuum does next; it gives pages back to the table, not to the disk). Nothing
+ * else runs on the server meanwhile, so the WAL between the two positions is the purge's. Checked
+ * after: the history's partition is empty and every PENDING row is still there.
  */
-export async function purgeCost(url: string): Promise<PurgeCost> {
+export async function purgeCost(url: string, history: HistoryDay): Promise<PurgeCost> {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge' });
   try {
     return await withClient(url, async (c) => {
+      const pending = await pendingCount(c);
       const before = await sizes(c);
       const lsn = await walLsn(c);
       const days = retentionDays();
+      const now = expiredAt(history);
       const batches: number[] = [];
       let rows = 0;
       const t = process.hrtime.bigint();
       for (;;) {
         const tb = process.hrtime.bigint();
-        const n = await purgeDoneBatch(database.db, days, PURGE_BATCH);
+        const n = await purgeDoneBatch(database.db, days, PURGE_BATCH, now);
         if (n === PURGE_BATCH) batches.push(msSince(tb));
         rows += n;
         if (n < PURGE_BATCH) break;
@@ -140,6 +212,9 @@ export async function purgeCost(url: string): Promise<PurgeCost> {
       const vacuumSeconds = msSince(tv) / 1000;
       const vacuumWalBytes = await walSince(c, vacuumLsn);
       const vacuumed = await sizes(c);
+      const left = Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n);
+      if (rows !== history.rows || left !== 0) throw new Error(`the DELETE took ${rows} rows of ${history.rows}, left ${left}`);
+      if ((await pendingCount(c)) !== pending) throw new Error('the DELETE touched PENDING rows');
       return {
         rows,
         seconds,
@@ -164,48 +239,137 @@ export async function purgeCost(url: string): Promise<PurgeCost> {
   }
 }
 
-export type DropCost = { rows: number; tableBytes: number; dropMs: number; walBytes: number };
+export type DropCost = {
+  rows: number;
+  /** The partition's own size, table and indexes, before. */
+  partitionBytes: number;
+  /** dropOutboxPartition, whole; then its three statements: count its rows, DETACH … CONCURRENTLY, DROP TABLE. */
+  ms: number;
+  countMs: number;
+  detachMs: number;
+  dropMs: number;
+  walBytes: number;
+  tableBytesBefore: number;
+  tableBytesAfter: number;
+  pendingIdxBytesAfter: number;
+  keyIdxBytesAfter: number;
+};
 
-/**
- * Dropping a table of the outbox's shape holding the same DONE rows: what dropping a time
- * partition of that size would cost. Copied from the outbox (`like outbox including all`: the same
- * columns, defaults and indexes), then CHECKPOINTed, as a partition a week past its last write
- * would be; then DROP TABLE, timed, and its WAL.
- */
-export async function dropTableCost(url: string): Promise<DropCost> {
-  return withClient(url, async (c) => {
-    await c.query('create table outbox_done_copy (like outbox including all)');
-    const { rowCount } = await c.query(`insert into outbox_done_copy select * from outbox where status = 'DONE'`);
-    await c.query('checkpoint');
-    const tableBytes = Number((await c.query<{ b: string }>(`select pg_total_relation_size('outbox_done_copy') as b`)).rows[0]!.b);
-    const lsn = await walLsn(c);
+/** A pool whose queries are each timed, in order: where a product function's time goes, statement by statement. */
+function timedPool(pool: pg.Pool, ms: number[]): pg.Pool {
+  const query = (...args: unknown[]) => {
     const t = process.hrtime.bigint();
-    await c.query('drop table outbox_done_copy');
-    const dropMs = msSince(t);
-    return { rows: rowCount ?? 0, tableBytes, dropMs, walBytes: await walSince(c, lsn) };
-  });
+    return (pool.query as (...a: unknown[]) => Promise<unknown>).apply(pool, args).finally(() => ms.push(msSince(t)));
+  };
+  return new Proxy(pool, { get: (target, key): unknown => (key === 'query' ? query : Reflect.get(target, key)) });
 }
 
 /**
- * The worker's housekeeping round (src/outbox/runner/housekeeping.ts housekeepOnce: purgeDone
- * 1,000 rows a statement) running beside a measurement, stopped between two batches when the
- * measurement ends. `stop()` says how many rows went meanwhile and whether the purge was still
- * at work at the end (if not, part of the measurement ran without it).
+ * The history's partition dropped as the housekeeping drops an expired day: src/outbox/partitions.ts
+ * dropOutboxPartition (it counts the rows, DETACH … CONCURRENTLY, DROP TABLE), timed, with its
+ * WAL. CHECKPOINTed first, as a day a week past its last write would be. Checked after: every row
+ * of the history went, and every PENDING row is still there.
  */
-export function concurrentPurge(url: string) {
+export async function dropPartitionCost(url: string, history: HistoryDay): Promise<DropCost> {
+  const database = createDatabase(url, { max: 1, applicationName: 'bench-drop' });
+  try {
+    return await withClient(url, async (c) => {
+      const pending = await pendingCount(c);
+      const partitionBytes = Number(
+        (await c.query<{ b: string }>('select pg_total_relation_size($1::regclass) as b', [history.partition])).rows[0]!.b,
+      );
+      const before = await sizes(c);
+      await c.query('checkpoint');
+      const lsn = await walLsn(c);
+      const statements: number[] = [];
+      const t = process.hrtime.bigint();
+      const dropped = await dropOutboxPartition(timedPool(database.pool, statements), { name: history.partition, detachPending: false });
+      const ms = msSince(t);
+      const walBytes = await walSince(c, lsn);
+      const after = await sizes(c);
+      if (statements.length !== 3) throw new Error(`dropOutboxPartition ran ${statements.length} statements, the bench names 3`);
+      if (dropped.rows !== history.rows) throw new Error(`the DROP took ${dropped.rows} rows of ${history.rows}`);
+      if ((await pendingCount(c)) !== pending) throw new Error('the DROP touched PENDING rows');
+      const [countMs, detachMs, dropMs] = statements as [number, number, number];
+      return {
+        rows: dropped.rows,
+        partitionBytes,
+        ms,
+        countMs,
+        detachMs,
+        dropMs,
+        walBytes,
+        tableBytesBefore: before.table,
+        tableBytesAfter: after.table,
+        pendingIdxBytesAfter: after.pendingIdx,
+        keyIdxBytesAfter: after.keyIdx,
+      };
+    });
+  } finally {
+    await database.close();
+  }
+}
+
+/** The two ways a day's DONE rows go. */
+export type PurgeWay = 'delete' | 'drop';
+
+/** What a purge did beside a measurement. */
+export type Beside = {
+  /** Rows it removed meanwhile (for the DROP: the partition's, counted by dropOutboxPartition). */
+  purged: number;
+  /** From its start to its end (for a DELETE stopped with the measurement: to the batch in flight then). */
+  purgeMs: number;
+  /** From its start to the measurement's end. */
+  measuredMs: number;
+  /** 1: it was still at work when the measurement ended; 0: part of the measurement ran without it. */
+  ranThrough: number;
+};
+
+/**
+ * A purge of the history beside a measurement, on its own connection, at the clock where the
+ * history's day has expired:
+ *
+ * - 'drop': the housekeeping's drop of the expired day (dropOutboxPartition, as
+ *   dropExpiredOutboxPartitions calls it once it has found the day all DONE). Not the whole of
+ *   purgeOutbox: at that clock today's partition is past the retention too, so its DONE rows (the
+ *   drain's, as it settles them) would be deleted by the straggler loop, and once the drain is over
+ *   the partition itself would be dropped; neither happens at a real clock, where today is never
+ *   expired. It cannot be stopped halfway; `stop()` waits for it.
+ * - 'delete': purgeDoneBatch, 1,000 rows a statement, until the history is gone or the
+ *   measurement ends (stopped between two batches): the purge before partitions.
+ */
+export function concurrentPurge(url: string, history: HistoryDay, way: PurgeWay) {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge-beside' });
+  const now = expiredAt(history);
+  const days = retentionDays();
   let stopping = false;
-  let finished = false;
-  const round = housekeepOnce(database.db, { retentionDays: retentionDays(), stopping: () => stopping }).then((counts) => {
-    finished = true;
-    return counts.outbox;
+  let purgeMs: number | undefined;
+  const t = process.hrtime.bigint();
+  const work = async () => {
+    if (way === 'drop') return (await dropOutboxPartition(database.pool, { name: history.partition, detachPending: false })).rows;
+    // Never past the history: at this clock the drain's DONE messages are past the retention too.
+    let rows = 0;
+    while (!stopping && rows < history.rows) {
+      const batch = Math.min(PURGE_BATCH, history.rows - rows);
+      const n = await purgeDoneBatch(database.db, days, batch, now);
+      rows += n;
+      if (n < batch) break;
+    }
+    return rows;
+  };
+  const round = work().finally(() => {
+    purgeMs = msSince(t);
   });
+  // Awaited by stop(); this keeps a failure from being unhandled until then.
+  round.catch(() => undefined);
   return {
-    async stop(): Promise<{ purged: number; ranThrough: boolean }> {
-      const ranThrough = !finished;
+    async stop(): Promise<Beside> {
+      const measuredMs = msSince(t);
+      const ranThrough = purgeMs === undefined ? 1 : 0;
       stopping = true;
       try {
-        return { purged: await round, ranThrough };
+        const purged = await round;
+        return { purged, purgeMs: purgeMs!, measuredMs, ranThrough };
       } finally {
         await database.close();
       }

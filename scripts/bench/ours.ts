@@ -66,12 +66,25 @@ function drainProcesses(url: string, processes: number, env: Record<string, stri
  * Drains `count` messages of `topic` with `processes` worker processes started together, on a
  * fresh migrated database (so DONE rows of earlier runs never weigh on a later one). The clock
  * runs from the first handler entered in any process (lib/marks.ts) to the moment nothing is
- * PENDING (lib/settled.ts): the same start and end as every other system's.
+ * PENDING (lib/settled.ts): the same start and end as every other system's. `onStarted` is called
+ * when the clock starts (the first mark seen, polled every 5 ms): what runs beside a drain starts
+ * with it, not during the processes' start-up.
  */
-export async function oursDrain(url: string, opts: { topic: string; count: number; processes: number; env?: Record<string, string> }) {
+export async function oursDrain(
+  url: string,
+  opts: { topic: string; count: number; processes: number; env?: Record<string, string>; onStarted?: () => void },
+) {
   await fillOutbox(url, opts.topic, opts.count);
   const marks = markDir();
   const watch = watchSettled(url, PENDING.ours);
+  let ended = false;
+  const onStarted = opts.onStarted;
+  if (onStarted) {
+    void (async () => {
+      while (!ended && !marks.started()) await sleep(5);
+      if (!ended) onStarted();
+    })();
+  }
   try {
     const exits = drainProcesses(url, opts.processes, { ...opts.env, BENCH_MARK_DIR: marks.dir });
     const settledAt = await Promise.race([watch.settled, exits.then((r) => (assertOk('bench-worker --until-empty', r), watch.settled))]);
@@ -81,6 +94,7 @@ export async function oursDrain(url: string, opts: { topic: string; count: numbe
     if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
     return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
+    ended = true;
     await watch.stop();
     marks.cleanup();
   }
@@ -139,12 +153,18 @@ export async function oursLatency(url: string, samples: number) {
   }
 }
 
-/** `$1` DONE rows, 30 days old, as the worker leaves them: the history every long-outbox measurement starts from. */
+/**
+ * `$1` DONE rows as the worker leaves them, created 1 ms apart from `$2` on and processed 1 ms
+ * apart from `$3` on: the history every long-outbox measurement starts from. `$2` decides the
+ * partition (a day holds 86,400,000 of them): the claim section's history, 30 days back, shares
+ * the first partition with the PENDING rows; the purge and growth sections' is a day of its own
+ * (history.ts).
+ */
 export const DONE_HISTORY_SQL = `
   insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
   select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
-         now() - interval '30 days' + i * interval '1 ms', now() - interval '30 days' + i * interval '1 ms',
-         now() - interval '30 days' + i * interval '1 ms', '{guest-confirmation}'
+         $2::timestamptz + i * interval '1 ms', $3::timestamptz + i * interval '1 ms', $2::timestamptz + i * interval '1 ms',
+         '{guest-confirmation}'
     from generate_series(1, $1::int) i`;
 
 /**
@@ -156,7 +176,8 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
   for (const url of [emptyUrl, historyUrl]) {
     await withClient(url, async (c) => {
       if (url === historyUrl) {
-        await c.query(DONE_HISTORY_SQL, [done]);
+        const monthAgo = new Date(Date.now() - 30 * 24 * 3600 * 1000);
+        await c.query(DONE_HISTORY_SQL, [done, monthAgo, monthAgo]);
       }
       await c.query(
         `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,

@@ -13,12 +13,12 @@ import {
   cloneDatabase,
   concurrentPurge,
   dropDatabase,
-  dropTableCost,
+  dropPartitionCost,
   fillBookingHistory,
   fillDoneHistory,
   purgeCost,
 } from './history.ts';
-import type { DropCost, PurgeCost } from './history.ts';
+import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from './history.ts';
 import { claimTimes, explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
 import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
@@ -95,9 +95,6 @@ type Drain = { perSecond: number; drainSeconds: number };
 type Lat = { p50: number; p99: number; max: number; mean: number };
 
 type ClaimLat = { p50: number; p99: number };
-
-/** A measurement with the housekeeping purge beside it: rows it deleted meanwhile. */
-type WithPurge = { purged: number };
 
 type ApiLat = { rps: number; p50: number; p99: number };
 
@@ -195,26 +192,38 @@ export interface BenchResults {
     expectedShare409: number;
   };
   /**
-   * A long DONE history and its purge (history.ts): the housekeeping purge alone (once a run, on a
-   * fresh clone of `rows` DONE rows past the retention), dropping a table holding the same rows
-   * (what dropping a time partition would cost), and our drain and claim without and with the
-   * purge running beside them. Ratios: median with / median without. `purgeEndedEarly`: runs in
-   * which the purge had deleted everything before the measurement beside it ended.
+   * A long DONE history and its purge (history.ts): `rows` DONE rows in a day partition of their
+   * own, purged at the clock where the retention has passed over that day, both ways, each once a
+   * run on a fresh clone: deleted row by row (`deleteRows`: the path of a day that cannot go whole,
+   * and the purge before partitions) and the partition dropped (`dropPartition`, as the
+   * housekeeping drops an expired day); the drop alone of a larger day (`dropLargePartition`); and
+   * our drain and claim alone, beside the DELETE and beside the DROP. Ratios: median beside /
+   * median alone.
    */
   purge?: {
     rows: number;
-    alone: Repeated<PurgeCost>;
-    dropTable: Repeated<DropCost>;
-    drain: { messages: number; without: Repeated<Drain>; with: Repeated<Drain & WithPurge>; ratio: number };
+    deleteRows: Repeated<PurgeCost>;
+    dropPartition: Repeated<DropCost>;
+    dropLargePartition: { rows: number; runs: Repeated<DropCost> };
+    drain: {
+      messages: number;
+      alone: Repeated<Drain>;
+      besideDelete: Repeated<Drain & Beside>;
+      besideDrop: Repeated<Drain & Beside>;
+      deleteRatio: number;
+      dropRatio: number;
+    };
     claim: {
       samples: number;
       pending: number;
-      without: Repeated<ClaimLat>;
-      with: Repeated<ClaimLat & WithPurge>;
-      p50Ratio: number;
-      p99Ratio: number;
+      alone: Repeated<ClaimLat>;
+      besideDelete: Repeated<ClaimLat & Beside>;
+      besideDrop: Repeated<ClaimLat & Beside>;
+      deleteP50Ratio: number;
+      deleteP99Ratio: number;
+      dropP50Ratio: number;
+      dropP99Ratio: number;
     };
-    purgeEndedEarly: number;
   };
   /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
   growth?: {
@@ -270,8 +279,8 @@ async function main(): Promise<number> {
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
-      history: `DONE rows inserted in one statement (processed 30 days ago, past OUTBOX_RETENTION_DAYS), VACUUM ANALYZE; one template database per history size, cloned (CREATE DATABASE … STRATEGY FILE_COPY) for every measurement and dropped after it; PENDING rows for claims: ${P.claimPending.toLocaleString('en-US')} added to the clone, VACUUM ANALYZE`,
-      purge: `src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the worker's housekeeping batch), each batch timed; beside a measurement: src/outbox/runner/housekeeping.ts housekeepOnce on its own connection, started with the measurement and stopped when it ends; WAL: pg_wal_lsn_diff of pg_current_wal_lsn() before and after, nothing else running; drop: CREATE TABLE (LIKE outbox INCLUDING ALL) + INSERT … SELECT of the DONE rows, CHECKPOINT, then DROP TABLE timed`,
+      history: `DONE rows created 1 ms apart in the day partition 3 days ahead (outbox_YYYYMMDD, made by outbox_ensure_partitions: a day of their own, apart from today's live rows) and processed 30 days ago, inserted in two statements at once; VACUUM ANALYZE; one template database per history size, cloned (CREATE DATABASE … STRATEGY FILE_COPY) for every measurement and dropped after it; PENDING rows for claims: ${P.claimPending.toLocaleString('en-US')} added to the clone (today's partition), VACUUM ANALYZE`,
+      purge: `both purges at the clock where OUTBOX_RETENTION_DAYS has passed over the history's day (its end + the retention): DELETE, src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the housekeeping's batch), each batch timed; DROP, src/outbox/partitions.ts dropOutboxPartition on the history's partition (count, DETACH … CONCURRENTLY, DROP TABLE, each statement timed) after a CHECKPOINT; WAL: pg_wal_lsn_diff of pg_current_wal_lsn() before and after, nothing else running; sizes: summed over pg_partition_tree's leaves; beside a measurement: the same DELETE loop or DROP on a connection of its own, started with the measurement's clock, the DELETE stopped between two batches when it ends, the DROP awaited`,
       apiHistory: `the api section's POST /bookings (autocannon, ${PREPARED_CONNECTIONS} connections) against two APIs started together, one on an empty bookings table, one on a table holding past stays inserted in SQL (200 two-night stays per property of their own, one every 3 days back from yesterday, none overlapping), runs alternating between them`,
       pgbench:
         "-M extended, and -M prepared at 8 connections (the target's peer: the protocol of the API's named statements), the booking transaction of src/bookings/booking.service.ts as SQL (scripts/bench/api.ts bookingScript)",
@@ -653,33 +662,36 @@ async function main(): Promise<number> {
     });
 
     // Templates holding a DONE history, built once per size and cloned for every measurement.
-    const historyTemplates = new Map<number, Promise<string>>();
+    const historyTemplates = new Map<number, Promise<{ db: string; history: HistoryDay }>>();
     const historyTemplate = (rows: number) => {
-      let name = historyTemplates.get(rows);
-      if (!name) {
-        name = (async () => {
+      let template = historyTemplates.get(rows);
+      if (!template) {
+        template = (async () => {
           const t = Date.now();
           const db = `history_${rows}`;
-          await fillDoneHistory(await server.createDatabase(db, server.ourTemplate), rows);
-          log(`   template ${db}: ${rows.toLocaleString('en-US')} DONE rows in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-          return db;
+          const history = await fillDoneHistory(await server.createDatabase(db, server.ourTemplate), rows);
+          log(
+            `   template ${db}: ${rows.toLocaleString('en-US')} DONE rows in ${history.partition}, ${((Date.now() - t) / 1000).toFixed(1)} s`,
+          );
+          return { db, history };
         })();
-        historyTemplates.set(rows, name);
+        historyTemplates.set(rows, template);
       }
-      return name;
+      return template;
     };
     /** `fn` on a fresh clone of the history of `rows` DONE rows, dropped after (clones of 400 MB add up). */
-    const onHistory = async <T>(rows: number, fn: (url: string) => Promise<T>): Promise<T> => {
+    const onHistory = async <T>(rows: number, fn: (url: string, history: HistoryDay) => Promise<T>): Promise<T> => {
       const name = `history_${rows}_${dbSeq++}`;
-      const url = await cloneDatabase(server, name, await historyTemplate(rows));
+      const { db, history } = await historyTemplate(rows);
+      const url = await cloneDatabase(server, name, db);
       try {
-        return await fn(url);
+        return await fn(url, history);
       } finally {
         await dropDatabase(server, name);
       }
     };
-    const drainOurs = (url: string, count: number, processes: number) =>
-      oursDrain(url, { topic: 'bench.noop', count, processes, env: OURS_THROUGHPUT });
+    const drainOurs = (url: string, count: number, processes: number, onStarted?: () => void) =>
+      oursDrain(url, { topic: 'bench.noop', count, processes, env: OURS_THROUGHPUT, onStarted });
     const claimLat = async (url: string): Promise<ClaimLat> => {
       const ms = await claimTimes(url, P.purgeClaimSamples, P.claimBatch);
       return { p50: percentile(ms, 50), p99: percentile(ms, 99) };
@@ -688,87 +700,126 @@ async function main(): Promise<number> {
 
     await section('purge', async () => {
       const rows = P.purgeRows;
-      const alone: PurgeCost[] = [];
+      const deletes: PurgeCost[] = [];
       const drops: DropCost[] = [];
-      const drainWithout: Drain[] = [];
-      const drainWith: (Drain & WithPurge)[] = [];
-      const claimWithout: ClaimLat[] = [];
-      const claimWith: (ClaimLat & WithPurge)[] = [];
-      let purgeEndedEarly = 0;
-      /** `measure` with the housekeeping purge started beside it, stopped when it ends. */
-      const besidePurge = async <T>(url: string, measure: () => Promise<T>): Promise<T & WithPurge> => {
-        const purge = concurrentPurge(url);
-        const t = await measure().catch(async (err: unknown) => {
-          await purge.stop();
+      const largeDrops: DropCost[] = [];
+      const drainsAlone: Drain[] = [];
+      const drainsBeside: Record<PurgeWay, (Drain & Beside)[]> = { delete: [], drop: [] };
+      const claimsAlone: ClaimLat[] = [];
+      const claimsBeside: Record<PurgeWay, (ClaimLat & Beside)[]> = { delete: [], drop: [] };
+      const WAY = { delete: 'the DELETE', drop: 'the partition DROP' } as const;
+      /**
+       * `measure` with a purge of the history beside it (history.ts concurrentPurge), started when
+       * `measure` calls `start` (a drain: when its clock starts) and stopped when it ends.
+       */
+      const beside = async <T>(url: string, history: HistoryDay, way: PurgeWay, measure: (start: () => void) => Promise<T>) => {
+        const started: { purge?: ReturnType<typeof concurrentPurge> } = {};
+        const m = await measure(() => {
+          started.purge = concurrentPurge(url, history, way);
+        }).catch(async (err: unknown) => {
+          await started.purge?.stop();
           throw err;
         });
-        const stopped = await purge.stop();
-        if (!stopped.ranThrough) purgeEndedEarly++;
-        return { ...t, purged: stopped.purged };
+        if (!started.purge) throw new Error('the purge beside the measurement never started');
+        return { ...m, ...(await started.purge.stop()) };
       };
+      const besideLine = (b: Beside) =>
+        `${b.purged.toLocaleString('en-US')} rows, purge ${Math.round(b.purgeMs)} ms of the measurement's ${Math.round(b.measuredMs)} ms`;
       for (let r = 0; r < P.historyRuns; r++) {
-        // Two clones, the one drained first taking turns, so neither always gets the warmer machine.
-        for (const withPurge of r % 2 === 0 ? [false, true] : [true, false]) {
-          await onHistory(rows, async (url) => {
-            if (withPurge) {
-              const d = await besidePurge(url, () => drainOurs(url, P.purgeDrainMessages, 1));
-              drainWith.push(d);
-              log(
-                `   drain ×1 beside the purge: ${Math.round(d.perSecond)} msg/s (${d.purged.toLocaleString('en-US')} rows purged meanwhile)`,
-              );
-            } else {
-              drainWithout.push(await drainOurs(url, P.purgeDrainMessages, 1));
-              log(`   drain ×1 alone: ${Math.round(drainWithout.at(-1)!.perSecond)} msg/s`);
+        // A clone each, the one drained first taking turns, so none always gets the warmer machine.
+        const order = (['alone', 'delete', 'drop'] as const).map((_, i, a) => a[(i + r) % a.length]!);
+        for (const way of order) {
+          await onHistory(rows, async (url, history) => {
+            if (way === 'alone') {
+              drainsAlone.push(await drainOurs(url, P.purgeDrainMessages, 1));
+              log(`   drain ×1 alone: ${Math.round(drainsAlone.at(-1)!.perSecond)} msg/s`);
+              return;
             }
+            const d = await beside(url, history, way, (start) => drainOurs(url, P.purgeDrainMessages, 1, start));
+            drainsBeside[way].push(d);
+            log(`   drain ×1 beside ${WAY[way]}: ${Math.round(d.perSecond)} msg/s (${besideLine(d)})`);
           });
         }
-        // The claims are rolled back, so those without the purge leave the clone as it was for those beside it.
-        await onHistory(rows, async (url) => {
+        // One clone: the claims are rolled back, so each set sees the same PENDING rows; the DELETE
+        // before the DROP, which leaves nothing to delete (the DROP then takes fewer rows).
+        await onHistory(rows, async (url, history) => {
           await addPending(url, P.claimPending);
-          claimWithout.push(await claimLat(url));
-          claimWith.push(await besidePurge(url, () => claimLat(url)));
-          const [a, b] = [claimWithout.at(-1)!, claimWith.at(-1)!];
+          claimsAlone.push(await claimLat(url));
+          for (const way of ['delete', 'drop'] as const) {
+            claimsBeside[way].push(
+              await beside(url, history, way, (start) => {
+                start();
+                return claimLat(url);
+              }),
+            );
+          }
+          const [a, d, p] = [claimsAlone.at(-1)!, claimsBeside.delete.at(-1)!, claimsBeside.drop.at(-1)!];
+          const ms = (c: ClaimLat) => `${c.p50.toFixed(3)}/${c.p99.toFixed(3)} ms`;
           log(
-            `   claim p50/p99: alone ${a.p50.toFixed(3)}/${a.p99.toFixed(3)} ms, beside the purge ${b.p50.toFixed(3)}/${b.p99.toFixed(3)} ms`,
+            `   claim p50/p99: alone ${ms(a)}, beside the DELETE ${ms(d)} (${besideLine(d)}), beside the DROP ${ms(p)} (${besideLine(p)})`,
           );
         });
-        // The purge alone, nothing else on the server. PENDING rows after the history, as a live
-        // outbox has, so VACUUM cannot give back the emptied table by cutting it short.
-        await onHistory(rows, async (url) => {
+        // Each purge alone on a fresh clone, nothing else on the server, with PENDING rows in
+        // today's partition as a live outbox has (neither purge may touch them).
+        await onHistory(rows, async (url, history) => {
           await addPending(url, P.claimPending);
-          drops.push(await dropTableCost(url));
-          const d = drops.at(-1)!;
+          deletes.push(await purgeCost(url, history));
+          const p = deletes.at(-1)!;
           log(
-            `   DROP TABLE of ${d.rows.toLocaleString('en-US')} DONE rows (${mib(d.tableBytes)}): ${d.dropMs.toFixed(1)} ms, ${mib(d.walBytes)} WAL`,
-          );
-          alone.push(await purgeCost(url));
-          const p = alone.at(-1)!;
-          log(
-            `   purge of ${p.rows.toLocaleString('en-US')} rows: ${p.seconds.toFixed(1)} s (a batch ${p.firstBatchesMs.toFixed(1)} ms at first, ${p.lastBatchesMs.toFixed(1)} ms at the end), ${mib(p.walBytes)} WAL; outbox ${mib(p.tableBytesBefore)} → ${mib(p.tableBytesAfter)}, ${mib(p.tableBytesAfterVacuum)} after VACUUM (${p.vacuumSeconds.toFixed(1)} s)`,
+            `   DELETE of ${p.rows.toLocaleString('en-US')} rows: ${p.seconds.toFixed(1)} s (a batch ${p.firstBatchesMs.toFixed(1)} ms at first, ${p.lastBatchesMs.toFixed(1)} ms at the end), ${mib(p.walBytes)} WAL; outbox ${mib(p.tableBytesBefore)} → ${mib(p.tableBytesAfter)}, ${mib(p.tableBytesAfterVacuum)} after VACUUM (${p.vacuumSeconds.toFixed(1)} s)`,
           );
         });
+        const dropLine = (d: DropCost) =>
+          `${d.rows.toLocaleString('en-US')} rows (${mib(d.partitionBytes)}): ${d.ms.toFixed(1)} ms (count ${d.countMs.toFixed(1)}, detach ${d.detachMs.toFixed(1)}, drop ${d.dropMs.toFixed(1)}), ${(d.walBytes / 1024).toFixed(1)} KiB WAL; outbox ${mib(d.tableBytesBefore)} → ${mib(d.tableBytesAfter)}`;
+        for (const [size, into] of [
+          [rows, drops],
+          [P.purgeLargeRows, largeDrops],
+        ] as const) {
+          await onHistory(size, async (url, history) => {
+            await addPending(url, P.claimPending);
+            into.push(await dropPartitionCost(url, history));
+            log(`   DROP of the partition of ${dropLine(into.at(-1)!)}`);
+          });
+        }
       }
-      const dw = repeatOf(drainWith);
-      const dwo = repeatOf(drainWithout);
-      const cw = repeatOf(claimWith);
-      const cwo = repeatOf(claimWithout);
+      // The larger day serves nothing else: its template (GBs) goes now.
+      await dropDatabase(server, (await historyTemplate(P.purgeLargeRows)).db);
+      historyTemplates.delete(P.purgeLargeRows);
+
+      const da = repeatOf(drainsAlone);
+      const dd = repeatOf(drainsBeside.delete);
+      const dp = repeatOf(drainsBeside.drop);
+      const ca = repeatOf(claimsAlone);
+      const cd = repeatOf(claimsBeside.delete);
+      const cp = repeatOf(claimsBeside.drop);
       results.purge = {
         rows,
-        alone: repeatOf(alone),
-        dropTable: repeatOf(drops),
-        drain: { messages: P.purgeDrainMessages, without: dwo, with: dw, ratio: round(dw.median.perSecond / dwo.median.perSecond, 3) },
+        deleteRows: repeatOf(deletes),
+        dropPartition: repeatOf(drops),
+        dropLargePartition: { rows: P.purgeLargeRows, runs: repeatOf(largeDrops) },
+        drain: {
+          messages: P.purgeDrainMessages,
+          alone: da,
+          besideDelete: dd,
+          besideDrop: dp,
+          deleteRatio: round(dd.median.perSecond / da.median.perSecond, 3),
+          dropRatio: round(dp.median.perSecond / da.median.perSecond, 3),
+        },
         claim: {
           samples: P.purgeClaimSamples,
           pending: P.claimPending,
-          without: cwo,
-          with: cw,
-          p50Ratio: round(cw.median.p50 / cwo.median.p50, 3),
-          p99Ratio: round(cw.median.p99 / cwo.median.p99, 3),
+          alone: ca,
+          besideDelete: cd,
+          besideDrop: cp,
+          deleteP50Ratio: round(cd.median.p50 / ca.median.p50, 3),
+          deleteP99Ratio: round(cd.median.p99 / ca.median.p99, 3),
+          dropP50Ratio: round(cp.median.p50 / ca.median.p50, 3),
+          dropP99Ratio: round(cp.median.p99 / ca.median.p99, 3),
         },
-        purgeEndedEarly,
       };
+      const { drain, claim } = results.purge;
       log(
-        `   beside the purge / alone: drain ${results.purge.drain.ratio}×, claim p50 ${results.purge.claim.p50Ratio}×, p99 ${results.purge.claim.p99Ratio}×`,
+        `   beside / alone: the DELETE: drain ${drain.deleteRatio}×, claim p50 ${claim.deleteP50Ratio}×, p99 ${claim.deleteP99Ratio}×; the partition DROP: drain ${drain.dropRatio}×, claim p50 ${claim.dropP50Ratio}×, p99 ${claim.dropP99Ratio}×`,
       );
     });
 

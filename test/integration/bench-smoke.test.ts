@@ -136,8 +136,10 @@ describe('npm run bench -- --smoke', () => {
 
     expect(finitePositive(r.claim.runs.median.emptyMs)).toBe(true);
     expect(finitePositive(r.claim.runs.median.withHistoryMs)).toBe(true);
-    // The plan must show the claim walking the partial index of PENDING rows.
-    expect(r.claim.explain).toContain('outbox_pending_available_idx');
+    // The plan must show the claim walking the partial index of PENDING rows: on the partition
+    // that holds them, the leaf of outbox_pending_available_idx (the first partition's kept its old
+    // index, <partition>_pending_available_idx; a day's is named by PostgreSQL, <partition>_available_at_id_idx).
+    expect(r.claim.explain).toMatch(/Index Scan using outbox_\w+_(pending_available|available_at_id)_idx on outbox_/);
 
     expect(r.api.byConnections.map((c: { connections: number }) => c.connections)).toEqual([1, 8, 32]);
     for (const c of r.api.byConnections) expect(finitePositive(c.api.median.rps), `API at ${c.connections}`).toBe(true);
@@ -173,16 +175,46 @@ describe('npm run bench -- --smoke', () => {
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
     }
-    // A long history: the purge alone and beside the worker, the DROP it would be as a partition,
-    // the drain and claim as the history grows, and the API on a long bookings table.
-    expect(finitePositive(r.purge.alone.median.seconds)).toBe(true);
-    expect(finitePositive(r.purge.alone.median.walBytes)).toBe(true);
-    expect(finitePositive(r.purge.dropTable.median.dropMs)).toBe(true);
-    expect(finitePositive(r.purge.dropTable.median.walBytes)).toBe(true);
-    for (const k of ['without', 'with']) {
-      expect(finitePositive(r.purge.drain[k].median.perSecond), `purge drain ${k}`).toBe(true);
-      expect(finitePositive(r.purge.claim[k].median.p99), `purge claim ${k}`).toBe(true);
+    // A long history: one day's DONE rows deleted row by row and dropped as a partition, each
+    // taking every row of the day and nothing else, and the drop of a larger day; the drain and
+    // claim alone and beside each purge; the drain and claim as the history grows; and the API on
+    // a long bookings table.
+    const pu = r.purge;
+    expect(pu.deleteRows.median.rows).toBe(r.params.purgeRows);
+    expect(finitePositive(pu.deleteRows.median.seconds)).toBe(true);
+    expect(finitePositive(pu.deleteRows.median.walBytes)).toBe(true);
+    expect(pu.deleteRows.median.tableBytesAfterVacuum).toBeLessThan(pu.deleteRows.median.tableBytesBefore);
+    for (const [drop, rows] of [
+      [pu.dropPartition.median, r.params.purgeRows],
+      [pu.dropLargePartition.runs.median, r.params.purgeLargeRows],
+    ]) {
+      expect(drop.rows).toBe(rows);
+      for (const k of ['ms', 'countMs', 'detachMs', 'dropMs', 'walBytes', 'partitionBytes']) expect(finitePositive(drop[k]), k).toBe(true);
+      // Sizes summed over the partitions: the parent alone would say 0.
+      expect(drop.tableBytesBefore).toBeGreaterThan(drop.partitionBytes);
+      expect(drop.tableBytesAfter).toBeLessThan(drop.tableBytesBefore - drop.partitionBytes / 2);
     }
+    expect(pu.dropLargePartition.rows).toBe(r.params.purgeLargeRows);
+    for (const k of ['alone', 'besideDelete', 'besideDrop']) {
+      expect(finitePositive(pu.drain[k].median.perSecond), `purge drain ${k}`).toBe(true);
+      expect(finitePositive(pu.claim[k].median.p99), `purge claim ${k}`).toBe(true);
+    }
+    for (const k of ['deleteRatio', 'dropRatio']) expect(finitePositive(pu.drain[k]), k).toBe(true);
+    for (const k of ['deleteP50Ratio', 'deleteP99Ratio', 'dropP50Ratio', 'dropP99Ratio']) expect(finitePositive(pu.claim[k]), k).toBe(true);
+    // The DROP beside a measurement always finishes (it is awaited) and takes the whole day: beside
+    // the drain the day's every row; beside the claims, what the DELETE before it left.
+    pu.claim.besideDrop.runs.forEach((drop: { purged: number }, i: number) => {
+      expect(pu.drain.besideDrop.runs[i].purged).toBe(r.params.purgeRows);
+      expect(pu.claim.besideDelete.runs[i].purged + drop.purged).toBe(r.params.purgeRows);
+      expect(pu.drain.besideDelete.runs[i].purged).toBeLessThanOrEqual(r.params.purgeRows);
+    });
+    for (const k of ['besideDelete', 'besideDrop']) {
+      for (const m of [pu.drain[k].median, pu.claim[k].median]) {
+        expect(finitePositive(m.purgeMs), `${k} purgeMs`).toBe(true);
+        expect(finitePositive(m.measuredMs), `${k} measuredMs`).toBe(true);
+      }
+    }
+    expect(r.targets.filter((t: { name: string }) => t.name.startsWith('Purge by partition:'))).toHaveLength(3);
     expect(r.growth.byHistory.map((h: { history: number }) => h.history)).toEqual(r.params.growthHistories);
     for (const h of r.growth.byHistory) {
       for (const n of Object.keys(h.byProcesses))

@@ -23,10 +23,12 @@ export function firstJobMarker(dir: string | undefined): () => void {
   };
 }
 
-export function markDir(): { dir: string; earliest(): number; cleanup(): void } {
+export function markDir(): { dir: string; started(): boolean; earliest(): number; cleanup(): void } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-bench-marks-'));
   return {
     dir,
+    /** Whether a process has entered its first handler yet. */
+    started: () => readdirSync(dir).length > 0,
     earliest() {
       const marks = readdirSync(dir).map((f) => Number(readFileSync(path.join(dir, f), 'utf8')));
       if (marks.length === 0) throw new Error('no worker process handled a message');
