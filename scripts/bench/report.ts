@@ -283,7 +283,7 @@ export function renderMarkdown(r: BenchResults): string {
     const big = pu.dropLargePartition;
     const dropRows = (label: string, short: string, dc: Repeated<DropCost>) => [
       `| ${label}: time (ms) | ${mm(dc, 'ms', 1)} | ${dc.runs.map((v) => n(v.ms, 1)).join(', ')} |`,
-      `| ${short}: of which count / DETACH … CONCURRENTLY / DROP TABLE (ms) | ${n(dc.median.countMs, 1)} / ${n(dc.median.detachMs, 1)} / ${n(dc.median.dropMs, 1)} | |`,
+      `| ${short}: of which statistics / DETACH … CONCURRENTLY / DROP TABLE (ms) | ${n(dc.median.statsMs, 1)} / ${n(dc.median.detachMs, 1)} / ${n(dc.median.dropMs, 1)} | |`,
       `| ${short}: WAL written (KiB) | ${n(dc.median.walBytes / 1024, 1)} | ${dc.runs.map((v) => n(v.walBytes / 1024, 1)).join(', ')} |`,
       `| ${short}: outbox, table + indexes (MiB): before / after | ${n(dc.median.tableBytesBefore / MIB, 1)} / ${n(dc.median.tableBytesAfter / MIB, 1)} | |`,
     ];
@@ -292,7 +292,7 @@ export function renderMarkdown(r: BenchResults): string {
       b.runs.map((v) => `${n(v.purgeMs)} ms of ${n(v.measuredMs)} ms${v.ranThrough ? ' (still at work at its end)' : ''}`).join(', ');
     L.push(`## 10. Purging a long DONE history (${n(pu.rows)} DONE rows, one day's partition; ${p.historyRuns} run(s))`, '');
     L.push(
-      `The history is one day of its own, a partition of the outbox (outbox_YYYYMMDD), its rows all DONE; both purges run at the clock where the retention has passed over that day, each once a run on a fresh clone holding ${n(pu.claim.pending)} PENDING rows in today's partition, nothing else on the server. **DELETE**: row by row, src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the housekeeping's path for a day that cannot go whole, and the purge before the outbox had partitions), then a plain VACUUM. **DROP**: the partition as the housekeeping drops an expired day, src/outbox/partitions.ts dropOutboxPartition (it counts the rows, DETACH … CONCURRENTLY, DROP TABLE), after a CHECKPOINT. Sizes are summed over the outbox's partitions and their indexes. After the DELETE, VACUUM cuts the emptied day's table back to nothing (its indexes keep their pages); a day holding stragglers, or an outbox without partitions, keeps its table's pages too.`,
+      `The history is one day of its own, a partition of the outbox (outbox_YYYYMMDD), its rows all DONE; both purges run at the clock where the retention has passed over that day, each once a run on a fresh clone holding ${n(pu.claim.pending)} PENDING rows in today's partition, nothing else on the server. **DELETE**: row by row, src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the housekeeping's path for a day that cannot go whole, and the purge before the outbox had partitions), then a plain VACUUM. **DROP**: the partition as the housekeeping drops an expired day, src/outbox/partitions.ts dropOutboxPartition (its rows read from the statistics, DETACH … CONCURRENTLY, DROP TABLE), after a CHECKPOINT. Sizes are summed over the outbox's partitions and their indexes. After the DELETE, VACUUM cuts the emptied day's table back to nothing (its indexes keep their pages); a day holding stragglers, or an outbox without partitions, keeps its table's pages too.`,
       '',
       '| Figure | Median | Runs |',
       '|---|---:|---|',

@@ -12,6 +12,7 @@ import {
   addPending,
   cloneDatabase,
   concurrentPurge,
+  rowsInDay,
   dropDatabase,
   dropPartitionCost,
   fillBookingHistory,
@@ -714,8 +715,9 @@ async function main(): Promise<number> {
        */
       const beside = async <T>(url: string, history: HistoryDay, way: PurgeWay, measure: (start: () => void) => Promise<T>) => {
         const started: { purge?: ReturnType<typeof concurrentPurge> } = {};
+        const inDay = way === 'drop' ? await rowsInDay(url, history) : history.rows;
         const m = await measure(() => {
-          started.purge = concurrentPurge(url, history, way);
+          started.purge = concurrentPurge(url, history, way, inDay);
         }).catch(async (err: unknown) => {
           await started.purge?.stop();
           throw err;
@@ -770,7 +772,7 @@ async function main(): Promise<number> {
           );
         });
         const dropLine = (d: DropCost) =>
-          `${d.rows.toLocaleString('en-US')} rows (${mib(d.partitionBytes)}): ${d.ms.toFixed(1)} ms (count ${d.countMs.toFixed(1)}, detach ${d.detachMs.toFixed(1)}, drop ${d.dropMs.toFixed(1)}), ${(d.walBytes / 1024).toFixed(1)} KiB WAL; outbox ${mib(d.tableBytesBefore)} → ${mib(d.tableBytesAfter)}`;
+          `${d.rows.toLocaleString('en-US')} rows (${mib(d.partitionBytes)}): ${d.ms.toFixed(1)} ms (statistics ${d.statsMs.toFixed(1)}, detach ${d.detachMs.toFixed(1)}, drop ${d.dropMs.toFixed(1)}), ${(d.walBytes / 1024).toFixed(1)} KiB WAL; outbox ${mib(d.tableBytesBefore)} → ${mib(d.tableBytesAfter)}`;
         for (const [size, into] of [
           [rows, drops],
           [P.purgeLargeRows, largeDrops],

@@ -69,7 +69,7 @@ export async function ensureOutboxPartitions(q: Client, opts: { now?: Date; days
   return rows[0]!.made;
 }
 
-/** A partition the retention has passed over, detached and dropped, and the rows it held. */
+/** A partition the retention has passed over, detached and dropped, and the rows it held (estimated). */
 export interface DroppedPartition {
   name: string;
   rows: number;
@@ -108,10 +108,17 @@ export async function dropExpiredOutboxPartitions(
 
 /**
  * Detaches one partition CONCURRENTLY (or finishes an interrupted detach) and drops it; returns
- * the rows it held. Checks nothing: dropExpiredOutboxPartitions decides what may go.
+ * the rows it held as its statistics say (reltuples, kept by autovacuum; 0 if never analyzed).
+ * Not counted: count(*) read the whole day, 271 ms of the 426 a drop of a million rows took in the
+ * bench, and 1.2 s at five million, on the CPU the drain needs. Checks nothing:
+ * dropExpiredOutboxPartitions decides what may go.
  */
 export async function dropOutboxPartition(pool: pg.Pool, p: Pick<OutboxPartition, 'name' | 'detachPending'>): Promise<DroppedPartition> {
-  const rows = Number((await pool.query<{ n: string }>(`select count(*) as n from ${p.name}`)).rows[0]!.n);
+  const { rows: stats } = await pool.query<{ n: number }>(
+    `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
+    [p.name],
+  );
+  const rows = stats[0]?.n ?? 0;
   await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
   await pool.query(`drop table ${p.name}`);
   return { name: p.name, rows };

@@ -91,6 +91,7 @@ describe('outbox scripts', () => {
       union all select 't', '{}', 'DONE', now() - interval '11 days', now() - interval '11 days' from generate_series(1, 5)
       union all select 't', '{}', 'DEAD', now() - interval '11 days', now() - interval '11 days'
       union all select 't', '{}', 'DONE', now(), now()`);
+    await tdb.pool.query('analyze outbox'); // a dropped day's rows are counted from its statistics
     const r = await run(purgeCommand, ['--days', '7']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/deleted 1205 DONE message\(s\) older than 7 day\(s\) \(\d+ day partition\(s\) dropped whole\)/);
