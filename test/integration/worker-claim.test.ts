@@ -125,7 +125,8 @@ describe('claim', () => {
   const picking = (plan: string) => plan.slice(plan.indexOf('CTE due'), plan.indexOf('CTE claimed')); // the part that picks the rows
   const updating = (plan: string) => plan.slice(plan.indexOf('CTE claimed'), plan.indexOf('CTE Scan on claimed')); // the part that updates them
   // The outbox is partitioned by day (src/outbox/partitions.ts): each node names a partition (o_1 …).
-  const WALK = /Index Scan using outbox_\w+ on (outbox_\w+) o_\d+ \(actual [^)]*rows=(\d+)[^\n]*\n\s+Index Cond: \(available_at <= now\(\)\)/;
+  const WALK =
+    /Index Scan using outbox_\w+ on (outbox_\w+) o_\d+ \(actual [^)]*rows=(\d+)[^\n]*\n\s+Index Cond: \(available_at <= now\(\)\)/;
   const KEY_PROBE = /Index Scan using outbox_\w*key\w*_idx on outbox_\w+ e_\d+[^\n]*\n\s+Index Cond: [^\n]*\(key = o_\d+\.key\)/;
 
   /** A connection as the worker's claim connection is (its session settings), or a plain one. */
