@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/prepared.ts';
-import { textArray } from './sql.ts';
+import { notAhead, textArray } from './sql.ts';
 
 /**
  * A claimed message, built straight from its row: what the worker dispatches. Read-only: the
@@ -98,19 +98,23 @@ const NONE: readonly string[] = Object.freeze([]);
  *   come back and try to settle; the fence `claim_id = $token` makes its update match nothing
  *   once another worker has claimed the row since.
  */
+/** Within the span of days holding PENDING messages: the other partitions are skipped as it runs. */
+const inSpan = (alias: string) =>
+  `${alias}.created_at between (select lo from pending) and (select hi from pending) and ${notAhead(alias)}`;
+
 export const CLAIM_SQL = `
   with pending as (
-    select min(created_at) as lo, max(created_at) as hi from outbox where status = 'PENDING'
+    select min(created_at) as lo, max(created_at) as hi from outbox where status = 'PENDING' and ${notAhead('outbox')}
   ), due as (
     select o.id
       from outbox o
      where o.status = 'PENDING'
        and o.available_at <= now()
-       and o.created_at between (select lo from pending) and (select hi from pending)
+       and ${inSpan('o')}
        and not exists (
              select 1 from outbox e
               where e.key = o.key and (e.key, e.id) < (o.key, o.id) and e.status not in ('DONE', 'DEAD')
-                and e.created_at between (select lo from pending) and (select hi from pending)
+                and ${inSpan('e')}
              offset 0)
      order by o.available_at, o.id
      limit $1
@@ -122,7 +126,7 @@ export const CLAIM_SQL = `
            claimed_at = now(),
            available_at = now() + make_interval(secs => $3::float8)
      where outbox.id = any(array(select id from due))
-       and outbox.created_at between (select lo from pending) and (select hi from pending)
+       and ${inSpan('outbox')}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id
   )
@@ -132,13 +136,13 @@ export const CLAIM_SQL = `
               when cardinality($4::text[]) = 1 then
                    case when exists (select 1 from outbox l
                                       where l.key = ($4::text[])[1] || '@' || c.key and l.status not in ('DONE', 'DEAD')
-                                        and l.created_at between (select lo from pending) and (select hi from pending)
+                                        and ${inSpan('l')}
                                      offset 0)
                         then $4::text[] end
               else nullif(array(select h from unnest($4::text[]) h
                                  where exists (select 1 from outbox l
                                                 where l.key = h || '@' || c.key and l.status not in ('DONE', 'DEAD')
-                                                  and l.created_at between (select lo from pending) and (select hi from pending)
+                                                  and ${inSpan('l')}
                                                offset 0)), '{}')
          end
     from claimed c

@@ -1,6 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
-import { ASYNC_COMMIT, floatArray, intArray, textArray } from './sql.ts';
+import { ASYNC_COMMIT, floatArray, intArray, notAhead, textArray } from './sql.ts';
 
 /*
  * Handler lanes: per-(key, handler) order for the handlers that ask for it.
@@ -67,7 +67,7 @@ const DEFER = statement(
      update outbox
         set handlers_done = handlers_done || $3::text[]
        from ${ASYNC_COMMIT}
-      where id = $1 and claim_id = $2::uuid and status = 'PENDING' and key is not null
+      where id = $1 and claim_id = $2::uuid and status = 'PENDING' and key is not null and ${notAhead()}
         and not (handlers_done && $3::text[])
      returning public_id, topic, key, payload, created_at
    ), lane as (

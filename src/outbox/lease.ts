@@ -1,6 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
-import { ASYNC_COMMIT, intArray, uuidArray } from './sql.ts';
+import { ASYNC_COMMIT, intArray, notAhead, uuidArray } from './sql.ts';
 
 /*
  * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
@@ -27,7 +27,7 @@ const EXTEND_LEASES = statement(
   'outbox-extend-leases',
   `update outbox o set available_at = now() + make_interval(secs => $3)
      from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
-    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'
+    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}
    returning c.n`,
 );
 
@@ -57,7 +57,7 @@ const HAND_BACK = statement(
   `update outbox o
       set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
      from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
-    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING'`,
+    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}`,
 );
 
 /**

@@ -8,7 +8,7 @@ import type { LaneDeferral } from './runner/dispatch.ts';
 import { retryWrite } from './retry-write.ts';
 import type { OutcomeReporter } from './runner/outcomes.ts';
 import type { Verdict } from './runner/verdict.ts';
-import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
+import { ASYNC_COMMIT, intArray, notAhead, textArray, uuidArray } from './sql.ts';
 
 /*
  * Settling a claimed message: recording its outcome. This module is the only writer of outcomes:
@@ -28,7 +28,7 @@ import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
  * The lease verbs (extend, hand back) are in src/outbox/lease.ts.
  */
 
-const FENCE = `id = $1 and claim_id = $2::uuid and status = 'PENDING'`;
+const FENCE = `id = $1 and claim_id = $2::uuid and status = 'PENDING' and ${notAhead()}`;
 
 async function fenced(db: Db, s: ReturnType<typeof statement>, values: unknown[]): Promise<boolean> {
   const res = await execute(poolOf(db), s, values);
@@ -71,7 +71,7 @@ const MARK_DONE = statement(
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
    where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
-     and o.created_at >= $4::timestamptz
+     and o.created_at >= $4::timestamptz and ${notAhead('o')}
   returning v.n`,
 );
 

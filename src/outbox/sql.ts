@@ -32,6 +32,19 @@
 export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true)) as async_commit`;
 
 /*
+ * `created_at < now() + 1 day`, in every statement that reads or writes outbox rows by id or by
+ * status. The outbox has a partition per day, a week of them made ahead and empty
+ * (src/outbox/partitions.ts); a statement that says nothing of created_at opens and probes every
+ * one of them on each run, its indexes included. This condition is stable when the statement
+ * starts, so PostgreSQL leaves those partitions out before running it: measured on the drain floor
+ * (claim and DONE alone), 11,000 msg/s with the week ahead in the plans against 14,300 without.
+ * No row is written with a created_at a day ahead of the database's clock: a message's is its
+ * transaction's start, a lane message's its original's (a row written further ahead would wait for
+ * its day to be claimed or settled).
+ */
+export const notAhead = (alias?: string) => `${alias ? `${alias}.` : ''}created_at < now() + interval '1 day'`;
+
+/*
  * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert
  * each element on its own (prepareValue, a regex escape per string), a cost per message in every
  * batched write. Numbers and uuids need no quoting; text is quoted and escaped.
