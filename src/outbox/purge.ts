@@ -34,11 +34,11 @@ export async function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 
 /** Deletes every straggler (above) past the retention, batch after batch. Returns how many went. */
 export async function purgeDone(
   db: Db,
-  opts: { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date },
+  opts: { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date; stopping?: () => boolean },
 ): Promise<number> {
   const batchSize = opts.batchSize ?? 1000;
   let total = 0;
-  for (let i = 0; i < (opts.maxBatches ?? Infinity); i++) {
+  for (let i = 0; i < (opts.maxBatches ?? Infinity) && !opts.stopping?.(); i++) {
     const n = await purgeDoneBatch(db, opts.retentionDays, batchSize, opts.now);
     total += n;
     if (n < batchSize) break;
@@ -63,12 +63,6 @@ export async function purgeOutbox(
   opts: { retentionDays: number; batchSize?: number; now?: Date; stopping?: () => boolean },
 ): Promise<PurgeResult> {
   const partitions = await dropExpiredOutboxPartitions(poolOf(db), opts);
-  let rows = partitions.reduce((n, p) => n + p.rows, 0);
-  const batchSize = opts.batchSize ?? 1000;
-  while (!opts.stopping?.()) {
-    const n = await purgeDoneBatch(db, opts.retentionDays, batchSize, opts.now);
-    rows += n;
-    if (n < batchSize) break;
-  }
-  return { partitions, rows };
+  const stragglers = await purgeDone(db, opts);
+  return { partitions, rows: partitions.reduce((n, p) => n + p.rows, stragglers) };
 }
