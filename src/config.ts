@@ -72,7 +72,9 @@ const envSchema = z.object({
   MAX_ATTEMPTS: int(1, 100).default(8),
   UNKNOWN_TOPIC_RECHECK_SECONDS: int(1).default(60),
   POLL_INTERVAL_MS: int(10).default(1000),
+  /** The first and smallest claim; a backlog doubles it, claim after claim, up to WORKER_MAX_BATCH_SIZE. */
   WORKER_BATCH_SIZE: int(1, 1000).default(20),
+  WORKER_MAX_BATCH_SIZE: int(1, 10_000).default(1000),
   WORKER_CONCURRENCY: int(1, 256).default(8),
   SHUTDOWN_TIMEOUT_SECONDS: int(1).default(30),
   OUTBOX_RETENTION_DAYS: int(0).default(7),

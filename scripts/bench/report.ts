@@ -120,7 +120,7 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(`## 1. Drain throughput (${n(p.drainMessages)} no-op messages, committed before the clock starts)`, '');
     configTable(L, d, 'perSecond', 'drainSeconds', 'Drain time (s)');
     L.push(
-      'Ours: `--until-empty`, batch 500 / concurrency 32, LOG_LEVEL=warn (the defaults row: 20 / 8, LOG_LEVEL=info). Drain floor ×n: our claim and DONE statements alone, bare `pg`, n lanes of one claim connection and one DONE write in flight each, batch 500 (scripts/bench/floors.ts).',
+      'Ours: `--until-empty`, batch 500 growing to 1,000 / concurrency 32, LOG_LEVEL=warn (the defaults row: 20 growing to 1,000 / 8, LOG_LEVEL=info). Drain floor ×n: our claim and DONE statements alone, bare `pg`, n lanes of one claim connection and one DONE write in flight each, batch 1,000 (scripts/bench/floors.ts).',
       '',
       "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
       '',

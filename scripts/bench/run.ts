@@ -80,10 +80,11 @@ const PREPARED_CONNECTIONS = 8;
 
 /**
  * Our worker set up for throughput, as the peers are set up by their authors' recommendations: a
- * larger claim (fewer claim commits per message) and more handlers in flight. The defaults (20/8)
- * suit email handlers talking to one SMTP server; a no-op drain measures the queue itself.
+ * larger first claim (a backlog grows every claim up to WORKER_MAX_BATCH_SIZE, written out here as
+ * its default) and more handlers in flight. The defaults (20 growing to 1,000, concurrency 8) suit
+ * email handlers talking to one SMTP server; a no-op drain measures the queue itself.
  */
-const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_CONCURRENCY: '32' };
+const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_MAX_BATCH_SIZE: '1000', WORKER_CONCURRENCY: '32' };
 
 /** A pg-boss configuration's key in the results: pgBoss5000x1. */
 const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}`;
@@ -270,13 +271,13 @@ async function main(): Promise<number> {
     postgresSettings: {},
     params: P,
     setup: {
-      ours: `scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, LOG_LEVEL=warn; drain: our throughput settings WORKER_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_BATCH_SIZE} WORKER_CONCURRENCY=${OURS_THROUGHPUT.WORKER_CONCURRENCY} (as the peers run with their authors' throughput settings); I/O scaling: the defaults (20/8)`,
+      ours: `scripts/bench/bench-worker.ts (= src/worker/drain-outbox.ts + bench handlers), --until-empty, LOG_LEVEL=warn; drain: our throughput settings WORKER_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_BATCH_SIZE} WORKER_MAX_BATCH_SIZE=${OURS_THROUGHPUT.WORKER_MAX_BATCH_SIZE} WORKER_CONCURRENCY=${OURS_THROUGHPUT.WORKER_CONCURRENCY} (as the peers run with their authors' throughput settings); I/O scaling: the defaults (20 growing to 1,000 / 8)`,
       drainClock:
         'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
       burst: `every system started in its long-running mode and idle (listening or polling), each configuration two ways: after a warm-up of 100 handled then 1 s idle, and cold (1 s idle, no warm-up); then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings (CLI processes, and in-process run()), pg-boss in each configuration`,
       graphileWorker: `perfTest settings (scripts/bench/peers/graphile.config.cjs): concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0; drain: ${P.graphileProcesses} × graphile-worker --once (perfTest/run.js), and one in-process run({ preset, taskList }); burst: the CLI long-running (×${P.burstGraphileProcesses.join(', ×')}), and in-process run()`,
       pgBoss: `work() at pollingIntervalSeconds ${PGBOSS_POLL_SECONDS} (its minimum) in each of: ${P.pgBossConfigs.map(pgBossLabel).join('; ')}; supervise and schedule off`,
-      floors: `drain floor: our claim statement (src/outbox/claim.ts, claim connection settings) and our DONE statement (src/outbox/settle.ts markDoneMany) for the ids claimed, bare pg, batch ${OURS_THROUGHPUT.WORKER_BATCH_SIZE}, per lane one claim connection and one DONE write in flight as per worker process of ours, the next claim overlapping the DONE write; latency floor: an outbox row and pg_notify committed in one transaction, clock from COMMIT sent to the notification on another connection; relay floor: the same messages published by a bare JetStream client, ${RELAY_CONCURRENCY} publishes in flight, each awaiting its PubAck`,
+      floors: `drain floor: our claim statement (src/outbox/claim.ts, claim connection settings) and our DONE statement (src/outbox/settle.ts markDoneMany) for the ids claimed, bare pg, batch ${OURS_THROUGHPUT.WORKER_MAX_BATCH_SIZE} (the largest claim ours grows to in a backlog), per lane one claim connection and one DONE write in flight as per worker process of ours, the next claim overlapping the DONE write; latency floor: an outbox row and pg_notify committed in one transaction, clock from COMMIT sent to the notification on another connection; relay floor: the same messages published by a bare JetStream client, ${RELAY_CONCURRENCY} publishes in flight, each awaiting its PubAck`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
       api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
@@ -354,7 +355,8 @@ async function main(): Promise<number> {
     };
     await section('drain', async () => {
       const rec = recorder<Drain>((d) => `${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
-      const batch = Number(OURS_THROUGHPUT.WORKER_BATCH_SIZE);
+      // The floor claims as many as ours does once the backlog has grown its claims.
+      const batch = Number(OURS_THROUGHPUT.WORKER_MAX_BATCH_SIZE);
       const ours = (processes: number, env: Record<string, string>) => async () =>
         oursDrain(await freshOurs(), { topic: 'bench.noop', count: P.drainMessages, processes, env });
       // Interleaved, so a slow phase of a shared machine does not land on one system only.

@@ -49,7 +49,7 @@ export const NO_HANDLER = 'none';
  */
 export function createWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
-  opts: { batchSize?: number; webhooks?: WebhookAttemptSource } = {},
+  opts: { maxBatchSize?: number; webhooks?: WebhookAttemptSource } = {},
 ): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -67,9 +67,9 @@ export function createWorkerMetrics(
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
   });
-  // Buckets up to the batch size: a batch that is always full says the worker is behind.
-  const max = opts.batchSize ?? 20;
-  const batchBuckets = [...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].filter((b) => b < max).concat(max))];
+  // Buckets up to the largest claim: claims that stay at the top say the worker is behind.
+  const max = opts.maxBatchSize ?? 20;
+  const batchBuckets = [...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000].filter((b) => b < max).concat(max))];
   const batch = new Histogram({
     name: 'stayhub_worker_claim_batch_size',
     help: 'Messages per non-empty claim.',
@@ -176,9 +176,9 @@ export async function startMetricsServer(registry: Registry, port: number, host 
 /** The worker's metrics, served on `port`: what src/worker/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
 export async function serveWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
-  opts: { port: number; host?: string; batchSize?: number; webhooks?: WebhookAttemptSource },
+  opts: { port: number; host?: string; maxBatchSize?: number; webhooks?: WebhookAttemptSource },
 ): Promise<MetricsServer> {
-  const metrics = createWorkerMetrics(events, { batchSize: opts.batchSize, webhooks: opts.webhooks });
+  const metrics = createWorkerMetrics(events, { maxBatchSize: opts.maxBatchSize, webhooks: opts.webhooks });
   let server: MetricsServer;
   try {
     server = await startMetricsServer(metrics.registry, opts.port, opts.host);

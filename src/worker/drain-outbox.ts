@@ -22,7 +22,8 @@ const USAGE = `usage: npm run drain-outbox -- [--once | --until-empty | --list-t
   --once            claim and process one batch, then exit
   --until-empty     process until no message is due, then exit (cron, scripts)
   --list-topics     print each registered topic with its handlers, one a line, and exit
-  --batch-size N    messages per claim (WORKER_BATCH_SIZE)
+  --batch-size N    messages per claim while the outbox is quiet (WORKER_BATCH_SIZE); a backlog
+                    doubles it, claim after claim, up to WORKER_MAX_BATCH_SIZE
   --concurrency N   handlers in flight at once (WORKER_CONCURRENCY)
   --help            this text
 
@@ -115,7 +116,8 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
             : await serveWorkerMetrics(worker.events, {
                 port: config.WORKER_METRICS_PORT,
                 host: config.HOST,
-                batchSize: batchSize ?? config.WORKER_BATCH_SIZE,
+                // The histogram's buckets reach the largest claim a backlog can grow to.
+                maxBatchSize: Math.max(batchSize ?? config.WORKER_BATCH_SIZE, config.WORKER_MAX_BATCH_SIZE),
                 webhooks: webhooks.events,
               });
         if (metrics) logger.info({ port: metrics.port }, 'worker metrics on /metrics');

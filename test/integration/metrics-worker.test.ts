@@ -50,7 +50,7 @@ describe('worker metrics', () => {
       housekeeping: false,
       batchSize: 10,
     });
-    const server = await serveWorkerMetrics(worker.events, { port: 0, batchSize: 10 });
+    const server = await serveWorkerMetrics(worker.events, { port: 0, maxBatchSize: 10 });
     try {
       await insertMessages(tdb.db, [
         { topic: 'test.fanout' },

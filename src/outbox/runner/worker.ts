@@ -6,6 +6,7 @@ import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
+import { ClaimSize } from './claim-size.ts';
 import { handBack } from '../lease.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
 import { OUTBOX_CHANNEL } from '../topics.ts';
@@ -38,8 +39,12 @@ export interface WorkerOptions {
   config: Config;
   registry: HandlerRegistry;
   logger: Logger;
-  /** Defaults: WORKER_BATCH_SIZE, WORKER_CONCURRENCY. */
+  /**
+   * Defaults: WORKER_BATCH_SIZE (the first and smallest claim), WORKER_MAX_BATCH_SIZE (the largest a
+   * backlog grows it to: ./claim-size.ts), WORKER_CONCURRENCY.
+   */
   batchSize?: number;
+  maxBatchSize?: number;
   concurrency?: number;
   /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
   listen?: boolean;
@@ -83,7 +88,9 @@ class OutboxWorker implements Worker {
   private readonly db: Db;
   private readonly config: Config;
   private readonly log: Logger;
-  private readonly batchSize: number;
+  /** How many the next claim asks for: grows with a backlog (./claim-size.ts). */
+  private readonly claimSize: ClaimSize;
+  private readonly leaseMs: number;
   private readonly concurrency: number;
   private readonly abortController = new AbortController();
   private readonly reporter: OutcomeReporter;
@@ -123,7 +130,12 @@ class OutboxWorker implements Worker {
     this.db = opts.db;
     this.config = opts.config;
     this.log = opts.logger;
-    this.batchSize = opts.batchSize ?? opts.config.WORKER_BATCH_SIZE;
+    this.leaseMs = this.config.LEASE_SECONDS * 1000;
+    this.claimSize = new ClaimSize(
+      opts.batchSize ?? opts.config.WORKER_BATCH_SIZE,
+      opts.maxBatchSize ?? opts.config.WORKER_MAX_BATCH_SIZE,
+      this.config.LEASE_SECONDS,
+    );
     this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
     this.reporter = new OutcomeReporter(this.log);
     this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, opts.logEachMessage);
@@ -170,6 +182,8 @@ class OutboxWorker implements Worker {
         (stale ??= []).push(msg);
         continue;
       }
+      // How long it waited here since its claim was sent (its lease is counted from then).
+      this.claimSize.started(now - (msg.leaseUntilMs - this.leaseMs));
       this.running++;
       this.heartbeat.hold(msg);
       void this.process(msg);
@@ -208,7 +222,7 @@ class OutboxWorker implements Worker {
 
   // --- the loop: claim ahead while slots and the local queue allow ----------------------------
 
-  /** Claims up to batchSize due messages into the local queue and starts as many as slots allow. */
+  /** Claims up to the claim size of due messages into the local queue and starts as many as slots allow. */
   private claim(): Promise<number> {
     const p = this.claimNow().finally(() => {
       if (this.claiming === p) this.claiming = undefined;
@@ -218,13 +232,15 @@ class OutboxWorker implements Worker {
   }
 
   private async claimNow(): Promise<number> {
+    const limit = this.claimSize.next;
     const batch = await this.claimer.claimBatch({
-      limit: this.batchSize,
+      limit,
       leaseSeconds: this.config.LEASE_SECONDS,
       claimId: randomUUID(),
       lanes: this.lanes,
     });
     const n = batch.length;
+    this.claimSize.claimed(limit, n, this.queue.length);
     if (n === 0) return 0;
     this.counts.claimed += n;
     if (this.queue.length === 0) this.queue = batch;
@@ -241,7 +257,8 @@ class OutboxWorker implements Worker {
    * lease is handed back, not started (pump).
    */
   private wantsMore(): boolean {
-    return this.queue.length < this.batchSize && this.queue.length + this.heartbeat.size < 2 * this.batchSize + this.concurrency;
+    const batch = this.claimSize.next;
+    return this.queue.length < batch && this.queue.length + this.heartbeat.size < 2 * batch + this.concurrency;
   }
 
   /**
@@ -335,7 +352,8 @@ class OutboxWorker implements Worker {
     this.loopPromise = this.loop('forever');
     this.log.info(
       {
-        batchSize: this.batchSize,
+        batchSize: this.claimSize.min,
+        maxBatchSize: this.claimSize.max,
         concurrency: this.concurrency,
         leaseSeconds: this.config.LEASE_SECONDS,
         topics: this.opts.registry.topics(),
