@@ -12,7 +12,11 @@ import { captureLogger, insertMessages, sleep, testHandler, workerConfig } from 
 
 const tdb = useTestDatabase('wclaimsize', { lockTimeoutMs: 5_000, truncate: 'outbox' });
 
-function makeWorker(handle: Parameters<typeof testHandler>[2], env: Record<string, string>, opts: { batchSize: number; maxBatchSize: number; concurrency: number }) {
+function makeWorker(
+  handle: Parameters<typeof testHandler>[2],
+  env: Record<string, string>,
+  opts: { batchSize: number; maxBatchSize: number; concurrency: number },
+) {
   const { logger } = captureLogger();
   const handled = new Map<number, number>();
   const w = createWorker({
