@@ -38,10 +38,11 @@ describe('claim size', () => {
   it('a message that waited more than an eighth of the lease in the local queue halves the next claim, even a full one', () => {
     const size = new ClaimSize(10, 1000, 8); // an eighth: 1 s
     play(size, [1e6, 1e6, 1e6]); // 10, 20, 40 → next 80
-    size.started(999);
+    const now = 1_000_000;
+    size.started(now + 8_000 - 999, now); // waited 999 ms of its 8 s lease
     size.claimed(size.next, size.next, 0); // full, not crowded: grows
     expect(size.next).toBe(160);
-    size.started(1001);
+    size.started(now + 8_000 - 1_001, now); // waited 1,001 ms
     size.claimed(160, 160, 0); // full, but crowded: halves
     expect(size.next).toBe(80);
     size.claimed(80, 80, 0); // the crowding was counted once: grows again

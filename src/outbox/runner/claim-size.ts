@@ -20,9 +20,9 @@
  */
 export class ClaimSize {
   private limit: number;
-  /** A message waited more than `crowdedMs` in the local queue since the last claim. */
+  /** A message waited more than an eighth of the lease in the local queue since the last claim. */
   private crowded = false;
-  private readonly crowdedMs: number;
+  private readonly leaseMs: number;
 
   constructor(
     /** WORKER_BATCH_SIZE: the first claim, and the smallest. */
@@ -34,7 +34,7 @@ export class ClaimSize {
     if (!Number.isInteger(min) || min < 1) throw new Error(`claim size must be a positive integer, got ${min}`);
     this.max = Math.max(min, Math.floor(max));
     this.limit = min;
-    this.crowdedMs = (leaseSeconds * 1000) / 8;
+    this.leaseMs = leaseSeconds * 1000;
   }
 
   /** The next claim's limit. */
@@ -54,8 +54,11 @@ export class ClaimSize {
     }
   }
 
-  /** A message started after waiting `waitedMs` in the local queue since its claim was sent. */
-  started(waitedMs: number): void {
-    if (waitedMs > this.crowdedMs) this.crowded = true;
+  /**
+   * A message starts at `now` with its lease ending at `leaseUntilMs` (ClaimedMessage.leaseUntilMs,
+   * counted from when its claim was sent): what it lost is how long it waited in the local queue.
+   */
+  started(leaseUntilMs: number, now: number): void {
+    if (this.leaseMs - (leaseUntilMs - now) > this.leaseMs / 8) this.crowded = true;
   }
 }

@@ -90,7 +90,6 @@ class OutboxWorker implements Worker {
   private readonly log: Logger;
   /** How many the next claim asks for: grows with a backlog (./claim-size.ts). */
   private readonly claimSize: ClaimSize;
-  private readonly leaseMs: number;
   private readonly concurrency: number;
   private readonly abortController = new AbortController();
   private readonly reporter: OutcomeReporter;
@@ -130,7 +129,6 @@ class OutboxWorker implements Worker {
     this.db = opts.db;
     this.config = opts.config;
     this.log = opts.logger;
-    this.leaseMs = this.config.LEASE_SECONDS * 1000;
     this.claimSize = new ClaimSize(
       opts.batchSize ?? opts.config.WORKER_BATCH_SIZE,
       opts.maxBatchSize ?? opts.config.WORKER_MAX_BATCH_SIZE,
@@ -182,8 +180,7 @@ class OutboxWorker implements Worker {
         (stale ??= []).push(msg);
         continue;
       }
-      // How long it waited here since its claim was sent (its lease is counted from then).
-      this.claimSize.started(now - (msg.leaseUntilMs - this.leaseMs));
+      this.claimSize.started(msg.leaseUntilMs, now);
       this.running++;
       this.heartbeat.hold(msg);
       void this.process(msg);
