@@ -134,17 +134,15 @@ export async function oursLatency(url: string, samples: number) {
     return await probe.run({
       url,
       samples,
-      // What enqueue() does: the row inside the producer's transaction, the wake-up right after COMMIT
-      // (src/outbox/enqueue.ts); the clock includes that extra round trip.
+      // What enqueue() does in a producer with no other transaction carrying a wake-up (each
+      // sample is alone): the row and its wake-up in one statement, delivered by the COMMIT
+      // (src/outbox/wake-up.ts).
       insert: async (client, id) => {
         await client.query(
-          `insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int))`,
+          `with ins as (insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int)) returning topic)
+           select pg_notify('outbox', topic) from ins`,
           [id],
         );
-      },
-      afterCommit: async (client) => {
-        // The same named statement as enqueue's wake-up (src/outbox/wake-up.ts).
-        await client.query({ name: 'outbox-notify-v1', text: 'select pg_notify($1, $2)', values: ['outbox', 'bench.latency'] });
       },
     });
   } finally {

@@ -18,6 +18,9 @@ export type Tx = PgTransaction<NodePgQueryResultHKT, typeof schema, ExtractTable
  */
 const afterCommit = new WeakMap<Tx, Map<string, (db: Db) => Promise<unknown>>>();
 
+/** Work to run once a transaction started by `withTransaction` has ended: committed or rolled back. */
+const atEnd = new WeakMap<Tx, (() => void)[]>();
+
 /**
  * Asks for `fn` to run after `tx` commits (once per `name`: a second request with the same name is
  * the same work). Returns false when `tx` was not started by `withTransaction`, which alone runs
@@ -32,6 +35,17 @@ export function runAfterCommit(tx: Tx, name: string, fn: (db: Db) => Promise<unk
 }
 
 /**
+ * Asks for `fn` to run once `tx` has ended, whether it committed or rolled back (and before any
+ * after-commit work). Returns false when `tx` was not started by `withTransaction`.
+ */
+export function runAtEnd(tx: Tx, fn: () => void): boolean {
+  const fns = atEnd.get(tx);
+  if (!fns) return false;
+  fns.push(fn);
+  return true;
+}
+
+/**
  * Runs `work` in one transaction and commits it. A deadlock (40P01) or serialization failure
  * (40001) rolls back everything `work` did, so it is safe to run again from the start: it is
  * retried a few times before it surfaces. Any other error rolls back and is rethrown.
@@ -40,10 +54,16 @@ export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, a
   for (let attempt = 1; ; attempt++) {
     try {
       const hooks = new Map<string, (db: Db) => Promise<unknown>>();
-      const result = await db.transaction((tx) => {
-        afterCommit.set(tx, hooks);
-        return work(tx);
-      });
+      const ended: (() => void)[] = [];
+      const result = await db
+        .transaction((tx) => {
+          afterCommit.set(tx, hooks);
+          atEnd.set(tx, ended);
+          return work(tx);
+        })
+        .finally(() => {
+          for (const fn of ended) fn();
+        });
       for (const hook of hooks.values()) await hook(db).catch(() => undefined);
       return result;
     } catch (err) {

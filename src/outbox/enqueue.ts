@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
-import { wakeUpFor } from './wake-up.ts';
+import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 
 export interface EnqueuedMessage {
   id: number;
@@ -19,14 +19,19 @@ export interface EnqueuedMessage {
  *
  * The payload is validated against its topic's schema and stored as a JSON snapshot.
  *
- * The worker's wake-up (`pg_notify('outbox', topic)`) is sent right AFTER the commit, not inside
- * the transaction. A NOTIFY inside a transaction holds PostgreSQL's cluster-wide notification-queue
- * lock through the commit and its WAL flush, so every booking would commit one at a time
- * (docs/adr/0002-notify-after-commit.md has the measurement). The notify carries no data, so nothing is lost by
- * moving it: the outbox row itself is still atomic with the booking; a rolled-back transaction
- * still wakes nobody (its after-commit work is dropped); and if the process dies between COMMIT
- * and the notify, the worker's POLL_INTERVAL_MS poll finds the row. A transaction not started by
- * `withTransaction` (which runs after-commit work) gets the notify inside it, delivered at COMMIT.
+ * The worker's wake-up (`pg_notify('outbox', topic)`) takes one of two paths (outbox/wake-up.ts):
+ * - **Inside the transaction**, delivered by the COMMIT with no round trip of its own, when no
+ *   other transaction of this process carries one: the fastest wake-up, for the common case of a
+ *   producer that is not busy.
+ * - **Right after the COMMIT**, coalesced with the other commits of the moment, under load. A
+ *   NOTIFY inside a transaction holds PostgreSQL's cluster-wide notification lock through the
+ *   commit and its WAL flush, so notifying transactions commit one at a time
+ *   (docs/adr/0002-notify-after-commit.md has the measurement); one at a time per process keeps
+ *   them off that queue.
+ * Either way the outbox row is atomic with the business change and a rolled-back transaction
+ * wakes nobody. If the process dies between a COMMIT and its after-commit notify, the worker's
+ * POLL_INTERVAL_MS poll finds the row. A transaction not started by `withTransaction` (which runs
+ * after-commit work) always gets the notify inside it.
  */
 export async function enqueue<T extends TopicName>(
   tx: Tx,
@@ -35,8 +40,7 @@ export async function enqueue<T extends TopicName>(
   opts: { key?: string } = {},
 ): Promise<EnqueuedMessage> {
   const snapshot = outboxSnapshot(topic, payload);
-  const notifyAfterCommit = wakeWorkerAfterCommit(tx, topic);
-  const notifyInside = notifyAfterCommit ? sql`` : sql`, pg_notify(${OUTBOX_CHANNEL}, topic)`;
+  const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
       insert into outbox (topic, payload, key)
@@ -63,8 +67,7 @@ export interface RowInsert {
  * so it exists exactly when the row does: an insert that writes nothing (`on conflict do nothing`:
  * the exclusion constraint refused the stay) writes no event either, without an error, and the
  * transaction stays usable. Everything else is `enqueue`'s rules: the caller's transaction, the
- * payload validated against its topic's schema, the wake-up after the commit (or inside the
- * transaction when it has no after-commit work). Returns the row as RETURNING gave it, or
+ * payload validated against its topic's schema, the wake-up inside the transaction or after it. Returns the row as RETURNING gave it, or
  * undefined when nothing was written.
  *
  * One round trip of six on the booking path: measured with pgbench at 8 clients, the outbox row
@@ -79,7 +82,7 @@ export async function insertWithEvent<T extends TopicName>(
   opts: { key?: string } = {},
 ): Promise<Record<string, any> | undefined> {
   const snapshot = outboxSnapshot(topic, payload);
-  const notifyInside = !wakeWorkerAfterCommit(tx, topic);
+  const notifyInside = wakesInside(tx, topic);
   const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside), [
     ...insert.values,
     topic,
@@ -114,6 +117,14 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean): Statement
 /** The payload, validated against its topic's schema, as the JSON stored in `outbox.payload`. */
 function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf<T>): string {
   return JSON.stringify(TOPICS[topic].parse(payload));
+}
+
+/**
+ * Whether the statement that writes the message must send the worker's wake-up itself (inside
+ * the transaction). Otherwise it is asked for after the commit.
+ */
+function wakesInside(tx: Tx, topic: TopicName): boolean {
+  return carriesWakeUpInside(tx) || !wakeWorkerAfterCommit(tx, topic);
 }
 
 /**

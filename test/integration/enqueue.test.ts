@@ -64,7 +64,7 @@ const commitOf = () => {
 };
 
 describe('enqueue', () => {
-  it('writes the row in the caller’s transaction and wakes the worker once, after the commit', async () => {
+  it('writes the rows in the caller’s transaction; alone, it carries the wake-up inside it (delivered at COMMIT)', async () => {
     const before = await count();
     await withTransaction(traced.db, async (tx) => {
       const a = await enqueue(tx, 'property.changed', payload());
@@ -75,18 +75,56 @@ describe('enqueue', () => {
       expect(await heardUpToNow()).toEqual([]);
     });
     expect(await count()).toBe(before + 2);
+    // PostgreSQL merges a transaction's equal notifications: one wake-up for the two rows.
     expect(await heardUpToNow()).toEqual(['property.changed']);
 
-    // What was sent: one pg_notify for the two rows, as a statement of its own, sent once the
-    // COMMIT had been answered (inside the transaction it would hold the cluster-wide notify lock
-    // through the commit: src/outbox/enqueue.ts).
+    // No other transaction of the process carried one: the notify rode in the inserts, and no
+    // statement was spent on it after the COMMIT.
     const commit = commitOf();
-    const sent = notifies();
-    expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/)]);
-    expect(sent[0]!.startSeq, 'the notify is sent after the COMMIT is answered').toBeGreaterThan(commit.endSeq!);
     const inserts = log.statements.filter((s) => /insert into outbox/i.test(s.text));
     expect(inserts).toHaveLength(2);
-    for (const insert of inserts) expect(insert.endSeq!).toBeLessThan(commit.startSeq);
+    for (const insert of inserts) {
+      expect(insert.text).toMatch(/pg_notify/i);
+      expect(insert.endSeq!).toBeLessThan(commit.startSeq);
+    }
+    expect(notifies().filter((s) => s.startSeq > commit.startSeq)).toEqual([]);
+  });
+
+  it('while another transaction carries the wake-up, the others wake the worker once each, after their COMMIT', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let carrying!: () => void;
+    const carried = new Promise<void>((r) => (carrying = r));
+    // The carrier: its insert (with the notify) is sent, then it waits, uncommitted.
+    const carrier = withTransaction(traced.db, async (tx) => {
+      await enqueue(tx, 'property.changed', payload());
+      carrying();
+      await held;
+    });
+    await carried;
+    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    // The other's wake-up arrives while the carrier has not committed: it did not ride in a COMMIT
+    // still to come, it was sent after its own.
+    await waitFor(async () => heard.includes('property.changed'), 10_000, 'the after-commit wake-up');
+    release();
+    await carrier;
+    expect(await heardUpToNow()).toEqual(['property.changed', 'property.changed']);
+
+    const [carrierInsert, otherInsert] = log.statements.filter((s) => /insert into outbox/i.test(s.text));
+    expect(carrierInsert!.text).toMatch(/pg_notify/i);
+    expect(otherInsert!.text).not.toMatch(/pg_notify/i);
+    const otherCommit = log.statements.find(
+      (s) => s.connection === otherInsert!.connection && s.startSeq > otherInsert!.startSeq && normalised(s) === 'commit',
+    )!;
+    const sent = log.statements.filter((s) => /^select pg_notify/i.test(normalised(s)));
+    expect(sent.map(normalised), 'one notify, alone in its statement').toEqual([expect.stringMatching(/^select pg_notify\(\$1, \$2\)$/)]);
+    expect(sent[0]!.startSeq, 'sent after the COMMIT is answered').toBeGreaterThan(otherCommit.endSeq!);
+
+    // The carrier has ended: the next transaction carries its wake-up inside again.
+    log.clear();
+    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
+    expect(await heardUpToNow()).toEqual(['property.changed', 'property.changed', 'property.changed']);
   });
 
   it('a rolled-back transaction leaves no row and wakes nobody', async () => {
@@ -100,7 +138,8 @@ describe('enqueue', () => {
     expect(await count()).toBe(before);
     expect(await heardUpToNow()).toEqual([]);
     expect(log.statements.map(normalised)).toContain('rollback');
-    expect(notifies()).toEqual([]);
+    // The notify rode in the rolled-back insert, and none was sent after it.
+    expect(notifies().filter((s) => !/insert into outbox/i.test(s.text))).toEqual([]);
   });
 
   it('inside a transaction it did not start, the notify goes in the transaction (delivered at COMMIT)', async () => {
