@@ -199,7 +199,7 @@ export function renderMarkdown(r: BenchResults): string {
     L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
     L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
     L.push(
-      `| outbox row, pg_notify right after COMMIT (what the service does) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`,
+      `| outbox row, pg_notify right after COMMIT (what the service does under load) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`,
     );
     L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
     L.push(

@@ -66,14 +66,14 @@ export function wakeUpFor(pool: pg.Pool, topic: string): CoalescedWakeUp {
 /*
  * Which path a transaction's wake-up takes: inside it, or after its COMMIT.
  *
- * Inside, the notify is delivered by the COMMIT itself, with no round trip of its own: the
- * fastest wake-up (about 1 ms sooner, commit to handler, on an idle worker: docs/adr/0021). But a
- * notifying COMMIT holds PostgreSQL's cluster-wide notification lock through its WAL flush, so two
- * of them never commit together (ADR 0002). So one transaction of this process at a time carries
- * its wake-up inside: the first to ask while no other does. The rest, the load that would queue on
- * the lock, take the coalesced wake-up after their COMMIT. The process cannot see other processes'
- * notifying commits: at worst two of them meet at the lock, which is what every notify did before
- * ADR 0002.
+ * Inside, the COMMIT itself delivers the notify, with no round trip of its own: the fastest
+ * wake-up (commit to handler on an idle worker, p50 2.1–2.9 ms against 3.3–3.5 after the COMMIT,
+ * docs/adr/0021-wake-up-inside-a-lone-transaction.md). But a notifying COMMIT holds PostgreSQL's
+ * cluster-wide notification lock through its WAL flush, so two of them never commit together
+ * (ADR 0002). So one transaction of this process at a time carries its wake-up inside: the first
+ * to ask while no other does. The rest, the load that would queue on the lock, take the coalesced
+ * wake-up after their COMMIT. The process cannot see other processes' carriers: at worst each
+ * process has one transaction waiting at the lock.
  */
 let carrier: Tx | null = null;
 
