@@ -140,6 +140,12 @@ describe('enqueue', () => {
     expect(log.statements.map(normalised)).toContain('rollback');
     // The notify rode in the rolled-back insert, and none was sent after it.
     expect(notifies().filter((s) => !/insert into outbox/i.test(s.text))).toEqual([]);
+
+    // The rollback ended the carrier too: the next transaction carries its wake-up inside.
+    log.clear();
+    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
+    expect(await heardUpToNow()).toEqual(['property.changed']);
   });
 
   it('inside a transaction it did not start, the notify goes in the transaction (delivered at COMMIT)', async () => {
