@@ -10,8 +10,8 @@ const RECONNECT_BACKOFF = { baseSeconds: 0.5, maxSeconds: 30 };
  * to someone else, and LISTEN belongs to a session). `enqueue` (and `requeueDead`) send pg_notify
  * inside the producer's transaction or right after its COMMIT (src/outbox/enqueue.ts says when
  * which), so the worker wakes within milliseconds of a message becoming visible, and never for a
- * rolled-back one. A
- * notify lost between COMMIT and send (the producer died) is covered by the fallback poll.
+ * rolled-back one. A notify lost between COMMIT and send (the producer died) is covered by the
+ * fallback poll.
  *
  * The connection can die (database restart, pg_terminate_backend, network). That must never crash
  * the worker, and notifications sent while it was down are lost, so: on error or end, reconnect
