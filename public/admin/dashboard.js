@@ -435,6 +435,7 @@
         ['Status', m.leased ? `${m.status} (leased)` : m.status],
         ['Attempts', String(m.attempts)],
         ['Available at', when(m.availableAt)],
+        ...(m.leasedUntil ? [['Lease runs out', when(m.leasedUntil)]] : []),
         ['Last error', m.lastError ?? '—'],
         ['Handlers', m.handlers.length ? m.handlers.map((h) => `${h.name}: ${h.state}`).join(', ') : m.handlersDone.join(', ') || '—'],
       ];

@@ -97,7 +97,7 @@ function traceBurst(url: string, t0: number) {
     const { rows: t } = await c.query<{ ours: boolean }>(`select to_regclass('outbox') is not null as ours`);
     while (on && t[0]?.ours) {
       const { rows: o } = await c.query(
-        `select status, count(*)::int n, count(*) filter (where available_at > now())::int leased, count(*) filter (where claim_id is not null)::int claimed from outbox group by status`,
+        `select status, count(*)::int n, count(*) filter (where leased_until > now())::int leased, count(*) filter (where claim_id is not null)::int claimed from outbox group by status`,
       );
       const { rows: a } = await c.query(
         `select application_name app, state, wait_event_type || ':' || wait_event wait, round(extract(epoch from now() - query_start)::numeric, 2) secs, left(regexp_replace(query, '\\s+', ' ', 'g'), 50) q

@@ -60,7 +60,10 @@ export const messageSummary = z.object({
   status: z.enum(OUTBOX_STATUSES),
   leased: z.boolean(),
   attempts: z.number().int(),
+  /** When it may be claimed: its creation, or after a failure the next attempt's time. */
   availableAt: iso,
+  /** While a worker holds it (leased): when that worker's lease runs out; otherwise null. */
+  leasedUntil: iso.nullable(),
   createdAt: iso,
   claimedAt: iso.nullable(),
   processedAt: iso.nullable(),

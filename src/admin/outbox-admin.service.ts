@@ -61,6 +61,7 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
     leased: m.leased,
     attempts: m.attempts,
     availableAt: m.availableAt.toISOString(),
+    leasedUntil: m.leased && m.leasedUntil ? m.leasedUntil.toISOString() : null,
     createdAt: m.createdAt.toISOString(),
     claimedAt: m.claimedAt?.toISOString() ?? null,
     processedAt: m.processedAt?.toISOString() ?? null,
@@ -110,11 +111,11 @@ export async function getMessage(deps: OutboxAdminDeps, publicId: string): Promi
     history.push({ at: m.claimedAt.toISOString(), event: 'claimed', detail: `latest claim; attempt ${m.attempts}` });
   }
   if (m.status === 'PENDING') {
-    history.push({
-      at: m.availableAt.toISOString(),
-      event: 'available',
-      detail: m.leased ? 'lease runs out (a worker holds it)' : m.attempts > 0 ? 'next attempt' : 'claimable',
-    });
+    history.push(
+      m.leased && m.leasedUntil
+        ? { at: m.leasedUntil.toISOString(), event: 'available', detail: 'lease runs out (a worker holds it)' }
+        : { at: m.availableAt.toISOString(), event: 'available', detail: m.attempts > 0 ? 'next attempt' : 'claimable' },
+    );
   } else if (m.processedAt) {
     history.push({
       at: m.processedAt.toISOString(),

@@ -203,14 +203,19 @@ export const outbox = pgTable(
     /** Claims so far. Counted at claim time, so a message that crashes its worker still dies. */
     attempts: integer('attempts').notNull().default(0),
     /**
-     * One column, three jobs: for a new message it is the creation time; after a failure, the
-     * backoff deadline; while claimed, the lease deadline. The worker's only predicate is
-     * `available_at <= now()`.
+     * When the message may be claimed: for a new message its creation time, after a failure the
+     * backoff deadline. The key of the claim's index, so a claim never changes it (leasedUntil).
      */
     availableAt: ts('available_at').notNull().defaultNow(),
     /** The current claim's token; settling is fenced on it so a late worker cannot overwrite a newer claim. */
     claimId: uuid('claim_id'),
     claimedAt: ts('claimed_at'),
+    /**
+     * While claimed, the lease's deadline: the message is claimable again once it passes. In no
+     * index, so a claim and a lease extension write no index entry (ADR 0022). Due means
+     * `available_at <= now() and (leased_until is null or leased_until <= now())`.
+     */
+    leasedUntil: ts('leased_until'),
     /** Handlers that have finished for this message: a retry re-runs only the others. */
     handlersDone: text('handlers_done')
       .array()

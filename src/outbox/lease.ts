@@ -25,14 +25,15 @@ function arrays(claims: readonly Claim[]): [string, string] {
 
 const EXTEND_LEASES = statement(
   'outbox-extend-leases',
-  `update outbox o set available_at = now() + make_interval(secs => $3)
+  `update outbox o set leased_until = now() + make_interval(secs => $3)
      from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
     where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}
    returning c.n`,
 );
 
 /**
- * Moves the lease deadline of every given claim to now() + leaseSeconds. The worker's heartbeat
+ * Moves the lease deadline (leased_until, in no index: no index entry written, ADR 0022) of every
+ * given claim to now() + leaseSeconds. The worker's heartbeat
  * calls this for everything it holds, every quarter of a lease. Without it, a handler that outlives
  * LEASE_SECONDS would see its message claimed and run a second time, in parallel, by another
  * worker. A worker that dies stops extending, so its messages still come back one lease after its
@@ -55,15 +56,16 @@ export async function extendLease(db: Db, id: number, claimId: string, leaseSeco
 const HAND_BACK = statement(
   'outbox-hand-back',
   `update outbox o
-      set attempts = greatest(o.attempts - 1, 0), claim_id = null, available_at = now()
+      set attempts = greatest(o.attempts - 1, 0), claim_id = null, leased_until = null
      from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
     where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}`,
 );
 
 /**
- * Messages claimed but never started go back as they were (attempt not counted, due at once), so
- * another worker need not wait for the lease to end: at shutdown, and for a prefetched message
- * that waited locally so long that too little of its lease was left to start it safely.
+ * Messages claimed but never started go back as they were (attempt not counted, due at once, in
+ * their place in the queue), so another worker need not wait for the lease to end: at shutdown,
+ * and for a prefetched message that waited locally so long that too little of its lease was left
+ * to start it safely.
  * Returns how many were handed back.
  */
 export async function handBack(db: Db, claims: readonly Claim[]): Promise<number> {

@@ -13,6 +13,8 @@ export interface OutboxMessageRow {
   availableAt: Date;
   claimId: string | null;
   claimedAt: Date | null;
+  /** The lease's deadline while claimed (null once settled or handed back). */
+  leasedUntil: Date | null;
   handlersDone: string[];
   processedAt: Date | null;
   lastError: string | null;
@@ -34,6 +36,7 @@ type RawRow = {
   available_at: Date;
   claim_id: string | null;
   claimed_at: Date | null;
+  leased_until: Date | null;
   handlers_done: string[];
   processed_at: Date | null;
   last_error: string | null;
@@ -53,6 +56,7 @@ const toRow = (r: RawRow): OutboxMessageRow => ({
   availableAt: new Date(r.available_at),
   claimId: r.claim_id,
   claimedAt: r.claimed_at && new Date(r.claimed_at),
+  leasedUntil: r.leased_until && new Date(r.leased_until),
   handlersDone: r.handlers_done,
   processedAt: r.processed_at && new Date(r.processed_at),
   lastError: r.last_error,
@@ -62,11 +66,11 @@ const toRow = (r: RawRow): OutboxMessageRow => ({
   originId: r.origin_id,
 });
 
-// "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline (available_at
-// while claimed) still ahead. A claim whose lease ran out is claimable again, so it is not leased.
+// "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline still ahead.
+// A claim whose lease ran out is claimable again, so it is not leased.
 const COLUMNS = sql`id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
-  handlers_done, processed_at, last_error, created_at, lane, origin_id,
-  (status = 'PENDING' and claim_id is not null and available_at > now()) as leased`;
+  leased_until, handlers_done, processed_at, last_error, created_at, lane, origin_id,
+  (status = 'PENDING' and claim_id is not null and leased_until > now()) as leased`;
 
 export interface ListFilter {
   status?: OutboxStatus;

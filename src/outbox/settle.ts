@@ -65,7 +65,7 @@ export interface DoneItem {
 const MARK_DONE = statement(
   'outbox-mark-done',
   `update outbox o
-     set status = 'DONE', processed_at = now(), claim_id = null,
+     set status = 'DONE', processed_at = now(), claim_id = null, leased_until = null,
          handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
                               else array_append(o.handlers_done, v.handler) end
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
@@ -122,14 +122,14 @@ export async function markDone(db: Db, id: number, claimId: string, lastHandler?
 const RETRY = statement(
   'outbox-retry',
   `update outbox
-      set available_at = now() + make_interval(secs => $3), claim_id = null, last_error = $4
+      set available_at = now() + make_interval(secs => $3), claim_id = null, leased_until = null, last_error = $4
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
 
 /**
- * A transient failure: back to waiting, due again after `delaySeconds`. available_at, which held
- * the lease deadline, now holds the backoff deadline; releasing the claim is the same write.
+ * A transient failure: back to waiting, due again after `delaySeconds`: available_at holds the
+ * backoff deadline, and the lease is released in the same write.
  */
 export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
   return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
@@ -138,7 +138,7 @@ export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds:
 const DEAD = statement(
   'outbox-dead',
   `update outbox
-      set status = 'DEAD', processed_at = now(), claim_id = null, last_error = $3
+      set status = 'DEAD', processed_at = now(), claim_id = null, leased_until = null, last_error = $3
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
@@ -151,7 +151,7 @@ export function markDead(db: Db, id: number, claimId: string, lastError: string)
 const UNKNOWN_TOPIC = statement(
   'outbox-unknown-topic',
   `update outbox
-      set attempts = greatest(attempts - 1, 0), claim_id = null,
+      set attempts = greatest(attempts - 1, 0), claim_id = null, leased_until = null,
           available_at = now() + make_interval(secs => $3)
      from ${ASYNC_COMMIT}
     where ${FENCE}`,

@@ -36,16 +36,16 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
     oldest_pending_age: string | null;
   }>(sql`
     with live as (
-      select topic, status, created_at, claim_id, available_at from outbox where status = 'PENDING'
+      select topic, status, created_at, claim_id, leased_until from outbox where status = 'PENDING'
       union all
-      select topic, status, created_at, claim_id, available_at from outbox where status = 'DEAD'
+      select topic, status, created_at, claim_id, leased_until from outbox where status = 'DEAD'
       union all
-      select topic, status, created_at, claim_id, available_at from outbox
+      select topic, status, created_at, claim_id, leased_until from outbox
        where status = 'DONE' and processed_at > now() - interval '1 hour'
     )
     select topic,
            count(*) filter (where status = 'PENDING') as pending,
-           count(*) filter (where status = 'PENDING' and claim_id is not null and available_at > now()) as leased,
+           count(*) filter (where status = 'PENDING' and claim_id is not null and leased_until > now()) as leased,
            count(*) filter (where status = 'DEAD') as dead,
            count(*) filter (where status = 'DONE') as done_last_hour,
            extract(epoch from now() - min(created_at) filter (where status = 'PENDING')) as oldest_pending_age

@@ -64,7 +64,7 @@ export type MessageRow = {
   claim_id: string | null;
   last_error: string | null;
   processed_at: Date | null;
-  /** Seconds from now to available_at (negative when due). */
+  /** Seconds from now until it may be claimed: available_at, or a lease's end (negative when due). */
   due_in: number;
   /** available_at − claimed_at in seconds: the delay a settle scheduled, counted from the claim. */
   scheduled_after_claim: number | null;
@@ -99,7 +99,7 @@ export async function insertMessage(db: Db, topic: string, payload: unknown = {}
 export async function getMessages(db: Db, ids: number[]): Promise<MessageRow[]> {
   const { rows } = await db.execute<MessageRow>(sql`
     select id::int as id, public_id, topic, key, status, attempts, handlers_done, claim_id, last_error, processed_at,
-           extract(epoch from available_at - now())::float8 as due_in,
+           extract(epoch from greatest(available_at, leased_until) - now())::float8 as due_in,
            extract(epoch from available_at - claimed_at)::float8 as scheduled_after_claim
       from outbox where id = any(${sql.param(ids)}::bigint[]) order by id`);
   return rows;
@@ -109,12 +109,12 @@ export async function getMessage(db: Db, id: number): Promise<MessageRow> {
   return (await getMessages(db, [id]))[0]!;
 }
 
-/** Time travel: makes PENDING messages (all, or the given ones) due now, as if their wait were over. */
+/** Time travel: makes PENDING messages (all, or the given ones) due now, as if their wait (backoff or lease) were over. */
 export async function makeDue(db: Db, ids?: number[]): Promise<void> {
   await db.execute(
     ids
-      ? sql`update outbox set available_at = now() where status = 'PENDING' and id = any(${sql.param(ids)}::bigint[])`
-      : sql`update outbox set available_at = now() where status = 'PENDING'`,
+      ? sql`update outbox set available_at = now(), leased_until = null where status = 'PENDING' and id = any(${sql.param(ids)}::bigint[])`
+      : sql`update outbox set available_at = now(), leased_until = null where status = 'PENDING'`,
   );
 }
 

@@ -42,11 +42,11 @@ async function seed(rows: SeedRow[]): Promise<string[]> {
   for (const [i, r] of rows.entries()) {
     const { rows: out } = await db.pool.query(
       `insert into outbox (topic, payload, status, attempts, created_at, available_at, processed_at, last_error,
-                           handlers_done, claim_id, claimed_at)
-       values ($1, $2, $3, $4, now() - make_interval(secs => $5),
-               case when $9 then now() + interval '60 seconds' else now() - make_interval(secs => $5) end,
+                           handlers_done, claim_id, claimed_at, leased_until)
+       values ($1, $2, $3, $4, now() - make_interval(secs => $5), now() - make_interval(secs => $5),
                case when $6::float8 is null then null else now() - make_interval(secs => $6::float8) end,
-               $7, $8, case when $9 then gen_random_uuid() end, case when $9 then now() end)
+               $7, $8, case when $9 then gen_random_uuid() end, case when $9 then now() end,
+               case when $9 then now() + interval '60 seconds' end)
        returning public_id`,
       [
         r.topic,
@@ -312,6 +312,23 @@ describe('messages', () => {
     ]);
     expect(m.history.map((h: { event: string }) => h.event)).toEqual(['created', 'dead']);
     expect(m.history[1].detail).toBe('email.host-new-booking: SmtpError: 554 rejected');
+  });
+
+  it('a message a worker holds shows when its lease runs out', async () => {
+    const [held, waiting] = await seed([
+      { topic: 'booking.created', status: 'PENDING', ageSeconds: 30, leased: true, attempts: 1 },
+      { topic: 'booking.created', status: 'PENDING', ageSeconds: 30 },
+    ]);
+    const get = async (id: string) =>
+      (await t.app.inject({ method: 'GET', url: `/admin/outbox/messages/${id}`, headers: admin.auth })).json();
+    const h = await get(held!);
+    expect(h).toMatchObject({ status: 'PENDING', leased: true });
+    // The seed's lease: 60 s from now (give or take the request's time).
+    expect(Date.parse(h.leasedUntil) - Date.now()).toBeGreaterThan(50_000);
+    expect(h.history.at(-1)).toEqual({ at: h.leasedUntil, event: 'available', detail: 'lease runs out (a worker holds it)' });
+    const w = await get(waiting!);
+    expect(w).toMatchObject({ leased: false, leasedUntil: null });
+    expect(w.history.at(-1)).toEqual({ at: w.availableAt, event: 'available', detail: 'claimable' });
   });
 });
 

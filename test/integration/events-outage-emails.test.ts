@@ -122,7 +122,7 @@ describe.skipIf(skip)('a NATS outage', () => {
       // Until the relay has reconnected and its circuit closed, a retry fails at once: retry until then.
       await waitFor(
         async () => {
-          await tdb.db.execute(sql`update outbox set available_at = now() where status = 'PENDING'`);
+          await tdb.db.execute(sql`update outbox set available_at = now(), leased_until = null where status = 'PENDING'`);
           await worker.runUntilEmpty();
           const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'PENDING'`);
           return rows[0]!.n === 0 || (await sleep(200), false);

@@ -223,7 +223,7 @@ describe.skipIf(skip)('events relay', () => {
     await waitFor(
       async () => {
         const { rows } = await tdb.db.execute<{ n: number }>(
-          sql`select count(*)::int as n from outbox where status = 'PENDING' and available_at > clock_timestamp()`,
+          sql`select count(*)::int as n from outbox where status = 'PENDING' and leased_until > clock_timestamp()`,
         );
         return rows[0]!.n === 0;
       },

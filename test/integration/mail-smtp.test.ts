@@ -196,7 +196,7 @@ describe('file sink', () => {
     expect(parsed.headers.get('x-idempotency-key')).toBe(p.idempotencyKey);
 
     // At-least-once: the same message delivered again (a worker died before recording it).
-    await tdb.db.execute(sql`update outbox set status = 'PENDING', handlers_done = '{}', available_at = now() where id = ${m.id}`);
+    await tdb.db.execute(sql`update outbox set status = 'PENDING', handlers_done = '{}', leased_until = null where id = ${m.id}`);
     await w.worker.runOnce();
     expect(readdirSync(w.config.MAIL_DIR).sort()).toEqual(files);
     await w.close();

@@ -214,7 +214,7 @@ describe('the lane write', () => {
     const [c2] = await claimOn(tdb.pool, { limit: 5, leaseSeconds: 30, claimId: crypto.randomUUID(), lanes: ['downstream'] });
     expect(c2).toMatchObject({ id: next.id, lanesBusy: ['downstream'], lane: null, eventId: next.public_id });
     // Without own-lane handlers the claim asks nothing.
-    await tdb.db.execute(sql`update outbox set available_at = now(), claim_id = null where id = ${next.id}`);
+    await tdb.db.execute(sql`update outbox set leased_until = null, claim_id = null where id = ${next.id}`);
     const [c3] = await claimOn(tdb.pool, { limit: 5, leaseSeconds: 30, claimId: crypto.randomUUID() });
     expect(c3).toMatchObject({ id: next.id, lanesBusy: [] });
   });

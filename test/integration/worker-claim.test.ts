@@ -15,7 +15,7 @@ import {
 import * as settle from '../../src/outbox/settle.ts';
 import { extendLeases, handBack } from '../../src/outbox/lease.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { getMessage, getMessages, insertMessage, insertMessages, makeDue } from '../helpers/worker.ts';
+import { getMessage, getMessages, insertMessage, insertMessages, makeDue, waitFor } from '../helpers/worker.ts';
 
 /*
  * The claim and settle statements on their own, against real Postgres: SKIP LOCKED, no double
@@ -108,13 +108,59 @@ describe('claim', () => {
     expect(c).toMatchObject({ id: m.id, attempts: 1, handlersDone: [] });
     const row = await getMessage(tdb.db, m.id);
     expect(row.claim_id).toBe(c!.claimId);
-    expect(row.scheduled_after_claim).toBe(30); // the lease: 30 s from the claim's own now()
     expect(row.due_in).toBeLessThanOrEqual(30);
+    // The lease: 30 s from the claim's own now(), in leased_until; available_at is left as it was.
+    const { rows: lease } = await tdb.db.execute<{ lease: number; available_unchanged: boolean }>(
+      sql`select extract(epoch from leased_until - claimed_at)::float8 as lease, available_at <= claimed_at as available_unchanged
+            from outbox where id = ${m.id}`,
+    );
+    expect(lease[0]).toEqual({ lease: 30, available_unchanged: true });
     expect(await claim()).toEqual([]);
     await makeDue(tdb.db); // the lease runs out (the worker died)
     const [again] = await claim();
     expect(again).toMatchObject({ id: m.id, attempts: 2 });
     expect(again!.claimId).not.toBe(c!.claimId);
+  });
+
+  it('writes no index entry: every claim is a HOT update, on partitions that keep room for it', async () => {
+    // Every partition, today's and the days made ahead, leaves 60 % of each page free (migrations/0009).
+    const { rows: parts } = await tdb.db.execute<{ name: string; options: string[] | null }>(
+      sql`select c.relname as name, c.reloptions as options
+            from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'outbox'::regclass`,
+    );
+    expect(parts.length).toBeGreaterThan(1);
+    for (const p of parts) expect(p, p.name).toMatchObject({ options: ['fillfactor=40'] });
+
+    const rows = await insertMessages(
+      tdb.db,
+      Array.from({ length: 200 }, (_, i) => ({ topic: 'test.t', key: i % 2 ? `k${i}` : null })),
+    );
+    const { rows: where } = await tdb.db.execute<{ part: string }>(
+      sql`select tableoid::regclass::text as part from outbox where id = ${rows[0]!.id}`,
+    );
+    const part = where[0]!.part;
+    const updates = async () => {
+      const { rows: st } = await tdb.pool.query<{ upd: number; hot: number }>(
+        'select n_tup_upd::int as upd, n_tup_hot_upd::int as hot from pg_stat_user_tables where relname = $1',
+        [part],
+      );
+      return st[0]!;
+    };
+    const before = await updates();
+    const client = await connectClaimClient({ connectionString: tdb.url });
+    try {
+      // This backend's table statistics are sent at the end of its next transaction, the claim's.
+      await client.query('select pg_stat_force_next_flush()');
+      const claimed = await claimOn(client, { limit: 500, leaseSeconds: 60, claimId: randomUUID() });
+      expect(claimed).toHaveLength(200);
+    } finally {
+      await client.end();
+    }
+    const after = await waitFor(async () => {
+      const u = await updates();
+      return u.upd - before.upd >= 200 && u;
+    });
+    expect({ updated: after.upd - before.upd, hot: after.hot - before.hot }).toEqual({ updated: 200, hot: 200 });
   });
 
   /*
@@ -397,7 +443,7 @@ describe('fencing', () => {
     expect(current.claimId).not.toBe(late!.claimId);
     const leaseEnd = async () => {
       const { rows } = await tdb.pool.query<{ s: number }>(
-        'select extract(epoch from available_at)::float8 as s from outbox where id = $1',
+        'select extract(epoch from leased_until)::float8 as s from outbox where id = $1',
         [m!.id],
       );
       return rows[0]!.s;

@@ -198,7 +198,7 @@ describe('drain-outbox signals and crashes', () => {
     expect((await first.exit).signal).toBe('SIGKILL');
     // The killed worker's lease on the slow message (as its last heartbeat left it), by the database clock.
     const { rows: leased } = await tdb.db.execute<{ lease_end: string }>(
-      sql`select available_at::text as lease_end from outbox where id = ${rows[0]!.id}`,
+      sql`select leased_until::text as lease_end from outbox where id = ${rows[0]!.id}`,
     );
 
     const second = startWorker(TEST_ENTRY, [], { ...env, TEST_SLOW_MS: '100' });

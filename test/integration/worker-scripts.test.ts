@@ -69,7 +69,7 @@ describe('outbox scripts', () => {
   it('outbox:stats prints pending, leased, dead and oldest pending age per topic', async () => {
     await insertMessages(tdb.db, [{ topic: 'booking.created' }, { topic: 'booking.created' }, { topic: 'property.changed' }]);
     await tdb.db.execute(sql`update outbox set created_at = now() - interval '90 seconds' where topic = 'property.changed'`);
-    await tdb.db.execute(sql`update outbox set claim_id = gen_random_uuid(), available_at = now() + interval '1 minute'
+    await tdb.db.execute(sql`update outbox set claim_id = gen_random_uuid(), leased_until = now() + interval '1 minute'
                               where id = (select min(id) from outbox)`);
     const r = await run(statsCommand);
     expect(r.code).toBe(0);
