@@ -505,7 +505,7 @@ export const webhookDeliveries = pgTable(
     status: text('status', { enum: WEBHOOK_DELIVERY_STATUSES }).notNull().default('pending'),
     /** Attempts in the current round (a manual retry or recover starts a new round at 0). */
     attempts: integer('attempts').notNull().default(0),
-    /** As the outbox's available_at: when pending, the next attempt's time; while claimed, the lease deadline. */
+    /** When pending, the next attempt's time; while claimed, the lease deadline. */
     nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
     /** The current claim's token: an attempt's result is written only if the claim is still its own. */
     claimId: uuid('claim_id'),

@@ -3,6 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { describeDb } from '../db/client.ts';
+import { isDatabaseUnavailable } from '../db/pg-errors.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { onParentGone } from './lifeline.ts';
 
@@ -249,7 +250,9 @@ export function describeStartFailure(e: unknown, config: Pick<Config, 'DATABASE_
   const reason = (err?.message || err?.errors?.[0]?.message || code || String(e)).split('\n')[0];
   const where = describeDb(config.DATABASE_URL);
   if (code === '42P01') return `the database at ${where} is not migrated (${reason}); run \`npm run migrate\` first`;
-  if (code && UNREACHABLE.has(code)) return `cannot reach the database at ${where}: ${reason}`;
+  // The connection went away under the command (a restart, pg_terminate_backend): the same state
+  // for a person, and for the process's manager, which starts it again.
+  if ((code && UNREACHABLE.has(code)) || isDatabaseUnavailable(e)) return `cannot reach the database at ${where}: ${reason}`;
   return reason ?? 'failed';
 }
 
