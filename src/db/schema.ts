@@ -251,14 +251,14 @@ export const outbox = pgTable(
       .where(sql`status = 'PENDING'`),
     /*
      * Per-key ordering: "is an older message of this key still pending?" is one probe here, over
-     * that key's rows. Not partial on status, unlike the claim's index: the planner sizes a partial
-     * index by the statistics, which after a quiet spell say "nothing PENDING", and then scans such
-     * an index whole for every row instead of probing it (src/outbox/claim.ts). Keyless rows are
-     * left out so that a lookup by id alone cannot skip-scan it (migrations/0008).
+     * that key's live rows. Partial on the check's own words (`not in ('DONE', 'DEAD')`), so a DONE
+     * writes no entry here and the index is the queue's size, not the history's; no other index
+     * can serve the check, whatever the statistics say (migrations/0010, ADR 0023). Keyless rows
+     * are left out so that a lookup by id alone cannot skip-scan it (migrations/0008).
      */
     index('outbox_key_idx')
       .on(t.key, t.id)
-      .where(sql`key is not null`),
+      .where(sql`key is not null and status not in ('DONE', 'DEAD')`),
     /* The span of days that still hold PENDING messages: the claim reads its two ends. */
     index('outbox_pending_created_idx')
       .on(t.createdAt)

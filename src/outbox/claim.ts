@@ -62,10 +62,11 @@ const NONE: readonly string[] = Object.freeze([]);
  *   ever in flight, and a booking's cancellation email waits for its confirmation email. DEAD
  *   does not block its key (it has stopped being retried; holding the key hostage would stop
  *   every later event of that booking). Messages without a key (null) are not ordered. One probe
- *   of outbox_key_idx (key, id), over that key's rows. `not in ('DONE', 'DEAD')` means PENDING
- *   (the CHECK allows three values), written so on purpose: `= 'PENDING'` would let the planner
- *   serve the check from the claim's partial index, which stale statistics make look empty, and
- *   it then scanned that index whole for each row (migrations/0003_claim_key_index.sql). The
+ *   of outbox_key_idx (key, id), over that key's live rows: the index is partial on these very
+ *   words, so a DONE writes no entry into it (migrations/0010, ADR 0023). `not in ('DONE',
+ *   'DEAD')` means PENDING (the CHECK allows three values), written so on purpose: `= 'PENDING'`
+ *   would let the planner serve the check from the claim's partial index, which stale statistics
+ *   make look empty, and it then scanned that index whole for each row (migrations/0003). The
  *   check is a subquery of its own (`offset 0` keeps the planner from turning it into a join),
  *   and `(e.key, e.id) < (o.key, o.id)` is a condition only the (key, id) index can serve: so,
  *   with the claim connection's settings, a probe of that index by key is its only plan. As a

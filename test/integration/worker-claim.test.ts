@@ -163,6 +163,36 @@ describe('claim', () => {
     expect({ updated: after.upd - before.upd, hot: after.hot - before.hot }).toEqual({ updated: 200, hot: 200 });
   });
 
+  it('keeps only live messages in the key index: a message DONE or DEAD leaves no entry there', async () => {
+    // The index is partial on the per-key check's own words (migrations/0010).
+    const { rows: def } = await tdb.db.execute<{ def: string }>(sql`select pg_get_indexdef('outbox_key_idx'::regclass) as def`);
+    expect(def[0]!.def).toMatch(/\(key, id\) WHERE \(\(key IS NOT NULL\) AND \(status <> ALL \(ARRAY\['DONE'::text, 'DEAD'::text\]\)\)\)/);
+
+    await insertMessages(
+      tdb.db,
+      Array.from({ length: 150 }, (_, i) => ({ topic: 'test.t', key: `k${i}` })),
+    );
+    const claimed = await claim(100);
+    expect(claimed).toHaveLength(100);
+    const done = claimed.slice(0, 90);
+    expect(
+      await settle.markDoneMany(
+        tdb.db,
+        done.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null })),
+      ),
+    ).toEqual(done.map(() => true));
+    await tdb.pool.query(`update outbox set status = 'DEAD', claim_id = null, leased_until = null where id = any($1::bigint[])`, [
+      claimed.slice(90).map((m) => m.id),
+    ]);
+    // Left: the 50 never claimed. A VACUUM that cleans the indexes counts what each one holds.
+    await tdb.db.execute(sql`vacuum (index_cleanup on) outbox`);
+    const { rows: held } = await tdb.db.execute<{ entries: number }>(
+      sql`select sum(greatest(c.reltuples, 0))::int as entries
+            from pg_partition_tree('outbox_key_idx') t join pg_class c on c.oid = t.relid where t.isleaf`,
+    );
+    expect(held[0]!.entries).toBe(50);
+  });
+
   /*
    * The claim's cached plan (src/outbox/claim-connection.ts): made once per connection, from the
    * statistics and size of that moment, and kept. These tests make it on a quiet, a tiny and a
