@@ -227,18 +227,11 @@ class StopControl {
 /** How long a forced stop waits for its hooks (stopping an embedded PostgreSQL) before exiting anyway. */
 const FORCED_STOP_GRACE_MS = 5_000;
 
-const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'ECONNRESET',
-  'EHOSTUNREACH',
-  '57P03',
-  '28P01',
-  '28000',
-  '3D000',
-]);
+/**
+ * What keeps this configuration from the database besides it being down or away (which
+ * isDatabaseUnavailable knows): a host name that does not resolve, a refused login, no such database.
+ */
+const CANNOT_CONNECT = new Set(['ENOTFOUND', '28P01', '28000', '3D000']);
 
 /** One line for an error that ended a command: the database's state in words a person can act on. */
 export function describeStartFailure(e: unknown, config: Pick<Config, 'DATABASE_URL'>): string {
@@ -250,9 +243,11 @@ export function describeStartFailure(e: unknown, config: Pick<Config, 'DATABASE_
   const reason = (err?.message || err?.errors?.[0]?.message || code || String(e)).split('\n')[0];
   const where = describeDb(config.DATABASE_URL);
   if (code === '42P01') return `the database at ${where} is not migrated (${reason}); run \`npm run migrate\` first`;
-  // The connection went away under the command (a restart, pg_terminate_backend): the same state
-  // for a person, and for the process's manager, which starts it again.
-  if ((code && UNREACHABLE.has(code)) || isDatabaseUnavailable(e)) return `cannot reach the database at ${where}: ${reason}`;
+  // Down, refused, or gone under the command (a restart, pg_terminate_backend): one state for a
+  // person, and for the process's manager, which starts it again.
+  if ((code && CANNOT_CONNECT.has(code)) || isDatabaseUnavailable(err?.errors?.[0] ?? e)) {
+    return `cannot reach the database at ${where}: ${reason}`;
+  }
   return reason ?? 'failed';
 }
 

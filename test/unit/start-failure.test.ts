@@ -16,6 +16,11 @@ describe('describeStartFailure', () => {
       pgError('57P01', 'terminating connection due to administrator command'),
       pgError('08006', 'connection failure'),
       new Error('Connection terminated unexpectedly'),
+      // A host with two addresses, both refused: node-postgres reports an AggregateError.
+      new AggregateError([Object.assign(new Error('connect ECONNREFUSED ::1:5432'), { code: 'ECONNREFUSED' })], ''),
+      Object.assign(new Error('getaddrinfo ENOTFOUND db.example'), { code: 'ENOTFOUND' }),
+      pgError('28P01', 'password authentication failed for user "u"'),
+      pgError('3D000', 'database "stayhub" does not exist'),
       // drizzle wraps the driver's error: the pg error is its cause.
       Object.assign(new Error('Failed query: select 1 from outbox limit 0'), {
         cause: pgError('57P01', 'terminating connection due to administrator command'),
