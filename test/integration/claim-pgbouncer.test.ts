@@ -1,33 +1,24 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createDatabase, type Database } from '../../src/db/client.ts';
-import { freePort } from '../../src/net/free-port.ts';
-import { portOpen } from '../../src/net/port-open.ts';
 import { CLAIM_STATEMENT } from '../../src/outbox/claim.ts';
 import { CLAIM_SESSION_SETTINGS, ClaimConnection, ClaimSettingsError } from '../../src/outbox/claim-connection.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { stopChildren } from '../helpers/npm-run.ts';
-import { skipWithout } from '../helpers/tools.ts';
+import { skipWithoutPgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
 import { insertMessages } from '../helpers/worker.ts';
 
 /*
- * The worker's claim connection behind a real PgBouncer (Debian package `pgbouncer`; .ci/run
- * installs it), started here on a free port with a configuration of its own, in front of the
- * test's embedded PostgreSQL. In session mode PgBouncer refuses the `options` startup parameter
+ * The worker's claim connection behind a real PgBouncer (test/helpers/pgbouncer.ts) in front of
+ * the test's embedded PostgreSQL. In session mode PgBouncer refuses the `options` startup parameter
  * (or, told to ignore it, drops it): the claim's planner settings must arrive by SET and hold. In
  * transaction mode they cannot hold, and the claim connection must say so instead of claiming
  * with the server's planner.
  */
 
-const skip = skipWithout('pgbouncer', ['--version'], 'apt-get install -y pgbouncer');
-const dirs: string[] = [];
-const bouncers: ChildProcess[] = [];
+const skip = skipWithoutPgBouncer();
+const bouncers: PgBouncer[] = [];
 let tdb: TestDatabase;
 
 beforeAll(async () => {
@@ -35,57 +26,15 @@ beforeAll(async () => {
   tdb = await createTestDatabase('bouncer');
 });
 afterAll(async () => {
-  await stopChildren(bouncers);
+  for (const b of bouncers) await b.stop();
   await tdb?.drop();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 /** Starts pgbouncer with `settings` in front of the test database's server; returns a URL of the test database through it. */
 async function startBouncer(settings: Record<string, string | number>): Promise<string> {
-  const server = new URL(tdb.url);
-  const port = await freePort();
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-pgbouncer-'));
-  dirs.push(dir);
-  const user = decodeURIComponent(server.username);
-  const userlist = path.join(dir, 'userlist.txt');
-  writeFileSync(userlist, `"${user}" "${decodeURIComponent(server.password)}"\n`);
-  const config = path.join(dir, 'pgbouncer.ini');
-  const lines = {
-    listen_addr: '127.0.0.1',
-    listen_port: port,
-    unix_socket_dir: '',
-    // Clients are trusted (the test's own); PgBouncer signs in to PostgreSQL with userlist.txt.
-    auth_type: 'trust',
-    auth_file: userlist,
-    max_client_conn: 50,
-    default_pool_size: 4,
-    ...settings,
-  };
-  writeFileSync(
-    config,
-    `[databases]\n* = host=${server.hostname} port=${server.port}\n\n[pgbouncer]\n` +
-      Object.entries(lines)
-        .map(([k, v]) => `${k} = ${v}`)
-        .join('\n') +
-      '\n',
-  );
-  // PgBouncer refuses to run as root: as root, it switches to the `postgres` user (as the embedded
-  // server does), which must read its files.
-  for (const f of [dir, userlist, config]) chmodSync(f, f === dir ? 0o755 : 0o644);
-  const asRoot = process.getuid?.() === 0;
-  let output = '';
-  const child = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  bouncers.push(child);
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  for (const until = Date.now() + 10_000; !(await portOpen(port));) {
-    if (child.exitCode !== null) throw new Error(`pgbouncer exited at start (${child.exitCode}): ${output}`);
-    if (Date.now() > until) throw new Error(`pgbouncer did not listen on ${port} within 10 s: ${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const url = new URL(tdb.url);
-  url.port = String(port);
-  return url.toString();
+  const bouncer = await startPgBouncer(tdb.url, { max_client_conn: 50, ...settings });
+  bouncers.push(bouncer);
+  return bouncer.url(tdb.url);
 }
 
 /** A database and a claim connection through `url`, closed after `fn`. */
