@@ -105,7 +105,7 @@ async function createAdmin(config: Config, flags: { email: string; name: string 
     throw e;
   }
 
-  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-create-admin' });
+  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-create-admin', pooler: config.DATABASE_POOLER });
   try {
     const user = await createUser(database.db, { ...values, role: 'admin' });
     process.stdout.write(`created admin ${user.publicId} (${user.email}); sign in at /admin\n`);

@@ -1,4 +1,6 @@
+import { ConfigError } from '../src/config.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { refuseTransactionPooler } from '../src/db/pooler.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL (or the embedded server's address). */
@@ -6,6 +8,10 @@ export const migrateCommand: Command = {
   name: 'migrate',
   usage: 'usage: npm run migrate\n\nApplies the pending migrations (migrations/) to DATABASE_URL, or to the embedded server.',
   async run({ config, out }) {
+    // runMigrations holds a session-level advisory lock across the migration's own transactions.
+    if (config.DATABASE_POOLER === 'transaction') {
+      throw new ConfigError([refuseTransactionPooler('npm run migrate', 'its lock belongs to a session')]);
+    }
     await runMigrations(config.DATABASE_URL);
     out('migrations applied');
     return 0;

@@ -19,7 +19,11 @@ export const purgeCommand: Command = {
     const days = flags.days as string | undefined;
     if (days !== undefined && !/^\d+$/.test(days)) throw new UsageError(`--days must be a whole number (got "${days}")`);
     const retentionDays = days === undefined ? config.OUTBOX_RETENTION_DAYS : Number(days);
-    const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-purge' });
+    const database = createDatabase(config.DATABASE_URL, {
+      max: 1,
+      applicationName: 'stayhub-outbox-purge',
+      pooler: config.DATABASE_POOLER,
+    });
     try {
       const started = Date.now();
       const purged = await purgeOutbox(database.db, { retentionDays, batchSize: 1000 });

@@ -37,7 +37,11 @@ export const requeueCommand: Command = {
   options: { id: { type: 'string', multiple: true }, topic: { type: 'string' }, 'all-dead': { type: 'boolean' } },
   async run({ flags, config, logger, out }) {
     const criteria = criteriaOf(flags as { id?: string[]; topic?: string; 'all-dead'?: boolean });
-    const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-requeue' });
+    const database = createDatabase(config.DATABASE_URL, {
+      max: 1,
+      applicationName: 'stayhub-outbox-requeue',
+      pooler: config.DATABASE_POOLER,
+    });
     try {
       const label = `cli:${os.userInfo().username}`;
       const result = await requeueDead(database.db, criteria, { label });

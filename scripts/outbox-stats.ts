@@ -30,7 +30,11 @@ export const statsCommand: Command = {
   --json   the numbers as JSON instead of a table`,
   options: { json: { type: 'boolean' } },
   async run({ flags, config, out }) {
-    const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-outbox-stats' });
+    const database = createDatabase(config.DATABASE_URL, {
+      max: 1,
+      applicationName: 'stayhub-outbox-stats',
+      pooler: config.DATABASE_POOLER,
+    });
     try {
       const stats = await outboxStats(database.db);
       out(flags.json ? JSON.stringify(stats, null, 2) : formatStats(stats));

@@ -48,7 +48,7 @@ Ctrl-C (or SIGTERM) finishes the current batch and stops (exit 130); a second on
     if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
       throw new UsageError('--batch-size must be a whole number from 1 to 10000');
     }
-    const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex' });
+    const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex', pooler: config.DATABASE_POOLER });
     const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), max: 2, applicationName: 'stayhub-reindex' });
     const tty = process.stdout.isTTY === true;
     const stop = new AbortController();

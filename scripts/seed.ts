@@ -30,7 +30,7 @@ address belongs to someone else's account (remove or rename it).`,
 
 async function seed(config: Config, force: boolean): Promise<number> {
   const where = describeDb(config.DATABASE_URL);
-  const database = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-seed' });
+  const database = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-seed', pooler: config.DATABASE_POOLER });
   try {
     // A database the seed is pointed at may be new (DATABASE_URL): the schema first. A no-op otherwise.
     await runMigrations(config.DATABASE_URL);

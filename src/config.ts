@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { applyEnvFile } from './env-file.ts';
 import { LOG_FORMATS } from './logger.ts';
+import { POOLERS } from './db/pooler.ts';
 
 // Every entry point and script reads its settings through this module, so loading `.env` here,
 // as the module is first imported, means none of them can forget it. The real environment wins.
@@ -39,6 +40,8 @@ const envSchema = z.object({
   EMBEDDED_PG_PORT: int(1, 65535).default(EMBEDDED_DEFAULTS.port),
   EMBEDDED_PG_DIR: z.string().default('.data/postgres'),
   DB_POOL_MAX: int(1, 200).default(10),
+  /** What stands between this process and PostgreSQL (DATABASE_URL and SEARCH_DATABASE_URL): src/db/pooler.ts. */
+  DATABASE_POOLER: z.enum(POOLERS).default('none'),
 
   // --- HTTP API
   PORT: int(0, 65535).default(3000),

@@ -1,12 +1,15 @@
 import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import * as schema from './schema.ts';
+import { sendUnnamedStatements, type Pooler } from './pooler.ts';
 
 export type Db = NodePgDatabase<typeof schema>;
 
 export interface Database {
   pool: pg.Pool;
   db: Db;
+  /** What stands between this pool and PostgreSQL (src/db/pooler.ts). */
+  pooler: Pooler;
   close(): Promise<void>;
 }
 
@@ -15,20 +18,25 @@ pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
 
 export interface PoolOptions {
   max?: number;
-  /** statement_timeout for every connection of this pool, in ms (0 = none). */
-  statementTimeoutMs?: number;
   applicationName?: string;
+  /** What stands between this pool and PostgreSQL (DATABASE_POOLER); `none` by default. */
+  pooler?: Pooler;
 }
 
+/**
+ * A pool that sends no startup parameter but application_name (which PgBouncer accepts), so it
+ * can go through a pooler in any mode; behind a transaction-mode pooler its statements go
+ * unnamed (src/db/prepared.ts).
+ */
 export function createPool(connectionString: string, opts: PoolOptions = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? 'stayhub',
-    statement_timeout: opts.statementTimeoutMs || undefined,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
   });
+  if (opts.pooler === 'transaction') sendUnnamedStatements(pool);
   return guardPool(pool);
 }
 
@@ -56,6 +64,7 @@ export function createDatabase(connectionString: string, opts: PoolOptions = {})
   return {
     pool,
     db,
+    pooler: opts.pooler ?? 'none',
     close: () => (closed ??= pool.end()),
   };
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { Db } from './client.ts';
+import { sendsUnnamedStatements } from './pooler.ts';
 import type { Tx } from './transaction.ts';
 
 /*
@@ -23,13 +24,17 @@ export const statement = (name: string, text: string): Statement => ({ name, tex
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
-/** Sends `s` as a named statement and returns its rows. */
+/** Sends `s` as a named statement (unnamed behind a transaction-mode pooler) and returns its rows. */
 export async function run<R extends pg.QueryResultRow>(q: Queryable, s: Statement, values: unknown[]): Promise<R[]> {
   return (await execute<R>(q, s, values)).rows;
 }
 
-/** Sends `s` as a named statement and returns the whole result (rowCount for UPDATE and DELETE). */
+/**
+ * Sends `s` as a named statement (unnamed behind a transaction-mode pooler) and returns the whole
+ * result (rowCount for UPDATE and DELETE).
+ */
 export function execute<R extends pg.QueryResultRow>(q: Queryable, s: Statement, values: unknown[]): Promise<pg.QueryResult<R>> {
+  if (sendsUnnamedStatements(q)) return q.query<R>({ text: s.text, values });
   return q.query<R>({ name: s.name, text: s.text, values });
 }
 

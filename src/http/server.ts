@@ -19,7 +19,11 @@ export const apiCommand: Command = {
   usage: USAGE,
   longRunning: true,
   async run({ config, logger, stopRequested }) {
-    const db = createDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'stayhub-api' });
+    const db = createDatabase(config.DATABASE_URL, {
+      max: config.DB_POOL_MAX,
+      applicationName: 'stayhub-api',
+      pooler: config.DATABASE_POOLER,
+    });
     // The search index on its own pool, shared by GET /search and the direct write after a save.
     const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-api-search' });
     const direct = createDirectIndexer({

@@ -1,4 +1,6 @@
+import { ConfigError } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
+import { refuseTransactionPooler } from '../db/pooler.ts';
 import { resolveLogFormat } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
@@ -58,11 +60,17 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
       if (modes.length > 1) throw new UsageError(`--${modes.join(' and --')} cannot be combined`);
       const batchSize = positiveInt('batch-size', flags['batch-size'], 1000);
       const concurrency = positiveInt('concurrency', flags.concurrency, 256) ?? config.WORKER_CONCURRENCY;
+      // The claim's planner settings and cached plan belong to a session (src/outbox/claim-connection.ts),
+      // and so does LISTEN: refused here, before anything is claimed.
+      if (config.DATABASE_POOLER === 'transaction') {
+        throw new ConfigError([refuseTransactionPooler('the worker', 'its claim and LISTEN need a session')]);
+      }
 
       // Claims, settles and purges need connections besides the handlers that use the database.
       const database = createDatabase(config.DATABASE_URL, {
         max: Math.max(config.DB_POOL_MAX, concurrency + 2),
         applicationName: 'stayhub-worker',
+        pooler: config.DATABASE_POOLER,
       });
       const mailer = createMailer(config);
       const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-worker-search' });

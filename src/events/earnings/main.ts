@@ -135,7 +135,11 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
 
   const group = values.group ?? config.EVENTS_EARNINGS_GROUP;
   const logger = ctx.logger.child({ group });
-  const database = createDatabase(config.DATABASE_URL, { max: 4, applicationName: `stayhub-consumer-${group}` });
+  const database = createDatabase(config.DATABASE_URL, {
+    max: 4,
+    applicationName: `stayhub-consumer-${group}`,
+    pooler: config.DATABASE_POOLER,
+  });
   const handle = applyEarningsEvent(group);
   try {
     if (values.dead) {
