@@ -1,8 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
 import pg from 'pg';
+import type { Pooler } from '../../src/db/pooler.ts';
+import { startPgBouncer } from '../../test/helpers/pgbouncer.ts';
 import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
 import { freePort, nodeTsx, ROOT, stopChild } from './lib/proc.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -73,14 +75,25 @@ async function contiguousIds(url: string, table: 'properties' | 'users', publicI
   }
 }
 
-export async function startApi(url: string, sizes: { guests: number; properties: number }, logDir: string): Promise<ApiFixture> {
+/**
+ * Starts the API on the database at `url` and fills it. With `through`, the API connects through a
+ * pooler instead (its address of the same database, and DATABASE_POOLER); the bench's own
+ * connections (fixture, pgbench, checks) still go to `url`.
+ */
+export async function startApi(
+  url: string,
+  sizes: { guests: number; properties: number },
+  logDir: string,
+  through?: { url: string; pooler: Pooler },
+): Promise<ApiFixture> {
   const port = await freePort();
   const { cmd, args } = nodeTsx('src/http/server.ts');
   const api = spawn(cmd, args, {
     cwd: ROOT,
     env: {
       ...process.env,
-      DATABASE_URL: url,
+      DATABASE_URL: through?.url ?? url,
+      DATABASE_POOLER: through?.pooler ?? 'none',
       PORT: String(port),
       HOST: '127.0.0.1',
       // Request logs off: this measures the write path, not pino writing two lines a request.
@@ -90,12 +103,13 @@ export async function startApi(url: string, sizes: { guests: number; properties:
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const log = createWriteStream(path.join(logDir, 'api.log'));
+  const logFile = path.join(logDir, through ? `api-${through.pooler}-pooler.log` : 'api.log');
+  const log = createWriteStream(logFile);
   api.stdout!.pipe(log);
   api.stderr!.pipe(log);
   const baseUrl = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    if (api.exitCode !== null) throw new Error(`the API exited (${api.exitCode}); see ${path.join(logDir, 'api.log')}`);
+    if (api.exitCode !== null) throw new Error(`the API exited (${api.exitCode}); see ${logFile}`);
     try {
       if ((await fetch(`${baseUrl}/health`)).ok) break;
     } catch {
@@ -137,6 +151,36 @@ export async function startApi(url: string, sizes: { guests: number; properties:
     pgbench: { pmin: p.min, nprops: p.n, gmin: g.min, nguests: g.n },
     close: () => stopChild(api),
   };
+}
+
+/** Server connections PgBouncer keeps per database for the pooled API: DB_POOL_MAX's default, as the direct API has. */
+export const POOLED_SERVER_CONNECTIONS = 10;
+
+/**
+ * The API as managed PostgreSQL serves it by default: through PgBouncer (Debian's, 1.18) in
+ * transaction mode, DATABASE_POOLER=transaction, on the database at `url`. Undefined when
+ * pgbouncer is not installed. Closing the fixture stops PgBouncer too.
+ */
+export async function startPooledApi(
+  url: string,
+  sizes: { guests: number; properties: number },
+  logDir: string,
+): Promise<ApiFixture | undefined> {
+  if (spawnSync('pgbouncer', ['--version']).status !== 0) return undefined;
+  const bouncer = await startPgBouncer(url, { pool_mode: 'transaction', default_pool_size: POOLED_SERVER_CONNECTIONS });
+  try {
+    const fixture = await startApi(url, sizes, logDir, { url: bouncer.url(url), pooler: 'transaction' });
+    return {
+      ...fixture,
+      close: async () => {
+        await fixture.close();
+        await bouncer.stop();
+      },
+    };
+  } catch (e) {
+    await bouncer.stop();
+    throw e;
+  }
 }
 
 /** 'YYYY-MM-DD', `days` from today (UTC): the service's calendar. */

@@ -1,6 +1,15 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { apiBookings, apiConflicts, pgbenchBookings, startApi, useFixedRequestCounts, type ApiFixture } from './api.ts';
+import {
+  apiBookings,
+  apiConflicts,
+  pgbenchBookings,
+  POOLED_SERVER_CONNECTIONS,
+  startApi,
+  startPooledApi,
+  useFixedRequestCounts,
+  type ApiFixture,
+} from './api.ts';
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { parseFlags, usageError } from './lib/cli.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
@@ -162,6 +171,16 @@ export interface BenchResults {
      * pgbench -M extended (parse, bind and execute every time), the looser peer.
      */
     prepared: { connections: number; pgbench: Repeated<{ tps: number; p99: number }>; ratio: number } | null;
+    /**
+     * The same POST /bookings, in the same runs, against a second API through PgBouncer in
+     * transaction mode (DATABASE_POOLER=transaction; startPooledApi); ratio: pooled / direct
+     * median req/s. Null without pgbouncer.
+     */
+    pooled?: {
+      serverConnections: number;
+      byConnections: { connections: number; pooled: Repeated<{ rps: number; p99: number }>; ratio: number }[];
+      non201: number;
+    } | null;
   };
   outboxCost?: {
     clients: number;
@@ -280,7 +299,7 @@ async function main(): Promise<number> {
       floors: `drain floor: our claim statement (src/outbox/claim.ts, claim connection settings) and our DONE statement (src/outbox/settle.ts markDoneMany) for the ids claimed, bare pg, batch ${OURS_THROUGHPUT.WORKER_MAX_BATCH_SIZE} (the largest claim ours grows to in a backlog), per lane one claim connection and one DONE write in flight as per worker process of ours, the next claim overlapping the DONE write; latency floor: an outbox row and pg_notify committed in one transaction, clock from COMMIT sent to the notification on another connection; relay floor: the same messages published by a bare JetStream client, ${RELAY_CONCURRENCY} publishes in flight, each awaiting its PubAck`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
-      api: 'node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process',
+      api: `node --import tsx src/http/server.ts (own process, LOG_LEVEL=warn, DB_POOL_MAX default), autocannon in the bench process; beside it, in the same runs, a second API on a database of its own through PgBouncer (pool_mode transaction, default_pool_size ${POOLED_SERVER_CONNECTIONS}) with DATABASE_POOLER=transaction`,
       history: `DONE rows created 1 ms apart in the day partition 3 days ahead (outbox_YYYYMMDD, made by outbox_ensure_partitions: a day of their own, apart from today's live rows) and processed 30 days ago, inserted in two statements at once; VACUUM ANALYZE; one template database per history size, cloned (CREATE DATABASE … STRATEGY FILE_COPY) for every measurement and dropped after it; PENDING rows for claims: ${P.claimPending.toLocaleString('en-US')} added to the clone (today's partition), VACUUM ANALYZE`,
       purge: `both purges at the clock where OUTBOX_RETENTION_DAYS has passed over the history's day (its end + the retention): DELETE, src/outbox/purge.ts purgeDoneBatch in purgeDone's loop, 1,000 rows a statement (the housekeeping's batch), each batch timed; DROP, src/outbox/partitions.ts dropOutboxPartition on the history's partition (its rows from the statistics, DETACH … CONCURRENTLY, DROP TABLE, each statement timed) after a CHECKPOINT; WAL: pg_wal_lsn_diff of pg_current_wal_lsn() before and after, nothing else running; sizes: summed over pg_partition_tree's leaves; beside a measurement: the same DELETE loop or DROP on a connection of its own, started with the measurement's clock, the DELETE stopped between two batches when it ends, the DROP awaited`,
       apiHistory: `the api section's POST /bookings (autocannon, ${PREPARED_CONNECTIONS} connections) against two APIs started together, one on an empty bookings table, one on a table holding past stays inserted in SQL (200 two-night stays per property of their own, one every 3 days back from yesterday, none overlapping), runs alternating between them`,
@@ -548,9 +567,20 @@ async function main(): Promise<number> {
     await section('api', async () => {
       const apiUrl = await server.createDatabase('stayhub_api', server.ourTemplate);
       const fixture: ApiFixture = await startApi(apiUrl, { guests: P.apiGuests, properties: P.apiProperties }, server.dir);
+      const pooledUrl = await server.createDatabase('stayhub_api_pooled', server.ourTemplate);
+      const pooledFixture = await startPooledApi(pooledUrl, { guests: P.apiGuests, properties: P.apiProperties }, server.dir).catch(
+        async (e: unknown) => {
+          await fixture.close();
+          throw e;
+        },
+      );
+      if (!pooledFixture) log('   pgbouncer not found (apt-get install -y pgbouncer): the API through PgBouncer is not measured');
+      const pooled: Record<number, { rps: number; p99: number }[]> = {};
+      let pooledNon201 = 0;
       try {
         // Warm-up: JIT, pool connections, plan caches.
         await apiBookings(fixture, 8, Math.min(2, P.httpSeconds));
+        if (pooledFixture) await apiBookings(pooledFixture, 8, Math.min(2, P.httpSeconds));
         const api: Record<number, { rps: number; p99: number }[]> = {};
         const bench: Record<number, { tps: number; p99: number }[]> = {};
         const prepared: { tps: number; p99: number }[] = [];
@@ -561,6 +591,12 @@ async function main(): Promise<number> {
             non201 += a.non201;
             (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
             let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
+            if (pooledFixture) {
+              const p = await apiBookings(pooledFixture, c, P.httpSeconds);
+              pooledNon201 += p.non201;
+              (pooled[c] ??= []).push({ rps: p.rps, p99: p.p99 });
+              line += ` | through PgBouncer ${p.rps} req/s p99 ${p.p99} ms`;
+            }
             if (pgbench) {
               const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
               (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
@@ -582,7 +618,20 @@ async function main(): Promise<number> {
           }),
           non201,
           prepared: null,
+          pooled: pooledFixture
+            ? {
+                serverConnections: POOLED_SERVER_CONNECTIONS,
+                byConnections: P.connections.map((c) => {
+                  const p = repeatOf(pooled[c]!);
+                  return { connections: c, pooled: p, ratio: round(p.median.rps / repeatOf(api[c]!).median.rps, 3) };
+                }),
+                non201: pooledNon201,
+              }
+            : null,
         };
+        for (const p of results.api.pooled?.byConnections ?? []) {
+          log(`   through PgBouncer / direct at ${p.connections} connections: ${p.ratio}×`);
+        }
         if (prepared.length > 0) {
           const b = repeatOf(prepared);
           const a = repeatOf(api[PREPARED_CONNECTIONS]!);
@@ -661,6 +710,7 @@ async function main(): Promise<number> {
         };
       } finally {
         await fixture.close();
+        await pooledFixture?.close();
       }
     });
 

@@ -4,16 +4,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
-import { stopChildren } from './npm-run.ts';
-import { skipWithout } from './tools.ts';
 
 /*
- * A real PgBouncer (Debian package `pgbouncer`, 1.18; .ci/run installs it) for tests, started on a
- * free port with a configuration of its own in front of a test's PostgreSQL.
+ * A real PgBouncer (Debian package `pgbouncer`, 1.18; .ci/run installs it) for tests and the bench
+ * (scripts/bench/api.ts), started on a free port with a configuration of its own in front of a
+ * PostgreSQL server. Nothing here imports vitest, so the bench can use it too.
  */
 
-/** For `describe.skipIf(skipWithoutPgBouncer())`: skips (recorded) only on a developer's machine without it. */
-export const skipWithoutPgBouncer = () => skipWithout('pgbouncer', ['--version'], 'apt-get install -y pgbouncer');
+/** For skipWithout (test/helpers/tools.ts): the package that brings the binary. */
+export const PGBOUNCER_INSTALL = 'apt-get install -y pgbouncer';
 
 export interface PgBouncer {
   /** `serverUrl` (any database of that server) with PgBouncer's port instead of the server's. */
@@ -62,8 +61,10 @@ export async function startPgBouncer(serverUrl: string, settings: Record<string,
   const child: ChildProcess = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), config], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   const stop = async () => {
-    await stopChildren([child]);
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
     rmSync(dir, { recursive: true, force: true });
   };
   try {

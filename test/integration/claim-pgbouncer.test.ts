@@ -6,7 +6,8 @@ import { createDatabase, type Database } from '../../src/db/client.ts';
 import { CLAIM_STATEMENT } from '../../src/outbox/claim.ts';
 import { CLAIM_SESSION_SETTINGS, ClaimConnection, ClaimSettingsError } from '../../src/outbox/claim-connection.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { skipWithoutPgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
+import { skipWithout } from '../helpers/tools.ts';
+import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
 import { insertMessages } from '../helpers/worker.ts';
 
 /*
@@ -17,7 +18,7 @@ import { insertMessages } from '../helpers/worker.ts';
  * with the server's planner.
  */
 
-const skip = skipWithoutPgBouncer();
+const skip = skipWithout('pgbouncer', ['--version'], PGBOUNCER_INSTALL);
 const bouncers: PgBouncer[] = [];
 let tdb: TestDatabase;
 

@@ -16,7 +16,8 @@ import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, type Session } from '../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
-import { skipWithoutPgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
+import { skipWithout } from '../helpers/tools.ts';
+import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
 import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';
 
 /*
@@ -29,7 +30,7 @@ import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';
  * API has clients, as a pooler in front of many API processes would.
  */
 
-const skip = skipWithoutPgBouncer() || skipWithoutNats();
+const skip = skipWithout('pgbouncer', ['--version'], PGBOUNCER_INSTALL) || skipWithoutNats();
 const nats = useNats(skip);
 const silent = pino({ level: 'silent' });
 
