@@ -1,6 +1,7 @@
-import type { Config } from '../src/config.ts';
+import { ConfigError, type Config } from '../src/config.ts';
 import { createDatabase, describeDb } from '../src/db/client.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { refuseTransactionPooler } from '../src/db/pooler.ts';
 import { isDatabaseUnavailable } from '../src/db/pg-errors.ts';
 import { SeedRefusedError, seedDemo } from '../src/demo/seed.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
@@ -29,6 +30,10 @@ address belongs to someone else's account (remove or rename it).`,
 };
 
 async function seed(config: Config, force: boolean): Promise<number> {
+  // It migrates first (below), and the migration's lock belongs to a session.
+  if (config.DATABASE_POOLER === 'transaction') {
+    throw new ConfigError([refuseTransactionPooler('npm run seed', 'it migrates first, under a session-level lock')]);
+  }
   const where = describeDb(config.DATABASE_URL);
   const database = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-seed', pooler: config.DATABASE_POOLER });
   try {

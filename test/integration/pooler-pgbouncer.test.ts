@@ -13,8 +13,11 @@ import { createWorker, HandlerRegistry } from '../../src/outbox/index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../src/search/postgres-search-index.ts';
 import { defaultHandlers } from '../../src/worker/handlers/index.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
+import { migrateCommand } from '../../scripts/migrate.ts';
+import { seedCommand } from '../../scripts/seed.ts';
 import { daysFromNow, listProperty, signUp, type Session } from '../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { runInProcess } from '../helpers/npm-run.ts';
 import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { skipWithout } from '../helpers/tools.ts';
 import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
@@ -197,16 +200,24 @@ describe.skipIf(skip).each<Pooler>(['session', 'transaction'])('StayHub through 
   });
 
   it(
-    mode === 'transaction' ? 'the worker refuses to start behind it, in one line that says what to do' : 'the whole worker runs through it',
+    mode === 'transaction'
+      ? 'the worker, migrate and seed refuse to start behind it, in one line that says what to do'
+      : 'the whole worker runs through it',
     async () => {
       const err: string[] = [];
       const code = await drainOutbox({ argv: ['--until-empty'], env, out: () => {}, err: (l) => err.push(l), exitOnForcedStop: false });
-      if (mode === 'transaction') {
-        expect(code).toBe(2);
-        expect(err).toHaveLength(1);
-        expect(err[0]).toMatch(/transaction-mode pooler .*Connect it to PostgreSQL directly .* or through a session-mode pool/);
-      } else {
-        expect({ code, err }).toEqual({ code: 0, err: [] });
+      if (mode === 'session') return expect({ code, err }).toEqual({ code: 0, err: [] });
+      const refusal =
+        /^[a-z-]+: invalid configuration: DATABASE_POOLER=transaction: .+ cannot run through a transaction-mode pooler .*Connect it to PostgreSQL directly .* or through a session-mode pool/;
+      expect({ code, err }).toEqual({ code: 2, err: [expect.stringMatching(refusal)] });
+      for (const command of [migrateCommand, seedCommand]) {
+        const run = await runInProcess(command, [], env);
+        expect({ name: command.name, code: run.code, stderr: run.stderr }).toEqual({
+          name: command.name,
+          code: 2,
+          stderr: expect.stringMatching(new RegExp(`${refusal.source}.*\\n$`)),
+        });
+        expect(run.stderr.trim().split('\n')).toHaveLength(1);
       }
     },
   );
