@@ -1,7 +1,10 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase, type Database } from '../../src/db/client.ts';
@@ -17,7 +20,7 @@ import { migrateCommand } from '../../scripts/migrate.ts';
 import { seedCommand } from '../../scripts/seed.ts';
 import { daysFromNow, listProperty, signUp, type Session } from '../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { runInProcess } from '../helpers/npm-run.ts';
+import { ROOT, runInProcess } from '../helpers/npm-run.ts';
 import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { skipWithout } from '../helpers/tools.ts';
 import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.ts';
@@ -221,4 +224,32 @@ describe.skipIf(skip).each<Pooler>(['session', 'transaction'])('StayHub through 
       }
     },
   );
+});
+
+describe('docker-compose.yml behind PgBouncer', () => {
+  const compose = parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+    services: Record<string, { environment?: Record<string, string>; volumes?: string[]; depends_on?: Record<string, unknown> }>;
+  };
+  const env = (service: string) => compose.services[service]!.environment!;
+  const hostOf = (service: string) => new URL(env(service).DATABASE_URL!).host;
+
+  it('runs PgBouncer in transaction mode in front of postgres, from pgbouncer/pgbouncer.ini', () => {
+    const bouncer = compose.services.pgbouncer!;
+    expect(bouncer.volumes).toContain('./pgbouncer/pgbouncer.ini:/etc/pgbouncer/pgbouncer.ini:ro');
+    const ini = readFileSync(path.join(ROOT, 'pgbouncer/pgbouncer.ini'), 'utf8');
+    expect(ini).toMatch(/^pool_mode = transaction$/m);
+    expect(ini).toMatch(/^stayhub = host=postgres port=5432 dbname=stayhub$/m);
+  });
+
+  it('sends the API through it with DATABASE_POOLER=transaction, and the worker and the migration to postgres', () => {
+    expect({ host: hostOf('api'), pooler: env('api').DATABASE_POOLER }).toEqual({ host: 'pgbouncer:6432', pooler: 'transaction' });
+    expect(compose.services.api!.depends_on).toHaveProperty('pgbouncer');
+    for (const direct of ['worker', 'migrate']) {
+      expect({ direct, host: hostOf(direct), pooler: env(direct).DATABASE_POOLER ?? 'none' }).toEqual({
+        direct,
+        host: 'postgres:5432',
+        pooler: 'none',
+      });
+    }
+  });
 });
