@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../src/config.ts';
+import { ConfigError, loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase, type Database } from '../../src/db/client.ts';
 import type { Pooler } from '../../src/db/pooler.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
@@ -251,5 +251,21 @@ describe('docker-compose.yml behind PgBouncer', () => {
         pooler: 'none',
       });
     }
+  });
+});
+
+describe('DATABASE_POOLER', () => {
+  it('is none by default, and a value other than none, session or transaction is refused by name', () => {
+    expect(loadConfig({}).DATABASE_POOLER).toBe('none');
+    expect(loadConfig({ DATABASE_POOLER: 'session' }).DATABASE_POOLER).toBe('session');
+    const refused = (() => {
+      try {
+        return loadConfig({ DATABASE_POOLER: 'pgbouncer' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect((refused as ConfigError).problems).toEqual([expect.stringMatching(/^DATABASE_POOLER: /)]);
   });
 });
