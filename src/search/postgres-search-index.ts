@@ -13,8 +13,8 @@ import type { IndexHit, IndexQuery, SearchDocument, SearchIndex, SyncCounts, Tru
  * database but separate connections): a slow or locked index ties up at most SEARCH_POOL_MAX
  * connections of its own, never the booking path's, and every statement is cut off after
  * SEARCH_STATEMENT_TIMEOUT_MS (how that setting reaches the server depends on DATABASE_POOLER: see
- * the constructor). Nothing here joins to `properties` or `bookings`: the index may live
- * in another database, so the callers read the truth through the main pool.
+ * the constructor). Nothing here joins to `properties` or `bookings`: the index may live in another
+ * database, so the callers read the truth through the main pool.
  */
 
 export interface PostgresSearchIndexOptions {
@@ -35,7 +35,7 @@ export function searchIndexOptions(config: Config): PostgresSearchIndexOptions {
   };
 }
 
-/** What runs the index's statements: the pool's drizzle, or a transaction of it. */
+/** What runs the index's statements: a drizzle on the pool or on one of its connections, or a transaction. */
 type Executor = Pick<NodePgDatabase, 'execute'>;
 
 const COLUMNS = sql.raw('property_id, title, description, city, country, currency, nightly_price, max_guests, source_updated_at');
