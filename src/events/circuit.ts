@@ -241,14 +241,20 @@ export class PublishCircuit {
     }
   }
 
+  /**
+   * Publishes still out were sent before NATS came back (on a connection that may be gone): the
+   * circuit stops following them, so their silence cannot trip it again and their failures are
+   * stale. A reply from one of them still counts.
+   */
   private close(): void {
     this.state = 'closed';
     this.generation++;
     this.coolDownMs = MIN_COOL_DOWN_MS;
     this.awaySince = null;
     this.openUntil = 0;
-    for (const t of this.out) t.probe = false;
-    this.watch(Date.now());
+    this.lastAnswerAt = Date.now();
+    this.out.clear();
+    this.stop();
   }
 
   private unavailable(now: number, what: string): EventsUnavailableError {

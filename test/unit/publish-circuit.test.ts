@@ -130,6 +130,20 @@ describe('PublishCircuit', () => {
     expect(() => d.enter()).not.toThrow();
   });
 
+  it('after a reconnect, the silence of publishes sent on the lost connection does not open it again', async () => {
+    const c = circuit();
+    const before = [c.enter(), c.enter()];
+    c.disconnected();
+    vi.advanceTimersByTime(3_000);
+    c.reconnected();
+    await vi.advanceTimersByTimeAsync(4 * STALL_MS);
+    expect(c.current).toBe('closed');
+    const after = c.enter();
+    expect(before.map((t) => c.failed(t, 'TIMEOUT'))).toEqual([false, false]);
+    expect(c.current).toBe('closed');
+    c.answered(after);
+  });
+
   it('a disconnect lets every publish out go at once: their replies would come on a connection that is gone', async () => {
     const c = circuit();
     const out = [waiting(c, c.enter()), waiting(c, c.enter())];
