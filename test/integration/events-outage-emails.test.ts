@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../src/config.ts';
+import { EventsUnavailableError, MAX_COOL_DOWN_MS } from '../../src/events/circuit.ts';
+import { createJetStreamPublisher } from '../../src/events/publisher.ts';
+import { relayMessage } from '../../src/events/relay.ts';
 import { createWorker, HandlerRegistry } from '../../src/outbox/index.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { useTestDatabase } from '../helpers/db.ts';
@@ -286,4 +289,47 @@ describe.skipIf(skip)('a NATS outage', () => {
     const events = await readStream(nats.url, stream);
     expect(events.map((e) => e.msgId).sort()).toEqual(messages.map((m) => m.public_id).sort());
   }, 60_000);
+  it('a reconnect closes the circuit at once: the first publish after it goes through, no cool-down waited', async () => {
+    const config = loadConfig({ ...eventsEnv(tdb.url, nats.url, freshStream('R'), {}), EVENTS_TOPICS: 'booking.created' });
+    const { logger } = captureLogger('error');
+    const publisher = createJetStreamPublisher(config, logger);
+    const relay = () =>
+      relayMessage(publisher, config, {
+        messageId: crypto.randomUUID(),
+        topic: 'booking.created',
+        key: null,
+        occurredAt: new Date(),
+        payload: bookingPayload(),
+      });
+    await publisher.prepare();
+    try {
+      await relay();
+      await nats.stop();
+      // Tried again and again through the outage (each a failure for want of NATS), as the worker would.
+      const until = Date.now() + 3_000;
+      let failures = 0;
+      while (Date.now() < until) {
+        await expect(relay()).rejects.toBeInstanceOf(EventsUnavailableError);
+        failures++;
+        await sleep(50);
+      }
+      expect(failures).toBeGreaterThan(10);
+      await nats.start();
+      const back = performance.now();
+      await waitFor(
+        () =>
+          relay().then(
+            () => true,
+            () => sleep(20).then(() => false),
+          ),
+        10_000,
+        'a publish to go through',
+      );
+      // Timing is the behaviour: the client reconnects within its 0.5 s wait, and the reconnect
+      // closes the circuit then, not after a cool-down (up to MAX_COOL_DOWN_MS; 30 s before).
+      expect(performance.now() - back).toBeLessThan(MAX_COOL_DOWN_MS / 2);
+    } finally {
+      await publisher.close();
+    }
+  }, 30_000);
 });
