@@ -65,6 +65,10 @@ export interface Ticket {
 export interface CircuitOptions {
   /** Nothing answered for this long while publishes are out: NATS is taken to be hung. */
   stallMs: number;
+  /** It left `closed` (once per outage, not per failed probe): what it saw. */
+  onOpen?: (why: string) => void;
+  /** It closed again, after NATS had been away for `awayMs`. */
+  onClose?: (awayMs: number) => void;
 }
 
 export class PublishCircuit {
@@ -99,7 +103,7 @@ export class PublishCircuit {
     if (this.disconnectedSince !== null) {
       throw this.unavailable(now, `disconnected ${seconds(now - this.disconnectedSince)} s ago`);
     }
-    if (this.state === 'closed' && this.stalled(now)) this.trip(now, `no reply to any publish for ${seconds(now - this.lastHeard())} s`);
+    if (this.state === 'closed' && this.stalled(now)) this.trip(now, this.silence(now));
     if (this.state === 'open') {
       if (now < this.openUntil) throw this.unavailable(now, this.why);
       this.state = 'half-open';
@@ -205,7 +209,7 @@ export class PublishCircuit {
       setImmediate(() => {
         this.stallTimer = undefined;
         const at = Date.now();
-        if (this.state === 'closed' && this.stalled(at)) this.trip(at, `no reply to any publish for ${seconds(at - this.lastHeard())} s`);
+        if (this.state === 'closed' && this.stalled(at)) this.trip(at, this.silence(at));
         else this.watch(at);
       });
     }, due);
@@ -217,12 +221,11 @@ export class PublishCircuit {
    * the rest are let go. Otherwise open for the cool-down, which doubles each time.
    */
   private trip(now: number, reason: string): void {
+    const opening = this.state === 'closed';
     this.awaySince ??= now;
     this.why = `NATS at ${this.where} is not answering (${reason})`;
-    let probe: Ticket | undefined;
-    if (this.state === 'closed' && this.disconnectedSince === null) {
-      for (const t of this.out) if (t.generation === this.generation) probe ??= t;
-    }
+    // Every publish out is of this generation while closed (close() forgets the older ones).
+    const probe = opening && this.disconnectedSince === null ? (this.out.values().next().value as Ticket | undefined) : undefined;
     if (probe) {
       probe.probe = true;
       this.state = 'half-open';
@@ -239,6 +242,11 @@ export class PublishCircuit {
       t.letGo = undefined;
       letGo(err);
     }
+    if (opening) this.opts.onOpen?.(this.why);
+  }
+
+  private silence(now: number): string {
+    return `no reply to any publish for ${((now - this.lastHeard()) / 1000).toFixed(1)} s`;
   }
 
   /**
@@ -247,6 +255,7 @@ export class PublishCircuit {
    * stale. A reply from one of them still counts.
    */
   private close(): void {
+    const awayMs = this.state === 'closed' ? null : Date.now() - (this.awaySince ?? Date.now());
     this.state = 'closed';
     this.generation++;
     this.coolDownMs = MIN_COOL_DOWN_MS;
@@ -255,6 +264,7 @@ export class PublishCircuit {
     this.lastAnswerAt = Date.now();
     this.out.clear();
     this.stop();
+    if (awayMs !== null) this.opts.onClose?.(awayMs);
   }
 
   private unavailable(now: number, what: string): EventsUnavailableError {

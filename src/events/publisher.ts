@@ -125,7 +125,11 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> | undefined;
   let restoring: Promise<void> | undefined;
   let closed = false;
-  const circuit = new PublishCircuit(where, { stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2) });
+  const circuit = new PublishCircuit(where, {
+    stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
+    onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
+    onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
+  });
 
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
@@ -147,13 +151,8 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
     void (async () => {
       for await (const status of nc.status()) {
-        if (status.type === 'disconnect') {
-          circuit.disconnected();
-          log.warn('NATS disconnected: relayed events wait in the outbox until it is back');
-        } else if (status.type === 'reconnect') {
-          circuit.reconnected();
-          log.info('NATS reconnected: relaying again');
-        }
+        if (status.type === 'disconnect') circuit.disconnected();
+        else if (status.type === 'reconnect') circuit.reconnected();
       }
     })().catch(() => undefined);
     return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }), jsm };
@@ -264,9 +263,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
         (err: unknown) => {
           if (refused(err)) circuit.answered(t);
           else if (!natsAway(err)) circuit.forget(t);
-          else if (circuit.failed(t, (err as Error).message)) {
-            log.warn({ err }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers');
-          }
+          else circuit.failed(t, (err as Error).message);
         },
       );
       try {

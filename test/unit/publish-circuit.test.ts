@@ -26,6 +26,23 @@ function waiting(c: PublishCircuit, t: Ticket) {
 const openNow = (c: PublishCircuit) => expect(() => c.enter()).toThrow(EventsUnavailableError);
 
 describe('PublishCircuit', () => {
+  it('says when it opens, once per outage (not for each failed probe), and when it closes', () => {
+    const said: string[] = [];
+    const c = new PublishCircuit('127.0.0.1:4222', {
+      stallMs: STALL_MS,
+      onOpen: (why) => said.push(`open: ${why}`),
+      onClose: (awayMs) => said.push(`closed after ${awayMs} ms`),
+    });
+    c.failed(c.enter(), 'TIMEOUT');
+    for (let i = 0; i < 3; i++) {
+      vi.advanceTimersByTime(MAX_COOL_DOWN_MS);
+      c.failed(c.enter(), 'TIMEOUT');
+    }
+    vi.advanceTimersByTime(MAX_COOL_DOWN_MS);
+    c.answered(c.enter());
+    expect(said).toEqual(['open: NATS at 127.0.0.1:4222 is not answering (TIMEOUT)', `closed after ${4 * MAX_COOL_DOWN_MS} ms`]);
+  });
+
   it('opens on the first failure: a hung server is not given three timeouts', () => {
     const c = circuit();
     const t = c.enter();
@@ -57,7 +74,7 @@ describe('PublishCircuit', () => {
     expect(b).toMatchObject({ settled: true });
     expect(b.error).toBeInstanceOf(EventsUnavailableError);
     expect((b.error as Error).message).toMatch(
-      /NATS at 127\.0\.0\.1:4222 is not answering \(no reply to any publish for 1 s\).*waits in the outbox/,
+      /NATS at 127\.0\.0\.1:4222 is not answering \(no reply to any publish for 0\.5 s\).*waits in the outbox/,
     );
     expect(a.settled).toBe(false); // the probe waits for its answer or its timeout
     expect(first.probe).toBe(true);
