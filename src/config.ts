@@ -126,6 +126,11 @@ const envSchema = z.object({
   /** Unset: computed from the outbox's retry span (src/events/stream.ts). Set: must not be shorter. */
   EVENTS_DUPLICATE_WINDOW_SECONDS: int(1).optional(),
   EVENTS_PUBLISH_TIMEOUT_MS: int(100).default(5000),
+  /**
+   * Relay: publishes out and no reply at all for this long, and NATS is taken to be hung (the
+   * circuit opens before any timeout, src/events/circuit.ts). Capped at half the publish timeout.
+   */
+  EVENTS_STALL_MS: int(50).default(500),
   /** Consumers: messages per pull, ack wait, deliveries before a consumer-side dead letter. */
   EVENTS_BATCH_SIZE: int(1, 1000).default(100),
   EVENTS_ACK_WAIT_SECONDS: int(1).default(30),

@@ -3,7 +3,7 @@ import { errors as natsErrors, headers as natsHeaders, type NatsConnection } fro
 import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
-import { PublishCircuit } from './circuit.ts';
+import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
 import { connectNats, describeNats } from './connection.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
@@ -84,6 +84,28 @@ function nobodyAnswered(err: unknown): boolean {
 
 const STREAM_NOT_FOUND = 10059;
 
+/** The failures that say NATS is away, not that it refused this event. */
+const NATS_AWAY = [
+  natsErrors.TimeoutError,
+  natsErrors.ConnectionError,
+  natsErrors.ClosedConnectionError,
+  natsErrors.DrainingConnectionError,
+];
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function natsAway(err: unknown): boolean {
+  if (err instanceof EventsUnavailableError) return true;
+  if (NATS_AWAY.some((type) => err instanceof type)) return true;
+  // A request error other than "no responders" (a missing stream: an answer, handled apart) is the connection's.
+  if (err instanceof natsErrors.RequestError) return !err.isNoResponders();
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && SOCKET_CODES.has(code);
+}
+
+/** The server answered, and refused: it is there; the event is the problem (the outbox retries it, an attempt). */
+const refused = (err: unknown) =>
+  err instanceof EventsStreamMissingError || err instanceof StreamConfigError || err instanceof JetStreamApiError;
+
 /**
  * The JetStream publisher. The connection is made on first use and, when the server was
  * unreachable, on the next use again; after that the client reconnects by itself. Each publish is
@@ -103,7 +125,11 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> | undefined;
   let restoring: Promise<void> | undefined;
   let closed = false;
-  const circuit = new PublishCircuit(where);
+  const circuit = new PublishCircuit(where, {
+    stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
+    onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
+    onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
+  });
 
   const open = async () => {
     const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
@@ -125,13 +151,8 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
     void (async () => {
       for await (const status of nc.status()) {
-        if (status.type === 'disconnect') {
-          circuit.disconnected();
-          log.warn('NATS disconnected: relayed events wait in the outbox until it is back');
-        } else if (status.type === 'reconnect') {
-          circuit.reconnected();
-          log.info('NATS reconnected: relaying again');
-        }
+        if (status.type === 'disconnect') circuit.disconnected();
+        else if (status.type === 'reconnect') circuit.reconnected();
       }
     })().catch(() => undefined);
     return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }), jsm };
@@ -234,21 +255,31 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       }
     },
     async publish(event) {
-      circuit.check();
+      const t = circuit.enter();
+      const work = publishOnce(event);
+      // The circuit learns from every publish's own end, even one it let go before that end.
+      work.then(
+        () => circuit.answered(t),
+        (err: unknown) => {
+          if (refused(err)) circuit.answered(t);
+          else if (!natsAway(err)) circuit.forget(t);
+          else circuit.failed(t, (err as Error).message);
+        },
+      );
       try {
-        const result = await publishOnce(event);
-        circuit.succeeded();
-        return result;
+        return await circuit.unlessTripped(t, work);
       } catch (err) {
-        // A refused event (no stream, a configuration error) is not NATS being away.
-        if (!(err instanceof EventsStreamMissingError || err instanceof StreamConfigError || err instanceof JetStreamApiError)) {
-          if (circuit.failed()) log.warn({ err }, 'NATS is not taking publishes: failing relayed events at once for a while');
-        }
-        throw err;
+        if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
+        throw new EventsUnavailableError(
+          `NATS at ${where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
+          circuit.awaySeconds(),
+          { cause: err },
+        );
       }
     },
     async close() {
       closed = true;
+      circuit.stop();
       const current = ready;
       ready = undefined;
       const c = await current?.catch(() => undefined);

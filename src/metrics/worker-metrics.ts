@@ -12,7 +12,7 @@ export interface WorkerOutcomeEvent {
   topic: string;
   handler: string | null;
   attempt: number;
-  outcome: 'done' | 'retry' | 'dead' | 'unknown_topic' | 'handed_back';
+  outcome: 'done' | 'retry' | 'postponed' | 'dead' | 'unknown_topic' | 'handed_back';
   durationMs: number;
 }
 
@@ -43,6 +43,7 @@ export const NO_HANDLER = 'none';
  *
  *   stayhub_worker_handler_outcomes_total{topic, handler, outcome}
  *       outcome: done (handled) | retry (failed, will back off) | dead (failed for good) |
+ *                postponed (its downstream unavailable: waits, no attempt spent) |
  *                unknown_topic (no handler, left pending) | handed_back (returned at shutdown)
  *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
  *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
@@ -56,7 +57,7 @@ export function createWorkerMetrics(
 
   const outcomes = new Counter({
     name: 'stayhub_worker_handler_outcomes_total',
-    help: 'Handler outcomes by topic, handler and outcome (done, retry, dead, unknown_topic, handed_back).',
+    help: 'Handler outcomes by topic, handler and outcome (done, retry, postponed, dead, unknown_topic, handed_back).',
     labelNames: ['topic', 'handler', 'outcome'] as const,
     registers: [registry],
   });

@@ -29,6 +29,7 @@ export { enqueue, insertWithEvent, type EnqueuedMessage, type RowInsert } from '
 // Consuming
 export { createWorker, type Worker, type WorkerOptions } from './runner/worker.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
+export { DependencyUnavailableError } from './runner/failures.ts';
 export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './runner/outcomes.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
 export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';

@@ -36,8 +36,9 @@ import { ASYNC_COMMIT, floatArray, intArray, notAhead, textArray } from './sql.t
  *   message with a key, only when a handler asks for a lane), and one statement per deferral.
  *
  * The deferral happens on the first failure: the lane message is due after the first backoff
- * step and carries the attempt and the error. Messages without a key have no order to keep: they
- * retry as a whole, as before.
+ * step and carries the attempt and the error; after a postponement (the handler's downstream away,
+ * DependencyUnavailableError) it carries no attempt and is due after the postponement's wait.
+ * Messages without a key have no order to keep: they retry, or are postponed, as a whole.
  */
 
 /** The key of `handler`'s lane for messages of `key`. */
@@ -46,9 +47,9 @@ export const laneKey = (handler: string, key: string) => `${handler}@${key}`;
 /** Work of one handler moved into its lane. */
 export interface Deferral {
   handler: string;
-  /** When the lane message is due: after a failure, the first backoff step; otherwise 0. */
+  /** When the lane message is due: after a failure, the first backoff step; after a postponement, its wait; otherwise 0. */
   delaySeconds: number;
-  /** 1 when the handler ran and failed (the attempt counts), 0 when it waited for its lane. */
+  /** 1 when the handler ran and failed (the attempt counts), 0 when it was postponed or waited for its lane. */
   attempts: number;
   /** The failure, as recorded ("handler: ErrorClass: message"), or null. */
   error: string | null;

@@ -135,6 +135,25 @@ export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds:
   return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
 }
 
+const POSTPONE = statement(
+  'outbox-postpone',
+  `update outbox
+      set attempts = greatest(attempts - 1, 0), available_at = now() + make_interval(secs => $3),
+          claim_id = null, leased_until = null, last_error = $4
+     from ${ASYNC_COMMIT}
+    where ${FENCE}`,
+);
+
+/**
+ * A handler's downstream is unavailable (DependencyUnavailableError): back to waiting like a
+ * retry, but the attempt the claim counted is given back, as for an unknown topic. So an outage
+ * of a day leaves the message PENDING, never DEAD, and its attempts still count only the failures
+ * that were its own. `last_error` says what it waits for.
+ */
+export function postpone(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
+  return fenced(db, POSTPONE, [id, claimId, delaySeconds, lastError]);
+}
+
 const DEAD = statement(
   'outbox-dead',
   `update outbox
@@ -167,11 +186,11 @@ export function releaseUnknownTopic(db: Db, id: number, claimId: string, recheck
 }
 
 /** What happened to the message as a whole. 'lost' = our claim was superseded (lease ran out) or not recorded. */
-export type MessageOutcome = 'done' | 'retry' | 'dead' | 'unknown_topic' | 'lost';
+export type MessageOutcome = 'done' | 'retry' | 'postpone' | 'dead' | 'unknown_topic' | 'lost';
 
 /**
  * Records verdicts: DONE through the group commit (src/outbox/done-batch.ts: one UPDATE for
- * everything that finished together), retry, dead and unknown-topic each as its own fenced UPDATE
+ * everything that finished together), retry, postpone, dead and unknown-topic each as its own fenced UPDATE
  * (rare, and each carries its own error text or delay), and a handler's success between two
  * handlers of one message. Reports each outcome once it is recorded (src/outbox/runner/outcomes.ts).
  */
@@ -238,13 +257,13 @@ export class Settler {
     }
     for (const d of deferrals) {
       if (d.error === null) continue;
-      // Reported as a retry: the handler is retried, in its lane.
+      // The handler is retried in its lane: after a failure of its own (an attempt), or postponed.
       this.reporter.outcome({
         messageId: msg.publicId,
         topic: msg.topic,
         handler: d.handler,
         attempt: msg.attempts,
-        outcome: 'retry',
+        outcome: d.attempts > 0 ? 'retry' : 'postponed',
         durationMs: d.durationMs,
         error: d.error,
       });
@@ -281,6 +300,8 @@ export class Settler {
     switch (verdict.kind) {
       case 'retry':
         return scheduleRetry(this.db, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
+      case 'postpone':
+        return postpone(this.db, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
       case 'dead':
         return markDead(this.db, msg.id, msg.claimId, verdict.error);
       case 'unknown_topic':
@@ -306,7 +327,8 @@ export class Settler {
           return;
         }
         for (const f of verdict.failures) {
-          this.reporter.outcome({ ...base, handler: f.handler, outcome: verdict.kind, durationMs: f.durationMs, error: f.error });
+          const outcome = verdict.kind === 'postpone' ? 'postponed' : verdict.kind;
+          this.reporter.outcome({ ...base, handler: f.handler, outcome, durationMs: f.durationMs, error: f.error });
         }
     }
   }

@@ -47,6 +47,9 @@ export interface NatsServer {
   stop(): Promise<void>;
   /** Starts again on the same port with the same store. */
   start(): Promise<void>;
+  /** SIGSTOP: the server hangs, its connections open and unanswered, until resume() (SIGCONT). */
+  pause(): void;
+  resume(): void;
   /** Stops and removes the store. */
   destroy(): Promise<void>;
 }
@@ -76,6 +79,7 @@ export async function startNats(opts: { jetstream?: boolean } = {}): Promise<Nat
     child = undefined;
     if (!c || c.exitCode !== null) return;
     const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGCONT'); // a paused server would not act on SIGTERM
     c.kill('SIGTERM');
     const t = setTimeout(() => c.kill('SIGKILL'), 5000);
     await exited;
@@ -89,6 +93,8 @@ export async function startNats(opts: { jetstream?: boolean } = {}): Promise<Nat
     storeDir,
     stop,
     start,
+    pause: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
     async destroy() {
       await stop();
       rmSync(storeDir, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
-import { verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/runner/verdict.ts';
+import { DependencyUnavailableError } from '../../src/outbox/runner/failures.ts';
+import { postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/runner/verdict.ts';
 
 const backoff = { baseSeconds: 2, maxSeconds: 256, jitter: false };
 const fail = (handler: string, error: unknown, durationMs = 5) => ({ handler, error, durationMs });
@@ -75,5 +76,31 @@ describe('verdictAfterRun', () => {
     const long = 'x'.repeat(3000);
     const v = verdictAfterRun({ ...base, failures: [fail('guest', new Error(long)), fail('host', new Error(long))] });
     expect(v.kind === 'retry' && v.error.length).toBe(4000);
+  });
+});
+
+describe('a downstream unavailable (DependencyUnavailableError): postponed, not an attempt', () => {
+  const base = { attempts: 1, maxAttempts: 3, ran: ['guest', 'relay'], backoff };
+  const away = (seconds?: number) =>
+    new DependencyUnavailableError('NATS at 127.0.0.1:4222 is not answering', { retryAfterSeconds: seconds });
+
+  it('postpones for as long as the handler asks, never DEAD, however many attempts the message has made', () => {
+    for (const attempts of [1, 3, 50]) {
+      const v = verdictAfterRun({ ...base, attempts, failures: [fail('relay', away(12))] });
+      expect(v).toMatchObject({ kind: 'postpone', delaySeconds: 12, succeeded: ['guest'] });
+      expect(v.kind === 'postpone' && v.error).toBe('relay: DependencyUnavailableError: NATS at 127.0.0.1:4222 is not answering');
+    }
+  });
+  it('caps the wait at BACKOFF_MAX_SECONDS (an outage of a day waits 256 s at a time), and waits the first step when not told', () => {
+    expect(verdictAfterRun({ ...base, failures: [fail('relay', away(86_400))] })).toMatchObject({ kind: 'postpone', delaySeconds: 256 });
+    expect(verdictAfterRun({ ...base, failures: [fail('relay', away())] })).toMatchObject({ kind: 'postpone', delaySeconds: 2 });
+    expect(postponeDelaySeconds(100, { ...backoff, jitter: true, random: () => 0 })).toBe(50);
+  });
+  it("beside a failure of the message's own, the attempt counts: retry, or DEAD at the last one", () => {
+    const failures = [fail('guest', smtp(451)), fail('relay', away(5))];
+    expect(verdictAfterRun({ ...base, failures })).toMatchObject({ kind: 'retry', delaySeconds: 2 });
+    expect(verdictAfterRun({ ...base, attempts: 3, failures })).toMatchObject({ kind: 'dead' });
+    // A permanent failure beside it: DEAD, as every failure of the message's own is permanent.
+    expect(verdictAfterRun({ ...base, failures: [fail('guest', smtp(550)), fail('relay', away(5))] })).toMatchObject({ kind: 'dead' });
   });
 });

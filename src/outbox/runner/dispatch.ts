@@ -3,9 +3,9 @@ import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { TOPICS, isTopicName } from '../topics.ts';
 import type { Deferral } from '../lanes.ts';
-import { describeFailure, isPermanent, redactEmails } from './failures.ts';
+import { describeFailure, isPermanent, isPostponement, redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
-import { ALREADY_DONE, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
+import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
 
 export interface DispatchContext {
   registry: HandlerRegistry;
@@ -78,7 +78,7 @@ function describeIssues(topic: string, issues: { path: PropertyKey[]; message: s
 
 /**
  * Runs one claimed message through its handlers and returns the verdict (src/outbox/runner/verdict.ts):
- * done, retry at T, dead, or unknown topic; null when the claim was lost midway (nothing more to
+ * done, retry at T, postpone to T, dead, or unknown topic; null when the claim was lost midway (nothing more to
  * record). It never throws, and no transaction is open while a handler runs. Recording the verdict
  * is the caller's next step (src/outbox/settle.ts).
  *
@@ -139,11 +139,12 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
       const durationMs = Math.round(performance.now() - t0);
       // A permanent failure is not deferred: no retry helps it, in a lane or not (the message dead-letters).
       if (ownLane && !isPermanent(error)) {
-        const delaySeconds = retryDelaySeconds(1, ctx.backoff);
+        // Its downstream away: the lane message starts with no attempt spent, and waits as a postponement does.
+        const postponed = isPostponement(error);
         (deferred ??= []).push({
           handler: handler.name,
-          delaySeconds,
-          attempts: 1,
+          delaySeconds: postponed ? postponeDelaySeconds(error.retryAfterSeconds, ctx.backoff) : retryDelaySeconds(1, ctx.backoff),
+          attempts: postponed ? 0 : 1,
           error: describeFailure(handler.name, error),
           durationMs,
         });

@@ -1,6 +1,27 @@
 import { PermanentError } from '../../errors.ts';
 
 /**
+ * Thrown by a handler whose downstream is unavailable (a broker known to be down or hung): not
+ * this message's fault, and no attempt should be spent on it. The message waits (PENDING, its
+ * `attempts` as before, `last_error` = this message) and is tried again after `retryAfterSeconds`,
+ * capped by BACKOFF_MAX_SECONDS; it never goes DEAD for it. A handler throws it only when it knows
+ * the downstream is away, not on a failure that might be the message's own: that one is an
+ * ordinary failure, which counts.
+ */
+export class DependencyUnavailableError extends Error {
+  /** Seconds worth waiting (the handler's guess: how long the downstream has been away); the runner caps it. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(message: string, options?: { retryAfterSeconds?: number; cause?: unknown }) {
+    super(message, { cause: options?.cause });
+    this.name = 'DependencyUnavailableError';
+    this.retryAfterSeconds = options?.retryAfterSeconds;
+  }
+}
+
+/** A failure that postpones the message instead of spending its attempt. */
+export const isPostponement = (err: unknown): err is DependencyUnavailableError => err instanceof DependencyUnavailableError;
+
+/**
  * Which failures are worth retrying. Permanent (DEAD at once):
  * - the project's PermanentError, thrown by a handler that knows no retry can help;
  * - an SMTP reply 5xx (nodemailer sets `responseCode`): the server refused for good (unknown

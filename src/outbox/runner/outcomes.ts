@@ -18,23 +18,26 @@ import type { Logger } from '../../logger.ts';
  *                    'dead' decided before any handler ran (invalid payload, too many claims)
  *     - `attempt`    the attempt number (1 on the first delivery)
  *     - `outcome`    'done' (this handler succeeded) | 'retry' (failed; the message backs off) |
- *                    'dead' (failed; the message is DEAD) | 'unknown_topic' (no handler; left
+ *                    'postponed' (its downstream is unavailable: the message waits, attempt not
+ *                    counted) | 'dead' (failed; the message is DEAD) | 'unknown_topic' (no handler; left
  *                    PENDING, attempt not counted) | 'handed_back' (claimed, never started,
  *                    returned: at shutdown, or too little of its lease left to start it)
  *     - `durationMs` how long the handler ran (0 for handed_back)
- *     - `error`      for 'retry' and 'dead': "handler: ErrorClass: message", email addresses removed
+ *     - `error`      for 'retry', 'postponed' and 'dead': "handler: ErrorClass: message", email addresses removed
  *   An outcome is reported once it is recorded in the database.
  *
  * ## Logs
  *
  * The same fields are logged as 'outbox handler outcome': 'retry' at warn, 'dead' at error,
- * 'unknown_topic' and 'handed_back' at info, and 'done' at DEBUG. A line per successful message
+ * 'unknown_topic' and 'handed_back' at info, and 'done' and 'postponed' at DEBUG (during an
+ * outage every waiting message is postponed again and again; the handler says once, at warn, that
+ * its downstream is away, and the metrics count the postponements). A line per successful message
  * at info cost a worker a quarter of its throughput in the bench; what happened is still visible at
  * info in 'outbox worker progress', logged once a minute by a running worker when anything
  * happened (counts since the last line), and in 'outbox worker stopped'. LOG_LEVEL=debug brings
  * the per-message line back. When nobody listens and the level is off, no event object is built.
  */
-export type Outcome = 'done' | 'retry' | 'dead' | 'unknown_topic' | 'handed_back';
+export type Outcome = 'done' | 'retry' | 'postponed' | 'dead' | 'unknown_topic' | 'handed_back';
 
 export interface OutcomeEvent {
   messageId: string;
@@ -51,7 +54,7 @@ export interface WorkerEvents {
   outcome: [OutcomeEvent];
 }
 
-const LEVEL = { done: 'debug', retry: 'warn', dead: 'error', unknown_topic: 'info', handed_back: 'info' } as const;
+const LEVEL = { done: 'debug', retry: 'warn', postponed: 'debug', dead: 'error', unknown_topic: 'info', handed_back: 'info' } as const;
 
 export class OutcomeReporter {
   readonly events = new EventEmitter<WorkerEvents>();
@@ -88,6 +91,8 @@ export interface WorkerSummary {
   claimed: number;
   done: number;
   retried: number;
+  /** Waited for a handler's downstream, no attempt spent (DependencyUnavailableError). */
+  postponed: number;
   dead: number;
   unknownTopic: number;
   handedBack: number;
@@ -100,6 +105,7 @@ export const emptySummary = (): WorkerSummary => ({
   claimed: 0,
   done: 0,
   retried: 0,
+  postponed: 0,
   dead: 0,
   unknownTopic: 0,
   handedBack: 0,

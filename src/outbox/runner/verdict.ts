@@ -1,5 +1,5 @@
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
-import { describeFailure, isPermanent } from './failures.ts';
+import { describeFailure, isPermanent, isPostponement } from './failures.ts';
 
 /*
  * What happens to a message, decided from what its handlers did: the one place where the worker's
@@ -31,6 +31,17 @@ export type Verdict =
   /** Some failed, none for good, attempts left: due again after `delaySeconds`; only `failed` run then. */
   | {
       readonly kind: 'retry';
+      readonly delaySeconds: number;
+      readonly error: string;
+      readonly succeeded: readonly string[];
+      readonly failures: readonly DescribedFailure[];
+    }
+  /**
+   * Every failure was a handler's downstream being unavailable (DependencyUnavailableError): due
+   * again after `delaySeconds`, and the attempt the claim counted is given back. Never DEAD.
+   */
+  | {
+      readonly kind: 'postpone';
       readonly delaySeconds: number;
       readonly error: string;
       readonly succeeded: readonly string[];
@@ -74,11 +85,37 @@ export function verdictBeforeRun(facts: {
 }
 
 /**
+ * How long a postponed message waits: what the handler asked for (how long its downstream has
+ * been away; the first backoff step when it did not say), capped by the backoff's maximum, with
+ * the same equal jitter as a retry. The attempts do not grow, so the wait cannot come from them;
+ * the cap bounds how late a message learns that the downstream is back.
+ */
+export function postponeDelaySeconds(requested: number | undefined, o: BackoffOptions): number {
+  const delay = Math.min(Math.max(requested ?? o.baseSeconds, 0), o.maxSeconds);
+  if (!o.jitter) return delay;
+  const r = (o.random ?? Math.random)();
+  return delay / 2 + r * (delay / 2);
+}
+
+/** The wait a failure asks for when it postpones (the longest, if several handlers postpone). */
+export function requestedWait(errors: readonly unknown[]): number | undefined {
+  let wait: number | undefined;
+  for (const e of errors) {
+    const s = isPostponement(e) ? e.retryAfterSeconds : undefined;
+    if (s !== undefined && (wait === undefined || s > wait)) wait = s;
+  }
+  return wait;
+}
+
+/**
  * After this attempt's handlers ran (all of them, even after one failed: the guest's email should
- * not wait for the host's mail server). DONE if none failed; DEAD if every failure was permanent
- * or this was the last attempt; otherwise retry after the capped exponential backoff (with
- * jitter). Every, not any: a 550 for the guest must not stop the retry of the host's 451 (found by
- * the chaos run, where it lost host emails).
+ * not wait for the host's mail server). DONE if none failed; POSTPONE if every failure was a
+ * downstream being unavailable (no attempt spent, never DEAD); otherwise the other failures
+ * decide: DEAD if every one of them was permanent or this was the last attempt, else retry after
+ * the capped exponential backoff (with jitter). Every, not any: a 550 for the guest must not stop
+ * the retry of the host's 451 (found by the chaos run, where it lost host emails). A postponing
+ * handler beside a failing one shares the message's fate: the attempt counts, as it is the other
+ * handler's.
  */
 export function verdictAfterRun(facts: {
   attempts: number;
@@ -100,7 +137,12 @@ export function verdictAfterRun(facts: {
     .map((f) => f.error)
     .join(' | ')
     .slice(0, 4000);
-  const permanent = facts.failures.every((f) => isPermanent(f.error));
+  const own = facts.failures.filter((f) => !isPostponement(f.error));
+  if (own.length === 0) {
+    const delaySeconds = postponeDelaySeconds(requestedWait(facts.failures.map((f) => f.error)), facts.backoff);
+    return { kind: 'postpone', delaySeconds, error, succeeded, failures };
+  }
+  const permanent = own.every((f) => isPermanent(f.error));
   if (permanent || facts.attempts >= facts.maxAttempts) return { kind: 'dead', error, succeeded, failures };
   return { kind: 'retry', delaySeconds: retryDelaySeconds(facts.attempts, facts.backoff), error, succeeded, failures };
 }

@@ -79,7 +79,14 @@ export function createWorker(opts: WorkerOptions): Worker {
   return new OutboxWorker(opts);
 }
 
-const COUNT_KEY = { done: 'done', retry: 'retried', dead: 'dead', unknown_topic: 'unknownTopic', lost: 'lost' } as const;
+const COUNT_KEY = {
+  done: 'done',
+  retry: 'retried',
+  postpone: 'postponed',
+  dead: 'dead',
+  unknown_topic: 'unknownTopic',
+  lost: 'lost',
+} as const;
 
 /** After a failed claim (database restarting, failover): 0.25 s, 0.5 s, … up to 10 s between tries. */
 const CLAIM_FAILURE_BACKOFF = { baseSeconds: 0.25, maxSeconds: 10 };

@@ -1,6 +1,7 @@
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
-import type { Handler, TopicName } from '../../outbox/index.ts';
+import { DependencyUnavailableError, type Handler, type TopicName } from '../../outbox/index.ts';
+import { EventsUnavailableError } from '../../events/circuit.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
 import { relayedTopics, relayMessage } from '../../events/relay.ts';
 
@@ -25,11 +26,16 @@ export interface EventsRelayDeps {
  * The event itself (subject, headers, body) is built by src/events/relay.ts, which
  * `npm run events:backfill` shares.
  *
- * NATS down or slow: the publish times out (EVENTS_PUBLISH_TIMEOUT_MS), or fails at once while
- * the circuit is open (src/events/circuit.ts), and the handler throws. The relay keeps its own lane
- * (src/outbox/lanes.ts): its work of that message moves into a lane message that backs off like
- * any failure, while the message's emails and webhooks, and the key's later messages, go on. The
- * key's later events queue in the lane behind it, so the stream still receives them in order.
+ * NATS down or hung: the publisher's circuit (src/events/circuit.ts) fails the publish at once, or
+ * lets it go as soon as NATS is known to be away, with EventsUnavailableError. That is not the
+ * message's fault, so the handler throws the outbox's DependencyUnavailableError: the message
+ * waits for about as long as NATS has been away (capped by BACKOFF_MAX_SECONDS) without spending
+ * an attempt, and an outage of a day leaves its events PENDING, never DEAD. A refused event (no
+ * stream, a configuration the server rejects) is an ordinary failure and counts.
+ *
+ * The relay keeps its own lane (src/outbox/lanes.ts): its work of that message moves into a lane
+ * message, while the message's emails and webhooks, and the key's later messages, go on. The key's
+ * later events queue in the lane behind it, so the stream still receives them in order.
  */
 export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPublisher): Handler<any>[] {
   const topics = relayedTopics(deps.config);
@@ -45,7 +51,13 @@ export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPubl
     prepare: () => (prepared ??= pub.prepare()),
     close: () => (closed ??= pub.close()),
     async handle({ messageId, topic: t, key, payload, log, occurredAt }) {
-      const result = await relayMessage(pub, deps.config, { messageId, topic: t, key, occurredAt, payload });
+      let result;
+      try {
+        result = await relayMessage(pub, deps.config, { messageId, topic: t, key, occurredAt, payload });
+      } catch (err) {
+        if (!(err instanceof EventsUnavailableError)) throw err;
+        throw new DependencyUnavailableError(err.message, { retryAfterSeconds: err.awaySeconds, cause: err });
+      }
       if (result.duplicate) log.info({ seq: result.seq }, 'event was already in the stream (earlier attempt); counted as relayed');
       // `log` is a child logger made on first use: not for a line the level drops anyway.
       else if (deps.logger.isLevelEnabled('debug')) log.debug({ seq: result.seq }, 'event relayed');
