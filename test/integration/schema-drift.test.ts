@@ -40,7 +40,7 @@ describe('drizzle-kit generate', () => {
 
   it('writes a migration for a column added to the schema (the check can fail)', async () => {
     const { written } = await generateInCopy((s) => s.replace("lane: text('lane'),", "lane: text('lane'), drift: text('drift'),"));
-    expect(written.some((f) => /^0011_.*\.sql$/.test(f))).toBe(true);
+    expect(written.filter((f) => /^\d{4}_.*\.sql$/.test(f))).toHaveLength(1);
   });
 });
 
