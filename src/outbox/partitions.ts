@@ -12,11 +12,12 @@ import type pg from 'pg';
  * instead of a DELETE per row that writes the rows' worth of WAL and gives no disk back.
  *
  * There is no DEFAULT partition (DETACH … CONCURRENTLY refuses a table that has one), so a row
- * whose day has no partition cannot be written: a booking would fail. The days ahead are made by
- * every process that migrates (API and worker at start) and by the worker's housekeeping, each
- * time up to a week past today (the SQL function's default), so the API keeps working for a week
- * with no worker at all; `stayhub_outbox_partitions_ahead_seconds` and the
- * OutboxPartitionsRunningOut alert say when that margin shrinks.
+ * whose day has no partition is refused; withTransaction then makes the day and runs the
+ * transaction again (src/db/missing-partition.ts, ADR 0025). The days ahead are made by every
+ * migration run and by the worker's housekeeping, each time up to a week past today (the SQL
+ * function's default), so no booking pays for making its day while either runs;
+ * `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut alert say when that
+ * margin shrinks.
  */
 
 const DAY_MS = 24 * 3600 * 1000;
