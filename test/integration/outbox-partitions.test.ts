@@ -269,8 +269,14 @@ describe('migrating an outbox that already holds messages', () => {
   });
 });
 
+/** An empty outbox whose days from `daysBack` days ago each have a partition: fewer days, a quicker lay-out. */
+const daysFrom = (daysBack: number) => async () => {
+  await tdb.pool.query('truncate outbox');
+  await layOutPastDays(tdb.pool, daysBack);
+};
+
 describe('a missing day', () => {
-  beforeEach(pastDays);
+  beforeEach(daysFrom(1)); // today in a partition of its own
 
   it("today's partition dropped by hand: the next booking is made (201), the day with it, and its emails go out", async () => {
     const today = dayName(0);
@@ -315,27 +321,27 @@ describe('a missing day', () => {
 });
 
 describe('a day left detached', () => {
-  beforeEach(pastDays);
+  beforeEach(daysFrom(5));
 
   it('past the retention with nothing but old DONE rows: its interrupted drop is finished', async () => {
-    const day = await partitionOf(await insert({ status: 'DONE', ago: 10, processedAgo: 10 }));
+    const day = await partitionOf(await insert({ status: 'DONE', ago: 4, processedAgo: 4 }));
     await detachDay(tdb.pool, day);
     expect(await tableState(tdb.pool, day)).toBe('alone');
 
-    const counts = await housekeepOnce(tdb.db, { retentionDays: 7 });
+    const counts = await housekeepOnce(tdb.db, { retentionDays: 2 });
 
     expect(await tableState(tdb.pool, day)).toBe('absent');
     expect(counts.outboxPartitionsDropped).toBeGreaterThan(1); // it, and the empty days past the retention
   });
 
   it('holding a PENDING message and a DEAD letter: attached again, and the message is claimed', async () => {
-    const pending = await insert({ status: 'PENDING', ago: 10 });
-    const dead = await insert({ status: 'DEAD', ago: 10, processedAgo: 10 });
+    const pending = await insert({ status: 'PENDING', ago: 4 });
+    const dead = await insert({ status: 'DEAD', ago: 4, processedAgo: 4 });
     const day = await partitionOf(pending);
     await detachDay(tdb.pool, day);
     const { logger, entries } = captureLogger();
 
-    await housekeepOnce(tdb.db, { retentionDays: 7, log: logger });
+    await housekeepOnce(tdb.db, { retentionDays: 2, log: logger });
 
     expect(await tableState(tdb.pool, day)).toBe('partition');
     expect(entries()).toContainEqual(expect.objectContaining({ tables: [day], msg: expect.stringMatching(/given back to the outbox/) }));
@@ -370,7 +376,7 @@ describe('a day left detached', () => {
     await tdb.pool.query(`create table ${stray} (note text)`);
     await tdb.pool.query(`insert into ${stray} values ('kept')`);
 
-    const purged = await purgeOutbox(tdb.db, { retentionDays: 7 });
+    const purged = await purgeOutbox(tdb.db, { retentionDays: 2 });
 
     expect(purged.detached.stuck).toHaveLength(1);
     expect(purged.detached.stuck[0]!.reason).toMatch(
@@ -385,7 +391,10 @@ describe('a day left detached', () => {
 });
 
 describe('a table named like a coming day', () => {
-  beforeEach(pastDays);
+  beforeEach(async () => {
+    await tdb.pool.query('truncate outbox');
+    await ensureOutboxPartitions(tdb.pool); // the days ahead, whatever the test before left
+  });
 
   const env = () => ({ ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent', ENV_FILE: '' });
 
