@@ -4,6 +4,7 @@ import type { ExtractTablesWithRelations } from 'drizzle-orm';
 import type * as schema from './schema.ts';
 import type { Db } from './client.ts';
 import { isRetryableTransactionError } from './pg-errors.ts';
+import { isMissingOutboxPartition, makeMissingOutboxDays } from './missing-partition.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
@@ -48,7 +49,9 @@ export function runAtEnd(tx: Tx, fn: () => void): boolean {
 /**
  * Runs `work` in one transaction and commits it. A deadlock (40P01) or serialization failure
  * (40001) rolls back everything `work` did, so it is safe to run again from the start: it is
- * retried a few times before it surfaces. Any other error rolls back and is rethrown.
+ * retried a few times before it surfaces. So is a write refused because the outbox has no
+ * partition for today, once the missing day is made (src/db/missing-partition.ts). Any other error
+ * rolls back and is rethrown.
  */
 export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, attempts = 5): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -67,6 +70,10 @@ export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, a
       for (const hook of hooks.values()) await hook(db).catch(() => undefined);
       return result;
     } catch (err) {
+      if (attempt < attempts && isMissingOutboxPartition(err)) {
+        await makeMissingOutboxDays(db);
+        continue;
+      }
       if (attempt >= attempts || !isRetryableTransactionError(err)) throw err;
       // A short randomised pause lets the transaction that won the deadlock finish first.
       await sleep(Math.random() * 10 * attempt);

@@ -12,11 +12,12 @@ import type pg from 'pg';
  * instead of a DELETE per row that writes the rows' worth of WAL and gives no disk back.
  *
  * There is no DEFAULT partition (DETACH … CONCURRENTLY refuses a table that has one), so a row
- * whose day has no partition cannot be written: a booking would fail. The days ahead are made by
- * every process that migrates (API and worker at start) and by the worker's housekeeping, each
- * time up to a week past today (the SQL function's default), so the API keeps working for a week
- * with no worker at all; `stayhub_outbox_partitions_ahead_seconds` and the
- * OutboxPartitionsRunningOut alert say when that margin shrinks.
+ * whose day has no partition is refused; withTransaction then makes the day and runs the
+ * transaction again (src/db/missing-partition.ts, ADR 0025). The days ahead are made by every
+ * migration run and by the worker's housekeeping, each time up to a week past today (the SQL
+ * function's default), so no booking pays for making its day while either runs;
+ * `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut alert say when that
+ * margin shrinks.
  */
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -122,6 +123,87 @@ export async function dropOutboxPartition(pool: pg.Pool, p: Pick<OutboxPartition
   await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
   await pool.query(`drop table ${p.name}`);
   return { name: p.name, rows };
+}
+
+/** A table named like a day of the outbox that is not one of its partitions, and the range its name says. */
+export interface DetachedDay {
+  name: string;
+  /** null for `outbox_until_YYYYMMDD` (everything before `to`). */
+  from: Date | null;
+  to: Date;
+}
+
+/**
+ * Tables named like a day of the outbox (outbox_YYYYMMDD, outbox_until_YYYYMMDD) that are not its
+ * partitions: a drop interrupted between its DETACH and its DROP (dropOutboxPartition runs them
+ * as two statements, the first of which cannot be in a transaction), or a day detached by hand. A
+ * partition still pending detach is one of its partitions (relispartition), not listed here.
+ */
+export async function listDetachedOutboxDays(q: Client): Promise<DetachedDay[]> {
+  const { rows } = await q.query<{ name: string }>(`
+    select c.relname as name
+      from pg_class c
+     where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and not c.relispartition
+       and c.relname ~ '^outbox_(until_)?[0-9]{8}$'
+     order by c.relname`);
+  return rows.map(({ name }) => {
+    const [, until, y, m, d] = /^outbox_(until_)?(\d{4})(\d{2})(\d{2})$/.exec(name)!;
+    const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)));
+    return until ? { name, from: null, to: day } : { name, from: day, to: new Date(day.getTime() + DAY_MS) };
+  });
+}
+
+/** What became of the detached days: dropped, attached again, or left with the reason. */
+export interface DetachedDaysResult {
+  dropped: DroppedPartition[];
+  reattached: string[];
+  /** Left as they are: what PostgreSQL refused, and the fix, in one line each. */
+  stuck: { name: string; reason: string }[];
+}
+
+/**
+ * Finishes what a crash or a hand left half done with a day of the outbox (listDetachedOutboxDays):
+ *
+ * - a day past the retention whose rows are all DONE before the cutoff (what the purge detached
+ *   it for) is dropped: the drop that was interrupted;
+ * - any other is attached again, because it holds messages the outbox still owes (PENDING: a
+ *   booking's email not sent yet) or keeps (a DEAD letter someone must see, DONE rows within the
+ *   retention): dropping them would lose those without a word. ATTACH checks that each row
+ *   belongs to the day; the table still has the keys it had as a partition.
+ *
+ * A day of today or later never gets here while it is detached: the days ahead are made first, and
+ * outbox_ensure_partitions adopts a table that has a coming day's name (migrations/0011). A table
+ * PostgreSQL refuses (not shaped like the outbox, rows of other days, a day another partition now
+ * covers) is left as it is and reported with the fix: nothing here deletes rows it could not place.
+ */
+export async function settleDetachedOutboxDays(pool: pg.Pool, opts: { retentionDays: number; now?: Date }): Promise<DetachedDaysResult> {
+  const cutoff = new Date((opts.now ?? new Date()).getTime() - opts.retentionDays * DAY_MS);
+  const result: DetachedDaysResult = { dropped: [], reattached: [], stuck: [] };
+  for (const day of await listDetachedOutboxDays(pool)) {
+    try {
+      if (day.to.getTime() <= cutoff.getTime() && (await allDoneBefore(pool, day.name, cutoff))) {
+        // The rows as the statistics say, as dropOutboxPartition counts them.
+        const { rows } = await pool.query<{ n: number }>(
+          `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
+          [day.name],
+        );
+        await pool.query(`drop table ${day.name}`);
+        result.dropped.push({ name: day.name, rows: rows[0]?.n ?? 0 });
+      } else {
+        const from = day.from ? `'${day.from.toISOString()}'` : 'minvalue';
+        await pool.query(`alter table outbox attach partition ${day.name} for values from (${from}) to ('${day.to.toISOString()}')`);
+        result.reattached.push(day.name);
+      }
+    } catch (err) {
+      result.stuck.push({
+        name: day.name,
+        reason:
+          `the table ${day.name}, named like a day of the outbox, can be neither dropped nor given back to it ` +
+          `(${(err as Error).message}): look at its rows, then rename it (ALTER TABLE ${day.name} RENAME TO ${day.name}_leftover) or drop it`,
+      });
+    }
+  }
+  return result;
 }
 
 /** Every row DONE, and processed before `cutoff`: three probes of the partition's partial indexes. */

@@ -1,7 +1,13 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { poolOf } from '../db/prepared.ts';
-import { dayOf, dropExpiredOutboxPartitions, type DroppedPartition } from './partitions.ts';
+import {
+  dayOf,
+  dropExpiredOutboxPartitions,
+  settleDetachedOutboxDays,
+  type DetachedDaysResult,
+  type DroppedPartition,
+} from './partitions.ts';
 
 /*
  * Housekeeping's fallback, for the stragglers of a day: DONE rows past the retention in a partition
@@ -48,15 +54,20 @@ export async function purgeDone(
 
 /** What one purge removed: whole partitions (and the rows they held), then stragglers row by row. */
 export interface PurgeResult {
+  /** Days dropped whole: partitions past the retention, and detached days whose drop was interrupted. */
   partitions: DroppedPartition[];
   /** Rows gone: those of the dropped partitions and the stragglers deleted. */
   rows: number;
+  /** Detached days given back to the outbox, and those left with the reason (src/outbox/partitions.ts). */
+  detached: Pick<DetachedDaysResult, 'reattached' | 'stuck'>;
 }
 
 /**
  * The outbox's purge: every partition the retention has passed over whose rows are all DONE goes
  * whole (src/outbox/partitions.ts), then the DONE rows left in older partitions go in batches.
- * What the worker's housekeeping runs, and `npm run outbox:purge`.
+ * Last, days left detached by an interrupted drop are dropped, or given back to the outbox if they
+ * still hold messages it owes (settleDetachedOutboxDays). What the worker's housekeeping runs, and
+ * `npm run outbox:purge`.
  */
 export async function purgeOutbox(
   db: Db,
@@ -64,5 +75,7 @@ export async function purgeOutbox(
 ): Promise<PurgeResult> {
   const partitions = await dropExpiredOutboxPartitions(poolOf(db), opts);
   const stragglers = await purgeDone(db, opts);
-  return { partitions, rows: partitions.reduce((n, p) => n + p.rows, stragglers) };
+  const { dropped, ...detached } = await settleDetachedOutboxDays(poolOf(db), opts);
+  partitions.push(...dropped);
+  return { partitions, rows: partitions.reduce((n, p) => n + p.rows, stragglers), detached };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -16,14 +16,21 @@ import {
   partitionsAheadSeconds,
 } from '../../src/outbox/partitions.ts';
 import { purgeOutbox } from '../../src/outbox/purge.ts';
+import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
 import { markDoneMany } from '../../src/outbox/settle.ts';
+import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
+import { migrateCommand } from '../../scripts/migrate.ts';
+import { book, buildTestApp, listProperty, signUp } from '../helpers/app.ts';
 import { urlFor, useTestDatabase } from '../helpers/db.ts';
-import { layOutPastDays } from '../helpers/outbox-partitions.ts';
+import { runInProcess } from '../helpers/npm-run.ts';
+import { dayName, detachDay, layOutPastDays, tableState } from '../helpers/outbox-partitions.ts';
+import { captureLogger } from '../helpers/worker.ts';
 
 /*
  * The outbox partitioned by day (src/outbox/partitions.ts, migrations/0008_partitioned_outbox.sql):
  * the days ahead, which days go whole and which wait, an interrupted detach, the claim's order
- * across days, and the migration of an outbox that already holds messages.
+ * across days, the migration of an outbox that already holds messages, and what a missing day, a
+ * day left detached and a stray table in a coming day's name do (migrations/0011, ADR 0025).
  */
 
 const tdb = useTestDatabase('parts');
@@ -259,5 +266,179 @@ describe('migrating an outbox that already holds messages', () => {
     } finally {
       await pool.end();
     }
+  });
+});
+
+/** An empty outbox whose days from `daysBack` days ago each have a partition: fewer days, a quicker lay-out. */
+const daysFrom = (daysBack: number) => async () => {
+  await tdb.pool.query('truncate outbox');
+  await layOutPastDays(tdb.pool, daysBack);
+};
+
+describe('a missing day', () => {
+  beforeEach(daysFrom(1)); // today in a partition of its own
+
+  it("today's partition dropped by hand: the next booking is made (201), the day with it, and its emails go out", async () => {
+    const today = dayName(0);
+    await detachDay(tdb.pool, today);
+    await tdb.pool.query(`drop table ${today}`);
+    await expect(tdb.pool.query(`insert into outbox (topic, payload) values ('test.t', '{}')`)).rejects.toThrow(/no partition/);
+
+    const { app } = await buildTestApp(tdb);
+    try {
+      const host = await signUp(app, 'host');
+      const guest = await signUp(app, 'guest');
+      const property = await listProperty(app, host);
+      const res = await book(app, guest, { propertyId: property.id, inDays: 10, nights: 2 });
+      expect(res.statusCode, res.body).toBe(201);
+    } finally {
+      await app.close();
+    }
+    expect(await tableState(tdb.pool, today)).toBe('partition');
+    const { rows } = await tdb.pool.query(`select tableoid::regclass::text as day from outbox where topic = 'booking.created'`);
+    expect(rows).toEqual([{ day: today }]);
+
+    const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-'));
+    try {
+      const code = await drainOutbox({
+        argv: ['--until-empty'],
+        env: { DATABASE_URL: tdb.url, LOG_LEVEL: 'silent', MAIL_DIR: mailDir, ENV_FILE: '' },
+      });
+      expect(code).toBe(0);
+      expect(readdirSync(mailDir).filter((f) => f.endsWith('.eml'))).toHaveLength(2); // the guest's and the host's
+      const { rows: left } = await tdb.pool.query(`select count(*)::int as n from outbox where status <> 'DONE'`);
+      expect(left[0].n).toBe(0);
+    } finally {
+      rmSync(mailDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a hole among the days ahead is made again by the next call, and only the hole', async () => {
+    await detachDay(tdb.pool, dayName(2));
+    await tdb.pool.query(`drop table ${dayName(2)}`);
+    expect(await ensureOutboxPartitions(tdb.pool)).toEqual([dayName(2)]);
+  });
+});
+
+describe('a day left detached', () => {
+  beforeEach(daysFrom(5));
+
+  it('past the retention with nothing but old DONE rows: its interrupted drop is finished', async () => {
+    const day = await partitionOf(await insert({ status: 'DONE', ago: 4, processedAgo: 4 }));
+    await detachDay(tdb.pool, day);
+    expect(await tableState(tdb.pool, day)).toBe('alone');
+
+    const counts = await housekeepOnce(tdb.db, { retentionDays: 2 });
+
+    expect(await tableState(tdb.pool, day)).toBe('absent');
+    expect(counts.outboxPartitionsDropped).toBeGreaterThan(1); // it, and the empty days past the retention
+  });
+
+  it('holding a PENDING message and a DEAD letter: attached again, and the message is claimed', async () => {
+    const pending = await insert({ status: 'PENDING', ago: 4 });
+    const dead = await insert({ status: 'DEAD', ago: 4, processedAgo: 4 });
+    const day = await partitionOf(pending);
+    await detachDay(tdb.pool, day);
+    const { logger, entries } = captureLogger();
+
+    await housekeepOnce(tdb.db, { retentionDays: 2, log: logger });
+
+    expect(await tableState(tdb.pool, day)).toBe('partition');
+    expect(entries()).toContainEqual(expect.objectContaining({ tables: [day], msg: expect.stringMatching(/given back to the outbox/) }));
+    const c = await connectClaimClient({ connectionString: tdb.url });
+    try {
+      expect((await claimOn(c, { limit: 10, leaseSeconds: 60, claimId: randomUUID() })).map((m) => m.id)).toEqual([pending]);
+    } finally {
+      await c.end();
+    }
+    expect((await tdb.pool.query(`select status from outbox where id = $1`, [dead])).rows).toEqual([{ status: 'DEAD' }]);
+  });
+
+  it("today's: the next write that finds no partition adopts it again, and its message is kept", async () => {
+    const today = dayName(0);
+    const [held] = (await tdb.pool.query(`insert into outbox (topic, payload) values ('test.t', '{}') returning id::int`)).rows;
+    await detachDay(tdb.pool, today);
+    await expect(tdb.pool.query(`insert into outbox (topic, payload) values ('test.t', '{}')`)).rejects.toThrow(/no partition/);
+
+    expect(await ensureOutboxPartitions(tdb.pool)).toEqual([today]); // what a booking that found no partition calls
+
+    expect(await tableState(tdb.pool, today)).toBe('partition');
+    const [fresh] = (await tdb.pool.query(`insert into outbox (topic, payload) values ('test.t', '{}') returning id::int`)).rows;
+    const { rows } = await tdb.pool.query(`select id::int, tableoid::regclass::text as day from outbox order by id`);
+    expect(rows).toEqual([
+      { id: held.id, day: today },
+      { id: fresh.id, day: today },
+    ]);
+  });
+
+  it('not shaped like the outbox: left as it is, with the fix in one line', async () => {
+    const stray = 'outbox_20200101';
+    await tdb.pool.query(`create table ${stray} (note text)`);
+    await tdb.pool.query(`insert into ${stray} values ('kept')`);
+
+    const purged = await purgeOutbox(tdb.db, { retentionDays: 2 });
+
+    expect(purged.detached.stuck).toHaveLength(1);
+    expect(purged.detached.stuck[0]!.reason).toMatch(
+      new RegExp(
+        `^the table ${stray}, .*: look at its rows, then rename it \\(ALTER TABLE ${stray} RENAME TO ${stray}_leftover\\) or drop it$`,
+      ),
+    );
+    expect(purged.detached.stuck[0]!.reason).not.toContain('\n');
+    expect((await tdb.pool.query(`select note from ${stray}`)).rows).toEqual([{ note: 'kept' }]);
+    await tdb.pool.query(`drop table ${stray}`);
+  });
+});
+
+describe('a table named like a coming day', () => {
+  beforeEach(async () => {
+    await tdb.pool.query('truncate outbox');
+    await ensureOutboxPartitions(tdb.pool); // the days ahead, whatever the test before left
+  });
+
+  const env = () => ({ ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent', ENV_FILE: '' });
+
+  it('an outbox day detached and left behind is adopted: migrate and the housekeeping go on, and its message is kept', async () => {
+    const coming = dayName(3);
+    const [row] = (
+      await tdb.pool.query(
+        `insert into outbox (topic, payload, created_at, available_at) values ('test.t', '{}', now() + interval '3 days', now()) returning id::int`,
+      )
+    ).rows;
+    await detachDay(tdb.pool, coming);
+    await tdb.pool.query(`alter table ${coming} drop constraint ${coming}_pkey`); // however it was left
+
+    const migrated = await runInProcess(migrateCommand, [], env());
+    expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
+    expect(await tableState(tdb.pool, coming)).toBe('partition');
+    await housekeepOnce(tdb.db, { retentionDays: 7 });
+    expect((await tdb.pool.query(`select tableoid::regclass::text as day from outbox where id = $1`, [row.id])).rows).toEqual([
+      { day: coming },
+    ]);
+    const { rows: keys } = await tdb.pool.query(`select contype::text from pg_constraint where conrelid = $1::regclass order by 1`, [
+      coming,
+    ]);
+    expect(keys.map((k) => k.contype)).toEqual(expect.arrayContaining(['p', 'u']));
+  });
+
+  it('a table that cannot be a day of the outbox: migrate refuses with one line that names it and the fix', async () => {
+    const coming = dayName(3);
+    await detachDay(tdb.pool, coming);
+    await tdb.pool.query(`drop table ${coming}`);
+    await tdb.pool.query(`create table ${coming} (note text)`);
+
+    const migrated = await runInProcess(migrateCommand, [], env());
+
+    expect(migrated.code).toBe(1);
+    const lines = migrated.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`the table ${coming} that has its name cannot be attached as it`);
+    expect(lines[0]).toContain(`rename it (ALTER TABLE ${coming} RENAME TO ${coming}_leftover) or drop it, then start again`);
+    expect((await tdb.pool.query(`select count(*)::int as n from ${coming}`)).rows[0].n).toBe(0); // untouched
+
+    await tdb.pool.query(`alter table ${coming} rename to ${coming}_leftover`); // the fix it names
+    expect(await runInProcess(migrateCommand, [], env())).toMatchObject({ code: 0 });
+    expect(await tableState(tdb.pool, coming)).toBe('partition');
+    await tdb.pool.query(`drop table ${coming}_leftover`);
   });
 });

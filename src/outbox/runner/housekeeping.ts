@@ -6,8 +6,9 @@ import { purgeOutbox } from '../purge.ts';
 
 /*
  * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start). The outbox
- * first: its partitions for the days ahead are made, and the days whose every message is DONE
- * and older than OUTBOX_RETENTION_DAYS are dropped whole (src/outbox/partitions.ts). Then rows
+ * first: its partitions for the days ahead are made (a missing day among them too), the days whose
+ * every message is DONE and older than OUTBOX_RETENTION_DAYS are dropped whole, and a day a crash
+ * left detached is dropped or given back (src/outbox/partitions.ts). Then rows
  * that nobody will read again are deleted in bounded batches (1,000 rows a statement, each its
  * own short transaction, SKIP LOCKED so two workers never wait on each other), stopping between
  * two batches when the worker stops: the outbox's stragglers (src/outbox/purge.ts), and the
@@ -32,11 +33,16 @@ export type HousekeepingCounts = Record<string, number> & { outbox: number; outb
 /** One round: the outbox, then each chore batch after batch until a batch comes back short, or `stopping()`. */
 export async function housekeepOnce(
   db: Db,
-  opts: { retentionDays: number; chores?: readonly Chore[]; stopping?: () => boolean },
+  opts: { retentionDays: number; chores?: readonly Chore[]; stopping?: () => boolean; log?: Logger },
 ): Promise<HousekeepingCounts> {
   const stopping = opts.stopping ?? (() => false);
   await ensureOutboxPartitions(poolOf(db));
   const outbox = await purgeOutbox(db, { retentionDays: opts.retentionDays, batchSize: BATCH, stopping });
+  // A day the outbox cannot take back is left untouched, with its fix in the log, every round until someone acts.
+  for (const { name, reason } of outbox.detached.stuck) opts.log?.warn({ table: name }, reason);
+  const { reattached } = outbox.detached;
+  if (reattached.length)
+    opts.log?.warn({ tables: reattached }, 'outbox: detached days that still held messages were given back to the outbox');
   const counts: Record<string, number> = { outbox: outbox.rows, outboxPartitionsDropped: outbox.partitions.length };
   for (const chore of opts.chores ?? []) {
     let total = 0;
@@ -87,6 +93,7 @@ export class Housekeeping {
         retentionDays: this.opts.retentionDays,
         chores: this.opts.chores,
         stopping: () => this.stopped,
+        log: this.log,
       });
       this.opts.onPurged?.(counts);
       if (Object.values(counts).some((n) => n > 0)) {

@@ -1,0 +1,30 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from './client.ts';
+import { pgError, PG } from './pg-errors.ts';
+
+/*
+ * A write that finds no partition for its row. The outbox is partitioned by day (ADR 0019) and has
+ * no DEFAULT partition, which would forbid DETACH … CONCURRENTLY (ADR 0025): a row whose day has
+ * no partition is refused (23514, "no partition of relation "outbox" found for row"). That happens
+ * only when a day is missing, dropped by hand or never made; the day is then made on the miss, and
+ * the transaction, rolled back whole by the error, is run again (withTransaction,
+ * src/db/transaction.ts). A write whose day exists pays nothing for this.
+ */
+
+const NO_PARTITION = /^no partition of relation "outbox" found for row/;
+
+/** True for a write refused because the outbox has no partition for its row's day. */
+export function isMissingOutboxPartition(err: unknown): boolean {
+  const e = pgError(err);
+  return e?.code === PG.checkViolation && NO_PARTITION.test(e.message);
+}
+
+/**
+ * Makes every missing day of the outbox from today to a week ahead (outbox_ensure_partitions,
+ * migrations/0011: it fills holes, takes turns with other callers on an advisory lock, and fails
+ * with one line naming the fix if a stray table holds a day's name). Returns the days made.
+ */
+export async function makeMissingOutboxDays(db: Db): Promise<string[]> {
+  const { rows } = await db.execute<{ made: string[] }>(sql`select outbox_ensure_partitions() as made`);
+  return rows[0]!.made;
+}
