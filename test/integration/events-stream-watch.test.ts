@@ -4,15 +4,19 @@ import { readFileSync } from 'node:fs';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { nanos } from '@nats-io/transport-node';
+import pino from 'pino';
+import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../src/config.ts';
+import { createJetStreamPublisher } from '../../src/events/publisher.ts';
+import { payloadAsRelayed, relayMessage } from '../../src/events/relay.ts';
 import { startStreamWatch, type StreamWatch } from '../../src/events/stream-watch.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../../src/events/stream.ts';
 import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { useTestApp } from '../helpers/app.ts';
-import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
+import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { skipWithout } from '../helpers/tools.ts';
-import { captureLogger, waitFor } from '../helpers/worker.ts';
+import { bookingPayload, captureLogger, sleep, waitFor } from '../helpers/worker.ts';
 
 /*
  * The worker's watch over the live stream (src/events/stream-watch.ts): settings changed by hand
@@ -82,7 +86,8 @@ describe.skipIf(skip)("the worker's watch over the stream's settings", () => {
     const { metric, entries } = (w = await watching());
     try {
       const { config: live } = await nats.jsm.streams.info(stream);
-      await nats.jsm.streams.update(stream, { ...live, sealed: true });
+      // Not in the client's update type: sealing is one-way, but the server takes it in an update.
+      await nats.jsm.streams.update(stream, { ...live, sealed: true } as Parameters<typeof nats.jsm.streams.update>[1]);
       await waitFor(async () => metric(/^stayhub_events_stream_settings_unfixable [1-9]\d*$/), 3_000, 'the gauge');
       expect(await metric(/^stayhub_events_stream_settings_changed_total\{field="sealed",fixed="false"\}/)).toBeTruthy();
       expect(entries().some((e) => e.level === 50 && /sealed: have true, want false/.test(String(e.differences)))).toBe(true);
@@ -102,6 +107,59 @@ describe.skipIf(skip)("the worker's watch over the stream's settings", () => {
       expect((await nats.jsm.streams.info(stream)).config.max_age).toBe(longer);
     } finally {
       await stop();
+    }
+  });
+});
+
+describe.skipIf(skip)("the worker's scheduled reconcile", () => {
+  it('publishes again an event deleted from the stream, past the duplicate window, and counts it', async () => {
+    // A 1 s duplicate window (the retry span of one 1 s attempt) and a round every 2 s: each looks back 1 + 2 × 2 s.
+    const extra = {
+      MAX_ATTEMPTS: '1',
+      LEASE_SECONDS: '1',
+      EVENTS_DUPLICATE_WINDOW_SECONDS: '1',
+      EVENTS_RECONCILE_INTERVAL_SECONDS: '2',
+      EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS: '60',
+    };
+    const cfg = config(extra);
+    await ensureStream(nats.jsm, desiredStream(cfg), { role: 'relay' });
+    // Three events the relay stored (DONE, relay done), published as the relay publishes them.
+    const { rows } = await t.db.db.execute<{ public_id: string; created_at: Date; payload: unknown }>(sql`
+      insert into outbox (topic, key, payload, status, handlers_done, processed_at)
+      select 'booking.created', 'k' || g, ${JSON.stringify(bookingPayload())}::jsonb, 'DONE', '{events.relay}', now()
+        from generate_series(1, 3) g
+      returning public_id::text, created_at, payload`);
+    const publisher = createJetStreamPublisher(cfg, pino({ level: 'silent' }), { ownsStream: false });
+    const seqs: number[] = [];
+    try {
+      for (const r of rows) {
+        const relayed = payloadAsRelayed('booking.created', r.payload) as { payload: unknown };
+        const { seq } = await relayMessage(publisher, cfg, {
+          messageId: r.public_id,
+          topic: 'booking.created',
+          key: null,
+          occurredAt: new Date(r.created_at),
+          payload: relayed.payload,
+        });
+        seqs.push(seq);
+      }
+    } finally {
+      await publisher.close();
+    }
+    await nats.jsm.streams.deleteMessage(stream, seqs[1]!);
+    await sleep(1200); // past the duplicate window
+
+    const { logger } = captureLogger('silent');
+    const watch = startStreamWatch({ config: cfg, db: t.db.db, logger });
+    const metrics = createWorkerMetrics(new EventEmitter(), { stream: watch.events });
+    try {
+      const text = () => metrics.registry.metrics();
+      await waitFor(async () => /stayhub_events_stream_missing_total\{outcome="republished"\} 1\n/.test(await text()), 6_000, 'a round');
+      expect((await readStream(nats.url, stream)).map((e) => e.msgId).sort()).toEqual(rows.map((r) => r.public_id).sort());
+      expect(await text()).toMatch(/stayhub_events_stream_missing_total\{outcome="failed"\} 0\n/);
+    } finally {
+      metrics.detach();
+      await watch.stop();
     }
   });
 });
