@@ -35,9 +35,9 @@ export interface RelayedRow {
 const RELAYED = sql`(o.lane = ${EVENTS_RELAY}
        or (o.lane is null and ${EVENTS_RELAY} = any(o.handlers_done)
            and o.public_id <> all(array(
-                 select p.origin_id from outbox p where p.status = 'PENDING' and p.lane = ${EVENTS_RELAY}
+                 select p.origin_id from outbox p where p.status = 'PENDING' and p.lane = ${EVENTS_RELAY} and p.origin_id is not null
                  union all
-                 select d.origin_id from outbox d where d.status = 'DEAD' and d.lane = ${EVENTS_RELAY}))))`;
+                 select d.origin_id from outbox d where d.status = 'DEAD' and d.lane = ${EVENTS_RELAY} and d.origin_id is not null))))`;
 
 /**
  * The next `limit` relayed events processed at or after `since` and before `until`, after the

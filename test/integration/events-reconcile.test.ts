@@ -7,7 +7,7 @@ import { UsageError } from '../../src/process/run-main.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
-import { sleep } from '../helpers/worker.ts';
+import { bookingPayload, sleep } from '../helpers/worker.ts';
 
 /*
  * The outbox is the source of truth for the stream: `events:reconcile` finds the events the relay
@@ -141,6 +141,32 @@ describe.skipIf(skip)('events:reconcile', () => {
     expect(truth.bookings).toBe(bookings.length);
     expect(ledger).toEqual(truth);
   }, 90_000);
+
+  it("counts a relay lane message's event under its original's id, and not an original whose lane has not published it", async () => {
+    const started = new Date(Date.now() - 1000).toISOString();
+    const payload = JSON.stringify(bookingPayload());
+    // Two originals the relay moved to its lane (events.relay in handlers_done): A's lane message
+    // still waits (PENDING), B's published (DONE). Only B's event is in the stream, by the outbox.
+    const { rows } = await t.db.db.execute<{ public_id: string; name: string }>(sql`
+      insert into outbox (topic, key, payload, status, handlers_done, processed_at)
+      values ('booking.created', 'A', ${payload}::jsonb, 'DONE', '{events.relay}', now()),
+             ('booking.created', 'B', ${payload}::jsonb, 'DONE', '{events.relay}', now())
+      returning public_id::text, key as name`);
+    const id = (name: string) => rows.find((r) => r.name === name)!.public_id;
+    await t.db.db.execute(sql`
+      insert into outbox (topic, key, payload, status, lane, origin_id, processed_at)
+      values ('booking.created', 'events.relay@A', ${payload}::jsonb, 'PENDING', 'events.relay', ${id('A')}::uuid, null),
+             ('booking.created', 'events.relay@B', ${payload}::jsonb, 'DONE', 'events.relay', ${id('B')}::uuid, now())`);
+    try {
+      const r = await reconcile(started);
+      expect(r.code, r.err).toBe(0);
+      expect(r.out).toContain('events:reconcile: 1 checked, 0 present, 1 republished, 0 missing');
+      const stored = await readStream(nats.url, stream);
+      expect(stored.map((e) => [e.msgId, e.headers['StayHub-Key']])).toEqual([[id('B'), 'B']]);
+    } finally {
+      await t.db.db.execute(sql`delete from outbox where key in ('A', 'B', 'events.relay@A', 'events.relay@B')`);
+    }
+  }, 30_000);
 
   it('a stream the relay recreated: --replay is refused (exit 3) naming why, --accept-gap runs, and reconcile puts the old events back', async () => {
     const group = `rcr-${randomUUID().slice(0, 6)}`;
