@@ -125,6 +125,12 @@ const envSchema = z.object({
   EVENTS_REPLICAS: int(1, 5).default(1),
   /** Unset: computed from the outbox's retry span (src/events/stream.ts). Set: must not be shorter. */
   EVENTS_DUPLICATE_WINDOW_SECONDS: int(1).optional(),
+  /** The worker lowers the live stream's max age to EVENTS_MAX_AGE_SECONDS (drops older events at once); off: refused at start. */
+  EVENTS_ALLOW_SHORTER_MAX_AGE: bool.default(false),
+  /** How often the worker compares the live stream's settings with its own and brings them back. */
+  EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS: int(1, 3600).default(30),
+  /** How often the worker reconciles the stream with the outbox (src/events/reconcile.ts); 0 = never. */
+  EVENTS_RECONCILE_INTERVAL_SECONDS: int(0, 86_400).default(300),
   EVENTS_PUBLISH_TIMEOUT_MS: int(100).default(5000),
   /**
    * Relay: publishes out and no reply at all for this long, and NATS is taken to be hung (the

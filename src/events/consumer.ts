@@ -23,7 +23,7 @@ import { withTransaction, type Tx } from '../db/transaction.ts';
 import { PermanentError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { recordDeadLetter, openDeadLetters } from './dead-letters.ts';
-import { decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
+import { assertKnownSchemaVersion, decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
 import { claimInbox } from './inbox.ts';
 import { backoffDelaySeconds } from '../outbox/index.ts';
 import { DELETED_STREAM_SETTLE_MS, describeDifferences, ensureStream, StreamConfigError, type SettingDifference } from './stream.ts';
@@ -220,7 +220,11 @@ export async function resetGroup(jsm: JetStreamManager, o: GroupOptions, start: 
 /** Backoff between deliveries of a failing event: 1, 2, 4 … 60 s. */
 const redeliveryDelayMs = (deliveries: number) => backoffDelaySeconds(deliveries, { baseSeconds: 1, maxSeconds: 60 }) * 1000;
 
-/** Applies one event once: inbox claim + effect in one transaction. Returns applied or duplicate. */
+/**
+ * Applies one event once: inbox claim + effect in one transaction. Returns applied or duplicate.
+ * An event in a schema version this code does not know throws UnknownSchemaVersionError before
+ * anything is written: the consumer dead-letters it at once, with that reason.
+ */
 export async function applyOnce(
   db: Db,
   group: string,
@@ -229,6 +233,7 @@ export async function applyOnce(
   log: Logger,
   afterEffect?: RunOptions['afterEffect'],
 ): Promise<'applied' | 'duplicate'> {
+  assertKnownSchemaVersion(event);
   return withTransaction(db, async (tx) => {
     if (!(await claimInbox(tx, group, event.messageId, event.streamSeq))) return 'duplicate';
     await handle(tx, event, log);
@@ -439,6 +444,8 @@ export async function replayDeadLetters(db: Db, group: string, handle: GroupHand
       deliveries: row.deliveries,
     });
     try {
+      // Still a version this code does not know: it stays open, with the reason.
+      assertKnownSchemaVersion(event);
       const outcome = await withTransaction(db, async (tx) => {
         const fresh = await claimInbox(tx, group, event.messageId, event.streamSeq);
         if (fresh) await handle(tx, event, log.child({ messageId: event.messageId, replay: true }));

@@ -1,5 +1,5 @@
 import type { JsMsg } from '@nats-io/jetstream';
-import { HEADERS } from './subjects.ts';
+import { HEADERS, SCHEMA_VERSIONS } from './subjects.ts';
 
 /** An event as a consumer sees it: the relay's headers decoded, the body parsed. */
 export interface ConsumedEvent {
@@ -18,7 +18,37 @@ export interface ConsumedEvent {
 }
 
 export class MalformedEventError extends Error {
-  readonly code = 'events_malformed';
+  readonly code: string = 'events_malformed';
+}
+
+/**
+ * An event in a schema version this consumer was not written for: a newer producer, or a header
+ * that is not a version at all. Reading it as the version we know could count a field whose
+ * meaning changed, so it is refused (dead-lettered with this message) until the consumer is
+ * upgraded and the dead letter replayed.
+ */
+export class UnknownSchemaVersionError extends MalformedEventError {
+  override readonly code = 'events_unknown_schema_version';
+  override name = 'UnknownSchemaVersionError';
+}
+
+/**
+ * Throws UnknownSchemaVersionError unless this code knows the event's schema version: 1 up to the
+ * topic's current SCHEMA_VERSIONS entry (1 for a topic it does not publish). An event without the
+ * header is read as version 1: the relay has always set it, and events written by hand in tools
+ * and tests often leave it out.
+ */
+export function assertKnownSchemaVersion(e: ConsumedEvent): void {
+  const raw = e.headers[HEADERS.schemaVersion];
+  if (raw === undefined) return;
+  const newest = (SCHEMA_VERSIONS as Record<string, number>)[e.topic] ?? 1;
+  const version = /^\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+  if (!(version >= 1 && version <= newest)) {
+    throw new UnknownSchemaVersionError(
+      `event ${e.messageId} (${e.topic}) has ${HEADERS.schemaVersion} ${JSON.stringify(raw)}; this consumer reads ` +
+        `version${newest > 1 ? `s 1 to ${newest}` : ' 1'} of it: upgrade the consumer, then replay its dead letters`,
+    );
+  }
 }
 
 function headersOf(m: JsMsg): Record<string, string> {

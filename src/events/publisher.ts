@@ -136,7 +136,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     let jsm: JetStreamManager;
     try {
       jsm = await jetstreamManager(nc);
-      const info = await ensureStream(jsm, desiredStream(config), { role, log });
+      const info = await ensureStream(jsm, desiredStream(config), { role, log, allowShorterMaxAge: config.EVENTS_ALLOW_SHORTER_MAX_AGE });
       log.info(
         { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
         'events stream ready',
@@ -194,7 +194,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       );
       if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
       try {
-        const info = await ensureStream(jsm, desiredStream(config), { role, log });
+        const info = await ensureStream(jsm, desiredStream(config), { role, log, allowShorterMaxAge: config.EVENTS_ALLOW_SHORTER_MAX_AGE });
         log.warn(
           { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
           'events stream ready again',

@@ -11,6 +11,12 @@ import { SCHEMA_VERSIONS, publicBody, subjectFor } from './subjects.ts';
  * event, whichever of the two published it first.
  */
 
+/**
+ * The relay handler's name, as the outbox records it in handlers_done and in a lane message's
+ * `lane`: how the outbox tells which events the relay stored (reconcile-outbox.ts).
+ */
+export const RELAY_HANDLER = 'events.relay';
+
 /** EVENTS_TOPICS, or every topic when it is empty. A name that is not a topic is a configuration error. */
 export function relayedTopics(config: Pick<Config, 'EVENTS_TOPICS'>): TopicName[] {
   if (config.EVENTS_TOPICS.length === 0) return [...TOPIC_NAMES];

@@ -1,4 +1,6 @@
 import type { ConsumerInfo, StreamInfo } from '@nats-io/jetstream';
+import type { Db } from '../db/client.ts';
+import { lastRelayedBefore } from './reconcile-outbox.ts';
 
 /*
  * What the events stream no longer holds. It keeps each event EVENTS_MAX_AGE_SECONDS, then drops it
@@ -15,8 +17,18 @@ export interface StreamHoldings {
   lastSeq: number;
   /** Events deleted one by one from inside the stream. */
   deleted: number;
-  /** True while the stream holds every event ever stored in it: nothing aged out, purged or deleted. */
+  /**
+   * True while the stream holds every event ever stored in it: nothing aged out, purged or
+   * deleted, and (withRelayHistory) no event relayed before it existed, into an earlier stream.
+   */
   complete: boolean;
+  /**
+   * Set by withRelayHistory when the stream was created after the outbox relayed an event: the
+   * stream was deleted and created again (by hand, or by the relay or a consumer finding it gone),
+   * and what the earlier one held is not in it. Its own sequence starts at 1 again, so nothing in
+   * the stream itself tells.
+   */
+  recreated?: { at: Date; lastRelayed: { messageId: string; processedAt: Date } };
 }
 
 export function streamHoldings(info: StreamInfo): StreamHoldings {
@@ -32,6 +44,26 @@ export function streamHoldings(info: StreamInfo): StreamHoldings {
   };
 }
 
+/**
+ * How far the clocks of nats-server (a stream's `created`) and PostgreSQL (processed_at) may
+ * disagree before a stream looks created after an event relayed into it. The relay waits
+ * DELETED_STREAM_SETTLE_MS (2 s) between finding its stream gone and creating it, so the events
+ * relayed into the old one are always older than that by more than this margin.
+ */
+export const CREATED_CLOCK_MARGIN_MS = 1000;
+
+/**
+ * The holdings, with what the outbox says about the stream's past: an event relayed (DONE) before
+ * the stream was created means this stream is not the one that event went into.
+ */
+export async function withRelayHistory(db: Db, info: StreamInfo, h: StreamHoldings): Promise<StreamHoldings> {
+  const created = new Date(info.created);
+  if (Number.isNaN(created.getTime())) return h;
+  const last = await lastRelayedBefore(db, new Date(created.getTime() - CREATED_CLOCK_MARGIN_MS));
+  if (!last) return h;
+  return { ...h, complete: false, recreated: { at: created, lastRelayed: last } };
+}
+
 /** "it starts at sequence 1234 (2027-01-05T10:00:00.000Z): 1233 earlier events are gone; 2 were deleted from inside it". */
 export function describeHoldings(h: StreamHoldings): string {
   const parts: string[] = [];
@@ -44,6 +76,12 @@ export function describeHoldings(h: StreamHoldings): string {
     parts.push(`${start}: ${gone} earlier event(s) aged out (EVENTS_MAX_AGE_SECONDS) or were purged`);
   }
   if (h.deleted > 0) parts.push(`${h.deleted} event(s) were deleted from inside it`);
+  if (h.recreated) {
+    parts.push(
+      `it was created ${h.recreated.at.toISOString()}, after the outbox had relayed events into an earlier stream (of this name, or another) ` +
+        `(the last: ${h.recreated.lastRelayed.messageId}, relayed by ${h.recreated.lastRelayed.processedAt.toISOString()})`,
+    );
+  }
   return parts.join('; ');
 }
 

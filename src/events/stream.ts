@@ -118,6 +118,12 @@ export interface EnsureStreamOptions {
   role?: StreamRole;
   /** Where a change made in place is reported. */
   log?: Logger;
+  /**
+   * The relay may lower the stream's max age (EVENTS_ALLOW_SHORTER_MAX_AGE). Off, a stream that
+   * keeps events longer than EVENTS_MAX_AGE_SECONDS is not changed: lowering it drops at once
+   * every event older than the new age, history no replay can get back.
+   */
+  allowShorterMaxAge?: boolean;
 }
 
 /** -1 and 0 (or absent) both mean "no limit" to the server; it reports -1. */
@@ -131,7 +137,12 @@ const sameSet = (a: string[] | undefined, b: string[] | undefined) =>
  * Every setting that can lose, drop or refuse events, compared with what `want` says. Settings
  * `want` leaves out are not compared (the server's default is the configuration's choice).
  */
-function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, role: StreamRole): SettingDifference[] {
+export function streamDifferences(
+  have: StreamConfig,
+  want: WithName<StreamConfig>,
+  role: StreamRole,
+  allowShorterMaxAge = false,
+): SettingDifference[] {
   const out: SettingDifference[] = [];
   const check = (field: string, differs: boolean, h: string, w: string, fixedInPlace = true, why?: string) => {
     if (differs) out.push({ field, have: h, want: w, fixedInPlace, ...(why ? { why } : {}) });
@@ -166,7 +177,18 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, rol
   // The relay's alone (StreamRole). Its window is never below its own retry span: desiredStream
   // refuses to compute one that is.
   if (relay) {
-    if (want.max_age !== undefined) check('max_age', have.max_age !== want.max_age, seconds(have.max_age), seconds(want.max_age));
+    if (want.max_age !== undefined) {
+      // 0 keeps events for ever: any other age is shorter.
+      const shorter = want.max_age > 0 && (have.max_age === 0 || have.max_age > want.max_age);
+      check(
+        'max_age',
+        have.max_age !== want.max_age,
+        seconds(have.max_age),
+        seconds(want.max_age),
+        !shorter || allowShorterMaxAge,
+        'it would drop at once every event older than that; set EVENTS_ALLOW_SHORTER_MAX_AGE=true to mean it',
+      );
+    }
     if (want.num_replicas !== undefined)
       check('num_replicas', have.num_replicas !== want.num_replicas, String(have.num_replicas), String(want.num_replicas));
     if (want.duplicate_window !== undefined) {
@@ -181,6 +203,24 @@ function streamDifferences(have: StreamConfig, want: WithName<StreamConfig>, rol
   // A sealed stream refuses every publish, and JetStream cannot unseal it.
   check('sealed', have.sealed === true, 'true', 'false', false);
   return out;
+}
+
+/** Changes in place the settings `differences` name (all of them fixedInPlace) to what `want` says. */
+export async function bringBack(
+  jsm: JetStreamManager,
+  current: StreamInfo,
+  want: WithName<StreamConfig>,
+  differences: SettingDifference[],
+): Promise<StreamInfo> {
+  const changes = Object.fromEntries(differences.map((d) => [d.field, want[d.field as keyof StreamConfig]]));
+  // Discard "new" per subject needs discard "new": they change together.
+  if ('discard' in changes || 'discard_new_per_subject' in changes) {
+    Object.assign(changes, {
+      discard: want.discard ?? current.config.discard,
+      discard_new_per_subject: want.discard_new_per_subject ?? false,
+    });
+  }
+  return jsm.streams.update(want.name, { ...current.config, ...changes });
 }
 
 /**
@@ -226,7 +266,7 @@ export async function ensureStream(
           throw addErr;
         }
       }
-      const differences = streamDifferences(current.config, want, role);
+      const differences = streamDifferences(current.config, want, role, opts.allowShorterMaxAge);
       if (differences.length === 0) return current;
       if (differences.some((d) => !d.fixedInPlace)) {
         throw new StreamConfigError(
@@ -235,15 +275,7 @@ export async function ensureStream(
             `consumers have caught up, or set EVENTS_STREAM to a new name`,
         );
       }
-      const changes = Object.fromEntries(differences.map((d) => [d.field, want[d.field as keyof StreamConfig]]));
-      // Discard "new" per subject needs discard "new": they change together.
-      if ('discard' in changes || 'discard_new_per_subject' in changes) {
-        Object.assign(changes, {
-          discard: want.discard ?? current.config.discard,
-          discard_new_per_subject: want.discard_new_per_subject ?? false,
-        });
-      }
-      const updated = await jsm.streams.update(want.name, { ...current.config, ...changes });
+      const updated = await bringBack(jsm, current, want, differences);
       opts.log?.warn(
         { stream: want.name, changed: describeDifferences(differences) },
         'events stream settings brought back to the configuration',

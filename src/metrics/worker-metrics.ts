@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * The worker's events as this module reads them (the contract is documented in
@@ -29,6 +29,16 @@ export interface WebhookAttemptSource {
   off(event: 'attempt', listener: (e: { endpointId: string; outcome: string; durationMs: number }) => void): unknown;
 }
 
+/** The worker's watch over the events stream as this module reads it (src/events/stream-watch.ts). */
+export interface StreamWatchSource {
+  on(event: 'settings', listener: (e: { differences: { field: string }[]; fixed: boolean }) => void): unknown;
+  on(event: 'unfixable', listener: (n: number) => void): unknown;
+  on(event: 'reconciled', listener: (c: { republished: number; inWindow: number; failed: number }) => void): unknown;
+  off(event: 'settings', listener: (e: { differences: { field: string }[]; fixed: boolean }) => void): unknown;
+  off(event: 'unfixable', listener: (n: number) => void): unknown;
+  off(event: 'reconciled', listener: (c: { republished: number; inWindow: number; failed: number }) => void): unknown;
+}
+
 export interface WorkerMetrics {
   registry: Registry;
   /** Stops listening to the worker's events. */
@@ -50,7 +60,7 @@ export const NO_HANDLER = 'none';
  */
 export function createWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
-  opts: { maxBatchSize?: number; webhooks?: WebhookAttemptSource } = {},
+  opts: { maxBatchSize?: number; webhooks?: WebhookAttemptSource; stream?: StreamWatchSource } = {},
 ): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -123,7 +133,47 @@ export function createWorkerMetrics(
     attemptDuration.observe({ endpoint: e.endpointId }, e.durationMs / 1000);
   };
 
+  /*
+   *   stayhub_events_stream_missing_total{outcome}
+   *       events the outbox relayed that the stream lacked, found by the worker's reconcile;
+   *       outcome: republished | in_window (deleted inside the duplicate window: a later round) | failed
+   *   stayhub_events_stream_settings_changed_total{field, fixed}
+   *       settings of the live stream found different from the worker's; fixed: true (brought back) | false
+   *   stayhub_events_stream_settings_unfixable   settings that cannot be brought back in place, at the last check
+   */
+  const missing = new Counter({
+    name: 'stayhub_events_stream_missing_total',
+    help: 'Events the outbox relayed that the stream lacked (reconcile), by outcome (republished, in_window, failed).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const settingsChanged = new Counter({
+    name: 'stayhub_events_stream_settings_changed_total',
+    help: "Settings of the live events stream found different from the worker's, by field and whether they were brought back.",
+    labelNames: ['field', 'fixed'] as const,
+    registers: [registry],
+  });
+  const unfixable = new Gauge({
+    name: 'stayhub_events_stream_settings_unfixable',
+    help: 'Settings of the events stream that differ from the configuration and cannot be brought back in place, at the last check.',
+    registers: [registry],
+  });
+  // Present from the start, so a rate or an increase sees the first event found missing.
+  for (const outcome of ['republished', 'in_window', 'failed']) missing.inc({ outcome }, 0);
+  const onSettings = (e: { differences: { field: string }[]; fixed: boolean }) => {
+    for (const d of e.differences) settingsChanged.inc({ field: d.field, fixed: String(e.fixed) });
+  };
+  const onUnfixable = (n: number) => unfixable.set(n);
+  const onReconciled = (c: { republished: number; inWindow: number; failed: number }) => {
+    missing.inc({ outcome: 'republished' }, c.republished);
+    missing.inc({ outcome: 'in_window' }, c.inWindow);
+    missing.inc({ outcome: 'failed' }, c.failed);
+  };
+
   const source = events as WorkerEventSource;
+  opts.stream?.on('settings', onSettings);
+  opts.stream?.on('unfixable', onUnfixable);
+  opts.stream?.on('reconciled', onReconciled);
   source.on('claimed', onClaimed);
   source.on('outcome', onOutcome);
   opts.webhooks?.on('attempt', onAttempt);
@@ -133,6 +183,9 @@ export function createWorkerMetrics(
       source.off('claimed', onClaimed);
       source.off('outcome', onOutcome);
       opts.webhooks?.off('attempt', onAttempt);
+      opts.stream?.off('settings', onSettings);
+      opts.stream?.off('unfixable', onUnfixable);
+      opts.stream?.off('reconciled', onReconciled);
     },
   };
 }
@@ -177,9 +230,9 @@ export async function startMetricsServer(registry: Registry, port: number, host 
 /** The worker's metrics, served on `port`: what src/worker/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
 export async function serveWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
-  opts: { port: number; host?: string; maxBatchSize?: number; webhooks?: WebhookAttemptSource },
+  opts: { port: number; host?: string; maxBatchSize?: number; webhooks?: WebhookAttemptSource; stream?: StreamWatchSource },
 ): Promise<MetricsServer> {
-  const metrics = createWorkerMetrics(events, { maxBatchSize: opts.maxBatchSize, webhooks: opts.webhooks });
+  const metrics = createWorkerMetrics(events, { maxBatchSize: opts.maxBatchSize, webhooks: opts.webhooks, stream: opts.stream });
   let server: MetricsServer;
   try {
     server = await startMetricsServer(metrics.registry, opts.port, opts.host);

@@ -8,6 +8,7 @@ import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler }
 import { runCommand, runMain, UsageError, type Command, type RunOptions } from '../process/run-main.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { createWebhookSender } from '../webhooks/delivery/sender.ts';
+import { startStreamWatch } from '../events/stream-watch.ts';
 import { appChores } from './chores.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
 
@@ -114,9 +115,12 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
           // A person watching a terminal (npm start) sees each message handled; JSON logs keep to progress lines.
           logEachMessage: resolveLogFormat(config.LOG_FORMAT) === 'pretty',
         });
+        // Running for good with a relay: watch the stream's settings and what it holds (src/events/stream-watch.ts).
+        const watch = config.NATS_URL && modes.length === 0 ? startStreamWatch({ config, db: database.db, logger }) : undefined;
         onForcedStop(() => {
           worker.abort();
           void webhooks.stop(0);
+          void watch?.stop();
         });
         const metrics =
           config.WORKER_METRICS_PORT === undefined
@@ -127,6 +131,7 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
                 // The histogram's buckets reach the largest claim a backlog can grow to.
                 maxBatchSize: Math.max(batchSize ?? config.WORKER_BATCH_SIZE, config.WORKER_MAX_BATCH_SIZE),
                 webhooks: webhooks.events,
+                stream: watch?.events,
               });
         if (metrics) logger.info({ port: metrics.port }, 'worker metrics on /metrics');
         try {
@@ -148,6 +153,7 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
           );
           return 0;
         } finally {
+          await watch?.stop();
           await metrics?.close();
         }
       } finally {

@@ -24,7 +24,7 @@ import {
 import { openDeadLetters } from '../dead-letters.ts';
 import { clearInbox } from '../inbox.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
-import { describeHoldings, groupMissedEvents, streamHoldings, type StreamHoldings } from '../retention.ts';
+import { describeHoldings, groupMissedEvents, streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
 import { applyEarningsEvent, clearLedger, earningsFilter, ledgerHasHistory, rebuildLedger } from './ledger.ts';
 
@@ -182,7 +182,10 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       let holdings: StreamHoldings;
       try {
         // The same stream the relay declares: whichever starts first creates it.
-        holdings = streamHoldings(await ensureStream(jsm, desiredStream(config), { log: logger }));
+        const info = await ensureStream(jsm, desiredStream(config), { log: logger });
+        // A stream deleted and created again starts at sequence 1 with nothing deleted: only the
+        // outbox knows it once held more.
+        holdings = await withRelayHistory(database.db, info, streamHoldings(info));
       } catch (e) {
         if (e instanceof StreamConfigError) {
           errOut(`consume:earnings: ${e.message}`);
@@ -323,7 +326,11 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
  * Deleted events could be anywhere: any of them refuses a replay from a time as well.
  */
 function replayRefusal(h: StreamHoldings, from: Date | undefined): string | undefined {
-  const sinceFrom = from !== undefined && h.deleted === 0 && (h.firstSeq <= 1 || (h.firstAt !== null && h.firstAt <= from));
+  const sinceFrom =
+    from !== undefined &&
+    h.deleted === 0 &&
+    (h.recreated === undefined || h.recreated.at <= from) &&
+    (h.firstSeq <= 1 || (h.firstAt !== null && h.firstAt <= from));
   if (h.complete || sinceFrom) return undefined;
   const keep =
     h.deleted === 0 && h.firstAt !== null

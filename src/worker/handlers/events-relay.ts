@@ -3,9 +3,9 @@ import type { Logger } from '../../logger.ts';
 import { DependencyUnavailableError, type Handler, type TopicName } from '../../outbox/index.ts';
 import { EventsUnavailableError } from '../../events/circuit.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
-import { relayedTopics, relayMessage } from '../../events/relay.ts';
+import { RELAY_HANDLER, relayedTopics, relayMessage } from '../../events/relay.ts';
 
-export const EVENTS_RELAY = 'events.relay';
+export const EVENTS_RELAY = RELAY_HANDLER;
 
 export interface EventsRelayDeps {
   config: Config;

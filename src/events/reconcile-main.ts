@@ -1,0 +1,5 @@
+import { runMain } from '../process/run-main.ts';
+import { reconcileCommand } from './reconcile.ts';
+
+/* `npm run events:reconcile -- --since T`: the command is src/events/reconcile.ts. */
+runMain(reconcileCommand, import.meta.url);
