@@ -62,7 +62,7 @@ export function renderMarkdown(r: ChaosResults): string {
       ? (['bookings', 'cancellations'] as const).map((k) => {
           const p = r.emailPace![k];
           const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
-          return `| email pace, ${k}: p95 during NATS outages (emails) / outside (emails) / limit | ${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.outside.p95Ms)} (${p.outside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'} |`;
+          return `| email pace, ${k}: p95 during NATS outages (emails) / in the 20 s beside them (emails) / limit | ${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.beside.p95Ms)} (${p.beside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'} |`;
         })
       : []),
     ...(r.webhooks
