@@ -103,7 +103,11 @@ async function backfill(ctx: CommandContext): Promise<number> {
   const dryRun = Boolean(flags['dry-run']);
   if (!dryRun && !config.NATS_URL) throw new ConfigError(['NATS_URL: required by events:backfill (the server to publish into)']);
 
-  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-events-backfill' });
+  const database = createDatabase(config.DATABASE_URL, {
+    max: 1,
+    applicationName: 'stayhub-events-backfill',
+    pooler: config.DATABASE_POOLER,
+  });
   const window = `written from ${since.toISOString()} until ${until.toISOString()}, topics ${topics.join(', ')}`;
   try {
     await probeOutbox(database.db);

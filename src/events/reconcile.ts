@@ -290,7 +290,11 @@ async function reconcile(ctx: CommandContext): Promise<number> {
   const since = parseSince(flags.since);
   if (!config.NATS_URL) throw new ConfigError(['NATS_URL: required by events:reconcile (the server whose stream it checks)']);
   const natsUrl = config.NATS_URL;
-  const database = createDatabase(config.DATABASE_URL, { max: 1, applicationName: 'stayhub-events-reconcile' });
+  const database = createDatabase(config.DATABASE_URL, {
+    max: 1,
+    applicationName: 'stayhub-events-reconcile',
+    pooler: config.DATABASE_POOLER,
+  });
   try {
     await probeOutbox(database.db);
     let nc: NatsConnection;
