@@ -85,10 +85,11 @@ events relay and earnings consumer, puts load on them while injecting faults dra
 lets the workers drain and checks that nothing was lost. Exit 0: every invariant held; 1: one
 broke; 2: bad flags or a harness failure.
 
-  --duration SECONDS   seconds of load, at least 10 (default 60)
-  --seed N             seed of the faults, the load and the SMTP refusals (default: random, printed)
+  --duration SECONDS   seconds of load, 10 to 86400 (default 60)
+  --seed N             seed of the faults, the load and the SMTP refusals, 0 to 4294967295
+                       (default: random, printed)
   --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
-  --concurrency N      client loops putting load on the API (default 6)
+  --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
   --keep               keep the run's temporary folder (logs, data) even when it passes
   -h, --help           print this and exit
 
@@ -110,13 +111,14 @@ function readFlags(argv: string[]): Flags {
     },
     argv,
   );
-  const num = (name: string, v: string, min: number) => wholeNumber('chaos', USAGE, name, v, min);
-  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0);
+  const num = (name: string, v: string, min: number, max: number) => wholeNumber('chaos', USAGE, name, v, min, max);
+  // The generator keeps 32 bits of the seed: a larger one would repeat a smaller one's run.
+  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0, 2 ** 32 - 1);
   return {
-    durationSeconds: num('duration', values.duration, 10),
+    durationSeconds: num('duration', values.duration, 10, 86_400),
     seed,
     out: path.resolve(values.out ?? path.join(root, 'var', 'chaos', String(seed))),
-    concurrency: num('concurrency', values.concurrency, 1),
+    concurrency: num('concurrency', values.concurrency, 1, 1_000),
     keep: values.keep,
   };
 }
