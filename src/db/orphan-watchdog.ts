@@ -38,7 +38,7 @@ export interface GuardOptions {
 }
 
 // Plain CommonJS for `node -e`: the watchdog must start without a loader, also from the built code.
-const WATCHDOG = `
+const WATCHDOG = `// stayhub watchdog: stops a server when the process that started it is gone (src/db/orphan-watchdog.ts)
 const fs = require('fs');
 const o = JSON.parse(process.argv[1]);
 const startTime = (pid) => {

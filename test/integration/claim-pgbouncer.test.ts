@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createDatabase, type Database } from '../../src/db/client.ts';
+import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { CLAIM_STATEMENT } from '../../src/outbox/claim.ts';
@@ -75,6 +76,7 @@ async function startBouncer(settings: Record<string, string | number>): Promise<
   const asRoot = process.getuid?.() === 0;
   let output = '';
   const child = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  if (child.pid !== undefined) guardChild(child.pid); // stopped by a watchdog if this test process dies first
   bouncers.push(child);
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
