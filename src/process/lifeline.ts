@@ -2,7 +2,7 @@ import { readFileSync, writeSync } from 'node:fs';
 
 /*
  * A long-running process must stop gracefully when whoever started it goes away, however it was
- * started. Two cases leave it running with nobody to stop it:
+ * started. Three cases leave it running with nobody to stop it:
  *
  * - `npm run …` / `npm start`: npm does not pass SIGTERM on. `kill -TERM <npm>` makes npm exit at
  *   once; npm runs the script through `sh -c`, which dies with it (or, if npm was SIGKILLed, stays
@@ -10,16 +10,15 @@ import { readFileSync, writeSync } from 'node:fs';
  *   the service stopped; the worker is then SIGKILLed later with its messages in flight.
  * - `npm start`'s children (scripts/start.ts opens an IPC channel to each): the supervisor died
  *   without stopping them.
+ * - a harness (the chaos run, the bench, a test run) SIGKILLed, or stopped by a time limit that
+ *   signals only it: the processes it started, detached, run on.
  *
  * So, when npm started us: we note our parent at start (and, when the parent is the shell npm runs
  * scripts through, the shell's parent, i.e. npm) and poll them; an IPC channel's disconnect is
- * watched too, however we were started. When one of
- * them is gone, `stop` runs once — the entry point passes the same graceful stop as SIGTERM.
- *
- * - a harness (the chaos run, the bench, a test) SIGKILLed, or stopped by a time limit that signals
- *   only it: its children run on, orphaned, with nobody to stop them. A harness puts
- *   `lifelineEnv()` into its children's environment (STAYHUB_LIFELINE: its pid and start time);
- *   they, and whatever they start in turn with that environment, stop when it goes.
+ * watched too, however we were started; and a harness puts `lifelineEnv()` into its children's
+ * environment (STAYHUB_LIFELINE: its pid and start time), which we poll too (and so does whatever
+ * we start with that environment). When one of them is gone, `stop` runs once — the entry point
+ * passes the same graceful stop as SIGTERM.
  *
  * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
  * file every 250 ms costs nothing measurable. A process whose parent is init (PID 1 in a
@@ -119,7 +118,7 @@ const startedBy: { parent: number | undefined; ancestors: Ancestor[] } = (() => 
     if (comm && SHELLS.has(comm) && grandparent > 1) ancestors.push(describe(grandparent));
   }
   const harness = parseLifelineEnv(process.env[LIFELINE_ENV]);
-  if (harness) ancestors.push(harness);
+  if (harness && harness.pid !== process.pid) ancestors.push(harness);
   return { parent, ancestors };
 })();
 
