@@ -30,8 +30,8 @@ Seeds N properties (about 2 confirmed bookings each), times reindex into an empt
 current one, then times GET /search over HTTP on 127.0.0.1, one request at a time, for a mix of
 queries. Prints the figures; writes no files.
 
-  --properties N    properties to seed (default 10000)
-  --requests N      timed search requests (default 2000)
+  --properties N    properties to seed, 1 to 1000000 (default 10000)
+  --requests N      timed search requests, 1 to 1000000 (default 2000)
   -h, --help        print this and exit
 
 Environment:
@@ -43,8 +43,8 @@ const values = parseFlags('measure:search', USAGE, {
   properties: { type: 'string', default: '10000' },
   requests: { type: 'string', default: '2000' },
 });
-const N = wholeNumber('measure:search', USAGE, 'properties', values.properties, 1);
-const REQUESTS = wholeNumber('measure:search', USAGE, 'requests', values.requests, 1);
+const N = wholeNumber('measure:search', USAGE, 'properties', values.properties, 1, 1_000_000);
+const REQUESTS = wholeNumber('measure:search', USAGE, 'requests', values.requests, 1, 1_000_000);
 
 const WORDS = ['sunny', 'quiet', 'cosy', 'modern', 'rustic', 'spacious', 'charming', 'bright', 'historic', 'stylish'];
 const KINDS = ['flat', 'loft', 'studio', 'cottage', 'villa', 'cabin', 'house', 'apartment', 'chalet', 'room'];

@@ -1,6 +1,8 @@
+import { MAX_RETENTION_DAYS } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
 import { purgeOutbox } from '../src/outbox/index.ts';
-import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
+import { optionalWholeNumberFlag } from '../src/process/flags.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 
 /*
  * `npm run outbox:purge [-- --days N]`: removes DONE messages processed more than N days ago
@@ -13,12 +15,12 @@ export const purgeCommand: Command = {
   name: 'outbox:purge',
   usage: `usage: npm run outbox:purge [-- --days N]
 
-  --days N   delete DONE messages processed more than N days ago (default OUTBOX_RETENTION_DAYS)`,
+  --days N   delete DONE messages processed more than N days ago, 0 to ${MAX_RETENTION_DAYS}
+             (default OUTBOX_RETENTION_DAYS)`,
   options: { days: { type: 'string' } },
   async run({ flags, config, out }) {
-    const days = flags.days as string | undefined;
-    if (days !== undefined && !/^\d+$/.test(days)) throw new UsageError(`--days must be a whole number (got "${days}")`);
-    const retentionDays = days === undefined ? config.OUTBOX_RETENTION_DAYS : Number(days);
+    const days = optionalWholeNumberFlag('days', flags.days, { min: 0, max: MAX_RETENTION_DAYS });
+    const retentionDays = days ?? config.OUTBOX_RETENTION_DAYS;
     const database = createDatabase(config.DATABASE_URL, {
       max: 1,
       applicationName: 'stayhub-outbox-purge',

@@ -1,6 +1,7 @@
 import { createDatabase } from '../src/db/client.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../src/search/postgres-search-index.ts';
-import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
+import { wholeNumberFlag } from '../src/process/flags.ts';
+import { runMain, type Command } from '../src/process/run-main.ts';
 import { reindex, type ReindexProgress, type ReindexSummary } from '../src/search/reindex.ts';
 
 /*
@@ -44,10 +45,7 @@ Ctrl-C (or SIGTERM) finishes the current batch and stops (exit 130); a second on
   options: { 'batch-size': { type: 'string', default: '500' } },
   longRunning: true,
   async run({ flags, config, stopRequested }) {
-    const batchSize = Number(flags['batch-size']);
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
-      throw new UsageError('--batch-size must be a whole number from 1 to 10000');
-    }
+    const batchSize = wholeNumberFlag('batch-size', String(flags['batch-size']), { min: 1, max: 10_000 });
     const db = createDatabase(config.DATABASE_URL, { max: 2, applicationName: 'stayhub-reindex', pooler: config.DATABASE_POOLER });
     const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), max: 2, applicationName: 'stayhub-reindex' });
     const tty = process.stdout.isTTY === true;

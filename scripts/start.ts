@@ -3,7 +3,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { EMBEDDED_DEFAULTS } from '../src/config.ts';
-import { EmbeddedPostgres, embeddedDataDir, ensureDatabase } from '../src/db/embedded.ts';
+import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
 import { announceWhenReady, childLogEnv } from './start-console.ts';
@@ -126,6 +126,11 @@ export const startCommand: Command = {
       // A start-up step that failed because a stop came in meanwhile: stop as asked, not an error.
       if (!isStopping()) {
         await postgres?.stop();
+        if (err instanceof PortTakenError) {
+          throw new Error(
+            `the embedded PostgreSQL cannot listen: ${err.message}. Set EMBEDDED_PG_PORT to a free port, or stop what listens there`,
+          );
+        }
         throw err;
       }
     }

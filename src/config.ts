@@ -26,6 +26,12 @@ export const defaultDatabaseUrl = (port: number = EMBEDDED_DEFAULTS.port) =>
 
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off']).transform((v) => ['true', '1', 'yes', 'on'].includes(v));
 
+/**
+ * A century: older than any row can be. Beyond some millions of days the cut-off is a date out of
+ * range ("Invalid time value"), so OUTBOX_RETENTION_DAYS and `outbox:purge --days` stop here.
+ */
+export const MAX_RETENTION_DAYS = 36_500;
+
 const int = (min: number, max: number = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
 const optionalUrl = z
@@ -80,7 +86,7 @@ const envSchema = z.object({
   WORKER_MAX_BATCH_SIZE: int(1, 10_000).default(1000),
   WORKER_CONCURRENCY: int(1, 256).default(8),
   SHUTDOWN_TIMEOUT_SECONDS: int(1).default(30),
-  OUTBOX_RETENTION_DAYS: int(0).default(7),
+  OUTBOX_RETENTION_DAYS: int(0, MAX_RETENTION_DAYS).default(7),
   /** How often the worker deletes old DONE messages, expired Idempotency-Keys and ended sessions. */
   HOUSEKEEPING_INTERVAL_SECONDS: int(1).optional(),
   /** The old name of HOUSEKEEPING_INTERVAL_SECONDS, still read (with a warning at start-up). */

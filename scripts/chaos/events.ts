@@ -13,6 +13,8 @@ import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/even
 import { EVENTS_RELAY } from '../../src/worker/handlers/events-relay.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
+import { lifelineEnv } from '../../src/process/lifeline.ts';
+import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { Supervised, type ExitObserved } from './processes.ts';
 import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -94,6 +96,8 @@ export async function startChaosNats(
       const out = openSync(logFile, 'a');
       const c = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: ['ignore', out, out] });
       closeSync(out);
+      // Not a node process, so no lifeline: a watchdog stops it if the run dies without doing so.
+      if (c.pid !== undefined) guardChild(c.pid);
       child = c;
       c.once('exit', (code, signal) => {
         if (stopping || child !== c) return;
@@ -501,7 +505,7 @@ export async function startEventsChaos(o: {
       if (!nats.running) await nats.start();
       const last = spawn(process.execPath, ['--import', 'tsx', entry, '--until-empty'], {
         cwd: o.root,
-        env: consumerEnv,
+        env: { ...consumerEnv, ...lifelineEnv() },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';

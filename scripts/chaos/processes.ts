@@ -1,11 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import readline from 'node:readline';
+import { lifelineEnv } from '../../src/process/lifeline.ts';
 
 /*
  * The chaos run's process supervisor. Each system process (API, workers, SMTP sink) is a real
  * child process started the way production starts it (`node --import tsx <entry>`, so a signal
- * reaches the real process), in its own process group, its output appended to a log file.
+ * reaches the real process), in its own process group, its output appended to a log file. Each
+ * one carries this process's lifeline (src/process/lifeline.ts): if the run dies, SIGKILL
+ * included, its processes stop as on SIGTERM instead of running on, orphaned.
  *
  * Like a process manager (systemd, Kubernetes) it restarts a process that exits on its own;
  * those unplanned exits are counted, because one the run did not cause is a finding. A kill the
@@ -61,7 +64,7 @@ export class Supervised {
     this.starts++;
     const child = spawn(process.execPath, ['--import', 'tsx', this.spec.entry, ...(this.spec.args ?? [])], {
       cwd: this.spec.cwd,
-      env: this.spec.env,
+      env: { ...this.spec.env, ...lifelineEnv() },
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { createPool } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { lifelineEnv, onParentGone } from '../../src/process/lifeline.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { parseFlags, wholeNumber } from '../bench/lib/cli.ts';
@@ -84,10 +85,11 @@ events relay and earnings consumer, puts load on them while injecting faults dra
 lets the workers drain and checks that nothing was lost. Exit 0: every invariant held; 1: one
 broke; 2: bad flags or a harness failure.
 
-  --duration SECONDS   seconds of load, at least 10 (default 60)
-  --seed N             seed of the faults, the load and the SMTP refusals (default: random, printed)
+  --duration SECONDS   seconds of load, 10 to 86400 (default 60)
+  --seed N             seed of the faults, the load and the SMTP refusals, 0 to 4294967295
+                       (default: random, printed)
   --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
-  --concurrency N      client loops putting load on the API (default 6)
+  --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
   --keep               keep the run's temporary folder (logs, data) even when it passes
   -h, --help           print this and exit
 
@@ -109,13 +111,14 @@ function readFlags(argv: string[]): Flags {
     },
     argv,
   );
-  const num = (name: string, v: string, min: number) => wholeNumber('chaos', USAGE, name, v, min);
-  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0);
+  const num = (name: string, v: string, min: number, max: number) => wholeNumber('chaos', USAGE, name, v, min, max);
+  // The generator keeps 32 bits of the seed: a larger one would repeat a smaller one's run.
+  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : num('seed', values.seed, 0, 2 ** 32 - 1);
   return {
-    durationSeconds: num('duration', values.duration, 10),
+    durationSeconds: num('duration', values.duration, 10, 86_400),
     seed,
     out: path.resolve(values.out ?? path.join(root, 'var', 'chaos', String(seed))),
-    concurrency: num('concurrency', values.concurrency, 1),
+    concurrency: num('concurrency', values.concurrency, 1, 1_000),
     keep: values.keep,
   };
 }
@@ -259,11 +262,17 @@ async function main(): Promise<number> {
     await postgres.stop().catch(() => {});
   };
   let interrupted = false;
-  process.once('SIGINT', () => {
+  const interrupt = (why: string) => {
+    if (interrupted) return;
     interrupted = true;
-    say('interrupted: stopping everything');
+    say(`${why}: stopping everything`);
     void cleanup().finally(() => process.exit(130));
-  });
+  };
+  process.once('SIGINT', () => interrupt('interrupted'));
+  // Whoever started the run (npm, a test) gone: stop the stack rather than leave it running. If
+  // this process is SIGKILLed instead, its children see it go (processes.ts), and PostgreSQL's and
+  // nats-server's watchdogs stop them (src/db/orphan-watchdog.ts).
+  onParentGone(() => interrupt('the process that started the run is gone'), { name: 'chaos' });
 
   try {
     await postgres.initialise();
@@ -345,7 +354,7 @@ async function main(): Promise<number> {
       execFile(
         process.execPath,
         ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--list-topics'],
-        { cwd: root, env: workerEnv },
+        { cwd: root, env: { ...workerEnv, ...lifelineEnv() } },
         (err, stdout) =>
           // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
           err ? reject(err) : resolve(stdout),

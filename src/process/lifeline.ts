@@ -2,7 +2,7 @@ import { readFileSync, writeSync } from 'node:fs';
 
 /*
  * A long-running process must stop gracefully when whoever started it goes away, however it was
- * started. Two cases leave it running with nobody to stop it:
+ * started. Three cases leave it running with nobody to stop it:
  *
  * - `npm run …` / `npm start`: npm does not pass SIGTERM on. `kill -TERM <npm>` makes npm exit at
  *   once; npm runs the script through `sh -c`, which dies with it (or, if npm was SIGKILLed, stays
@@ -10,11 +10,15 @@ import { readFileSync, writeSync } from 'node:fs';
  *   the service stopped; the worker is then SIGKILLed later with its messages in flight.
  * - `npm start`'s children (scripts/start.ts opens an IPC channel to each): the supervisor died
  *   without stopping them.
+ * - a harness (the chaos run, the bench, a test run) SIGKILLed, or stopped by a time limit that
+ *   signals only it: the processes it started, detached, run on.
  *
  * So, when npm started us: we note our parent at start (and, when the parent is the shell npm runs
  * scripts through, the shell's parent, i.e. npm) and poll them; an IPC channel's disconnect is
- * watched too, however we were started. When one of
- * them is gone, `stop` runs once — the entry point passes the same graceful stop as SIGTERM.
+ * watched too, however we were started; and a harness puts `lifelineEnv()` into its children's
+ * environment (STAYHUB_LIFELINE: its pid and start time), which we poll too (and so does whatever
+ * we start with that environment). When one of them is gone, `stop` runs once — the entry point
+ * passes the same graceful stop as SIGTERM.
  *
  * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
  * file every 250 ms costs nothing measurable. A process whose parent is init (PID 1 in a
@@ -35,7 +39,7 @@ export interface Lifeline {
 
 const SHELLS = new Set(['sh', 'dash', 'bash', 'zsh', 'ash', 'busybox']);
 
-interface Ancestor {
+export interface Ancestor {
   pid: number;
   /** /proc start time: tells our ancestor from a new process that reused its pid. */
   startTime?: string;
@@ -85,16 +89,27 @@ function logLine(level: number, name: string, msg: string, fields: Record<string
   }
 }
 
+/** The variable `lifelineEnv()` sets: `<pid>:<start time>` of the process whose end must stop us. */
+const LIFELINE_ENV = 'STAYHUB_LIFELINE';
+
+/** STAYHUB_LIFELINE's process, or undefined when it is unset or not `<pid>:<start time>`. */
+export function parseLifelineEnv(value: string | undefined): Ancestor | undefined {
+  const m = /^(\d+):(\d+)$/.exec(value ?? '');
+  const pid = Number(m?.[1]);
+  return m && pid > 1 ? { pid, startTime: m[2] } : undefined;
+}
+
 /**
  * Who started us, noted when this module loads (before the entry point's slow start-up: a parent
  * that dies while we connect to the database is still noticed at the first poll).
  */
-const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
-  const parent = process.ppid;
+const startedBy: { parent: number | undefined; ancestors: Ancestor[] } = (() => {
+  let parent: number | undefined;
   const ancestors: Ancestor[] = [];
   // Only under npm (it sets npm_lifecycle_event for the script it runs): a process started with
   // `node … &` from a shell that then exits keeps the usual meaning and runs on.
-  if (parent > 1 && process.env.npm_lifecycle_event) {
+  if (process.ppid > 1 && process.env.npm_lifecycle_event) {
+    parent = process.ppid;
     ancestors.push(describe(parent));
     // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
     // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
@@ -102,8 +117,19 @@ const startedBy: { parent: number; ancestors: Ancestor[] } = (() => {
     const grandparent = Number(procStat(parent)?.[1]);
     if (comm && SHELLS.has(comm) && grandparent > 1) ancestors.push(describe(grandparent));
   }
+  const harness = parseLifelineEnv(process.env[LIFELINE_ENV]);
+  if (harness && harness.pid !== process.pid) ancestors.push(harness);
   return { parent, ancestors };
 })();
+
+/**
+ * For the environment of a child process: the child (any entry point run by runMain, or one that
+ * calls onParentGone itself) stops as on SIGTERM when this process goes, however it goes. The
+ * start time tells this process from a later one that reuses its pid.
+ */
+export function lifelineEnv(): Record<string, string> {
+  return { [LIFELINE_ENV]: `${process.pid}:${describe(process.pid).startTime ?? 0}` };
+}
 
 /**
  * Calls `stop` once when the process that started us goes away (see the header). `stop` must be
@@ -128,7 +154,7 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
 
   if (ancestors.length) {
     timer = setInterval(() => {
-      if (process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
+      if (parent !== undefined && process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
       const gone = ancestors.find(isGone);
       if (gone) fire('parent process gone', { parentPid: gone.pid });
     }, opts.intervalMs ?? 250);

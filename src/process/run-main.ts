@@ -19,6 +19,10 @@ import { onParentGone } from './lifeline.ts';
  *                     asks it to stop: `ctx.stopRequested` resolves, it finishes what is in hand and
  *                     returns. A second signal, or SHUTDOWN_TIMEOUT_SECONDS, stops it at once
  *                     (`ctx.onForcedStop` hooks run first): exit 1
+ *   done              once `run` has returned, the process exits with its code within
+ *                     EXIT_GRACE_MS (and never after the shutdown deadline): a connection or timer
+ *                     left open (a NATS client reconnecting to a server that is gone) must not
+ *                     keep a stopped process alive
  *   logs              pino with LOG_LEVEL and LOG_FORMAT, named after the command
  *
  * (graphile-worker's CLI and close-with-grace are the models.)
@@ -70,6 +74,11 @@ export interface RunOptions {
   err?: (line: string) => void;
   /** Exits the process on a forced stop (default true; tests running a command in-process turn it off). */
   exitOnForcedStop?: boolean;
+  /**
+   * The command is this process (runMain): once it has returned, the process exits with its code
+   * even if something it left open would keep it alive (default false: in-process callers go on).
+   */
+  exitWhenDone?: boolean;
 }
 
 /** Runs `command` and resolves with its exit code. Never rejects: an unexpected error is one line and exit 1. */
@@ -100,8 +109,9 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
   for (const line of config.deprecations) logger.warn(line);
 
   const stop = new StopControl(command, config, logger, opts.exitOnForcedStop ?? true);
+  let code = 1;
   try {
-    return await command.run({
+    code = await command.run({
       flags,
       positionals,
       config,
@@ -112,20 +122,22 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
       isStopping: () => stop.stopping,
       onForcedStop: (fn) => stop.forcedHooks.push(fn),
     });
+    return code;
   } catch (e) {
     if (e instanceof UsageError) {
       say(`${e.message}\n${command.usage}`);
-      return 2;
+      return (code = 2);
     }
     if (e instanceof ConfigError) {
       say(`invalid configuration: ${e.problems.join('; ')}`);
-      return 2;
+      return (code = 2);
     }
     say(describeStartFailure(e, config));
     logger.debug({ err: e }, 'command failed');
-    return 1;
+    return (code = 1);
   } finally {
     stop.dispose();
+    if (opts.exitWhenDone) stop.exitSoon(code);
   }
 }
 
@@ -168,6 +180,8 @@ class StopControl {
   readonly forcedHooks: (() => void | Promise<unknown>)[] = [];
   private resolve!: (reason: string) => void;
   private readonly dispose_: (() => void)[] = [];
+  /** When a requested stop must be over (ms since the epoch); undefined while none was requested. */
+  private deadline?: number;
 
   constructor(
     private readonly command: Command,
@@ -200,6 +214,7 @@ class StopControl {
     this.stopping = true;
     const timeoutSeconds = this.command.shutdownTimeoutSeconds?.(this.config) ?? this.config.SHUTDOWN_TIMEOUT_SECONDS;
     this.logger.info({ signal: reason, timeoutSeconds }, 'stopping: finishing what is in hand');
+    this.deadline = Date.now() + timeoutSeconds * 1000;
     const timer = setTimeout(() => {
       this.logger.error({ timeoutSeconds }, 'shutdown timed out; exiting now');
       this.force();
@@ -222,7 +237,27 @@ class StopControl {
   dispose(): void {
     for (const d of this.dispose_.splice(0)) d();
   }
+
+  /**
+   * The command returned `code`: exit with it once what is left of the event loop has had
+   * EXIT_GRACE_MS (a log transport's last lines), and no later than the shutdown deadline. A
+   * process that is still alive then is held by something its command forgot to close; it is told
+   * in the log, since that is a bug to fix.
+   */
+  exitSoon(code: number): void {
+    const at = Math.min(Date.now() + EXIT_GRACE_MS, this.deadline ?? Infinity);
+    setTimeout(
+      () => {
+        this.logger.error({ exitCode: code }, 'still running after the command returned (an open connection or timer): exiting now');
+        process.exit(code);
+      },
+      Math.max(0, at - Date.now()),
+    ).unref();
+  }
 }
+
+/** How long a process whose command has returned may take to exit on its own (see exitSoon). */
+const EXIT_GRACE_MS = 2_000;
 
 /** How long a forced stop waits for its hooks (stopping an embedded PostgreSQL) before exiting anyway. */
 const FORCED_STOP_GRACE_MS = 5_000;
@@ -265,7 +300,7 @@ export function isEntry(moduleUrl: string): boolean {
 /** Runs `command` as this process when `moduleUrl` is the entry point, and sets the exit code. */
 export function runMain(command: Command, moduleUrl: string): void {
   if (!isEntry(moduleUrl)) return;
-  void runCommand(command, { argv: process.argv.slice(2) }).then((code) => {
+  void runCommand(command, { argv: process.argv.slice(2), exitWhenDone: true }).then((code) => {
     process.exitCode = code;
   });
 }

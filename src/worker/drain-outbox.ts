@@ -5,6 +5,7 @@ import { resolveLogFormat } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler } from '../outbox/index.ts';
+import { optionalWholeNumberFlag } from '../process/flags.ts';
 import { runCommand, runMain, UsageError, type Command, type RunOptions } from '../process/run-main.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { createWebhookSender } from '../webhooks/delivery/sender.ts';
@@ -33,15 +34,6 @@ const USAGE = `usage: npm run drain-outbox -- [--once | --until-empty | --list-t
 Exit codes: 0 clean stop · 1 database unreachable or not migrated at start, or a forced stop ·
 2 bad flags or configuration.`;
 
-function positiveInt(name: string, v: string | boolean | undefined, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || !/^\d+$/.test(v) || n < 1 || n > max) {
-    throw new UsageError(`--${name} must be a whole number from 1 to ${max} (got "${String(v)}")`);
-  }
-  return n;
-}
-
 /** The worker as a command; `extraHandlers` is for the test entry (test/helpers/worker-entry.ts) only. */
 export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handler<any>[]): Command {
   return {
@@ -59,8 +51,8 @@ export function drainOutboxCommand(extraHandlers?: (deps: HandlerDeps) => Handle
     async run({ flags, config, logger, out, err, stopRequested, onForcedStop }) {
       const modes = (['once', 'until-empty', 'list-topics'] as const).filter((m) => flags[m]);
       if (modes.length > 1) throw new UsageError(`--${modes.join(' and --')} cannot be combined`);
-      const batchSize = positiveInt('batch-size', flags['batch-size'], 1000);
-      const concurrency = positiveInt('concurrency', flags.concurrency, 256) ?? config.WORKER_CONCURRENCY;
+      const batchSize = optionalWholeNumberFlag('batch-size', flags['batch-size'], { min: 1, max: 1000 });
+      const concurrency = optionalWholeNumberFlag('concurrency', flags.concurrency, { min: 1, max: 256 }) ?? config.WORKER_CONCURRENCY;
       // The claim's planner settings and cached plan belong to a session (src/outbox/claim-connection.ts),
       // and so does LISTEN: refused here, before anything is claimed.
       if (config.DATABASE_POOLER === 'transaction') {

@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { lifelineEnv, onParentGone } from '../../src/process/lifeline.ts';
 import { freePort } from '../../src/net/free-port.ts';
 
 declare module 'vitest' {
@@ -56,6 +57,14 @@ function repoWrites(): Set<string> | undefined {
  * runs on one machine never meet. At the end the run fails if a test left files in the repository.
  */
 export default async function setup(project: TestProject) {
+  // Inherited by the test workers, and by every process a test starts with their environment: if
+  // this run is SIGKILLed or its time limit stops only it, they stop as on SIGTERM instead of
+  // running on, orphaned. The test server below has a watchdog of its own (src/db/embedded.ts).
+  Object.assign(process.env, lifelineEnv());
+  // `npm test` stopped by a SIGTERM to npm alone (a CI time limit): npm exits and passes nothing
+  // on, and this run would go on to the end. Stop it as a Ctrl-C would; what the tests started
+  // then sees this process go (above).
+  onParentGone(() => process.kill(process.pid, 'SIGTERM'), { name: 'vitest' });
   const filesBefore = repoWrites();
   const templateDb = `stayhub_template_${randomBytes(4).toString('hex')}`;
   let serverUrl = process.env.TEST_DATABASE_URL;

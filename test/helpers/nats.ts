@@ -8,6 +8,7 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
 import type { ConsumedEvent } from '../../src/events/event.ts';
+import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { inCI, recordSkip } from './tools.ts';
@@ -65,6 +66,8 @@ export async function startNats(opts: { jetstream?: boolean } = {}): Promise<Nat
     output = '';
     const js = opts.jetstream === false ? [] : ['-js'];
     child = spawn(BIN, [...js, '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Not a node process: if the test process dies without stopping it, a watchdog does.
+    if (child.pid !== undefined) guardChild(child.pid);
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));
     const until = Date.now() + 10_000;

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { runCommand, type Command } from '../../src/process/run-main.ts';
 
 /*
@@ -23,7 +24,8 @@ export interface NpmRun {
 }
 
 export function npmRun(args: string[], env: NodeJS.ProcessEnv): NpmRun {
-  return watchRun(spawn('npm', args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  // The test's lifeline: if this test process dies, what npm started stops (src/process/lifeline.ts).
+  return watchRun(spawn('npm', args, { cwd: ROOT, env: { ...env, ...lifelineEnv() }, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
 /** The NpmRun view of a process started with piped stdout and stderr (npm, or a stand-in for it). */
@@ -220,7 +222,11 @@ export interface ScriptRun {
  */
 export function runScript(entry: string, args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<ScriptRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+      cwd: ROOT,
+      env: { ...env, ...lifelineEnv() },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 
@@ -59,6 +60,8 @@ export async function startPgBouncer(serverUrl: string, settings: Record<string,
   const asRoot = process.getuid?.() === 0;
   let output = '';
   const child: ChildProcess = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Stopped by a watchdog if the process that started it dies first (src/db/orphan-watchdog.ts).
+  if (child.pid !== undefined) guardChild(child.pid);
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const exited = new Promise((resolve) => child.once('exit', resolve));

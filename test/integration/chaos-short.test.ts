@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChaosResults } from '../../scripts/chaos/run.ts';
+import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { EVENT_CHECKS, EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
 import { hasTool, inCI } from '../helpers/tools.ts';
 
@@ -38,7 +39,13 @@ function runChaos(): Promise<{ code: number | null; output: string }> {
       ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out],
       {
         cwd: root,
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...(process.env.CI === undefined ? {} : { CI: process.env.CI }) },
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          ...(process.env.CI === undefined ? {} : { CI: process.env.CI }),
+          // This test process's lifeline: the run stops its stack if the test run is stopped.
+          ...lifelineEnv(),
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

@@ -53,4 +53,30 @@ describe('lifeline', () => {
     expect(pids.filter(isRunning).length).toBe(pids.length);
     expect(run.lines).not.toContain('stopping');
   }, 60_000);
+
+  it('notices a SIGKILLed harness that named itself in STAYHUB_LIFELINE, not started by npm', async () => {
+    const { npm_lifecycle_event: _e, ...env } = process.env;
+    // A harness as the chaos run is: it starts the entry detached (a process group of its own), with
+    // its lifeline in the environment, and is then SIGKILLed.
+    const script = `
+      const { lifelineEnv } = await import('./src/process/lifeline.ts');
+      const { spawn } = await import('node:child_process');
+      spawn('node', ['--import', 'tsx', 'test/helpers/lifeline-entry.ts'], {
+        env: { ...process.env, ...lifelineEnv() }, detached: true, stdio: 'inherit' });
+      setInterval(() => {}, 1000);`;
+    const run = watchRun(
+      spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: ROOT,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    await run.waitForLine(/^ready$/, 30_000);
+    const pids = descendants(run.npm.pid!);
+    started.push(run.npm.pid!, ...pids);
+    run.npm.kill('SIGKILL');
+    await expectAllGone(run, pids, 30_000);
+    expect(run.lines).toContain('stopping');
+    expect(run.json().find((l) => /parent process gone/.test(l.msg))).toMatchObject({ parentPid: run.npm.pid });
+  }, 60_000);
 });

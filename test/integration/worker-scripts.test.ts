@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { purgeCommand } from '../../scripts/outbox-purge.ts';
 import { requeueCommand } from '../../scripts/outbox-requeue.ts';
 import { statsCommand } from '../../scripts/outbox-stats.ts';
+import { reindexCommand } from '../../scripts/reindex.ts';
 import type { Command } from '../../src/process/run-main.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { runInProcess, runScript } from '../helpers/npm-run.ts';
@@ -97,5 +98,26 @@ describe('outbox scripts', () => {
     expect(r.stdout).toMatch(/deleted 1205 DONE message\(s\) older than 7 day\(s\) \(\d+ day partition\(s\) dropped whole\)/);
     const { rows } = await tdb.db.execute<{ status: string }>(sql`select status from outbox order by status`);
     expect(rows.map((r) => r.status)).toEqual(['DEAD', 'DONE']);
+  });
+
+  it('outbox:purge --days out of range is a usage error (exit 2), the longest range a purge', { timeout: 120_000 }, async () => {
+    // As a process: the exit code is the process's own. It used to be 1, with "Invalid time value".
+    const bad = await runScript('scripts/outbox-purge.ts', ['--days', '99999999'], env());
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr.split('\n')[0]).toBe('outbox:purge: --days must be a whole number from 0 to 36500 (got "99999999")');
+    expect(bad.stderr).toContain('usage: npm run outbox:purge');
+    for (const days of ['-1', '1e3', '']) expect((await run(purgeCommand, ['--days', days])).code, days).toBe(2);
+    await insertMessages(tdb.db, [{ topic: 't' }]);
+    const r = await run(purgeCommand, ['--days', '36500']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('deleted 0 DONE message(s) older than 36500 day(s)');
+  });
+
+  it('reindex --batch-size takes only a whole number in its range', async () => {
+    for (const size of ['1e3', '0', '10001', ' 5']) {
+      const r = await run(reindexCommand, ['--batch-size', size]);
+      expect(r.code, size).toBe(2);
+      expect(r.stderr).toContain(`--batch-size must be a whole number from 1 to 10000 (got "${size}")`);
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { ConfigError, loadConfig } from '../../../src/config.ts';
-import { parseCommandLine } from '../../../src/process/run-main.ts';
+import { wholeNumberFlag } from '../../../src/process/flags.ts';
+import { lifelineEnv } from '../../../src/process/lifeline.ts';
+import { parseCommandLine, UsageError } from '../../../src/process/run-main.ts';
 
 /*
  * The command line of the measurement scripts (bench, chaos, measure-search), parsed as every
@@ -43,6 +45,9 @@ export function parseFlags<O extends Record<string, FlagSpec>>(
       process.stderr.write(`${command}: invalid configuration: ${e.problems.join('; ')}\n`);
       process.exit(2);
     }
+    // Every process these scripts start inherits this environment: with it, each one stops as on
+    // SIGTERM when this script goes, SIGKILLed or stopped by a time limit (src/process/lifeline.ts).
+    Object.assign(process.env, lifelineEnv());
     return parsed.flags as FlagValues<O>;
   }
   if (parsed.exit === 2) usageError(command, usage, parsed.error);
@@ -50,10 +55,12 @@ export function parseFlags<O extends Record<string, FlagSpec>>(
   process.exit(0);
 }
 
-/** A whole number ≥ `min` from flag `name`, or a usage error. */
-export function wholeNumber(command: string, usage: string, name: string, value: string, min: number): number {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n) || n < min)
-    usageError(command, usage, `--${name} must be a whole number ≥ ${min} (got "${value}")`);
-  return n;
+/** A whole number from `min` to `max` from flag `name` (src/process/flags.ts), or a usage error. */
+export function wholeNumber(command: string, usage: string, name: string, value: string, min: number, max: number): number {
+  try {
+    return wholeNumberFlag(name, value, { min, max });
+  } catch (e) {
+    if (e instanceof UsageError) usageError(command, usage, e.message);
+    throw e;
+  }
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { lifelineEnv } from '../../../src/process/lifeline.ts';
 
 /** The repository root (scripts/bench/lib → ../../..). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -22,7 +23,8 @@ export function runProcess(
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
       cwd: opts.cwd ?? ROOT,
-      env: { ...process.env, ...opts.env },
+      // This process's lifeline last: whatever started it, the child stops when this process goes.
+      env: { ...process.env, ...opts.env, ...lifelineEnv() },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -9,7 +9,7 @@ import {
   type CommandContext,
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
-import { connectNats, describeNatsFailure } from '../connection.ts';
+import { closeNats, connectNats, describeNatsFailure } from '../connection.ts';
 import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import {
   ensureGroup,
@@ -313,7 +313,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       logger.info('earnings consumer stopped');
       return 0;
     } finally {
-      await nc.drain().catch(() => undefined);
+      await closeNats(nc);
     }
   } finally {
     await database.close();
