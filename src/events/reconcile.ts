@@ -6,7 +6,7 @@ import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { isTopicName, probeOutbox, type TopicName } from '../outbox/index.ts';
 import { runCommand, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { connectNats, describeNatsFailure } from './connection.ts';
+import { closeNats, connectNats, describeNatsFailure } from './connection.ts';
 import { createJetStreamPublisher, type EventPublisher } from './publisher.ts';
 import { relayedMessages, relayedPage, type RelayedRow } from './reconcile-outbox.ts';
 import { payloadAsRelayed, relayMessage } from './relay.ts';
@@ -330,7 +330,7 @@ async function reconcile(ctx: CommandContext): Promise<number> {
       return r.inWindow + r.failed > 0 ? 1 : 0;
     } finally {
       await publisher.close();
-      await nc.drain().catch(() => undefined);
+      await closeNats(nc);
     }
   } finally {
     await database.close();

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
-import { connectNats } from './connection.ts';
+import { closeNats, connectNats } from './connection.ts';
 import { createJetStreamPublisher, type EventPublisher } from './publisher.ts';
 import { reconcileStream, type ReconcileCounts } from './reconcile.ts';
 import {
@@ -192,7 +192,7 @@ export function startStreamWatch(o: { config: Config; db: Db; logger: Logger; co
       await Promise.all(running);
       await publisher?.close();
       const c = await nc?.catch(() => undefined);
-      await c?.drain().catch(() => undefined);
+      if (c) await closeNats(c);
     },
   };
 }
