@@ -32,6 +32,8 @@ beforeEach(async () => {
 afterEach(async () => {
   await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
   await Promise.all(receivers.splice(0).map((r) => r.close()));
+  // Each test's claims and counts see its own endpoints only.
+  await t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
 });
 
 async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {

@@ -34,7 +34,8 @@ afterAll(async () => {
 afterEach(async () => {
   await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
   await Promise.all(receivers.splice(0).map((r) => r.close()));
-  // A host of its own per test: each test's endpoints are all its host has.
+  // A host of its own per test, and no other test's endpoint left to send to.
+  await t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
   host = await signUp(t.app, 'host');
   propertyId = (await listProperty(t.app, host)).id;
 });

@@ -38,11 +38,16 @@ export interface ClaimedDelivery {
  * due again when the lease ends, and is sent again with the same webhook-id.
  */
 const CLAIM_SQL = `
-with capacity as (
+with host_busy as (
+  select * from unnest($7::bigint[], $8::int[]) as b(host_id, n)
+),
+capacity as (
   select e.id as endpoint_id, e.host_id, $1::int - coalesce(busy.n, 0) as room
     from webhook_endpoints e
     left join unnest($2::bigint[], $3::int[]) as busy(endpoint_id, n) on busy.endpoint_id = e.id
    where e.enabled
+     -- a host with no room left is not probed at all
+     and e.host_id not in (select host_id from host_busy where n >= $6::int)
 ),
 due as (
   select d.id, d.next_attempt_at, c.host_id
@@ -60,7 +65,7 @@ turns as (
          row_number() over (partition by due.host_id order by due.next_attempt_at, due.id) as turn,
          $6::int - coalesce(host_busy.n, 0) as host_room
     from due
-    left join unnest($7::bigint[], $8::int[]) as host_busy(host_id, n) on host_busy.host_id = due.host_id
+    left join host_busy on host_busy.host_id = due.host_id
 ),
 chosen as (
   select id from turns where turn <= host_room order by turn, next_attempt_at, id limit $4
