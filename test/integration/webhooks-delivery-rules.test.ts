@@ -163,6 +163,22 @@ describe('delivery rules', () => {
     expect((await deliveries(ep.id)).map((d) => d.eventType)).toEqual(['booking.cancelled']);
   });
 
+  it('sends everything due before runUntilIdle resolves, though a full endpoint makes claims come back empty', async () => {
+    const r = await receiver();
+    const ep = await register({ url: r.url });
+    for (let i = 0; i < 30; i++) await bookingEvent();
+    const sender = createWebhookSender({
+      db: t.db.db,
+      pool: t.db.pool,
+      config: config({ WEBHOOK_ENDPOINT_CONCURRENCY: '1', WEBHOOK_HOST_CONCURRENCY: '1' }),
+      logger: captureLogger().logger,
+    });
+    senders.push(sender);
+    await sender.runUntilIdle();
+    expect(r.received).toHaveLength(30);
+    expect(await deliveries(ep.id, 'pending')).toEqual([]);
+  });
+
   it("counts the sender's attempts in the worker's metrics by outcome", async () => {
     const r = await receiver((n) => (n === 1 ? { status: 500 } : { status: 204 }));
     await register({ url: r.url });

@@ -209,9 +209,13 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     },
     async runUntilIdle() {
       for (;;) {
+        // A claim made while attempts were in flight may find nothing only because their
+        // endpoint or host was full: it proves nothing is due unless nothing was in flight.
+        const inFlightAtClaim = running.size;
         const started = running.size < config.WEBHOOK_CONCURRENCY ? await claimOnce() : 0;
-        if (started === 0 && running.size === 0) return;
-        if (started === 0) await Promise.race(running);
+        if (started > 0) continue;
+        if (running.size > 0) await Promise.race(running);
+        else if (inFlightAtClaim === 0) return;
       }
     },
   };
