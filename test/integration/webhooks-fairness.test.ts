@@ -146,6 +146,16 @@ describe('fairness between hosts', () => {
     expect(recovers.slice(0, 10).map((r) => r.statusCode)).toEqual(Array(10).fill(202));
     expect(recovers[10]!.statusCode).toBe(429);
     expect(Number(recovers[10]!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // Retries have a budget of their own, untouched by the recovers.
+    const test = await t.app.inject({ method: 'POST', url: `/webhooks/endpoints/${ep.id}/test`, headers: host.auth });
+    expect(test.statusCode).toBe(202);
+    const retries = [];
+    for (let i = 0; i < 11; i++) {
+      retries.push(
+        (await t.app.inject({ method: 'POST', url: `/webhooks/deliveries/${test.json().id}/retry`, headers: host.auth })).statusCode,
+      );
+    }
+    expect(retries).toEqual([...Array(10).fill(202), 429]);
     // Another host's budget is untouched.
     const other = await signUp(t.app, 'host');
     const theirs = await register(other, 'https://hooks.example.test/theirs');
