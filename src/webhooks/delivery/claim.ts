@@ -29,8 +29,8 @@ export interface ClaimedDelivery {
  * 3. turns: round robin between hosts. Each host's due deliveries are numbered oldest first
  *    (turn 1, 2, …), cut at the host's own room (WEBHOOK_HOST_CONCURRENCY minus what its endpoints
  *    have in flight), and the claim takes turn 1 of every host, then turn 2, … up to the free slots.
- *    A host's hanging endpoints, however many, hold at most its own room: they cost that host, not
- *    the others, whose deliveries come first in every claim while they have fewer in flight
+ *    A host's hanging endpoints, however many, hold at most its own room, and its backlog cannot
+ *    push another host's first due delivery out of a claim: they cost that host, not the others
  *    (docs/adr/0030-webhook-slots-shared-between-hosts.md). Within a turn the oldest due goes first.
  *
  * FOR UPDATE SKIP LOCKED makes claims of several worker processes disjoint; the claim moves
