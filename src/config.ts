@@ -186,6 +186,29 @@ const envSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default(false),
   /** Delivered and failed deliveries, their attempts and events are deleted after this many days. */
   WEBHOOK_RETENTION_DAYS: int(1).default(30),
+  /** Deliveries in flight per host (all its endpoints together) per worker process: what one host's slow servers can hold. */
+  WEBHOOK_HOST_CONCURRENCY: int(1, 1000).default(8),
+  /** Endpoints one host may register. */
+  WEBHOOK_MAX_ENDPOINTS_PER_HOST: int(1, 1000).default(10),
+  /** Test events, retries and recovers a host may ask for per minute (each its own budget; a burst of as many). */
+  WEBHOOK_MANUAL_SENDS_PER_MINUTE: int(1, 10_000).default(10),
+  /** Attempts kept per delivery, the newest; older ones are deleted as new ones are made. */
+  WEBHOOK_ATTEMPTS_KEPT: int(1, 1000).default(10),
+  /** Ports below 1024 that endpoints may use besides 80 and 443 (comma-separated); 1024 and up are always allowed. */
+  WEBHOOK_EXTRA_PORTS: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      const parts = v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
+      if (parts.some((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 1023)) {
+        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of ports from 1 to 1023' });
+        return z.NEVER;
+      }
+      return parts.map(Number);
+    }),
 });
 
 export type Env = z.infer<typeof envSchema>;

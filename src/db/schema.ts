@@ -3,6 +3,7 @@ import {
   bigint,
   bigserial,
   boolean,
+  doublePrecision,
   char,
   check,
   customType,
@@ -457,7 +458,17 @@ export const webhookEndpoints = pgTable(
      * would not); only the host sees it, and only when it is made.
      */
     secret: text('secret').notNull(),
-    /** The secret before the last rotation: it signs beside the new one until `previous_secret_expires_at`. */
+    /**
+     * Secrets rotated out that still sign beside the current one, each until its own overlap ends:
+     * `[{"secret": "whsec_…", "expiresAt": "<timestamptz>"}]`. A second rotation inside the overlap
+     * keeps the first secret too (a receiver may not have deployed the second yet).
+     */
+    retiredSecrets: jsonb('retired_secrets').notNull().default(sql`'[]'::jsonb`),
+    /**
+     * Superseded by retired_secrets (migration 0012 moved what they held) and no longer written.
+     * Kept for one release so that workers of the previous one, which still read them, run beside
+     * this schema during a rollout (docs/operating.md, "Changing the schema"); dropped in the next.
+     */
     previousSecret: text('previous_secret'),
     previousSecretExpiresAt: ts('previous_secret_expires_at'),
     /** First failure since the last success: the clock of WEBHOOK_DISABLE_AFTER_HOURS and the "failing" alert. */
@@ -468,6 +479,24 @@ export const webhookEndpoints = pgTable(
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
   (t) => [index('webhook_endpoints_host_idx').on(t.hostId, t.id)],
+);
+
+/**
+ * What a host may still ask for by hand (test events, retries, recovers): a token bucket per host
+ * and action, refilled at WEBHOOK_MANUAL_SENDS_PER_MINUTE, taken from in one statement
+ * (src/webhooks/manual-rate.ts) so concurrent requests cannot both take the last token.
+ */
+export const webhookHostBudgets = pgTable(
+  'webhook_host_budgets',
+  {
+    hostId: bigint('host_id', { mode: 'number' })
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    action: text('action').notNull(),
+    tokens: doublePrecision('tokens').notNull(),
+    refilledAt: ts('refilled_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.hostId, t.action] })],
 );
 
 export const webhookEvents = pgTable(

@@ -4,8 +4,10 @@ import { webhookStats, type EndpointStats } from '../webhooks/stats.ts';
 
 /**
  * Each webhook endpoint's health as gauges, read from the database when Prometheus scrapes (one
- * query, cached `cacheMs` like the outbox's gauges). Labelled by the endpoint's public id: one
- * series per endpoint, which the admin view (GET /admin/webhooks) names and links.
+ * query, cached `cacheMs` like the outbox's gauges). Labelled by the endpoint's public id, which
+ * the admin view (GET /admin/webhooks) names and links: one series per endpoint, for the
+ * `maxEndpoints` most worth watching only (failing, disabled by the system, most pending), so the
+ * scrape stays the same size however many endpoints hosts register.
  *
  *   stayhub_webhook_endpoint_pending_deliveries{endpoint}
  *   stayhub_webhook_endpoint_oldest_pending_seconds{endpoint}
@@ -13,13 +15,15 @@ import { webhookStats, type EndpointStats } from '../webhooks/stats.ts';
  *   stayhub_webhook_endpoint_failed_deliveries{endpoint}   failed for good, not retried
  *   stayhub_webhook_endpoint_enabled{endpoint}
  */
-export function registerWebhookGauges(registry: Registry, opts: { db: Db; cacheMs?: number }): void {
+export function registerWebhookGauges(registry: Registry, opts: { db: Db; cacheMs?: number; maxEndpoints?: number }): void {
   const cacheMs = opts.cacheMs ?? 5_000;
+  const maxEndpoints = opts.maxEndpoints ?? 100;
   let cached: { at: number; value: Promise<EndpointStats[] | null> } | undefined;
   let applied: Promise<EndpointStats[] | null> | undefined;
   let applying: Promise<void> = Promise.resolve();
   function collect(): Promise<void> {
-    if (!cached || Date.now() - cached.at >= cacheMs) cached = { at: Date.now(), value: webhookStats(opts.db).catch(() => null) };
+    if (!cached || Date.now() - cached.at >= cacheMs)
+      cached = { at: Date.now(), value: webhookStats(opts.db, maxEndpoints).catch(() => null) };
     if (cached.value !== applied) {
       applied = cached.value;
       applying = cached.value.then(apply);

@@ -111,26 +111,28 @@ export function createWorkerMetrics(
     if (e.handler !== null) b.time.observe(e.durationMs / 1000);
   };
   /*
-   *   stayhub_webhook_attempts_total{endpoint, outcome}
+   *   stayhub_webhook_attempts_total{outcome}
    *       outcome: succeeded | retry | failed (last attempt) | gone (410: endpoint disabled)
-   *   stayhub_webhook_attempt_duration_seconds{endpoint}   (histogram)
+   *   stayhub_webhook_attempt_duration_seconds   (histogram)
+   * No endpoint label: one series per endpoint grew without bound with the endpoints hosts
+   * register (a histogram is 15 series each). Which endpoints fail is the API's per-endpoint
+   * gauges' job, for the endpoints worth watching (src/metrics/webhook-gauges.ts).
    */
   const attempts = new Counter({
     name: 'stayhub_webhook_attempts_total',
-    help: 'Webhook delivery attempts by endpoint and outcome (succeeded, retry, failed, gone).',
-    labelNames: ['endpoint', 'outcome'] as const,
+    help: 'Webhook delivery attempts by outcome (succeeded, retry, failed, gone).',
+    labelNames: ['outcome'] as const,
     registers: [registry],
   });
   const attemptDuration = new Histogram({
     name: 'stayhub_webhook_attempt_duration_seconds',
-    help: 'How long each webhook attempt took, by endpoint (up to WEBHOOK_TIMEOUT_MS for one that never answers).',
-    labelNames: ['endpoint'] as const,
+    help: 'How long each webhook attempt took (up to WEBHOOK_TIMEOUT_MS for one that never answers).',
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
     registers: [registry],
   });
-  const onAttempt = (e: { endpointId: string; outcome: string; durationMs: number }) => {
-    attempts.inc({ endpoint: e.endpointId, outcome: e.outcome });
-    attemptDuration.observe({ endpoint: e.endpointId }, e.durationMs / 1000);
+  const onAttempt = (e: { outcome: string; durationMs: number }) => {
+    attempts.inc({ outcome: e.outcome });
+    attemptDuration.observe(e.durationMs / 1000);
   };
 
   /*

@@ -45,15 +45,43 @@ for (const [net, prefix] of [
   NOT_GLOBAL.addSubnet(net, prefix, 'ipv6');
 }
 
-/** An IPv4 address carried inside an IPv6 one (::ffff:a.b.c.d, ::a.b.c.d, 64:ff9b::a.b.c.d): the inner one decides. */
+/** An IPv6 address as its eight 16-bit groups; `a.b.c.d` in the last two groups and a zone id are allowed. */
+function ipv6Groups(address: string): number[] {
+  let text = address.split('%')[0]!.toLowerCase();
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
+  const parse = (part: string | undefined) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
+  const left = parse(head);
+  const right = parse(tail);
+  return tail === undefined ? left : [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
+/*
+ * An IPv4 address carried inside an IPv6 one. Each of these prefixes ends at the IPv4 address in
+ * its last 32 bits, whatever way it is spelt (`::ffff:127.0.0.1`, `::ffff:7f00:1`, `[::127.0.0.1]`
+ * that the URL parser turns into `[::7f00:1]`), so the inner address decides:
+ *   ::ffff:0:0/96      IPv4-mapped: the kernel connects to the IPv4 address itself.
+ *   ::ffff:0:0:0/96    IPv4-translated (SIIT).
+ *   64:ff9b::/96       NAT64, well-known prefix: a NAT64 gateway on our network would connect to the
+ *                      inner address, and RFC 6052's rule that it must not translate to private
+ *                      ones is the gateway's, not something we can count on.
+ * `::a.b.c.d` (IPv4-compatible, ::/96) is deprecated (RFC 4291) and routed differently by each
+ * stack: it is refused whatever it carries (returned as 0.0.0.0, which is not global).
+ */
 function embeddedIpv4(address: string): string | undefined {
-  const m = /^(?:::ffff:|::|64:ff9b::)(?:0:)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (m) return m[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
-  if (!hex) return undefined;
-  const hi = parseInt(hex[1]!, 16);
-  const lo = parseInt(hex[2]!, 16);
-  return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
+  const g = ipv6Groups(address);
+  if (g.length !== 8 || g.some((n) => !Number.isInteger(n))) return '0.0.0.0'; // unreadable: refuse
+  const zeros = (from: number, to: number) => g.slice(from, to).every((n) => n === 0);
+  const inner = () => [g[6]! >> 8, g[6]! & 255, g[7]! >> 8, g[7]! & 255].join('.');
+  if (zeros(0, 5) && g[5] === 0xffff) return inner();
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return inner();
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return inner();
+  if (zeros(0, 6)) return '0.0.0.0'; // ::/96: IPv4-compatible, and :: and ::1 with it
+  return undefined;
 }
 
 /** True for an address on the public internet; false for loopback, private, link-local, CGNAT, multicast, reserved. */
@@ -63,9 +91,15 @@ export function isGlobalAddress(address: string): boolean {
   if (family === 6) {
     const inner = embeddedIpv4(address);
     if (inner) return isGlobalAddress(inner);
-    return !NOT_GLOBAL.check(address, 'ipv6');
+    return !NOT_GLOBAL.check(address.split('%')[0]!, 'ipv6');
   }
   return false;
+}
+
+/** The web's ports: 80, 443 and the unprivileged ones. Below 1024 lie SSH, SMTP and the like. */
+export function isAllowedPort(url: URL, extraPorts: readonly number[] = []): boolean {
+  const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  return port === 80 || port === 443 || port >= 1024 || (port > 0 && extraPorts.includes(port));
 }
 
 export class AddressNotAllowedError extends Error {

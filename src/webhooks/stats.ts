@@ -14,11 +14,13 @@ export interface EndpointStats {
 }
 
 /**
- * One statement for every endpoint: the pending ones through webhook_deliveries_due_idx (partial,
- * small), the failed ones by the endpoint index. Endpoints disabled by a person with nothing
- * pending or failed are left out: there is nothing to watch.
+ * One statement: the pending ones through webhook_deliveries_due_idx (partial, small), the failed
+ * ones by the endpoint index. Endpoints disabled by a person with nothing pending or failed are
+ * left out: there is nothing to watch. At most `limit` endpoints, the ones worth watching first:
+ * failing, then disabled by the system, then the most pending. With one series per endpoint and
+ * no limit, 10,000 endpoints made /metrics 4.7 MB and 50,025 series.
  */
-export async function webhookStats(db: Db): Promise<EndpointStats[]> {
+export async function webhookStats(db: Db, limit: number): Promise<EndpointStats[]> {
   const { rows } = await db.execute<{
     public_id: string;
     enabled: boolean;
@@ -38,7 +40,10 @@ export async function webhookStats(db: Db): Promise<EndpointStats[]> {
         select count(*) as n, min(d.created_at) as oldest
           from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending'
       ) p on true
-     where e.enabled or e.disabled_reason is not null or p.n > 0`);
+     where e.enabled or e.disabled_reason is not null or p.n > 0
+     order by (e.enabled and e.failing_since is not null) desc, (not e.enabled and e.disabled_reason is not null) desc,
+              coalesce(p.n, 0) desc, e.id
+     limit ${limit}`);
   return rows.map((r) => ({
     endpointId: r.public_id,
     enabled: r.enabled,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import type { Tx } from '../db/transaction.ts';
 import { TEST_EVENT_TYPE } from './event-types.ts';
 
 /*
@@ -38,18 +39,25 @@ const ENDPOINT_COLUMNS = sql`
   (select min(d.created_at) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending') as oldest_pending_at,
   (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'failed') as failed`;
 
+/**
+ * Registers an endpoint unless its host has `maxPerHost` already: null then. The host's
+ * transaction-scoped advisory lock serialises its registrations, so two at once cannot both see
+ * room for one (a count alone, under READ COMMITTED, would let both in).
+ */
 export async function insertEndpoint(
-  db: Db,
-  v: { hostId: number; url: string; eventTypes: string[]; description: string; secret: string },
-): Promise<EndpointRow> {
-  const { rows } = await db.execute<EndpointRow>(sql`
+  tx: Tx,
+  v: { hostId: number; url: string; eventTypes: string[]; description: string; secret: string; maxPerHost: number },
+): Promise<EndpointRow | null> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('webhook-endpoints-of-host', ${v.hostId}))`);
+  const { rows } = await tx.execute<EndpointRow>(sql`
     with e as (
       insert into webhook_endpoints (host_id, url, event_types, description, secret)
-      values (${v.hostId}, ${v.url}, ${sql.param(v.eventTypes)}::text[], ${v.description}, ${v.secret})
+      select ${v.hostId}, ${v.url}, ${sql.param(v.eventTypes)}::text[], ${v.description}, ${v.secret}
+       where (select count(*) from webhook_endpoints where host_id = ${v.hostId}) < ${v.maxPerHost}
       returning *
     )
     select ${ENDPOINT_COLUMNS} from e`);
-  return rows[0]!;
+  return rows[0] ?? null;
 }
 
 export async function findEndpoint(db: Db, hostId: number | null, publicId: string): Promise<EndpointRow | undefined> {
@@ -84,14 +92,29 @@ export async function deleteEndpoint(db: Db, id: string): Promise<void> {
   await db.execute(sql`delete from webhook_endpoints where id = ${id}`);
 }
 
-/** The current secret becomes the previous one, signing beside the new one until the overlap ends. */
-export async function rotateSecret(db: Db, id: string, secret: string, overlapHours: number): Promise<void> {
-  await db.execute(sql`
-    update webhook_endpoints
-       set previous_secret = secret,
-           previous_secret_expires_at = now() + make_interval(secs => ${overlapHours * 3600}::double precision),
+/**
+ * The current secret is retired: it keeps signing beside the new one for `overlapHours`, and so
+ * does every secret retired before whose own overlap has not ended (expired ones are dropped).
+ * At most `maxRetired` may overlap at once: past that, nothing changes and false is returned.
+ */
+export async function rotateSecret(db: Db, id: string, secret: string, overlapHours: number, maxRetired: number): Promise<boolean> {
+  const { rows } = await db.execute(sql`
+    with live as (
+      select e.id, coalesce(jsonb_agg(s) filter (where s is not null), '[]'::jsonb) as secrets
+        from webhook_endpoints e
+        left join lateral jsonb_array_elements(e.retired_secrets) s on (s->>'expiresAt')::timestamptz > now()
+       where e.id = ${id}
+       group by e.id
+    )
+    update webhook_endpoints e
+       set retired_secrets = live.secrets || jsonb_build_array(jsonb_build_object(
+             'secret', e.secret,
+             'expiresAt', now() + make_interval(secs => ${overlapHours * 3600}::double precision))),
            secret = ${secret}, updated_at = now()
-     where id = ${id}`);
+      from live
+     where e.id = live.id and jsonb_array_length(live.secrets) < ${maxRetired}
+    returning e.id`);
+  return rows.length === 1;
 }
 
 /** A `webhook.test` event for one endpoint, and its delivery, due now. Returns the delivery's public id. */
@@ -116,6 +139,7 @@ export async function insertTestDelivery(db: Db, endpoint: { id: string; host_id
 
 export type DeliveryRow = {
   id: string;
+  host_id: string;
   public_id: string;
   endpoint_public_id: string;
   event_public_id: string;
@@ -129,7 +153,7 @@ export type DeliveryRow = {
 };
 
 const DELIVERY_COLUMNS = sql`
-  d.id, d.public_id, e.public_id as endpoint_public_id, ev.public_id as event_public_id, ev.type, d.status, d.claim_id,
+  d.id, e.host_id, d.public_id, e.public_id as endpoint_public_id, ev.public_id as event_public_id, ev.type, d.status, d.claim_id,
   d.created_at, d.finished_at, d.next_attempt_at,
   coalesce((
     select json_agg(json_build_object('at', a.attempted_at, 'responseStatus', a.response_status, 'durationMs', a.duration_ms,

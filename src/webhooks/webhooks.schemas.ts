@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { WEBHOOK_DELIVERY_STATUSES } from '../db/schema.ts';
 import { displayText } from '../validation.ts';
 import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
+import { hasCredentials } from './redact-url.ts';
 
 /*
  * The webhooks API's shapes: validation, the TS types and the OpenAPI document come from here.
@@ -15,6 +16,9 @@ const endpointUrl = z
   .max(2048)
   .url()
   .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http or https URL')
+  // A password in a URL is shown wherever the URL is (API answers, dashboard, emails, logs of
+  // whoever reads them): a receiver that wants one checks our signature instead.
+  .refine((v) => !hasCredentials(v), 'must not contain a user name or password: verify the webhook-signature header instead')
   .describe('Where deliveries are POSTed. Must resolve to public internet addresses only (no loopback, private or link-local).');
 
 const eventTypes = z

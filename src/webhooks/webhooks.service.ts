@@ -1,9 +1,12 @@
 import type { Db } from '../db/client.ts';
+import { withTransaction } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
 import { decodeCursor, encodeCursor } from '../pagination.ts';
 import type { UserRow } from '../users/users.repository.ts';
-import { AddressNotAllowedError, checkDestination } from './address-policy.ts';
+import { AddressNotAllowedError, checkDestination, isAllowedPort } from './address-policy.ts';
 import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
+import { takeManualToken, type ManualAction } from './manual-rate.ts';
+import { redactUrl } from './redact-url.ts';
 import * as repo from './webhooks.repository.ts';
 import type { CreateEndpointBody, DeliveryResponse, EndpointResponse, UpdateEndpointBody } from './webhooks.schemas.ts';
 import { newSecret } from './secret.ts';
@@ -17,6 +20,31 @@ export interface WebhooksDeps {
   db: Db;
   allowPrivateNetworks: boolean;
   secretOverlapHours: number;
+  /** WEBHOOK_EXTRA_PORTS */
+  extraPorts: readonly number[];
+  /** WEBHOOK_MAX_ENDPOINTS_PER_HOST */
+  maxEndpointsPerHost: number;
+  /** WEBHOOK_MANUAL_SENDS_PER_MINUTE */
+  manualSendsPerMinute: number;
+}
+
+/** Rotated-out secrets that may sign at once: each one more signature on every request. */
+const MAX_OVERLAPPING_SECRETS = 5;
+
+/** 429: the host's budget for a manual action is spent; Retry-After says when a token is back. */
+export class ManualRateLimitedError extends AppError {
+  constructor(
+    action: ManualAction,
+    perMinute: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super('rate_limited', `At most ${perMinute} webhook ${action} requests a minute per host; try again in ${retryAfterSeconds} s`);
+  }
+}
+
+async function takeToken(deps: WebhooksDeps, hostId: string | number, action: ManualAction): Promise<void> {
+  const taken = await takeManualToken(deps.db, Number(hostId), action, deps.manualSendsPerMinute);
+  if (!taken.ok) throw new ManualRateLimitedError(action, deps.manualSendsPerMinute, taken.retryAfterSeconds);
 }
 
 const hostScope = (user: UserRow): number | null => (user.role === 'admin' ? null : user.id);
@@ -26,7 +54,7 @@ function toEndpoint(r: repo.EndpointRow): EndpointResponse {
   const state = !r.enabled ? 'disabled' : r.failing_since ? 'failing' : r.last_success_at ? 'healthy' : 'unused';
   return {
     id: r.public_id,
-    url: r.url,
+    url: redactUrl(r.url),
     eventTypes: r.event_types,
     description: r.description,
     enabled: r.enabled,
@@ -60,17 +88,31 @@ function toDelivery(r: repo.DeliveryRow): DeliveryResponse {
 }
 
 /**
- * 400 naming body.url when the URL's host is, or resolves to, anything but public addresses. A name
- * that does not resolve (yet) is accepted: the sender checks again before every attempt, so it can
- * never reach a private address later, and the host sees the failures (and can send a test event).
+ * 400 naming body.url when the URL's port is not a web port, or its host is, or resolves to,
+ * anything but public addresses. A name that does not resolve (yet) is accepted: the sender checks
+ * again before every attempt, so it can never reach a private address later, and the host sees the
+ * failures (and can send a test event). The message names the setting that lifts the refusal, for
+ * a developer trying webhooks on one machine.
  */
 async function checkUrl(deps: WebhooksDeps, url: string): Promise<void> {
+  const parsed = new URL(url);
+  if (!isAllowedPort(parsed, deps.extraPorts)) {
+    throw new AppError('validation_failed', undefined, [
+      {
+        path: 'body.url',
+        message: `port ${parsed.port} is not allowed: webhooks are sent to ports 80, 443 and 1024 and up (others: WEBHOOK_EXTRA_PORTS)`,
+      },
+    ]);
+  }
   try {
-    await checkDestination(new URL(url), deps.allowPrivateNetworks);
+    await checkDestination(parsed, deps.allowPrivateNetworks);
   } catch (err) {
     if (!(err instanceof AddressNotAllowedError)) return;
     throw new AppError('validation_failed', undefined, [
-      { path: 'body.url', message: `${err.message}: webhooks are sent to public internet addresses only` },
+      {
+        path: 'body.url',
+        message: `${err.message}: webhooks are sent to public internet addresses only (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true allows private ones, for development)`,
+      },
     ]);
   }
 }
@@ -92,13 +134,22 @@ export async function createEndpoint(deps: WebhooksDeps, user: UserRow, body: Cr
   if (user.role !== 'host') throw new AppError('forbidden', 'Only hosts register webhook endpoints, for their own properties');
   await checkUrl(deps, body.url);
   const secret = newSecret();
-  const row = await repo.insertEndpoint(deps.db, {
-    hostId: user.id,
-    url: body.url,
-    eventTypes: body.eventTypes ?? [...WEBHOOK_EVENT_TYPES],
-    description: body.description ?? '',
-    secret,
-  });
+  const row = await withTransaction(deps.db, (tx) =>
+    repo.insertEndpoint(tx, {
+      hostId: user.id,
+      url: body.url,
+      eventTypes: body.eventTypes ?? [...WEBHOOK_EVENT_TYPES],
+      description: body.description ?? '',
+      secret,
+      maxPerHost: deps.maxEndpointsPerHost,
+    }),
+  );
+  if (!row) {
+    throw new AppError(
+      'conflict',
+      `A host may register at most ${deps.maxEndpointsPerHost} webhook endpoints (WEBHOOK_MAX_ENDPOINTS_PER_HOST): delete one first`,
+    );
+  }
   return { ...toEndpoint(row), secret };
 }
 
@@ -126,13 +177,19 @@ export async function deleteEndpoint(deps: WebhooksDeps, user: UserRow, id: stri
 export async function rotateSecret(deps: WebhooksDeps, user: UserRow, id: string) {
   const row = await ownEndpoint(deps, user, id);
   const secret = newSecret();
-  await repo.rotateSecret(deps.db, row.id, secret, deps.secretOverlapHours);
+  if (!(await repo.rotateSecret(deps.db, row.id, secret, deps.secretOverlapHours, MAX_OVERLAPPING_SECRETS))) {
+    throw new AppError(
+      'conflict',
+      `${MAX_OVERLAPPING_SECRETS} rotated secrets still sign beside the current one: rotate again when the oldest overlap has ended`,
+    );
+  }
   return { ...toEndpoint((await repo.findEndpoint(deps.db, null, id))!), secret };
 }
 
 export async function sendTest(deps: WebhooksDeps, user: UserRow, id: string) {
   const row = await ownEndpoint(deps, user, id);
   if (!row.enabled) throw new AppError('conflict', 'The endpoint is disabled: enable it first (PATCH {"enabled": true})');
+  await takeToken(deps, row.host_id, 'test');
   const deliveryId = await repo.insertTestDelivery(deps.db, row);
   return toDelivery((await repo.findDelivery(deps.db, null, deliveryId))!);
 }
@@ -151,6 +208,7 @@ export async function listDeliveries(
 export async function retryDelivery(deps: WebhooksDeps, user: UserRow, deliveryId: string) {
   const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId);
   if (!row) throw new AppError('not_found', 'No such webhook delivery');
+  await takeToken(deps, row.host_id, 'retry');
   if (!(await repo.retryDelivery(deps.db, row.id))) {
     throw new AppError('conflict', 'An attempt of this delivery is in flight: its result decides what happens next');
   }
@@ -159,6 +217,7 @@ export async function retryDelivery(deps: WebhooksDeps, user: UserRow, deliveryI
 
 export async function recover(deps: WebhooksDeps, user: UserRow, id: string, since: string) {
   const row = await ownEndpoint(deps, user, id);
+  await takeToken(deps, row.host_id, 'recover');
   return repo.recover(deps.db, row, since);
 }
 

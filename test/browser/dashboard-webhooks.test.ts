@@ -32,8 +32,8 @@ beforeAll(async () => {
   await listProperty(t.app, host);
   const register = async (url: string) =>
     (await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: host.auth, payload: { url } })).json().id as string;
-  await register('http://127.0.0.1:9/healthy');
-  failingUrl = 'http://127.0.0.1:9/pms-down';
+  await register('http://127.0.0.1:9999/healthy');
+  failingUrl = 'http://127.0.0.1:9999/pms-down';
   const failing = await register(failingUrl);
   // The failing endpoint: failing for two hours, one delivery pending for ten minutes, one failed for good after a 500.
   await db.db.execute(sql`

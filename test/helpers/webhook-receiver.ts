@@ -12,7 +12,8 @@ export interface ReceivedWebhook {
 export interface Answer {
   status?: number;
   headers?: Record<string, string>;
-  body?: string;
+  /** Bytes as they are: a Buffer can carry what no string would (invalid UTF-8). */
+  body?: string | Buffer;
   delayMs?: number;
   hang?: boolean;
 }

@@ -4,6 +4,8 @@ import { EventEmitter } from 'node:events';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { Registry } from 'prom-client';
+import { registerWebhookGauges } from '../../src/metrics/webhook-gauges.ts';
 import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithout } from '../helpers/tools.ts';
@@ -30,7 +32,7 @@ describe('webhook metrics', () => {
       method: 'POST',
       url: '/webhooks/endpoints',
       headers: host.auth,
-      payload: { url: 'http://127.0.0.1:9/down' },
+      payload: { url: 'http://127.0.0.1:9999/down' },
     });
     const endpoint = created.json().id as string;
     await t.db.db.execute(sql`
@@ -47,17 +49,36 @@ describe('webhook metrics', () => {
     expect(gauge(text, 'stayhub_webhook_endpoint_failed_deliveries', endpoint)).toBe(0);
   });
 
-  it("the worker's /metrics counts attempts by endpoint and outcome, and times them", async () => {
+  it("the worker's /metrics counts attempts by outcome, and times them, with no series per endpoint", async () => {
     const worker = new EventEmitter();
     const webhooks = new EventEmitter();
     const metrics = createWorkerMetrics(worker, { webhooks });
     webhooks.emit('attempt', { endpointId: 'e1', eventType: 'booking.created', outcome: 'retry', status: 500, durationMs: 120 });
-    webhooks.emit('attempt', { endpointId: 'e1', eventType: 'booking.created', outcome: 'succeeded', status: 204, durationMs: 30 });
+    webhooks.emit('attempt', { endpointId: 'e2', eventType: 'booking.created', outcome: 'succeeded', status: 204, durationMs: 30 });
     const text = await metrics.registry.metrics();
-    expect(text).toContain('stayhub_webhook_attempts_total{endpoint="e1",outcome="retry"} 1');
-    expect(text).toContain('stayhub_webhook_attempts_total{endpoint="e1",outcome="succeeded"} 1');
-    expect(text).toContain('stayhub_webhook_attempt_duration_seconds_count{endpoint="e1"} 2');
+    expect(text).toContain('stayhub_webhook_attempts_total{outcome="retry"} 1');
+    expect(text).toContain('stayhub_webhook_attempts_total{outcome="succeeded"} 1');
+    expect(text).toContain('stayhub_webhook_attempt_duration_seconds_count 2');
+    expect(text).not.toContain('endpoint="');
     metrics.detach();
+  });
+
+  it("the API's per-endpoint series stop at 100, the failing endpoint among them", async () => {
+    const host = await signUp(t.app, 'host');
+    await t.db.db.execute(sql`
+      insert into webhook_endpoints (host_id, url, event_types, secret)
+      select u.id, 'https://hooks.example.test/' || n, '{booking.created}', 'whsec_x'
+        from users u, generate_series(1, 300) n where u.email = ${host.user.email}`);
+    const { rows } = await t.db.db.execute<{ public_id: string }>(sql`
+      insert into webhook_endpoints (host_id, url, event_types, secret, failing_since)
+      select u.id, 'https://hooks.example.test/failing', '{booking.created}', 'whsec_x', now() - interval '1 hour'
+        from users u where u.email = ${host.user.email}
+      returning public_id`);
+    const registry = new Registry();
+    registerWebhookGauges(registry, { db: t.db.db, cacheMs: 0 });
+    const text = await registry.metrics();
+    expect(text.split('\n').filter((l) => l.startsWith('stayhub_webhook_endpoint_enabled{'))).toHaveLength(100);
+    expect(gauge(text, 'stayhub_webhook_endpoint_failing_seconds', rows[0]!.public_id)).toBeGreaterThanOrEqual(3600);
   });
 
   it('prometheus.yml loads the webhook alerts, and each has a severity and a runbook', () => {

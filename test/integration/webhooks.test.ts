@@ -471,7 +471,9 @@ describe('delivery', () => {
 
     // The overlap is over.
     await t.db.db.execute(
-      sql`update webhook_endpoints set previous_secret_expires_at = now() - interval '1 second' where public_id = ${endpoint.id}::uuid`,
+      sql`update webhook_endpoints
+             set retired_secrets = jsonb_set(retired_secrets, '{0,expiresAt}', to_jsonb(now() - interval '1 second'))
+           where public_id = ${endpoint.id}::uuid`,
     );
     await bookingEvent();
     await waitFor(async () => r.received.length === 2, 10_000, 'the second delivery');

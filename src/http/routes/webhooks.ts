@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { idParams } from '../../properties/properties.schemas.ts';
@@ -26,7 +27,19 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     db: ctx.db.db,
     allowPrivateNetworks: ctx.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
     secretOverlapHours: ctx.config.WEBHOOK_SECRET_OVERLAP_HOURS,
+    extraPorts: ctx.config.WEBHOOK_EXTRA_PORTS,
+    maxEndpointsPerHost: ctx.config.WEBHOOK_MAX_ENDPOINTS_PER_HOST,
+    manualSendsPerMinute: ctx.config.WEBHOOK_MANUAL_SENDS_PER_MINUTE,
   };
+  /** A manual send over the host's budget: the 429 says when to come back. */
+  async function withinBudget<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof service.ManualRateLimitedError) void reply.header('retry-after', String(err.retryAfterSeconds));
+      throw err;
+    }
+  }
   const hostOrAdmin = app.requireRole('host', 'admin');
   const common = { tags: ['webhooks'], security: bearerAuth };
   const read = problems('validation_failed', 'unauthorized', 'forbidden', 'not_found');
@@ -40,7 +53,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         ...common,
         summary: "Register an endpoint for the host's booking events; the answer holds its signing secret",
         body: createEndpointBody,
-        response: { 201: endpointWithSecretResponse, ...write },
+        response: { 201: endpointWithSecretResponse, ...write, ...problems('conflict') },
       },
     },
     async (request, reply) => reply.status(201).send(await service.createEndpoint(deps, currentUser(request), request.body)),
@@ -104,7 +117,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         ...common,
         summary: 'A new signing secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS',
         params: idParams,
-        response: { 200: endpointWithSecretResponse, ...read },
+        response: { 200: endpointWithSecretResponse, ...read, ...problems('conflict') },
       },
     },
     async (request) => service.rotateSecret(deps, currentUser(request), request.params.id),
@@ -116,12 +129,16 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
       onRequest: hostOrAdmin,
       schema: {
         ...common,
-        summary: 'Send a webhook.test event to this endpoint now',
+        summary: 'Send a webhook.test event to this endpoint now (WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
         params: idParams,
-        response: { 202: deliveryResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict') },
+        response: {
+          202: deliveryResponse,
+          ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
+        },
       },
     },
-    async (request, reply) => reply.status(202).send(await service.sendTest(deps, currentUser(request), request.params.id)),
+    async (request, reply) =>
+      reply.status(202).send(await withinBudget(reply, () => service.sendTest(deps, currentUser(request), request.params.id))),
   );
 
   app.get(
@@ -151,11 +168,13 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         summary: 'Send again every failed delivery since a time, and every event since then the endpoint never had',
         params: idParams,
         body: recoverBody,
-        response: { 202: recoverResponse, ...write },
+        response: { 202: recoverResponse, ...write, ...problems('rate_limited') },
       },
     },
     async (request, reply) =>
-      reply.status(202).send(await service.recover(deps, currentUser(request), request.params.id, request.body.since)),
+      reply
+        .status(202)
+        .send(await withinBudget(reply, () => service.recover(deps, currentUser(request), request.params.id, request.body.since))),
   );
 
   app.get(
@@ -178,11 +197,15 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
       onRequest: hostOrAdmin,
       schema: {
         ...common,
-        summary: 'Send one delivery again now (a new round of attempts; the history stays)',
+        summary: 'Send one delivery again now (a new round of attempts; the history stays; WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
         params: idParams,
-        response: { 202: deliveryResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict') },
+        response: {
+          202: deliveryResponse,
+          ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
+        },
       },
     },
-    async (request, reply) => reply.status(202).send(await service.retryDelivery(deps, currentUser(request), request.params.id)),
+    async (request, reply) =>
+      reply.status(202).send(await withinBudget(reply, () => service.retryDelivery(deps, currentUser(request), request.params.id))),
   );
 };

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import { enqueue } from '../../outbox/index.ts';
 import type { ClaimedDelivery } from './claim.ts';
@@ -9,7 +10,28 @@ import type { AttemptResult } from './send.ts';
 export interface RecordOptions {
   /** WEBHOOK_DISABLE_AFTER_HOURS */
   disableAfterHours: number;
+  /** WEBHOOK_ATTEMPTS_KEPT: the newest attempts kept per delivery; older ones are deleted as new ones come. */
+  attemptsKept: number;
 }
+
+/**
+ * Text a receiver sent, made storable. PostgreSQL's text cannot hold 0x00: one NUL in an answer
+ * made the attempt's insert fail, so nothing was recorded, and the delivery went out again at
+ * every lease for ever. Invalid UTF-8 is already U+FFFD (Buffer#toString); NUL becomes U+FFFD too.
+ */
+export function storable(text: string | null): string | null {
+  return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
+}
+
+/*
+ * Keeps a delivery's history at `kept` attempts: deletes the ones older than the kept-1 newest that
+ * existed before this statement (the attempt the same statement inserts is the kept-th). Retries
+ * and recovers add rounds without end; without this one delivery's page grew to megabytes.
+ */
+const trimAttempts = (deliveryId: number, kept: number) => sql`
+  delete from webhook_attempts
+   where delivery_id = ${deliveryId}
+     and id <= (select id from webhook_attempts where delivery_id = ${deliveryId} order by id desc offset ${Math.max(kept - 1, 0)} limit 1)`;
 
 export interface Recorded {
   /** False when the lease ran out and another worker claimed the delivery meanwhile: only the attempt was kept. */
@@ -35,11 +57,12 @@ export async function recordAttempt(
   verdict: Verdict,
   opts: RecordOptions,
 ): Promise<Recorded> {
-  if (verdict.kind === 'succeeded') return recordSuccess(db, d, result);
+  if (verdict.kind === 'succeeded') return recordSuccess(db, d, result, opts);
   return withTransaction(db, async (tx) => {
+    await tx.execute(trimAttempts(d.id, opts.attemptsKept));
     await tx.execute(sql`
       insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${result.body}, ${result.error})`);
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, ${storable(result.error)})`);
 
     const state =
       verdict.kind === 'retry'
@@ -81,7 +104,7 @@ export async function recordAttempt(
         'webhook.endpoint-disabled',
         {
           endpointId: h.public_id,
-          url: h.url,
+          url: redactUrl(h.url),
           hostEmail: h.email,
           hostName: h.name,
           reason,
@@ -105,11 +128,12 @@ export async function recordAttempt(
  * and is sent again after its lease, with the same webhook-id: a duplicate the receiver's
  * idempotency on webhook-id absorbs, never a loss.
  */
-async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult): Promise<Recorded> {
+async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult, opts: RecordOptions): Promise<Recorded> {
   const { rows } = await db.execute<{ settled: number }>(sql`
-    with attempt as (
+    with trimmed as (${trimAttempts(d.id, opts.attemptsKept)}),
+    attempt as (
       insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${result.body}, null)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null)
     ),
     delivery as (
       update webhook_deliveries set status = 'succeeded', finished_at = now(), claim_id = null

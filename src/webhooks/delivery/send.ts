@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { checkDestination, checkedLookup, hostOf } from '../address-policy.ts';
+import { checkDestination, checkedLookup, hostOf, isAllowedPort } from '../address-policy.ts';
 
 /** What one attempt learnt: the answer's status and the start of its body, or why there was none. */
 export interface AttemptResult {
@@ -22,6 +22,8 @@ export interface SendOptions {
   timeoutMs: number;
   connectTimeoutMs: number;
   allowPrivate: boolean;
+  /** WEBHOOK_EXTRA_PORTS: ports below 1024 allowed besides 80 and 443. */
+  extraPorts?: readonly number[];
   signal?: AbortSignal;
 }
 
@@ -53,6 +55,7 @@ export async function sendOnce(opts: SendOptions): Promise<AttemptResult> {
   let url: URL;
   try {
     url = new URL(opts.url);
+    if (!isAllowedPort(url, opts.extraPorts)) return failed(`port ${url.port} is not allowed (WEBHOOK_EXTRA_PORTS)`);
     if (isIP(hostOf(url))) await checkDestination(url, opts.allowPrivate);
   } catch (err) {
     return failed((err as Error).message);

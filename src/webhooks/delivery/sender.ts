@@ -43,6 +43,9 @@ export type SenderConfig = Pick<
   | 'WEBHOOK_ENDPOINT_CONCURRENCY'
   | 'WEBHOOK_DISABLE_AFTER_HOURS'
   | 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'
+  | 'WEBHOOK_EXTRA_PORTS'
+  | 'WEBHOOK_HOST_CONCURRENCY'
+  | 'WEBHOOK_ATTEMPTS_KEPT'
   | 'POLL_INTERVAL_MS'
 >;
 
@@ -50,8 +53,8 @@ const USER_AGENT = 'StayHub-Webhooks/1.0';
 
 /**
  * The worker's webhook sender: a loop of its own beside the outbox runner, so an endpoint that
- * hangs for its whole timeout holds one of WEBHOOK_CONCURRENCY sender slots (and at most
- * WEBHOOK_ENDPOINT_CONCURRENCY of them), never an outbox slot: bookings, emails and the events
+ * hangs for its whole timeout holds one of WEBHOOK_CONCURRENCY sender slots (at most
+ * WEBHOOK_ENDPOINT_CONCURRENCY of them, and its host's endpoints together WEBHOOK_HOST_CONCURRENCY), never an outbox slot: bookings, emails and the events
  * relay do not wait for hosts' servers.
  *
  * claim (claim.ts) → POST (send.ts) → judge (schedule.ts) → record (record.ts), per delivery,
@@ -62,6 +65,7 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
   const log = deps.logger.child({ component: 'webhooks' });
   const events = new EventEmitter<WebhookSenderEvents>();
   const inFlight = new Map<number, number>();
+  const hostInFlight = new Map<number, number>();
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
   setMaxListeners(config.WEBHOOK_CONCURRENCY + 10, abort.signal); // one listener per attempt in flight
@@ -92,11 +96,15 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       connectTimeoutMs: config.WEBHOOK_CONNECT_TIMEOUT_MS,
       allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      extraPorts: config.WEBHOOK_EXTRA_PORTS,
       signal: abort.signal,
     });
     if (abort.signal.aborted) return; // forced stop: the lease brings it back
     const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
-    const recorded = await recordAttempt(deps.db, d, result, verdict, { disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS });
+    const recorded = await recordAttempt(deps.db, d, result, verdict, {
+      disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS,
+      attemptsKept: config.WEBHOOK_ATTEMPTS_KEPT,
+    });
     const line = {
       delivery: d.publicId,
       endpoint: d.endpointPublicId,
@@ -122,16 +130,22 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     });
   }
 
+  const add = (m: Map<number, number>, key: number, by: number) => {
+    const n = (m.get(key) ?? 0) + by;
+    if (n > 0) m.set(key, n);
+    else m.delete(key);
+  };
+
   function launch(d: ClaimedDelivery) {
-    inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 0) + 1);
+    add(inFlight, d.endpointId, 1);
+    add(hostInFlight, d.hostId, 1);
     const p = attempt(d)
       .catch((err: unknown) =>
         log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
       )
       .finally(() => {
-        const n = (inFlight.get(d.endpointId) ?? 1) - 1;
-        if (n > 0) inFlight.set(d.endpointId, n);
-        else inFlight.delete(d.endpointId);
+        add(inFlight, d.endpointId, -1);
+        add(hostInFlight, d.hostId, -1);
         running.delete(p);
         wake();
       });
@@ -143,7 +157,9 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     const claimed = await claimDeliveries(deps.pool, {
       limit: config.WEBHOOK_CONCURRENCY - running.size,
       perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+      perHost: config.WEBHOOK_HOST_CONCURRENCY,
       inFlight,
+      hostInFlight,
       leaseSeconds,
     });
     for (const d of claimed) launch(d);
@@ -193,9 +209,13 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     },
     async runUntilIdle() {
       for (;;) {
+        // A claim made while attempts were in flight may find nothing only because their
+        // endpoint or host was full: it proves nothing is due unless nothing was in flight.
+        const inFlightAtClaim = running.size;
         const started = running.size < config.WEBHOOK_CONCURRENCY ? await claimOnce() : 0;
-        if (started === 0 && running.size === 0) return;
-        if (started === 0) await Promise.race(running);
+        if (started > 0) continue;
+        if (running.size > 0) await Promise.race(running);
+        else if (inFlightAtClaim === 0) return;
       }
     },
   };

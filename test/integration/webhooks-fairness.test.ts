@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
+import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
+import { listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
+import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
+
+/*
+ * Fairness between hosts: one host's hanging endpoints and its flood of test events cost that
+ * host, not the others; a host's endpoints and manual sends are capped.
+ */
+
+const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_MAX_ENDPOINTS_PER_HOST: '10' });
+
+const receivers: WebhookReceiver[] = [];
+const senders: WebhookSender[] = [];
+
+afterEach(async () => {
+  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
+  await Promise.all(receivers.splice(0).map((r) => r.close()));
+});
+
+async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {
+  const r = await startWebhookReceiver(answer);
+  receivers.push(r);
+  return r;
+}
+
+function startSender(env: Record<string, string>): WebhookSender {
+  const config = workerConfig(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
+  const s = createWebhookSender({ db: t.db.db, pool: t.db.pool, config, logger: captureLogger().logger });
+  senders.push(s);
+  s.start();
+  return s;
+}
+
+async function register(session: Session, url: string) {
+  const res = await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: session.auth, payload: { url } });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json() as { id: string };
+}
+
+async function bookingEvent(propertyId: string) {
+  return recordBookingEvent(t.db.db, {
+    type: 'booking.created',
+    eventId: randomUUID(),
+    occurredAt: new Date(),
+    payload: bookingPayload({ propertyId }),
+  });
+}
+
+let hostA: Session;
+let hostB: Session;
+let propertyA: string;
+let propertyB: string;
+
+beforeAll(async () => {
+  hostA = await signUp(t.app, 'host', 'Anna Flood');
+  hostB = await signUp(t.app, 'host', 'Ben Quiet');
+  propertyA = (await listProperty(t.app, hostA)).id;
+  propertyB = (await listProperty(t.app, hostB)).id;
+});
+
+describe('fairness between hosts', () => {
+  it("a host's hanging endpoints and test events do not delay another host's delivery", async () => {
+    const hanging = await receiver(() => ({ hang: true }));
+    const endpoints = [];
+    for (let i = 0; i < 10; i++) endpoints.push(await register(hostA, `${hanging.url}/${i}`));
+
+    // 200 test events asked for; the host's budget lets WEBHOOK_MANUAL_SENDS_PER_MINUTE (10) through.
+    const answers = [];
+    for (let i = 0; i < 200; i++) {
+      const ep = endpoints[i % endpoints.length]!;
+      answers.push(await t.app.inject({ method: 'POST', url: `/webhooks/endpoints/${ep.id}/test`, headers: hostA.auth }));
+    }
+    expect(answers.filter((r) => r.statusCode === 202)).toHaveLength(10);
+    const refused = answers.filter((r) => r.statusCode === 429);
+    expect(refused).toHaveLength(190);
+    expect(Number(refused[0]!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(refused[0]!.json().code).toBe('rate_limited');
+
+    // And its bookings: 20 events, 200 deliveries to endpoints that never answer.
+    for (let i = 0; i < 20; i++) expect(await bookingEvent(propertyA)).toBe(10);
+
+    // The defaults: 32 slots, 4 per endpoint. Host A's ten endpoints could hold 40 slots.
+    startSender({ WEBHOOK_TIMEOUT_MS: '15000' });
+    await waitFor(async () => hanging.received.length >= 8, 5_000, "host A's endpoints to hold their slots");
+
+    const healthy = await receiver();
+    await register(hostB, healthy.url);
+    const sent = Date.now();
+    expect(await bookingEvent(propertyB)).toBe(1);
+    await waitFor(async () => healthy.received.length === 1, 5_000, "host B's delivery");
+    // Timing is the behaviour: behind host A's hanging attempts it would have waited their 15 s timeout.
+    expect(healthy.received[0]!.at - sent).toBeLessThan(5_000);
+    expect(JSON.parse(healthy.received[0]!.body).data.propertyId).toBe(propertyB);
+    // Host A held no more than its own share (WEBHOOK_HOST_CONCURRENCY, 8) of the 32 slots.
+    expect(hanging.received).toHaveLength(8);
+  });
+
+  it('refuses an endpoint past WEBHOOK_MAX_ENDPOINTS_PER_HOST with a 409 naming the cap', async () => {
+    const host = await signUp(t.app, 'host');
+    for (let i = 0; i < 10; i++) await register(host, `https://hooks.example.test/${i}`);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/webhooks/endpoints',
+      headers: host.auth,
+      payload: { url: 'https://hooks.example.test/eleventh' },
+    });
+    expect(res.statusCode, res.body).toBe(409);
+    expect(res.json().detail).toMatch(/at most 10 .*WEBHOOK_MAX_ENDPOINTS_PER_HOST/);
+    const { rows } = await t.db.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from webhook_endpoints where host_id = (select id from users where email = ${host.user.email})`,
+    );
+    expect(rows[0]!.n).toBe(10);
+  });
+
+  it('registers no more than the cap when registrations race', async () => {
+    const host = await signUp(t.app, 'host');
+    const all = await Promise.all(
+      Array.from({ length: 14 }, (_, i) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/webhooks/endpoints',
+          headers: host.auth,
+          payload: { url: `https://hooks.example.test/r${i}` },
+        }),
+      ),
+    );
+    expect(all.filter((r) => r.statusCode === 201)).toHaveLength(10);
+    expect(all.filter((r) => r.statusCode === 409)).toHaveLength(4);
+  });
+
+  it('limits retries and recovers per host, each with its own budget, and answers 429 with Retry-After', async () => {
+    const host = await signUp(t.app, 'host');
+    const ep = await register(host, 'https://hooks.example.test/budget');
+    const since = new Date(0).toISOString();
+    const recovers = [];
+    for (let i = 0; i < 11; i++) {
+      recovers.push(
+        await t.app.inject({ method: 'POST', url: `/webhooks/endpoints/${ep.id}/recover`, headers: host.auth, payload: { since } }),
+      );
+    }
+    expect(recovers.slice(0, 10).map((r) => r.statusCode)).toEqual(Array(10).fill(202));
+    expect(recovers[10]!.statusCode).toBe(429);
+    expect(Number(recovers[10]!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // Retries have a budget of their own, untouched by the recovers.
+    const test = await t.app.inject({ method: 'POST', url: `/webhooks/endpoints/${ep.id}/test`, headers: host.auth });
+    expect(test.statusCode).toBe(202);
+    const retries = [];
+    for (let i = 0; i < 11; i++) {
+      retries.push(
+        (await t.app.inject({ method: 'POST', url: `/webhooks/deliveries/${test.json().id}/retry`, headers: host.auth })).statusCode,
+      );
+    }
+    expect(retries).toEqual([...Array(10).fill(202), 429]);
+    // Another host's budget is untouched.
+    const other = await signUp(t.app, 'host');
+    const theirs = await register(other, 'https://hooks.example.test/theirs');
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${theirs.id}/recover`,
+      headers: other.auth,
+      payload: { since },
+    });
+    expect(res.statusCode).toBe(202);
+  });
+});
