@@ -207,15 +207,15 @@ describe.skipIf(skip)('NATS with the users of nats/nats.conf', () => {
 describe('NATS_URL', () => {
   it('takes the user and password from the URL, percent-decoded', () => {
     expect(natsConnectionOptions('nats://relay:p%40ss%3Aword@nats:4222')).toEqual({
-      servers: 'nats:4222',
+      servers: ['nats:4222'],
       user: 'relay',
       pass: 'p@ss:word',
     });
-    expect(natsConnectionOptions('nats://nats')).toEqual({ servers: 'nats:4222', user: undefined, pass: undefined });
+    expect(natsConnectionOptions('nats://nats')).toEqual({ servers: ['nats:4222'], user: undefined, pass: undefined });
   });
 
   it('requires TLS with tls://, and refuses a scheme that is neither', () => {
-    expect(natsConnectionOptions('tls://relay:pw@nats.example:4443')).toMatchObject({ servers: 'nats.example:4443', tls: {} });
+    expect(natsConnectionOptions('tls://relay:pw@nats.example:4443')).toMatchObject({ servers: ['nats.example:4443'], tls: {} });
     expect(() => natsConnectionOptions('http://nats:4222')).toThrow(/nats:\/\/ or tls:\/\//);
   });
 
