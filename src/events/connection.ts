@@ -1,4 +1,7 @@
-import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, errors as natsErrors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError } from '@nats-io/jetstream';
+import type { Logger } from '../logger.ts';
 import { describeNatsServers, parseNatsServers } from './nats-url.ts';
 
 /*
@@ -61,4 +64,45 @@ export async function connectNats(url: string, name: string): Promise<NatsConnec
     // bench's profile. A failed publish still says what failed; our handler adds which message.
     noAsyncTraces: true,
   });
+}
+
+/**
+ * How long a process starting against NATS waits for JetStream to answer before giving up. A
+ * cluster that lost a node, or was restarted whole, elects its leaders (the cluster's, then each
+ * stream's and consumer's) in seconds; its API requests meanwhile time out. A minute without an
+ * answer is an outage, not an election.
+ */
+export const JETSTREAM_ELECTION_WAIT_MS = 60_000;
+
+/**
+ * Whether `err` is JetStream not answering for now: a request that timed out (nobody leads what it
+ * asks about yet), or the server's 503 / "JetStream cluster not available" (10008) while the
+ * cluster has no leader. Not a refusal: trying again can succeed.
+ */
+export function jetStreamElecting(err: unknown): boolean {
+  if (err instanceof natsErrors.TimeoutError) return true;
+  if (err instanceof JetStreamApiError) return err.code === 10008 || err.status === 503;
+  return err instanceof Error && /^timeout$/i.test(err.message);
+}
+
+/**
+ * Runs one idempotent JetStream step (create the stream if missing, read a consumer, …), again
+ * every half second while JetStream is not answering (jetStreamElecting), for up to `withinMs`;
+ * then, or on any other error, throws as the step did. Says once in the log that it waits.
+ */
+export async function onceJetStreamAnswers<T>(
+  what: string,
+  step: () => Promise<T>,
+  o: { log?: Logger; withinMs?: number } = {},
+): Promise<T> {
+  const until = Date.now() + (o.withinMs ?? JETSTREAM_ELECTION_WAIT_MS);
+  for (let said = false; ; said = true) {
+    try {
+      return await step();
+    } catch (err) {
+      if (!jetStreamElecting(err) || Date.now() > until) throw err;
+      if (!said) o.log?.warn({ err, step: what }, 'JetStream is not answering yet (a cluster electing its leaders?): waiting for it');
+      await sleep(500);
+    }
+  }
 }

@@ -9,7 +9,7 @@ import {
   type CommandContext,
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
-import { connectNats, describeNatsFailure } from '../connection.ts';
+import { connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
 import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import {
   ensureGroup,
@@ -162,7 +162,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
     try {
       let jsm;
       try {
-        jsm = await jetstreamManager(nc);
+        // A cluster electing its leaders (a node lost, or all restarted) leaves requests unanswered
+        // for seconds: each start-up step waits that out (onceJetStreamAnswers), then fails as before.
+        jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(nc), { log: logger });
       } catch (e) {
         errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
         return 1;
@@ -178,7 +180,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       let holdings: StreamHoldings;
       try {
         // The same stream the relay declares: whichever starts first creates it.
-        holdings = streamHoldings(await ensureStream(jsm, desiredStream(config), { log: logger }));
+        holdings = streamHoldings(
+          await onceJetStreamAnswers('events stream', () => ensureStream(jsm, desiredStream(config), { log: logger }), { log: logger }),
+        );
       } catch (e) {
         if (e instanceof StreamConfigError) {
           errOut(`consume:earnings: ${e.message}`);
@@ -216,7 +220,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         await resetGroup(jsm, groupOptions, start);
         logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
       } else {
-        const exists = await groupExists(jsm, config.EVENTS_STREAM, group);
+        const exists = await onceJetStreamAnswers('consumer group', () => groupExists(jsm, config.EVENTS_STREAM, group), { log: logger });
         if (!exists && (await ledgerHasHistory(database.db, group))) {
           // The group counted events before, and its durable consumer is gone: its stream or the
           // durable was deleted while no process of it ran. Events it had not read may have gone
@@ -237,7 +241,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
           );
           return EXIT_REFUSED;
         }
-        const info = await ensureGroup(jsm, groupOptions, { from: 'start' }, logger);
+        const info = await onceJetStreamAnswers('consumer group', () => ensureGroup(jsm, groupOptions, { from: 'start' }, logger), {
+          log: logger,
+        });
         agedOut = groupMissedEvents(info, holdings);
         if (agedOut) {
           logger.error(
