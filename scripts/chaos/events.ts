@@ -72,6 +72,12 @@ export interface ChaosNats {
   startNode(i: number): Promise<void>;
   /** Removes node `i`'s store (the node must be down): it comes back empty. Whether the folder was emptied. */
   wipeStore(i: number): boolean;
+  /**
+   * What node `i` itself holds of `stream` (its monitoring endpoint, /jsz): its last sequence and
+   * its consumers' names; null when it holds no such stream or does not answer. The leader's view
+   * of a replica ("current") lags a node's loss by seconds; the node's own does not.
+   */
+  replicaOf(i: number, stream: string): Promise<{ lastSeq: number; messages: number; consumers: string[] } | null>;
 }
 
 /**
@@ -86,6 +92,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
     name: string;
     port: number;
     routePort: number;
+    monitorPort: number;
     store: string;
     logFile: string;
     child?: ChildProcess;
@@ -96,6 +103,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
       name: `n${i + 1}`,
       port: await freePort(),
       routePort: await freePort(),
+      monitorPort: await freePort(),
       store: path.join(dir, `n${i + 1}`),
       logFile: path.join(dir, `nats-n${i + 1}.log`),
       stopping: false,
@@ -117,7 +125,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
     n.stopping = false;
     mkdirSync(n.store, { recursive: true });
     const out = openSync(n.logFile, 'a');
-    const args = ['-js', '-n', n.name, '-a', '127.0.0.1', '-p', String(n.port), '-sd', n.store];
+    const args = ['-js', '-n', n.name, '-a', '127.0.0.1', '-p', String(n.port), '-m', String(n.monitorPort), '-sd', n.store];
     const c = spawn(
       'nats-server',
       [...args, '--cluster_name', cluster, '--cluster', `nats://127.0.0.1:${n.routePort}`, '--routes', routes],
@@ -181,6 +189,24 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
       rmSync(n.store, { recursive: true, force: true });
       mkdirSync(n.store, { recursive: true });
       return readdirSync(n.store).length === 0;
+    },
+    async replicaOf(i, stream) {
+      type Jsz = {
+        account_details?: {
+          stream_detail?: { name: string; state: { messages: number; last_seq: number }; consumer_detail?: { name: string }[] }[];
+        }[];
+      };
+      try {
+        const res = await fetch(`http://127.0.0.1:${nodes[i]!.monitorPort}/jsz?streams=true&consumers=true`, {
+          signal: AbortSignal.timeout(2_000),
+        });
+        const jsz = (await res.json()) as Jsz;
+        const s = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream);
+        if (!s) return null;
+        return { lastSeq: s.state.last_seq, messages: s.state.messages, consumers: (s.consumer_detail ?? []).map((c) => c.name) };
+      } catch {
+        return null;
+      }
     },
   };
   await nats.start();
@@ -545,23 +571,23 @@ export async function startEventsChaos(o: {
   };
 
   /**
-   * Waits (up to `withinMs`) until node `i` holds a current replica of the stream and of the
-   * group's durable: back in step with the others, so the next node fault cannot take the last
-   * copy of anything. How long it took, or null.
+   * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
+   * once the node was back, and the group's durable: in step with the others again, so the next
+   * node fault cannot take the last copy of anything. Asked of the node (its /jsz), not of the
+   * leader, whose view of a replica lags: it once called a node wiped 15 ms earlier current. How
+   * long it took, or null.
    */
   const caughtUp = async (i: number, withinMs: number): Promise<number | null> => {
-    const name = nats.node(i).name;
     const t0 = Date.now();
     const nc = await connect({ servers: natsServers, timeout: 3_000, maxReconnectAttempts: -1 }).catch(() => undefined);
     if (!nc) return null;
     try {
       const jsm = await jetstreamManager(nc, { timeout: 3_000, checkAPI: false });
-      const current = (c: { leader?: string; replicas?: { name: string; current: boolean }[] } | undefined) =>
-        c?.leader !== undefined && (c.leader === name || (c.replicas ?? []).some((r) => r.name === name && r.current));
+      let target: number | undefined;
       while (Date.now() - t0 < withinMs) {
-        const s = await jsm.streams.info(stream).catch(() => undefined);
-        const g = await jsm.consumers.info(stream, group).catch(() => undefined);
-        if (current(s?.cluster) && current(g?.cluster)) return Date.now() - t0;
+        target ??= (await jsm.streams.info(stream).catch(() => undefined))?.state.last_seq;
+        const mine = await nats.replicaOf(i, stream);
+        if (target !== undefined && mine && mine.lastSeq >= target && mine.consumers.includes(group)) return Date.now() - t0;
         await sleep(200);
       }
       return null;

@@ -266,7 +266,12 @@ export interface NatsCluster {
   streamLeader(stream: string): Promise<number>;
   /** Index of the node that leads the durable consumer `consumer` of `stream` now. */
   consumerLeader(stream: string, consumer: string): Promise<number>;
-  /** Waits until `stream` has a leader and every running node's replica is current. */
+  /** What node `i` itself holds of `stream` (its /jsz); null: no such stream there, or no answer. */
+  replicaOf(i: number, stream: string): Promise<{ lastSeq: number; messages: number } | null>;
+  /**
+   * Waits until `stream` has a leader and every running node holds it up to the leader's last
+   * sequence, asked of each node (the leader's own view of a replica lags a node's loss).
+   */
   waitForStream(stream: string, timeoutMs?: number): Promise<StreamInfo>;
   /** Kills every node and removes the stores. */
   destroy(): Promise<void>;
@@ -303,6 +308,7 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
       name: `n${i + 1}`,
       port: await freePort(),
       routePort: await freePort(),
+      monitorPort: await freePort(),
       storeDir: mkdtempSync(path.join(os.tmpdir(), `stayhub-nats-n${i + 1}-`)),
     })),
   );
@@ -324,6 +330,8 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
         '127.0.0.1',
         '-p',
         String(s.port),
+        '-m',
+        String(s.monitorPort),
         '-sd',
         s.storeDir,
         '--cluster_name',
@@ -364,15 +372,28 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
     return m;
   });
 
+  const replicaOf = async (i: number, stream: string) => {
+    type Jsz = { account_details?: { stream_detail?: { name: string; state: { messages: number; last_seq: number } }[] }[] };
+    try {
+      const res = await fetch(`http://127.0.0.1:${specs[i]!.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2000) });
+      const jsz = (await res.json()) as Jsz;
+      const s = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream);
+      return s ? { lastSeq: s.state.last_seq, messages: s.state.messages } : null;
+    } catch {
+      return null;
+    }
+  };
+
   const waitForStream = (stream: string, timeoutMs = 20_000) =>
-    until(`stream ${stream} led, every running replica current`, timeoutMs, async () => {
+    until(`stream ${stream} led, every running node holding it to the leader's last sequence`, timeoutMs, async () => {
       const info = await jsm.streams.info(stream);
-      const c = info.cluster;
-      if (!c?.leader) return undefined;
-      const running = specs.filter((_, i) => children[i]?.exitCode === null).map((s) => s.name);
-      const replicas = c.replicas ?? [];
-      const current = running.every((n) => n === c.leader || replicas.some((r) => r.name === n && r.current && !r.offline));
-      return current ? info : undefined;
+      if (!info.cluster?.leader) return undefined;
+      for (const [i] of specs.entries()) {
+        if (children[i]?.exitCode !== null) continue;
+        const mine = await replicaOf(i, stream);
+        if (!mine || mine.lastSeq < info.state.last_seq) return undefined;
+      }
+      return info;
     });
 
   if (opts.stream) {
@@ -422,6 +443,7 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
         const i = specs.findIndex((s) => s.name === leader);
         return i >= 0 ? i : undefined;
       }),
+    replicaOf,
     waitForStream,
     async destroy() {
       await nc.close().catch(() => undefined);

@@ -112,6 +112,7 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
     const c = cluster!;
     const host = await signUp(t.app, 'host');
     const guest = await signUp(t.app, 'guest');
+    let wiped = -1;
     const worker = startProcess('src/worker/drain-outbox.ts');
     const consumer = startProcess('src/events/earnings/main.ts');
     try {
@@ -132,7 +133,7 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
       await c.waitForStream(stream);
 
       // A node loses its disk (the one leading the earnings group) and comes back empty.
-      const wiped = await c.consumerLeader(stream, 'earnings');
+      wiped = await c.consumerLeader(stream, 'earnings');
       await c.wipe(wiped);
       await makeBookings(host, guest, 4);
       await c.waitForStream(stream);
@@ -153,7 +154,8 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
     expect(twice).toEqual([]);
     expect(stored.sort()).toEqual(await relayedMessageIds());
     expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
-    // The wiped node holds the whole stream again, from the others.
-    await c.waitForStream(stream);
+    // The wiped node holds the whole stream again, from the others: its own copy, asked of it.
+    const info = await c.waitForStream(stream);
+    expect(await c.replicaOf(wiped, stream)).toEqual({ lastSeq: info.state.last_seq, messages: info.state.messages });
   }, 90_000);
 });
