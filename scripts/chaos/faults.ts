@@ -87,11 +87,15 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
       plan.push({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) });
     }
     for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
-      plan.push({ kind: 'nats-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)) });
+      plan.push({
+        kind: 'nats-outage',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)),
+      });
     }
     // Drawn after the events faults above, so those stay the same for a seed.
     for (let i = 0; i < Math.max(1, Math.round(seconds / 180)); i++) {
-      plan.push({ kind: 'stream-delete', at: when(), downMs: 0 });
+      plan.push({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 });
     }
     // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
     const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
@@ -103,16 +107,33 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
     // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
     // the kills and wipes hit a leader: a leader lost is an election, the hardest moment.
     for (let i = 0; i < Math.max(2, Math.round(seconds / 45)); i++) {
-      plan.push({ kind: 'nats-node-kill', at: when(), downMs: rng.int(500, 4_000), leader: rng.chance(0.5), node: rng.int(0, 2) });
+      plan.push({
+        kind: 'nats-node-kill',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(500, 4_000),
+        leader: rng.chance(0.5),
+        node: rng.int(0, 2),
+      });
     }
     for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
-      plan.push({ kind: 'nats-node-wipe', at: when(), downMs: 0, leader: rng.chance(0.5), node: rng.int(0, 2) });
+      plan.push({ kind: 'nats-node-wipe', at: when(0.08, NODES_RESTART_BY), downMs: 0, leader: rng.chance(0.5), node: rng.int(0, 2) });
     }
   }
   return plan.sort((a, b) => a.at - b.at);
 }
 
 const FORGERIES: ForgeryKind[] = ['unknown-booking', 'wrong-amount'];
+
+/**
+ * The share of the load by which every NATS node restart (an outage, a node kill or wipe) is due;
+ * stream deletions come after it. nats-server before 2.11 mishandles a node that restarts after
+ * a stream was deleted and recreated under the same name while it ran ("detected duplicate
+ * assignment", "No RAFT group" in its log): that node stays on the deleted stream's RAFT group and
+ * never holds the new stream, and a second node lost then loses the majority. Seen here with
+ * Debian's 2.9.10 (nats-server pull requests 7510 and 8413 fix it); a server bug the run would
+ * only rediscover, so the two kinds of fault are kept apart in time.
+ */
+const NODES_RESTART_BY = 0.5;
 
 /** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
 export interface Killable {

@@ -269,6 +269,10 @@ describe('fault evidence: the events path', () => {
     for (const seed of [1, 2, 3, 4, 5]) {
       const long = planFaults(new Rng(seed), { ...o, durationMs: 600_000, events: { maxNatsOutageMs: 4_250 } });
       expect(long.filter((f) => f.kind === 'stream-delete')).toHaveLength(3);
+      // Every NATS node restart before any stream deletion (nats-server before 2.11, faults.ts).
+      const restarts = long.filter((f) => ['nats-outage', 'nats-node-kill', 'nats-node-wipe'].includes(f.kind)).map((f) => f.at);
+      const deletions = long.filter((f) => f.kind === 'stream-delete').map((f) => f.at);
+      expect(Math.max(...restarts)).toBeLessThan(Math.min(...deletions));
       const kinds = long.filter((f) => f.kind === 'forged-event').map((f) => f.forgery);
       expect(kinds).toHaveLength(10);
       expect(new Set(kinds).size).toBe(2);
