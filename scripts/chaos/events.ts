@@ -7,6 +7,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { createDatabase } from '../../src/db/client.ts';
+import { jetStreamElecting } from '../../src/events/connection.ts';
 import { openDeadLetters } from '../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
@@ -570,6 +571,16 @@ export async function startEventsChaos(o: {
     }
   };
 
+  /** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
+  const streamLed = async (withinMs: number): Promise<boolean> => {
+    const t0 = Date.now();
+    while (Date.now() - t0 < withinMs) {
+      if ((await leaderOf('stream')) !== undefined) return true;
+      await sleep(200);
+    }
+    return false;
+  };
+
   /**
    * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
    * once the node was back, and the group's durable: in step with the others again, so the next
@@ -639,6 +650,9 @@ export async function startEventsChaos(o: {
       const refusedWhileDown = !(await nats.accepting());
       await sleep(ms);
       await nats.start();
+      // Listening is not leading: the next fault in the lane waits (bounded) until the stream has
+      // a leader again, rather than meet the cluster mid-election.
+      await streamLed(30_000);
       return { stopped, refusedWhileDown, restartedPid: nats.pid ?? null };
     },
     /**
@@ -774,11 +788,28 @@ export async function startEventsChaos(o: {
       let seq: number;
       const nc = await connect({ servers: natsServers, timeout: 3_000 });
       try {
-        const ack = await jetstream(nc).publish(subjectFor(subjectPrefix, 'booking.created'), JSON.stringify(lie), {
-          msgID: messageId,
-          headers: h,
-          timeout: 3_000,
-        });
+        // The same message id on every try: a try whose PubAck was lost is not stored twice. Tried
+        // again (up to 15 s) while the cluster has no leader for the stream.
+        const publish = () =>
+          jetstream(nc).publish(subjectFor(subjectPrefix, 'booking.created'), JSON.stringify(lie), {
+            msgID: messageId,
+            headers: h,
+            timeout: 3_000,
+          });
+        const until = Date.now() + 15_000;
+        let ack;
+        for (;;) {
+          try {
+            ack = await publish();
+            break;
+          } catch (err) {
+            // A timeout, or "no responders" (nobody listens on the stream's subjects between leaders).
+            const cause = (err as { cause?: Error }).cause;
+            const electing = jetStreamElecting(err) || /no responders/i.test(`${(err as Error).message} ${cause?.message ?? ''}`);
+            if (!electing || Date.now() > until) throw err;
+            await sleep(250);
+          }
+        }
         seq = ack.seq;
       } catch (err) {
         return { forged: null, failed: `publish: ${(err as Error).message}`, deadLetteredAfterMs: null, lastError: null };

@@ -106,7 +106,7 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
     }
     // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
     // the kills and wipes hit a leader: a leader lost is an election, the hardest moment.
-    for (let i = 0; i < Math.max(2, Math.round(seconds / 45)); i++) {
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 45)); i++) {
       plan.push({
         kind: 'nats-node-kill',
         at: when(0.08, NODES_RESTART_BY),

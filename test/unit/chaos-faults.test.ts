@@ -282,7 +282,7 @@ describe('fault evidence: the events path', () => {
     expect(nats).toHaveLength(1); // max(1, 90/90)
     for (const f of withEvents) expect(f.at).toBeGreaterThanOrEqual(0.08 * 90_000);
     for (const f of nats) expect(f.downMs).toBeLessThanOrEqual(4_250);
-    expect(withEvents.filter((f) => f.kind === 'nats-node-kill')).toHaveLength(2); // max(2, 90/45)
+    expect(withEvents.filter((f) => f.kind === 'nats-node-kill')).toHaveLength(2); // max(1, 90/45)
     expect(withEvents.filter((f) => f.kind === 'nats-node-wipe')).toHaveLength(1); // max(1, 90/120)
     for (const f of withEvents.filter((f) => f.kind.startsWith('nats-node-'))) expect(f.node).toBeLessThanOrEqual(2);
   });
