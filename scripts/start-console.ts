@@ -43,6 +43,14 @@ function serverOf(url: string, fallback: string): string {
   }
 }
 
+/** Each server of a NATS_URL (a cluster's are comma-separated) without its credentials. */
+const natsServersOf = (url: string) =>
+  url
+    .split(',')
+    .filter((u) => u.trim() !== '')
+    .map((u) => serverOf(u.trim(), '(unparseable)'))
+    .join(',');
+
 export function bannerLines(config: BannerConfig, cwd: string = process.cwd()): string[] {
   const base = apiBaseUrl(config);
   const mail = config.SMTP_URL
@@ -55,7 +63,7 @@ export function bannerLines(config: BannerConfig, cwd: string = process.cwd()): 
     `  Dashboard  ${base}/admin   (admins only: npm run create-admin -- --email you@example.com --name "You")`,
     `  Emails     ${mail}`,
     ...(config.NATS_URL
-      ? [`  Events     NATS_URL=${serverOf(config.NATS_URL, '(unparseable)')} (relay in the worker; earnings consumer running)`]
+      ? [`  Events     NATS_URL=${natsServersOf(config.NATS_URL)} (relay in the worker; earnings consumer running)`]
       : []),
     ...(config.WEBHOOK_ALLOW_PRIVATE_NETWORKS
       ? ['  Webhooks   WEBHOOK_ALLOW_PRIVATE_NETWORKS=true: endpoints may call loopback and private addresses (development only)']

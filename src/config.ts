@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { applyEnvFile } from './env-file.ts';
+import { parseNatsServers } from './events/nats-url.ts';
 import { LOG_FORMATS } from './logger.ts';
 import { POOLERS } from './db/pooler.ts';
 
@@ -39,6 +40,24 @@ const optionalUrl = z
   .trim()
   .transform((v) => (v === '' ? undefined : v))
   .pipe(z.string().url().optional());
+
+/**
+ * NATS_URL: one server or a cluster's, comma-separated, each nats:// or tls:// (src/events/nats-url.ts).
+ * Kept as written (the client reads it through the same parser); an issue never repeats the value,
+ * which may hold a password.
+ */
+const natsUrl = z
+  .string()
+  .trim()
+  .transform((v) => (v === '' ? undefined : v))
+  .superRefine((v, ctx) => {
+    if (v === undefined) return;
+    try {
+      parseNatsServers(v);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  });
 
 const envSchema = z.object({
   // --- database
@@ -107,7 +126,7 @@ const envSchema = z.object({
   SEARCH_DIRECT_TIMEOUT_MS: int(0, 10_000).default(250),
 
   // --- events for other services (NATS JetStream; src/events/). Unset NATS_URL: no relay.
-  NATS_URL: optionalUrl.optional(),
+  NATS_URL: natsUrl.optional(),
   EVENTS_STREAM: z
     .string()
     .regex(/^[A-Za-z0-9_-]+$/)

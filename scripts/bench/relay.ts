@@ -122,8 +122,65 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
   };
 }
 
-/** The relay's configuration for one measurement: a stream and subject prefix of its own. */
-function relayConfig(databaseUrl: string, natsUrl: string | undefined): Config {
+/**
+ * Three nats-server -js processes as one JetStream cluster on free ports, each with a fresh store;
+ * resolves once the cluster has elected its leader (the JetStream API answers). stop() removes
+ * the stores. Debian's nats-server 2.9 cannot flush every write (no sync_interval): this measures
+ * replication, not fsync.
+ */
+export async function startNatsCluster(): Promise<{ url: string; stop(): Promise<void> }> {
+  if (natsServerVersion() === null) throw new Error('nats-server not found (Debian: apt-get install -y nats-server)');
+  const nodes = await Promise.all(
+    ['b1', 'b2', 'b3'].map(async (name) => ({
+      name,
+      port: await freePort(),
+      routePort: await freePort(),
+      dir: mkdtempSync(path.join(os.tmpdir(), `bench-nats-${name}-`)),
+    })),
+  );
+  const routes = nodes.map((n) => `nats://127.0.0.1:${n.routePort}`).join(',');
+  const cluster = `bench-${randomUUID().slice(0, 8)}`;
+  const children = nodes.map((n) => {
+    const node = ['-js', '-n', n.name, '-a', '127.0.0.1', '-p', String(n.port), '-sd', n.dir];
+    const clustering = ['--cluster_name', cluster, '--cluster', `nats://127.0.0.1:${n.routePort}`, '--routes', routes];
+    return spawn('nats-server', [...node, ...clustering], { stdio: 'ignore' });
+  });
+  const stop = async () => {
+    const running = children.filter((c) => c.exitCode === null && c.signalCode === null);
+    await Promise.all(
+      running.map((c) => {
+        const exited = new Promise((r) => c.once('exit', r));
+        c.kill('SIGTERM');
+        return exited;
+      }),
+    );
+    for (const n of nodes) rmSync(n.dir, { recursive: true, force: true });
+  };
+  const url = nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(',');
+  try {
+    const nc = await connect({ servers: nodes.map((n) => `127.0.0.1:${n.port}`), maxReconnectAttempts: -1, waitOnFirstConnect: true });
+    try {
+      for (let i = 0; ; i++) {
+        try {
+          await (await jetstreamManager(nc, { timeout: 1000 })).getAccountInfo();
+          break;
+        } catch (err) {
+          if (i > 60) throw new Error(`the JetStream cluster elected no leader within a minute: ${(err as Error).message}`);
+          await sleep(500);
+        }
+      }
+    } finally {
+      await nc.close();
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url, stop };
+}
+
+/** The relay's configuration for one measurement: a stream and subject prefix of its own, at `replicas`. */
+function relayConfig(databaseUrl: string, natsUrl: string | undefined, replicas = 1): Config {
   const stream = `BENCH_${Date.now()}`;
   return loadConfig({
     DATABASE_URL: databaseUrl,
@@ -131,12 +188,13 @@ function relayConfig(databaseUrl: string, natsUrl: string | undefined): Config {
     EVENTS_STREAM: stream,
     EVENTS_SUBJECT_PREFIX: stream.toLowerCase(),
     EVENTS_TOPICS: 'booking.created',
+    EVENTS_REPLICAS: String(replicas),
     LOG_LEVEL: 'warn',
   });
 }
 
 async function streamMessages(natsUrl: string, stream: string): Promise<number> {
-  const nc = await connect({ servers: natsUrl.replace('nats://', '') });
+  const nc = await connect({ servers: natsUrl.split(',').map((u) => u.replace('nats://', '')) });
   try {
     return (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
   } finally {
@@ -193,18 +251,22 @@ export async function relayFloor(opts: { databaseUrl: string; natsUrl: string; c
 
 /**
  * One drain of a fresh backlog of `count` messages: `noop` (the outbox's own cost) or `relay`
- * (into JetStream at `natsUrl`, a stream of its own). The clock runs from the first claim to
- * nothing pending; the relay's connection and stream are set up before it starts.
+ * (into JetStream at `natsUrl`, a stream of its own at `replicas`, 1 by default: 3 needs a
+ * cluster, startNatsCluster). The clock runs from the first claim to nothing pending; the relay's
+ * connection and stream are set up before it starts.
  */
 export async function relayDrain(
-  opts: { databaseUrl: string; count: number; handler: 'noop' } | { databaseUrl: string; count: number; handler: 'relay'; natsUrl: string },
+  opts:
+    | { databaseUrl: string; count: number; handler: 'noop' }
+    | { databaseUrl: string; count: number; handler: 'relay'; natsUrl: string; replicas?: number },
 ): Promise<{
   seconds: number;
   perSecond: number;
   /** relay: the messages the stream holds afterwards (every one relayed once: `count`). */
   streamMessages: number | null;
 }> {
-  const config = relayConfig(opts.databaseUrl, opts.handler === 'relay' ? opts.natsUrl : undefined);
+  const config =
+    opts.handler === 'relay' ? relayConfig(opts.databaseUrl, opts.natsUrl, opts.replicas) : relayConfig(opts.databaseUrl, undefined);
   const stream = config.EVENTS_STREAM;
   const logger = pino({ level: 'warn' });
   const database = createDatabase(opts.databaseUrl, { max: 40, applicationName: 'bench-relay' });

@@ -251,7 +251,13 @@ export function renderMarkdown(r: BenchResults): string {
       L.push(
         `| relay floor: the same messages from a bare JetStream client, 32 publishes in flight | ${mm(rl.floor, 'perSecond')} | ${mm(rl.floor, 'drainSeconds', 2)} | ${rl.floor.runs.map((v) => n(v.perSecond)).join(', ')} |`,
       );
+      if (rl.replicated) {
+        L.push(
+          `| events relay into a three-node cluster, the stream at three replicas (Debian's nats-server 2.9: no fsync per write) | ${mm(rl.replicated, 'perSecond')} | ${mm(rl.replicated, 'drainSeconds', 2)} | ${rl.replicated.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+        );
+      }
       L.push('', `Relay / relay floor (medians): ${x(rl.ratio)}.`, '');
+      if (rl.replicatedRatio !== undefined) L.push(`Relay at three replicas / at one (medians): ${x(rl.replicatedRatio)}.`, '');
       targetLines(L, r.targets, 'Relay');
     } else L.push('Not measured (nats-server not installed).', '');
   }

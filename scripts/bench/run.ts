@@ -34,7 +34,15 @@ import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
 import { webhookIsolation, webhookThroughput } from './webhooks.ts';
-import { NATS_INSTALL_HINT, natsServerVersion, RELAY_CONCURRENCY, relayDrain, relayFloor, startNatsServer } from './relay.ts';
+import {
+  NATS_INSTALL_HINT,
+  natsServerVersion,
+  RELAY_CONCURRENCY,
+  relayDrain,
+  relayFloor,
+  startNatsCluster,
+  startNatsServer,
+} from './relay.ts';
 import { renderMarkdown } from './report.ts';
 import { evaluateTargets } from './targets.ts';
 
@@ -145,6 +153,10 @@ export interface BenchResults {
     floor: Repeated<Drain>;
     /** Median relay msg/s over median floor msg/s (target ≥ 0.8). */
     ratio: number;
+    /** The same relay into a three-node cluster, the stream at three replicas (absent in results of older runs). */
+    replicated?: Repeated<Drain>;
+    /** Median relay msg/s at three replicas over median at one. */
+    replicatedRatio?: number;
   } | null;
   io?: { byProcesses: Record<string, Repeated<Drain>>; scaling: Record<string, number> };
   /**
@@ -502,6 +514,7 @@ async function main(): Promise<number> {
       }
       const relay: Drain[] = [];
       const floor: Drain[] = [];
+      const replicated: Drain[] = [];
       const show = (who: string, d: Drain) => log(`   ${who}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
       // Interleaved; each measurement on a fresh database and into a fresh nats-server (empty store).
       const withNats = async <T>(fn: (url: string) => Promise<T>) => {
@@ -528,11 +541,36 @@ async function main(): Promise<number> {
         check('relay floor', r, f.streamMessages);
         floor.push({ perSecond: f.perSecond, drainSeconds: f.seconds });
         show(`relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`, floor.at(-1)!);
+        // The same relay into a fresh three-node cluster, the stream at three replicas: each PubAck
+        // waits for a majority of the replicas (in memory: Debian's 2.9 cannot fsync every write).
+        const cluster = await startNatsCluster();
+        try {
+          const c = await relayDrain({
+            databaseUrl: await freshOurs(),
+            count: P.relayMessages,
+            handler: 'relay',
+            natsUrl: cluster.url,
+            replicas: 3,
+          });
+          check('relay at 3 replicas', r, c.streamMessages);
+          replicated.push({ perSecond: c.perSecond, drainSeconds: c.seconds });
+          show('relay into a 3-node cluster, 3 replicas', replicated.at(-1)!);
+        } finally {
+          await cluster.stop();
+        }
       }
       const d = repeatOf(relay);
       const f = repeatOf(floor);
-      results.relay = { messages: P.relayMessages, relay: d, floor: f, ratio: round(d.median.perSecond / f.median.perSecond, 3) };
-      log(`   relay / relay floor: ${results.relay.ratio}×`);
+      const c = repeatOf(replicated);
+      results.relay = {
+        messages: P.relayMessages,
+        relay: d,
+        floor: f,
+        ratio: round(d.median.perSecond / f.median.perSecond, 3),
+        replicated: c,
+        replicatedRatio: round(c.median.perSecond / d.median.perSecond, 3),
+      };
+      log(`   relay / relay floor: ${results.relay.ratio}×; 3 replicas / 1: ${results.relay.replicatedRatio}×`);
     });
 
     await section('webhooks', async () => {

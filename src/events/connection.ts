@@ -1,39 +1,34 @@
-import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, errors as natsErrors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError } from '@nats-io/jetstream';
+import type { Logger } from '../logger.ts';
+import { describeNatsServers, parseNatsServers } from './nats-url.ts';
 
 /*
- * NATS_URL: nats://[user:password@]host[:port] or tls://[user:password@]host[:port].
+ * NATS_URL: one server, or a cluster's servers separated by commas (src/events/nats-url.ts parses
+ * it; src/config.ts refuses a bad one at start). The client is given every server: it connects to
+ * one of them, moves to another when that one goes away, and learns any others from the cluster.
  *
- * The user and password (percent-encoded in the URL when they hold reserved characters) are sent
- * to the server; they never appear in a log line or an error message of ours (describeNats).
  * tls:// requires TLS: a server that does not offer it is refused, rather than the client falling
  * back to plain text with the password on the wire. nats:// connects as the server asks (a server
  * that requires TLS still gets it). The server's certificate is checked against the system's CAs
  * and NODE_EXTRA_CA_CERTS (a private CA's PEM file, read by Node at start).
  */
 
-const SCHEMES: Readonly<Record<string, { tls: boolean }>> = { 'nats:': { tls: false }, 'tls:': { tls: true } };
-
-/** host:port of a NATS URL without credentials, for logs and errors. */
+/** host:port of each server of a NATS_URL, without credentials, for logs and errors. */
 export function describeNats(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.hostname}:${u.port || 4222}`;
-  } catch {
-    return '(unparseable NATS_URL)';
-  }
+  return describeNatsServers(url);
 }
 
 /** The client options a NATS_URL stands for (connectNats adds the reconnect policy). */
 export function natsConnectionOptions(url: string): Pick<ConnectionOptions, 'servers' | 'user' | 'pass' | 'tls'> {
-  const u = new URL(url);
-  const scheme = SCHEMES[u.protocol];
-  if (!scheme) throw new Error(`NATS_URL must start with nats:// or tls:// (it starts with ${u.protocol}//)`);
+  const parsed = parseNatsServers(url);
   return {
-    servers: `${u.hostname}:${u.port || 4222}`,
-    user: u.username ? decodeURIComponent(u.username) : undefined,
-    pass: u.password ? decodeURIComponent(u.password) : undefined,
+    servers: parsed.servers,
+    user: parsed.user,
+    pass: parsed.pass,
     // An object, even empty, makes the client refuse a server without TLS; undefined lets it choose.
-    ...(scheme.tls ? { tls: {} } : {}),
+    ...(parsed.tls ? { tls: {} } : {}),
   };
 }
 
@@ -81,4 +76,45 @@ export async function connectNats(url: string, name: string): Promise<NatsConnec
 export async function closeNats(nc: NatsConnection): Promise<void> {
   await nc.drain().catch(() => undefined);
   if (!nc.isClosed()) await nc.close().catch(() => undefined);
+}
+
+/**
+ * How long a process starting against NATS waits for JetStream to answer before giving up. A
+ * cluster that lost a node, or was restarted whole, elects its leaders (the cluster's, then each
+ * stream's and consumer's) in seconds; its API requests meanwhile time out. A minute without an
+ * answer is an outage, not an election.
+ */
+export const JETSTREAM_ELECTION_WAIT_MS = 60_000;
+
+/**
+ * Whether `err` is JetStream not answering for now: a request that timed out (nobody leads what it
+ * asks about yet), or the server's 503 / "JetStream cluster not available" (10008) while the
+ * cluster has no leader. Not a refusal: trying again can succeed.
+ */
+export function jetStreamElecting(err: unknown): boolean {
+  if (err instanceof natsErrors.TimeoutError) return true;
+  if (err instanceof JetStreamApiError) return err.code === 10008 || err.status === 503;
+  return err instanceof Error && /^timeout$/i.test(err.message);
+}
+
+/**
+ * Runs one idempotent JetStream step (create the stream if missing, read a consumer, …), again
+ * every half second while JetStream is not answering (jetStreamElecting), for up to `withinMs`;
+ * then, or on any other error, throws as the step did. Says once in the log that it waits.
+ */
+export async function onceJetStreamAnswers<T>(
+  what: string,
+  step: () => Promise<T>,
+  o: { log?: Logger; withinMs?: number } = {},
+): Promise<T> {
+  const until = Date.now() + (o.withinMs ?? JETSTREAM_ELECTION_WAIT_MS);
+  for (let said = false; ; said = true) {
+    try {
+      return await step();
+    } catch (err) {
+      if (!jetStreamElecting(err) || Date.now() > until) throw err;
+      if (!said) o.log?.warn({ err, step: what }, 'JetStream is not answering yet (a cluster electing its leaders?): waiting for it');
+      await sleep(500);
+    }
+  }
 }

@@ -25,6 +25,7 @@ import type { Logger } from '../logger.ts';
 import { recordDeadLetter, openDeadLetters } from './dead-letters.ts';
 import { assertKnownSchemaVersion, decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
 import { claimInbox } from './inbox.ts';
+import { jetStreamElecting, onceJetStreamAnswers } from './connection.ts';
 import { backoffDelaySeconds } from '../outbox/index.ts';
 import { DELETED_STREAM_SETTLE_MS, describeDifferences, ensureStream, StreamConfigError, type SettingDifference } from './stream.ts';
 
@@ -341,7 +342,7 @@ function groupMissing(err: unknown): boolean {
  */
 export async function runGroup(o: RunOptions): Promise<GroupRunner> {
   const js = jetstream(o.nc);
-  const jsm = await jetstreamManager(o.nc);
+  const jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(o.nc), { log: o.log });
   // What the stream is recreated with if it is deleted: its settings as last seen.
   let streamConfig: StreamConfig | undefined = (await jsm.streams.info(o.stream).catch(() => undefined))?.config;
   let consumer: Consumer | undefined;
@@ -409,6 +410,14 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
         }
       } catch (err) {
         if (stopping || o.nc.isClosed()) break;
+        // The group's durable has no leader for a moment (its node lost, the others electing one):
+        // ask again shortly rather than end the group.
+        if (jetStreamElecting(err)) {
+          o.log.warn({ err }, 'JetStream is not answering for the consumer group (a cluster electing its leader?): pulling again shortly');
+          consumer = undefined;
+          await sleep(500, undefined, { signal: waiting.signal }).catch(() => undefined);
+          continue;
+        }
         if (!groupMissing(err)) throw err;
         consumer = undefined;
         await recreate(err as Error);

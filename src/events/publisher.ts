@@ -73,6 +73,21 @@ export class EventsStreamMissingError extends Error {
 }
 
 /**
+ * A publish found nobody to take it and JetStream did not answer for the stream either, within the
+ * publish timeout: in a cluster, the stream has no leader for a moment (its leader's node was lost
+ * and the others are electing one; nobody listens on its subjects meanwhile), or JetStream is not
+ * ready. Not a deleted stream: nothing is recreated. The message fails like a publish that timed
+ * out, and the outbox retries it.
+ */
+export class EventsStreamUnavailableError extends Error {
+  readonly code = 'events_stream_unavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventsStreamUnavailableError';
+  }
+}
+
+/**
  * nats.js reports a publish nobody answered as JetStreamNotEnabled, "jetstream is not enabled".
  * On a server that stored our events a moment ago, what it means is that no stream holds the
  * subject any more: the cause is a "no responders" request error.
@@ -122,7 +137,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   const where = describeNats(url);
   const log = logger.child({ component: 'events-relay', nats: where });
   const role = options.ownsStream === false ? 'reader' : 'relay';
-  let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> | undefined;
+  let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager; probe: JetStreamManager }> | undefined;
   let restoring: Promise<void> | undefined;
   let closed = false;
   const circuit = new PublishCircuit(where, {
@@ -155,7 +170,14 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
         else if (status.type === 'reconnect') circuit.reconnected();
       }
     })().catch(() => undefined);
-    return { nc, js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }), jsm };
+    return {
+      nc,
+      js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }),
+      jsm,
+      // Asks after the stream when a publish found nobody: within the publish's own bound, because
+      // a stream without a leader (a cluster's election) leaves the question unanswered.
+      probe: await jetstreamManager(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS, checkAPI: false }),
+    };
   };
   const connection = () => {
     if (closed) return Promise.reject(new Error('publisher closed'));
@@ -170,17 +192,19 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
    * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
    * in flight all fail together, and all wait for the one recreation.
    */
-  const restoreStream = (jsm: JetStreamManager, subject: string) => {
+  const restoreStream = (jsm: JetStreamManager, probe: JetStreamManager, subject: string) => {
     restoring ??= (async () => {
       const name = config.EVENTS_STREAM;
       let exists = true;
       try {
-        await jsm.streams.info(name);
+        await probe.streams.info(name);
       } catch (err) {
         if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
-          throw new EventsStreamMissingError(
-            `no stream took the event on ${subject}, and JetStream at ${where} does not answer either (${(err as Error).message}): ` +
-              `is JetStream enabled on the server, and ready?`,
+          // Only "not found" means deleted; silence is a stream between leaders, and passes.
+          throw new EventsStreamUnavailableError(
+            `no stream took the event on ${subject}, and JetStream at ${where} does not answer for stream ${name} ` +
+              `either (${(err as Error).message}): its cluster may be electing a leader after losing a node, ` +
+              `or JetStream is not ready (is it enabled on the server?). The event is retried`,
             { cause: err },
           );
         }
@@ -213,7 +237,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
 
   /** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
   const publishOnce = async (event: OutgoingEvent): Promise<PublishResult> => {
-    const { js, jsm } = await connection();
+    const { js, jsm, probe } = await connection();
     const h = natsHeaders();
     h.set(HEADERS.topic, event.topic);
     if (event.key !== null) h.set(HEADERS.key, event.key);
@@ -231,7 +255,7 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       ack = await send();
     } catch (err) {
       if (!nobodyAnswered(err)) throw err;
-      await restoreStream(jsm, event.subject);
+      await restoreStream(jsm, probe, event.subject);
       try {
         ack = await send();
       } catch (again) {

@@ -1,10 +1,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
 import type { ConsumedEvent } from '../../src/events/event.ts';
@@ -189,7 +189,8 @@ export interface StoredEvent {
 export async function readStream(url: string, stream: string): Promise<StoredEvent[]> {
   const { connect } = await import('@nats-io/transport-node');
   const { jetstreamManager } = await import('@nats-io/jetstream');
-  const nc = await connect({ servers: url.replace('nats://', '') });
+  // One server, or a cluster's, comma-separated.
+  const nc = await connect({ servers: url.split(',').map((u) => u.replace('nats://', '')) });
   try {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(stream);
@@ -242,5 +243,221 @@ export async function slowProxy(targetPort: number, delayMs: number): Promise<{ 
         for (const s of sockets) s.destroy();
         server.close(() => r());
       }),
+  };
+}
+
+type StreamConfigWithName = Partial<StreamConfig> & { name: string };
+
+/** One node of a test cluster. */
+export interface NatsNode {
+  /** Its server name: stream info names the leader by it. */
+  name: string;
+  port: number;
+  url: string;
+  storeDir: string;
+  running(): boolean;
+}
+
+export interface NatsCluster {
+  nodes: NatsNode[];
+  /** Every node, comma-separated: a NATS_URL. */
+  url: string;
+  /** The test's own connection (every node in its server list) and JetStream manager. */
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  /** SIGKILL: no goodbye to the others, nothing flushed. The store stays. */
+  kill(i: number): Promise<void>;
+  /** Starts a killed node again on its ports with its store. */
+  start(i: number): Promise<void>;
+  /** Kills the node, removes its store, starts it empty: a node that comes back from a lost disk. */
+  wipe(i: number): Promise<void>;
+  /** Index of the node that leads `stream` now (waits through an election). */
+  streamLeader(stream: string): Promise<number>;
+  /** Index of the node that leads the durable consumer `consumer` of `stream` now. */
+  consumerLeader(stream: string, consumer: string): Promise<number>;
+  /** What node `i` itself holds of `stream` (its /jsz); null: no such stream there, or no answer. */
+  replicaOf(i: number, stream: string): Promise<{ lastSeq: number; messages: number } | null>;
+  /**
+   * Waits until `stream` has a leader and every running node holds it up to the leader's last
+   * sequence, asked of each node (the leader's own view of a replica lags a node's loss).
+   */
+  waitForStream(stream: string, timeoutMs?: number): Promise<StreamInfo>;
+  /** Kills every node and removes the stores. */
+  destroy(): Promise<void>;
+}
+
+const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${last ? ` (last: ${(last as Error).message})` : ''}`);
+    await sleepMs(100);
+  }
+}
+
+/**
+ * Three (or `size`) nats-server processes as one JetStream cluster on 127.0.0.1, each with its
+ * own client port, route port and store. Returns once the cluster has a meta leader (the
+ * JetStream API answers) and, with `stream`, once that stream exists at `num_replicas` with a
+ * leader and every replica current.
+ */
+export async function startNatsCluster(opts: { size?: number; stream?: StreamConfigWithName } = {}): Promise<NatsCluster> {
+  const size = opts.size ?? 3;
+  const cluster = `stayhub-${randomUUID().slice(0, 8)}`;
+  const specs = await Promise.all(
+    Array.from({ length: size }, async (_, i) => ({
+      name: `n${i + 1}`,
+      port: await freePort(),
+      routePort: await freePort(),
+      monitorPort: await freePort(),
+      storeDir: mkdtempSync(path.join(os.tmpdir(), `stayhub-nats-n${i + 1}-`)),
+    })),
+  );
+  const routes = specs.map((s) => `nats://127.0.0.1:${s.routePort}`).join(',');
+  const children: (ChildProcess | undefined)[] = specs.map(() => undefined);
+  const outputs: string[] = specs.map(() => '');
+
+  const start = async (i: number) => {
+    const s = specs[i]!;
+    if (children[i]?.exitCode === null) return;
+    outputs[i] = '';
+    const child = spawn(
+      BIN,
+      [
+        '-js',
+        '-n',
+        s.name,
+        '-a',
+        '127.0.0.1',
+        '-p',
+        String(s.port),
+        '-m',
+        String(s.monitorPort),
+        '-sd',
+        s.storeDir,
+        '--cluster_name',
+        cluster,
+        '--cluster',
+        `nats://127.0.0.1:${s.routePort}`,
+        '--routes',
+        routes,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    children[i] = child;
+    child.stdout!.on('data', (d) => (outputs[i] += d));
+    child.stderr!.on('data', (d) => (outputs[i] += d));
+    await until(`nats-server ${s.name} listening on ${s.port}`, 10_000, async () => {
+      if (child.exitCode !== null) throw new Error(`exited at start (${child.exitCode}): ${outputs[i]}`);
+      return (await portOpen(s.port)) || undefined;
+    });
+  };
+  const kill = async (i: number) => {
+    const c = children[i];
+    children[i] = undefined;
+    if (!c || c.exitCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  };
+
+  await Promise.all(specs.map((_, i) => start(i)));
+  const url = specs.map((s) => `nats://127.0.0.1:${s.port}`).join(',');
+  const { connect } = await import('@nats-io/transport-node');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  const nc = await connect({ servers: specs.map((s) => `127.0.0.1:${s.port}`), maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+  // The JetStream API answers only once the nodes have elected a meta leader.
+  const jsm = await until('a JetStream meta leader', 20_000, async () => {
+    const m = await jetstreamManager(nc, { timeout: 2000 });
+    await m.getAccountInfo();
+    return m;
+  });
+
+  const replicaOf = async (i: number, stream: string) => {
+    type Jsz = { account_details?: { stream_detail?: { name: string; state: { messages: number; last_seq: number } }[] }[] };
+    try {
+      const res = await fetch(`http://127.0.0.1:${specs[i]!.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2000) });
+      const jsz = (await res.json()) as Jsz;
+      const s = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream);
+      return s ? { lastSeq: s.state.last_seq, messages: s.state.messages } : null;
+    } catch {
+      return null;
+    }
+  };
+
+  const waitForStream = (stream: string, timeoutMs = 20_000) =>
+    until(`stream ${stream} led, every running node holding it to the leader's last sequence`, timeoutMs, async () => {
+      const info = await jsm.streams.info(stream);
+      if (!info.cluster?.leader) return undefined;
+      for (const [i] of specs.entries()) {
+        if (children[i]?.exitCode !== null) continue;
+        const mine = await replicaOf(i, stream);
+        if (!mine || mine.lastSeq < info.state.last_seq) return undefined;
+      }
+      return info;
+    });
+
+  if (opts.stream) {
+    await until(`stream ${opts.stream.name} created`, 20_000, async () => {
+      try {
+        await jsm.streams.add(opts.stream!);
+      } catch (err) {
+        // Created by an earlier try whose answer was lost in the election: fine if it is there.
+        if (!(await jsm.streams.info(opts.stream!.name).catch(() => undefined))) throw err;
+      }
+      return true;
+    });
+    const info = await waitForStream(opts.stream.name);
+    if (info.config.num_replicas !== (opts.stream.num_replicas ?? 1)) {
+      throw new Error(`stream ${opts.stream.name} has ${info.config.num_replicas} replicas, not ${opts.stream.num_replicas}`);
+    }
+  }
+
+  return {
+    nodes: specs.map((s, i) => ({
+      name: s.name,
+      port: s.port,
+      url: `nats://127.0.0.1:${s.port}`,
+      storeDir: s.storeDir,
+      running: () => children[i]?.exitCode === null,
+    })),
+    url,
+    nc,
+    jsm,
+    kill,
+    start,
+    async wipe(i) {
+      await kill(i);
+      rmSync(specs[i]!.storeDir, { recursive: true, force: true });
+      mkdirSync(specs[i]!.storeDir, { recursive: true });
+      await start(i);
+    },
+    streamLeader: (stream) =>
+      until(`a leader for stream ${stream}`, 20_000, async () => {
+        const leader = (await jsm.streams.info(stream)).cluster?.leader;
+        const i = specs.findIndex((s) => s.name === leader);
+        return i >= 0 ? i : undefined;
+      }),
+    consumerLeader: (stream, consumer) =>
+      until(`a leader for consumer ${consumer} of ${stream}`, 20_000, async () => {
+        const leader = (await jsm.consumers.info(stream, consumer)).cluster?.leader;
+        const i = specs.findIndex((s) => s.name === leader);
+        return i >= 0 ? i : undefined;
+      }),
+    replicaOf,
+    waitForStream,
+    async destroy() {
+      await nc.close().catch(() => undefined);
+      await Promise.all(specs.map((_, i) => kill(i)));
+      for (const s of specs) rmSync(s.storeDir, { recursive: true, force: true });
+    },
   };
 }

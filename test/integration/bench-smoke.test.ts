@@ -110,12 +110,14 @@ describe('npm run bench -- --smoke', () => {
     // failed. Where nats-server is installed.
     if (r.versions.natsServer) {
       expect(r.relay.messages).toBe(r.params.relayMessages);
-      for (const drain of ['relay', 'floor']) {
+      // …and the same relay into a three-node cluster, the stream at three replicas.
+      for (const drain of ['relay', 'floor', 'replicated']) {
         expect(finitePositive(r.relay[drain].median.perSecond), `relay section: ${drain}`).toBe(true);
         expect(finitePositive(r.relay[drain].median.drainSeconds), `relay section: ${drain}`).toBe(true);
         expect(r.relay[drain].runs).toHaveLength(r.params.runs);
       }
       expect(r.relay.ratio).toBeCloseTo(r.relay.relay.median.perSecond / r.relay.floor.median.perSecond, 2);
+      expect(r.relay.replicatedRatio).toBeCloseTo(r.relay.replicated.median.perSecond / r.relay.relay.median.perSecond, 2);
       expect(r.targets.find((t: { name: string }) => t.name.startsWith('Relay into JetStream / relay floor')).met).not.toBeNull();
     } else {
       // Without it the run says how to install it and leaves the relay figures out.

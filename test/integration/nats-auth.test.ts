@@ -207,15 +207,15 @@ describe.skipIf(skip)('NATS with the users of nats/nats.conf', () => {
 describe('NATS_URL', () => {
   it('takes the user and password from the URL, percent-decoded', () => {
     expect(natsConnectionOptions('nats://relay:p%40ss%3Aword@nats:4222')).toEqual({
-      servers: 'nats:4222',
+      servers: ['nats:4222'],
       user: 'relay',
       pass: 'p@ss:word',
     });
-    expect(natsConnectionOptions('nats://nats')).toEqual({ servers: 'nats:4222', user: undefined, pass: undefined });
+    expect(natsConnectionOptions('nats://nats')).toEqual({ servers: ['nats:4222'], user: undefined, pass: undefined });
   });
 
   it('requires TLS with tls://, and refuses a scheme that is neither', () => {
-    expect(natsConnectionOptions('tls://relay:pw@nats.example:4443')).toMatchObject({ servers: 'nats.example:4443', tls: {} });
+    expect(natsConnectionOptions('tls://relay:pw@nats.example:4443')).toMatchObject({ servers: ['nats.example:4443'], tls: {} });
     expect(() => natsConnectionOptions('http://nats:4222')).toThrow(/nats:\/\/ or tls:\/\//);
   });
 
@@ -314,16 +314,57 @@ describe('docker-compose', () => {
     services: Record<string, { ports?: string[]; volumes?: string[]; command?: string[]; environment?: Record<string, string> }>;
   };
 
-  it('does not publish NATS on the host, and runs it with nats/nats.conf', () => {
-    const nats = compose.services.nats!;
-    expect(nats.ports ?? []).toEqual([]);
-    expect(nats.volumes).toContain('./nats/nats.conf:/etc/nats/nats.conf:ro');
-    expect(nats.command).toEqual(expect.arrayContaining(['-c', '/etc/nats/nats.conf']));
-    for (const name of Object.keys(PASSWORDS)) expect(Object.keys(nats.environment ?? {})).toContain(`NATS_${name.toUpperCase()}_PASSWORD`);
+  const NODES = ['nats-1', 'nats-2', 'nats-3'];
+
+  it('runs three NATS nodes with nats/cluster.conf, each named and with a store of its own, none on the host', () => {
+    const stores = new Set<string>();
+    for (const node of NODES) {
+      const nats = compose.services[node]!;
+      expect(nats.ports ?? [], node).toEqual([]);
+      expect(nats.volumes, node).toContain('./nats:/etc/nats:ro');
+      expect(nats.command, node).toEqual(['-c', '/etc/nats/cluster.conf']);
+      expect(nats.environment?.NATS_SERVER_NAME, node).toBe(node);
+      for (const name of Object.keys(PASSWORDS))
+        expect(Object.keys(nats.environment ?? {})).toContain(`NATS_${name.toUpperCase()}_PASSWORD`);
+      stores.add(nats.volumes!.find((v) => v.endsWith(':/data'))!);
+    }
+    expect(stores.size).toBe(3);
+    expect(compose.services.nats).toBeUndefined();
+  });
+
+  it("lists every node in each service's NATS_URL, and keeps the stream at three replicas", () => {
+    for (const service of ['api', 'worker', 'earnings']) {
+      const env = compose.services[service]!.environment!;
+      const servers = natsConnectionOptions(env.NATS_URL!.replace(/\$\{[^}]+\}/g, 'x')).servers;
+      expect(servers, service).toEqual(NODES.map((n) => `${n}:4222`));
+      expect(env.EVENTS_REPLICAS, service).toBe('3');
+    }
+  });
+
+  it('cluster.conf flushes every write and routes to the three nodes; Debian 2.9 objects to sync_interval alone', async () => {
+    const conf = readFileSync(path.join(ROOT, 'nats/cluster.conf'), 'utf8');
+    expect(conf).toMatch(/^\s*sync_interval: always$/m);
+    for (const node of NODES) expect(conf).toContain(`nats-route://${node}:6222`);
+    if (skip) return;
+    // nats-server 2.9 (the tests' own) checks the rest of the file: everything but sync_interval parses.
+    const dir = tmp('stayhub-nats-conf-');
+    for (const f of ['accounts.conf', 'cluster.conf']) {
+      const text = readFileSync(path.join(ROOT, 'nats', f), 'utf8');
+      writeFileSync(path.join(dir, f), f === 'cluster.conf' ? text.replace(/^\s*sync_interval: always$/m, '') : text);
+    }
+    const env = {
+      ...process.env,
+      NATS_SERVER_NAME: 'nats-1',
+      NATS_WORKER_PASSWORD: 'a',
+      NATS_EARNINGS_PASSWORD: 'b',
+      NATS_API_PASSWORD: 'c',
+    };
+    await run(process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', path.join(dir, 'cluster.conf'), '-t'], { env });
   });
 
   it('connects each service as its own user: the worker as the publisher', () => {
-    const userOf = (service: string) => new URL(compose.services[service]!.environment!.NATS_URL!.replace(/\$\{[^}]+\}/g, 'x')).username;
+    const userOf = (service: string) =>
+      new URL(compose.services[service]!.environment!.NATS_URL!.split(',')[0]!.replace(/\$\{[^}]+\}/g, 'x')).username;
     expect({ worker: userOf('worker'), earnings: userOf('earnings'), api: userOf('api') }).toEqual({
       worker: 'worker',
       earnings: 'earnings',

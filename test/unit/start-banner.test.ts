@@ -19,6 +19,12 @@ describe('npm start banner', () => {
     expect(lines.at(-1)).toMatch(/^ {2}Stop {7}Ctrl-C \(the consumer, the worker and the API finish/);
   });
 
+  it("names each of a cluster's servers, without credentials", () => {
+    const lines = bannerLines({ ...base, NATS_URL: 'nats://relay:s3cret@n1:4222,nats://relay:s3cret@n2:4222' }, '/srv');
+    expect(lines).toContain('  Events     NATS_URL=nats://n1:4222,nats://n2:4222 (relay in the worker; earnings consumer running)');
+    expect(lines.join('\n')).not.toContain('s3cret');
+  });
+
   it('says when webhooks may call loopback and private addresses, and only then', () => {
     expect(bannerLines({ ...base, NATS_URL: undefined }, '/srv').some((l) => l.includes('WEBHOOK_ALLOW_PRIVATE_NETWORKS'))).toBe(false);
     const lines = bannerLines({ ...base, NATS_URL: undefined, WEBHOOK_ALLOW_PRIVATE_NETWORKS: true }, '/srv');

@@ -9,7 +9,7 @@ import {
   type CommandContext,
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
-import { closeNats, connectNats, describeNatsFailure } from '../connection.ts';
+import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
 import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import {
   ensureGroup,
@@ -166,7 +166,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
     try {
       let jsm;
       try {
-        jsm = await jetstreamManager(nc);
+        // A cluster electing its leaders (a node lost, or all restarted) leaves requests unanswered
+        // for seconds: each start-up step waits that out (onceJetStreamAnswers), then fails as before.
+        jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(nc), { log: logger });
       } catch (e) {
         errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
         return 1;
@@ -182,7 +184,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       let holdings: StreamHoldings;
       try {
         // The same stream the relay declares: whichever starts first creates it.
-        const info = await ensureStream(jsm, desiredStream(config), { log: logger });
+        const info = await onceJetStreamAnswers('events stream', () => ensureStream(jsm, desiredStream(config), { log: logger }), {
+          log: logger,
+        });
         // A stream deleted and created again starts at sequence 1 with nothing deleted: only the
         // outbox knows it once held more.
         holdings = await withRelayHistory(database.db, info, streamHoldings(info));
@@ -223,7 +227,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         await resetGroup(jsm, groupOptions, start);
         logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
       } else {
-        const exists = await groupExists(jsm, config.EVENTS_STREAM, group);
+        const exists = await onceJetStreamAnswers('consumer group', () => groupExists(jsm, config.EVENTS_STREAM, group), { log: logger });
         if (!exists && (await ledgerHasHistory(database.db, group))) {
           // The group counted events before, and its durable consumer is gone: its stream or the
           // durable was deleted while no process of it ran. Events it had not read may have gone
@@ -244,7 +248,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
           );
           return EXIT_REFUSED;
         }
-        const info = await ensureGroup(jsm, groupOptions, { from: 'start' }, logger);
+        const info = await onceJetStreamAnswers('consumer group', () => ensureGroup(jsm, groupOptions, { from: 'start' }, logger), {
+          log: logger,
+        });
         agedOut = groupMissedEvents(info, holdings);
         if (agedOut) {
           logger.error(
