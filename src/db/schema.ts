@@ -463,7 +463,9 @@ export const webhookEndpoints = pgTable(
      * `[{"secret": "whsec_…", "expiresAt": "<timestamptz>"}]`. A second rotation inside the overlap
      * keeps the first secret too (a receiver may not have deployed the second yet).
      */
-    retiredSecrets: jsonb('retired_secrets').notNull().default(sql`'[]'::jsonb`),
+    retiredSecrets: jsonb('retired_secrets')
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     /**
      * Superseded by retired_secrets (migration 0012 moved what they held) and no longer written.
      * Kept for one release so that workers of the previous one, which still read them, run beside
