@@ -148,9 +148,17 @@ export class PublishCircuit {
     return false;
   }
 
-  /** `t` ended some other way (a bug, an aborted call): no word about NATS. */
+  /**
+   * `t` ended some other way (a bug, an aborted call): no word about NATS. A probe that ends so
+   * leaves the question open: the next publish is the next probe (left half-open, with no probe
+   * out, the circuit would refuse every publish for ever).
+   */
   forget(t: Ticket): void {
     this.settle(t);
+    if (t.probe && this.state === 'half-open' && t.generation === this.generation) {
+      this.state = 'open';
+      this.openUntil = Date.now();
+    }
   }
 
   disconnected(): void {

@@ -110,6 +110,8 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'
 
 function natsAway(err: unknown): boolean {
   if (err instanceof EventsUnavailableError) return true;
+  // A cluster electing the stream's leader takes no publish for seconds: away, like a timeout.
+  if (err instanceof EventsStreamUnavailableError) return true;
   if (NATS_AWAY.some((type) => err instanceof type)) return true;
   // A request error other than "no responders" (a missing stream: an answer, handled apart) is the connection's.
   if (err instanceof natsErrors.RequestError) return !err.isNoResponders();

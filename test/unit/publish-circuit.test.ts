@@ -95,6 +95,19 @@ describe('PublishCircuit', () => {
     c.answered(slow);
   });
 
+  it('a probe that ends with no word about NATS lets the next publish probe, instead of staying half-open', () => {
+    const c = circuit();
+    c.failed(c.enter(), 'TIMEOUT');
+    vi.advanceTimersByTime(MIN_COOL_DOWN_MS);
+    const probe = c.enter();
+    openNow(c);
+    c.forget(probe);
+    const next = c.enter();
+    expect(next.probe).toBe(true);
+    c.answered(next);
+    expect(c.current).toBe('closed');
+  });
+
   it('half-open lets exactly one probe through; a failed probe doubles the cool-down, up to the cap', () => {
     const c = circuit();
     c.failed(c.enter(), 'TIMEOUT');
