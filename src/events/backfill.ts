@@ -2,10 +2,8 @@ import { ConfigError } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
 import { isTopicName, messagesCreatedBetween, probeOutbox, type TopicName } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { describeNatsFailure } from './connection.ts';
-import { createJetStreamPublisher } from './publisher.ts';
+import { readyCommandPublisher } from './publisher.ts';
 import { payloadAsRelayed, relayedTopics, relayMessage } from './relay.ts';
-import { StreamConfigError } from './stream.ts';
 
 /*
  * `npm run events:backfill -- --since T [--until T] [--topic T …] [--dry-run]`: the events of
@@ -136,23 +134,9 @@ async function backfill(ctx: CommandContext): Promise<number> {
       return 0;
     }
 
-    const natsUrl = config.NATS_URL!;
-    const publisher = createJetStreamPublisher(config, logger, {
-      connectionName: 'stayhub-backfill',
-      requireServerAtStart: true,
-      ownsStream: false,
-    });
+    const publisher = await readyCommandPublisher(config, logger, { command: 'events:backfill', connectionName: 'stayhub-backfill', err });
+    if (typeof publisher === 'number') return publisher;
     try {
-      try {
-        await publisher.prepare();
-      } catch (e) {
-        if (e instanceof StreamConfigError) {
-          err(`events:backfill: ${e.message}`);
-          return 2;
-        }
-        err(`events:backfill: ${describeNatsFailure(natsUrl, e)}`);
-        return 1;
-      }
       const counts: BackfillCounts = { published: 0, duplicates: 0, failed: 0 };
       let inARow = 0;
       let stoppedBecause: string | undefined;

@@ -4,7 +4,7 @@ import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, t
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
-import { closeNats, connectNats, describeNats } from './connection.ts';
+import { closeNats, connectNats, describeNats, describeNatsFailure } from './connection.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
@@ -312,4 +312,34 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
       if (c) await closeNats(c.nc);
     },
   };
+}
+
+/**
+ * The publisher of a command that publishes into the stream the worker keeps (events:backfill,
+ * events:reconcile), ready; or, when it cannot be made ready, the exit code after one line on
+ * `err` saying why: 2 for a stream whose settings this configuration refuses, 1 for NATS out of
+ * reach. The caller closes a publisher it gets.
+ */
+export async function readyCommandPublisher(
+  config: Config,
+  logger: Logger,
+  o: { command: string; connectionName: string; err: (line: string) => void },
+): Promise<EventPublisher | number> {
+  const publisher = createJetStreamPublisher(config, logger, {
+    connectionName: o.connectionName,
+    requireServerAtStart: true,
+    ownsStream: false,
+  });
+  try {
+    await publisher.prepare();
+    return publisher;
+  } catch (e) {
+    await publisher.close();
+    if (e instanceof StreamConfigError) {
+      o.err(`${o.command}: ${e.message}`);
+      return 2;
+    }
+    o.err(`${o.command}: ${describeNatsFailure(config.NATS_URL!, e)}`);
+    return 1;
+  }
 }

@@ -7,10 +7,10 @@ import type { Logger } from '../logger.ts';
 import { isTopicName, probeOutbox, type TopicName } from '../outbox/index.ts';
 import { runCommand, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
 import { closeNats, connectNats, describeNatsFailure } from './connection.ts';
-import { createJetStreamPublisher, type EventPublisher } from './publisher.ts';
+import { readyCommandPublisher, type EventPublisher } from './publisher.ts';
 import { relayedMessages, relayedPage, type RelayedRow } from './reconcile-outbox.ts';
 import { payloadAsRelayed, relayMessage } from './relay.ts';
-import { duplicateWindowSeconds, StreamConfigError } from './stream.ts';
+import { duplicateWindowSeconds } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
 /*
@@ -304,22 +304,16 @@ async function reconcile(ctx: CommandContext): Promise<number> {
       err(`events:reconcile: ${describeNatsFailure(natsUrl, e)}`);
       return 1;
     }
-    const publisher = createJetStreamPublisher(config, logger, {
+    const publisher = await readyCommandPublisher(config, logger, {
+      command: 'events:reconcile',
       connectionName: 'stayhub-reconcile-publisher',
-      requireServerAtStart: true,
-      ownsStream: false,
+      err,
     });
+    if (typeof publisher === 'number') {
+      await closeNats(nc);
+      return publisher;
+    }
     try {
-      try {
-        await publisher.prepare();
-      } catch (e) {
-        if (e instanceof StreamConfigError) {
-          err(`events:reconcile: ${e.message}`);
-          return 2;
-        }
-        err(`events:reconcile: ${describeNatsFailure(natsUrl, e)}`);
-        return 1;
-      }
       const r = await reconcileStream({ db: database.db, nc, publisher, config, log: logger, since, isStopping });
       const line = `events:reconcile: ${describeCounts(r)}; events relayed since ${since.toISOString()}, stream ${config.EVENTS_STREAM}`;
       if (r.stopped) {
