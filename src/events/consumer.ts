@@ -81,6 +81,12 @@ export interface RunOptions extends GroupOptions {
    * again (the earnings ledger, from the bookings table) rebuilds them here. A throw is retried.
    */
   onGroupLost?: (why: 'stream deleted' | 'group deleted') => Promise<void>;
+  /**
+   * The stream's settings as the caller last saw them (what its own start-up declared). The group
+   * recreates a deleted stream from what it read itself; this is the fallback when the stream
+   * was deleted, or JetStream did not answer, before the group ever read it.
+   */
+  streamAtStart?: StreamConfig;
   /** Test hook: called inside the transaction after the effect, before COMMIT. */
   afterEffect?: (event: ConsumedEvent) => void | Promise<void>;
   /** Test hook: called after COMMIT, before the ack. */
@@ -343,8 +349,9 @@ function groupMissing(err: unknown): boolean {
 export async function runGroup(o: RunOptions): Promise<GroupRunner> {
   const js = jetstream(o.nc);
   const jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(o.nc), { log: o.log });
-  // What the stream is recreated with if it is deleted: its settings as last seen.
-  let streamConfig: StreamConfig | undefined = (await jsm.streams.info(o.stream).catch(() => undefined))?.config;
+  // What the stream is recreated with if it is deleted: its settings as last seen, here or by the
+  // caller's start-up (a deletion can land between the two).
+  let streamConfig: StreamConfig | undefined = (await jsm.streams.info(o.stream).catch(() => undefined))?.config ?? o.streamAtStart;
   let consumer: Consumer | undefined;
   let stopping = false;
   let messages: ConsumerMessages | undefined;

@@ -202,6 +202,41 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     }
   }, 60_000);
 
+  it('recreates a stream deleted before it first read it, from the settings its caller declared', async () => {
+    // The earnings process declares the stream, then starts the group: a deletion between the two
+    // left the group with no settings of its own to recreate it from.
+    const declared = await ensureStream(nats.jsm, desiredStream(config({ EVENTS_DUPLICATE_WINDOW_SECONDS: '2779' })), { role: 'relay' });
+    await nats.jsm.streams.delete(stream);
+    const runner = await runGroup({
+      ...groupOptions(),
+      nc: nats.nc,
+      db: t.db.db,
+      log: pino({ level: 'silent' }),
+      streamAtStart: declared.config,
+      handle: async (_tx, e) => {
+        applied.push(e.messageId);
+      },
+    });
+    let ended: unknown = 'running';
+    void runner.done.then(
+      () => (ended = 'ended'),
+      (err: unknown) => (ended = err),
+    );
+    try {
+      await waitFor(
+        async () => (await nats.jsm.consumers.info(stream, 'g').catch(() => null)) !== null,
+        15_000,
+        'stream and durable recreated',
+      );
+      expect((await nats.jsm.streams.info(stream)).config.duplicate_window).toBe(2779 * 1e9);
+      await publishRaw(7);
+      await waitFor(async () => applied.includes(`${stream}-raw-7`), 15_000, 'event after the deletion applied');
+      expect(ended).toBe('running');
+    } finally {
+      await runner.stop();
+    }
+  }, 60_000);
+
   it('the consumer process exits non-zero naming why when its group cannot be recreated', async () => {
     // Serving metrics, as deployed: the server must not keep the process up.
     const child = spawnProcess('src/events/earnings/main.ts', env({ EVENTS_METRICS_PORT: '0' }));

@@ -10,7 +10,7 @@ import {
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
 import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
-import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import {
   ensureGroup,
   jetstreamManager,
@@ -182,6 +182,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         batchSize: config.EVENTS_BATCH_SIZE,
       };
       let holdings: StreamHoldings;
+      let streamAtStart: StreamConfig;
       try {
         // The same stream the relay declares: whichever starts first creates it.
         const info = await onceJetStreamAnswers('events stream', () => ensureStream(jsm, desiredStream(config), { log: logger }), {
@@ -190,6 +191,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         // A stream deleted and created again starts at sequence 1 with nothing deleted: only the
         // outbox knows it once held more.
         holdings = await withRelayHistory(database.db, info, streamHoldings(info));
+        streamAtStart = info.config;
       } catch (e) {
         if (e instanceof StreamConfigError) {
           errOut(`consume:earnings: ${e.message}`);
@@ -282,6 +284,7 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
         db: database.db,
         log: logger,
         handle,
+        streamAtStart,
         onOutcome: metrics.outcome,
         // Deleted while running: what the lost events brought is rebuilt before the group reads again.
         onGroupLost: async (why) => {
