@@ -22,6 +22,7 @@ import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
 import { earningsRoutes } from './routes/earnings.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { VERSION } from '../version.ts';
 
 // Callers that build the app (tests, scripts) get the context type from here too.
 export type { AppContext } from './context.ts';
@@ -110,7 +111,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   });
   await app.register(swagger, {
     openapi: {
-      info: { title: 'StayHub API', version: '0.1.0', description: 'Bookings with a transactional outbox.' },
+      info: { title: 'StayHub API', version: VERSION, description: 'Bookings with a transactional outbox.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     },
     transform: jsonSchemaTransform,

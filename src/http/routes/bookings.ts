@@ -32,8 +32,9 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         headers: createBookingHeaders,
         body: createBookingBody,
         response: {
-          200: bookingResponse,
-          201: bookingResponse,
+          201: bookingResponse.describe(
+            'The booking, confirmed, with its price; the same answer again for a repeated Idempotency-Key (Idempotent-Replayed: true)',
+          ),
           ...problems(
             'validation_failed',
             ...BODY_PROBLEMS,
@@ -69,7 +70,10 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         querystring: listBookingsQuery,
-        response: { 200: bookingListResponse, ...problems('validation_failed', 'invalid_cursor', 'unauthorized') },
+        response: {
+          200: bookingListResponse.describe('A page of bookings, newest first, and the cursor of the next page'),
+          ...problems('validation_failed', 'invalid_cursor', 'unauthorized'),
+        },
       },
     },
     async (request) => service.listBookings(deps, currentUser(request), request.query.limit, request.query.cursor),
@@ -84,7 +88,7 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         params: idParams,
-        response: { 200: bookingResponse, ...problems('validation_failed', 'unauthorized', 'not_found') },
+        response: { 200: bookingResponse.describe('The booking'), ...problems('validation_failed', 'unauthorized', 'not_found') },
       },
     },
     async (request) => service.getBooking(deps, currentUser(request), request.params.id),
@@ -99,7 +103,10 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         params: idParams,
-        response: { 200: bookingResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found') },
+        response: {
+          200: bookingResponse.describe('The booking, cancelled (also when it already was)'),
+          ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found'),
+        },
       },
     },
     async (request) => service.cancelBooking(deps, currentUser(request), request.params.id),
