@@ -63,6 +63,7 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/stats',
       {
+        config: { polled: true },
         schema: {
           summary: 'Outbox counts (pending, leased, dead, done in the last hour), in all and by topic',
           tags,
@@ -76,6 +77,7 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/depth',
       {
+        config: { polled: true },
         schema: {
           summary: 'Pending and dead messages over the last minutes, one point a minute',
           tags,
@@ -93,6 +95,7 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/events/groups',
       {
+        config: { polled: true },
         schema: {
           summary: "The events stream's consumer groups: what each has still to read, and its dead letters",
           tags,
@@ -109,6 +112,7 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/messages',
       {
+        config: { polled: true },
         schema: {
           summary: 'Outbox messages, newest first, filtered by status and topic',
           tags,

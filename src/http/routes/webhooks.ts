@@ -208,6 +208,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     '/admin/webhooks',
     {
       onRequest: app.requireRole('admin'),
+      config: { polled: true },
       schema: {
         ...common,
         tags: ['admin'],
