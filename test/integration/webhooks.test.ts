@@ -535,11 +535,15 @@ describe('delivery', () => {
     const { rows } = await t.db.db.execute<{ public_id: string }>(sql`
       update webhook_deliveries d set claim_id = gen_random_uuid(), attempts = attempts + 1, next_attempt_at = now() + interval '1 hour'
         from webhook_endpoints e where e.id = d.endpoint_id and e.public_id = ${endpoint.id}::uuid returning d.public_id`);
-    startSender();
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(r.received).toHaveLength(0); // leased: nobody else sends it
+    // Leased: nobody else sends it. runUntilIdle returns once a claim has found nothing to send and
+    // nothing is in flight, so a sender that took the leased delivery would have sent it by then.
+    const sender = createWebhookSender({ db: t.db.db, pool: t.db.pool, config: senderConfig(), logger: captureLogger().logger });
+    senders.push(sender);
+    await sender.runUntilIdle();
+    expect(r.received).toHaveLength(0);
     await t.db.db.execute(sql`update webhook_deliveries set next_attempt_at = now() where public_id = ${rows[0]!.public_id}::uuid`); // the lease ends
-    await waitFor(async () => r.received.length === 1, 10_000, 'the redelivery');
+    await sender.runUntilIdle();
+    expect(r.received).toHaveLength(1);
     expect(r.received[0]!.headers['webhook-id']).toBe(rows[0]!.public_id);
     await waitFor(async () => (await deliveries(endpoint.id, 'succeeded')).length === 1, 10_000, 'the redelivery recorded');
   });
