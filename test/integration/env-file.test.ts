@@ -120,10 +120,10 @@ describe('.env', () => {
       cwd: dir,
       env: bareEnv({ SOME_SHELL_VARIABLE: '1', PROT: 'set in the shell too' }),
     });
-    expect(stderr.split('\n').filter(Boolean)).toEqual([
+    expect(stderr.split('\n').filter(Boolean).sort()).toEqual([
+      '.env: FAVOURITE_COLOUR is not a setting StayHub reads (.env.example lists them): ignored',
       '.env: PROT is not a setting StayHub reads: did you mean PORT? (ignored)',
       '.env: WORKER_CONCURENCY is not a setting StayHub reads: did you mean WORKER_CONCURRENCY? (ignored)',
-      '.env: FAVOURITE_COLOUR is not a setting StayHub reads (.env.example lists them): ignored',
     ]);
   });
 
