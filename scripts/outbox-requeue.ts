@@ -46,7 +46,11 @@ export const requeueCommand: Command = {
       const label = `cli:${os.userInfo().username}`;
       const result = await requeueDead(database.db, criteria, { label });
       logger.info({ criteria, affected: result.affected, messageIds: result.messageIds, actor: label }, 'requeued dead messages');
-      out(`outbox:requeue: ${result.affected} DEAD message(s) back to PENDING`);
+      out(
+        result.affected
+          ? `outbox:requeue: ${result.affected} DEAD message(s) back to PENDING`
+          : 'outbox:requeue: none: no DEAD message matched, nothing changed',
+      );
       for (const id of result.messageIds) out(`  ${id}`);
       return 0;
     } finally {

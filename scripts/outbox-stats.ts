@@ -20,7 +20,10 @@ export function formatStats(s: OutboxStats): string {
   ].map((r) => r.map(String));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  return [line(header), ...rows.map(line)].join('\n');
+  const table = [line(header), ...rows.map(line)].join('\n');
+  // No topic row: nothing pending, dead or done within the hour. Said in words, so an empty table
+  // does not read as a query that found nothing because it looked in the wrong place.
+  return s.byTopic.length ? table : `${table}\nnone: no message pending or dead, and none done in the last hour`;
 }
 
 export const statsCommand: Command = {

@@ -4,10 +4,6 @@ import { parseNatsServers } from './events/nats-url.ts';
 import { LOG_FORMATS } from './logger.ts';
 import { POOLERS } from './db/pooler.ts';
 
-// Every entry point and script reads its settings through this module, so loading `.env` here,
-// as the module is first imported, means none of them can forget it. The real environment wins.
-applyEnvFile();
-
 /**
  * Every setting the API, the worker and the scripts read, parsed once at start-up.
  * `.env.example` lists the same variables with the same defaults; keep the two in step.
@@ -229,6 +225,27 @@ const envSchema = z.object({
       return parts.map(Number);
     }),
 });
+
+/**
+ * Read beside the settings, so not unknown in `.env`: docker-compose reads the file too, for the
+ * NATS users' passwords (docker-compose.yml, nats/accounts.conf); Node and terminals read the rest.
+ */
+const READ_ELSEWHERE = [
+  'ENV_FILE',
+  'NATS_API_PASSWORD',
+  'NATS_WORKER_PASSWORD',
+  'NATS_EARNINGS_PASSWORD',
+  'NODE_OPTIONS',
+  'NODE_ENV',
+  'TZ',
+  'FORCE_COLOR',
+  'NO_COLOR',
+];
+
+// Every entry point and script reads its settings through this module, so loading `.env` here,
+// as the module is first imported, means none of them can forget it. The real environment wins.
+// A key of the file that neither the schema nor READ_ELSEWHERE knows is warned about (stderr).
+applyEnvFile(process.env, process.cwd(), undefined, new Set([...Object.keys(envSchema.shape), ...READ_ELSEWHERE]));
 
 export type Env = z.infer<typeof envSchema>;
 

@@ -21,7 +21,11 @@ export interface EnvFileResult {
   applied: string[];
   /** Keys read as a person means them where `util.parseEnv` would read something else (parseEnvText). */
   reinterpreted: string[];
-  /** One line per value taken from the file that cannot work as written, saying what to do (also passed to `warn`). */
+  /**
+   * One line per entry of the file that cannot work as written, saying what to do (also passed to
+   * `warn`): a value that cannot work, or a key nothing reads (a misspelt setting would otherwise
+   * be silently ignored, its default used).
+   */
   warnings: string[];
 }
 
@@ -41,6 +45,38 @@ export function envValueWarning(key: string, value: string): string | undefined 
     return `${key}: a # inside a URL ends the URL there; write a # of a password or path as %23`;
   }
   return undefined;
+}
+
+/** Edit distance (insertions, deletions, substitutions; a swap of two letters counts 2). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * A key of the file that no setting has: a typo (`PROT=4000`) leaves the setting at its default
+ * with no sign of it. The closest known key within two edits, if any, is offered: `PROT` → `PORT`,
+ * `WORKER_CONCURENCY` → `WORKER_CONCURRENCY`.
+ */
+export function unknownKeyWarning(key: string, known: ReadonlySet<string>): string | undefined {
+  if (known.has(key)) return undefined;
+  const upper = key.toUpperCase();
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const k of known) {
+    const d = distance(upper, k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best === undefined
+    ? `${key} is not a setting StayHub reads (.env.example lists them): ignored`
+    : `${key} is not a setting StayHub reads: did you mean ${best}? (ignored)`;
 }
 
 /** An entry on one line: KEY=VALUE, `export ` allowed in front, as util.parseEnv reads them. */
@@ -102,11 +138,17 @@ export function parseEnvText(text: string): ParsedEnv {
   return { values, reinterpreted: [...reinterpreted] };
 }
 
+/**
+ * Fills `env` from the file. `known`: every key something reads (the configuration's schema and
+ * the few variables read beside it); a key of the file outside it is warned about, whether or not
+ * the environment also sets it. Omitted, keys are not checked.
+ */
 export function applyEnvFile(
   env: NodeJS.ProcessEnv = process.env,
   cwd: string = process.cwd(),
   // Before the configuration, hence before any logger: straight to stderr.
   warn: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  known?: ReadonlySet<string>,
 ): EnvFileResult | undefined {
   const named = env.ENV_FILE;
   if (named === '') return undefined;
@@ -123,6 +165,8 @@ export function applyEnvFile(
   const warnings: string[] = [];
   const { values, reinterpreted } = parseEnvText(text);
   for (const [key, value] of Object.entries(values)) {
+    const unknown = known && unknownKeyWarning(key, known);
+    if (unknown) warnings.push(`${path.basename(file)}: ${unknown}`);
     if (env[key] === undefined) {
       env[key] = value;
       applied.push(key);

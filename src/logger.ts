@@ -126,7 +126,8 @@ export function resolveLogFormat(format: LogFormat, stdoutIsTTY: boolean = Boole
 const prettyTransport = {
   target: 'pino-pretty',
   // Colours follow pino-pretty's own check (a TTY on stdout, or FORCE_COLOR; NO_COLOR turns them off).
-  options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' },
+  // singleLine: a line's fields beside its message, not one terminal line each (a request was six).
+  options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true },
 };
 
 export function loggerOptions(level: string, name?: string, format: LogFormat = 'auto'): LoggerOptions {

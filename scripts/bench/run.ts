@@ -47,8 +47,8 @@ import { renderMarkdown } from './report.ts';
 import { evaluateTargets } from './targets.ts';
 
 /*
- * `npm run bench` (about 10–15 minutes) and `npm run bench -- --smoke` (`npm run bench:smoke`,
- * about 30–60 s): one embedded PostgreSQL with default settings, every system in its own database
+ * `npm run bench` and `npm run bench -- --smoke` (`npm run bench:smoke`; how long each takes:
+ * docs/performance.md): one embedded PostgreSQL with default settings, every system in its own database
  * on it, each measurement repeated (FULL.runs times in the full run) and reported as the median of
  * its runs. Writes bench-results.json and bench-results.md to var/bench/ (git-ignored: a run's
  * figures are data, not source), or to --out DIR. Flags: USAGE below.

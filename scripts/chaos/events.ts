@@ -35,8 +35,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * Shape of the results: verdict.ts's {name, ok, violations, violationCount}.
  */
 
-export type EventsCheckResult = CheckResult;
-
 /** Whether `nats-server` runs here (the events part needs it). */
 export function natsServerAvailable(): boolean {
   return spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;

@@ -137,7 +137,7 @@ const BOOKING_COLUMNS = `id, public_id, property_id, guest_id, check_in, check_o
  * committed, or committed by the transaction it waited for), nothing is written and nothing
  * returned, without an error: the transaction stays usable, so the refusal can be recorded under
  * the request's Idempotency-Key (booking.service.ts). The only other unique constraint is the
- * booking's random v4 public id.
+ * booking's public id (a UUIDv7 made by src/db/uuid-v7.ts).
  */
 export function bookingInsert(v: NewBooking): RowInsert {
   return {

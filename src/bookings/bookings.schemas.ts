@@ -19,7 +19,17 @@ export const idempotencyKeyHeader = z
   .max(255)
   .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
 
-export const createBookingHeaders = z.object({ 'idempotency-key': idempotencyKeyHeader.optional() });
+// Validated with the body (a bad key is a 400 naming `headers.idempotency-key`), and so documented in /docs.
+export const createBookingHeaders = z.object({
+  'idempotency-key': idempotencyKeyHeader
+    .optional()
+    .describe(
+      'Makes the request safe to retry. The same key (per user) with the same body answers as the first ' +
+        'request did, with `Idempotent-Replayed: true`, and books nothing more; with another body it is ' +
+        'refused (422 `idempotency_key_reused`); while the first request is still running, 409 ' +
+        '`request_in_progress`. Keys are kept for IDEMPOTENCY_TTL_HOURS (24 by default). Printable ASCII, 1 to 255 characters.',
+    ),
+});
 
 export const priceResponse = z.object({
   currency: z.string(),

@@ -8,9 +8,10 @@ import type { Tx } from './transaction.ts';
  * transaction) as plain parameterised SQL, built once at import and sent as NAMED statements.
  *
  * Why not drizzle for these: drizzle builds a query's SQL text and its result mapping afresh on
- * every call; on the booking path that was a large share of the API's CPU (docs/perf-api.md). A
- * named statement also lets PostgreSQL parse and plan it once per connection instead of once per
- * request (node-postgres keeps track of which connection has prepared which name). Everything else
+ * every call; on the booking path that was a large share of the API's CPU (docs/performance.md,
+ * the booking write path). A named statement also lets PostgreSQL parse and plan it once per
+ * connection instead of once per request (node-postgres keeps track of which connection has
+ * prepared which name). Everything else
  * keeps drizzle. Columns are always listed (never `*`), so a migration that adds a column cannot
  * change a prepared statement's result type under a running process.
  */

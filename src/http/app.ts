@@ -22,6 +22,7 @@ import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
 import { earningsRoutes } from './routes/earnings.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { VERSION } from '../version.ts';
 
 // Callers that build the app (tests, scripts) get the context type from here too.
 export type { AppContext } from './context.ts';
@@ -59,6 +60,13 @@ function acceptOnlyValidUtf8Json(app: FastifyInstance) {
  * Builds the API without listening, so tests can `inject` requests into it. `server.ts` is the
  * only place that binds a port.
  */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Read over and over by the dashboard: a success is logged at debug, not info (buildApp). */
+    polled?: boolean;
+  }
+}
+
 export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> {
   const { config, logger, ...ctx } = opts;
   const app = Fastify({
@@ -92,9 +100,12 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   });
   // One line per request, with its request id: what a person watching the API wants to see. The
   // path without its query string: a query may carry what logs must not (search terms, tokens).
+  // What the dashboard polls (a route's `config: { polled: true }`) answers every few seconds while
+  // it is open: its successes go at debug, so `npm start`'s terminal shows what people do.
   app.addHook('onResponse', async (request, reply) => {
     const path = request.url.split('?', 1)[0];
-    request.log.info(
+    const level = request.routeOptions.config.polled === true && reply.statusCode < 400 ? 'debug' : 'info';
+    request.log[level](
       { method: request.method, path, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) },
       `${request.method} ${path} ${reply.statusCode}`,
     );
@@ -110,7 +121,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   });
   await app.register(swagger, {
     openapi: {
-      info: { title: 'StayHub API', version: '0.1.0', description: 'Bookings with a transactional outbox.' },
+      info: { title: 'StayHub API', version: VERSION, description: 'Bookings with a transactional outbox.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     },
     transform: jsonSchemaTransform,

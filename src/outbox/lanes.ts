@@ -41,9 +41,6 @@ import { ASYNC_COMMIT, floatArray, intArray, notAhead, textArray } from './sql.t
  * Messages without a key have no order to keep: they retry, or are postponed, as a whole.
  */
 
-/** The key of `handler`'s lane for messages of `key`. */
-export const laneKey = (handler: string, key: string) => `${handler}@${key}`;
-
 /** Work of one handler moved into its lane. */
 export interface Deferral {
   handler: string;

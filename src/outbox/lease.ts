@@ -48,11 +48,6 @@ export async function extendLeases(db: Db, claims: readonly Claim[], leaseSecond
   return held;
 }
 
-/** One claim: whether it was still held. */
-export async function extendLease(db: Db, id: number, claimId: string, leaseSeconds: number): Promise<boolean> {
-  return (await extendLeases(db, [{ id, claimId }], leaseSeconds))[0]!;
-}
-
 const HAND_BACK = statement(
   'outbox-hand-back',
   `update outbox o

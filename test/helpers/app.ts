@@ -8,7 +8,7 @@ import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { buildApp, type AppContext } from '../../src/http/app.ts';
 import { loggerOptions } from '../../src/logger.ts';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 
 /** Everything the app logged, one parsed JSON object per line. */
@@ -106,6 +106,19 @@ export function book(app: FastifyInstance, guest: Session, stay: { propertyId: s
     headers: guest.auth,
     payload: { propertyId, checkIn: daysFromNow(inDays), checkOut: daysFromNow(inDays + nights), guests },
   });
+}
+
+/** `n` two-night stays four days apart, booked by a new guest on a new property of `host`: each a 201, or the test fails. */
+export async function bookStays(app: FastifyInstance, host: Session, n: number, property: Record<string, unknown> = {}) {
+  const guest = await signUp(app, 'guest');
+  const p = await listProperty(app, host, { currency: 'EUR', ...property });
+  const bookings: { id: string; total: number }[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await book(app, guest, { propertyId: p.id, inDays: 10 + i * 4, nights: 2 });
+    expect(res.statusCode, res.body).toBe(201);
+    bookings.push({ id: res.json().id, total: res.json().price.total });
+  }
+  return { guest, bookings };
 }
 
 /**

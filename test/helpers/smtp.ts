@@ -1,4 +1,4 @@
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 
@@ -61,6 +61,35 @@ export async function startSmtpServer(): Promise<TestSmtpServer> {
     reject(code, times, recipient) {
       rejections.push({ code, times, recipient });
     },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** An SMTP server that holds every message's DATA for `holdMs`: a handler in flight for that long. */
+export async function slowSmtp(holdMs: number) {
+  const accepted: number[] = [];
+  let dataStarted = 0;
+  const server = new SMTPServer({
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    authOptional: true,
+    logger: false,
+    onData(stream, _session, callback) {
+      dataStarted++;
+      stream.resume();
+      stream.on('end', () =>
+        setTimeout(() => {
+          accepted.push(Date.now());
+          callback();
+        }, holdMs),
+      );
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = (server as unknown as { server: Server }).server.address() as AddressInfo;
+  return {
+    url: `smtp://127.0.0.1:${port}?ignoreTLS=true`,
+    accepted,
+    started: () => dataStarted,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

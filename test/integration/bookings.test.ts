@@ -161,6 +161,42 @@ describe('cancel', () => {
   });
 });
 
+describe('cancel, and its event', () => {
+  it("writes booking.cancelled in the cancellation's own transaction: one commits with the other, or neither does", async () => {
+    const p = await listProperty(t.app, host);
+    const b = (await book(guest, { propertyId: p.id, checkIn: daysFromNow(80), checkOut: daysFromNow(82), guests: 1 })).json();
+    const cancel = () => t.app.inject({ method: 'POST', url: `/bookings/${b.id}/cancel`, headers: guest.auth });
+    const status = async () => (await t.app.inject({ method: 'GET', url: `/bookings/${b.id}`, headers: guest.auth })).json().status;
+
+    // The event's write fails (as it would on a full disk or a lost connection): the cancellation
+    // must not stay behind without its event, or the guest and host are never told.
+    await t.db.pool.query(`
+      create function refuse_this_cancellation() returns trigger language plpgsql as $$
+      begin
+        if new.topic = 'booking.cancelled' and new.key = '${b.id}' then raise exception 'the outbox refuses this write'; end if;
+        return new;
+      end $$;
+      create trigger refuse_this_cancellation before insert on outbox for each row execute function refuse_this_cancellation();`);
+    try {
+      expect((await cancel()).statusCode).toBe(500);
+    } finally {
+      await t.db.pool.query('drop trigger refuse_this_cancellation on outbox; drop function refuse_this_cancellation()');
+    }
+    expect(await status()).toBe('confirmed');
+    expect((await outboxRows(b.id)).map((r) => r.topic)).toEqual(['booking.created']);
+
+    // It succeeds: the booking's new row version and the event were written by one transaction.
+    expect((await cancel()).statusCode).toBe(200);
+    expect(await status()).toBe('cancelled');
+    const { rows } = await t.db.pool.query<{ booking: string; event: string }>(
+      `select (select xmin::text from bookings where public_id = $1) as booking,
+              (select xmin::text from outbox where key = $1::text and topic = 'booking.cancelled') as event`,
+      [b.id],
+    );
+    expect(rows[0]!.event).toBe(rows[0]!.booking);
+  });
+});
+
 describe('GET /bookings', () => {
   it('pages a guest’s own bookings newest first, each exactly once', async () => {
     const g = await signUp(t.app, 'guest');

@@ -13,7 +13,7 @@ import { applyEarningsEvent, ledgerDifferences, rebuildLedger } from '../../src/
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
-import { daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
+import { bookStays, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { consumedEvent, eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { waitFor } from '../helpers/worker.ts';
@@ -81,19 +81,8 @@ interface Booked {
 
 /** `n` bookings on a new property of `host` (EUR), cancelling those whose index is in `cancel`. */
 async function book(host: Session, n: number, cancel: number[] = []): Promise<Booked[]> {
-  const guest = await signUp(t.app, 'guest');
-  const p = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 5_000 + Math.floor(Math.random() * 1000) });
-  const made: Booked[] = [];
-  for (let i = 0; i < n; i++) {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/bookings',
-      headers: guest.auth,
-      payload: { propertyId: p.id, checkIn: daysFromNow(10 + i * 4), checkOut: daysFromNow(12 + i * 4), guests: 1 },
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    made.push({ id: res.json().id, total: res.json().price.total, guest });
-  }
+  const { guest, bookings } = await bookStays(t.app, host, n, { nightlyPrice: 5_000 + Math.floor(Math.random() * 1000) });
+  const made = bookings.map((b) => ({ ...b, guest }));
   for (const i of cancel) await cancelBooking(made[i]!);
   return made;
 }

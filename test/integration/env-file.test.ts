@@ -113,6 +113,20 @@ describe('.env', () => {
     expect(applyEnvFile({ DATABASE_URL: 'postgres://db/x' }, dir, (l) => warned.push(l))?.warnings).toEqual([]);
   });
 
+  it('warns of a key in the file that nothing reads, with the setting it resembles; not of the environment', async () => {
+    const dir = folderWithEnv('PROT=4000\nWORKER_CONCURENCY=4\nNATS_API_PASSWORD=x\nLOG_LEVEL=warn\nFAVOURITE_COLOUR=blue\n');
+    const script = `await import(${JSON.stringify(pathToFileURL(path.join(root, 'src/config.ts')).href)});`;
+    const { stderr } = await run(process.execPath, ['--import', tsx, '--input-type=module', '-e', script], {
+      cwd: dir,
+      env: bareEnv({ SOME_SHELL_VARIABLE: '1', PROT: 'set in the shell too' }),
+    });
+    expect(stderr.split('\n').filter(Boolean).sort()).toEqual([
+      '.env: FAVOURITE_COLOUR is not a setting StayHub reads (.env.example lists them): ignored',
+      '.env: PROT is not a setting StayHub reads: did you mean PORT? (ignored)',
+      '.env: WORKER_CONCURENCY is not a setting StayHub reads: did you mean WORKER_CONCURRENCY? (ignored)',
+    ]);
+  });
+
   it('applyEnvFile: sets only missing keys, reports them, keeps an empty real value', () => {
     const dir = folderWithEnv('A=from-file\nB=from-file\nC=from-file\n');
     const env: NodeJS.ProcessEnv = { A: 'real', C: '' };

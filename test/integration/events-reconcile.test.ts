@@ -5,7 +5,7 @@ import { earningsMain } from '../../src/events/earnings/main.ts';
 import { parseSince, reconcileMain } from '../../src/events/reconcile.ts';
 import { UsageError } from '../../src/process/run-main.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
-import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
+import { bookStays, signUp, useTestApp, type Session } from '../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { bookingPayload, sleep } from '../helpers/worker.ts';
 
@@ -49,22 +49,9 @@ async function relay() {
   expect(await drainOutbox({ argv: ['--until-empty'], env: env(), out: () => {}, err: () => {} })).toBe(0);
 }
 
-/** `n` confirmed bookings on a new property of a new host; their booking ids. */
+/** `n` confirmed bookings on a new property of `host`; their booking ids. */
 async function book(host: Session, n: number): Promise<string[]> {
-  const guest = await signUp(t.app, 'guest');
-  const p = await listProperty(t.app, host, { currency: 'EUR', nightlyPrice: 7_000 });
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/bookings',
-      headers: guest.auth,
-      payload: { propertyId: p.id, checkIn: daysFromNow(10 + i * 4), checkOut: daysFromNow(12 + i * 4), guests: 1 },
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    ids.push(res.json().id);
-  }
-  return ids;
+  return (await bookStays(t.app, host, n, { nightlyPrice: 7_000 })).bookings.map((b) => b.id);
 }
 
 /** The host's line in the group's ledger against the bookings table: [ledger, truth]. */

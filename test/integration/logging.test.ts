@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { daysFromNow, listProperty, useTestApp } from '../helpers/app.ts';
+import { createUser } from '../../src/users/auth.service.ts';
+import { daysFromNow, listProperty, uniqueEmail, useTestApp } from '../helpers/app.ts';
 
 const t = useTestApp({ LOG_LEVEL: 'trace' });
 
@@ -38,6 +39,31 @@ describe('logs', () => {
     const line = t.logs.lines.map((l) => JSON.parse(l)).find((l) => l.reqId === 'query-123' && l.path);
     expect(line).toMatchObject({ path: '/search' });
     expect(t.logs.text).not.toContain('secret-search-term');
+  });
+});
+
+describe("the dashboard's polling", () => {
+  it('logs its successful reads at debug, its failures and every other request at info', async () => {
+    const email = uniqueEmail('poll-admin');
+    await createUser(t.db.db, { email, password: 'operator password 1', name: 'Ops', role: 'admin' });
+    const token = (await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email, password: 'operator password 1' } })).json()
+      .token as string;
+    const get = (url: string, id: string, auth = true) =>
+      t.app.inject({ method: 'GET', url, headers: { 'x-request-id': id, ...(auth ? { authorization: `Bearer ${token}` } : {}) } });
+    const polled = [
+      '/admin/outbox/stats',
+      '/admin/outbox/depth?minutes=60',
+      '/admin/outbox/messages?status=DEAD&limit=5',
+      '/admin/webhooks',
+    ];
+    for (const [i, url] of polled.entries()) expect((await get(url, `poll-${i}`)).statusCode).toBe(200);
+    expect((await get('/admin/outbox/stats', 'poll-signed-out', false)).statusCode).toBe(401);
+    expect((await get('/me', 'not-polled')).statusCode).toBe(200);
+
+    const requestLine = (id: string) => t.logs.lines.map((l) => JSON.parse(l)).find((l) => l.reqId === id && l.statusCode !== undefined);
+    for (const i of polled.keys()) expect(requestLine(`poll-${i}`), polled[i]).toMatchObject({ level: 20 });
+    expect(requestLine('poll-signed-out')).toMatchObject({ level: 30, statusCode: 401 });
+    expect(requestLine('not-polled')).toMatchObject({ level: 30, msg: 'GET /me 200' });
   });
 });
 

@@ -64,6 +64,21 @@ describe('OpenAPI', () => {
     expect(doc.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer' });
   });
 
+  it('describes every response in words, successes too (no "Default Response")', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/docs/json' })).json();
+    const undescribed: string[] = [];
+    for (const [route, ops] of Object.entries<Record<string, { responses: Record<string, { description?: string }> }>>(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (!response.description || response.description === 'Default Response')
+            undescribed.push(`${method.toUpperCase()} ${route} ${status}`);
+        }
+      }
+    }
+    expect(undescribed).toEqual([]);
+    expect(doc.paths['/bookings'].post.responses['201'].description).toMatch(/^The booking, confirmed/);
+  });
+
   it('gives every operation a summary, and its client errors as problem documents with their codes', async () => {
     const doc = (await t.app.inject({ method: 'GET', url: '/docs/json' })).json();
     for (const [route, ops] of Object.entries<Record<string, { summary?: string; responses: Record<string, any> }>>(doc.paths)) {

@@ -136,6 +136,10 @@ describe('an own-lane handler that fails', () => {
 
   it('dead-letters the lane message after its last attempt with the error kept; the key then runs in place again', async () => {
     const { state, list } = handlers();
+    // An older message that stays PENDING (a topic nobody handles): the claim looks for a busy lane
+    // only among rows no older than the oldest PENDING one, so without it the DEAD lane row below
+    // (which keeps its original's time) would never be looked at, whatever the rule said of DEAD.
+    await insertMessage(tdb.db, 'test.nobody-handles-this', {}, 'other-key');
     const first = await insertMessage(tdb.db, TOPIC, {}, 'booking-5');
     const { w } = worker(list);
     await w.runUntilEmpty();
@@ -151,6 +155,10 @@ describe('an own-lane handler that fails', () => {
     // DEAD does not hold a lane, as it does not hold a key: the next message's work runs in place.
     state.down = false;
     const next = await insertMessage(tdb.db, TOPIC, {}, 'booking-5');
+    const after = await rows();
+    // The DEAD lane row is within the span the claim searches: older PENDING work came before it.
+    const oldestPending = after.filter((r) => r.status === 'PENDING').sort((a, b) => a.created_at.localeCompare(b.created_at))[0]!;
+    expect(oldestPending.created_at <= lane[0]!.created_at).toBe(true);
     await w.runUntilEmpty();
     expect(state.downstream).toEqual([next.public_id]);
     expect((await rows()).filter((r) => r.lane !== null)).toHaveLength(1);

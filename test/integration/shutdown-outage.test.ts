@@ -1,15 +1,14 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import type { AddressInfo, Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../../src/db/client.ts';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { useTestDatabase } from '../helpers/db.ts';
+import { slowSmtp } from '../helpers/smtp.ts';
 import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../helpers/nats.ts';
 import { killLeftovers, lineMatching, ROOT } from '../helpers/npm-run.ts';
 import { bookingPayload, insertMessages } from '../helpers/worker.ts';
@@ -104,23 +103,11 @@ describe('SIGTERM after the database went away mid-drain', () => {
     await runMigrations(url);
 
     // An SMTP server that holds each message 3 s: the worker's handlers are in flight when it dies.
-    let dataStarted = 0;
-    const smtp = new SMTPServer({
-      disabledCommands: ['STARTTLS', 'AUTH'],
-      authOptional: true,
-      logger: false,
-      onData(stream, _session, callback) {
-        dataStarted++;
-        stream.resume();
-        stream.on('end', () => setTimeout(() => callback(), 3_000));
-      },
-    });
-    await new Promise<void>((r) => smtp.listen(0, '127.0.0.1', () => r()));
-    const { port: smtpPort } = (smtp as unknown as { server: Server }).server.address() as AddressInfo;
+    const smtp = await slowSmtp(3_000);
     try {
       const worker = startEntry('src/worker/drain-outbox.ts', {
         DATABASE_URL: url,
-        SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`,
+        SMTP_URL: smtp.url,
         MAIL_DIR: path.join(dir, 'mail'),
         POLL_INTERVAL_MS: '100',
         LOG_LEVEL: 'info',
@@ -133,8 +120,8 @@ describe('SIGTERM after the database went away mid-drain', () => {
         Array.from({ length: 10 }, () => ({ topic: 'booking.created', payload: bookingPayload() })),
       );
       await database.close();
-      for (const until = Date.now() + 30_000; dataStarted === 0 && Date.now() < until;) await new Promise((r) => setTimeout(r, 50));
-      expect(dataStarted, worker.lines.join('\n')).toBeGreaterThan(0);
+      for (const until = Date.now() + 30_000; smtp.started() === 0 && Date.now() < until;) await new Promise((r) => setTimeout(r, 50));
+      expect(smtp.started(), worker.lines.join('\n')).toBeGreaterThan(0);
 
       process.kill(postgres.pid!, 'SIGKILL');
       const termAt = Date.now();
@@ -147,7 +134,7 @@ describe('SIGTERM after the database went away mid-drain', () => {
       expect(at - termAt, output).toBeLessThan(TIMEOUT_SECONDS * 1000 + MARGIN_MS);
       console.info(`database gone: the worker exited ${code} ${at - termAt} ms after SIGTERM`);
     } finally {
-      await new Promise<void>((r) => smtp.close(() => r()));
+      await smtp.close();
       await postgres.stop();
     }
   }, 120_000);

@@ -1,11 +1,10 @@
 import { mkdtempSync } from 'node:fs';
-import type { AddressInfo, Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/net/free-port.ts';
 import { useTestDatabase } from '../helpers/db.ts';
+import { slowSmtp } from '../helpers/smtp.ts';
 import { bookingPayload, getMessage, insertMessage, waitFor } from '../helpers/worker.ts';
 import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '../helpers/npm-run.ts';
 
@@ -19,35 +18,6 @@ import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '..
  */
 
 const tdb = useTestDatabase('signals');
-
-/** An SMTP server that holds every message's DATA for `holdMs`: a handler in flight for that long. */
-async function slowSmtp(holdMs: number) {
-  const accepted: number[] = [];
-  let dataStarted = 0;
-  const server = new SMTPServer({
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    authOptional: true,
-    logger: false,
-    onData(stream, _session, callback) {
-      dataStarted++;
-      stream.resume();
-      stream.on('end', () =>
-        setTimeout(() => {
-          accepted.push(Date.now());
-          callback();
-        }, holdMs),
-      );
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = (server as unknown as { server: Server }).server.address() as AddressInfo;
-  return {
-    url: `smtp://127.0.0.1:${port}?ignoreTLS=true`,
-    accepted,
-    started: () => dataStarted,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const figures: string[] = [];
 afterAll(() => {

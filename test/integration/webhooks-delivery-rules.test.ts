@@ -5,11 +5,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { claimDeliveries } from '../../src/webhooks/delivery/claim.ts';
 import { recordAttempt } from '../../src/webhooks/delivery/record.ts';
-import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
-import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
-import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
+import { webhookKit } from '../helpers/webhooks.ts';
+import { waitFor } from '../helpers/worker.ts';
 
 /*
  * The rules of a delivery that the other webhook tests take for granted: a 4xx is retried, a stale
@@ -21,8 +19,8 @@ import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers
 const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
 let host: Session;
 let propertyId: string;
-const receivers: WebhookReceiver[] = [];
-const senders: WebhookSender[] = [];
+const kit = webhookKit(t, { WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2' });
+const { receiver, startSender } = kit;
 
 beforeEach(async () => {
   host = await signUp(t.app, 'host');
@@ -30,48 +28,15 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
+  await kit.closeAll();
   // Each test's claims and counts see its own endpoints only.
   await t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
 });
 
-async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {
-  const r = await startWebhookReceiver(answer);
-  receivers.push(r);
-  return r;
-}
-
-const config = (env: Record<string, string> = {}) =>
-  workerConfig(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2', ...env });
-
-function startSender(env: Record<string, string> = {}): WebhookSender {
-  const s = createWebhookSender({ db: t.db.db, pool: t.db.pool, config: config(env), logger: captureLogger().logger });
-  senders.push(s);
-  s.start();
-  return s;
-}
-
-async function register(body: Record<string, unknown>) {
-  const res = await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: host.auth, payload: body });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string };
-}
-
-async function bookingEvent(type: 'booking.created' | 'booking.cancelled' = 'booking.created') {
-  const payload = { ...bookingPayload({ propertyId }), ...(type === 'booking.cancelled' ? { cancelledBy: 'guest' as const } : {}) };
-  return recordBookingEvent(t.db.db, { type, eventId: randomUUID(), occurredAt: new Date(), payload });
-}
-
-async function deliveries(endpointId: string, status?: string) {
-  const res = await t.app.inject({
-    method: 'GET',
-    url: `/webhooks/endpoints/${endpointId}/deliveries${status ? `?status=${status}` : ''}`,
-    headers: host.auth,
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json().items as { id: string; status: string; eventType: string; attempts: { responseStatus: number | null }[] }[];
-}
+const register = (body: Record<string, unknown>) => kit.register(host, body);
+/** A booking event of the host's property; how many deliveries it made. */
+const bookingEvent = async (type?: 'booking.created' | 'booking.cancelled') => (await kit.bookingEvent(propertyId, type)).created;
+const deliveries = (endpointId: string, status?: string) => kit.deliveries(host, endpointId, status);
 
 const claimOpts = { limit: 10, perEndpoint: 4, perHost: 8, inFlight: new Map(), hostInFlight: new Map(), leaseSeconds: 60 };
 const recordOpts = { disableAfterHours: 120, attemptsKept: 10 };
@@ -167,13 +132,7 @@ describe('delivery rules', () => {
     const r = await receiver();
     const ep = await register({ url: r.url });
     for (let i = 0; i < 30; i++) await bookingEvent();
-    const sender = createWebhookSender({
-      db: t.db.db,
-      pool: t.db.pool,
-      config: config({ WEBHOOK_ENDPOINT_CONCURRENCY: '1', WEBHOOK_HOST_CONCURRENCY: '1' }),
-      logger: captureLogger().logger,
-    });
-    senders.push(sender);
+    const sender = kit.sender({ WEBHOOK_ENDPOINT_CONCURRENCY: '1', WEBHOOK_HOST_CONCURRENCY: '1' });
     await sender.runUntilIdle();
     expect(r.received).toHaveLength(30);
     expect(await deliveries(ep.id, 'pending')).toEqual([]);

@@ -1,11 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
-import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
-import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
+import { webhookKit } from '../helpers/webhooks.ts';
+import { waitFor } from '../helpers/worker.ts';
 
 /*
  * Fairness between hosts: one host's hanging endpoints and its flood of test events cost that
@@ -14,42 +11,13 @@ import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers
 
 const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_MAX_ENDPOINTS_PER_HOST: '10' });
 
-const receivers: WebhookReceiver[] = [];
-const senders: WebhookSender[] = [];
+const kit = webhookKit(t);
+const { receiver, startSender } = kit;
+const register = (session: Session, url: string) => kit.register(session, { url });
+/** A booking event of `propertyId`; how many deliveries it made. */
+const bookingEvent = async (propertyId: string) => (await kit.bookingEvent(propertyId)).created;
 
-afterEach(async () => {
-  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
-});
-
-async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {
-  const r = await startWebhookReceiver(answer);
-  receivers.push(r);
-  return r;
-}
-
-function startSender(env: Record<string, string>): WebhookSender {
-  const config = workerConfig(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
-  const s = createWebhookSender({ db: t.db.db, pool: t.db.pool, config, logger: captureLogger().logger });
-  senders.push(s);
-  s.start();
-  return s;
-}
-
-async function register(session: Session, url: string) {
-  const res = await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: session.auth, payload: { url } });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string };
-}
-
-async function bookingEvent(propertyId: string) {
-  return recordBookingEvent(t.db.db, {
-    type: 'booking.created',
-    eventId: randomUUID(),
-    occurredAt: new Date(),
-    payload: bookingPayload({ propertyId }),
-  });
-}
+afterEach(() => kit.closeAll());
 
 let hostA: Session;
 let hostB: Session;

@@ -1,12 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
-import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { buildTestApp, listProperty, signUp, useTestApp, type Session, type TestApp } from '../helpers/app.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
-import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
+import { webhookKit } from '../helpers/webhooks.ts';
+import { waitFor } from '../helpers/worker.ts';
 
 /*
  * Receivers and URLs that mean harm, or just break things: answers a database cannot store,
@@ -19,8 +16,8 @@ let strict: TestApp;
 let host: Session;
 let strictHost: Session;
 let propertyId: string;
-const receivers: WebhookReceiver[] = [];
-const senders: WebhookSender[] = [];
+const kit = webhookKit(t, { WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2' });
+const { receiver, startSender } = kit;
 
 beforeAll(async () => {
   strict = await buildTestApp(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' });
@@ -32,8 +29,7 @@ afterAll(async () => {
 });
 
 afterEach(async () => {
-  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
+  await kit.closeAll();
   // A host of its own per test, and no other test's endpoint left to send to.
   await t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
   host = await signUp(t.app, 'host');
@@ -45,25 +41,7 @@ beforeAll(async () => {
   propertyId = (await listProperty(t.app, host)).id;
 });
 
-async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {
-  const r = await startWebhookReceiver(answer);
-  receivers.push(r);
-  return r;
-}
-
-function startSender(env: Record<string, string> = {}): WebhookSender {
-  const config = workerConfig(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2', ...env });
-  const s = createWebhookSender({ db: t.db.db, pool: t.db.pool, config, logger: captureLogger().logger });
-  senders.push(s);
-  s.start();
-  return s;
-}
-
-async function register(url: string) {
-  const res = await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: host.auth, payload: { url } });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string; secret: string };
-}
+const register = (url: string) => kit.register(host, { url });
 
 /** An endpoint as one registered before today's rules would have it: written straight to the table. */
 async function legacyEndpoint(url: string): Promise<string> {
@@ -72,28 +50,8 @@ async function legacyEndpoint(url: string): Promise<string> {
   return created.id;
 }
 
-async function bookingEvent() {
-  return recordBookingEvent(t.db.db, {
-    type: 'booking.created',
-    eventId: randomUUID(),
-    occurredAt: new Date(),
-    payload: bookingPayload({ propertyId }),
-  });
-}
-
-async function deliveries(endpointId: string, status?: string) {
-  const res = await t.app.inject({
-    method: 'GET',
-    url: `/webhooks/endpoints/${endpointId}/deliveries${status ? `?status=${status}` : ''}`,
-    headers: host.auth,
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json().items as {
-    id: string;
-    status: string;
-    attempts: { responseStatus: number | null; responseBody: string | null; error: string | null }[];
-  }[];
-}
+const bookingEvent = () => kit.bookingEvent(propertyId);
+const deliveries = (endpointId: string, status?: string) => kit.deliveries(host, endpointId, status);
 
 const endpoint = async (id: string) => (await t.app.inject({ method: 'GET', url: `/webhooks/endpoints/${id}`, headers: host.auth })).json();
 

@@ -2,18 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Config } from '../../src/config.ts';
 import { createMailer } from '../../src/mail/mailer.ts';
 import { createWorker, HandlerRegistry, housekeepOnce } from '../../src/outbox/index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../src/search/postgres-search-index.ts';
-import { createWebhookSender, type WebhookSender } from '../../src/webhooks/delivery/sender.ts';
 import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { appChores } from '../../src/worker/chores.ts';
 import { defaultHandlers } from '../../src/worker/handlers/index.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../helpers/app.ts';
-import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
+import { bookingPayload, captureLogger, waitFor } from '../helpers/worker.ts';
+import { webhookKit } from '../helpers/webhooks.ts';
 
 /*
  * Webhooks to hosts' systems, against real HTTP receivers on free ports: the API a host uses, the
@@ -29,8 +27,11 @@ let host: Session;
 let otherHost: Session;
 let guest: Session;
 let propertyId: string;
-const receivers: WebhookReceiver[] = [];
-const senders: WebhookSender[] = [];
+const kit = webhookKit(t, { WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2' });
+const { receiver, register, senderConfig, startSender } = kit;
+/** A booking event of the host's property, as the outbox worker's fan-out handler records it. */
+const bookingEvent = (type?: 'booking.created' | 'booking.cancelled', bookingId?: string) => kit.bookingEvent(propertyId, type, bookingId);
+const deliveries = (endpointId: string, status?: string) => kit.deliveries(host, endpointId, status);
 
 beforeAll(async () => {
   host = await signUp(t.app, 'host', 'Hanna Host');
@@ -39,59 +40,7 @@ beforeAll(async () => {
   propertyId = (await listProperty(t.app, host)).id;
 });
 
-afterEach(async () => {
-  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
-});
-
-async function receiver(answer?: WebhookReceiver['answer']): Promise<WebhookReceiver> {
-  const r = await startWebhookReceiver(answer);
-  receivers.push(r);
-  return r;
-}
-
-function senderConfig(env: Record<string, string> = {}): Config {
-  return workerConfig(t.db, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.2,0.2', ...env });
-}
-
-function startSender(env: Record<string, string> = {}): WebhookSender {
-  const s = createWebhookSender({ db: t.db.db, pool: t.db.pool, config: senderConfig(env), logger: captureLogger().logger });
-  senders.push(s);
-  s.start();
-  return s;
-}
-
-async function register(session: Session, body: Record<string, unknown>) {
-  const res = await t.app.inject({ method: 'POST', url: '/webhooks/endpoints', headers: session.auth, payload: body });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string; secret: string; url: string; eventTypes: string[] };
-}
-
-/** A booking event of `propertyId` (the host's), as the outbox worker's fan-out handler records it. */
-async function bookingEvent(type: 'booking.created' | 'booking.cancelled' = 'booking.created', bookingId = randomUUID()) {
-  const eventId = randomUUID();
-  const payload = {
-    ...bookingPayload({ bookingId, propertyId }),
-    ...(type === 'booking.cancelled' ? { cancelledBy: 'guest' as const } : {}),
-  };
-  const created = await recordBookingEvent(t.db.db, { type, eventId, occurredAt: new Date(), payload });
-  return { eventId, created, bookingId };
-}
-
-async function deliveries(endpointId: string, status?: string) {
-  const res = await t.app.inject({
-    method: 'GET',
-    url: `/webhooks/endpoints/${endpointId}/deliveries${status ? `?status=${status}` : ''}`,
-    headers: host.auth,
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json().items as {
-    id: string;
-    status: string;
-    eventType: string;
-    attempts: { responseStatus: number | null; error: string | null }[];
-  }[];
-}
+afterEach(() => kit.closeAll());
 
 async function disableAll() {
   await t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
@@ -535,11 +484,14 @@ describe('delivery', () => {
     const { rows } = await t.db.db.execute<{ public_id: string }>(sql`
       update webhook_deliveries d set claim_id = gen_random_uuid(), attempts = attempts + 1, next_attempt_at = now() + interval '1 hour'
         from webhook_endpoints e where e.id = d.endpoint_id and e.public_id = ${endpoint.id}::uuid returning d.public_id`);
-    startSender();
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(r.received).toHaveLength(0); // leased: nobody else sends it
+    // Leased: nobody else sends it. runUntilIdle returns once a claim has found nothing to send and
+    // nothing is in flight, so a sender that took the leased delivery would have sent it by then.
+    const sender = kit.sender();
+    await sender.runUntilIdle();
+    expect(r.received).toHaveLength(0);
     await t.db.db.execute(sql`update webhook_deliveries set next_attempt_at = now() where public_id = ${rows[0]!.public_id}::uuid`); // the lease ends
-    await waitFor(async () => r.received.length === 1, 10_000, 'the redelivery');
+    await sender.runUntilIdle();
+    expect(r.received).toHaveLength(1);
     expect(r.received[0]!.headers['webhook-id']).toBe(rows[0]!.public_id);
     await waitFor(async () => (await deliveries(endpoint.id, 'succeeded')).length === 1, 10_000, 'the redelivery recorded');
   });
@@ -549,9 +501,9 @@ describe('delivery', () => {
     const endpoint = await register(host, { url: r.url });
     const old = await bookingEvent(); // will fail for good
     const owed = await bookingEvent(); // still pending
-    startSender({ WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.1' });
+    const sender = startSender({ WEBHOOK_RETRY_SCHEDULE_SECONDS: '0.1' });
     await waitFor(async () => (await deliveries(endpoint.id, 'failed')).length === 2, 10_000, 'two failed deliveries');
-    await senders.pop()!.stop(1000);
+    await sender.stop(1000);
     await t.db.db.execute(sql`update webhook_deliveries d set status = 'pending', finished_at = null from webhook_events ev
                               where ev.id = d.event_id and ev.public_id = ${owed.eventId}::uuid`);
     // Forty days pass.
@@ -574,6 +526,4 @@ describe('delivery', () => {
   });
 });
 
-afterAll(async () => {
-  await Promise.all(senders.splice(0).map((s) => s.stop(1000)));
-});
+afterAll(() => kit.closeAll());

@@ -463,6 +463,22 @@ describe('fencing', () => {
     expect(await settle.markDead(tdb.db, m.id, current!.claimId, 'x')).toBe(false);
   });
 
+  it('marks DONE in one batch messages created minutes apart: the batch is bounded by its oldest message', async () => {
+    // markDoneMany bounds its UPDATE by created_at so older days' partitions are skipped; the bound
+    // must come from the oldest message of the batch, or the older ones are silently not written.
+    const [older, newer] = await insertMessages(tdb.db, [{ topic: 'test.t' }, { topic: 'test.t' }]);
+    // A fresh database's first partition holds everything before tomorrow: the row stays in it.
+    await tdb.pool.query(`update outbox set created_at = created_at - interval '10 minutes' where id = $1`, [older!.id]);
+    const claimed = await claim(10);
+    expect(claimed.map((m) => m.id)).toEqual([older!.id, newer!.id]);
+    expect(claimed[1]!.createdAtMs - claimed[0]!.createdAtMs).toBeGreaterThan(1000);
+
+    const items = claimed.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null, createdAtMs: m.createdAtMs }));
+    expect(await settle.markDoneMany(tdb.db, items)).toEqual([true, true]);
+    expect(await settle.markDoneMany(tdb.db, [...items].reverse())).toEqual([false, false]); // DONE already: fenced
+    expect((await getMessages(tdb.db, [older!.id, newer!.id])).map((m) => m.status)).toEqual(['DONE', 'DONE']);
+  });
+
   it("a late worker's heartbeat extends only its own claims, never the lease of a claim that superseded it", async () => {
     const [m, other] = await insertMessages(tdb.db, [{ topic: 'test.t' }, { topic: 'test.t' }]);
     const [late] = await claim(1, 1);

@@ -60,6 +60,10 @@ describe('outbox scripts', () => {
     expect(audit.map((a) => a.affected)).toEqual([1, 1, 1]);
     expect(audit[0]!.actor).toMatch(/^cli:/);
 
+    // Nothing left to requeue: said in words.
+    r = await run(requeueCommand, ['--all-dead']);
+    expect(r.stdout.trim()).toBe('outbox:requeue: none: no DEAD message matched, nothing changed');
+
     // The usage errors touch no row.
     const [noFlag, badId] = await Promise.all([run(requeueCommand, []), run(requeueCommand, ['--id', 'not-a-uuid'])]);
     expect(noFlag.code).toBe(2);
@@ -82,6 +86,12 @@ describe('outbox scripts', () => {
     expect(lines).toContainEqual(['booking.created', '2', '1', '0', '0', expect.stringMatching(/^\d+s$/)]);
     expect(lines).toContainEqual(['property.changed', '1', '0', '0', '0', expect.stringMatching(/^(9\d|1\d\d)s$/)]);
     expect(lines.at(-1)!.slice(0, 4)).toEqual(['TOTAL', '3', '1', '0']);
+  });
+
+  it('outbox:stats says none when no message is pending, dead or done within the hour', async () => {
+    const r = await run(statsCommand);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n').at(-1)).toBe('none: no message pending or dead, and none done in the last hour');
   });
 
   it('outbox:purge deletes old DONE messages only: whole days, and the rest of a day a DEAD letter keeps', async () => {

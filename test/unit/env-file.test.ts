@@ -1,6 +1,6 @@
 import { parseEnv } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { parseEnvText } from '../../src/env-file.ts';
+import { parseEnvText, unknownKeyWarning } from '../../src/env-file.ts';
 
 /*
  * `.env` lines util.parseEnv reads otherwise than a person means them, each read as meant; and
@@ -55,5 +55,26 @@ describe('parseEnvText', () => {
   it('lets a later line for a key win, whichever of the two was corrected', () => {
     expect(parseEnvText('K=a#b\nK=plain\n').values.K).toBe('plain');
     expect(parseEnvText('K=plain\nK=a#b\n').values.K).toBe('a#b');
+  });
+});
+
+describe('unknownKeyWarning', () => {
+  const known = new Set(['PORT', 'HOST', 'WORKER_CONCURRENCY', 'WEBHOOK_CONCURRENCY', 'LOG_LEVEL']);
+
+  it('says nothing of a known key', () => {
+    expect(unknownKeyWarning('PORT', known)).toBeUndefined();
+  });
+
+  it('names the closest known key within two edits, whatever the case', () => {
+    expect(unknownKeyWarning('PROT', known)).toMatch(/did you mean PORT\?/);
+    expect(unknownKeyWarning('port', known)).toMatch(/did you mean PORT\?/);
+    expect(unknownKeyWarning('WORKER_CONCURENCY', known)).toMatch(/did you mean WORKER_CONCURRENCY\?/);
+    expect(unknownKeyWarning('LOGLEVEL', known)).toMatch(/did you mean LOG_LEVEL\?/);
+  });
+
+  it('guesses nothing for a key unlike any setting', () => {
+    expect(unknownKeyWarning('FAVOURITE_COLOUR', known)).toBe(
+      'FAVOURITE_COLOUR is not a setting StayHub reads (.env.example lists them): ignored',
+    );
   });
 });

@@ -143,7 +143,10 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   const handle = applyEarningsEvent(group);
   try {
     if (values.dead) {
-      for (const d of await openDeadLetters(database.db, group)) {
+      const dead = await openDeadLetters(database.db, group);
+      // An empty list must not look like a command that printed nothing because it failed.
+      if (dead.length === 0) out(`none: group ${group} has no open dead letter`);
+      for (const d of dead) {
         out(
           `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}`,
         );

@@ -63,11 +63,12 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/stats',
       {
+        config: { polled: true },
         schema: {
           summary: 'Outbox counts (pending, leased, dead, done in the last hour), in all and by topic',
           tags,
           security,
-          response: { 200: statsResponse, ...problems('unauthorized', 'forbidden') },
+          response: { 200: statsResponse.describe("The outbox's counts, in all and per topic"), ...problems('unauthorized', 'forbidden') },
         },
       },
       async () => service.stats(deps),
@@ -76,12 +77,16 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/depth',
       {
+        config: { polled: true },
         schema: {
           summary: 'Pending and dead messages over the last minutes, one point a minute',
           tags,
           security,
           querystring: depthQuery,
-          response: { 200: depthResponse, ...problems('validation_failed', 'unauthorized', 'forbidden') },
+          response: {
+            200: depthResponse.describe('One point a minute: pending and dead messages'),
+            ...problems('validation_failed', 'unauthorized', 'forbidden'),
+          },
         },
       },
       async (request) => service.depth(deps, request.query.minutes),
@@ -90,11 +95,15 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/events/groups',
       {
+        config: { polled: true },
         schema: {
           summary: "The events stream's consumer groups: what each has still to read, and its dead letters",
           tags,
           security,
-          response: { 200: eventGroupsResponse, ...problems('unauthorized', 'forbidden', 'service_unavailable') },
+          response: {
+            200: eventGroupsResponse.describe('The stream and each consumer group: what it has still to read, its dead letters'),
+            ...problems('unauthorized', 'forbidden', 'service_unavailable'),
+          },
         },
       },
       async () => eventGroups({ db: deps.db, events }),
@@ -103,12 +112,16 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
     api.get(
       '/admin/outbox/messages',
       {
+        config: { polled: true },
         schema: {
           summary: 'Outbox messages, newest first, filtered by status and topic',
           tags,
           security,
           querystring: listMessagesQuery,
-          response: { 200: messageListResponse, ...problems('validation_failed', 'unauthorized', 'forbidden') },
+          response: {
+            200: messageListResponse.describe('A page of messages, newest first, and the cursor of the next page'),
+            ...problems('validation_failed', 'unauthorized', 'forbidden'),
+          },
         },
       },
       async (request) => service.listMessages(deps, request.query),
@@ -122,7 +135,10 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
           tags,
           security,
           params: messageParams,
-          response: { 200: messageDetailResponse, ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found') },
+          response: {
+            200: messageDetailResponse.describe("The message, its payload, its audit history and each handler's state"),
+            ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found'),
+          },
         },
       },
       async (request) => service.getMessage(deps, request.params.publicId),
@@ -137,7 +153,7 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
           security,
           params: messageParams,
           response: {
-            200: retryResponse,
+            200: retryResponse.describe('How many messages went back to PENDING, and their ids'),
             ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found', 'conflict'),
           },
         },
@@ -157,7 +173,10 @@ export const adminRoutes: FastifyPluginAsyncZod<AdminRoutesOptions> = async (app
           tags,
           security,
           body: bulkRetryBody,
-          response: { 200: retryResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden') },
+          response: {
+            200: retryResponse.describe('How many messages went back to PENDING, and their ids'),
+            ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden'),
+          },
         },
       },
       async (request) => {

@@ -1,11 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import * as service from '../../bookings/booking.service.ts';
 import {
   bookingListResponse,
   bookingResponse,
   createBookingBody,
-  idempotencyKeyHeader,
+  createBookingHeaders,
   listBookingsQuery,
 } from '../../bookings/bookings.schemas.ts';
 import { idParams } from '../../properties/properties.schemas.ts';
@@ -13,18 +12,6 @@ import { AppError } from '../../errors.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
-
-// Validated with the body (a bad key is a 400 naming `headers.idempotency-key`), and so documented in /docs.
-const createBookingHeaders = z.object({
-  'idempotency-key': idempotencyKeyHeader
-    .optional()
-    .describe(
-      'Makes the request safe to retry. The same key (per user) with the same body answers as the first ' +
-        'request did, with `Idempotent-Replayed: true`, and books nothing more; with another body it is ' +
-        'refused (422 `idempotency_key_reused`); while the first request is still running, 409 ' +
-        '`request_in_progress`. Keys are kept for IDEMPOTENCY_TTL_HOURS (24 by default). Printable ASCII, 1 to 255 characters.',
-    ),
-});
 
 export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps = {
@@ -45,8 +32,9 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         headers: createBookingHeaders,
         body: createBookingBody,
         response: {
-          200: bookingResponse,
-          201: bookingResponse,
+          201: bookingResponse.describe(
+            'The booking, confirmed, with its price; the same answer again for a repeated Idempotency-Key (Idempotent-Replayed: true)',
+          ),
           ...problems(
             'validation_failed',
             ...BODY_PROBLEMS,
@@ -82,7 +70,10 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         querystring: listBookingsQuery,
-        response: { 200: bookingListResponse, ...problems('validation_failed', 'invalid_cursor', 'unauthorized') },
+        response: {
+          200: bookingListResponse.describe('A page of bookings, newest first, and the cursor of the next page'),
+          ...problems('validation_failed', 'invalid_cursor', 'unauthorized'),
+        },
       },
     },
     async (request) => service.listBookings(deps, currentUser(request), request.query.limit, request.query.cursor),
@@ -97,7 +88,7 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         params: idParams,
-        response: { 200: bookingResponse, ...problems('validation_failed', 'unauthorized', 'not_found') },
+        response: { 200: bookingResponse.describe('The booking'), ...problems('validation_failed', 'unauthorized', 'not_found') },
       },
     },
     async (request) => service.getBooking(deps, currentUser(request), request.params.id),
@@ -112,7 +103,10 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         tags: ['bookings'],
         security: bearerAuth,
         params: idParams,
-        response: { 200: bookingResponse, ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found') },
+        response: {
+          200: bookingResponse.describe('The booking, cancelled (also when it already was)'),
+          ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found'),
+        },
       },
     },
     async (request) => service.cancelBooking(deps, currentUser(request), request.params.id),

@@ -38,7 +38,10 @@ export const earningsRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
         summary: "The signed-in host's earnings, one line per currency",
         tags: ['hosts'],
         security: bearerAuth,
-        response: { 200: earningsResponse, ...problems('unauthorized', 'forbidden') },
+        response: {
+          200: earningsResponse.describe("The host's earnings, one line per currency"),
+          ...problems('unauthorized', 'forbidden'),
+        },
       },
     },
     async (request) => {

@@ -20,7 +20,10 @@ export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
       schema: {
         summary: 'Liveness: the database, and the outbox backlog (503 when the database is down)',
         tags: ['ops'],
-        response: { 200: healthResponse, 503: healthResponse },
+        response: {
+          200: healthResponse.describe('The database answers; the outbox backlog'),
+          503: healthResponse.describe('The database does not answer'),
+        },
       },
     },
     async (request, reply) => {

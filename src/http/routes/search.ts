@@ -26,7 +26,10 @@ export const searchRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
         summary: 'Search properties by text, city, guests, free dates and price',
         tags: ['search'],
         querystring: searchQuery,
-        response: { 200: searchResponse, ...problems('validation_failed', 'invalid_cursor', 'service_unavailable') },
+        response: {
+          200: searchResponse.describe('A page of matching properties, best first, and the cursor of the next page'),
+          ...problems('validation_failed', 'invalid_cursor', 'service_unavailable'),
+        },
       },
     },
     async (request) => searchProperties(deps, request.query),

@@ -53,7 +53,11 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         ...common,
         summary: "Register an endpoint for the host's booking events; the answer holds its signing secret",
         body: createEndpointBody,
-        response: { 201: endpointWithSecretResponse, ...write, ...problems('conflict') },
+        response: {
+          201: endpointWithSecretResponse.describe('The endpoint, with its signing secret (shown now and on rotation only)'),
+          ...write,
+          ...problems('conflict'),
+        },
       },
     },
     async (request, reply) => reply.status(201).send(await service.createEndpoint(deps, currentUser(request), request.body)),
@@ -67,7 +71,10 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         ...common,
         summary: "The host's endpoints (all of them for an admin), newest first, each with its health",
         querystring: listQuery,
-        response: { 200: endpointListResponse, ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden') },
+        response: {
+          200: endpointListResponse.describe('A page of endpoints, newest first, each with its health, and the cursor of the next page'),
+          ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden'),
+        },
       },
     },
     async (request) => service.listEndpoints(deps, currentUser(request), request.query.limit, request.query.cursor),
@@ -77,7 +84,12 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     '/webhooks/endpoints/:id',
     {
       onRequest: hostOrAdmin,
-      schema: { ...common, summary: 'One endpoint and its health', params: idParams, response: { 200: endpointResponse, ...read } },
+      schema: {
+        ...common,
+        summary: 'One endpoint and its health',
+        params: idParams,
+        response: { 200: endpointResponse.describe('The endpoint and its health'), ...read },
+      },
     },
     async (request) => service.getEndpoint(deps, currentUser(request), request.params.id),
   );
@@ -91,7 +103,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         summary: 'Change the URL, event types, description, or enable/disable the endpoint',
         params: idParams,
         body: updateEndpointBody,
-        response: { 200: endpointResponse, ...write },
+        response: { 200: endpointResponse.describe('The endpoint, changed'), ...write },
       },
     },
     async (request) => service.updateEndpoint(deps, currentUser(request), request.params.id, request.body),
@@ -101,7 +113,12 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     '/webhooks/endpoints/:id',
     {
       onRequest: hostOrAdmin,
-      schema: { ...common, summary: 'Delete the endpoint and its deliveries', params: idParams, response: { 204: z.null(), ...read } },
+      schema: {
+        ...common,
+        summary: 'Delete the endpoint and its deliveries',
+        params: idParams,
+        response: { 204: z.null().describe('Deleted, with its deliveries'), ...read },
+      },
     },
     async (request, reply) => {
       await service.deleteEndpoint(deps, currentUser(request), request.params.id);
@@ -117,7 +134,11 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         ...common,
         summary: 'A new signing secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS',
         params: idParams,
-        response: { 200: endpointWithSecretResponse, ...read, ...problems('conflict') },
+        response: {
+          200: endpointWithSecretResponse.describe('The endpoint, with its new signing secret'),
+          ...read,
+          ...problems('conflict'),
+        },
       },
     },
     async (request) => service.rotateSecret(deps, currentUser(request), request.params.id),
@@ -132,7 +153,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         summary: 'Send a webhook.test event to this endpoint now (WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
         params: idParams,
         response: {
-          202: deliveryResponse,
+          202: deliveryResponse.describe('The test delivery, queued to be sent now'),
           ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
         },
       },
@@ -151,7 +172,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         params: idParams,
         querystring: listDeliveriesQuery,
         response: {
-          200: deliveryListResponse,
+          200: deliveryListResponse.describe('A page of deliveries, newest first, each with its attempts, and the cursor of the next page'),
           ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden', 'not_found'),
         },
       },
@@ -168,7 +189,13 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         summary: 'Send again every failed delivery since a time, and every event since then the endpoint never had',
         params: idParams,
         body: recoverBody,
-        response: { 202: recoverResponse, ...write, ...problems('rate_limited') },
+        response: {
+          202: recoverResponse.describe(
+            'How many failed deliveries got a new round, and how many deliveries were made for events never sent',
+          ),
+          ...write,
+          ...problems('rate_limited'),
+        },
       },
     },
     async (request, reply) =>
@@ -181,11 +208,15 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     '/admin/webhooks',
     {
       onRequest: app.requireRole('admin'),
+      config: { polled: true },
       schema: {
         ...common,
         tags: ['admin'],
         summary: "Every host's webhook endpoints, the troubled first, each with its health and last failures (the dashboard)",
-        response: { 200: adminEndpointListResponse, ...problems('unauthorized', 'forbidden') },
+        response: {
+          200: adminEndpointListResponse.describe("Every host's endpoints, the troubled first, each with its health and last failures"),
+          ...problems('unauthorized', 'forbidden'),
+        },
       },
     },
     async () => service.endpointsForAdmin(deps),
@@ -200,7 +231,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         summary: 'Send one delivery again now (a new round of attempts; the history stays; WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
         params: idParams,
         response: {
-          202: deliveryResponse,
+          202: deliveryResponse.describe('The delivery, queued for a new round of attempts now'),
           ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
         },
       },
