@@ -74,6 +74,8 @@ export const startCommand: Command = {
   name: 'start',
   usage: USAGE,
   longRunning: true,
+  // A supervisor: the processes it starts trace themselves.
+  traced: false,
   // The consumer (with NATS_URL), the worker, then the API, each within its own timeout, then PostgreSQL.
   shutdownTimeoutSeconds: (config) => (config.NATS_URL ? 3 : 2) * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
   async run({ config, stopRequested, isStopping, onForcedStop }) {
