@@ -245,7 +245,8 @@ const envSchema = z.object({
         .string()
         .regex(/^(otlp|console|none)(,(otlp|console|none))*$/, 'otlp, console or none (comma-separated)')
         .optional(),
-    ),
+    )
+    .optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl.optional(),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrl.optional(),
   OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(OTLP_PROTOCOLS).optional(),

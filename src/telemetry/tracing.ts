@@ -167,16 +167,15 @@ export function activeTraceId(): string | null {
   return sc && isSpanContextValid(sc) ? sc.traceId : null;
 }
 
-const NO_FIELDS = Object.freeze({});
-
 /**
  * pino's mixin (src/logger.ts): the active span's ids on every log line written inside one, named
- * as OpenTelemetry's log data model names them, so a line leads to its trace and back.
+ * as OpenTelemetry's log data model names them, so a line leads to its trace and back. A new object
+ * every time, even empty: pino merges the line's own fields into what the mixin returns.
  */
 export function traceLogFields(): { trace_id?: string; span_id?: string } {
-  if (!on) return NO_FIELDS;
+  if (!on) return {};
   const sc = trace.getSpan(context.active())?.spanContext();
-  if (!sc || !isSpanContextValid(sc)) return NO_FIELDS;
+  if (!sc || !isSpanContextValid(sc)) return {};
   return { trace_id: sc.traceId, span_id: sc.spanId };
 }
 
