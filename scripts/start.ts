@@ -6,6 +6,7 @@ import { EMBEDDED_DEFAULTS } from '../src/config.ts';
 import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
+import { describeTraceDestination } from '../src/process/telemetry.ts';
 import { announceWhenReady, childLogEnv } from './start-console.ts';
 
 /*
@@ -74,6 +75,8 @@ export const startCommand: Command = {
   name: 'start',
   usage: USAGE,
   longRunning: true,
+  // A supervisor: the processes it starts trace themselves.
+  traced: false,
   // The consumer (with NATS_URL), the worker, then the API, each within its own timeout, then PostgreSQL.
   shutdownTimeoutSeconds: (config) => (config.NATS_URL ? 3 : 2) * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
   async run({ config, stopRequested, isStopping, onForcedStop }) {
@@ -139,6 +142,8 @@ export const startCommand: Command = {
       return 0;
     }
 
+    const traces = describeTraceDestination(config);
+    if (traces) say(`traces go to ${traces} (services stayhub-api, stayhub-worker${config.NATS_URL ? ', stayhub-earnings' : ''})`);
     // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
     const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
     // Stopped in this order. The consumer first: it only reads what the worker relays, and stopped

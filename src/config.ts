@@ -29,6 +29,9 @@ const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off']).trans
  */
 export const MAX_RETENTION_DAYS = 36_500;
 
+/** The OTLP encodings this code is tested with (grpc would need the SDK's gRPC exporter, not shipped tested). */
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+
 const int = (min: number, max: number = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
 const optionalUrl = z
@@ -224,6 +227,32 @@ const envSchema = z.object({
       }
       return parts.map(Number);
     }),
+  /** Send each webhook request with the delivery's `traceparent`/`tracestate` (when tracing is on); off: hosts see none. */
+  WEBHOOK_TRACE_CONTEXT: bool.default(true),
+
+  // --- tracing (OpenTelemetry; docs/observability.md). The SDK reads these itself; they are
+  // checked here so a typo fails at start like any other setting. No exporter: tracing is off.
+  OTEL_TRACES_EXPORTER: z
+    .string()
+    .trim()
+    .transform((v) => (v === '' ? undefined : v))
+    .pipe(
+      z
+        .string()
+        .regex(/^(otlp|console|none)(,(otlp|console|none))*$/, 'otlp, console or none (comma-separated)')
+        .optional(),
+    )
+    .optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrl.optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(OTLP_PROTOCOLS).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(OTLP_PROTOCOLS).optional(),
+  /** Unset: stayhub-<process> (stayhub-api, stayhub-worker, stayhub-earnings, …). */
+  OTEL_SERVICE_NAME: z.string().trim().min(1).optional(),
+  OTEL_TRACES_SAMPLER: z
+    .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+    .optional(),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
 });
 
 /**

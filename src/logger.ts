@@ -1,4 +1,5 @@
 import pino, { type Logger, type LoggerOptions } from 'pino';
+import { traceLogFields } from './telemetry/tracing.ts';
 
 /**
  * Paths that may carry secrets. Redaction is the safety net; the first line of defence is never
@@ -136,6 +137,8 @@ export function loggerOptions(level: string, name?: string, format: LogFormat = 
     name,
     serializers: { err: serializeError },
     redact: { paths: REDACT_PATHS, censor: REDACTED },
+    // trace_id and span_id on every line written inside a span (nothing when tracing is off).
+    mixin: traceLogFields,
     transport: resolveLogFormat(format) === 'pretty' ? prettyTransport : undefined,
   };
 }

@@ -294,7 +294,8 @@
           ? `failing since ${when(e.health.failingSince)}`
           : e.health.state;
     const failure = (f) =>
-      `${new Date(f.at).toLocaleTimeString()} ${f.eventType}: ${f.responseStatus === null ? f.error : `HTTP ${f.responseStatus}`}`;
+      `${new Date(f.at).toLocaleTimeString()} ${f.eventType}: ${f.responseStatus === null ? f.error : `HTTP ${f.responseStatus}`}` +
+      (f.traceId ? ` (trace ${f.traceId})` : '');
     const rows = items.map((e) => {
       const oldest = e.health.oldestPendingAt ? Math.round((Date.now() - Date.parse(e.health.oldestPendingAt)) / 1000) : null;
       const bad = e.health.state === 'failing' || (e.health.state === 'disabled' && e.disabledReason);
@@ -341,6 +342,8 @@
             'td',
             {},
             el('button', { type: 'button', class: 'link', title: m.id, text: m.id.slice(0, 8), onclick: () => showDetail(m.id) }),
+            // The request's trace (tracing on when it was written): the id to look up in the tracing backend.
+            ...(m.traceId ? [el('br'), el('span', { class: 'mono muted trace-id', title: `trace ${m.traceId}`, text: m.traceId })] : []),
           ),
           el('td', { text: breakable(m.topic), title: m.topic }),
           el('td', { class: 'num', text: String(m.attempts) }),
@@ -437,6 +440,7 @@
         ['Available at', when(m.availableAt)],
         ...(m.leasedUntil ? [['Lease runs out', when(m.leasedUntil)]] : []),
         ['Last error', m.lastError ?? '—'],
+        ['Trace', m.traceId ?? '— (not traced)'],
         ['Handlers', m.handlers.length ? m.handlers.map((h) => `${h.name}: ${h.state}`).join(', ') : m.handlersDone.join(', ') || '—'],
       ];
       $('detail-fields').replaceChildren(...fields.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })]));

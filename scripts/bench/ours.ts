@@ -72,9 +72,18 @@ function drainProcesses(url: string, processes: number, env: Record<string, stri
  */
 export async function oursDrain(
   url: string,
-  opts: { topic: string; count: number; processes: number; env?: Record<string, string>; onStarted?: () => void },
+  opts: {
+    topic: string;
+    count: number;
+    processes: number;
+    env?: Record<string, string>;
+    onStarted?: () => void;
+    /** After the messages are written, before the workers start (tracing.ts stores their trace context). */
+    beforeStart?: () => Promise<void>;
+  },
 ) {
   await fillOutbox(url, opts.topic, opts.count);
+  await opts.beforeStart?.();
   const marks = markDir();
   const watch = watchSettled(url, PENDING.ours);
   let ended = false;

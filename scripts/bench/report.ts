@@ -2,6 +2,7 @@ import type { Compared, Repeated } from './lib/stats.ts';
 import type { Beside, DropCost } from './history.ts';
 import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
+import { renderTracing } from './tracing.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
@@ -281,6 +282,8 @@ export function renderMarkdown(r: BenchResults): string {
     );
     targetLines(L, r.targets, 'Webhooks');
   }
+
+  if (r.tracing) L.push(...renderTracing(r.tracing));
 
   if (r.purge) {
     const pu = r.purge;

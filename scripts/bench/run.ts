@@ -34,6 +34,7 @@ import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
 import { webhookIsolation, webhookThroughput } from './webhooks.ts';
+import { tracingSection, type TracingResults } from './tracing.ts';
 import {
   NATS_INSTALL_HINT,
   natsServerVersion,
@@ -163,6 +164,7 @@ export interface BenchResults {
    * Webhooks (webhooks.ts): deliveries/s to a local no-op receiver, as a ratio to our no-op drain
    * ×1 when the drain section ran; a healthy endpoint's latency alone and beside a hanging one.
    */
+  tracing?: TracingResults;
   webhooks?: {
     deliveries: number;
     throughput: Repeated<{ perSecond: number; seconds: number }>;
@@ -600,6 +602,19 @@ async function main(): Promise<number> {
         ratioToNoopDrain: noop ? round(tp.median.perSecond / noop, 3) : null,
         isolation: repeatOf(isolation),
       };
+    });
+
+    await section('tracing', async () => {
+      results.tracing = await tracingSection({
+        runs: P.runs,
+        connections: PREPARED_CONNECTIONS,
+        httpSeconds: P.httpSeconds,
+        drainMessages: P.drainMessages,
+        sizes: { guests: P.apiGuests, properties: P.apiProperties },
+        logDir: server.dir,
+        freshDatabase: (name) => server.createDatabase(name, server.ourTemplate),
+        log,
+      });
     });
 
     await section('api', async () => {

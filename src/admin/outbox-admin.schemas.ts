@@ -75,6 +75,8 @@ export const messageSummary = z.object({
    */
   lane: z.string().nullable(),
   originId: z.string().uuid().nullable(),
+  /** The trace of the request that wrote it, to look up in the tracing backend; null when tracing was off. */
+  traceId: z.string().nullable(),
   /** False when no handler is registered for the topic: the worker leaves such a message PENDING. */
   topicHandled: z.boolean(),
   handlers: z.array(handlerState),

@@ -69,6 +69,7 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
     handlersDone: m.handlersDone,
     lane: m.lane,
     originId: m.originId,
+    traceId: m.traceId,
     topicHandled: catalogue.isHandled(m.topic),
     handlers: handlerStates(catalogue, m),
   };

@@ -239,6 +239,13 @@ export const outbox = pgTable(
     lane: text('lane'),
     /** A lane message's original: the public id its handler sees as the message id (the relay's Nats-Msg-Id). */
     originId: uuid('origin_id'),
+    /**
+     * The W3C trace context of the span that wrote the event (the booking's request), so the
+     * worker's handling continues that trace (src/telemetry/tracing.ts, placeAfterHop). Null when
+     * tracing was off. A lane message carries its original's.
+     */
+    traceparent: text('traceparent'),
+    tracestate: text('tracestate'),
   },
   (t) => [
     check('outbox_status_check', sql`${t.status} in ('PENDING', 'DONE', 'DEAD')`),
@@ -543,6 +550,9 @@ export const webhookDeliveries = pgTable(
     createdAt: ts('created_at').notNull().defaultNow(),
     /** When it succeeded or failed for good. */
     finishedAt: ts('finished_at'),
+    /** The W3C trace context of the fan-out that made it: its first attempt continues that trace. Null when tracing was off. */
+    traceparent: text('traceparent'),
+    tracestate: text('tracestate'),
   },
   (t) => [
     // One delivery per (event, endpoint): the fan-out handler can run twice and create nothing twice.
@@ -574,6 +584,8 @@ export const webhookAttempts = pgTable(
     /** The first 2 KB of the response body. */
     responseBody: text('response_body'),
     error: text('error'),
+    /** The trace this attempt was recorded in (shown beside it), null when tracing was off. */
+    traceId: text('trace_id'),
   },
   (t) => [index('webhook_attempts_delivery_idx').on(t.deliveryId, t.id), index('webhook_attempts_attempted_idx').on(t.attemptedAt)],
 );

@@ -22,6 +22,7 @@ import type { Db } from '../db/client.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { PermanentError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
+import { inSpan, MESSAGING, placeAfterHop, SpanKind, SpanStatusCode, tracingOn } from '../telemetry/tracing.ts';
 import { recordDeadLetter, openDeadLetters } from './dead-letters.ts';
 import { assertKnownSchemaVersion, decodeEvent, fromParts, MalformedEventError, type ConsumedEvent } from './event.ts';
 import { claimInbox } from './inbox.ts';
@@ -262,6 +263,43 @@ async function processMessage(o: RunOptions, m: JsMsg): Promise<EventOutcome> {
     m.term();
     return 'dead';
   }
+  if (!tracingOn()) return applyAndAck(o, m, event);
+  // The relay's publish span (its headers) is the parent at the first delivery; a redelivery is a
+  // new trace linked to it, as an outbox retry is (docs/adr/0031-retries-start-a-linked-trace.md).
+  return inSpan(
+    `process ${event.subject}`,
+    {
+      kind: SpanKind.CONSUMER,
+      ...placeAfterHop(storedContextOf(event), event.deliveries <= 1),
+      attributes: consumeAttributes(o.group, event),
+    },
+    async (span) => {
+      const outcome = await applyAndAck(o, m, event);
+      span?.setAttribute('stayhub.events.outcome', outcome);
+      if (outcome === 'retry' || outcome === 'dead') span?.setStatus({ code: SpanStatusCode.ERROR, message: `event ${outcome}` });
+      return outcome;
+    },
+  );
+}
+
+/** The trace context the relay put in an event's headers (kept in its dead letter too). */
+function storedContextOf(event: ConsumedEvent) {
+  return { traceparent: event.headers.traceparent ?? null, tracestate: event.headers.tracestate ?? null };
+}
+
+function consumeAttributes(group: string, event: ConsumedEvent) {
+  return {
+    [MESSAGING.system]: 'nats',
+    [MESSAGING.operationType]: 'process',
+    [MESSAGING.destination]: event.subject,
+    [MESSAGING.messageId]: event.messageId,
+    [MESSAGING.consumerGroup]: group,
+    [MESSAGING.deliveryCount]: event.deliveries,
+  };
+}
+
+/** One decoded event: applied once (inbox + effect), then acked; or redelivered later, or dead-lettered. */
+async function applyAndAck(o: RunOptions, m: JsMsg, event: ConsumedEvent): Promise<EventOutcome> {
   const log = o.log.child({ messageId: event.messageId, topic: event.topic, seq: event.streamSeq, delivery: event.deliveries });
   try {
     const outcome = await applyOnce(o.db, o.group, event, o.handle, log, o.afterEffect);
@@ -462,12 +500,18 @@ export async function replayDeadLetters(db: Db, group: string, handle: GroupHand
     try {
       // Still a version this code does not know: it stays open, with the reason.
       assertKnownSchemaVersion(event);
-      const outcome = await withTransaction(db, async (tx) => {
-        const fresh = await claimInbox(tx, group, event.messageId, event.streamSeq);
-        if (fresh) await handle(tx, event, log.child({ messageId: event.messageId, replay: true }));
-        await tx.execute(sql`update consumer_dead_letters set replayed_at = now() where id = ${row.id}`);
-        return fresh ? 'applied' : 'duplicate';
-      });
+      // A replay is a new trace, linked to the one the dead letter kept in its headers.
+      const outcome = await inSpan(
+        `process ${event.subject}`,
+        { kind: SpanKind.CONSUMER, ...placeAfterHop(storedContextOf(event), false), attributes: consumeAttributes(group, event) },
+        () =>
+          withTransaction(db, async (tx) => {
+            const fresh = await claimInbox(tx, group, event.messageId, event.streamSeq);
+            if (fresh) await handle(tx, event, log.child({ messageId: event.messageId, replay: true }));
+            await tx.execute(sql`update consumer_dead_letters set replayed_at = now() where id = ${row.id}`);
+            return fresh ? ('applied' as const) : ('duplicate' as const);
+          }),
+      );
       result[outcome]++;
     } catch (err) {
       result.failed++;

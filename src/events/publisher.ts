@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errors as natsErrors, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { injectTraceContext, inSpan, MESSAGING, SpanKind, tracingOn } from '../telemetry/tracing.ts';
 import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -246,6 +247,8 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     h.set(HEADERS.outboxId, event.messageId);
     h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
     h.set(HEADERS.schemaVersion, String(event.schemaVersion));
+    // The publish span's context (tracing on): the consumer continues the trace from these headers.
+    injectTraceContext(h, (carrier, key, value) => carrier.set(key, value));
     const send = () =>
       js.publish(event.subject, JSON.stringify(event.body), {
         msgID: event.messageId,
@@ -270,6 +273,31 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
     return { seq: ack.seq, duplicate: ack.duplicate };
   };
 
+  /** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */
+  const publishThroughCircuit = async (event: OutgoingEvent): Promise<PublishResult> => {
+    const t = circuit.enter();
+    const work = publishOnce(event);
+    // The circuit learns from every publish's own end, even one it let go before that end.
+    work.then(
+      () => circuit.answered(t),
+      (err: unknown) => {
+        if (refused(err)) circuit.answered(t);
+        else if (!natsAway(err)) circuit.forget(t);
+        else circuit.failed(t, (err as Error).message);
+      },
+    );
+    try {
+      return await circuit.unlessTripped(t, work);
+    } catch (err) {
+      if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
+      throw new EventsUnavailableError(
+        `NATS at ${where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
+        circuit.awaySeconds(),
+        { cause: err },
+      );
+    }
+  };
+
   return {
     async prepare() {
       try {
@@ -280,28 +308,25 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
         log.warn({ err: err }, 'NATS unreachable at start; relayed messages will retry');
       }
     },
-    async publish(event) {
-      const t = circuit.enter();
-      const work = publishOnce(event);
-      // The circuit learns from every publish's own end, even one it let go before that end.
-      work.then(
-        () => circuit.answered(t),
-        (err: unknown) => {
-          if (refused(err)) circuit.answered(t);
-          else if (!natsAway(err)) circuit.forget(t);
-          else circuit.failed(t, (err as Error).message);
+    publish(event) {
+      if (!tracingOn()) return publishThroughCircuit(event);
+      return inSpan(
+        `publish ${event.subject}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            [MESSAGING.system]: 'nats',
+            [MESSAGING.operationType]: 'send',
+            [MESSAGING.destination]: event.subject,
+            [MESSAGING.messageId]: event.messageId,
+          },
+        },
+        async (span) => {
+          const result = await publishThroughCircuit(event);
+          span?.setAttributes({ 'messaging.nats.stream.sequence': result.seq, 'stayhub.events.duplicate': result.duplicate });
+          return result;
         },
       );
-      try {
-        return await circuit.unlessTripped(t, work);
-      } catch (err) {
-        if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
-        throw new EventsUnavailableError(
-          `NATS at ${where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
-          circuit.awaySeconds(),
-          { cause: err },
-        );
-      }
     },
     async close() {
       closed = true;

@@ -3,6 +3,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import type { Config } from '../config.ts';
+import { inSpan, MESSAGING, SpanKind, tracingOn } from '../telemetry/tracing.ts';
 
 /** One email, rendered and addressed. */
 export interface OutgoingEmail {
@@ -77,11 +78,13 @@ export function createMailer(config: Pick<Config, 'SMTP_URL' | 'SMTP_TIMEOUT_MS'
       greetingTimeout: t,
       socketTimeout: t,
     });
+    const server = new URL(config.SMTP_URL);
+    const send = async (email: OutgoingEmail) => {
+      await transport.sendMail(toMailOptions(email, from));
+    };
     return {
       kind: 'smtp',
-      async send(email) {
-        await transport.sendMail(toMailOptions(email, from));
-      },
+      send: (email) => (tracingOn() ? inSpan('send email', sendSpan(email, 'smtp', server.hostname), () => send(email)) : send(email)),
       close: () => transport.close(),
     };
   }
@@ -89,16 +92,35 @@ export function createMailer(config: Pick<Config, 'SMTP_URL' | 'SMTP_TIMEOUT_MS'
   const dir = path.resolve(config.MAIL_DIR);
   const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'windows' });
   let made: Promise<unknown> | undefined;
+  const send = async (email: OutgoingEmail) => {
+    const info = await transport.sendMail(toMailOptions(email, from));
+    await (made ??= mkdir(dir, { recursive: true }));
+    const file = path.join(dir, emlFileName(email.messageId));
+    const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    await writeFile(tmp, info.message as Buffer);
+    await rename(tmp, file);
+  };
   return {
     kind: 'file',
-    async send(email) {
-      const info = await transport.sendMail(toMailOptions(email, from));
-      await (made ??= mkdir(dir, { recursive: true }));
-      const file = path.join(dir, emlFileName(email.messageId));
-      const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-      await writeFile(tmp, info.message as Buffer);
-      await rename(tmp, file);
-    },
+    send: (email) => (tracingOn() ? inSpan('send email', sendSpan(email, 'file', undefined), () => send(email)) : send(email)),
     close: () => transport.close(),
+  };
+}
+
+/**
+ * The email's span: nodemailer has no instrumentation, so it is written here, in the messaging
+ * conventions' words (a message sent to a destination), with the Message-ID that finds it in a
+ * mailbox. Never the address: a trace is no place for personal data.
+ */
+function sendSpan(email: OutgoingEmail, transport: 'smtp' | 'file', host: string | undefined) {
+  return {
+    kind: SpanKind.PRODUCER,
+    attributes: {
+      [MESSAGING.system]: transport === 'smtp' ? 'smtp' : 'stayhub_mail_file',
+      [MESSAGING.operationType]: 'send',
+      [MESSAGING.destination]: 'email',
+      [MESSAGING.messageId]: email.messageId,
+      ...(host && { 'server.address': host }),
+    },
   };
 }

@@ -34,6 +34,9 @@ export class ClaimedMessage {
     readonly lane: string | null,
     /** Own-lane handlers whose lane of this key still holds work: this message's work for them queues behind it. */
     readonly lanesBusy: readonly string[],
+    /** The W3C trace context stored by the producer (src/outbox/enqueue.ts); null when tracing was off. */
+    readonly traceparent: string | null = null,
+    readonly tracestate: string | null = null,
   ) {}
 }
 
@@ -139,7 +142,7 @@ export const CLAIM_SQL = `
      where outbox.id = any(array(select id from due))
        and ${inSpan('outbox')}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
-              outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id
+              outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id, outbox.traceparent, outbox.tracestate
   )
   select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}'),
          (extract(epoch from c.created_at) * 1000)::float8, c.lane, c.origin_id,
@@ -155,12 +158,13 @@ export const CLAIM_SQL = `
                                                 where l.key = h || '@' || c.key and l.status not in ('DONE', 'DEAD')
                                                   and ${inSpan('l')}
                                                offset 0)), '{}')
-         end
+         end,
+         c.traceparent, c.tracestate
     from claimed c
    order by c.id`;
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
-export const CLAIM_STATEMENT = 'outbox-claim-v7';
+export const CLAIM_STATEMENT = 'outbox-claim-v8';
 const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
 
 export interface ClaimOptions {
@@ -217,6 +221,8 @@ export async function claimOn(q: Queryable, opts: ClaimOptions): Promise<Claimed
       (r[9] as string | null) ?? (r[1] as string),
       r[8] as string | null,
       (r[10] as string[] | null) ?? NONE,
+      r[11] as string | null,
+      r[12] as string | null,
     );
   }
   return out;

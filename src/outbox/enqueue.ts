@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
+import { activeTraceContext } from '../telemetry/tracing.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 
@@ -32,6 +33,10 @@ export interface EnqueuedMessage {
  * wakes nobody. If the process dies between a COMMIT and its after-commit notify, the worker's
  * POLL_INTERVAL_MS poll finds the row. A transaction not started by `withTransaction` (which runs
  * after-commit work) always gets the notify inside it.
+ *
+ * With tracing on, the row also stores the active span's W3C trace context (traceparent,
+ * tracestate): the worker's handling of the message continues the request's trace. With tracing
+ * off the statement is the one it always was: no context looked for, no column written.
  */
 export async function enqueue<T extends TopicName>(
   tx: Tx,
@@ -41,10 +46,14 @@ export async function enqueue<T extends TopicName>(
 ): Promise<EnqueuedMessage> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
+  const trace = activeTraceContext();
+  const insert = trace
+    ? sql`insert into outbox (topic, payload, key, traceparent, tracestate)
+          values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${trace.traceparent}, ${trace.tracestate})`
+    : sql`insert into outbox (topic, payload, key) values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null})`;
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
-      insert into outbox (topic, payload, key)
-      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null})
+      ${insert}
       returning id, public_id, topic
     )
     select id, public_id, topic ${notifyInside} from ins`);
@@ -83,29 +92,31 @@ export async function insertWithEvent<T extends TopicName>(
 ): Promise<Record<string, any> | undefined> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic);
-  const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside), [
-    ...insert.values,
-    topic,
-    snapshot,
-    opts.key ?? null,
-  ]);
+  const trace = activeTraceContext();
+  const values = [...insert.values, topic, snapshot, opts.key ?? null];
+  if (trace) values.push(trace.traceparent, trace.tracestate);
+  const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
   return row;
 }
 
 const withEventStatements = new Map<string, Statement>();
 
-/** The row's INSERT wrapped with the outbox's, built once per insert statement (and notify variant). */
-function withEventStatement(insert: RowInsert, notifyInside: boolean): Statement {
-  const name = `${insert.name}+outbox${notifyInside ? '-notify' : ''}`;
+/**
+ * The row's INSERT wrapped with the outbox's, built once per insert statement, notify variant and
+ * trace variant (traced: two more parameters, the trace context; untraced: the statement as before tracing).
+ */
+function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: boolean): Statement {
+  const name = `${insert.name}+outbox${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
   let s = withEventStatements.get(name);
   if (!s) {
     const n = insert.values.length;
     const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', e.topic) from e) as notified` : '';
+    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 4}, $${n + 5}`] : ['', ''];
     s = statement(
       name,
       `with r as (${insert.text}),
-            e as (insert into outbox (topic, payload, key)
-                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3} from r
+            e as (insert into outbox (topic, payload, key${traceColumns})
+                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}${traceValues} from r
                   returning topic)
        select r.*${notify} from r`,
     );

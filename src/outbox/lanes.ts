@@ -67,11 +67,11 @@ const DEFER = statement(
        from ${ASYNC_COMMIT}
       where id = $1 and claim_id = $2::uuid and status = 'PENDING' and key is not null and ${notAhead()}
         and not (handlers_done && $3::text[])
-     returning public_id, topic, key, payload, created_at
+     returning public_id, topic, key, payload, created_at, traceparent, tracestate
    ), lane as (
-     insert into outbox (topic, key, payload, lane, origin_id, created_at, available_at, attempts, last_error)
+     insert into outbox (topic, key, payload, lane, origin_id, created_at, available_at, attempts, last_error, traceparent, tracestate)
      select m.topic, d.handler || '@' || m.key, m.payload, d.handler, m.public_id, m.created_at,
-            now() + make_interval(secs => d.delay), d.attempts, d.error
+            now() + make_interval(secs => d.delay), d.attempts, d.error, m.traceparent, m.tracestate
        from m, unnest($3::text[], $4::float8[], $5::int[], $6::text[]) as d(handler, delay, attempts, error)
      returning 1
    )

@@ -24,6 +24,8 @@ export interface OutboxMessageRow {
   /** A lane message's handler and its original message (src/outbox/lanes.ts); null for a message as written. */
   lane: string | null;
   originId: string | null;
+  /** The trace of the request that wrote it (its stored traceparent's trace id); null when tracing was off. */
+  traceId: string | null;
 }
 
 type RawRow = {
@@ -44,6 +46,7 @@ type RawRow = {
   leased: boolean;
   lane: string | null;
   origin_id: string | null;
+  trace_id: string | null;
 };
 
 const toRow = (r: RawRow): OutboxMessageRow => ({
@@ -64,12 +67,14 @@ const toRow = (r: RawRow): OutboxMessageRow => ({
   leased: r.leased,
   lane: r.lane,
   originId: r.origin_id,
+  traceId: r.trace_id,
 });
 
 // "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline still ahead.
 // A claim whose lease ran out is claimable again, so it is not leased.
 const COLUMNS = sql`id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
   leased_until, handlers_done, processed_at, last_error, created_at, lane, origin_id,
+  nullif(split_part(traceparent, '-', 2), '') as trace_id,
   (status = 'PENDING' and claim_id is not null and leased_until > now()) as leased`;
 
 export interface ListFilter {

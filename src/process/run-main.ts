@@ -6,6 +6,7 @@ import { describeDb } from '../db/client.ts';
 import { isDatabaseUnavailable } from '../db/pg-errors.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { onParentGone } from './lifeline.ts';
+import { startProcessTelemetry } from './telemetry.ts';
 
 /*
  * One way to run a process. Every entry point (the API, the worker, the consumer, each script) is
@@ -24,6 +25,8 @@ import { onParentGone } from './lifeline.ts';
  *                     left open (a NATS client reconnecting to a server that is gone) must not
  *                     keep a stopped process alive
  *   logs              pino with LOG_LEVEL and LOG_FORMAT, named after the command
+ *   traces            with OTEL_TRACES_EXPORTER set, the OpenTelemetry SDK (src/telemetry/) from
+ *                     before the command runs until after it returned (its last spans flushed)
  *
  * (graphile-worker's CLI and close-with-grace are the models.)
  */
@@ -62,6 +65,8 @@ export interface Command {
   longRunning?: boolean;
   /** The logger's `name` (default: `name`). */
   logName?: string;
+  /** False: never traced, whatever OTEL_TRACES_EXPORTER says (`npm start`, a supervisor: its children are). */
+  traced?: boolean;
   /** How long a graceful stop may take before it is forced (default SHUTDOWN_TIMEOUT_SECONDS). */
   shutdownTimeoutSeconds?(config: Config): number;
   run(ctx: CommandContext): Promise<number>;
@@ -105,6 +110,7 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
     }
     throw e;
   }
+  const telemetry = command.traced === false ? undefined : await startProcessTelemetry(config, command.logName ?? command.name);
   const logger = createLogger(config.LOG_LEVEL, command.logName ?? command.name, { format: config.LOG_FORMAT });
   for (const line of config.deprecations) logger.warn(line);
 
@@ -137,6 +143,7 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
     return (code = 1);
   } finally {
     stop.dispose();
+    await telemetry?.shutdown();
     if (opts.exitWhenDone) stop.exitSoon(code);
   }
 }

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { publicBody } from '../events/subjects.ts';
 import type { PayloadOf } from '../outbox/index.ts';
+import { activeTraceContext } from '../telemetry/tracing.ts';
 import { BOOKING_VERSION, type WebhookEventType } from './event-types.ts';
 
 /** The JSON every endpoint is sent for a booking event: the stream's body plus type, occurredAt and version. */
@@ -30,6 +31,9 @@ export function webhookBody(
  * with `recover`. The event is recorded even for a host without endpoints: that is what a recover
  * reads. A property that does not exist (never in production; events written by hand) records nothing.
  *
+ * Each delivery keeps the active trace context (the handler's span, tracing on): its first attempt
+ * continues the booking's trace.
+ *
  * Returns how many deliveries were created.
  */
 export async function recordBookingEvent(
@@ -37,6 +41,7 @@ export async function recordBookingEvent(
   e: { type: WebhookEventType; eventId: string; occurredAt: Date; payload: PayloadOf<'booking.created'> | PayloadOf<'booking.cancelled'> },
 ): Promise<number> {
   const body = webhookBody(e.type, e.eventId, e.occurredAt, e.payload);
+  const trace = activeTraceContext();
   const { rows } = await db.execute<{ n: number }>(sql`
     with event as (
       insert into webhook_events (public_id, host_id, type, body, occurred_at)
@@ -46,8 +51,8 @@ export async function recordBookingEvent(
       returning id, host_id, occurred_at
     ),
     deliveries as (
-      insert into webhook_deliveries (event_id, endpoint_id)
-      select event.id, ep.id
+      insert into webhook_deliveries (event_id, endpoint_id, traceparent, tracestate)
+      select event.id, ep.id, ${trace?.traceparent ?? null}, ${trace?.tracestate ?? null}
         from event
         join webhook_endpoints ep
           on ep.host_id = event.host_id and ep.enabled and ${e.type} = any(ep.event_types) and ep.created_at <= event.occurred_at

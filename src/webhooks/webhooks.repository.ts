@@ -149,7 +149,14 @@ export type DeliveryRow = {
   created_at: Date;
   finished_at: Date | null;
   next_attempt_at: Date;
-  attempts: { at: string; responseStatus: number | null; durationMs: number; responseBody: string | null; error: string | null }[];
+  attempts: {
+    at: string;
+    responseStatus: number | null;
+    durationMs: number;
+    responseBody: string | null;
+    error: string | null;
+    traceId: string | null;
+  }[];
 };
 
 const DELIVERY_COLUMNS = sql`
@@ -157,7 +164,7 @@ const DELIVERY_COLUMNS = sql`
   d.created_at, d.finished_at, d.next_attempt_at,
   coalesce((
     select json_agg(json_build_object('at', a.attempted_at, 'responseStatus', a.response_status, 'durationMs', a.duration_ms,
-                                      'responseBody', a.response_body, 'error', a.error) order by a.id)
+                                      'responseBody', a.response_body, 'error', a.error, 'traceId', a.trace_id) order by a.id)
       from webhook_attempts a where a.delivery_id = d.id
   ), '[]') as attempts`;
 
@@ -232,7 +239,14 @@ export async function recover(
 
 export type AdminEndpointRow = EndpointRow & {
   host_email: string;
-  recent_failures: { deliveryId: string; eventType: string; at: string; responseStatus: number | null; error: string | null }[];
+  recent_failures: {
+    deliveryId: string;
+    eventType: string;
+    at: string;
+    responseStatus: number | null;
+    error: string | null;
+    traceId: string | null;
+  }[];
 };
 
 /**
@@ -245,7 +259,7 @@ export async function listEndpointsForAdmin(db: Db, limit: number): Promise<Admi
            coalesce((
              select json_agg(f order by f.at desc) from (
                select d.public_id as "deliveryId", ev.type as "eventType", a.attempted_at as "at",
-                      a.response_status as "responseStatus", a.error
+                      a.response_status as "responseStatus", a.error, a.trace_id as "traceId"
                  from webhook_deliveries d
                  join webhook_attempts a on a.delivery_id = d.id
                  join webhook_events ev on ev.id = d.event_id

@@ -89,6 +89,7 @@ export const attemptResponse = z.object({
   durationMs: z.number().int(),
   responseBody: z.string().nullable().describe('The first 2 KB of the answer.'),
   error: z.string().nullable(),
+  traceId: z.string().nullable().describe('The trace this attempt was made in (StayHub tracing on), as in its traceparent header.'),
 });
 
 export const deliveryResponse = z.object({
@@ -128,6 +129,7 @@ export const adminEndpointListResponse = z.object({
           at: z.string(),
           responseStatus: z.number().int().nullable(),
           error: z.string().nullable(),
+          traceId: z.string().nullable(),
         }),
       ),
     }),

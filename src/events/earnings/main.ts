@@ -27,6 +27,7 @@ import { createConsumerMetrics, serveMetrics } from '../lag.ts';
 import { describeHoldings, groupMissedEvents, streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
 import { applyEarningsEvent, clearLedger, earningsFilter, ledgerHasHistory, rebuildLedger } from './ledger.ts';
+import { traceIdOf } from '../../telemetry/tracing.ts';
 
 /*
  * `npm run consume:earnings -- [flags]`: the hosts' earnings ledger, a consumer group of the events
@@ -148,7 +149,9 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
       if (dead.length === 0) out(`none: group ${group} has no open dead letter`);
       for (const d of dead) {
         out(
-          `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}`,
+          `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}` +
+            // The trace the event was published in, kept in its headers (tracing on when it was).
+            (traceIdOf(d.headers.traceparent) ? `\ttrace ${traceIdOf(d.headers.traceparent)}` : ''),
         );
       }
       return 0;

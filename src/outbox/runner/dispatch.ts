@@ -5,6 +5,7 @@ import { TOPICS, isTopicName } from '../topics.ts';
 import type { Deferral } from '../lanes.ts';
 import { describeFailure, isPermanent, isPostponement, redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
+import { runHandlerInSpan, tracingOn } from './tracing.ts';
 import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
 
 export interface DispatchContext {
@@ -134,7 +135,8 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
     }
     const t0 = performance.now();
     try {
-      await handler.handle(new HandlerCall(msg, payload as never, handler.name, ctx.log, ctx.signal));
+      const call = new HandlerCall(msg, payload as never, handler.name, ctx.log, ctx.signal);
+      await (tracingOn() ? runHandlerInSpan(handler, call) : handler.handle(call));
     } catch (error) {
       const durationMs = Math.round(performance.now() - t0);
       // A permanent failure is not deferred: no retry helps it, in a lane or not (the message dead-letters).

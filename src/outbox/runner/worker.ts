@@ -16,6 +16,7 @@ import { Housekeeping, type Chore } from './housekeeping.ts';
 import { OutboxListener } from './listener.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './outcomes.ts';
 import type { HandlerRegistry } from './registry.ts';
+import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
 
 /**
  * The outbox worker, usable in-process (tests, other tools) and by src/worker/drain-outbox.ts.
@@ -197,7 +198,7 @@ class OutboxWorker implements Worker {
 
   /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
   private async process(msg: ClaimedMessage): Promise<void> {
-    const verdict = await dispatch(this.dispatchCtx, msg);
+    const verdict = await (tracingOn() ? handleInSpan(msg, () => dispatch(this.dispatchCtx, msg)) : dispatch(this.dispatchCtx, msg));
     // The slot is free as soon as the handlers are: the next message starts while this one is written.
     this.running--;
     this.pump();
@@ -237,6 +238,7 @@ class OutboxWorker implements Worker {
 
   private async claimNow(): Promise<number> {
     const limit = this.claimSize.next;
+    const sentAt = Date.now();
     const batch = await this.claimer.claimBatch({
       limit,
       leaseSeconds: this.config.LEASE_SECONDS,
@@ -246,6 +248,7 @@ class OutboxWorker implements Worker {
     const n = batch.length;
     this.claimSize.claimed(limit, n, this.queue.length);
     if (n === 0) return 0;
+    if (tracingOn()) recordClaim(sentAt, batch, limit);
     this.counts.claimed += n;
     if (this.queue.length === 0) this.queue = batch;
     else for (const m of batch) this.queue.push(m);

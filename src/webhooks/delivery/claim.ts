@@ -16,6 +16,9 @@ export interface ClaimedDelivery {
   secrets: string[];
   eventType: string;
   body: string;
+  /** The trace context of the fan-out that made the delivery; null when tracing was off then. */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
 /*
@@ -88,7 +91,7 @@ returning d.id, d.public_id, d.claim_id, d.attempts, d.endpoint_id, e.host_id, e
                 union all
                 select s->>'secret' from jsonb_array_elements(e.retired_secrets) s
                  where (s->>'expiresAt')::timestamptz > now()) as secrets,
-          ev.type, ev.body`;
+          ev.type, ev.body, d.traceparent, d.tracestate`;
 
 export async function claimDeliveries(
   pool: pg.Pool,
@@ -117,6 +120,8 @@ export async function claimDeliveries(
     secrets: string[];
     type: string;
     body: string;
+    traceparent: string | null;
+    tracestate: string | null;
   }>({
     // Named: each connection parses and plans it once, not on every claim.
     name: 'webhooks-claim',
@@ -144,5 +149,7 @@ export async function claimDeliveries(
     secrets: r.secrets,
     eventType: r.type,
     body: r.body,
+    traceparent: r.traceparent,
+    tracestate: r.tracestate,
   }));
 }

@@ -3,6 +3,7 @@ import type { Db } from '../../db/client.ts';
 import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import { enqueue } from '../../outbox/index.ts';
+import { activeTraceId } from '../../telemetry/tracing.ts';
 import type { ClaimedDelivery } from './claim.ts';
 import type { Verdict } from './schedule.ts';
 import type { AttemptResult } from './send.ts';
@@ -61,8 +62,8 @@ export async function recordAttempt(
   return withTransaction(db, async (tx) => {
     await tx.execute(trimAttempts(d.id, opts.attemptsKept));
     await tx.execute(sql`
-      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, ${storable(result.error)})`);
+      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, ${storable(result.error)}, ${activeTraceId()})`);
 
     const state =
       verdict.kind === 'retry'
@@ -132,8 +133,8 @@ async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult, 
   const { rows } = await db.execute<{ settled: number }>(sql`
     with trimmed as (${trimAttempts(d.id, opts.attemptsKept)}),
     attempt as (
-      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null)
+      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null, ${activeTraceId()})
     ),
     delivery as (
       update webhook_deliveries set status = 'succeeded', finished_at = now(), claim_id = null

@@ -4,6 +4,15 @@ import type pg from 'pg';
 import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
+import {
+  inSpan,
+  markActiveSpanFailed,
+  MESSAGING,
+  placeAfterHop,
+  SpanKind,
+  tracingOn,
+  withoutPropagation,
+} from '../../telemetry/tracing.ts';
 import { signatureHeader } from '../secret.ts';
 import { claimDeliveries, type ClaimedDelivery } from './claim.ts';
 import { recordAttempt } from './record.ts';
@@ -47,6 +56,7 @@ export type SenderConfig = Pick<
   | 'WEBHOOK_HOST_CONCURRENCY'
   | 'WEBHOOK_ATTEMPTS_KEPT'
   | 'POLL_INTERVAL_MS'
+  | 'WEBHOOK_TRACE_CONTEXT'
 >;
 
 const USER_AGENT = 'StayHub-Webhooks/1.0';
@@ -82,9 +92,35 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     wakeUp?.();
   };
 
+  /**
+   * One attempt in its span (tracing on): the first attempt of a round continues the trace of the
+   * fan-out that made the delivery, a later one is a new trace linked to it (the schedule spaces
+   * them up to 10 hours: docs/adr/0031-retries-start-a-linked-trace.md). The HTTP client span
+   * below it carries `traceparent` to the host, unless WEBHOOK_TRACE_CONTEXT is off.
+   */
+  function tracedAttempt(d: ClaimedDelivery): Promise<void> {
+    if (!tracingOn()) return attempt(d);
+    return inSpan(
+      `send webhook ${d.eventType}`,
+      {
+        kind: SpanKind.PRODUCER,
+        ...placeAfterHop(d, d.attempt <= 1),
+        attributes: {
+          [MESSAGING.system]: 'webhook',
+          [MESSAGING.operationType]: 'send',
+          [MESSAGING.destination]: d.endpointPublicId,
+          [MESSAGING.messageId]: d.publicId,
+          'stayhub.webhook.attempt': d.attempt,
+        },
+      },
+      () => attempt(d),
+    );
+  }
+
   async function attempt(d: ClaimedDelivery): Promise<void> {
     const timestamp = Math.floor(Date.now() / 1000);
-    const result = await sendOnce({
+    const send = config.WEBHOOK_TRACE_CONTEXT ? sendOnce : (o: Parameters<typeof sendOnce>[0]) => withoutPropagation(() => sendOnce(o));
+    const result = await send({
       url: d.url,
       body: d.body,
       headers: {
@@ -101,6 +137,7 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
     });
     if (abort.signal.aborted) return; // forced stop: the lease brings it back
     const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
+    if (verdict.kind !== 'succeeded') markActiveSpanFailed(result.error ?? `answered ${result.status}`);
     const recorded = await recordAttempt(deps.db, d, result, verdict, {
       disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS,
       attemptsKept: config.WEBHOOK_ATTEMPTS_KEPT,
@@ -139,7 +176,7 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
   function launch(d: ClaimedDelivery) {
     add(inFlight, d.endpointId, 1);
     add(hostInFlight, d.hostId, 1);
-    const p = attempt(d)
+    const p = tracedAttempt(d)
       .catch((err: unknown) =>
         log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
       )

@@ -24,14 +24,17 @@ function emailHandler<T extends 'booking.created' | 'booking.cancelled'>(
   return {
     name,
     topic,
-    async handle({ payload }) {
+    async handle({ payload, log }) {
       const p = payload as Booking;
+      const messageId = emailMessageId(p.idempotencyKey, name, deps.config.MAIL_FROM);
       await deps.mailer.send({
         to: recipient === 'guest' ? { name: p.guestName, address: p.guestEmail } : { name: p.hostName, address: p.hostEmail },
         ...render(payload),
-        messageId: emailMessageId(p.idempotencyKey, name, deps.config.MAIL_FROM),
+        messageId,
         idempotencyKey: p.idempotencyKey,
       });
+      // Debug: a line per email would cost a busy worker (src/outbox/runner/worker.ts, logEachMessage).
+      if (log.isLevelEnabled('debug')) log.debug({ recipient, emailMessageId: messageId }, 'email sent');
     },
   };
 }

@@ -2,6 +2,7 @@ import type { Db } from '../../db/client.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { indexProperties } from '../../search/source.ts';
 import type { Handler } from '../../outbox/index.ts';
+import { inSpan } from '../../telemetry/tracing.ts';
 
 export const SEARCH_INDEX_PROPERTY = 'search.index-property';
 
@@ -26,7 +27,10 @@ export function searchIndexPropertyHandler(deps: SearchIndexPropertyDeps): Handl
     name: SEARCH_INDEX_PROPERTY,
     topic: 'property.changed',
     async handle({ payload, log }) {
-      const counts = await indexProperties(deps.db, deps.searchIndex, [payload.propertyId]);
+      // Its own span (tracing on): the search index is a store of its own, reached through its own pool.
+      const counts = await inSpan('write search document', { attributes: { 'stayhub.property_id': payload.propertyId } }, () =>
+        indexProperties(deps.db, deps.searchIndex, [payload.propertyId]),
+      );
       log.debug({ propertyId: payload.propertyId, reason: payload.reason, ...counts }, 'search document synced');
     },
   };
