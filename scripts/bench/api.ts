@@ -85,6 +85,8 @@ export async function startApi(
   sizes: { guests: number; properties: number },
   logDir: string,
   through?: { url: string; pooler: Pooler },
+  /** More settings for the API process (the overload section's LOAD_SHEDDING). */
+  env: Record<string, string> = {},
 ): Promise<ApiFixture> {
   const port = await freePort();
   const { cmd, args } = nodeTsx('src/http/server.ts');
@@ -100,6 +102,7 @@ export async function startApi(
       LOG_LEVEL: 'warn',
       // Registration is rate-limited per address; the bench signs up its users from one.
       RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import * as schema from './schema.ts';
+import { watchPool } from './pool-load.ts';
 import { sendUnnamedStatements, type Pooler } from './pooler.ts';
 
 export type Db = NodePgDatabase<typeof schema>;
@@ -37,7 +38,8 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): pg
     idleTimeoutMillis: 30_000,
   });
   if (opts.pooler === 'transaction') sendUnnamedStatements(pool);
-  return guardPool(pool);
+  // Followed for admission control and to tell a busy pool from an unreachable database (pool-load.ts).
+  return watchPool(guardPool(pool));
 }
 
 /**

@@ -26,7 +26,7 @@ export const searchRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
         summary: 'Search properties by text, city, guests, free dates and price',
         tags: ['search'],
         querystring: searchQuery,
-        response: { 200: searchResponse, ...problems('validation_failed', 'invalid_cursor', 'service_unavailable') },
+        response: { 200: searchResponse, ...problems('validation_failed', 'invalid_cursor', 'service_unavailable', 'overloaded') },
       },
     },
     async (request) => searchProperties(deps, request.query),
