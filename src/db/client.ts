@@ -22,6 +22,8 @@ export interface PoolOptions {
   applicationName?: string;
   /** What stands between this pool and PostgreSQL (DATABASE_POOLER); `none` by default. */
   pooler?: Pooler;
+  /** How long a request waits for a connection before it fails (5 s by default). */
+  connectionTimeoutMs?: number;
 }
 
 /**
@@ -34,7 +36,7 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): pg
     connectionString,
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? 'stayhub',
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 5_000,
     idleTimeoutMillis: 30_000,
   });
   if (opts.pooler === 'transaction') sendUnnamedStatements(pool);

@@ -40,10 +40,12 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
   let timers: NodeJS.Timeout[] = [];
 
   const readDelay = () => {
+    // A window in which the 10 ms timer never fired: the loop was held longer than the window, or
+    // this timer ran first in the same turn. The last value stands rather than a 0.
+    if (histogram.count === 0) return;
     // The mean of a 10 ms timer's lateness: one long GC pause barely moves it; a loop where every
     // turn runs long (a thousand sockets answering at once) moves it all the way.
-    const mean = histogram.mean / 1e6;
-    delayMs = Number.isNaN(mean) ? 0 : Math.max(0, mean - RESOLUTION_MS);
+    delayMs = Math.max(0, histogram.mean / 1e6 - RESOLUTION_MS);
     histogram.reset();
   };
 
