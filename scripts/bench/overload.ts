@@ -77,6 +77,11 @@ export type OverloadRun = {
   /** ms from the start to the first 503 of each route (-1: none). */
   firstBooking503: number;
   firstSearch503: number;
+  /** The API's own signals, scraped from /metrics every half second during the run (ms): median and largest. */
+  eventLoopDelayP50: number;
+  eventLoopDelayMax: number;
+  poolWaitP50: number;
+  poolWaitMax: number;
 };
 
 /** What each 503 said, for a test to quote: code → count, and whether Retry-After was there. */
@@ -147,6 +152,43 @@ async function keptSince(url: string, since: string) {
   } finally {
     await c.end();
   }
+}
+
+/**
+ * Scrapes the API's load signals (event-loop delay, the main pool's expected wait) from /metrics
+ * every half second until stopped: what the thresholds are chosen against (ADR 0034).
+ */
+function traceSignals(baseUrl: string) {
+  const delay: number[] = [];
+  const wait: number[] = [];
+  let on = true;
+  const gauge = (text: string, series: string) => {
+    const l = text.split('\n').find((x) => x.startsWith(`${series} `));
+    return l === undefined ? Number.NaN : 1000 * Number(l.slice(series.length + 1));
+  };
+  const loop = (async () => {
+    while (on) {
+      try {
+        const text = await (await fetch(`${baseUrl}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+        delay.push(gauge(text, 'stayhub_http_event_loop_delay_seconds'));
+        wait.push(gauge(text, 'stayhub_http_pool_expected_wait_seconds{pool="main"}'));
+      } catch {
+        /* a scrape that failed under load is a missing sample */
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  const stat = (v: number[], p: number) => round(percentile(v.filter(Number.isFinite), p), 1);
+  return async () => {
+    on = false;
+    await loop;
+    return {
+      eventLoopDelayP50: stat(delay, 50),
+      eventLoopDelayMax: stat(delay, 100),
+      poolWaitP50: stat(wait, 50),
+      poolWaitMax: stat(wait, 100),
+    };
+  };
 }
 
 /**
@@ -242,8 +284,10 @@ export async function overloadLoad(
       },
     ],
   });
+  const stopTrace = traceSignals(f.baseUrl);
   const [b, s] = await Promise.all([bookingRun, searchRun]);
   const elapsed = (performance.now() - t0) / 1000;
+  const signals = await stopTrace();
 
   // What the database kept, against what the clients were told.
   const rows = await keptSince(f.url, since);
@@ -304,12 +348,13 @@ export async function overloadLoad(
     unanswered,
     firstBooking503: round(first503.bookings, 0),
     firstSearch503: round(first503.search, 0),
+    ...signals,
     detail: { codes503, statuses },
   };
 }
 
 const line = (label: string, r: OverloadRun) =>
-  `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}`;
+  `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;
 
 export interface OverloadResults {
   seconds: number;

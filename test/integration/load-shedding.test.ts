@@ -24,8 +24,9 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
  * busy" is a state the test sets up, not a race it hopes to win.
  */
 
-/** Every signal off: each test turns on the one it is about. */
+/** Load shedding on (the test helpers turn it off), every signal off: each test turns on the one it is about. */
 const ALL_OFF = {
+  LOAD_SHEDDING: 'true',
   LOAD_SHED_READS_EVENT_LOOP_DELAY_MS: '0',
   LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS: '0',
   LOAD_SHED_READS_POOL_WAIT_MS: '0',
