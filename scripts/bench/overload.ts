@@ -438,8 +438,8 @@ export function renderOverload(o: OverloadResults): string[] {
   const L = [
     `## Overload: half the clients booking, half searching (${o.seconds} s a run, medians of ${o.runs})`,
     '',
-    '| Clients | Load shedding | Booked /s | Accepted p50 (ms) | Accepted p99 (ms) | 503 share (bookings / search) | Search 200 p99 (ms) | Other 5xx | Lost | Doubled |',
-    '|---:|---|---:|---:|---:|---|---:|---:|---:|---:|',
+    '| Clients | Load shedding | Booked /s | Accepted p50 (ms) | Accepted p99 (ms) | 503 share (bookings / search) | Search 200 p99 (ms) | Other 5xx | Lost | Doubled | Event-loop delay p50 (ms) | Pool wait p50 (ms) |',
+    '|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|',
   ];
   for (const c of o.byConnections) {
     for (const [label, rep] of [
@@ -448,7 +448,7 @@ export function renderOverload(o: OverloadResults): string[] {
     ] as const) {
       const m = rep.median;
       L.push(
-        `| ${c.connections} | ${label} | ${m.acceptedPerSecond} | ${m.acceptedP50} | ${m.acceptedP99} | ${m.share503} % (${m.bookingShare503} / ${m.searchShare503}) | ${m.searchOkP99} | ${m.other5xx} | ${m.lost} | ${m.doubled} |`,
+        `| ${c.connections} | ${label} | ${m.acceptedPerSecond} | ${m.acceptedP50} | ${m.acceptedP99} | ${m.share503} % (${m.bookingShare503} / ${m.searchShare503}) | ${m.searchOkP99} | ${m.other5xx} | ${m.lost} | ${m.doubled} | ${m.eventLoopDelayP50} | ${m.poolWaitP50} |`,
       );
     }
   }
