@@ -73,14 +73,17 @@ export function poolLoad(pool: pg.Pool): PoolLoad | undefined {
  * True when `err` is a request that waited its whole connectionTimeoutMillis in `pool`'s queue
  * while the pool went on handing connections back healthy: every connection was busy serving
  * others, so the database is up and the service is overloaded. The same timeout with no healthy
- * release during the wait means the connections are stuck (a hung server, a network gone): that
+ * release for two waits means the connections are stuck (a hung server, a network gone): that
  * one stays "database unavailable" (src/db/pg-errors.ts).
  */
 export function isPoolExhausted(err: unknown, pool: pg.Pool): boolean {
   const w = watches.get(pool);
   if (!w || !hasQueueTimeout(err)) return false;
+  // Over two waits, not one: the error reaches this check some time after the wait ran out (late
+  // under the very overload it is about), and a connection handed back just after the request
+  // joined the queue must still count.
   const waited = pool.options.connectionTimeoutMillis ?? 0;
-  return performance.now() - w.lastHealthyRelease <= waited;
+  return performance.now() - w.lastHealthyRelease <= 2 * waited;
 }
 
 function hasQueueTimeout(err: unknown): boolean {

@@ -134,31 +134,31 @@ async function untilWaiting(pool: pg.Pool, n: number) {
 describe('every 503 says when to come back and what it is', () => {
   it('a wait for a connection that times out while the pool serves others is overloaded, not "database unavailable"', async () => {
     const s = await serve({ LOAD_SHEDDING: 'false' }, { max: 2, connectionTimeoutMs: 1000 });
+    const held: pg.PoolClient[] = [];
     try {
-      const held = [await s.db.pool.connect(), await s.db.pool.connect()];
+      held.push(await s.db.pool.connect(), await s.db.pool.connect());
       // Another request is ahead in the queue; when a held connection comes back it gets it: the
       // pool is serving, the database answering, and the API's request still waits its whole turn.
       const ahead = s.db.pool.connect();
       const answer = call(s, 'GET', `/properties/${s.propertyId}`);
       await untilWaiting(s.db.pool, 2);
-      held[0]!.release();
-      const served = await ahead;
+      held.shift()!.release();
+      held.push(await ahead);
       const a = await answer;
       expectOverloaded(a);
       expect(JSON.stringify(a.body)).not.toMatch(/database is unavailable/i);
-      served.release();
-      held[1]!.release();
+      for (const c of held.splice(0)) c.release();
 
-      // The twin: no connection comes back during the whole wait (a hung server looks like this),
-      // and that one is still an outage. Both say when to retry.
-      await sleep(50);
-      const stuck = [await s.db.pool.connect(), await s.db.pool.connect()];
+      // The twin: no connection comes back for two waits (a hung server looks like this), and that
+      // one is still an outage. Both say when to retry.
+      await sleep(1100);
+      held.push(await s.db.pool.connect(), await s.db.pool.connect());
       const b = await call(s, 'GET', `/properties/${s.propertyId}`);
       expect(b.status).toBe(503);
       expect(b.body.code).toBe('service_unavailable');
       expect(Number(b.retryAfter)).toBeGreaterThan(0);
-      for (const c of stuck) c.release();
     } finally {
+      for (const c of held) c.release();
       await s.close();
     }
   });
@@ -167,16 +167,17 @@ describe('every 503 says when to come back and what it is', () => {
     // One connection, and a wait for it of 600 ms (the index's timeout follows its statement timeout).
     const index: PostgresSearchIndex = createPostgresSearchIndex({ url: tdb.url, max: 1, statementTimeoutMs: 600 });
     const s = await serve({ LOAD_SHEDDING: 'false' }, { max: 4, connectionTimeoutMs: 5000 }, index);
+    const held: pg.PoolClient[] = [];
     try {
-      const held = await index.pool.connect();
+      held.push(await index.pool.connect());
       const ahead = index.pool.connect();
       const answer = search(s);
       await untilWaiting(index.pool, 2);
-      held.release();
-      const served = await ahead;
+      held.shift()!.release();
+      held.push(await ahead);
       expectOverloaded(await answer);
-      served.release();
     } finally {
+      for (const c of held) c.release();
       await s.close();
       await index.close();
     }
