@@ -86,6 +86,22 @@ const envSchema = z.object({
   RATE_LIMIT_AUTH_PER_MINUTE: int(1).default(10),
   TRUST_PROXY: bool.default(false),
 
+  // --- load shedding: refuse work early (503 overloaded + Retry-After) rather than queue it
+  // (src/http/plugins/load-shedding.ts, ADR 0034). Reads (GET) are refused first, writes later;
+  // each threshold 0 turns that signal off for that class.
+  LOAD_SHEDDING: bool.default(true),
+  LOAD_SHED_RETRY_AFTER_SECONDS: int(1, 3600).default(2),
+  /** Mean event-loop delay over the last quarter second. */
+  LOAD_SHED_READS_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(50),
+  LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(200),
+  /** The wait for a database connection a request joining the queue now can expect. */
+  LOAD_SHED_READS_POOL_WAIT_MS: int(0, 60_000).default(100),
+  LOAD_SHED_WRITES_POOL_WAIT_MS: int(0, 60_000).default(500),
+  /** PENDING outbox messages (the worker's backlog), sampled every LOAD_SHED_OUTBOX_CHECK_MS. */
+  LOAD_SHED_READS_OUTBOX_PENDING: int(0).default(50_000),
+  LOAD_SHED_WRITES_OUTBOX_PENDING: int(0).default(200_000),
+  LOAD_SHED_OUTBOX_CHECK_MS: int(100, 600_000).default(5000),
+
   // --- business rules
   SERVICE_FEE_PERCENT: int(0, 100).default(12),
   SESSION_TTL_HOURS: int(1).default(24 * 30),
@@ -297,6 +313,18 @@ export class ConfigError extends Error {
   }
 }
 
+/** Reads are refused before writes: a read threshold above its write threshold would turn that round. */
+function shedThresholdsInverted(e: Env): string[] {
+  const pairs = [
+    ['LOAD_SHED_READS_EVENT_LOOP_DELAY_MS', 'LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS'],
+    ['LOAD_SHED_READS_POOL_WAIT_MS', 'LOAD_SHED_WRITES_POOL_WAIT_MS'],
+    ['LOAD_SHED_READS_OUTBOX_PENDING', 'LOAD_SHED_WRITES_OUTBOX_PENDING'],
+  ] as const;
+  return pairs
+    .filter(([r, w]) => e[w] > 0 && (e[r] === 0 || e[r] > e[w]))
+    .map(([r, w]) => `${r}: must be above 0 and at most ${w} (${e[w]}), so reads are refused before writes`);
+}
+
 /** Parses the environment; throws one ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = envSchema.safeParse(env);
@@ -304,6 +332,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
   }
   const { OUTBOX_PURGE_INTERVAL_SECONDS: oldInterval, ...e } = parsed.data;
+  const inverted = shedThresholdsInverted(e);
+  if (inverted.length) throw new ConfigError(inverted);
   const databaseUrl = e.DATABASE_URL ?? defaultDatabaseUrl(e.EMBEDDED_PG_PORT);
   const deprecations: string[] = [];
   if (oldInterval !== undefined) {

@@ -23,6 +23,7 @@ export const ERRORS = {
   idempotency_key_reused: { status: 422, title: 'This Idempotency-Key was used with a different request' },
   rate_limited: { status: 429, title: 'Too many requests' },
   service_unavailable: { status: 503, title: 'Service unavailable' },
+  overloaded: { status: 503, title: 'The service is overloaded; retry later' },
   internal_error: { status: 500, title: 'Internal server error' },
 } as const satisfies Record<string, { status: number; title: string }>;
 

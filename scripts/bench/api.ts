@@ -85,7 +85,7 @@ export async function startApi(
   sizes: { guests: number; properties: number },
   logDir: string,
   through?: { url: string; pooler: Pooler },
-  /** More of the API's environment (tracing.ts: the OTEL_* variables). */
+  /** More of the API's environment (tracing.ts: the OTEL_* variables; overload.ts: LOAD_SHEDDING). */
   env: Record<string, string> = {},
 ): Promise<ApiFixture> {
   const port = await freePort();
@@ -102,6 +102,9 @@ export async function startApi(
       LOG_LEVEL: 'warn',
       // Registration is rate-limited per address; the bench signs up its users from one.
       RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+      // The write path's capacity is measured, not admission: on a busy machine load shedding
+      // would turn bookings into 503s. The overload section measures it (overload.ts).
+      LOAD_SHEDDING: 'false',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

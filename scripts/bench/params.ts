@@ -190,4 +190,5 @@ export const SECTIONS = [
   'growth',
   'api-history',
   'tracing',
+  'overload',
 ] as const;

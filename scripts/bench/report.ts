@@ -3,6 +3,7 @@ import type { Beside, DropCost } from './history.ts';
 import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
 import { renderTracing } from './tracing.ts';
+import { renderOverload } from './overload.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
@@ -361,6 +362,8 @@ export function renderMarkdown(r: BenchResults): string {
     L.push('', `With history / empty: p50 ${x(ah.p50Ratio)}, p99 ${x(ah.p99Ratio)}. Answers other than 201: ${ah.non201}.`, '');
     targetLines(L, r.targets, 'Booking history');
   }
+
+  if (r.overload) L.push(...renderOverload(r.overload));
 
   L.push('## How each system was run', '');
   for (const [k, s] of Object.entries(r.setup)) L.push(`- **${k}**: ${s}`);

@@ -30,6 +30,7 @@ import {
 } from './history.ts';
 import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from './history.ts';
 import { claimTimes, explainClaim, oursDrain, oursLatency, prepareClaimTables, timeClaims } from './ours.ts';
+import { OVERLOAD_SETUP, overloadSection, type OverloadResults } from './overload.ts';
 import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
@@ -275,6 +276,8 @@ export interface BenchResults {
     p99Ratio: number;
     non201: number;
   };
+  /** Half the clients booking, half searching, with and without load shedding (overload.ts). */
+  overload?: OverloadResults;
   targets?: ReturnType<typeof evaluateTargets>;
   errors: { section: string; message: string }[];
 }
@@ -1009,6 +1012,12 @@ async function main(): Promise<number> {
       } finally {
         await empty.close();
       }
+    });
+
+    await section('overload', async () => {
+      results.setup.overload = OVERLOAD_SETUP;
+      const freshDb = (name: string) => server.createDatabase(name, server.ourTemplate);
+      results.overload = await overloadSection({ smoke: !!flags.smoke, freshDb, logDir: server.dir, log });
     });
   } finally {
     const t = Date.now();

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import * as schema from './schema.ts';
+import { watchPool } from './pool-load.ts';
 import { sendUnnamedStatements, type Pooler } from './pooler.ts';
 
 export type Db = NodePgDatabase<typeof schema>;
@@ -21,6 +22,8 @@ export interface PoolOptions {
   applicationName?: string;
   /** What stands between this pool and PostgreSQL (DATABASE_POOLER); `none` by default. */
   pooler?: Pooler;
+  /** How long a request waits for a connection before it fails (5 s by default). */
+  connectionTimeoutMs?: number;
 }
 
 /**
@@ -33,11 +36,12 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): pg
     connectionString,
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? 'stayhub',
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 5_000,
     idleTimeoutMillis: 30_000,
   });
   if (opts.pooler === 'transaction') sendUnnamedStatements(pool);
-  return guardPool(pool);
+  // Followed for admission control and to tell a busy pool from an unreachable database (pool-load.ts).
+  return watchPool(guardPool(pool));
 }
 
 /**

@@ -10,6 +10,7 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandler } from './plugins/error-handler.ts';
+import { registerLoadShedding } from './plugins/load-shedding.ts';
 import { problem, sendProblem } from './problem.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -111,7 +112,7 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
     );
   });
 
-  registerErrorHandler(app);
+  registerErrorHandler(app, { pool: ctx.db.pool });
   await app.register(helmet);
   // CORS is closed unless CORS_ORIGINS names the browser origins allowed to call the API.
   await app.register(cors, { origin: config.CORS_ORIGINS.length ? config.CORS_ORIGINS : false });
@@ -130,7 +131,8 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
 
   registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
   const routeCtx: AppContext = { config, ...ctx };
-  registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
+  const metrics = registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
+  registerLoadShedding(app, { ...routeCtx, registry: metrics.registry }); // 503 overloaded before any work, reads first
   await app.register(rootRoutes); // GET /: the front door (HTML for browsers, JSON links otherwise)
   await app.register(healthRoutes, routeCtx);
   await app.register(authRoutes, routeCtx);

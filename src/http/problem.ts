@@ -24,7 +24,14 @@ export function problem(code: ErrorCode, detail?: string, errors?: FieldError[])
   };
 }
 
+/**
+ * Seconds a 503 asks the client to wait when its sender named none. Every 503 says when to come
+ * back: a client that retries at once is what keeps an overloaded or restarting service down.
+ */
+export const DEFAULT_RETRY_AFTER_SECONDS = 1;
+
 export function sendProblem(reply: FastifyReply, p: Problem) {
+  if (p.status === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', String(DEFAULT_RETRY_AFTER_SECONDS));
   return reply
     .status(p.status)
     .type('application/problem+json')

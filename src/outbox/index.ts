@@ -12,7 +12,7 @@
  *   HandlerRegistry, Handler                    topic → handlers, built from SUBSCRIPTIONS
  *
  * Operating:
- *   outboxStats, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
+ *   outboxStats, pendingUpTo, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
  *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *
@@ -35,7 +35,7 @@ export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/hou
 export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';
 
 // Operating
-export { outboxStats, probeOutbox, type OutboxStats, type TopicStats } from './stats.ts';
+export { outboxStats, pendingUpTo, probeOutbox, type OutboxStats, type TopicStats } from './stats.ts';
 export {
   listMessages,
   findMessage,

@@ -73,6 +73,18 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
 }
 
 /**
+ * PENDING messages, counted no further than `cap`: the backlog the API's admission control
+ * samples every few seconds. The limit bounds the cost however deep the backlog grows (the
+ * count walks the partial index of PENDING rows, outbox_pending_created_idx, and stops at `cap`
+ * entries); past the cap only "at least cap" matters.
+ */
+export async function pendingUpTo(db: Db, cap: number): Promise<number> {
+  const { rows } = await db.execute<{ n: number }>(sql`
+    select count(*)::int as n from (select 1 from outbox where status = 'PENDING' limit ${cap}) as p`);
+  return rows[0]?.n ?? 0;
+}
+
+/**
  * Whether the outbox table is there: a cheap probe a process runs at start, so that a database
  * that is unreachable or not migrated is one clear line rather than a retry loop. Throws the
  * driver's error (42P01: no outbox table, run the migrations).

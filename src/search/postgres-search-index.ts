@@ -2,6 +2,7 @@ import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../config.ts';
+import { isPoolExhausted, poolLoad, watchPool } from '../db/pool-load.ts';
 import type { Pooler } from '../db/pooler.ts';
 import type { IndexHit, IndexQuery, SearchDocument, SearchIndex, SyncCounts, TruthReader, UpsertOutcome } from './search-index.ts';
 
@@ -117,6 +118,7 @@ export class PostgresSearchIndex implements SearchIndex {
     this.pool.on('error', () => {});
     // Same for a client that is checked out when its connection is killed (see db/client.ts).
     this.pool.on('connect', (client) => client.on('error', () => {}));
+    watchPool(this.pool);
     this.db = drizzle(this.pool);
   }
 
@@ -265,6 +267,14 @@ export class PostgresSearchIndex implements SearchIndex {
   async count(): Promise<number> {
     const res = await this.withSettings((db) => db.execute<{ n: number }>(sql`select count(*)::int as n from search_documents`));
     return res.rows[0]!.n;
+  }
+
+  expectedWaitMs(): number {
+    return poolLoad(this.pool)?.expectedWaitMs ?? 0;
+  }
+
+  isBusy(err: unknown): boolean {
+    return isPoolExhausted(err, this.pool);
   }
 
   close(): Promise<void> {

@@ -93,5 +93,9 @@ export interface SearchIndex {
   listIds(after: string | null, limit: number): Promise<string[]>;
   /** Number of documents (tests, reindex summary). */
   count(): Promise<number>;
+  /** The wait (ms) a query joining the index's queue now can expect: the API refuses searches early on it. */
+  expectedWaitMs(): number;
+  /** True when `err` is a query that waited out its turn while the index went on answering others: busy, not down. */
+  isBusy(err: unknown): boolean;
   close(): Promise<void>;
 }

@@ -97,7 +97,8 @@ export async function searchProperties(deps: SearchDeps, p: SearchQuery): Promis
 
 /**
  * An index that is down or slower than its statement timeout makes search unavailable (503), not
- * a bug (500). Nothing else is affected: bookings and saves never wait on the index. A data
+ * a bug (500); one whose connections were all busy for the whole wait is overloaded (503 too, with
+ * its own code). Either way the answer carries Retry-After (src/http/problem.ts). Nothing else is affected: bookings and saves never wait on the index. A data
  * exception (SQLSTATE 22xxx) is not the index failing but a value from the request it refused:
  * it goes to the error handler as it is, which answers 400.
  */
@@ -107,6 +108,8 @@ async function queryIndex(index: SearchIndex, q: Parameters<SearchIndex['query']
   } catch (err) {
     if (isDataException(err)) throw err;
     // The cause rides along for the error log (the error handler logs every >= 500 in full).
+    // Every connection busy answering other searches is load, not an outage: the client is told so.
+    if (index.isBusy(err)) throw Object.assign(new AppError('overloaded', 'Search is busy; retry shortly'), { cause: err });
     throw Object.assign(new AppError('service_unavailable', 'Search is temporarily unavailable'), { cause: err });
   }
 }

@@ -35,6 +35,9 @@ export function testConfig(db: TestDatabase, env: Record<string, string> = {}): 
     LOG_LEVEL: 'info',
     RATE_LIMIT_AUTH_PER_MINUTE: '100000',
     BACKOFF_JITTER: 'false',
+    // The app runs inside the test process: its event loop and pool are the test's too, so load
+    // shedding would refuse requests by how busy the test runner is. Its own tests turn it on.
+    LOAD_SHEDDING: 'false',
     MAIL_DIR: mkdtempSync(path.join(os.tmpdir(), `stayhub-mail-${db.name}-`)),
     ...env,
   });

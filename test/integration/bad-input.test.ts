@@ -22,6 +22,8 @@ const failingIndex: SearchIndex = {
   sync: async () => ({ written: 0, unchanged: 0, removed: 0 }),
   listIds: async () => [],
   count: async () => 0,
+  expectedWaitMs: () => 0,
+  isBusy: () => false,
   close: async () => {},
 };
 

@@ -226,6 +226,17 @@ describe('npm run bench -- --smoke', () => {
     expect(r.apiHistory.bookings).toBe(r.params.bookingHistory);
     expect(finitePositive(r.apiHistory.p99Ratio)).toBe(true);
     expect(r.apiHistory.non201).toBe(0);
+    // Overload, with and without load shedding: what holds under any load is that nothing but a
+    // 503 fails, no booking is lost or doubled, and the shedding API's 503s say overloaded and when.
+    for (const c of r.overload.byConnections) {
+      for (const api of ['shedding', 'without']) expect(c[api].runs, `overload ${c.connections} ${api}`).toHaveLength(1);
+    }
+    expect({ other5xx: r.overload.other5xx, lost: r.overload.lost, doubled: r.overload.doubled, bad503: r.overload.bad503 }).toEqual({
+      other5xx: 0,
+      lost: 0,
+      doubled: 0,
+      bad503: 0,
+    });
     expect(r.targets).toHaveLength(19);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
@@ -246,6 +257,7 @@ describe('npm run bench -- --smoke', () => {
       '## 10. Purging a long DONE history',
       '## 11. Where the cost grows',
       '## 12. The booking write path on a long bookings history',
+      '## Overload',
     ]) {
       expect(md).toContain(heading);
     }

@@ -29,6 +29,8 @@ declare module 'autocannon' {
     headers?: Record<string, string>;
     body?: string;
     setupRequest?: (req: RequestSpec, context: Record<string, unknown>) => RequestSpec;
+    /** Called with each answer (its body collected), before the connection's next request is built. */
+    onResponse?: (status: number, body: string, context: Record<string, unknown>, headers: Record<string, string | string[]>) => void;
   }
   export interface Options {
     url: string;

@@ -1,7 +1,9 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import type pg from 'pg';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, type FieldError } from '../../errors.ts';
 import { isDatabaseUnavailable, isDataException } from '../../db/pg-errors.ts';
+import { isPoolExhausted } from '../../db/pool-load.ts';
 import { problem, sendProblem } from '../problem.ts';
 
 /** Fastify's own client-error codes, mapped to ours. */
@@ -17,7 +19,7 @@ const FASTIFY_CLIENT_ERRORS: Record<string, Parameters<typeof problem>[0]> = {
  * The one place an error becomes a response. Client errors (< 500) tell the client what is wrong;
  * anything else is logged in full and answered with a generic 500 that reveals nothing.
  */
-export function registerErrorHandler(app: FastifyInstance) {
+export function registerErrorHandler(app: FastifyInstance, opts: { pool?: pg.Pool } = {}) {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof AppError) {
       if (err.status >= 500) request.log.error({ err }, 'request failed');
@@ -48,11 +50,17 @@ export function registerErrorHandler(app: FastifyInstance) {
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendProblem(reply, problem('bad_request', err.message));
     }
+    // Every connection busy for the whole wait while the pool kept handing them back: the database
+    // is up, the service has more work than it can take (src/db/pool-load.ts). Saying "database
+    // unavailable" here sent operators after an outage that was not there.
+    if (opts.pool && isPoolExhausted(err, opts.pool)) {
+      request.log.warn({ err }, 'no database connection free in time');
+      return sendProblem(reply, problem('overloaded', 'Every database connection stayed busy; retry shortly'));
+    }
     // The database restarting or unreachable is an outage, not a bug: 503 tells the client to come
     // back (with the same Idempotency-Key), where a 500 would say the request itself broke something.
     if (isDatabaseUnavailable(err)) {
       request.log.warn({ err }, 'database unavailable');
-      reply.header('retry-after', '1');
       return sendProblem(reply, problem('service_unavailable', 'The database is unavailable; retry shortly'));
     }
     request.log.error({ err }, 'unhandled error');

@@ -48,6 +48,7 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
             'stay_too_long',
             'property_inactive',
             'idempotency_key_reused',
+            'overloaded',
           ),
         },
       },

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { outboxStats } from '../../outbox/index.ts';
 import type { AppContext } from '../context.ts';
+import { DEFAULT_RETRY_AFTER_SECONDS } from '../problem.ts';
 
 const healthResponse = z.object({
   status: z.enum(['ok', 'error']),
@@ -39,7 +40,11 @@ export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
         let cause: unknown = err;
         while ((cause as { cause?: unknown }).cause) cause = (cause as { cause?: unknown }).cause;
         request.log.warn({ reason: (cause as Error).message }, 'health check: database unreachable');
-        return reply.status(503).send({ status: 'error' as const, db: 'down' as const });
+        // Like every 503 of the API, it says when to look again (src/http/problem.ts).
+        return reply
+          .status(503)
+          .header('retry-after', String(DEFAULT_RETRY_AFTER_SECONDS))
+          .send({ status: 'error' as const, db: 'down' as const });
       }
     },
   );

@@ -28,7 +28,7 @@ export const searchRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
         querystring: searchQuery,
         response: {
           200: searchResponse.describe('A page of matching properties, best first, and the cursor of the next page'),
-          ...problems('validation_failed', 'invalid_cursor', 'service_unavailable'),
+          ...problems('validation_failed', 'invalid_cursor', 'service_unavailable', 'overloaded'),
         },
       },
     },

@@ -1,0 +1,87 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Db } from '../db/client.ts';
+import { pendingUpTo } from '../outbox/index.ts';
+
+/**
+ * The three numbers the API's admission control reads on every request, kept current in the
+ * background so that reading them costs nothing: the event loop's delay (measured, as
+ * @fastify/under-pressure measures it), and the outbox's backlog (sampled from the database).
+ * The pools' expected wait is read live from the pools themselves (src/db/pool-load.ts).
+ */
+export interface LoadSignals {
+  /** Mean event-loop delay over the last window (ms). */
+  eventLoopDelayMs(): number;
+  /** PENDING outbox messages at the last sample, counted no further than the cap given. */
+  outboxPending(): number;
+  start(): void;
+  /** Stops the timers and waits for a sample in flight (it holds a pool connection). */
+  stop(): Promise<void>;
+}
+
+/** The timer's period: the histogram's finest step, and what under-pressure subtracts from the mean. */
+const RESOLUTION_MS = 10;
+/** How often the delay is read and the histogram restarted: short, so a burst is seen within it. */
+const WINDOW_MS = 250;
+
+export interface LoadSignalOptions {
+  db: Db;
+  /** 0: the outbox is not sampled (no threshold uses it). */
+  outboxCap: number;
+  outboxEveryMs: number;
+  /** Told when a sample fails; the last good value is then dropped (0), so a dead database refuses nothing here. */
+  onOutboxError?: (err: unknown) => void;
+}
+
+export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
+  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  let delayMs = 0;
+  let pending = 0;
+  let sampling: Promise<void> | undefined;
+  let timers: NodeJS.Timeout[] = [];
+
+  const readDelay = () => {
+    // A window in which the 10 ms timer never fired: the loop was held longer than the window, or
+    // this timer ran first in the same turn. The last value stands rather than a 0.
+    if (histogram.count === 0) return;
+    // The mean of a 10 ms timer's lateness: one long GC pause barely moves it; a loop where every
+    // turn runs long (a thousand sockets answering at once) moves it all the way.
+    delayMs = Math.max(0, histogram.mean / 1e6 - RESOLUTION_MS);
+    histogram.reset();
+  };
+
+  const sampleOutbox = () => {
+    if (sampling) return; // a slow sample is not stacked on: the next period takes over
+    sampling = pendingUpTo(opts.db, opts.outboxCap)
+      .then(
+        (n) => {
+          pending = n;
+        },
+        (err: unknown) => {
+          pending = 0;
+          opts.onOutboxError?.(err);
+        },
+      )
+      .finally(() => {
+        sampling = undefined;
+      });
+  };
+
+  return {
+    eventLoopDelayMs: () => delayMs,
+    outboxPending: () => pending,
+    start() {
+      histogram.enable();
+      timers.push(setInterval(readDelay, WINDOW_MS).unref());
+      if (opts.outboxCap > 0) {
+        sampleOutbox(); // at once: an API started behind a deep backlog refuses from its first request
+        timers.push(setInterval(sampleOutbox, opts.outboxEveryMs).unref());
+      }
+    },
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      timers = [];
+      histogram.disable();
+      await sampling;
+    },
+  };
+}
