@@ -2,7 +2,18 @@ import { sql } from 'drizzle-orm';
 import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
+import { priorityOf } from './turns.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
+
+/**
+ * `key`: messages of one key are handled in the order they were written. `group`: whose work it is
+ * (a host's public id); groups take turns in the claim, so one group's flood does not hold back
+ * another's messages (src/outbox/turns.ts). Both are the caller's: the outbox knows neither.
+ */
+export interface EnqueueOptions {
+  key?: string;
+  group?: string;
+}
 
 export interface EnqueuedMessage {
   id: number;
@@ -37,14 +48,17 @@ export async function enqueue<T extends TopicName>(
   tx: Tx,
   topic: T,
   payload: PayloadOf<T>,
-  opts: { key?: string } = {},
+  opts: EnqueueOptions = {},
 ): Promise<EnqueuedMessage> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
+  const group = opts.group ?? null;
+  const priority = priorityOf(topic);
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
-      insert into outbox (topic, payload, key)
-      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null})
+      insert into outbox (topic, payload, key, priority, group_id, turn)
+      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${priority}, ${group},
+              outbox_turn(${group}::text, ${priority}::int))
       returning id, public_id, topic
     )
     select id, public_id, topic ${notifyInside} from ins`);
@@ -79,7 +93,7 @@ export async function insertWithEvent<T extends TopicName>(
   insert: RowInsert,
   topic: T,
   payload: PayloadOf<T>,
-  opts: { key?: string } = {},
+  opts: EnqueueOptions = {},
 ): Promise<Record<string, any> | undefined> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic);
@@ -88,6 +102,8 @@ export async function insertWithEvent<T extends TopicName>(
     topic,
     snapshot,
     opts.key ?? null,
+    priorityOf(topic),
+    opts.group ?? null,
   ]);
   return row;
 }
@@ -104,8 +120,8 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean): Statement
     s = statement(
       name,
       `with r as (${insert.text}),
-            e as (insert into outbox (topic, payload, key)
-                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3} from r
+            e as (insert into outbox (topic, payload, key, priority, group_id, turn)
+                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}, $${n + 4}::int, $${n + 5}::text, outbox_turn($${n + 5}::text, $${n + 4}::int) from r
                   returning topic)
        select r.*${notify} from r`,
     );
