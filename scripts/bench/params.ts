@@ -177,4 +177,17 @@ export const SMOKE: BenchParams = {
 export const DEFAULT_OUT = path.join(ROOT, 'var', 'bench');
 
 /** The sections of a run, in the order they run; --only picks some of them. */
-export const SECTIONS = ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api', 'purge', 'growth', 'api-history'] as const;
+export const SECTIONS = [
+  'claim',
+  'drain',
+  'burst',
+  'latency',
+  'io',
+  'relay',
+  'webhooks',
+  'noisy',
+  'api',
+  'purge',
+  'growth',
+  'api-history',
+] as const;

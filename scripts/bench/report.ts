@@ -1,5 +1,6 @@
 import type { Compared, Repeated } from './lib/stats.ts';
 import type { Beside, DropCost } from './history.ts';
+import { renderNoisy } from './noisy.ts';
 import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
 
@@ -281,6 +282,8 @@ export function renderMarkdown(r: BenchResults): string {
     );
     targetLines(L, r.targets, 'Webhooks');
   }
+
+  if (r.noisy) L.push(...renderNoisy(r.noisy, mm));
 
   if (r.purge) {
     const pu = r.purge;
