@@ -185,6 +185,7 @@ export const SECTIONS = [
   'io',
   'relay',
   'webhooks',
+  'noisy',
   'api',
   'purge',
   'growth',

@@ -1,5 +1,6 @@
 import type { Compared, Repeated } from './lib/stats.ts';
 import type { Beside, DropCost } from './history.ts';
+import { renderNoisy } from './noisy.ts';
 import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
 import { renderTracing } from './tracing.ts';
@@ -285,6 +286,7 @@ export function renderMarkdown(r: BenchResults): string {
   }
 
   if (r.tracing) L.push(...renderTracing(r.tracing));
+  if (r.noisy) L.push(...renderNoisy(r.noisy, mm));
 
   if (r.purge) {
     const pu = r.purge;

@@ -36,6 +36,7 @@ import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from 
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
 import { webhookIsolation, webhookThroughput } from './webhooks.ts';
 import { tracingSection, type TracingResults } from './tracing.ts';
+import { NOISY_FULL, NOISY_SMOKE, noisyNeighbour, noisyResult, type NoisyMode, type NoisyResult, type NoisyRun } from './noisy.ts';
 import {
   NATS_INSTALL_HINT,
   natsServerVersion,
@@ -172,6 +173,9 @@ export interface BenchResults {
     ratioToNoopDrain: number | null;
     isolation: Repeated<{ aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }>;
   };
+  /** Noisy neighbour (noisy.ts): quiet hosts' booking emails beside one host's flood, with priorities and turns and FIFO. */
+  noisy?: NoisyResult;
+
   api?: {
     byConnections: {
       connections: number;
@@ -618,6 +622,21 @@ async function main(): Promise<number> {
         freshDatabase: (name) => server.createDatabase(name, server.ourTemplate),
         log,
       });
+    });
+
+    await section('noisy', async () => {
+      const np = flags.smoke ? NOISY_SMOKE : NOISY_FULL;
+      const runs: Record<NoisyMode, NoisyRun[]> = { quiet: [], fair: [], fifo: [] };
+      for (let r = 0; r < Math.min(P.runs, 3); r++) {
+        for (const mode of ['quiet', 'fair', 'fifo'] as const) {
+          const m = await noisyNeighbour(await freshOurs(), mode, np);
+          runs[mode].push(m);
+          log(
+            `   noisy neighbour, ${mode}: booking email p50/p99 ${m.p50Ms}/${m.p99Ms} ms (${m.bookings} bookings), flood ${m.floodPerSecond}/s`,
+          );
+        }
+      }
+      results.noisy = noisyResult(np, runs);
     });
 
     await section('api', async () => {

@@ -134,7 +134,11 @@ export async function createBooking(
     // The booking and its event: the event is written by the booking's own INSERT statement (one
     // round trip), and exists exactly when the booking does; COMMIT is withTransaction's, below.
     const event = bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`);
-    const inserted = await insertWithEvent(tx, repo.bookingInsert(values), 'booking.created', event, { key: values.publicId });
+    // Grouped by host: one host's flood of work takes turns with the others' (ADR 0033).
+    const inserted = await insertWithEvent(tx, repo.bookingInsert(values), 'booking.created', event, {
+      key: values.publicId,
+      group: host.publicId,
+    });
     const booking = inserted && repo.toBookingRow(inserted);
     if (!booking) {
       // The dates are taken. With a key, the refusal is the key's answer from now on, committed
@@ -183,7 +187,7 @@ export async function cancelBooking(deps: BookingDeps, user: UserRow, publicId: 
         ...bookingEventPayload(updated, `booking-cancelled:${booking.publicId}`),
         cancelledBy: v.guest.id === user.id ? 'guest' : 'host',
       },
-      { key: booking.publicId },
+      { key: booking.publicId, group: v.host.publicId },
     );
     return toBookingResponse(updated);
   });

@@ -246,17 +246,48 @@ export const outbox = pgTable(
      */
     traceparent: text('traceparent'),
     tracestate: text('tracestate'),
+    /**
+     * Claimed before every lower one: its topic's priority, which the application registers
+     * (TOPIC_PRIORITY in src/outbox/topics.ts) and enqueue writes. Higher first (ADR 0033).
+     */
+    priority: integer('priority').notNull().default(0),
+    /**
+     * Whose work this is, for fairness: what the application passed to enqueue (a host's public
+     * id). Messages of one group take turns with other groups' (`turn`). Null: no group.
+     */
+    groupId: text('group_id'),
+    /**
+     * A first delivery's place in its priority (src/outbox/turns.ts): the group's previous turn + 1,
+     * or the turn at the head of the queue if that is later; so a flooding group's messages are
+     * spread out and another group's next message lands near the head. Null once the message
+     * failed, was postponed or handed to a lane, and for rows written without one: available_at
+     * then orders it, oldest first.
+     */
+    turn: bigint('turn', { mode: 'number' }),
   },
   (t) => [
     check('outbox_status_check', sql`${t.status} in ('PENDING', 'DONE', 'DEAD')`),
     /*
-     * The claim's index. Partial, because DONE rows come to outnumber live ones by orders of
-     * magnitude: this index holds only what the worker can still claim, so the claim stays as fast
-     * with a million DONE rows behind it as with none, and it walks rows already in available_at order.
+     * The claim's index for messages without a turn (retried, postponed, lane work: ADR 0033).
+     * Partial, because DONE rows come to outnumber live ones by orders of magnitude: this index
+     * holds only what the worker can still claim, so the claim stays as fast with a million DONE
+     * rows behind it as with none, and it walks rows already in available_at order.
      */
     index('outbox_pending_available_idx')
       .on(t.availableAt, t.id)
-      .where(sql`status = 'PENDING'`),
+      .where(sql`status = 'PENDING' and turn is null`),
+    /*
+     * The claim's other walk (ADR 0033): first deliveries, by priority, then turn. Partial on
+     * `turn is not null`, so neither walk steps over the other's rows, and a message backing off
+     * (turn null) is never read by this one.
+     */
+    index('outbox_pending_turn_idx')
+      .on(t.priority.desc(), t.turn, t.id)
+      .where(sql`status = 'PENDING' and turn is not null`),
+    /* A group's last turn in a priority, read by enqueue (src/outbox/turns.ts): one probe. */
+    index('outbox_group_turn_idx')
+      .on(t.groupId, t.priority, t.turn)
+      .where(sql`status = 'PENDING' and turn is not null and group_id is not null`),
     /*
      * Per-key ordering: "is an older message of this key still pending?" is one probe here, over
      * that key's live rows. Partial on the check's own words (`not in ('DONE', 'DEAD')`), so a DONE

@@ -15,7 +15,7 @@ import { RELAY_HANDLER as EVENTS_RELAY } from './relay.ts';
  * An original whose relay work moved to a lane also names the relay in handlers_done, though
  * nothing was published for it: while that lane message is not DONE (PENDING or DEAD) the
  * original is left out. Those lane rows are few (live or dead ones only), each set read through
- * its own partial index (outbox_pending_available_idx, outbox_dead_idx).
+ * its own partial index (one of the PENDING ones, outbox_dead_idx).
  *
  * Walked by processed_at through outbox_done_processed_idx (DONE rows only, every partition), in
  * keyset pages: the outbox can hold millions of DONE rows, never loaded at once.

@@ -24,8 +24,8 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  *
  * The connection's planner is therefore left one way to answer: no sequential scan, no bitmap
  * scan, no sort (the pending index is already in claim order), no hash, merge, material or memoize
- * node. What remains, whatever the statistics say, is the ordered walk of
- * outbox_pending_available_idx that stops at the limit, the per-key check as a probe of
+ * node. What remains, whatever the statistics say, is the ordered walks of
+ * outbox_pending_available_idx and outbox_pending_turn_idx, each stopping at its limit, the per-key check as a probe of
  * outbox_key_idx by key (written so that no other index can serve it: src/outbox/claim.ts), and
  * index lookups for the update. The outer `order by c.id` of at most a batch keeps its sort:
  * nothing else can do it. test/integration/worker-claim.test.ts makes the plan on a tiny, a quiet

@@ -37,6 +37,8 @@ export class ClaimedMessage {
     /** The W3C trace context stored by the producer (src/outbox/enqueue.ts); null when tracing was off. */
     readonly traceparent: string | null = null,
     readonly tracestate: string | null = null,
+    /** Its topic's priority (higher first): the worker's local queue keeps a batch's order by it. */
+    readonly priority: number = 0,
   ) {}
 }
 
@@ -48,10 +50,26 @@ const NONE: readonly string[] = Object.freeze([]);
  * row locks, pin a connection and hold back vacuum).
  *
  * - `status = 'PENDING' AND available_at <= now()`: available_at is the creation time of a new
- *   message and the backoff deadline of a failed one. Walked through outbox_pending_available_idx
- *   (available_at, id) WHERE PENDING: already in order, and DONE rows never enter the index.
- *   `leased_until`, checked on the row: a claimed message is not due again until its worker's
- *   lease runs out (the worker died). So "due" means new, or done backing off, and not held.
+ *   message and the backoff deadline of a failed one. `leased_until`, checked on the row: a
+ *   claimed message is not due again until its worker's lease runs out (the worker died). So "due"
+ *   means new, or done backing off, and not held. DONE rows never enter either index below.
+ *
+ * - The order (ADR 0033): two walks, each through its own partial index, each already in its order
+ *   and stopping at its limit, so neither sorts nor reads the other's rows.
+ *   `aged`: messages without a turn (retried, postponed, lane work, rows written without one),
+ *   oldest first, through outbox_pending_available_idx (available_at, id) WHERE PENDING AND turn IS
+ *   NULL: an index range that ends at now(), so a backlog that is backing off is not read. They go
+ *   first: they have waited their backoff already, and under a flood of first deliveries they
+ *   would otherwise wait for the flood.
+ *   `turns`: first deliveries, through outbox_pending_turn_idx (priority desc, turn, id) WHERE
+ *   PENDING AND turn IS NOT NULL, for what the first walk left of the limit. A higher priority (a
+ *   topic's, registered by the application) is claimed before any lower one; within a priority the
+ *   lowest turn first. Turns are given when a message is written (outbox_turn, src/outbox/turns.ts):
+ *   a group's messages are one turn apart and a group with nothing waiting starts at the head, so
+ *   groups take turns, one message each, however many one of them wrote. Every such row is due
+ *   when written (its available_at is its creation time); the check stays for the one that is not.
+ *   The order is only ever an order: the walks take whatever is due, so a lone flood still drains
+ *   at full speed.
  *
  * - `FOR UPDATE SKIP LOCKED`: FOR UPDATE so two workers claiming at the same moment cannot both
  *   take a row; SKIP LOCKED so the second steps over rows the first is claiming and takes the
@@ -64,7 +82,9 @@ const NONE: readonly string[] = Object.freeze([]);
  *   PENDING, whether that one is new, backing off or leased. So at most one message of a key is
  *   ever in flight, and a booking's cancellation email waits for its confirmation email. DEAD
  *   does not block its key (it has stopped being retried; holding the key hostage would stop
- *   every later event of that booking). Messages without a key (null) are not ordered. One probe
+ *   every later event of that booking). Messages without a key (null) are not ordered. The check
+ *   compares ids, the order of writing, whatever the claim's order: a message of a higher priority
+ *   or an earlier turn still waits for an older message of its key (ADR 0033). One probe
  *   of outbox_key_idx (key, id), over that key's live rows: the index is partial on these very
  *   words, so a DONE writes no entry into it (migrations/0010, ADR 0023). `not in ('DONE',
  *   'DEAD')` means PENDING (the CHECK allows three values), written so on purpose: `= 'PENDING'`
@@ -115,23 +135,37 @@ const NONE: readonly string[] = Object.freeze([]);
 const inSpan = (alias: string) =>
   `${alias}.created_at between (select lo from pending) and (select hi from pending) and ${notAhead(alias)}`;
 
+/** No older message of its key is still live (the per-key check above). */
+const keyIsFree = (alias: string) => `not exists (
+             select 1 from outbox e
+              where e.key = ${alias}.key and (e.key, e.id) < (${alias}.key, ${alias}.id) and e.status not in ('DONE', 'DEAD')
+                and ${inSpan('e')}
+             offset 0)`;
+
 export const CLAIM_SQL = `
   with pending as (
     select min(created_at) as lo, max(created_at) as hi from outbox where status = 'PENDING' and ${notAhead('outbox')}
-  ), due as (
+  ), aged as (
     select o.id
       from outbox o
-     where o.status = 'PENDING'
+     where o.status = 'PENDING' and o.turn is null
        and o.available_at <= now()
        and (o.leased_until is null or o.leased_until <= now())
        and ${inSpan('o')}
-       and not exists (
-             select 1 from outbox e
-              where e.key = o.key and (e.key, e.id) < (o.key, o.id) and e.status not in ('DONE', 'DEAD')
-                and ${inSpan('e')}
-             offset 0)
+       and ${keyIsFree('o')}
      order by o.available_at, o.id
      limit $1
+       for update skip locked
+  ), turns as (
+    select o.id
+      from outbox o
+     where o.status = 'PENDING' and o.turn is not null
+       and o.available_at <= now()
+       and (o.leased_until is null or o.leased_until <= now())
+       and ${inSpan('o')}
+       and ${keyIsFree('o')}
+     order by o.priority desc nulls last, o.turn, o.id
+     limit $1 - (select count(*) from aged)
        for update skip locked
   ), claimed as (
     update outbox
@@ -139,10 +173,11 @@ export const CLAIM_SQL = `
            claim_id = $2::uuid,
            claimed_at = now(),
            leased_until = now() + make_interval(secs => $3::float8)
-     where outbox.id = any(array(select id from due))
+     where outbox.id = any(array(select id from aged union all select id from turns))
        and ${inSpan('outbox')}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
-              outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id, outbox.traceparent, outbox.tracestate
+              outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id, outbox.traceparent, outbox.tracestate,
+              outbox.priority, outbox.turn
   )
   select c.id::float8, c.public_id, c.topic, c.key, c.payload, c.attempts, nullif(c.handlers_done, '{}'),
          (extract(epoch from c.created_at) * 1000)::float8, c.lane, c.origin_id,
@@ -159,9 +194,9 @@ export const CLAIM_SQL = `
                                                   and ${inSpan('l')}
                                                offset 0)), '{}')
          end,
-         c.traceparent, c.tracestate
+         c.traceparent, c.tracestate, c.priority
     from claimed c
-   order by c.id`;
+   order by c.priority desc, c.turn nulls first, c.id`;
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
 export const CLAIM_STATEMENT = 'outbox-claim-v8';
@@ -186,8 +221,8 @@ export interface ClaimOptions {
  * update 500 rows (70 ms of 250 on 20,000 rows, growing with the history); with the array it is
  * 500 primary-key lookups.
  *
- * The rows come back as arrays, oldest first (UPDATE … RETURNING keeps no order, the outer select
- * does), each turned into one ClaimedMessage: no row object, no second pass. An id fits a float8
+ * The rows come back as arrays, in claim order, highest priority first (UPDATE … RETURNING keeps no
+ * order, the outer select does), each turned into one ClaimedMessage: no row object, no second pass. An id fits a float8
  * exactly up to 2^53. Empty handlers_done comes back as null, so the common case parses no array.
  *
  * claimOn claims up to `limit` due messages on `q`, a connection with those settings (or a pool
@@ -223,6 +258,7 @@ export async function claimOn(q: Queryable, opts: ClaimOptions): Promise<Claimed
       (r[10] as string[] | null) ?? NONE,
       r[11] as string | null,
       r[12] as string | null,
+      r[13] as number,
     );
   }
   return out;

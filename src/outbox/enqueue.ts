@@ -3,7 +3,18 @@ import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
 import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
+import { priorityOf } from './turns.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
+
+/**
+ * `key`: messages of one key are handled in the order they were written. `group`: whose work it is
+ * (a host's public id); groups take turns in the claim, so one group's flood does not hold back
+ * another's messages (src/outbox/turns.ts). Both are the caller's: the outbox knows neither.
+ */
+export interface EnqueueOptions {
+  key?: string;
+  group?: string;
+}
 
 export interface EnqueuedMessage {
   id: number;
@@ -42,18 +53,21 @@ export async function enqueue<T extends TopicName>(
   tx: Tx,
   topic: T,
   payload: PayloadOf<T>,
-  opts: { key?: string } = {},
+  opts: EnqueueOptions = {},
 ): Promise<EnqueuedMessage> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
+  const group = opts.group ?? null;
+  const priority = priorityOf(topic);
   const trace = activeTraceContext();
-  const insert = trace
-    ? sql`insert into outbox (topic, payload, key, traceparent, tracestate)
-          values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${trace.traceparent}, ${trace.tracestate})`
-    : sql`insert into outbox (topic, payload, key) values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null})`;
+  const [traceColumns, traceValues] = trace
+    ? [sql`, traceparent, tracestate`, sql`, ${trace.traceparent}, ${trace.tracestate}`]
+    : [sql``, sql``];
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
-      ${insert}
+      insert into outbox (topic, payload, key, priority, group_id, turn${traceColumns})
+      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${priority}, ${group},
+              outbox_turn(${group}::text, ${priority}::int)${traceValues})
       returning id, public_id, topic
     )
     select id, public_id, topic ${notifyInside} from ins`);
@@ -88,12 +102,12 @@ export async function insertWithEvent<T extends TopicName>(
   insert: RowInsert,
   topic: T,
   payload: PayloadOf<T>,
-  opts: { key?: string } = {},
+  opts: EnqueueOptions = {},
 ): Promise<Record<string, any> | undefined> {
   const snapshot = outboxSnapshot(topic, payload);
   const notifyInside = wakesInside(tx, topic);
   const trace = activeTraceContext();
-  const values = [...insert.values, topic, snapshot, opts.key ?? null];
+  const values = [...insert.values, topic, snapshot, opts.key ?? null, priorityOf(topic), opts.group ?? null];
   if (trace) values.push(trace.traceparent, trace.tracestate);
   const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
   return row;
@@ -111,12 +125,12 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: bo
   if (!s) {
     const n = insert.values.length;
     const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', e.topic) from e) as notified` : '';
-    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 4}, $${n + 5}`] : ['', ''];
+    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 6}, $${n + 7}`] : ['', ''];
     s = statement(
       name,
       `with r as (${insert.text}),
-            e as (insert into outbox (topic, payload, key${traceColumns})
-                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}${traceValues} from r
+            e as (insert into outbox (topic, payload, key, priority, group_id, turn${traceColumns})
+                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}, $${n + 4}::int, $${n + 5}::text, outbox_turn($${n + 5}::text, $${n + 4}::int)${traceValues} from r
                   returning topic)
        select r.*${notify} from r`,
     );

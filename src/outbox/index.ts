@@ -4,7 +4,7 @@
  * (`npm run depcheck` enforces the imports, and the dependency rules in .dependency-cruiser.cjs).
  *
  * Producing (the API's side):
- *   enqueue(tx, topic, payload, { key })        an event, inside the caller's transaction; never commits
+ *   enqueue(tx, topic, payload, { key, group }) an event, inside the caller's transaction; never commits
  *   insertWithEvent(tx, rowInsert, topic, …)    a business row and its event in one statement
  *
  * Consuming (the worker's side):
@@ -20,11 +20,11 @@
  */
 
 // The contract
-export { TOPICS, TOPIC_NAMES, OUTBOX_CHANNEL, isTopicName, type TopicName, type PayloadOf } from './topics.ts';
+export { TOPICS, TOPIC_NAMES, TOPIC_PRIORITY, OUTBOX_CHANNEL, isTopicName, type TopicName, type PayloadOf } from './topics.ts';
 export { SUBSCRIPTIONS, HANDLER_CATALOGUE, HandlerCatalogue, type Subscription, type SubscriptionName } from './subscriptions.ts';
 
 // Producing
-export { enqueue, insertWithEvent, type EnqueuedMessage, type RowInsert } from './enqueue.ts';
+export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, type RowInsert } from './enqueue.ts';
 
 // Consuming
 export { createWorker, type Worker, type WorkerOptions } from './runner/worker.ts';

@@ -32,7 +32,7 @@ export async function requeueDead(db: Db, criteria: RequeueCriteria, actor: { us
   return withTransaction(db, async (tx) => {
     const { rows } = await tx.execute<{ public_id: string }>(sql`
       update outbox
-         set status = 'PENDING', attempts = 0, available_at = now(), claim_id = null,
+         set status = 'PENDING', attempts = 0, available_at = now(), turn = null, claim_id = null,
              claimed_at = null, leased_until = null, processed_at = null
        where status = 'DEAD' and ${where}
       returning public_id`);

@@ -122,14 +122,16 @@ export async function markDone(db: Db, id: number, claimId: string, lastHandler?
 const RETRY = statement(
   'outbox-retry',
   `update outbox
-      set available_at = now() + make_interval(secs => $3), claim_id = null, leased_until = null, last_error = $4
+      set available_at = now() + make_interval(secs => $3), turn = null, claim_id = null, leased_until = null, last_error = $4
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
 
 /**
  * A transient failure: back to waiting, due again after `delaySeconds`: available_at holds the
- * backoff deadline, and the lease is released in the same write.
+ * backoff deadline, and the lease is released in the same write. The turn goes (here, and after a
+ * postponement or an unknown topic): the message is then claimed by its deadline, beside the
+ * first deliveries, not at a turn it has had (ADR 0033).
  */
 export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
   return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
@@ -138,7 +140,7 @@ export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds:
 const POSTPONE = statement(
   'outbox-postpone',
   `update outbox
-      set attempts = greatest(attempts - 1, 0), available_at = now() + make_interval(secs => $3),
+      set attempts = greatest(attempts - 1, 0), available_at = now() + make_interval(secs => $3), turn = null,
           claim_id = null, leased_until = null, last_error = $4
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
@@ -171,7 +173,7 @@ const UNKNOWN_TOPIC = statement(
   'outbox-unknown-topic',
   `update outbox
       set attempts = greatest(attempts - 1, 0), claim_id = null, leased_until = null,
-          available_at = now() + make_interval(secs => $3)
+          available_at = now() + make_interval(secs => $3), turn = null
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );

@@ -49,6 +49,17 @@ export const TOPICS = {
   }),
 } as const;
 
+/**
+ * Which topics the worker claims first (ADR 0033): higher first; a topic not listed is 0. A booking's
+ * emails are what a guest waits for, a property's reindex is not: a host's bulk edit must not queue
+ * ahead of another host's confirmations. Written on each message by enqueue; changing a priority
+ * applies to messages written from then on.
+ */
+export const TOPIC_PRIORITY: Readonly<Partial<Record<TopicName, number>>> = Object.freeze({
+  'booking.created': 1,
+  'booking.cancelled': 1,
+});
+
 export type TopicName = keyof typeof TOPICS;
 export type PayloadOf<T extends TopicName> = z.infer<(typeof TOPICS)[T]>;
 

@@ -32,15 +32,16 @@ export interface PropertyDeps {
   afterPropertyCommit?: AfterPropertyCommit;
 }
 
-function writePropertyChanged(tx: Tx, publicId: string, reason: 'created' | 'updated') {
-  return enqueue(tx, 'property.changed', { propertyId: publicId, reason }, { key: publicId });
+/** Grouped by host: a host's bulk edit takes turns with other hosts' work in the worker (ADR 0033). */
+function writePropertyChanged(tx: Tx, publicId: string, reason: 'created' | 'updated', hostPublicId: string) {
+  return enqueue(tx, 'property.changed', { propertyId: publicId, reason }, { key: publicId, group: hostPublicId });
 }
 
 export async function createProperty(deps: PropertyDeps, host: UserRow, body: PropertyBody) {
   if (host.role !== 'host') throw new AppError('forbidden', 'Only hosts can list properties');
   const property = await withTransaction(deps.db, async (tx) => {
     const row = await repo.insertProperty(tx, { ...body, hostId: host.id });
-    await writePropertyChanged(tx, row.publicId, 'created');
+    await writePropertyChanged(tx, row.publicId, 'created', host.publicId);
     return row;
   });
   await deps.afterPropertyCommit?.(property.publicId);
@@ -53,7 +54,7 @@ export async function updateProperty(deps: PropertyDeps, user: UserRow, publicId
     if (!current) throw new AppError('not_found', 'No such property');
     if (current.hostId !== user.id) throw new AppError('forbidden', 'Only the property’s host can change it');
     const row = await repo.updateProperty(tx, current.id, patch);
-    await writePropertyChanged(tx, row.publicId, 'updated');
+    await writePropertyChanged(tx, row.publicId, 'updated', user.publicId);
     return row;
   });
   await deps.afterPropertyCommit?.(property.publicId);

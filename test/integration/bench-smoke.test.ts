@@ -135,6 +135,11 @@ describe('npm run bench -- --smoke', () => {
       expect(finitePositive(r.webhooks.isolation.median[k]), `webhooks ${k}`).toBe(true);
     }
     expect(r.targets.find((t: { name: string }) => t.name.startsWith('Webhooks: healthy endpoint p99')).met).not.toBeNull();
+    // Noisy neighbour: the quiet hosts' booking emails alone, beside a flood with turns, and FIFO.
+    for (const mode of ['quiet', 'fair', 'fifo']) {
+      expect(r.noisy[mode].median.bookings, `noisy ${mode}`).toBe(Math.round(r.noisy.params.rate * r.noisy.params.seconds));
+      expect(finitePositive(r.noisy[mode].median.p99Ms), `noisy ${mode}`).toBe(true);
+    }
 
     expect(finitePositive(r.claim.runs.median.emptyMs)).toBe(true);
     expect(finitePositive(r.claim.runs.median.withHistoryMs)).toBe(true);

@@ -198,7 +198,7 @@ describe('claim', () => {
    * statistics and size of that moment, and kept. These tests make it on a quiet, a tiny and a
    * never-analyzed outbox, then send a burst, and look at the plan the burst is claimed with.
    */
-  const picking = (plan: string) => plan.slice(plan.indexOf('CTE due'), plan.indexOf('CTE claimed')); // the part that picks the rows
+  const picking = (plan: string) => plan.slice(plan.indexOf('CTE aged'), plan.indexOf('CTE claimed')); // the part that picks the rows
   const updating = (plan: string) => plan.slice(plan.indexOf('CTE claimed'), plan.indexOf('CTE Scan on claimed')); // the part that updates them
   // The outbox is partitioned by day (src/outbox/partitions.ts): each node names a partition (o_1 …).
   const WALK =

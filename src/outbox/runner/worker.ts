@@ -13,6 +13,7 @@ import { ClaimSize } from './claim-size.ts';
 import { dispatch, type DispatchContext } from './dispatch.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping, type Chore } from './housekeeping.ts';
+import { mergeByPriority } from './local-queue.ts';
 import { OutboxListener } from './listener.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './outcomes.ts';
 import type { HandlerRegistry } from './registry.ts';
@@ -250,8 +251,7 @@ class OutboxWorker implements Worker {
     if (n === 0) return 0;
     if (tracingOn()) recordClaim(sentAt, batch, limit);
     this.counts.claimed += n;
-    if (this.queue.length === 0) this.queue = batch;
-    else for (const m of batch) this.queue.push(m);
+    this.queue = this.queue.length === 0 ? batch : mergeByPriority(this.queue, batch);
     this.reporter.claimed(n);
     this.pump();
     return n;

@@ -1,0 +1,239 @@
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import pino from 'pino';
+import { loadConfig } from '../../src/config.ts';
+import { createDatabase } from '../../src/db/client.ts';
+import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
+import { priorityOf } from '../../src/outbox/turns.ts';
+import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
+
+/*
+ * Noisy neighbour: one host floods the outbox while other hosts book at a steady pace; what the
+ * quiet hosts' booking emails wait (commit → handler entered, p50/p99), three ways in one run,
+ * each on a fresh database with the same writes:
+ *
+ *   - quiet: the bookings alone;
+ *   - fair: beside the flood, every message written as enqueue writes it (priority of its topic,
+ *     its host as group, a turn from outbox_turn): the claim's order (ADR 0033);
+ *   - fifo: beside the same flood, every message written without a priority, group or turn: the
+ *     claim then takes them as it took every message before, oldest first (available_at, id).
+ *
+ * The worker: in-process (createWorker, the defaults: claims of 20 growing to 1,000, 8 in flight,
+ * LISTEN/NOTIFY), a handler per topic that waits HANDLER_MS (a search index write, an SMTP send).
+ * The flood: FLOOD property.changed messages of one host, keyed per property, written at the start
+ * as a bulk edit writes them, 1,000 a transaction (each row's turn as enqueue gives it one by one:
+ * the group's previous + 1). The bookings: RATE booking.created a second, round robin over HOSTS
+ * hosts, for SECONDS, each in its own transaction with its wake-up inside, clock from COMMIT sent.
+ * Every booking is waited for (a FIFO booking behind the flood included) before the run ends.
+ */
+
+export interface NoisyParams {
+  flood: number;
+  hosts: number;
+  rate: number;
+  seconds: number;
+  handlerMs: number;
+}
+
+export const NOISY_FULL: NoisyParams = { flood: 50_000, hosts: 10, rate: 20, seconds: 10, handlerMs: 1 };
+export const NOISY_SMOKE: NoisyParams = { flood: 2_000, hosts: 3, rate: 10, seconds: 1, handlerMs: 1 };
+
+export type NoisyMode = 'quiet' | 'fair' | 'fifo';
+
+export type NoisyRun = {
+  bookings: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Flood messages handled while the bookings were being written, per second. */
+  floodPerSecond: number;
+};
+
+export interface NoisyResult {
+  params: NoisyParams;
+  quiet: Repeated<NoisyRun>;
+  fair: Repeated<NoisyRun>;
+  fifo: Repeated<NoisyRun>;
+  /** Medians: fair p99 / quiet p99, fifo p99 / quiet p99. */
+  fairToQuietP99: number;
+  fifoToQuietP99: number;
+}
+
+const BOOKING = JSON.stringify({
+  bookingId: randomUUID(),
+  propertyId: randomUUID(),
+  propertyTitle: 'Cabin by the lake',
+  guestEmail: 'guest@example.test',
+  guestName: 'Gina Guest',
+  hostEmail: 'host@example.test',
+  hostName: 'Hal Host',
+  checkIn: '2026-12-04',
+  checkOut: '2026-12-07',
+  guests: 2,
+  nights: 3,
+  total: 45_678,
+  currency: 'EUR',
+  idempotencyKey: 'bench',
+});
+const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
+
+/** One mode, once, on `url` (a fresh migrated database). */
+export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
+  const fair = mode !== 'fifo';
+  const started = new Map<string, bigint>();
+  const latencies: number[] = [];
+  let floodHandled = 0;
+  let waiting: (() => void) | undefined;
+  const handlers: Handler<any>[] = [
+    {
+      name: 'bench-booking-email',
+      topic: 'booking.created',
+      handle: async (ctx) => {
+        const t0 = started.get(ctx.messageId);
+        if (t0 !== undefined) {
+          latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+          started.delete(ctx.messageId);
+          if (started.size === 0) waiting?.();
+        }
+        await sleep(p.handlerMs);
+      },
+    },
+    {
+      name: 'bench-search-index',
+      topic: 'property.changed',
+      handle: async () => {
+        floodHandled++;
+        await sleep(p.handlerMs);
+      },
+    },
+  ];
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
+  const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 4, applicationName: 'bench-noisy-worker' });
+  const worker = createWorker({
+    db: database.db,
+    config,
+    registry: new HandlerRegistry(handlers),
+    logger: pino({ level: 'warn' }),
+    housekeeping: false,
+  });
+  const producer = new pg.Client({ connectionString: url, application_name: 'bench-noisy-bookings' });
+  const flooder = new pg.Client({ connectionString: url, application_name: 'bench-noisy-flood' });
+  await producer.connect();
+  await flooder.connect();
+  await worker.start();
+  try {
+    const flood = mode === 'quiet' ? Promise.resolve() : writeFlood(flooder, p.flood, fair);
+    const t0 = performance.now();
+    const interval = 1000 / p.rate;
+    const total = Math.round(p.rate * p.seconds);
+    for (let i = 0; i < total; i++) {
+      const due = t0 + i * interval;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      await book(producer, `host-${i % p.hosts}`, fair, started);
+    }
+    const floodPerSecond = floodHandled / ((performance.now() - t0) / 1000);
+    if (started.size > 0) {
+      const allHandled = new Promise<void>((resolve) => (waiting = resolve));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        allHandled,
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`noisy ${mode}: ${started.size} bookings not handled within 300 s`)), 300_000);
+        }),
+      ]).finally(() => clearTimeout(timer));
+    }
+    await flood;
+    return {
+      bookings: latencies.length,
+      p50Ms: round(percentile(latencies, 50), 2),
+      p99Ms: round(percentile(latencies, 99), 2),
+      maxMs: round(Math.max(...latencies), 2),
+      floodPerSecond: Math.round(floodPerSecond),
+    };
+  } finally {
+    await worker.stop();
+    await database.close();
+    await producer.end();
+    await flooder.end();
+  }
+}
+
+/**
+ * The flood, 1,000 rows a transaction. Fair: each row's turn is what enqueue would give it written
+ * one by one (outbox_turn, then + 1 per row, as the group's previous turn + 1 is); FIFO: none.
+ */
+async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<void> {
+  const priority = priorityOf('property.changed');
+  for (let i = 0; i < count; i += 1000) {
+    const n = Math.min(1000, count - i);
+    await c.query('begin');
+    await c.query(
+      fair
+        ? `insert into outbox (topic, key, payload, priority, group_id, turn)
+           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb, $2, 'host-flood', outbox_turn('host-flood', $2) + s - 1
+             from generate_series(1, $3::int) s`
+        : `insert into outbox (topic, key, payload)
+           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb from generate_series(1, $2::int) s`,
+      fair ? [PROPERTY, priority, n] : [PROPERTY, n],
+    );
+    await c.query(`select pg_notify('outbox', 'property.changed')`);
+    await c.query('commit');
+  }
+}
+
+/** A booking's event as enqueue writes it (fair) or as it was written before (FIFO), its wake-up inside its transaction. */
+async function book(c: pg.Client, host: string, fair: boolean, started: Map<string, bigint>): Promise<void> {
+  await c.query('begin');
+  const { rows } = await c.query<{ public_id: string }>(
+    fair
+      ? `with ins as (insert into outbox (topic, key, payload, priority, group_id, turn)
+                      values ('booking.created', outbox_uuid_v7()::text, $1::jsonb, $2, $3, outbox_turn($3, $2))
+                      returning public_id, topic)
+         select public_id, pg_notify('outbox', topic) from ins`
+      : `with ins as (insert into outbox (topic, key, payload) values ('booking.created', outbox_uuid_v7()::text, $1::jsonb) returning public_id, topic)
+         select public_id, pg_notify('outbox', topic) from ins`,
+    fair ? [BOOKING, priorityOf('booking.created'), host] : [BOOKING],
+  );
+  started.set(rows[0]!.public_id, process.hrtime.bigint());
+  await c.query('commit');
+}
+
+/** The section's result from its runs, the three modes' medians compared. */
+export function noisyResult(params: NoisyParams, runs: Record<NoisyMode, NoisyRun[]>): NoisyResult {
+  const quiet = repeatOf(runs.quiet);
+  const fair = repeatOf(runs.fair);
+  const fifo = repeatOf(runs.fifo);
+  return {
+    params,
+    quiet,
+    fair,
+    fifo,
+    fairToQuietP99: round(fair.median.p99Ms / quiet.median.p99Ms, 2),
+    fifoToQuietP99: round(fifo.median.p99Ms / quiet.median.p99Ms, 2),
+  };
+}
+
+/** The report's lines for the section. */
+export function renderNoisy(r: NoisyResult, mm: (rep: Repeated<NoisyRun>, k: keyof NoisyRun, d?: number) => string): string[] {
+  const p = r.params;
+  const row = (label: string, rep: Repeated<NoisyRun>) =>
+    `| ${label} | ${mm(rep, 'p50Ms', 1)} / ${mm(rep, 'p99Ms', 1)} | ${rep.runs.map((v) => v.p99Ms.toFixed(1)).join(', ')} | ${mm(rep, 'floodPerSecond')} |`;
+  return [
+    `## Noisy neighbour (scripts/bench/noisy.ts)`,
+    '',
+    `${p.rate} bookings a second for ${p.seconds} s from ${p.hosts} hosts, each booking's email (commit → handler entered) measured; beside them, one host's ${p.flood.toLocaleString('en-US')} property changes written at the start, 1,000 a transaction. Handlers wait ${p.handlerMs} ms; the worker at its defaults, in-process. FIFO: the same writes without priority, group or turn, which the claim takes oldest first, as before.`,
+    '',
+    '| Bookings | email p50 / p99 (ms) | p99 of each run (ms) | flood handled/s meanwhile |',
+    '|---|---:|---|---:|',
+    row('alone', r.quiet),
+    row('beside the flood, priorities and turns', r.fair),
+    row('beside the flood, FIFO', r.fifo),
+    '',
+    `p99 beside the flood / alone (medians): with priorities and turns ${r.fairToQuietP99}×, FIFO ${r.fifoToQuietP99}×.`,
+    '',
+  ];
+}

@@ -1,0 +1,251 @@
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { withTransaction } from '../../src/db/transaction.ts';
+import { type ClaimedMessage } from '../../src/outbox/claim.ts';
+import { ClaimConnection, connectClaimClient, explainClaim } from '../../src/outbox/claim-connection.ts';
+import { enqueue } from '../../src/outbox/enqueue.ts';
+import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import * as settle from '../../src/outbox/settle.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { bookingPayload, captureLogger, testHandler, workerConfig } from '../helpers/worker.ts';
+
+/*
+ * The claim's order (ADR 0033): priorities per topic, turns between groups, and per-key order
+ * held whatever that order is. Messages are written by the real enqueue (their priority from
+ * TOPIC_PRIORITY, their turn from outbox_turn) and claimed by the worker's claim statement.
+ */
+
+let tdb: TestDatabase;
+let claimer: ClaimConnection;
+beforeAll(async () => {
+  tdb = await createTestDatabase('fairorder', { lockTimeoutMs: 5_000 });
+  claimer = new ClaimConnection(tdb.db);
+});
+afterAll(async () => {
+  await claimer?.close();
+  await tdb?.drop();
+});
+beforeEach(async () => {
+  await tdb.db.execute(sql`truncate outbox`);
+});
+
+const claim = (limit: number) => claimer.claimBatch({ limit, leaseSeconds: 60, claimId: randomUUID() });
+const done = (batch: readonly ClaimedMessage[]) =>
+  settle.markDoneMany(
+    tdb.db,
+    batch.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null, createdAtMs: m.createdAtMs })),
+  );
+
+/** `count` property changes of `group`'s, written as a bulk edit does: `perTransaction` to a transaction. */
+async function propertyChanges(group: string, count: number, perTransaction = 100): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += perTransaction) {
+    await withTransaction(tdb.db, async (tx) => {
+      for (let j = i; j < Math.min(count, i + perTransaction); j++) {
+        const propertyId = randomUUID();
+        ids.push((await enqueue(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, group })).publicId);
+      }
+    });
+  }
+  return ids;
+}
+
+async function bookingCreated(group: string): Promise<string> {
+  const payload = bookingPayload();
+  return withTransaction(tdb.db, async (tx) => (await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group })).publicId);
+}
+
+describe('priorities', () => {
+  it('handles a confirmation written after 1,000 bulk messages of its own host before most of them', async () => {
+    // The same group: turns cannot help it here, only its topic's priority can.
+    await propertyChanges('host-a', 1000);
+    const confirmation = await bookingCreated('host-a');
+
+    const handled: string[] = [];
+    const record = async (ctx: { messageId: string }) => void handled.push(ctx.messageId);
+    const { logger } = captureLogger('warn');
+    const w = createWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { WORKER_CONCURRENCY: '1', LOG_LEVEL: 'warn' }),
+      registry: new HandlerRegistry([
+        testHandler('test.index', 'property.changed', record),
+        testHandler('test.email', 'booking.created', record),
+      ]),
+      logger,
+      listen: false,
+      housekeeping: false,
+    });
+    expect(await w.runUntilEmpty()).toBe(1001);
+
+    expect(handled).toHaveLength(1001);
+    // In the first claim (20 at the defaults), ahead of the rest of it: handled first.
+    expect(handled.indexOf(confirmation)).toBe(0);
+  });
+});
+
+describe('turns between groups', () => {
+  it("claims another host's messages between a flood's, one turn each, however large the flood", async () => {
+    const flood = new Set(await propertyChanges('host-a', 1000));
+    const quiet: string[] = [];
+    for (let i = 0; i < 10; i++) quiet.push(...(await propertyChanges('host-b', 1)));
+
+    // The bound: no quiet message waits for more than one flood message per quiet message ahead of
+    // it (and the one at the head). All ten come in the first claim of 20, where plain FIFO would
+    // put them after the thousand.
+    const first = await claim(20);
+    const order = first.map((m) => m.publicId);
+    expect(order.filter((id) => !flood.has(id))).toEqual(quiet);
+    quiet.forEach((id, i) => expect(order.indexOf(id)).toBeLessThanOrEqual(2 * i + 1));
+  });
+
+  it('starts a group that floods later at the head: it shares the worker with the first flood, not ahead of all of it', async () => {
+    const a = new Set(await propertyChanges('host-a', 600));
+    // Half of A's flood is handled before C's arrives.
+    for (let left = 300; left > 0;) {
+      const batch = await claim(Math.min(100, left));
+      await done(batch);
+      left -= batch.length;
+    }
+    await propertyChanges('host-c', 300);
+
+    const next = await claim(100);
+    const fromA = next.filter((m) => a.has(m.publicId)).length;
+    // Turns alternate from the head (A's 300th turn): 50 each. Without the head, C's turns would
+    // start at 0 and all 100 would be C's.
+    expect(fromA).toBeGreaterThanOrEqual(45);
+    expect(next.length - fromA).toBeGreaterThanOrEqual(45);
+  });
+
+  it('claims a message that failed by its backoff deadline, ahead of a flood of first deliveries', async () => {
+    const failed = await bookingCreated('host-b');
+    const [m] = await claim(1);
+    expect(m!.publicId).toBe(failed);
+    expect(await settle.scheduleRetry(tdb.db, m!.id, m!.claimId, 0, 'test: smtp away')).toBe(true);
+    const { rows } = await tdb.db.execute<{ turn: string | null }>(sql`select turn from outbox where id = ${m!.id}`);
+    expect(rows[0]!.turn).toBeNull();
+
+    // A flood of a higher priority than anything else written after the failure: the retry
+    // still comes first, it is not left to wait for the flood.
+    for (let i = 0; i < 300; i++) await bookingCreated(`host-${i % 3}`);
+    const next = await claim(20);
+    expect(next[0]!.publicId).toBe(failed);
+  });
+
+  it('walks the index of turns in its order and stops at the limit, from a plan made on an empty outbox', async () => {
+    const c = await connectClaimClient({ connectionString: tdb.url });
+    try {
+      await c.query('analyze outbox');
+      await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }); // the plan is made here
+      await c.query(
+        `insert into outbox (topic, key, payload, priority, group_id, turn)
+         select 'test.t', gen_random_uuid()::text, '{}', i % 2, 'g' || (i % 50), i / 50 from generate_series(1, 5000) i`,
+      );
+      const plan = await explainClaim(c, { limit: 500, leaseSeconds: 60, claimId: randomUUID() }, { analyze: true });
+      const picking = plan.slice(plan.indexOf('CTE aged'), plan.indexOf('CTE claimed'));
+      const walk = /Index Scan using outbox_\w+_priority_turn_id_idx on outbox_\w+ o_\d+ \(actual [^)]*rows=(\d+)/.exec(picking);
+      expect(walk, picking).not.toBeNull();
+      expect(Number(walk![1])).toBeGreaterThanOrEqual(500);
+      expect(Number(walk![1])).toBeLessThan(1000); // of 5,000 pending
+      expect(picking).not.toMatch(/Bitmap|Sort(?! Key)|Hash|Seq Scan|Join Filter|Materialize|Memoize/);
+    } finally {
+      await c.end();
+    }
+  });
+});
+
+describe('per-key order under the new order', () => {
+  /*
+   * Any mix of keys, groups and priorities, written between claims, claimed in batches, each
+   * claimed message then handled (DONE), failed (retried at once) or lost with its worker (its
+   * lease ends): a key's messages are handled in the order they were written, and never two of a
+   * key at once.
+   */
+  type Step =
+    | { kind: 'write'; key: number | null; group: number | null; priority: number }
+    | { kind: 'claim'; limit: number }
+    | { kind: 'settle'; pick: number; how: 'done' | 'retry' | 'lost' };
+  const step: fc.Arbitrary<Step> = fc.oneof(
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        kind: fc.constant('write' as const),
+        key: fc.option(fc.integer({ min: 0, max: 3 })),
+        group: fc.option(fc.integer({ min: 0, max: 2 })),
+        priority: fc.integer({ min: 0, max: 2 }),
+      }),
+    },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('claim' as const), limit: fc.integer({ min: 1, max: 6 }) }) },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('settle' as const),
+        pick: fc.nat(),
+        how: fc.constantFrom('done' as const, 'done' as const, 'retry' as const, 'lost' as const),
+      }),
+    },
+  );
+
+  it('holds: a key is handled in writing order, one message at a time', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 60 }), async (steps) => {
+        await tdb.db.execute(sql`truncate outbox`);
+        const held = new Map<number, ClaimedMessage>();
+        const handled: { id: number; key: string }[] = [];
+        const take = (batch: ClaimedMessage[]) => {
+          for (const m of batch) {
+            if (m.key !== null) {
+              const twin = [...held.values()].find((h) => h.key === m.key);
+              expect(twin, `two messages of key ${m.key} in flight`).toBeUndefined();
+            }
+            held.set(m.id, m);
+          }
+        };
+        const handle = async (m: ClaimedMessage) => {
+          held.delete(m.id);
+          expect(await done([m])).toEqual([true]);
+          if (m.key !== null) handled.push({ id: m.id, key: m.key });
+        };
+        for (const s of steps) {
+          if (s.kind === 'write') {
+            // enqueue's INSERT, for topics of any priority.
+            const key = s.key === null ? null : `k${s.key}`;
+            const group = s.group === null ? null : `g${s.group}`;
+            await tdb.db.execute(sql`
+              insert into outbox (topic, payload, key, priority, group_id, turn)
+              values ('test.t', '{}', ${key}, ${s.priority}, ${group}, outbox_turn(${group}::text, ${s.priority}::int))`);
+          } else if (s.kind === 'claim') {
+            take(await claim(s.limit));
+          } else if (held.size > 0) {
+            const m = [...held.values()][s.pick % held.size]!;
+            if (s.how === 'done') {
+              await handle(m);
+            } else if (s.how === 'retry') {
+              held.delete(m.id);
+              expect(await settle.scheduleRetry(tdb.db, m.id, m.claimId, 0, 'test: failed')).toBe(true);
+            } else {
+              // Its worker is gone: the lease ends, and the message is due again.
+              held.delete(m.id);
+              await tdb.db.execute(sql`update outbox set leased_until = now() - interval '1 second' where id = ${m.id}`);
+            }
+          }
+        }
+        // Then everything is handled.
+        for (let rounds = 0; rounds < 500; rounds++) {
+          for (const m of [...held.values()]) await handle(m);
+          const batch = await claim(10);
+          if (batch.length === 0) break;
+          take(batch);
+        }
+        const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
+        expect(rows[0]!.n).toBe(0);
+        const byKey = new Map<string, number[]>();
+        for (const h of handled) byKey.set(h.key, [...(byKey.get(h.key) ?? []), h.id]);
+        for (const [key, ids] of byKey) expect(ids, `key ${key}`).toEqual([...ids].sort((x, y) => x - y));
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
