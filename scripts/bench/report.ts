@@ -2,6 +2,7 @@ import type { Compared, Repeated } from './lib/stats.ts';
 import type { Beside, DropCost } from './history.ts';
 import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
+import { GUARANTEES, PEERS } from './peers/guarantees.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
@@ -66,6 +67,18 @@ function configTable<T extends Record<string, number>>(
   L.push('');
 }
 
+/** Each peer's same-guarantee configuration, and what its fastest one gives up, one line each. */
+function guaranteeLines(L: string[]) {
+  L.push(
+    'Each peer two ways: its fastest configuration, and its configuration that keeps what we keep (per-key order, a completion a stale worker cannot overwrite, history kept for the retention); the targets compare with the second.',
+    '',
+  );
+  for (const [peer, g] of Object.entries(GUARANTEES)) {
+    L.push(`- **${peer}**, same guarantees: ${g.same} Its fastest configuration gives up ${g.fastestGivesUp}`);
+  }
+  L.push('');
+}
+
 /** The targets whose name starts with `prefix`, as lines under a section's tables. */
 function targetLines(L: string[], targets: TargetResult[] | undefined, prefix: string) {
   const ts = (targets ?? []).filter((t) => t.name.startsWith(prefix));
@@ -126,6 +139,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
     ratioTable(L, d, 'perSecond');
+    guaranteeLines(L);
     L.push(`Ours / drain floor (same batch, same connections): ×1 ${x(d.floorRatios.ours1)}, ×2 ${x(d.floorRatios.ours2)}.`, '');
     targetLines(L, r.targets, 'Drain');
   }
@@ -144,6 +158,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
     ratioTable(L, b, 'perSecond');
+    guaranteeLines(L);
     targetLines(L, r.targets, 'Burst');
   }
 
@@ -155,11 +170,16 @@ export function renderMarkdown(r: BenchResults): string {
       L.push(`| ${name} | ${mm(rep, 'p50', 2)} | ${mm(rep, 'p99', 2)} | ${mm(rep, 'max', 2)} | ${mm(rep, 'mean', 2)} |`);
     row('ours (LISTEN/NOTIFY)', l.ours);
     row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
-    row('pg-boss (polling, 0.5 s)', l.pgBoss);
+    row('pg-boss (LISTEN/NOTIFY, polling every 0.5 s behind it)', l.pgBoss);
+    if (l.graphileKeyed) row(`${PEERS.graphile.same}: a queue per key`, l.graphileKeyed);
+    if (l.pgBossKeyed) row(`${PEERS.pgBoss.same}: key_strict_fifo, a key per job`, l.pgBossKeyed);
     row(`latency floor: a bare LISTEN/NOTIFY round trip (${p.latencyFloorSamples} samples)`, l.floor);
     L.push(
       '',
-      `Ours / graphile-worker: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
+      (l.graphileKeyed
+        ? `Ours / ${PEERS.graphile.same} (the target's peer): p50 ${x(l.ours.median.p50 / l.graphileKeyed.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphileKeyed.median.p99)}. `
+        : '') +
+        `Ours / graphile-worker, fastest: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
         `Ours / latency floor: p50 ${x(l.floorRatios.p50)}, p99 ${x(l.floorRatios.p99)} (reported, no target).`,
       '',
     );
