@@ -287,11 +287,17 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(
       `## 9. Webhooks (scripts/bench/webhooks.ts)`,
       '',
-      `${n(w.deliveries)} deliveries, written before the clock starts, sent by the worker's webhook sender (its defaults: 32 in flight, 4 per endpoint) to 8 endpoints of a local receiver that answers 204 at once; each signed, POSTed on a new connection, and its attempt recorded.`,
+      `${n(w.deliveries)} deliveries, written before the clock starts, sent by one process's webhook sender (its defaults: 32 in flight, 4 per endpoint, 8 per host) to 8 endpoints of a local receiver that answers 204 at once; each signed, POSTed and its attempt recorded; on kept-alive connections (the default), and, in the same runs, on a new connection per attempt (WEBHOOK_KEEP_ALIVE=false).`,
       '',
       '| Figure | Median | Runs |',
       '|---|---:|---|',
-      `| deliveries/s to a no-op receiver | ${mm(w.throughput, 'perSecond')} | ${w.throughput.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+      `| deliveries/s to a no-op receiver, kept-alive connections | ${mm(w.throughput, 'perSecond')} | ${w.throughput.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+      ...(w.throughputPerAttemptConnection
+        ? [
+            `| deliveries/s to a no-op receiver, a new connection per attempt | ${mm(w.throughputPerAttemptConnection, 'perSecond')} | ${w.throughputPerAttemptConnection.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+            `| kept-alive / a connection per attempt (medians) | ${x(w.keepAliveRatio)} | |`,
+          ]
+        : []),
       `| healthy endpoint p50 / p99, alone (ms) | ${mm(w.isolation, 'aloneP50', 1)} / ${mm(w.isolation, 'aloneP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.aloneP99, 1)}`).join(', ')} (p99) |`,
       `| healthy endpoint p50 / p99 beside an endpoint that never answers, with ${n(1000)} deliveries due (ms) | ${mm(w.isolation, 'besideP50', 1)} / ${mm(w.isolation, 'besideP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.besideP99, 1)}`).join(', ')} (p99) |`,
       '',

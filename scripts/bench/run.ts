@@ -171,7 +171,11 @@ export interface BenchResults {
    */
   webhooks?: {
     deliveries: number;
+    /** With kept-alive connections (the default). */
     throughput: Repeated<{ perSecond: number; seconds: number }>;
+    /** The same, a new connection per attempt (WEBHOOK_KEEP_ALIVE=false); `keepAliveRatio`: kept-alive / this, medians. */
+    throughputPerAttemptConnection: Repeated<{ perSecond: number; seconds: number }>;
+    keepAliveRatio: number;
     ratioToNoopDrain: number | null;
     isolation: Repeated<{ aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }>;
   };
@@ -598,10 +602,16 @@ async function main(): Promise<number> {
     await section('webhooks', async () => {
       const throughput: { perSecond: number; seconds: number }[] = [];
       const isolation: { aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }[] = [];
+      const perAttempt: { perSecond: number; seconds: number }[] = [];
       for (let r = 0; r < P.runs; r++) {
-        const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries);
-        throughput.push({ perSecond: t.perSecond, seconds: t.seconds });
-        log(`   webhooks to a no-op receiver: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints)`);
+        // Kept-alive connections (the default) and a new connection per attempt, turn about.
+        for (const keepAlive of r % 2 === 0 ? [true, false] : [false, true]) {
+          const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries, { WEBHOOK_KEEP_ALIVE: String(keepAlive) });
+          (keepAlive ? throughput : perAttempt).push({ perSecond: t.perSecond, seconds: t.seconds });
+          log(
+            `   webhooks to a no-op receiver, ${keepAlive ? 'kept-alive connections' : 'a connection per attempt'}: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints, ${t.connections} connections)`,
+          );
+        }
         const i = await webhookIsolation(await freshOurs(), { rate: P.webhookRate, seconds: P.webhookSeconds });
         isolation.push({
           aloneP50: i.alone.p50Ms,
@@ -615,10 +625,13 @@ async function main(): Promise<number> {
         );
       }
       const tp = repeatOf(throughput);
+      const pa = repeatOf(perAttempt);
       const noop = results.drain?.configs.ours1?.runs.median.perSecond;
       results.webhooks = {
         deliveries: P.webhookDeliveries,
         throughput: tp,
+        throughputPerAttemptConnection: pa,
+        keepAliveRatio: round(tp.median.perSecond / pa.median.perSecond, 3),
         ratioToNoopDrain: noop ? round(tp.median.perSecond / noop, 3) : null,
         isolation: repeatOf(isolation),
       };

@@ -46,6 +46,13 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
   add('Drain: ours ×2 / drain floor ×2', '≥ 0.8', r.drain?.floorRatios.ours2, (v) => v >= 0.8, '×');
   add('Relay into JetStream / relay floor (msg/s)', '≥ 0.8', r.relay?.ratio, (v) => v >= 0.8, '×');
   add(
+    'Webhooks: deliveries/s from one process, kept-alive / a connection per attempt',
+    '≥ 5',
+    r.webhooks?.keepAliveRatio,
+    (v) => v >= 5,
+    '×',
+  );
+  add(
     'Webhooks: healthy endpoint p99 beside a hanging one / alone',
     '≤ 1.2',
     r.webhooks ? r.webhooks.isolation.median.besideP99 / r.webhooks.isolation.median.aloneP99 : null,

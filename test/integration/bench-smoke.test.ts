@@ -142,6 +142,12 @@ describe('npm run bench -- --smoke', () => {
     // Webhooks: deliveries/s to a no-op receiver (against our no-op drain) and a healthy endpoint's
     // latency alone and beside a hanging one, every figure measured.
     expect(finitePositive(r.webhooks.throughput.median.perSecond)).toBe(true);
+    // …on kept-alive connections and, in the same run, on a connection per attempt.
+    expect(finitePositive(r.webhooks.throughputPerAttemptConnection.median.perSecond)).toBe(true);
+    expect(r.webhooks.keepAliveRatio).toBeCloseTo(
+      r.webhooks.throughput.median.perSecond / r.webhooks.throughputPerAttemptConnection.median.perSecond,
+      2,
+    );
     expect(r.webhooks.ratioToNoopDrain).toBeCloseTo(
       r.webhooks.throughput.median.perSecond / r.drain.configs.ours1.runs.median.perSecond,
       2,
@@ -241,7 +247,7 @@ describe('npm run bench -- --smoke', () => {
     expect(r.apiHistory.bookings).toBe(r.params.bookingHistory);
     expect(finitePositive(r.apiHistory.p99Ratio)).toBe(true);
     expect(r.apiHistory.non201).toBe(0);
-    expect(r.targets).toHaveLength(23);
+    expect(r.targets).toHaveLength(24);
     // The versions compared are in the results.
     expect(r.versions.graphileWorker).toMatch(/^0\.18\./);
     expect(r.versions.pgBoss).toMatch(/^12\./);
