@@ -218,6 +218,8 @@ const envSchema = z.object({
   WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
   /** Development and tests only: lets endpoints point at loopback and private addresses. */
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default(false),
+  /** Keep connections to endpoints open between attempts, per checked address (ADR 0036); false: a new connection per attempt. */
+  WEBHOOK_KEEP_ALIVE: bool.default(true),
   /** Delivered and failed deliveries, their attempts and events are deleted after this many days. */
   WEBHOOK_RETENTION_DAYS: int(1).default(30),
   /** Deliveries in flight per host (all its endpoints together) per worker process: what one host's slow servers can hold. */

@@ -8,8 +8,15 @@ import { nodeTsx, ROOT, stopChild } from './lib/proc.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgBossConfig } from './params.ts';
-import { GRAPHILE_CLI, GRAPHILE_CONFIG, graphileAutoAnalyze, startGraphileRunner, summarizeGraphileTrace } from './peers/graphile.ts';
-import { PGBOSS_POLL_SECONDS, startBoss, workAll } from './peers/pgboss.ts';
+import {
+  addJobsSql,
+  GRAPHILE_CLI,
+  GRAPHILE_CONFIG,
+  graphileAutoAnalyze,
+  startGraphileRunner,
+  summarizeGraphileTrace,
+} from './peers/graphile.ts';
+import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss, workAll } from './peers/pgboss.ts';
 
 /**
  * Long-running idle workers hit by a burst: the state an outbox worker spends its life in.
@@ -26,7 +33,9 @@ import { PGBOSS_POLL_SECONDS, startBoss, workAll } from './peers/pgboss.ts';
  *                             COMMIT as enqueue does
  *   graphile-worker CLI       `graphile-worker --config` without --once, 1 or 2 processes, perfTest settings
  *   graphile-worker run()     in-process `run({ preset, taskList })` in this process, the same preset
- *   pg-boss                   work() in this process, PgBossConfig (batch, work() loops), polling every 0.5 s (no LISTEN)
+ *   pg-boss                   work() in this process, PgBossConfig (batch, local loops), woken by LISTEN/NOTIFY, polling every 0.5 s behind it
+ *
+ * Each peer also in its same-guarantee configuration (a queue per key, key_strict_fifo: peers/).
  */
 
 export type Burst = { perSecond: number; seconds: number };
@@ -155,17 +164,12 @@ export async function oursBurst(url: string, count: number, processes: number, e
   }
 }
 
-const graphileInsert = (n: number) => async (c: pg.Client) => {
-  await c.query(
-    `select graphile_worker.add_jobs(array(
-       select row('noop', json_build_object('i', i), null, null, null, null, null, null)::graphile_worker.job_spec
-         from generate_series(1, $1::int) i))`,
-    [n],
-  );
+const graphileInsert = (n: number, keyed: boolean) => async (c: pg.Client) => {
+  await c.query(addJobsSql(keyed), [n]);
 };
 
-/** graphile-worker's CLI, `processes` long-running processes with the perfTest settings. */
-export async function graphileCliBurst(url: string, count: number, processes: number, warm: boolean): Promise<Burst> {
+/** graphile-worker's CLI, `processes` long-running processes with the perfTest settings; `keyed`: a queue per key. */
+export async function graphileCliBurst(url: string, count: number, processes: number, warm: boolean, keyed = false): Promise<Burst> {
   const trace = tracing() ? traceFile() : undefined;
   const procs = Array.from({ length: processes }, () =>
     spawn(process.execPath, [GRAPHILE_CLI, '--config', GRAPHILE_CONFIG, '-c', url], {
@@ -176,8 +180,8 @@ export async function graphileCliBurst(url: string, count: number, processes: nu
   );
   try {
     await waitListening(url, processes, procs);
-    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100));
-    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
+    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
     if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
     return figures(b);
   } finally {
@@ -186,14 +190,14 @@ export async function graphileCliBurst(url: string, count: number, processes: nu
   }
 }
 
-/** graphile-worker in-process: `run({ preset, taskList })` in this process, the same perfTest preset. */
-export async function graphileRunBurst(url: string, count: number, warm: boolean): Promise<Burst> {
+/** graphile-worker in-process: `run({ preset, taskList })` in this process, the same perfTest preset; `keyed`: a queue per key. */
+export async function graphileRunBurst(url: string, count: number, warm: boolean, keyed = false): Promise<Burst> {
   const trace = tracing() ? traceFile() : undefined;
   const runner = await startGraphileRunner(url, { trace: trace?.file });
   try {
     await waitListening(url, 1, []);
-    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100));
-    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count));
+    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
+    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
     if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
     return figures(b);
   } finally {
@@ -212,16 +216,17 @@ function traceFile() {
   return { file: path.join(dir, 'events.log'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** pg-boss in this process: `cfg.workers` work() loops fetching `cfg.batchSize` jobs every 0.5 s. */
+/** pg-boss in this process: one work() of `cfg.workers` loops fetching `cfg.batchSize` jobs, woken by NOTIFY, polling every 0.5 s behind it. */
 export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig, warm: boolean): Promise<Burst> {
   const boss = await startBoss(url);
   const name = `burst_${Date.now()}`;
-  await boss.createQueue(name);
+  await boss.createQueue(name, queueOptions(cfg));
   // pg-boss's own insert(), run on the burst's transaction through its `db` option: one statement.
   const insert = (n: number) => async (c: pg.Client) => {
     await boss.insert(
-      Array.from({ length: n }, (_, i) => ({ name, data: { i } })),
-      { db: { executeSql: (text, values) => c.query(text, values) } },
+      name,
+      Array.from({ length: n }, (_, i) => jobOf(cfg, { i })),
+      { db: { executeSql: (text: string, values?: unknown[]) => c.query(text, values) } },
     );
   };
   const pending = { sql: PENDING.pgBoss, values: [name] };
@@ -230,6 +235,6 @@ export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig,
     await idle(warm, url, pending, insert(100));
     return figures(await timeBurst(url, count, pending, insert(count)));
   } finally {
-    await boss.stop({ graceful: false, wait: true });
+    await boss.stop({ graceful: false });
   }
 }

@@ -2,13 +2,15 @@ import path from 'node:path';
 import { ROOT } from './lib/proc.ts';
 
 /**
- * One pg-boss configuration: `work()` called `workers` times on the queue (pg-boss 10's way to run
- * several fetch loops; it has no concurrency option), each fetching `batchSize` jobs per poll at
- * its shortest polling interval (0.5 s, the least it accepts).
+ * One pg-boss configuration: one `work()` on the queue with `workers` fetch loops
+ * (`localConcurrency`), each fetching `batchSize` jobs a fetch (peers/pgboss.ts). `keyed`: the
+ * same-guarantee queue (key_strict_fifo, a key per job, completed jobs kept for the retention);
+ * otherwise a standard queue, its fastest.
  */
 export interface PgBossConfig {
   batchSize: number;
   workers: number;
+  keyed?: boolean;
 }
 
 /** How big each measurement is: the full run (`npm run bench`) and the smoke run (`--smoke`). */
@@ -19,7 +21,7 @@ export interface BenchParams {
   burstMessages: number;
   /** `graphile-worker --once` processes in the drain section (perfTest/run.js's PARALLELISM). */
   graphileProcesses: number;
-  /** The pg-boss configurations measured in the drain and burst sections; the best is the one compared. */
+  /** The pg-boss configurations measured in the drain and burst sections; the best of each kind (keyed or not) is the one compared. */
   pgBossConfigs: PgBossConfig[];
   latencySamples: number;
   pgBossLatencySamples: number;
@@ -89,6 +91,9 @@ export const FULL: BenchParams = {
     { batchSize: 5_000, workers: 1 },
     { batchSize: 5_000, workers: 4 },
     { batchSize: 20_000, workers: 1 },
+    { batchSize: 5_000, workers: 1, keyed: true },
+    { batchSize: 5_000, workers: 4, keyed: true },
+    { batchSize: 20_000, workers: 1, keyed: true },
   ],
   latencySamples: 500,
   // pg-boss polls (0.5 s at best): a sample costs ~0.5 s, so fewer of them (see docs/performance.md).
@@ -136,6 +141,7 @@ export const SMOKE: BenchParams = {
   pgBossConfigs: [
     { batchSize: 5_000, workers: 1 },
     { batchSize: 500, workers: 2 },
+    { batchSize: 5_000, workers: 1, keyed: true },
   ],
   latencySamples: 20,
   pgBossLatencySamples: 3,

@@ -5,6 +5,7 @@ import type { BenchResults } from './run.ts';
 import type { TargetResult } from './targets.ts';
 import { renderTracing } from './tracing.ts';
 import { renderOverload } from './overload.ts';
+import { GUARANTEES, PEERS } from './peers/guarantees.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
@@ -69,6 +70,18 @@ function configTable<T extends Record<string, number>>(
   L.push('');
 }
 
+/** Each peer's same-guarantee configuration, and what its fastest one gives up, one line each. */
+function guaranteeLines(L: string[]) {
+  L.push(
+    'Each peer two ways: its fastest configuration, and its configuration that keeps what we keep (per-key order, a completion a stale worker cannot overwrite, history kept for the retention); the targets compare with the second.',
+    '',
+  );
+  for (const [peer, g] of Object.entries(GUARANTEES)) {
+    L.push(`- **${peer}**, same guarantees: ${g.same} Its fastest configuration gives up ${g.fastestGivesUp}`);
+  }
+  L.push('');
+}
+
 /** The targets whose name starts with `prefix`, as lines under a section's tables. */
 function targetLines(L: string[], targets: TargetResult[] | undefined, prefix: string) {
   const ts = (targets ?? []).filter((t) => t.name.startsWith(prefix));
@@ -129,6 +142,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
     ratioTable(L, d, 'perSecond');
+    guaranteeLines(L);
     L.push(`Ours / drain floor (same batch, same connections): ×1 ${x(d.floorRatios.ours1)}, ×2 ${x(d.floorRatios.ours2)}.`, '');
     targetLines(L, r.targets, 'Drain');
   }
@@ -147,6 +161,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
     ratioTable(L, b, 'perSecond');
+    guaranteeLines(L);
     targetLines(L, r.targets, 'Burst');
   }
 
@@ -158,11 +173,16 @@ export function renderMarkdown(r: BenchResults): string {
       L.push(`| ${name} | ${mm(rep, 'p50', 2)} | ${mm(rep, 'p99', 2)} | ${mm(rep, 'max', 2)} | ${mm(rep, 'mean', 2)} |`);
     row('ours (LISTEN/NOTIFY)', l.ours);
     row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
-    row('pg-boss (polling, 0.5 s)', l.pgBoss);
+    row('pg-boss (LISTEN/NOTIFY, polling every 0.5 s behind it)', l.pgBoss);
+    if (l.graphileKeyed) row(`${PEERS.graphile.same}: a queue per key`, l.graphileKeyed);
+    if (l.pgBossKeyed) row(`${PEERS.pgBoss.same}: key_strict_fifo, a key per job`, l.pgBossKeyed);
     row(`latency floor: a bare LISTEN/NOTIFY round trip (${p.latencyFloorSamples} samples)`, l.floor);
     L.push(
       '',
-      `Ours / graphile-worker: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
+      (l.graphileKeyed
+        ? `Ours / ${PEERS.graphile.same} (the target's peer): p50 ${x(l.ours.median.p50 / l.graphileKeyed.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphileKeyed.median.p99)}. `
+        : '') +
+        `Ours / graphile-worker, fastest: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
         `Ours / latency floor: p50 ${x(l.floorRatios.p50)}, p99 ${x(l.floorRatios.p99)} (reported, no target).`,
       '',
     );
@@ -270,11 +290,17 @@ export function renderMarkdown(r: BenchResults): string {
     L.push(
       `## 9. Webhooks (scripts/bench/webhooks.ts)`,
       '',
-      `${n(w.deliveries)} deliveries, written before the clock starts, sent by the worker's webhook sender (its defaults: 32 in flight, 4 per endpoint) to 8 endpoints of a local receiver that answers 204 at once; each signed, POSTed on a new connection, and its attempt recorded.`,
+      `${n(w.deliveries)} deliveries, written before the clock starts, sent by one process's webhook sender (its defaults: 32 in flight, 4 per endpoint, 8 per host) to 8 endpoints of a local receiver that answers 204 at once; each signed, POSTed and its attempt recorded; on kept-alive connections (the default), and, in the same runs, on a new connection per attempt (WEBHOOK_KEEP_ALIVE=false).`,
       '',
       '| Figure | Median | Runs |',
       '|---|---:|---|',
-      `| deliveries/s to a no-op receiver | ${mm(w.throughput, 'perSecond')} | ${w.throughput.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+      `| deliveries/s to a no-op receiver, kept-alive connections | ${mm(w.throughput, 'perSecond')} | ${w.throughput.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+      ...(w.throughputPerAttemptConnection
+        ? [
+            `| deliveries/s to a no-op receiver, a new connection per attempt | ${mm(w.throughputPerAttemptConnection, 'perSecond')} | ${w.throughputPerAttemptConnection.runs.map((v) => n(v.perSecond)).join(', ')} |`,
+            `| kept-alive / a connection per attempt (medians) | ${x(w.keepAliveRatio)} | |`,
+          ]
+        : []),
       `| healthy endpoint p50 / p99, alone (ms) | ${mm(w.isolation, 'aloneP50', 1)} / ${mm(w.isolation, 'aloneP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.aloneP99, 1)}`).join(', ')} (p99) |`,
       `| healthy endpoint p50 / p99 beside an endpoint that never answers, with ${n(1000)} deliveries due (ms) | ${mm(w.isolation, 'besideP50', 1)} / ${mm(w.isolation, 'besideP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.besideP99, 1)}`).join(', ')} (p99) |`,
       '',

@@ -33,6 +33,7 @@ import { claimTimes, explainClaim, oursDrain, oursLatency, prepareClaimTables, t
 import { OVERLOAD_SETUP, overloadSection, type OverloadResults } from './overload.ts';
 import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams, type PgBossConfig } from './params.ts';
 import { graphileDrain, graphileLatency, graphileRunDrain, setupGraphile } from './peers/graphile.ts';
+import { PEERS } from './peers/guarantees.ts';
 import { PGBOSS_POLL_SECONDS, pgBossDrain, pgBossLabel, pgBossLatency, setupPgBoss } from './peers/pgboss.ts';
 import { webhookIsolation, webhookThroughput } from './webhooks.ts';
 import { tracingSection, type TracingResults } from './tracing.ts';
@@ -106,8 +107,10 @@ const PREPARED_CONNECTIONS = 8;
  */
 const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_MAX_BATCH_SIZE: '1000', WORKER_CONCURRENCY: '32' };
 
-/** A pg-boss configuration's key in the results: pgBoss5000x1. */
-const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}`;
+/** A pg-boss configuration's key in the results: pgBoss5000x1, pgBoss5000x1Keyed. */
+const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}${c.keyed ? 'Keyed' : ''}`;
+/** The system a peer's configuration counts as: its fastest, or its same-guarantee one (peers/guarantees.ts). */
+const pgBossSystem = (c: PgBossConfig) => (c.keyed ? PEERS.pgBoss.same : PEERS.pgBoss.fastest);
 
 const t0 = Date.now();
 const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
@@ -146,6 +149,9 @@ export interface BenchResults {
     ours: Repeated<Lat>;
     graphile: Repeated<Lat>;
     pgBoss: Repeated<Lat>;
+    /** Each peer's same-guarantee configuration: a queue per key (peers/guarantees.ts). */
+    graphileKeyed: Repeated<Lat>;
+    pgBossKeyed: Repeated<Lat>;
     floor: Repeated<Lat>;
     floorRatios: { p50: number; p99: number };
   };
@@ -169,7 +175,11 @@ export interface BenchResults {
   tracing?: TracingResults;
   webhooks?: {
     deliveries: number;
+    /** With kept-alive connections (the default). */
     throughput: Repeated<{ perSecond: number; seconds: number }>;
+    /** The same, a new connection per attempt (WEBHOOK_KEEP_ALIVE=false); `keepAliveRatio`: kept-alive / this, medians. */
+    throughputPerAttemptConnection: Repeated<{ perSecond: number; seconds: number }>;
+    keepAliveRatio: number;
     ratioToNoopDrain: number | null;
     isolation: Repeated<{ aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }>;
   };
@@ -316,7 +326,9 @@ async function main(): Promise<number> {
         'from the first handler entered (any process) to nothing pending, seen by one observer polling every 10 ms (the same for every system); messages committed before; a fresh database for every run of every system',
       burst: `every system started in its long-running mode and idle (listening or polling), each configuration two ways: after a warm-up of 100 handled then 1 s idle, and cold (1 s idle, no warm-up); then ${P.burstMessages.toLocaleString('en-US')} no-op messages committed in one statement; clock from that COMMIT to nothing pending (same observer); ours with our throughput settings and LOG_LEVEL=warn, graphile-worker perfTest settings (CLI processes, and in-process run()), pg-boss in each configuration`,
       graphileWorker: `perfTest settings (scripts/bench/peers/graphile.config.cjs): concurrentJobs 24, maxPoolSize 25, localQueue 500 (refetch 10 ms), completeJobBatchDelay 0; drain: ${P.graphileProcesses} × graphile-worker --once (perfTest/run.js), and one in-process run({ preset, taskList }); burst: the CLI long-running (×${P.burstGraphileProcesses.join(', ×')}), and in-process run()`,
-      pgBoss: `work() at pollingIntervalSeconds ${PGBOSS_POLL_SECONDS} (its minimum) in each of: ${P.pgBossConfigs.map(pgBossLabel).join('; ')}; supervise and schedule off`,
+      pgBoss: `one work() per run, woken by LISTEN/NOTIFY (useListenNotify, queue notify), burstWhenBatchFull, polling every ${PGBOSS_POLL_SECONDS} s behind it (its minimum), in each of: ${P.pgBossConfigs.map(pgBossLabel).join('; ')}; supervise and schedule off; latency: batch 1`,
+      sameGuarantees:
+        'each peer also in its configuration that keeps what we keep (scripts/bench/peers/guarantees.ts): graphile-worker a queue_name per key, pg-boss a key_strict_fifo queue with a singletonKey per key and completed jobs kept 7 days; keys as ours, unique per message and time-ordered',
       floors: `drain floor: our claim statement (src/outbox/claim.ts, claim connection settings) and our DONE statement (src/outbox/settle.ts markDoneMany) for the ids claimed, bare pg, batch ${OURS_THROUGHPUT.WORKER_MAX_BATCH_SIZE} (the largest claim ours grows to in a backlog), per lane one claim connection and one DONE write in flight as per worker process of ours, the next claim overlapping the DONE write; latency floor: an outbox row and pg_notify committed in one transaction, clock from COMMIT sent to the notification on another connection; relay floor: the same messages published by a bare JetStream client, ${RELAY_CONCURRENCY} publishes in flight, each awaiting its PubAck`,
       latency: 'in-process worker, idle, one message per transaction; clock from COMMIT sent to handler entered',
       relay: `in-process worker (createWorker, batch 500, concurrency ${RELAY_CONCURRENCY}, LOG_LEVEL=warn), ${P.relayMessages.toLocaleString('en-US')} booking.created messages committed before the clock starts, the events relay publishing each into JetStream and awaiting its PubAck (EVENTS_PUBLISH_TIMEOUT_MS default); clock from the first claim to nothing pending; beside it the relay floor; a fresh nats-server -js with file storage and a fresh database for every measurement`,
@@ -410,14 +422,17 @@ async function main(): Promise<number> {
             drainFloor(await freshOurs(), { count: P.drainMessages, lanes, batch }),
           );
         }
-        await rec.measure('graphileCli', 'graphile-worker', `graphile-worker ${P.graphileProcesses} × --once`, async () =>
-          graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses),
-        );
-        await rec.measure('graphileRun', 'graphile-worker', 'graphile-worker run() in-process', async () =>
-          graphileRunDrain(await freshGraphile(), P.drainMessages),
-        );
+        for (const keyed of [false, true]) {
+          const [k, sys, l] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
+          await rec.measure(`graphileCli${k}`, sys, `graphile-worker ${P.graphileProcesses} × --once${l}`, async () =>
+            graphileDrain(await freshGraphile(), P.drainMessages, P.graphileProcesses, keyed),
+          );
+          await rec.measure(`graphileRun${k}`, sys, `graphile-worker run() in-process${l}`, async () =>
+            graphileRunDrain(await freshGraphile(), P.drainMessages, keyed),
+          );
+        }
         for (const cfg of P.pgBossConfigs) {
-          await rec.measure(pgBossKey(cfg), 'pg-boss', `pg-boss ${pgBossLabel(cfg)}`, async () =>
+          await rec.measure(pgBossKey(cfg), pgBossSystem(cfg), `pg-boss ${pgBossLabel(cfg)}`, async () =>
             pgBossDrain(await freshPgBoss(), P.drainMessages, r, cfg),
           );
         }
@@ -447,16 +462,19 @@ async function main(): Promise<number> {
               oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, warm),
             );
           }
-          for (const processes of P.burstGraphileProcesses) {
-            await rec.measure(k(`graphileCli${processes}`), 'graphile-worker', l(`graphile-worker CLI ×${processes}`), async () =>
-              graphileCliBurst(await freshGraphile(), n, processes, warm),
+          for (const keyed of [false, true]) {
+            const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
+            for (const processes of P.burstGraphileProcesses) {
+              await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
+                graphileCliBurst(await freshGraphile(), n, processes, warm, keyed),
+              );
+            }
+            await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
+              graphileRunBurst(await freshGraphile(), n, warm, keyed),
             );
           }
-          await rec.measure(k('graphileRun'), 'graphile-worker', l('graphile-worker run() in-process'), async () =>
-            graphileRunBurst(await freshGraphile(), n, warm),
-          );
           for (const cfg of P.pgBossConfigs) {
-            await rec.measure(k(pgBossKey(cfg)), 'pg-boss', l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
+            await rec.measure(k(pgBossKey(cfg)), pgBossSystem(cfg), l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
               pgBossBurst(await freshPgBoss(), n, cfg, warm),
             );
           }
@@ -471,6 +489,8 @@ async function main(): Promise<number> {
       const ours: Lat[] = [];
       const graphile: Lat[] = [];
       const pgBoss: Lat[] = [];
+      const graphileKeyed: Lat[] = [];
+      const pgBossKeyed: Lat[] = [];
       const floor: Lat[] = [];
       const show = (who: string, l: Lat) => log(`   ${who}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`);
       for (let r = 0; r < P.runs; r++) {
@@ -482,6 +502,10 @@ async function main(): Promise<number> {
         show('graphile-worker', graphile.at(-1)!);
         pgBoss.push(await pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples));
         show('pg-boss', pgBoss.at(-1)!);
+        graphileKeyed.push(await graphileLatency(await freshGraphile(), P.latencySamples, true));
+        show('graphile-worker, a queue per key', graphileKeyed.at(-1)!);
+        pgBossKeyed.push(await pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, true));
+        show('pg-boss, key_strict_fifo per key', pgBossKeyed.at(-1)!);
       }
       const o = repeatOf(ours);
       const f = repeatOf(floor);
@@ -489,6 +513,8 @@ async function main(): Promise<number> {
         ours: o,
         graphile: repeatOf(graphile),
         pgBoss: repeatOf(pgBoss),
+        graphileKeyed: repeatOf(graphileKeyed),
+        pgBossKeyed: repeatOf(pgBossKeyed),
         floor: f,
         floorRatios: { p50: round(o.median.p50 / f.median.p50, 3), p99: round(o.median.p99 / f.median.p99, 3) },
       };
@@ -585,10 +611,16 @@ async function main(): Promise<number> {
     await section('webhooks', async () => {
       const throughput: { perSecond: number; seconds: number }[] = [];
       const isolation: { aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }[] = [];
+      const perAttempt: { perSecond: number; seconds: number }[] = [];
       for (let r = 0; r < P.runs; r++) {
-        const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries);
-        throughput.push({ perSecond: t.perSecond, seconds: t.seconds });
-        log(`   webhooks to a no-op receiver: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints)`);
+        // Kept-alive connections (the default) and a new connection per attempt, turn about.
+        for (const keepAlive of r % 2 === 0 ? [true, false] : [false, true]) {
+          const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries, { WEBHOOK_KEEP_ALIVE: String(keepAlive) });
+          (keepAlive ? throughput : perAttempt).push({ perSecond: t.perSecond, seconds: t.seconds });
+          log(
+            `   webhooks to a no-op receiver, ${keepAlive ? 'kept-alive connections' : 'a connection per attempt'}: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints, ${t.connections} connections)`,
+          );
+        }
         const i = await webhookIsolation(await freshOurs(), { rate: P.webhookRate, seconds: P.webhookSeconds });
         isolation.push({
           aloneP50: i.alone.p50Ms,
@@ -602,10 +634,13 @@ async function main(): Promise<number> {
         );
       }
       const tp = repeatOf(throughput);
+      const pa = repeatOf(perAttempt);
       const noop = results.drain?.configs.ours1?.runs.median.perSecond;
       results.webhooks = {
         deliveries: P.webhookDeliveries,
         throughput: tp,
+        throughputPerAttemptConnection: pa,
+        keepAliveRatio: round(tp.median.perSecond / pa.median.perSecond, 3),
         ratioToNoopDrain: noop ? round(tp.median.perSecond / noop, 3) : null,
         isolation: repeatOf(isolation),
       };

@@ -1,5 +1,6 @@
 import type { BenchResults } from './run.ts';
 import { round } from './lib/stats.ts';
+import { PEERS } from './peers/guarantees.ts';
 
 /**
  * The performance targets (what "good" means; the run reports where we stand and never fails on
@@ -23,24 +24,34 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
     });
 
   // Throughput: each process count of ours (the configuration a deployment runs: our throughput
-  // settings; in the burst, the warmed-up one) against the strongest peer configuration measured
-  // (every peer in every configuration, the best median of all). The report lists every other ratio.
-  const drain = r.drain?.ratios;
-  const burst = r.burst?.ratios;
-  for (const n of [1, 2]) {
-    add(`Drain (backlog): ours ×${n} / strongest peer configuration`, '≥ 1.2', drain?.[`ours${n}`]?.bestPeer, (v) => v >= 1.2, '×');
-  }
-  for (const n of [1, 2]) {
-    add(`Burst (idle workers): ours ×${n} / strongest peer configuration`, '≥ 1.2', burst?.[`ours${n}`]?.bestPeer, (v) => v >= 1.2, '×');
+  // settings; in the burst, the warmed-up one) against each peer's strongest configuration that
+  // keeps what we keep (peers/guarantees.ts). Against the fastest configurations, which give some
+  // of it up, the report shows the ratios without a target (docs/performance.md says what closing
+  // them would take).
+  const same = [PEERS.graphile.same, PEERS.pgBoss.same];
+  for (const [section, c] of [
+    ['Drain (backlog)', r.drain?.ratios],
+    ['Burst (idle workers)', r.burst?.ratios],
+  ] as const) {
+    for (const n of [1, 2]) {
+      for (const peer of same) add(`${section}: ours ×${n} / ${peer}`, '≥ 1.2', c?.[`ours${n}`]?.[peer], (v) => v >= 1.2, '×');
+    }
   }
   const lat = r.latency;
-  add('Latency p50: ours / graphile-worker', '≤ 0.8', lat ? lat.ours.median.p50 / lat.graphile.median.p50 : null, (v) => v <= 0.8, '×');
-  add('Latency p99: ours / graphile-worker', '≤ 0.8', lat ? lat.ours.median.p99 / lat.graphile.median.p99 : null, (v) => v <= 0.8, '×');
+  const g = lat?.graphileKeyed;
+  add(`Latency p50: ours / ${PEERS.graphile.same}`, '≤ 0.8', lat && g ? lat.ours.median.p50 / g.median.p50 : null, (v) => v <= 0.8, '×');
+  add(`Latency p99: ours / ${PEERS.graphile.same}`, '≤ 0.8', lat && g ? lat.ours.median.p99 / g.median.p99 : null, (v) => v <= 0.8, '×');
   // The floors: the same work with no framework around it (scripts/bench/floors.ts, relay.ts).
-  for (const n of [1, 2] as const) {
-    add(`Drain: ours ×${n} / drain floor ×${n}`, '≥ 0.8', r.drain?.floorRatios[`ours${n}`], (v) => v >= 0.8, '×');
-  }
+  add('Drain: ours ×1 / drain floor ×1', '≥ 0.9', r.drain?.floorRatios.ours1, (v) => v >= 0.9, '×');
+  add('Drain: ours ×2 / drain floor ×2', '≥ 0.8', r.drain?.floorRatios.ours2, (v) => v >= 0.8, '×');
   add('Relay into JetStream / relay floor (msg/s)', '≥ 0.8', r.relay?.ratio, (v) => v >= 0.8, '×');
+  add(
+    'Webhooks: deliveries/s from one process, kept-alive / a connection per attempt',
+    '≥ 5',
+    r.webhooks?.keepAliveRatio,
+    (v) => v >= 5,
+    '×',
+  );
   add(
     'Webhooks: healthy endpoint p99 beside a hanging one / alone',
     '≤ 1.2',

@@ -15,10 +15,12 @@ import { percentile, round } from './lib/stats.ts';
 /*
  * Webhooks, two figures:
  *   - throughput: COUNT deliveries, written before the clock starts, sent by the worker's webhook
- *     sender (its defaults: 32 in flight, 4 per endpoint) to ENDPOINTS endpoints of one local
- *     receiver that answers 204 at once; deliveries/s from the first claim to the last recorded
- *     attempt. Compared with our no-op outbox drain (the run's `drain` section) as a ratio: the
- *     cost of an HTTP POST, its signature and its recorded attempt over a bare outbox message.
+ *     sender (its defaults: 32 in flight, 4 per endpoint, 8 per host) to ENDPOINTS endpoints of one
+ *     local receiver that answers 204 at once; deliveries/s from the first claim to the last
+ *     recorded attempt, one process. Two ways in the same run: kept-alive connections (the
+ *     default) and a new connection per attempt (WEBHOOK_KEEP_ALIVE=false, the sender before
+ *     keep-alive). Compared with our no-op outbox drain (the run's `drain` section) as a ratio:
+ *     the cost of an HTTP POST, its signature and its recorded attempt over a bare outbox message.
  *   - isolation: a healthy endpoint's delivery latency (booking event recorded → request received),
  *     p50/p99 over RATE events a second for SECONDS, once alone and once beside an endpoint of the
  *     same host that never answers (WEBHOOK_TIMEOUT_MS 15 s) with a backlog of BACKLOG deliveries
@@ -40,13 +42,14 @@ export interface WebhookBenchResult {
   };
 }
 
-function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
+export function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
 }
 
 /** A local receiver: answers 204 at once, or never (`hang`); calls `onRequest` with each body. */
 async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: number) => void }) {
   const open = new Set<http.ServerResponse>();
+  let connections = 0;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -56,11 +59,13 @@ async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: n
       else res.writeHead(204).end();
     });
   });
-  server.keepAliveTimeout = 1;
+  server.on('connection', () => void connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     inFlight: () => open.size,
+    /** Connections opened so far. */
+    connections: () => connections,
     async close() {
       for (const r of open) r.destroy();
       server.closeAllConnections();
@@ -126,7 +131,8 @@ async function backlog(db: Database, hostId: string, endpointIds: string[], coun
   );
 }
 
-export async function webhookThroughput(databaseUrl: string, count: number, endpoints = 8) {
+/** `env`: the sender's settings (WEBHOOK_KEEP_ALIVE, the concurrencies) over its defaults. */
+export async function webhookThroughput(databaseUrl: string, count: number, env: Record<string, string> = {}, endpoints = 8) {
   const db = createDatabase(databaseUrl, { max: 8, applicationName: 'bench-webhooks' });
   const sink = await receiver({});
   try {
@@ -134,13 +140,19 @@ export async function webhookThroughput(databaseUrl: string, count: number, endp
     const ids = [];
     for (let i = 0; i < endpoints; i++) ids.push(await addEndpoint(db, hostId, sink.url));
     await backlog(db, hostId, ids, count);
-    const sender = createWebhookSender({ db: db.db, pool: db.pool, config: benchConfig(databaseUrl), logger: pino({ level: 'warn' }) });
+    const sender = createWebhookSender({
+      db: db.db,
+      pool: db.pool,
+      config: benchConfig(databaseUrl, env),
+      logger: pino({ level: 'warn' }),
+    });
     const started = performance.now();
     await sender.runUntilIdle();
     const seconds = (performance.now() - started) / 1000;
+    await sender.stop(0);
     const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`);
     if (rows[0]!.n !== count) throw new Error(`webhook bench: ${rows[0]!.n} of ${count} deliveries succeeded`);
-    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds) };
+    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds), connections: sink.connections() };
   } finally {
     await sink.close();
     await db.close();

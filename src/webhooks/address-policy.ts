@@ -115,16 +115,35 @@ export function hostOf(url: URL): string {
   return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
 
+/** Every address of a name, in the resolver's order. */
+export type Resolve = (hostname: string) => Promise<{ address: string; family: number }[]>;
+
+/**
+ * How a delivery finds and judges addresses: the system resolver and isGlobalAddress. Replaceable
+ * (the sender's `network` dependency) so a test can play DNS answers that change, against a local
+ * receiver whose address it counts as public.
+ */
+export interface Network {
+  resolve: Resolve;
+  isPublic: (address: string) => boolean;
+}
+
+export const SYSTEM_NETWORK: Network = {
+  resolve: (hostname) => dnsLookup(hostname, { all: true, verbatim: true }),
+  isPublic: isGlobalAddress,
+};
+
 /**
  * Resolves a URL's host and refuses it unless every address it has is global (one private address
  * among public ones is enough to refuse: which one a connection gets is not ours to choose).
  * Returns the addresses. With `allowPrivate` (WEBHOOK_ALLOW_PRIVATE_NETWORKS) nothing is refused.
  */
-export async function checkDestination(url: URL, allowPrivate: boolean): Promise<string[]> {
+export async function checkDestination(url: URL, allowPrivate: boolean, network: Network = SYSTEM_NETWORK): Promise<string[]> {
   const host = hostOf(url);
-  const addresses = isIP(host) ? [host] : (await dnsLookup(host, { all: true, verbatim: true })).map((a) => a.address);
+  const addresses = isIP(host) ? [host] : (await network.resolve(host)).map((a) => a.address);
+  if (addresses.length === 0) throw Object.assign(new Error(`${host} has no address`), { code: 'ENOTFOUND' });
   if (!allowPrivate) {
-    const bad = addresses.find((a) => !isGlobalAddress(a));
+    const bad = addresses.find((a) => !network.isPublic(a));
     if (bad !== undefined) {
       throw new AddressNotAllowedError(
         bad === host ? `${host} is not a public internet address` : `${host} resolves to ${bad}, which is not a public internet address`,
@@ -139,12 +158,14 @@ export async function checkDestination(url: URL, allowPrivate: boolean): Promise
  * hands the socket exactly the addresses it checked. (An IP literal never reaches a lookup: the
  * sender checks it before connecting.)
  */
-export function checkedLookup(allowPrivate: boolean): LookupFunction {
+export function checkedLookup(allowPrivate: boolean, network: Network = SYSTEM_NETWORK): LookupFunction {
   return (hostname, options, callback) => {
-    dnsLookup(hostname, { all: true, verbatim: true, family: options.family })
-      .then((found) => {
+    network
+      .resolve(hostname)
+      .then((all) => {
+        const found = options.family === 4 || options.family === 6 ? all.filter((a) => a.family === options.family) : all;
         if (!allowPrivate) {
-          const bad = found.find((a) => !isGlobalAddress(a.address));
+          const bad = found.find((a) => !network.isPublic(a.address));
           if (bad) throw new AddressNotAllowedError(`${hostname} resolves to ${bad.address}, which is not a public internet address`);
         }
         if (found.length === 0) throw Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' });

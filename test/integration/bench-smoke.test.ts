@@ -65,9 +65,24 @@ describe('npm run bench -- --smoke', () => {
     }
 
     // Every configuration measured (ours, the floors, each peer's), each with its median and spread.
-    const pgBossKeys = r.params.pgBossConfigs.map((c: { batchSize: number; workers: number }) => `pgBoss${c.batchSize}x${c.workers}`);
+    // Each peer two ways: its fastest configuration and the one keeping what we keep (…Keyed).
+    const pgBossKeys = r.params.pgBossConfigs.map(
+      (c: { batchSize: number; workers: number; keyed?: boolean }) => `pgBoss${c.batchSize}x${c.workers}${c.keyed ? 'Keyed' : ''}`,
+    );
+    expect(pgBossKeys.filter((k: string) => k.endsWith('Keyed')).length).toBeGreaterThan(0);
     expect(Object.keys(r.drain.configs).sort()).toEqual(
-      ['ours1', 'ours2', 'ours1Default', 'floor1', 'floor2', 'graphileCli', 'graphileRun', ...pgBossKeys].sort(),
+      [
+        'ours1',
+        'ours2',
+        'ours1Default',
+        'floor1',
+        'floor2',
+        'graphileCli',
+        'graphileRun',
+        'graphileCliKeyed',
+        'graphileRunKeyed',
+        ...pgBossKeys,
+      ].sort(),
     );
     for (const [key, c] of Object.entries(r.drain.configs) as [
       string,
@@ -76,11 +91,11 @@ describe('npm run bench -- --smoke', () => {
       expect(finitePositive(c.runs.median.perSecond), `drain ${key}`).toBe(true);
       expect(c.runs.min.perSecond).toBeLessThanOrEqual(c.runs.max.perSecond);
     }
-    // Each peer at its strongest configuration; every configuration of ours against each of them.
-    expect(Object.keys(r.drain.strongest).sort()).toEqual(['graphile-worker', 'pg-boss']);
+    // Each peer at its strongest configuration, both ways; every configuration of ours against each of them.
+    const peers = ['graphile-worker', 'graphile-worker, same guarantees', 'pg-boss', 'pg-boss, same guarantees'];
+    expect(Object.keys(r.drain.strongest).sort()).toEqual(peers);
     for (const mine of ['ours1', 'ours2', 'ours1Default', 'bestOfOurs']) {
-      for (const peer of ['graphile-worker', 'pg-boss', 'bestPeer'])
-        expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
+      for (const peer of [...peers, 'bestPeer']) expect(finitePositive(r.drain.ratios[mine][peer]), `drain ${mine}/${peer}`).toBe(true);
     }
     const strongestDrain = Math.max(
       ...Object.values(r.drain.strongest as Record<string, string>).map((k) => r.drain.configs[k].runs.median.perSecond),
@@ -89,16 +104,16 @@ describe('npm run bench -- --smoke', () => {
     // Ours beside the drain floor: the same statements with no framework around them.
     for (const n of ['ours1', 'ours2']) expect(finitePositive(r.drain.floorRatios[n]), `drain floor ${n}`).toBe(true);
     // Idle workers hit by one committed burst: every system in every configuration, warmed up and cold.
-    const warm = ['ours1', 'ours2', 'graphileCli1', 'graphileRun', ...pgBossKeys];
+    const warm = ['ours1', 'ours2', 'graphileCli1', 'graphileRun', 'graphileCli1Keyed', 'graphileRunKeyed', ...pgBossKeys];
     expect(Object.keys(r.burst.configs).sort()).toEqual([...warm, ...warm.map((k) => `${k}Cold`)].sort());
     for (const [key, c] of Object.entries(r.burst.configs) as [string, { runs: { median: { perSecond: number } } }][]) {
       expect(finitePositive(c.runs.median.perSecond), `burst ${key}`).toBe(true);
     }
-    expect(Object.keys(r.burst.strongest).sort()).toEqual(['graphile-worker', 'pg-boss']);
+    expect(Object.keys(r.burst.strongest).sort()).toEqual(peers);
     for (const mine of ['ours1', 'ours2', 'ours1Cold', 'ours2Cold', 'bestOfOurs']) {
       expect(finitePositive(r.burst.ratios[mine].bestPeer), `burst ${mine}`).toBe(true);
     }
-    for (const system of ['ours', 'graphile', 'pgBoss', 'floor']) {
+    for (const system of ['ours', 'graphile', 'pgBoss', 'graphileKeyed', 'pgBossKeyed', 'floor']) {
       for (const k of ['p50', 'p99', 'max']) expect(finitePositive(r.latency[system].median[k]), `latency ${system} ${k}`).toBe(true);
     }
     expect(r.latency.floorRatios.p50).toBeCloseTo(r.latency.ours.median.p50 / r.latency.floor.median.p50, 2);
@@ -127,6 +142,12 @@ describe('npm run bench -- --smoke', () => {
     // Webhooks: deliveries/s to a no-op receiver (against our no-op drain) and a healthy endpoint's
     // latency alone and beside a hanging one, every figure measured.
     expect(finitePositive(r.webhooks.throughput.median.perSecond)).toBe(true);
+    // …on kept-alive connections and, in the same run, on a connection per attempt.
+    expect(finitePositive(r.webhooks.throughputPerAttemptConnection.median.perSecond)).toBe(true);
+    expect(r.webhooks.keepAliveRatio).toBeCloseTo(
+      r.webhooks.throughput.median.perSecond / r.webhooks.throughputPerAttemptConnection.median.perSecond,
+      2,
+    );
     expect(r.webhooks.ratioToNoopDrain).toBeCloseTo(
       r.webhooks.throughput.median.perSecond / r.drain.configs.ours1.runs.median.perSecond,
       2,
@@ -242,7 +263,10 @@ describe('npm run bench -- --smoke', () => {
       doubled: 0,
       bad503: 0,
     });
-    expect(r.targets).toHaveLength(19);
+    expect(r.targets).toHaveLength(24);
+    // The versions compared are in the results.
+    expect(r.versions.graphileWorker).toMatch(/^0\.18\./);
+    expect(r.versions.pgBoss).toMatch(/^12\./);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
     for (const heading of [

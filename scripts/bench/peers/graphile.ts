@@ -23,6 +23,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * perfTest subtracts a separately timed start-up; we start the clock at the first job handled
  * (lib/marks.ts) and stop it when no job is left (lib/settled.ts), the same rules as for every
  * system.
+ *
+ * Each way also `keyed`, the nearest graphile-worker comes to our guarantees: a job queue
+ * (`queue_name`) per key, so the jobs of a key run one at a time, in order. The other two it
+ * cannot give in any configuration, so its same-guarantee figures still carry neither: its
+ * completion deletes the job by id alone (sql/completeJobs: a worker whose lock was reset can
+ * complete the newer attempt), and a completed job is deleted, no history kept.
  */
 
 export const GRAPHILE_CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
@@ -72,21 +78,29 @@ const onceProcesses = (url: string, parallel: number, markDirPath: string) =>
     }),
   );
 
-/** `jobs` no-op jobs through add_jobs, graphile-worker's bulk insert (add_job per row takes a minute for 20,000). */
-async function addJobs(url: string, jobs: number) {
-  await query(
-    url,
-    `select graphile_worker.add_jobs(array(
-       select row('noop', json_build_object('i', i), null, null, null, null, null, null)::graphile_worker.job_spec
-         from generate_series(1, $1::int) i))`,
-    [jobs],
-  );
+/**
+ * A job's queue_name: none (fastest: jobs run in any order), or (`keyed`, the same guarantee of
+ * order as ours) a queue of its own per key, as graphile-worker's docs order jobs: its jobs run one
+ * at a time, in order. The key as our messages have it: unique per message, time-ordered.
+ */
+export const graphileQueueName = (keyed: boolean) =>
+  keyed ? `lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '-' || gen_random_uuid()` : 'null';
+
+/** `$1` no-op jobs in one add_jobs call, graphile-worker's bulk insert (add_job per row takes a minute for 20,000). */
+export const addJobsSql = (keyed: boolean) =>
+  `select graphile_worker.add_jobs(array(
+     select row('noop', json_build_object('i', i), ${graphileQueueName(keyed)}, null, null, null, null, null)::graphile_worker.job_spec
+       from generate_series(1, $1::int) i))`;
+
+async function addJobs(url: string, jobs: number, keyed: boolean) {
+  await query(url, addJobsSql(keyed), [jobs]);
   await query(url, 'analyze graphile_worker._private_jobs');
+  await query(url, 'analyze graphile_worker._private_job_queues');
 }
 
-/** `parallel` × `graphile-worker --once` (perfTest/run.js). */
-export async function graphileDrain(url: string, jobs: number, parallel: number) {
-  await addJobs(url, jobs);
+/** `parallel` × `graphile-worker --once` (perfTest/run.js); `keyed`: a queue per key. */
+export async function graphileDrain(url: string, jobs: number, parallel: number, keyed = false) {
+  await addJobs(url, jobs, keyed);
   const marks = markDir();
   const watch = watchSettled(url, PENDING.graphile);
   try {
@@ -104,9 +118,9 @@ export async function graphileDrain(url: string, jobs: number, parallel: number)
   }
 }
 
-/** One in-process runner (`run()`), started once the jobs are in. */
-export async function graphileRunDrain(url: string, jobs: number) {
-  await addJobs(url, jobs);
+/** One in-process runner (`run()`), started once the jobs are in; `keyed`: a queue per key. */
+export async function graphileRunDrain(url: string, jobs: number, keyed = false) {
+  await addJobs(url, jobs, keyed);
   let firstMs: number | undefined;
   const watch = watchSettled(url, PENDING.graphile);
   const runner = await startGraphileRunner(url, { onJob: () => void (firstMs ??= nowMs()) });
@@ -173,9 +187,10 @@ export function summarizeGraphileTrace(file: string, committedAt: number): strin
 
 /**
  * Latency as graphile/worker perfTest/latencyTest.js measures it: an in-process runner,
- * concurrency 1, default settings (woken by LISTEN/NOTIFY), 100 warm-up jobs first.
+ * concurrency 1, default settings (woken by LISTEN/NOTIFY), 100 warm-up jobs first; `keyed`:
+ * every job in a queue of its own key (the same guarantee of order as ours).
  */
-export async function graphileLatency(url: string, samples: number) {
+export async function graphileLatency(url: string, samples: number, keyed = false) {
   const probe = new LatencyProbe();
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => {});
@@ -188,7 +203,8 @@ export async function graphileLatency(url: string, samples: number) {
     taskList: { latency: async (payload) => probe.arrived((payload as { id: number }).id) },
   });
   try {
-    await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i)) from generate_series(1, 100) i`);
+    const queue = graphileQueueName(keyed);
+    await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i), ${queue}) from generate_series(1, 100) i`);
     for (let i = 0; i < 500; i++) {
       const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from graphile_worker._private_jobs`);
       if (rows[0]?.n === 0) break;
@@ -198,7 +214,7 @@ export async function graphileLatency(url: string, samples: number) {
       url,
       samples,
       insert: async (client, id) => {
-        await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int))`, [id]);
+        await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${queue})`, [id]);
       },
     });
   } finally {

@@ -17,6 +17,8 @@ import { signatureHeader } from '../secret.ts';
 import { claimDeliveries, type ClaimedDelivery } from './claim.ts';
 import { recordAttempt } from './record.ts';
 import { judge, type Verdict } from './schedule.ts';
+import type { Network } from '../address-policy.ts';
+import { ConnectionPool } from './connections.ts';
 import { sendOnce } from './send.ts';
 
 /** One attempt's outcome, for metrics and tests. */
@@ -52,6 +54,7 @@ export type SenderConfig = Pick<
   | 'WEBHOOK_ENDPOINT_CONCURRENCY'
   | 'WEBHOOK_DISABLE_AFTER_HOURS'
   | 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'
+  | 'WEBHOOK_KEEP_ALIVE'
   | 'WEBHOOK_EXTRA_PORTS'
   | 'WEBHOOK_HOST_CONCURRENCY'
   | 'WEBHOOK_ATTEMPTS_KEPT'
@@ -70,8 +73,17 @@ const USER_AGENT = 'StayHub-Webhooks/1.0';
  * claim (claim.ts) → POST (send.ts) → judge (schedule.ts) → record (record.ts), per delivery,
  * with as many in flight as there are free slots.
  */
-export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: SenderConfig; logger: Logger }): WebhookSender {
+export function createWebhookSender(deps: {
+  db: Db;
+  pool: pg.Pool;
+  config: SenderConfig;
+  logger: Logger;
+  /** How hosts are resolved and which addresses are public (default: the system's; tests play DNS answers with it). */
+  network?: Network;
+}): WebhookSender {
   const { config } = deps;
+  // Kept-alive connections per checked address, for this sender's life (connections.ts).
+  const connections = config.WEBHOOK_KEEP_ALIVE ? new ConnectionPool() : undefined;
   const log = deps.logger.child({ component: 'webhooks' });
   const events = new EventEmitter<WebhookSenderEvents>();
   const inFlight = new Map<number, number>();
@@ -134,6 +146,8 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
       allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       extraPorts: config.WEBHOOK_EXTRA_PORTS,
       signal: abort.signal,
+      connections,
+      network: deps.network,
     });
     if (abort.signal.aborted) return; // forced stop: the lease brings it back
     const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
@@ -243,6 +257,7 @@ export function createWebhookSender(deps: { db: Db; pool: pg.Pool; config: Sende
         abort.abort();
         await all;
       }
+      connections?.close();
     },
     async runUntilIdle() {
       for (;;) {
