@@ -3,7 +3,7 @@ import { ClaimedMessage } from '../../src/outbox/claim.ts';
 import { mergeByPriority } from '../../src/outbox/runner/local-queue.ts';
 
 const msg = (id: number, priority: number) =>
-  new ClaimedMessage(id, `m${id}`, 't', null, {}, 1, [], 'c', 0, 0, `m${id}`, null, [], priority);
+  new ClaimedMessage(id, `m${id}`, 't', null, {}, 1, [], 'c', 0, 0, `m${id}`, null, [], null, null, priority);
 const ids = (q: readonly ClaimedMessage[]) => q.map((m) => m.id);
 
 describe('the local queue across claims', () => {
