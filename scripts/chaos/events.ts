@@ -1,12 +1,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { createDatabase } from '../../src/db/client.ts';
+import { jetStreamElecting, onceJetStreamAnswers } from '../../src/events/connection.ts';
 import { openDeadLetters } from '../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
@@ -20,8 +21,10 @@ import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
- * The events part of the chaos run: a nats-server the run can stop and start (fault
- * "nats-outage"), the earnings consumer (`npm run consume:earnings`) supervised like the other
+ * The events part of the chaos run: a three-node JetStream cluster holding the stream at three
+ * replicas, which the run can stop and start whole (fault "nats-outage"), lose one node of (SIGKILL,
+ * often the stream's leader: "nats-node-kill"), or have one node come back with its store wiped
+ * ("nats-node-wipe"); the earnings consumer (`npm run consume:earnings`) supervised like the other
  * processes (fault "consumer-kill"), and the three invariants checked after everything has
  * drained (names in verdict.ts EVENT_CHECKS):
  *
@@ -44,82 +47,169 @@ export const NATS_INSTALL_HINT =
   'nats-server not found: the events part of the chaos run needs it (Debian: apt-get install -y nats-server)';
 
 export interface ChaosNats {
+  /** Every node, comma-separated: the processes' NATS_URL. */
   url: string;
-  /** The running server's pid (undefined while it is down). */
+  /** The client's server list (host:port of each node). */
+  servers: string[];
+  /** How many nodes. */
+  size: number;
+  /** The first node's pid (undefined while it is down). */
   readonly pid: number | undefined;
-  /** SIGTERM and wait for the exit (the store directory survives); null when it was not running. */
+  /** Every node SIGTERMed, their exits awaited (the stores survive): the first node's exit, null when any was not running. */
   stop(): Promise<ExitObserved | null>;
-  /** Same port, same store. */
+  /** Every node, same ports, same stores. */
   start(): Promise<void>;
-  /** Whether the port accepts a TCP connection right now. */
+  /** Whether any node's port accepts a TCP connection right now. */
   accepting(): Promise<boolean>;
+  /** Every node is running. */
   readonly running: boolean;
-  /** Exits the run did not cause; the server is started again, as a process manager would. */
+  /** Exits the run did not cause, any node's; the node is started again, as a process manager would. */
   readonly unplannedExits: { at: number; code: number | null; signal: string | null; lastLines: string[] }[];
+  /** Node `i`: its server name (as stream info names its leader) and pid. */
+  node(i: number): { name: string; pid: number | undefined };
+  /** SIGKILL node `i` and await its exit; null when it was not running. The store stays. */
+  killNode(i: number): Promise<ExitObserved | null>;
+  /** Starts node `i` on its ports with its store. */
+  startNode(i: number): Promise<void>;
+  /** Removes node `i`'s store (the node must be down): it comes back empty. Whether the folder was emptied. */
+  wipeStore(i: number): boolean;
+  /**
+   * What node `i` itself holds of `stream` (its monitoring endpoint, /jsz): its last sequence and
+   * its consumers' names; null when it holds no such stream or does not answer. The leader's view
+   * of a replica ("current") lags a node's loss by seconds; the node's own does not.
+   */
+  replicaOf(i: number, stream: string): Promise<{ lastSeq: number; messages: number; consumers: string[] } | null>;
 }
 
 /**
- * Starts nats-server -js on a free port with its store under `dir` (a fresh temp dir by default)
- * and its log in `logFile` (beside the store by default).
+ * Starts a JetStream cluster of `size` nats-server processes on 127.0.0.1 (free client and route
+ * ports), node i's store under `dir`/n<i> and its log in `dir`/nats-n<i>.log, and waits until each
+ * listens. A node that exits unasked is started again after half a second.
  */
-export async function startChaosNats(
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chaos-nats-')),
-  logFile = path.join(dir, 'nats-server.log'),
-): Promise<ChaosNats> {
+export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'chaos-nats-')), size = 3): Promise<ChaosNats> {
   if (!natsServerAvailable()) throw new Error(NATS_INSTALL_HINT);
-  const port = await freePort();
-  let child: ChildProcess | undefined;
-  let stopping = false;
+  const cluster = `chaos-${randomUUID().slice(0, 8)}`;
+  const nodes: {
+    name: string;
+    port: number;
+    routePort: number;
+    monitorPort: number;
+    store: string;
+    logFile: string;
+    child?: ChildProcess;
+    stopping: boolean;
+  }[] = [];
+  for (let i = 0; i < size; i++) {
+    nodes.push({
+      name: `n${i + 1}`,
+      port: await freePort(),
+      routePort: await freePort(),
+      monitorPort: await freePort(),
+      store: path.join(dir, `n${i + 1}`),
+      logFile: path.join(dir, `nats-n${i + 1}.log`),
+      stopping: false,
+    });
+  }
+  const routes = nodes.map((n) => `nats://127.0.0.1:${n.routePort}`).join(',');
   const unplannedExits: ChaosNats['unplannedExits'] = [];
-  const accepting = () => portOpen(port);
-  const tail = () => {
+  const alive = (c: ChildProcess | undefined) => c !== undefined && c.exitCode === null && c.signalCode === null;
+  const tail = (logFile: string) => {
     try {
       return readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-6);
     } catch {
       return [];
     }
   };
+  const startNode = async (i: number) => {
+    const n = nodes[i]!;
+    if (alive(n.child)) return;
+    n.stopping = false;
+    mkdirSync(n.store, { recursive: true });
+    const out = openSync(n.logFile, 'a');
+    const args = ['-js', '-n', n.name, '-a', '127.0.0.1', '-p', String(n.port), '-m', String(n.monitorPort), '-sd', n.store];
+    const c = spawn(
+      'nats-server',
+      [...args, '--cluster_name', cluster, '--cluster', `nats://127.0.0.1:${n.routePort}`, '--routes', routes],
+      {
+        stdio: ['ignore', out, out],
+      },
+    );
+    closeSync(out);
+    // Not a node process, so no lifeline: a watchdog stops it if the run dies without doing so.
+    if (c.pid !== undefined) guardChild(c.pid);
+    n.child = c;
+    c.once('exit', (code, signal) => {
+      if (n.stopping || n.child !== c) return;
+      unplannedExits.push({ at: Date.now(), code, signal, lastLines: [`${n.name}:`, ...tail(n.logFile)] });
+      setTimeout(() => void (!n.stopping && !alive(n.child) && startNode(i).catch(() => undefined)), 500);
+    });
+    for (let k = 0; !(await portOpen(n.port)); k++) {
+      if (c.exitCode !== null)
+        throw new Error(`nats-server ${n.name} exited at start (code ${c.exitCode}): ${tail(n.logFile).join(' / ')}`);
+      if (k > 500) throw new Error(`nats-server ${n.name} did not listen on ${n.port}`);
+      await sleep(20);
+    }
+  };
+  const stopNode = async (i: number, signal: NodeJS.Signals): Promise<ExitObserved | null> => {
+    const n = nodes[i]!;
+    n.stopping = true;
+    const c = n.child;
+    n.child = undefined;
+    if (!c || !alive(c)) return null;
+    const pid = c.pid!;
+    const exited = new Promise<ExitObserved>((r) => c.once('exit', (code, sig) => r({ pid, code, signal: sig })));
+    c.kill(signal);
+    const hard = setTimeout(() => c.kill('SIGKILL'), 10_000);
+    const seen = await exited;
+    clearTimeout(hard);
+    return seen;
+  };
   const nats: ChaosNats = {
-    url: `nats://127.0.0.1:${port}`,
+    url: nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(','),
+    servers: nodes.map((n) => `127.0.0.1:${n.port}`),
+    size,
     get pid() {
-      return child && child.exitCode === null && child.signalCode === null ? child.pid : undefined;
+      return alive(nodes[0]!.child) ? nodes[0]!.child!.pid : undefined;
     },
     get running() {
-      return child !== undefined && child.exitCode === null && child.signalCode === null;
+      return nodes.every((n) => alive(n.child));
     },
     unplannedExits,
-    accepting,
+    accepting: async () => (await Promise.all(nodes.map((n) => portOpen(n.port)))).some(Boolean),
     async start() {
-      stopping = false;
-      const out = openSync(logFile, 'a');
-      const c = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: ['ignore', out, out] });
-      closeSync(out);
-      // Not a node process, so no lifeline: a watchdog stops it if the run dies without doing so.
-      if (c.pid !== undefined) guardChild(c.pid);
-      child = c;
-      c.once('exit', (code, signal) => {
-        if (stopping || child !== c) return;
-        unplannedExits.push({ at: Date.now(), code, signal, lastLines: tail() });
-        setTimeout(() => void (!stopping && !nats.running && nats.start().catch(() => undefined)), 500);
-      });
-      for (let i = 0; !(await accepting()); i++) {
-        if (c.exitCode !== null) throw new Error(`nats-server exited at start (code ${c.exitCode}): ${tail().join(' / ')}`);
-        if (i > 500) throw new Error(`nats-server did not listen on ${port}`);
-        await sleep(20);
-      }
+      await Promise.all(nodes.map((_, i) => startNode(i)));
     },
     async stop() {
-      stopping = true;
-      const c = child;
-      child = undefined;
-      if (!c || c.exitCode !== null || c.signalCode !== null) return null;
-      const pid = c.pid!;
-      const exited = new Promise<ExitObserved>((r) => c.once('exit', (code, signal) => r({ pid, code, signal })));
-      c.kill('SIGTERM');
-      const hard = setTimeout(() => c.kill('SIGKILL'), 10_000);
-      const seen = await exited;
-      clearTimeout(hard);
-      return seen;
+      const seen = await Promise.all(nodes.map((_, i) => stopNode(i, 'SIGTERM')));
+      return seen.every((e) => e !== null) ? seen[0]! : null;
+    },
+    node: (i) => ({ name: nodes[i]!.name, pid: alive(nodes[i]!.child) ? nodes[i]!.child!.pid : undefined }),
+    killNode: (i) => stopNode(i, 'SIGKILL'),
+    startNode,
+    wipeStore(i) {
+      const n = nodes[i]!;
+      if (alive(n.child)) throw new Error(`nats-server ${n.name} is running: stop it before wiping its store`);
+      rmSync(n.store, { recursive: true, force: true });
+      mkdirSync(n.store, { recursive: true });
+      return readdirSync(n.store).length === 0;
+    },
+    async replicaOf(i, stream) {
+      type Jsz = {
+        account_details?: {
+          stream_detail?: { name: string; state: { messages: number; last_seq: number }; consumer_detail?: { name: string }[] }[];
+        }[];
+      };
+      try {
+        const res = await fetch(`http://127.0.0.1:${nodes[i]!.monitorPort}/jsz?streams=true&consumers=true`, {
+          signal: AbortSignal.timeout(2_000),
+        });
+        const jsz = (await res.json()) as Jsz;
+        const s = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream);
+        if (!s) return null;
+        return { lastSeq: s.state.last_seq, messages: s.state.messages, consumers: (s.consumer_detail ?? []).map((c) => c.name) };
+      } catch {
+        return null;
+      }
     },
   };
   await nats.start();
@@ -128,7 +218,7 @@ export async function startChaosNats(
 
 /** Message id → how many times it is in the stream, for subjects under `filter`. Ordered consumer: one pass, no acks. */
 async function countStream(natsUrl: string, stream: string, filter: string): Promise<Map<string, number>> {
-  const nc = await connect({ servers: natsUrl.replace('nats://', '') });
+  const nc = await connect({ servers: natsUrl.split(',').map((u) => u.replace('nats://', '')) });
   const counts = new Map<string, number>();
   try {
     const info = await (await jetstreamManager(nc)).streams.info(stream);
@@ -351,14 +441,28 @@ export interface ConsumerKillObserved {
   consuming: boolean;
 }
 
-/** What a NATS outage did, for the fault's evidence (faults.ts). */
+/** What a NATS outage (every node down) did, for the fault's evidence (faults.ts). */
 export interface NatsOutageObserved {
-  /** The server's exit after SIGTERM; null: no server was running. */
+  /** The first node's exit after SIGTERM, every node's exit seen; null: a node was not running. */
   stopped: ExitObserved | null;
   /** The port refused connections while the server was down. */
   refusedWhileDown: boolean;
   /** The pid listening again afterwards. */
   restartedPid: number | null;
+}
+
+/** What a node kill or wipe did, for the fault's evidence (faults.ts). */
+export interface NatsNodeObserved {
+  /** The node's server name. */
+  node: string;
+  /** It led the stream (kill) or the earnings group (wipe) when it was hit. */
+  wasLeader: boolean;
+  /** Its exit after SIGKILL; null: it was not running. */
+  seen: ExitObserved | null;
+  /** Its store was removed before it started again (wipe). */
+  wiped: boolean;
+  /** How long after its start it held current replicas of the stream and the group; null: not within the bound. */
+  caughtUpAfterMs: number | null;
 }
 
 /** What a stream deletion did, for the fault's evidence (faults.ts). */
@@ -392,6 +496,7 @@ export interface ForgedEventObserved {
  *   // workers: spawn them with { ...env, ...events.env } so they relay into this NATS
  *   await events.startConsumer();                       // npm run consume:earnings, supervised
  *   faults: await events.killConsumer(downMs)  ·  await events.natsOutage(ms)
+ *           await events.killNatsNode({ leader, index }, downMs)  ·  await events.wipeNatsNode({ leader, index })
  *   after the drain: await events.finish(); results.push(...await events.check());
  *   finally: await events.stop();
  *
@@ -410,7 +515,7 @@ export async function startEventsChaos(o: {
   const ownDir = o.dir === undefined;
   const dir = o.dir ?? mkdtempSync(path.join(os.tmpdir(), 'chaos-events-'));
   mkdirSync(path.join(dir, 'nats'), { recursive: true });
-  const nats = await startChaosNats(path.join(dir, 'nats'), path.join(dir, 'nats-server.log'));
+  const nats = await startChaosNats(path.join(dir, 'nats'));
   const stream = 'CHAOS_EVENTS';
   const subjectPrefix = 'chaos';
   const group = o.group ?? 'earnings';
@@ -420,6 +525,8 @@ export async function startEventsChaos(o: {
     EVENTS_SUBJECT_PREFIX: subjectPrefix,
     EVENTS_EARNINGS_GROUP: group,
     EVENTS_ACK_WAIT_SECONDS: '5',
+    // Every event on each of the three nodes: any one can be lost, or come back empty.
+    EVENTS_REPLICAS: String(nats.size),
   };
   const log = o.log ?? (() => {});
   const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
@@ -447,7 +554,60 @@ export async function startEventsChaos(o: {
   // The forger's reads (a real booking to name, the dead letter it should become).
   let database: ReturnType<typeof createDatabase> | undefined;
   const db = () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })).db;
-  const natsServers = nats.url.replace('nats://', '');
+  const natsServers = nats.servers;
+
+  /** Which node leads `what` (the stream, or the group's durable) now; undefined: none, or NATS not answering. */
+  const leaderOf = async (what: 'stream' | 'group'): Promise<number | undefined> => {
+    const nc = await connect({ servers: natsServers, timeout: 3_000 }).catch(() => undefined);
+    if (!nc) return undefined;
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 3_000, checkAPI: false });
+      const info = what === 'stream' ? await jsm.streams.info(stream) : await jsm.consumers.info(stream, group);
+      const leader = info.cluster?.leader;
+      for (let i = 0; i < nats.size; i++) if (nats.node(i).name === leader) return i;
+      return undefined;
+    } catch {
+      return undefined;
+    } finally {
+      await nc.close().catch(() => undefined);
+    }
+  };
+
+  /** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
+  const streamLed = async (withinMs: number): Promise<boolean> => {
+    const t0 = Date.now();
+    while (Date.now() - t0 < withinMs) {
+      if ((await leaderOf('stream')) !== undefined) return true;
+      await sleep(200);
+    }
+    return false;
+  };
+
+  /**
+   * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
+   * once the node was back, and the group's durable: in step with the others again, so the next
+   * node fault cannot take the last copy of anything. Asked of the node (its /jsz), not of the
+   * leader, whose view of a replica lags: it once called a node wiped 15 ms earlier current. How
+   * long it took, or null.
+   */
+  const caughtUp = async (i: number, withinMs: number): Promise<number | null> => {
+    const t0 = Date.now();
+    const nc = await connect({ servers: natsServers, timeout: 3_000, maxReconnectAttempts: -1 }).catch(() => undefined);
+    if (!nc) return null;
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 3_000, checkAPI: false });
+      let target: number | undefined;
+      while (Date.now() - t0 < withinMs) {
+        target ??= (await jsm.streams.info(stream).catch(() => undefined))?.state.last_seq;
+        const mine = await nats.replicaOf(i, stream);
+        if (target !== undefined && mine && mine.lastSeq >= target && mine.consumers.includes(group)) return Date.now() - t0;
+        await sleep(200);
+      }
+      return null;
+    } finally {
+      await nc.close().catch(() => undefined);
+    }
+  };
   const stopConsumer = async () => {
     supervising = false;
     if (consumerStopped) return;
@@ -486,13 +646,47 @@ export async function startEventsChaos(o: {
       if (supervising) consumer.start();
       return { seen, consuming };
     },
-    /** nats-server down for `ms`, then back on the same port and store. */
+    /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
     async natsOutage(ms: number): Promise<NatsOutageObserved> {
       const stopped = await nats.stop();
       const refusedWhileDown = !(await nats.accepting());
       await sleep(ms);
       await nats.start();
+      // Listening is not leading: the next fault in the lane waits (bounded) until the stream has
+      // a leader again, rather than meet the cluster mid-election.
+      await streamLed(30_000);
       return { stopped, refusedWhileDown, restartedPid: nats.pid ?? null };
+    },
+    /**
+     * SIGKILL one node (the stream's leader when `leader`, else node `index`), down `downMs`, start
+     * it again on its store, and wait until it is current again (bounded by `catchUpMs`).
+     */
+    async killNatsNode(target: { leader: boolean; index: number }, downMs: number, catchUpMs = 30_000): Promise<NatsNodeObserved> {
+      const leader = target.leader ? await leaderOf('stream') : undefined;
+      const i = leader ?? target.index % nats.size;
+      const seen = await nats.killNode(i);
+      await sleep(downMs);
+      await nats.startNode(i);
+      return {
+        node: nats.node(i).name,
+        wasLeader: leader !== undefined,
+        seen,
+        wiped: false,
+        caughtUpAfterMs: await caughtUp(i, catchUpMs),
+      };
+    },
+    /**
+     * SIGKILL one node (the one leading the earnings group when `leader`, else node `index`),
+     * remove its store, start it empty, and wait until the others have given it the stream and
+     * the group again (bounded by `catchUpMs`).
+     */
+    async wipeNatsNode(target: { leader: boolean; index: number }, catchUpMs = 60_000): Promise<NatsNodeObserved> {
+      const leader = target.leader ? await leaderOf('group') : undefined;
+      const i = leader ?? target.index % nats.size;
+      const seen = await nats.killNode(i);
+      const wiped = nats.wipeStore(i);
+      await nats.startNode(i);
+      return { node: nats.node(i).name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(i, catchUpMs) };
     },
     /**
      * Stops the supervised consumer (SIGTERM), then runs one to the end of the stream
@@ -522,16 +716,25 @@ export async function startEventsChaos(o: {
     /**
      * Deletes the events stream under the relay and the consumer, then waits (up to `backWithinMs`)
      * until it is back (the relay recreates it on its next publish, the consumer when its pull
-     * fails; both wait 2 s first) with the group's durable on it.
+     * fails; both wait 2 s first) with the group's durable on it. 45 s: on a loaded machine a
+     * three-node cluster's delete and re-create, each through its leaders, took longer than 20 s.
      */
-    async deleteStream(backWithinMs = 20_000): Promise<StreamDeleteObserved> {
+    async deleteStream(backWithinMs = 45_000): Promise<StreamDeleteObserved> {
       const nc = await connect({ servers: natsServers, timeout: 3_000 });
       try {
-        const jsm = await jetstreamManager(nc);
-        const before = await jsm.streams.info(stream).catch(() => null);
+        // Right after a node kill the cluster may still be electing: the API times out for a
+        // few seconds, which is the cluster's business, not a failed fault.
+        const jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(nc));
+        const before = await onceJetStreamAnswers('stream info', () => jsm.streams.info(stream)).catch(() => null);
         if (!before)
           return { createdBefore: null, messagesBefore: 0, deleted: false, createdAfter: null, backAfterMs: null, groupBack: false };
-        const deleted = await jsm.streams.delete(stream);
+        // A delete whose answer was lost to a timeout has happened: the retry's "not found" says so.
+        const deleted = await onceJetStreamAnswers('stream delete', () =>
+          jsm.streams.delete(stream).catch((err: unknown) => {
+            if (err instanceof JetStreamApiError && err.code === 10059) return true;
+            throw err;
+          }),
+        );
         const at = Date.now();
         let after: string | null = null;
         let groupBack = false;
@@ -596,11 +799,28 @@ export async function startEventsChaos(o: {
       let seq: number;
       const nc = await connect({ servers: natsServers, timeout: 3_000 });
       try {
-        const ack = await jetstream(nc).publish(subjectFor(subjectPrefix, 'booking.created'), JSON.stringify(lie), {
-          msgID: messageId,
-          headers: h,
-          timeout: 3_000,
-        });
+        // The same message id on every try: a try whose PubAck was lost is not stored twice. Tried
+        // again (up to 15 s) while the cluster has no leader for the stream.
+        const publish = () =>
+          jetstream(nc).publish(subjectFor(subjectPrefix, 'booking.created'), JSON.stringify(lie), {
+            msgID: messageId,
+            headers: h,
+            timeout: 3_000,
+          });
+        const until = Date.now() + 15_000;
+        let ack;
+        for (;;) {
+          try {
+            ack = await publish();
+            break;
+          } catch (err) {
+            // A timeout, or "no responders" (nobody listens on the stream's subjects between leaders).
+            const cause = (err as { cause?: Error }).cause;
+            const electing = jetStreamElecting(err) || /no responders/i.test(`${(err as Error).message} ${cause?.message ?? ''}`);
+            if (!electing || Date.now() > until) throw err;
+            await sleep(250);
+          }
+        }
         seq = ack.seq;
       } catch (err) {
         return { forged: null, failed: `publish: ${(err as Error).message}`, deadLetteredAfterMs: null, lastError: null };

@@ -1,4 +1,11 @@
-import type { ConsumerKillObserved, ForgedEventObserved, ForgeryKind, NatsOutageObserved, StreamDeleteObserved } from './events.ts';
+import type {
+  ConsumerKillObserved,
+  ForgedEventObserved,
+  ForgeryKind,
+  NatsNodeObserved,
+  NatsOutageObserved,
+  StreamDeleteObserved,
+} from './events.ts';
 import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
 import type { FaultKind, FaultOutcome } from './verdict.ts';
@@ -36,6 +43,9 @@ export interface PlannedFault {
   /** How the event lies (forged-event), and which recent booking it names, in [0, 1). */
   forgery?: ForgeryKind;
   pick?: number;
+  /** Which NATS node (nats-node-kill, nats-node-wipe): the leader of the stream (kill) or of the group (wipe), or node `node`. */
+  leader?: boolean;
+  node?: number;
 }
 
 export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
@@ -77,11 +87,15 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
       plan.push({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) });
     }
     for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
-      plan.push({ kind: 'nats-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)) });
+      plan.push({
+        kind: 'nats-outage',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)),
+      });
     }
     // Drawn after the events faults above, so those stay the same for a seed.
     for (let i = 0; i < Math.max(1, Math.round(seconds / 180)); i++) {
-      plan.push({ kind: 'stream-delete', at: when(), downMs: 0 });
+      plan.push({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 });
     }
     // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
     const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
@@ -90,11 +104,36 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
         i === 0 ? first : i === 1 ? (first === 'unknown-booking' ? 'wrong-amount' : 'unknown-booking') : rng.pick(FORGERIES);
       plan.push({ kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() });
     }
+    // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
+    // the kills and wipes hit a leader: a leader lost is an election, the hardest moment.
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 45)); i++) {
+      plan.push({
+        kind: 'nats-node-kill',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(500, 4_000),
+        leader: rng.chance(0.5),
+        node: rng.int(0, 2),
+      });
+    }
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
+      plan.push({ kind: 'nats-node-wipe', at: when(0.08, NODES_RESTART_BY), downMs: 0, leader: rng.chance(0.5), node: rng.int(0, 2) });
+    }
   }
   return plan.sort((a, b) => a.at - b.at);
 }
 
 const FORGERIES: ForgeryKind[] = ['unknown-booking', 'wrong-amount'];
+
+/**
+ * The share of the load by which every NATS node restart (an outage, a node kill or wipe) is due;
+ * stream deletions come after it. nats-server before 2.11 mishandles a node that restarts after
+ * a stream was deleted and recreated under the same name while it ran ("detected duplicate
+ * assignment", "No RAFT group" in its log): that node stays on the deleted stream's RAFT group and
+ * never holds the new stream, and a second node lost then loses the majority. Seen here with
+ * Debian's 2.9.10 (nats-server pull requests 7510 and 8413 fix it); a server bug the run would
+ * only rediscover, so the two kinds of fault are kept apart in time.
+ */
+const NODES_RESTART_BY = 0.5;
 
 /** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
 export interface Killable {
@@ -128,6 +167,10 @@ export interface InjectorDeps {
     deleteStream(): Promise<StreamDeleteObserved>;
     /** Publish a forged booking.created on the stream; resolves once the consumer refused it (bounded). */
     forgeEvent(kind: ForgeryKind, pick: number): Promise<ForgedEventObserved>;
+    /** SIGKILL one NATS node, start it after `downMs`; resolves once it is current again (bounded). */
+    killNatsNode(target: { leader: boolean; index: number }, downMs: number): Promise<NatsNodeObserved>;
+    /** SIGKILL one NATS node, remove its store, start it; resolves once it is current again (bounded). */
+    wipeNatsNode(target: { leader: boolean; index: number }): Promise<NatsNodeObserved>;
   };
   /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
   downstreamGapMs?: number;
@@ -163,6 +206,8 @@ export function faultTarget(f: PlannedFault): string {
     case 'consumer-kill':
       return 'earnings-consumer';
     case 'nats-outage':
+    case 'nats-node-kill':
+    case 'nats-node-wipe':
       return 'nats';
     case 'stream-delete':
     case 'forged-event':
@@ -184,7 +229,14 @@ const DOWNSTREAM = 'downstream (SMTP, NATS)';
  * the consumer to refuse it before a deletion takes it away. They all take turns in this lane
  * (besides their own targets).
  */
-const EVENTS_PATH_FAULTS = new Set<FaultKind>(['consumer-kill', 'nats-outage', 'stream-delete', 'forged-event']);
+const EVENTS_PATH_FAULTS = new Set<FaultKind>([
+  'consumer-kill',
+  'nats-outage',
+  'stream-delete',
+  'forged-event',
+  'nats-node-kill',
+  'nats-node-wipe',
+]);
 const EVENTS_PATH = 'events path (consumer, NATS)';
 
 const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
@@ -390,6 +442,25 @@ export class FaultInjector {
             seen.deleted && seen.createdBefore && seen.createdAfter && seen.createdAfter !== seen.createdBefore
               ? `stream created ${seen.createdBefore} before, ${seen.createdAfter} after`
               : null,
+        };
+      }
+      case 'nats-node-kill':
+      case 'nats-node-wipe': {
+        if (!d.events) return { detail: 'no events path in this run: no NATS node to hit', evidence: null };
+        const target = { leader: f.leader ?? false, index: f.node ?? 0 };
+        const wipe = f.kind === 'nats-node-wipe';
+        const seen = wipe ? await d.events.wipeNatsNode(target) : await d.events.killNatsNode(target, f.downMs);
+        const who = `${seen.node}${seen.wasLeader ? (wipe ? ' (the earnings group leader)' : ' (the stream leader)') : ''}`;
+        const exit = seen.seen ? `pid ${seen.seen.pid} exited ${seen.seen.signal ?? `with code ${seen.seen.code}`}` : 'not running';
+        const back =
+          seen.caughtUpAfterMs === null ? 'NOT current again within the bound' : `current again ${seen.caughtUpAfterMs} ms after its start`;
+        const detail = wipe
+          ? `NATS node ${who} SIGKILLed (${exit}), store ${seen.wiped ? 'wiped' : 'NOT wiped'}, started empty; ${back}`
+          : `NATS node ${who} SIGKILLed (${exit}), started again on its store after ${f.downMs} ms; ${back}`;
+        const ok = killEvidence(seen.seen, 'SIGKILL') !== null && seen.caughtUpAfterMs !== null && (!wipe || seen.wiped);
+        return {
+          detail,
+          evidence: ok ? `${seen.node}: pid ${seen.seen!.pid} exited by SIGKILL${wipe ? ', store removed' : ''}, current again` : null,
         };
       }
       case 'forged-event': {

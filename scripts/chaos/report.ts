@@ -35,6 +35,8 @@ export function renderMarkdown(r: ChaosResults): string {
           `| faults with evidence / planned: nats-server down (exit seen, port refused) | ${f.faults['nats-outage']} / ${f.faultsPlanned['nats-outage']} |`,
           `| faults with evidence / planned: events stream deleted (recreated: its creation time changed) | ${f.faults['stream-delete']} / ${f.faultsPlanned['stream-delete']} |`,
           `| faults with evidence / planned: forged booking.created published (PubAck) | ${f.faults['forged-event']} / ${f.faultsPlanned['forged-event']} |`,
+          `| faults with evidence / planned: one NATS node SIGKILLed (back, current again) | ${f.faults['nats-node-kill']} / ${f.faultsPlanned['nats-node-kill']} |`,
+          `| faults with evidence / planned: one NATS node back with its store wiped (current again) | ${f.faults['nats-node-wipe']} / ${f.faultsPlanned['nats-node-wipe']} |`,
         ]
       : []),
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,

@@ -344,7 +344,9 @@ async function main(): Promise<number> {
     // the workers' settings, so both compute the same stream configuration
     if (withEvents) {
       ev = await startEventsChaos({ databaseUrl, root, dir: path.join(dir, 'events'), env: { ...baseEnv, ...WORKER_ENV }, log: say });
-      say(`nats-server -js on ${ev.nats.url.replace('nats://', '')}; the workers relay into stream ${ev.env.EVENTS_STREAM}`);
+      say(
+        `nats-server -js, ${ev.nats.size} nodes as one cluster on ${ev.nats.servers.join(',')}; the workers relay into stream ${ev.env.EVENTS_STREAM} at ${ev.env.EVENTS_REPLICAS} replicas`,
+      );
     }
 
     // --- the workers' topics, asked while the SMTP server and the API start (each start loads
@@ -439,6 +441,8 @@ async function main(): Promise<number> {
         natsOutage: (ms) => events.natsOutage(ms),
         deleteStream: () => events.deleteStream(),
         forgeEvent: (kind, pick) => events.forgeEvent(kind, pick),
+        killNatsNode: (target, ms) => events.killNatsNode(target, ms),
+        wipeNatsNode: (target) => events.wipeNatsNode(target),
       },
       // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
       // gets an attempt between an SMTP outage and a NATS one.

@@ -30,9 +30,18 @@ export type FaultKind =
   | 'consumer-kill'
   | 'nats-outage'
   | 'stream-delete'
-  | 'forged-event';
+  | 'forged-event'
+  | 'nats-node-kill'
+  | 'nats-node-wipe';
 /** The faults of the events path (JetStream relay and earnings consumer): planned and required only when that part runs. */
-export const EVENT_FAULT_KINDS: FaultKind[] = ['consumer-kill', 'nats-outage', 'stream-delete', 'forged-event'];
+export const EVENT_FAULT_KINDS: FaultKind[] = [
+  'consumer-kill',
+  'nats-outage',
+  'stream-delete',
+  'forged-event',
+  'nats-node-kill',
+  'nats-node-wipe',
+];
 export const FAULT_KINDS: FaultKind[] = [
   'worker-kill',
   'api-kill',
@@ -296,6 +305,10 @@ const HOLDS_MAIL_UP: Partial<Record<FaultKind, [before: number, after: number]>>
   'pg-restart': [3_000, 5_000],
   'smtp-outage': [1_000, 5_000],
   'stream-delete': [1_000, 3_000],
+  // A node lost: while the others elect a leader for the stream (seconds on a loaded machine), a
+  // relay attempt may wait out its publish timeout before it fails.
+  'nats-node-kill': [1_000, 10_000],
+  'nats-node-wipe': [1_000, 10_000],
 };
 /** Outside a NATS outage means also not just before it or in the backoff after it. */
 const NATS_OUTAGE_MARGIN: [before: number, after: number] = [1_000, 5_000];

@@ -13,9 +13,10 @@ import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts
 import { skipWithoutNats } from '../helpers/nats.ts';
 
 /*
- * A short events chaos run (scripts/chaos/events.ts): bookings while the worker relays and the
- * earnings consumer is SIGKILLed and nats-server stopped, forged events published and the stream
- * deleted under both; then every invariant holds. And the checker itself catches what it is there
+ * A short events chaos run (scripts/chaos/events.ts) on its three-node cluster: bookings while the
+ * worker relays and the earnings consumer is SIGKILLed, the whole cluster stopped, the stream's
+ * leader SIGKILLed, the group's leader back with its store wiped, forged events published and the
+ * stream deleted under both; then every invariant holds. And the checker itself catches what it is there
  * to catch.
  */
 
@@ -24,7 +25,7 @@ const skip = skipWithoutNats();
 const t = useTestApp();
 
 describe.skipIf(skip)('events chaos', () => {
-  it('keeps every booking event in the stream once and the ledger right through consumer kills, a NATS outage, forgeries and a deleted stream', async () => {
+  it('keeps every booking event in the stream once and the ledger right through consumer kills, a NATS outage, node losses, forgeries and a deleted stream', async () => {
     const events = await startEventsChaos({ databaseUrl: t.db.url, root: ROOT });
     const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
     const worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
@@ -68,6 +69,15 @@ describe.skipIf(skip)('events chaos', () => {
           const cancel = await t.app.inject({ method: 'POST', url: `/bookings/${res.json().id}/cancel`, headers: guest.auth });
           expect(cancel.statusCode).toBe(200);
           bookingEvents++;
+        }
+        // The stream's leader lost mid-run, and the group's leader back with its store wiped.
+        if (i === 11) {
+          const killed = await events.killNatsNode({ leader: true, index: 0 }, 500);
+          expect(killed, 'node kill').toMatchObject({ wasLeader: true, seen: { signal: 'SIGKILL' }, caughtUpAfterMs: expect.any(Number) });
+        }
+        if (i === 24) {
+          const wiped = await events.wipeNatsNode({ leader: true, index: 0 });
+          expect(wiped, 'node wipe').toMatchObject({ wasLeader: true, wiped: true, caughtUpAfterMs: expect.any(Number) });
         }
         if (i === 8 || i === 20)
           expect(await events.killConsumer(500, 30_000), `kill ${i}`).toMatchObject({ seen: { signal: 'SIGKILL' }, consuming: true });
@@ -143,7 +153,7 @@ describe.skipIf(skip)('events chaos', () => {
       expect(events.nats.unplannedExits).toEqual([]);
 
       // The checker catches a stray event and a wrong ledger.
-      const nc = await connect({ servers: events.nats.url.replace('nats://', '') });
+      const nc = await connect({ servers: events.nats.servers });
       await jetstream(nc).publish('chaos.booking.created', '{}', { msgID: 'not-from-the-outbox' });
       await nc.close();
       await t.db.db.execute(sql`update host_earnings set confirmed_total = confirmed_total + 1`);

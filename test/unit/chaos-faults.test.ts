@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ForgedEventObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
+import type { ForgedEventObserved, NatsNodeObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
 import { FaultInjector, planFaults, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
 import { EVENT_FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
@@ -156,16 +156,54 @@ describe('fault evidence: the events path', () => {
     lastError: 'PermanentError: earnings: booking.created for booking b-1 refused: …',
     ...o,
   });
+  const node = (o: Partial<NatsNodeObserved>): NatsNodeObserved => ({
+    node: 'n2',
+    wasLeader: true,
+    seen: { pid: 9, code: null, signal: 'SIGKILL' },
+    wiped: false,
+    caughtUpAfterMs: 1_200,
+    ...o,
+  });
   const events = (
     kill: ExitObserved | null,
     nats: NatsOutageObserved,
     deleted: StreamDeleteObserved = deletion({}),
     forged: ForgedEventObserved = forgery({}),
+    hit: NatsNodeObserved = node({}),
   ) => ({
     killConsumer: async () => ({ seen: kill, consuming: true }),
     natsOutage: async () => nats,
     deleteStream: async () => deleted,
     forgeEvent: async () => forged,
+    killNatsNode: async () => hit,
+    wipeNatsNode: async () => hit,
+  });
+
+  it('a NATS node kill counts only with its exit by SIGKILL seen and the node current again', async () => {
+    const kill = (o: Partial<NatsNodeObserved>) =>
+      inject(deps({ events: events(null, outage({}), deletion({}), forgery({}), node(o)) }), [
+        { kind: 'nats-node-kill', at: 0, downMs: 10, leader: true, node: 1 },
+      ]);
+    const seen = await kill({});
+    expect(seen[0]).toMatchObject({ target: 'nats', evidence: 'n2: pid 9 exited by SIGKILL, current again' });
+    expect(seen[0]!.detail).toMatch(/n2 \(the stream leader\) SIGKILLed .*current again 1200 ms after its start/);
+    expect((await kill({ seen: null }))[0]!.evidence).toBeNull();
+    expect((await kill({ seen: { pid: 9, code: 0, signal: null } }))[0]!.evidence).toBeNull();
+    expect((await kill({ caughtUpAfterMs: null }))[0]!.evidence).toBeNull();
+    expect((await inject(deps(), [{ kind: 'nats-node-kill', at: 0, downMs: 10 }]))[0]!.evidence).toBeNull();
+  });
+
+  it('a NATS node wipe counts only with its store removed, as well as the kill seen and the node current again', async () => {
+    const wipe = (o: Partial<NatsNodeObserved>) =>
+      inject(deps({ events: events(null, outage({}), deletion({}), forgery({}), node({ wiped: true, ...o })) }), [
+        { kind: 'nats-node-wipe', at: 0, downMs: 0, leader: true, node: 0 },
+      ]);
+    const seen = await wipe({});
+    expect(seen[0]).toMatchObject({ target: 'nats', evidence: 'n2: pid 9 exited by SIGKILL, store removed, current again' });
+    expect(seen[0]!.detail).toMatch(/n2 \(the earnings group leader\) SIGKILLed .*store wiped, started empty/);
+    expect((await wipe({ wiped: false }))[0]!.evidence).toBeNull();
+    expect((await wipe({ caughtUpAfterMs: null }))[0]!.evidence).toBeNull();
+    expect((await wipe({ seen: null }))[0]!.evidence).toBeNull();
   });
 
   it('a consumer kill counts only when the consumer was running and exited by SIGKILL', async () => {
@@ -231,6 +269,10 @@ describe('fault evidence: the events path', () => {
     for (const seed of [1, 2, 3, 4, 5]) {
       const long = planFaults(new Rng(seed), { ...o, durationMs: 600_000, events: { maxNatsOutageMs: 4_250 } });
       expect(long.filter((f) => f.kind === 'stream-delete')).toHaveLength(3);
+      // Every NATS node restart before any stream deletion (nats-server before 2.11, faults.ts).
+      const restarts = long.filter((f) => ['nats-outage', 'nats-node-kill', 'nats-node-wipe'].includes(f.kind)).map((f) => f.at);
+      const deletions = long.filter((f) => f.kind === 'stream-delete').map((f) => f.at);
+      expect(Math.max(...restarts)).toBeLessThan(Math.min(...deletions));
       const kinds = long.filter((f) => f.kind === 'forged-event').map((f) => f.forgery);
       expect(kinds).toHaveLength(10);
       expect(new Set(kinds).size).toBe(2);
@@ -240,6 +282,9 @@ describe('fault evidence: the events path', () => {
     expect(nats).toHaveLength(1); // max(1, 90/90)
     for (const f of withEvents) expect(f.at).toBeGreaterThanOrEqual(0.08 * 90_000);
     for (const f of nats) expect(f.downMs).toBeLessThanOrEqual(4_250);
+    expect(withEvents.filter((f) => f.kind === 'nats-node-kill')).toHaveLength(2); // max(1, 90/45)
+    expect(withEvents.filter((f) => f.kind === 'nats-node-wipe')).toHaveLength(1); // max(1, 90/120)
+    for (const f of withEvents.filter((f) => f.kind.startsWith('nats-node-'))) expect(f.node).toBeLessThanOrEqual(2);
   });
 });
 
@@ -307,6 +352,8 @@ describe('one fault per target at a time', () => {
         },
         deleteStream: () => Promise.reject(new Error('not planned here')),
         forgeEvent: () => Promise.reject(new Error('not planned here')),
+        killNatsNode: () => Promise.reject(new Error('not planned here')),
+        wipeNatsNode: () => Promise.reject(new Error('not planned here')),
       },
     });
     const done = await inject(d, [
@@ -329,7 +376,7 @@ describe('one fault per target at a time', () => {
 });
 
 describe('the events-path lane', () => {
-  it('a stream deletion and a forged event wait for a NATS outage and a consumer kill, and for each other', async () => {
+  it('a stream deletion, a forged event and the node faults wait for a NATS outage and a consumer kill, and for each other', async () => {
     const spans: Record<string, [number, number]> = {};
     const timed = async <T>(name: string, ms: number, value: T): Promise<T> => {
       const t0 = Date.now();
@@ -367,6 +414,22 @@ describe('the events-path lane', () => {
             deadLetteredAfterMs: 5,
             lastError: 'refused',
           }),
+        killNatsNode: (_target, ms) =>
+          timed('nats-node-kill', ms, {
+            node: 'n1',
+            wasLeader: true,
+            seen: { pid: 9, code: null, signal: 'SIGKILL' },
+            wiped: false,
+            caughtUpAfterMs: 5,
+          }),
+        wipeNatsNode: () =>
+          timed('nats-node-wipe', 40, {
+            node: 'n3',
+            wasLeader: false,
+            seen: { pid: 10, code: null, signal: 'SIGKILL' },
+            wiped: true,
+            caughtUpAfterMs: 5,
+          }),
       },
     });
     const done = await inject(d, [
@@ -374,6 +437,8 @@ describe('the events-path lane', () => {
       { kind: 'stream-delete', at: 10, downMs: 0 },
       { kind: 'consumer-kill', at: 15, downMs: 0 },
       { kind: 'forged-event', at: 20, downMs: 0, forgery: 'unknown-booking', pick: 0 },
+      { kind: 'nats-node-kill', at: 25, downMs: 30, leader: true },
+      { kind: 'nats-node-wipe', at: 30, downMs: 0, node: 2 },
     ]);
     expect(done.every((f) => f.evidence)).toBe(true);
     const order = Object.entries(spans).sort((a, b) => a[1][0] - b[1][0]);

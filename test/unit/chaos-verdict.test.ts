@@ -89,6 +89,8 @@ function goodRun(): JudgeInput {
     'nats-outage': 1,
     'stream-delete': 1,
     'forged-event': 2,
+    'nats-node-kill': 2,
+    'nats-node-wipe': 1,
   };
   const targets: Record<FaultKind, string> = {
     'worker-kill': 'worker-',
@@ -100,6 +102,8 @@ function goodRun(): JudgeInput {
     'nats-outage': 'nats',
     'stream-delete': 'events stream',
     'forged-event': 'events stream',
+    'nats-node-kill': 'nats',
+    'nats-node-wipe': 'nats',
   };
   const faults: FaultOutcome[] = [];
   let t = 1_000;
@@ -313,7 +317,7 @@ describe('the chaos verdict', () => {
     expect(minimums(30, {}, true).faults['nats-outage']).toBe(1);
     // Without the events part its kinds are not required; every other kind still is.
     const without = minimums(600, planned, false);
-    expect(EVENT_FAULT_KINDS.map((k) => without.faults[k])).toEqual([0, 0, 0, 0]);
+    expect(EVENT_FAULT_KINDS.map((k) => without.faults[k])).toEqual(EVENT_FAULT_KINDS.map(() => 0));
     expect(without.faults['worker-kill']).toBe(30);
   });
 });
