@@ -57,5 +57,5 @@ const server = createServer((req, res) => {
 });
 
 server.listen(port, '127.0.0.1', () => {
-  console.log(`receiving StayHub webhooks on http://127.0.0.1:${server.address().port}/ (Ctrl-C to stop)`);
+  console.log(`receiving StayHub webhooks on http://127.0.0.1:${server.address().port}/`);
 });
