@@ -52,6 +52,8 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
   const instrumentations = [
     new FastifyOtelInstrumentation({
       registerOnInitialization: true,
+      // A span per request and per route handler; one per hook (helmet, CORS, auth…) would triple them.
+      instrumentHooks: false,
       ignorePaths: (route) => UNTRACED_ROUTES.has(route.url),
       requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`),
     }),
