@@ -50,6 +50,8 @@ export type NoisyRun = {
   maxMs: number;
   /** Flood messages handled while the bookings were being written, per second. */
   floodPerSecond: number;
+  /** How long writing the flood took (0 without one). */
+  floodWriteMs: number;
 };
 
 export interface NoisyResult {
@@ -125,7 +127,11 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
   await flooder.connect();
   await worker.start();
   try {
-    const flood = mode === 'quiet' ? Promise.resolve() : writeFlood(flooder, p.flood, fair);
+    const w0 = performance.now();
+    let floodWriteMs = 0;
+    const flood = (mode === 'quiet' ? Promise.resolve() : writeFlood(flooder, p.flood, fair)).then(() => {
+      floodWriteMs = Math.round(performance.now() - w0);
+    });
     const t0 = performance.now();
     const interval = 1000 / p.rate;
     const total = Math.round(p.rate * p.seconds);
@@ -153,6 +159,7 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       p99Ms: round(percentile(latencies, 99), 2),
       maxMs: round(Math.max(...latencies), 2),
       floodPerSecond: Math.round(floodPerSecond),
+      floodWriteMs,
     };
   } finally {
     await worker.stop();
@@ -164,7 +171,8 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
 
 /**
  * The flood, 1,000 rows a transaction. Fair: each row's turn is what enqueue would give it written
- * one by one (outbox_turn, then + 1 per row, as the group's previous turn + 1 is); FIFO: none.
+ * one by one (outbox_turn once for the first row, then + 1 per row, as the group's previous turn + 1
+ * is); FIFO: none.
  */
 async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<void> {
   const priority = priorityOf('property.changed');
@@ -173,9 +181,10 @@ async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<v
     await c.query('begin');
     await c.query(
       fair
-        ? `insert into outbox (topic, key, payload, priority, group_id, turn)
-           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb, $2, 'host-flood', outbox_turn('host-flood', $2) + s - 1
-             from generate_series(1, $3::int) s`
+        ? `with t as materialized (select outbox_turn('host-flood', $2) as first)
+           insert into outbox (topic, key, payload, priority, group_id, turn)
+           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb, $2, 'host-flood', t.first + s - 1
+             from t, generate_series(1, $3::int) s`
         : `insert into outbox (topic, key, payload)
            select 'property.changed', outbox_uuid_v7()::text, $1::jsonb from generate_series(1, $2::int) s`,
       fair ? [PROPERTY, priority, n] : [PROPERTY, n],

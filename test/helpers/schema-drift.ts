@@ -77,11 +77,14 @@ function pgTypeOf(sqlType: string): string {
 
 const dialect = new PgDialect();
 
-/** The SQL drizzle-kit writes for an index's column (and its operator class) or expression. */
+/** The SQL drizzle-kit writes for an index's column (its operator class, order and nulls) or expression. */
 function indexPart(part: Partial<SQL | IndexedColumn>): string {
   if (is(part, SQL)) return dialect.sqlToQuery(part, 'indexes').sql;
-  const column = part as IndexedColumn;
-  return `"${column.name}"${column.indexConfig.opClass ? ` ${column.indexConfig.opClass}` : ''}`;
+  const { name, indexConfig: c } = part as IndexedColumn;
+  // drizzle marks every column asc, nulls last; only what differs from PostgreSQL's default is written.
+  const desc = c.order === 'desc';
+  const nulls = desc ? c.nulls === 'last' && ' nulls last' : c.nulls === 'first' && ' nulls first';
+  return `"${name}"${c.opClass ? ` ${c.opClass}` : ''}${desc ? ' desc' : ''}${nulls || ''}`;
 }
 
 /**
