@@ -83,6 +83,7 @@ pgbench on one embedded PostgreSQL, and writes bench-results.json and bench-resu
 Environment:
   PGBENCH                       the pgbench binary (default /usr/bin/pgbench)
   BENCH_CODE_COMMIT             the commit measured, when the tree is not a git checkout
+  BENCH_RUNS=N                  measure each figure N times instead of 5 (quicker, noisier)
   BENCH_BURST_TRACE=1           log the outbox every 500 ms during each burst
   BENCH_WORKER_STDIO=inherit    show our burst workers' own logs
 `;
@@ -92,7 +93,9 @@ const only = flags.only === undefined ? undefined : new Set(flags.only.split(','
 for (const name of only ?? []) {
   if (!(SECTIONS as readonly string[]).includes(name)) usageError('bench', USAGE, `--only: unknown section "${name}"`);
 }
-const P: BenchParams = flags.smoke ? SMOKE : FULL;
+const P: BenchParams = { ...(flags.smoke ? SMOKE : FULL), ...(process.env.BENCH_RUNS ? { runs: Number(process.env.BENCH_RUNS) } : {}) };
+if (!(Number.isInteger(P.runs) && P.runs > 0))
+  usageError('bench', USAGE, `BENCH_RUNS: expected a positive whole number, got "${process.env.BENCH_RUNS}"`);
 const outDir = path.resolve(flags.out ?? DEFAULT_OUT);
 useFixedRequestCounts(P.httpRequestsPerConnection);
 

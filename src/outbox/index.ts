@@ -33,6 +33,8 @@ export { DependencyUnavailableError } from './runner/failures.ts';
 export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './runner/outcomes.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
 export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';
+// Group commit, for writes of other features that finish many at a time (webhook attempts)
+export { DoneBatcher } from './done-batch.ts';
 
 // Operating
 export { outboxStats, pendingUpTo, probeOutbox, type OutboxStats, type TopicStats } from './stats.ts';

@@ -12,7 +12,8 @@ import { bookingPayload, captureLogger, waitFor, workerConfig } from '../helpers
  * The webhook sender with kept-alive connections (its default), against one real local receiver
  * that counts its connections: deliveries reuse them, and an endpoint that never answers holds
  * its own slots and connections only, even on the same origin as a healthy one (one pool per
- * origin and address must not become one queue).
+ * origin and address must not become one queue: with a socket cap per agent the healthy endpoint's
+ * requests wait behind the hanging ones).
  */
 
 const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });

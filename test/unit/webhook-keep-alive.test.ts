@@ -10,6 +10,11 @@ import { sendOnce, type SendOptions } from '../../src/webhooks/delivery/send.ts'
  * Network seam: a name whose answer the test changes between attempts, and a rule of public
  * addresses that counts the test's loopback receivers as public (nothing else changes: 10.0.0.0/8
  * and the rest stay refused).
+ *
+ * What each test guards: a pool at all (without one, 20 attempts make 20 connections); the check
+ * of every attempt's DNS answer before any pooled socket is used (a pool whose sockets do their
+ * own lookup sends over the old connection, 204); agents keyed by the checked addresses (an agent
+ * per origin reuses the old socket, which the peer check then refuses).
  */
 
 interface Receiver {

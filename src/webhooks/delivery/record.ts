@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
 import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
@@ -116,6 +117,66 @@ export async function recordAttempt(
     }
     return { settled: settled.rows.length === 1, disabled: reason };
   });
+}
+
+/** A successful attempt waiting to be recorded with others (recordSuccesses). */
+export interface Success {
+  d: ClaimedDelivery;
+  result: AttemptResult;
+}
+
+/*
+ * Successes in one statement for many deliveries: the sender's group commit (a DoneBatcher, as the
+ * outbox's DONE): every success that finished while the previous write was in flight goes into
+ * the next. The same writes as recordSuccess, row for row: each delivery's attempts trimmed, its
+ * attempt inserted, the delivery settled fenced on its claim, and each endpoint's health once.
+ * Asynchronous commit, as recordSuccess. Returns, per success, whether its claim still held.
+ */
+const RECORD_SUCCESSES_SQL = `
+with input as (
+  select * from unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::int[], $5::int[], $6::text[])
+    as i(delivery_id, claim_id, endpoint_id, status, duration_ms, body)
+),
+trimmed as (
+  delete from webhook_attempts a
+   using input i
+   where a.delivery_id = i.delivery_id
+     and a.id <= (select id from webhook_attempts where delivery_id = i.delivery_id order by id desc offset $7 limit 1)
+),
+attempt as (
+  insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
+  select delivery_id, status, duration_ms, body, null from input
+),
+delivery as (
+  update webhook_deliveries d set status = 'succeeded', finished_at = now(), claim_id = null
+    from input i
+   where d.id = i.delivery_id and d.claim_id = i.claim_id and d.status = 'pending'
+  returning d.id
+),
+endpoint as (
+  update webhook_endpoints set failing_since = null, last_success_at = now()
+   where id in (select endpoint_id from input)
+     and (failing_since is not null or last_success_at is null or last_success_at < now() - interval '1 second')
+)
+select array(select id from delivery)::bigint[] as settled
+  from (select set_config('synchronous_commit', 'off', true)) as async_commit`;
+
+export async function recordSuccesses(pool: pg.Pool, items: readonly Success[], attemptsKept: number): Promise<boolean[]> {
+  const { rows } = await pool.query<{ settled: string[] }>({
+    name: 'webhooks-record-successes',
+    text: RECORD_SUCCESSES_SQL,
+    values: [
+      items.map((s) => s.d.id),
+      items.map((s) => s.d.claimId),
+      items.map((s) => s.d.endpointId),
+      items.map((s) => s.result.status),
+      items.map((s) => s.result.durationMs),
+      items.map((s) => storable(s.result.body)),
+      Math.max(attemptsKept - 1, 0),
+    ],
+  });
+  const settled = new Set((rows[0]?.settled ?? []).map(Number));
+  return items.map((s) => settled.has(s.d.id));
 }
 
 /**

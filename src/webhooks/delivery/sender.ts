@@ -15,7 +15,8 @@ import {
 } from '../../telemetry/tracing.ts';
 import { signatureHeader } from '../secret.ts';
 import { claimDeliveries, type ClaimedDelivery } from './claim.ts';
-import { recordAttempt } from './record.ts';
+import { DoneBatcher } from '../../outbox/index.ts';
+import { recordAttempt, recordSuccesses, type Success } from './record.ts';
 import { judge, type Verdict } from './schedule.ts';
 import type { Network } from '../address-policy.ts';
 import { ConnectionPool } from './connections.ts';
@@ -71,7 +72,11 @@ const USER_AGENT = 'StayHub-Webhooks/1.0';
  * relay do not wait for hosts' servers.
  *
  * claim (claim.ts) → POST (send.ts) → judge (schedule.ts) → record (record.ts), per delivery,
- * with as many in flight as there are free slots.
+ * with as many in flight as there are free slots. A success frees its slot when its answer is in,
+ * before it is recorded (the lease keeps the delivery from being claimed again meanwhile), and
+ * successes are recorded together, many in one statement (group commit, as the outbox's DONE): on
+ * a fast endpoint the database, not the slots, was the limit. A failure holds its slot until it
+ * is recorded.
  */
 export function createWebhookSender(deps: {
   db: Db;
@@ -89,6 +94,22 @@ export function createWebhookSender(deps: {
   const inFlight = new Map<number, number>();
   const hostInFlight = new Map<number, number>();
   const running = new Set<Promise<void>>();
+  /** Attempts in their HTTP exchange: what the slots count. `running` also holds those being recorded. */
+  let sending = 0;
+  const successes = new DoneBatcher<Success>((items) => recordSuccesses(deps.pool, items, config.WEBHOOK_ATTEMPTS_KEPT));
+  /** Free slots: WEBHOOK_CONCURRENCY less those sending, and no more than that many again waiting to be recorded. */
+  const room = () => Math.min(config.WEBHOOK_CONCURRENCY - sending, 2 * config.WEBHOOK_CONCURRENCY - running.size);
+  /** Resolves at the next slot freed or attempt finished (runUntilIdle waits on it). */
+  const nextChange = () => {
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => (resolve = r));
+    return { promise, resolve };
+  };
+  let changed = nextChange();
+  const signalChange = () => {
+    changed.resolve();
+    changed = nextChange();
+  };
   const abort = new AbortController();
   setMaxListeners(config.WEBHOOK_CONCURRENCY + 10, abort.signal); // one listener per attempt in flight
   // The lease: the attempt's time limit and time to record it. A worker killed mid-attempt leaves
@@ -110,8 +131,8 @@ export function createWebhookSender(deps: {
    * them up to 10 hours: docs/adr/0031-retries-start-a-linked-trace.md). The HTTP client span
    * below it carries `traceparent` to the host, unless WEBHOOK_TRACE_CONTEXT is off.
    */
-  function tracedAttempt(d: ClaimedDelivery): Promise<void> {
-    if (!tracingOn()) return attempt(d);
+  function tracedAttempt(d: ClaimedDelivery, release: () => void): Promise<void> {
+    if (!tracingOn()) return attempt(d, release);
     return inSpan(
       `send webhook ${d.eventType}`,
       {
@@ -125,11 +146,12 @@ export function createWebhookSender(deps: {
           'stayhub.webhook.attempt': d.attempt,
         },
       },
-      () => attempt(d),
+      () => attempt(d, release),
     );
   }
 
-  async function attempt(d: ClaimedDelivery): Promise<void> {
+  /** `release`: frees the attempt's slot, once its exchange is over. */
+  async function attempt(d: ClaimedDelivery, release: () => void): Promise<void> {
     const timestamp = Math.floor(Date.now() / 1000);
     const send = config.WEBHOOK_TRACE_CONTEXT ? sendOnce : (o: Parameters<typeof sendOnce>[0]) => withoutPropagation(() => sendOnce(o));
     const result = await send({
@@ -152,10 +174,16 @@ export function createWebhookSender(deps: {
     if (abort.signal.aborted) return; // forced stop: the lease brings it back
     const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
     if (verdict.kind !== 'succeeded') markActiveSpanFailed(result.error ?? `answered ${result.status}`);
-    const recorded = await recordAttempt(deps.db, d, result, verdict, {
-      disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS,
-      attemptsKept: config.WEBHOOK_ATTEMPTS_KEPT,
-    });
+    // A success frees its slot now; a failure holds it until recorded, since recording it may
+    // disable the endpoint (410, or failing too long), and no next attempt may go out before.
+    if (verdict.kind === 'succeeded') release();
+    const recorded =
+      verdict.kind === 'succeeded'
+        ? { settled: await successes.add({ d, result }), disabled: undefined }
+        : await recordAttempt(deps.db, d, result, verdict, {
+            disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS,
+            attemptsKept: config.WEBHOOK_ATTEMPTS_KEPT,
+          });
     const line = {
       delivery: d.publicId,
       endpoint: d.endpointPublicId,
@@ -190,14 +218,25 @@ export function createWebhookSender(deps: {
   function launch(d: ClaimedDelivery) {
     add(inFlight, d.endpointId, 1);
     add(hostInFlight, d.hostId, 1);
-    const p = tracedAttempt(d)
+    sending++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      add(inFlight, d.endpointId, -1);
+      add(hostInFlight, d.hostId, -1);
+      sending--;
+      signalChange();
+      wake();
+    };
+    const p = tracedAttempt(d, release)
       .catch((err: unknown) =>
         log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
       )
       .finally(() => {
-        add(inFlight, d.endpointId, -1);
-        add(hostInFlight, d.hostId, -1);
+        release();
         running.delete(p);
+        signalChange();
         wake();
       });
     running.add(p);
@@ -206,7 +245,7 @@ export function createWebhookSender(deps: {
   /** One claim for the free slots; returns how many deliveries it started. */
   async function claimOnce(): Promise<number> {
     const claimed = await claimDeliveries(deps.pool, {
-      limit: config.WEBHOOK_CONCURRENCY - running.size,
+      limit: room(),
       perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
       perHost: config.WEBHOOK_HOST_CONCURRENCY,
       inFlight,
@@ -221,7 +260,7 @@ export function createWebhookSender(deps: {
     while (!stopping) {
       wakeRequested = false;
       try {
-        if (running.size < config.WEBHOOK_CONCURRENCY && (await claimOnce()) > 0) continue;
+        if (room() > 0 && (await claimOnce()) > 0) continue;
       } catch (err) {
         log.error({ err }, 'webhook claim failed; trying again at the next poll');
       }
@@ -264,9 +303,10 @@ export function createWebhookSender(deps: {
         // A claim made while attempts were in flight may find nothing only because their
         // endpoint or host was full: it proves nothing is due unless nothing was in flight.
         const inFlightAtClaim = running.size;
-        const started = running.size < config.WEBHOOK_CONCURRENCY ? await claimOnce() : 0;
+        const next = changed.promise;
+        const started = room() > 0 ? await claimOnce() : 0;
         if (started > 0) continue;
-        if (running.size > 0) await Promise.race(running);
+        if (running.size > 0) await next;
         else if (inFlightAtClaim === 0) return;
       }
     },
