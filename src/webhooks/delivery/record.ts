@@ -123,6 +123,8 @@ export async function recordAttempt(
 export interface Success {
   d: ClaimedDelivery;
   result: AttemptResult;
+  /** The attempt's trace (its span is over by the time the batch is written); null when tracing is off. */
+  traceId: string | null;
 }
 
 /*
@@ -134,8 +136,8 @@ export interface Success {
  */
 const RECORD_SUCCESSES_SQL = `
 with input as (
-  select * from unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::int[], $5::int[], $6::text[])
-    as i(delivery_id, claim_id, endpoint_id, status, duration_ms, body)
+  select * from unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::int[], $5::int[], $6::text[], $8::text[])
+    as i(delivery_id, claim_id, endpoint_id, status, duration_ms, body, trace_id)
 ),
 trimmed as (
   delete from webhook_attempts a
@@ -144,8 +146,8 @@ trimmed as (
      and a.id <= (select id from webhook_attempts where delivery_id = i.delivery_id order by id desc offset $7 limit 1)
 ),
 attempt as (
-  insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error)
-  select delivery_id, status, duration_ms, body, null from input
+  insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
+  select delivery_id, status, duration_ms, body, null, trace_id from input
 ),
 delivery as (
   update webhook_deliveries d set status = 'succeeded', finished_at = now(), claim_id = null
@@ -173,6 +175,7 @@ export async function recordSuccesses(pool: pg.Pool, items: readonly Success[], 
       items.map((s) => s.result.durationMs),
       items.map((s) => storable(s.result.body)),
       Math.max(attemptsKept - 1, 0),
+      items.map((s) => s.traceId),
     ],
   });
   const settled = new Set((rows[0]?.settled ?? []).map(Number));

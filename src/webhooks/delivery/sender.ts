@@ -5,6 +5,7 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import {
+  activeTraceId,
   inSpan,
   markActiveSpanFailed,
   MESSAGING,
@@ -179,7 +180,7 @@ export function createWebhookSender(deps: {
     if (verdict.kind === 'succeeded') release();
     const recorded =
       verdict.kind === 'succeeded'
-        ? { settled: await successes.add({ d, result }), disabled: undefined }
+        ? { settled: await successes.add({ d, result, traceId: activeTraceId() }), disabled: undefined }
         : await recordAttempt(deps.db, d, result, verdict, {
             disableAfterHours: config.WEBHOOK_DISABLE_AFTER_HOURS,
             attemptsKept: config.WEBHOOK_ATTEMPTS_KEPT,
