@@ -87,6 +87,8 @@ export type OverloadRun = {
 /** What each 503 said, for a test to quote: code → count, and whether Retry-After was there. */
 export interface OverloadDetail {
   codes503: Record<string, number>;
+  /** The API's stayhub_http_shed_requests_total by "class/signal" after the run (cumulative over the API's life). */
+  shed: Record<string, number>;
   statuses: { bookings: Record<string, number>; search: Record<string, number> };
 }
 
@@ -288,6 +290,11 @@ export async function overloadLoad(
   const [b, s] = await Promise.all([bookingRun, searchRun]);
   const elapsed = (performance.now() - t0) / 1000;
   const signals = await stopTrace();
+  const shed: Record<string, number> = {};
+  const metrics = await (await fetch(`${f.baseUrl}/metrics`)).text();
+  for (const m of metrics.matchAll(/^stayhub_http_shed_requests_total\{class="(\w+)",signal="(\w+)"\} (\d+)/gm)) {
+    if (Number(m[3]) > 0) shed[`${m[1]}/${m[2]}`] = Number(m[3]);
+  }
 
   // What the database kept, against what the clients were told.
   const rows = await keptSince(f.url, since);
@@ -349,7 +356,7 @@ export async function overloadLoad(
     firstBooking503: round(first503.bookings, 0),
     firstSearch503: round(first503.search, 0),
     ...signals,
-    detail: { codes503, statuses },
+    detail: { codes503, shed, statuses },
   };
 }
 
