@@ -104,8 +104,6 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
 
   app.addHook('onReady', async () => signals.start());
   app.addHook('onClose', async () => signals.stop());
-  if (!config.LOAD_SHEDDING) return;
-
   const retryAfter = String(config.LOAD_SHED_RETRY_AFTER_SECONDS);
   const refusalDelayMs = config.LOAD_SHED_REFUSAL_DELAY_MS;
   const signalOver = (request: FastifyRequest, t: Thresholds): ShedSignal | undefined => {
@@ -122,7 +120,8 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
     const route = request.routeOptions.url;
     if (route !== undefined && NEVER_REFUSED.has(route)) return done();
     const cls: RequestClass = request.method === 'GET' || request.method === 'HEAD' ? 'reads' : 'writes';
-    const signal = signalOver(request, thresholds[cls]);
+    // Off, every request is let in, and still counted: the gauges say what the signals would be.
+    const signal = config.LOAD_SHEDDING ? signalOver(request, thresholds[cls]) : undefined;
     if (!signal) {
       // 'close' comes once the answer is sent or the client went away first, whichever happens.
       reply.raw.once('close', signals.admitted());
