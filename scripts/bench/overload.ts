@@ -144,9 +144,12 @@ async function keptSince(url: string, since: string) {
     }
     const { rows } = await c.query<{ id: string; property: string; check_in: string; emails: number }>(
       `select b.public_id::text as id, p.public_id::text as property, b.check_in::text as check_in,
-              (select count(*)::int from outbox o
-                where o.topic = 'booking.created' and o.lane is null and o.payload->>'bookingId' = b.public_id::text) as emails
-         from bookings b join properties p on p.id = b.property_id
+              coalesce(e.n, 0)::int as emails
+         from bookings b
+         join properties p on p.id = b.property_id
+         left join (select payload->>'bookingId' as id, count(*) as n from outbox
+                     where topic = 'booking.created' and lane is null and created_at >= $1
+                     group by 1) e on e.id = b.public_id::text
         where b.created_at >= $1`,
       [since],
     );
