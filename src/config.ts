@@ -91,10 +91,12 @@ const envSchema = z.object({
   // each threshold 0 turns that signal off for that class.
   LOAD_SHEDDING: bool.default(true),
   LOAD_SHED_RETRY_AFTER_SECONDS: int(1, 3600).default(2),
-  /** Mean event-loop delay over the last quarter second. */
+  /** A refusal is answered after this pause: clients that retry at once cannot fill the API with refusals. */
+  LOAD_SHED_REFUSAL_DELAY_MS: int(0, 10_000).default(1000),
+  /** Mean event-loop delay over the last quarter second. Writes: off (ADR 0034: refusals alone keep it up). */
   LOAD_SHED_READS_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(50),
-  LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(200),
-  /** The wait for a database connection a request joining the queue now can expect. */
+  LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
+  /** The wait for a database connection a request let in now can expect (requests in flight, answered lately at what rate). */
   LOAD_SHED_READS_POOL_WAIT_MS: int(0, 60_000).default(100),
   LOAD_SHED_WRITES_POOL_WAIT_MS: int(0, 60_000).default(500),
   /** PENDING outbox messages (the worker's backlog), sampled every LOAD_SHED_OUTBOX_CHECK_MS. */

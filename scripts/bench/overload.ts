@@ -87,6 +87,8 @@ export type OverloadRun = {
 /** What each 503 said, for a test to quote: code → count, and whether Retry-After was there. */
 export interface OverloadDetail {
   codes503: Record<string, number>;
+  /** The API's stayhub_http_shed_requests_total by "class/signal" after the run (cumulative over the API's life). */
+  shed: Record<string, number>;
   statuses: { bookings: Record<string, number>; search: Record<string, number> };
 }
 
@@ -142,9 +144,12 @@ async function keptSince(url: string, since: string) {
     }
     const { rows } = await c.query<{ id: string; property: string; check_in: string; emails: number }>(
       `select b.public_id::text as id, p.public_id::text as property, b.check_in::text as check_in,
-              (select count(*)::int from outbox o
-                where o.topic = 'booking.created' and o.lane is null and o.payload->>'bookingId' = b.public_id::text) as emails
-         from bookings b join properties p on p.id = b.property_id
+              coalesce(e.n, 0)::int as emails
+         from bookings b
+         join properties p on p.id = b.property_id
+         left join (select payload->>'bookingId' as id, count(*) as n from outbox
+                     where topic = 'booking.created' and lane is null and created_at >= $1
+                     group by 1) e on e.id = b.public_id::text
         where b.created_at >= $1`,
       [since],
     );
@@ -288,6 +293,11 @@ export async function overloadLoad(
   const [b, s] = await Promise.all([bookingRun, searchRun]);
   const elapsed = (performance.now() - t0) / 1000;
   const signals = await stopTrace();
+  const shed: Record<string, number> = {};
+  const metrics = await (await fetch(`${f.baseUrl}/metrics`)).text();
+  for (const m of metrics.matchAll(/^stayhub_http_shed_requests_total\{class="(\w+)",signal="(\w+)"\} (\d+)/gm)) {
+    if (Number(m[3]) > 0) shed[`${m[1]}/${m[2]}`] = Number(m[3]);
+  }
 
   // What the database kept, against what the clients were told.
   const rows = await keptSince(f.url, since);
@@ -349,7 +359,7 @@ export async function overloadLoad(
     firstBooking503: round(first503.bookings, 0),
     firstSearch503: round(first503.search, 0),
     ...signals,
-    detail: { codes503, statuses },
+    detail: { codes503, shed, statuses },
   };
 }
 

@@ -1,5 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type pg from 'pg';
 import type { Db } from '../db/client.ts';
+import { poolLoad } from '../db/pool-load.ts';
 import { pendingUpTo } from '../outbox/index.ts';
 
 /**
@@ -13,6 +15,14 @@ export interface LoadSignals {
   eventLoopDelayMs(): number;
   /** PENDING outbox messages at the last sample, counted no further than the cap given. */
   outboxPending(): number;
+  /** A request let in: call what is returned once it is answered or its client has gone. */
+  admitted(): () => void;
+  /**
+   * The wait for a database connection a request let in now can expect (ms): the requests in
+   * flight beyond twice the pool's size (or the pool's own queue, if longer), at the rate requests
+   * have lately been answered.
+   */
+  poolWaitMs(): number;
   start(): void;
   /** Stops the timers and waits for a sample in flight (it holds a pool connection). */
   stop(): Promise<void>;
@@ -23,8 +33,15 @@ const RESOLUTION_MS = 10;
 /** How often the delay is read and the histogram restarted: short, so a burst is seen within it. */
 const WINDOW_MS = 250;
 
+/** Answers per second are counted over the last four windows (a second). */
+const RATE_WINDOWS = 4;
+/** A quiet second does not make the API forget what it answered before at once: a tenth less a window. */
+const RATE_DECAY = 0.9;
+
 export interface LoadSignalOptions {
   db: Db;
+  /** The pool every request uses (the main one). */
+  pool: pg.Pool;
   /** 0: the outbox is not sampled (no threshold uses it). */
   outboxCap: number;
   outboxEveryMs: number;
@@ -38,6 +55,20 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
   let pending = 0;
   let sampling: Promise<void> | undefined;
   let timers: NodeJS.Timeout[] = [];
+  let inFlight = 0;
+  const answered = new Array<number>(RATE_WINDOWS).fill(0);
+  let current = 0;
+  /** Requests answered per second, lately. */
+  let rate = 0;
+
+  const readRate = () => {
+    rate = Math.max(
+      answered.reduce((a, b) => a + b, 0),
+      rate * RATE_DECAY,
+    );
+    current = (current + 1) % RATE_WINDOWS;
+    answered[current] = 0;
+  };
 
   const readDelay = () => {
     // A window in which the 10 ms timer never fired: the loop was held longer than the window, or
@@ -69,9 +100,32 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
   return {
     eventLoopDelayMs: () => delayMs,
     outboxPending: () => pending,
+    admitted() {
+      inFlight++;
+      let open = true;
+      return () => {
+        if (!open) return;
+        open = false;
+        inFlight--;
+        answered[current]!++;
+      };
+    },
+    poolWaitMs() {
+      const load = poolLoad(opts.pool);
+      if (!load) return 0;
+      // Little's law on the pool: requests beyond its size queue for a connection, served at the
+      // rate requests are being answered. Measured, not predicted from idle hold times: a burst
+      // admitted on the quiet API's numbers took seconds per connection once it was in (ADR 0034).
+      // In flight up to twice the pool's size is never a queue, so a quiet API takes a small burst
+      // whatever it measured lately; and a rate of at least one a second, as a quiet second decays it.
+      const queue = Math.max(load.waiting, inFlight - 2 * load.max);
+      if (queue <= 0) return 0;
+      return (1000 * queue) / Math.max(rate, 1);
+    },
     start() {
       histogram.enable();
       timers.push(setInterval(readDelay, WINDOW_MS).unref());
+      timers.push(setInterval(readRate, WINDOW_MS).unref());
       if (opts.outboxCap > 0) {
         sampleOutbox(); // at once: an API started behind a deep backlog refuses from its first request
         timers.push(setInterval(sampleOutbox, opts.outboxEveryMs).unref());

@@ -14,6 +14,9 @@ const USAGE = `usage: npm run api
 Serves the HTTP API on HOST:PORT (see .env.example). Exit codes: 0 clean stop · 1 a forced stop or
 a failure at start · 2 bad configuration.`;
 
+/** Connections the kernel may hold for the API before it accepts them. */
+const LISTEN_BACKLOG = 4096;
+
 export const apiCommand: Command = {
   name: 'api',
   usage: USAGE,
@@ -52,7 +55,10 @@ export const apiCommand: Command = {
       await db.close();
     });
     try {
-      await app.listen({ port: config.PORT, host: config.HOST });
+      // A burst of new connections waits in the kernel's accept queue: Node's default of 511 let a
+      // thousand clients connecting at once lose SYNs and retry seconds later, before they could
+      // even be refused (ADR 0034). The kernel caps it at net.core.somaxconn.
+      await app.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
     } catch (e) {
       await app.close();
       throw e;

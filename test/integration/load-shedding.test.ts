@@ -6,7 +6,6 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { createDatabase, type Database } from '../../src/db/client.ts';
-import { poolLoad } from '../../src/db/pool-load.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import type { SearchIndex } from '../../src/search/search-index.ts';
@@ -199,52 +198,46 @@ describe('every 503 says when to come back and what it is', () => {
 
 describe('reads are refused before bookings, on each signal', () => {
   it('the expected wait for a database connection', async () => {
+    // The expected wait is the queue for a connection over the rate requests were answered lately
+    // (a few a second here: the set-up's). The test holds both connections and queues requests of
+    // its own: 8 make a wait of more than 100 ms at any rate up to 80 a second, under 10 s at any
+    // rate of at least one; 400 make more than 10 s at any rate up to 40.
     const s = await serve(
-      { ...ALL_OFF, LOAD_SHED_READS_POOL_WAIT_MS: '50', LOAD_SHED_WRITES_POOL_WAIT_MS: '400' },
-      { max: 2, connectionTimeoutMs: 20_000 },
+      { ...ALL_OFF, LOAD_SHED_READS_POOL_WAIT_MS: '100', LOAD_SHED_WRITES_POOL_WAIT_MS: '10000' },
+      { max: 2, connectionTimeoutMs: 30_000 },
     );
     const held: pg.PoolClient[] = [];
     const waiters: Promise<pg.PoolClient>[] = [];
-    /** Requests join the pool's queue until a newcomer could expect to wait more than `ms`. */
-    const queueUntil = (ms: number) => {
-      while (poolLoad(s.db.pool)!.expectedWaitMs <= ms) {
-        if (waiters.length > 2000) throw new Error(`the expected wait never passed ${ms} ms`);
-        waiters.push(s.db.pool.connect());
-      }
+    const queue = (n: number) => {
+      while (waiters.length < n) waiters.push(s.db.pool.connect());
+    };
+    const releaseAll = async () => {
+      for (const c of held.splice(0)) c.release();
+      for (const w of waiters.splice(0)) (await w).release();
     };
     try {
-      // A connection held 200 ms raises the time the pool expects a use to take; then both are
-      // held and requests queue until a newcomer could expect more than 50 ms.
-      const slow = await s.db.pool.connect();
-      await sleep(200);
-      slow.release();
       held.push(await s.db.pool.connect(), await s.db.pool.connect());
-      queueUntil(50);
-      expect(poolLoad(s.db.pool)!.expectedWaitMs).toBeLessThan(300);
-
+      queue(8);
       expectOverloaded(await search(s));
       expectOverloaded(await call(s, 'GET', `/properties/${s.propertyId}`));
       // The booking is let in: it queues for a connection and books once they come back.
       const booking = book(s);
-      await untilWaiting(s.db.pool, waiters.length + 1);
-      for (const c of held.splice(0)) c.release();
-      for (const w of waiters.splice(0)) (await w).release();
+      await untilWaiting(s.db.pool, 9);
+      await releaseAll();
       expect((await booking).status).toBe(201);
       expect(await shedCount(s, 'reads', 'pool')).toBe(2);
       expect(await shedCount(s, 'writes', 'pool')).toBe(0);
 
       // A longer queue: past the bookings' threshold, they are refused too.
       held.push(await s.db.pool.connect(), await s.db.pool.connect());
-      queueUntil(400);
+      queue(400);
       expectOverloaded(await book(s));
       expectOverloaded(await search(s));
       // /metrics reads the outbox through the pool: the queue goes first.
-      for (const c of held.splice(0)) c.release();
-      for (const w of waiters.splice(0)) (await w).release();
+      await releaseAll();
       expect(await shedCount(s, 'writes', 'pool')).toBe(1);
     } finally {
-      for (const c of held) c.release();
-      for (const w of waiters) (await w).release();
+      await releaseAll();
       await s.close();
     }
   });

@@ -57,10 +57,9 @@ describe(`${CLIENTS} clients booking and searching for ${SECONDS} s`, () => {
       expect(r.acceptedP99, said).toBeLessThan(2000);
       expect(r.lost, said).toBe(0);
       expect(r.doubled, said).toBe(0);
-      // Searches are refused before bookings: a larger share of them, and from earlier on.
+      // Searches are refused before bookings: a larger share of them. (Not "earlier": a refusal is
+      // answered after a pause, and a search let in at the start may wait its whole turn first.)
       expect(r.searchShare503, said).toBeGreaterThan(r.bookingShare503);
-      expect(r.firstSearch503, said).toBeGreaterThanOrEqual(0);
-      if (r.firstBooking503 >= 0) expect(r.firstSearch503, said).toBeLessThanOrEqual(r.firstBooking503);
     },
   );
 });

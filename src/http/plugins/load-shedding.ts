@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
-import { poolLoad } from '../../db/pool-load.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { createLoadSignals } from '../load-signals.ts';
 import { problem, sendProblem } from '../problem.ts';
@@ -29,6 +28,7 @@ export type ShedSignal = 'event_loop' | 'pool' | 'outbox';
 const CLASSES: readonly RequestClass[] = ['reads', 'writes'];
 const SIGNALS: readonly ShedSignal[] = ['event_loop', 'pool', 'outbox'];
 const NEVER_REFUSED = new Set(['/health', '/metrics']);
+const REFUSED = 'The service has more work than it can answer in time; retry after Retry-After seconds';
 /** Routes that wait on the search index's own pool as well as the main one. */
 const ON_SEARCH_POOL = new Set(['/search']);
 
@@ -68,11 +68,12 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
   const thresholds = thresholdsOf(config);
   const signals = createLoadSignals({
     db: db.db,
+    pool: db.pool,
     outboxCap: config.LOAD_SHEDDING ? Math.max(thresholds.reads.outboxPending, thresholds.writes.outboxPending) + 1 : 0,
     outboxEveryMs: config.LOAD_SHED_OUTBOX_CHECK_MS,
     onOutboxError: (err) => app.log.debug({ err }, 'load shedding: the outbox backlog could not be read'),
   });
-  const mainWait = () => poolLoad(db.pool)?.expectedWaitMs ?? 0;
+  const mainWait = () => signals.poolWaitMs();
   const searchWait = () => searchIndex?.expectedWaitMs() ?? 0;
 
   const shed = new Counter({
@@ -103,9 +104,8 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
 
   app.addHook('onReady', async () => signals.start());
   app.addHook('onClose', async () => signals.stop());
-  if (!config.LOAD_SHEDDING) return;
-
   const retryAfter = String(config.LOAD_SHED_RETRY_AFTER_SECONDS);
+  const refusalDelayMs = config.LOAD_SHED_REFUSAL_DELAY_MS;
   const signalOver = (request: FastifyRequest, t: Thresholds): ShedSignal | undefined => {
     if (over(signals.eventLoopDelayMs(), t.eventLoopDelayMs)) return 'event_loop';
     const route = request.routeOptions.url;
@@ -120,11 +120,21 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
     const route = request.routeOptions.url;
     if (route !== undefined && NEVER_REFUSED.has(route)) return done();
     const cls: RequestClass = request.method === 'GET' || request.method === 'HEAD' ? 'reads' : 'writes';
-    const signal = signalOver(request, thresholds[cls]);
-    if (!signal) return done();
+    // Off, every request is let in, and still counted: the gauges say what the signals would be.
+    const signal = config.LOAD_SHEDDING ? signalOver(request, thresholds[cls]) : undefined;
+    if (!signal) {
+      // 'close' comes once the answer is sent or the client went away first, whichever happens.
+      reply.raw.once('close', signals.admitted());
+      return done();
+    }
     shed.inc({ class: cls, signal });
     reply.header('retry-after', retryAfter);
-    // Fastify sends this reply and skips the rest of the request (done is not called).
-    void sendProblem(reply, problem('overloaded', 'The service has more work than it can answer in time; retry after Retry-After seconds'));
+    // Fastify sends this reply and skips the rest of the request (done is not called). After a
+    // pause: clients that retry at once (as load generators do) otherwise kept the API busy with
+    // nothing but refusals, and the bookings it had let in waited behind them (ADR 0034). The
+    // pause costs a timer; the request holds nothing else.
+    const refuse = () => void sendProblem(reply, problem('overloaded', REFUSED));
+    if (refusalDelayMs > 0) setTimeout(refuse, refusalDelayMs);
+    else refuse();
   });
 }
