@@ -573,15 +573,21 @@ export async function startEventsChaos(o: {
     }
   };
 
-  /** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
-  const streamLed = async (withinMs: number): Promise<boolean> => {
+  /**
+   * The node leading the stream or the group, waiting (up to `withinMs`) while it has none: after
+   * an earlier fault the cluster may still be electing, and a leader fault must hit a leader.
+   */
+  const leaderWithin = async (what: 'stream' | 'group', withinMs: number): Promise<number | undefined> => {
     const t0 = Date.now();
-    while (Date.now() - t0 < withinMs) {
-      if ((await leaderOf('stream')) !== undefined) return true;
+    for (;;) {
+      const leader = await leaderOf(what);
+      if (leader !== undefined || Date.now() - t0 >= withinMs) return leader;
       await sleep(200);
     }
-    return false;
   };
+
+  /** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
+  const streamLed = async (withinMs: number): Promise<boolean> => (await leaderWithin('stream', withinMs)) !== undefined;
 
   /**
    * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
@@ -662,7 +668,7 @@ export async function startEventsChaos(o: {
      * it again on its store, and wait until it is current again (bounded by `catchUpMs`).
      */
     async killNatsNode(target: { leader: boolean; index: number }, downMs: number, catchUpMs = 30_000): Promise<NatsNodeObserved> {
-      const leader = target.leader ? await leaderOf('stream') : undefined;
+      const leader = target.leader ? await leaderWithin('stream', 15_000) : undefined;
       const i = leader ?? target.index % nats.size;
       const seen = await nats.killNode(i);
       await sleep(downMs);
@@ -681,7 +687,7 @@ export async function startEventsChaos(o: {
      * the group again (bounded by `catchUpMs`).
      */
     async wipeNatsNode(target: { leader: boolean; index: number }, catchUpMs = 60_000): Promise<NatsNodeObserved> {
-      const leader = target.leader ? await leaderOf('group') : undefined;
+      const leader = target.leader ? await leaderWithin('group', 15_000) : undefined;
       const i = leader ?? target.index % nats.size;
       const seen = await nats.killNode(i);
       const wiped = nats.wipeStore(i);
