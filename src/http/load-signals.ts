@@ -36,6 +36,11 @@ const WINDOW_MS = 250;
 /** Answers per second are counted over the last four windows (a second). */
 const RATE_WINDOWS = 4;
 /** A quiet second does not make the API forget what it answered before at once: a tenth less a window. */
+/**
+ * The slowest a connection is taken to be held when the measured rate says less: a booking holds
+ * one for a few milliseconds on a quiet machine and tens under load; 100 ms is the loaded case.
+ */
+const ASSUMED_HOLD_MS = 100;
 const RATE_DECAY = 0.9;
 
 export interface LoadSignalOptions {
@@ -117,10 +122,13 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
       // rate requests are being answered. Measured, not predicted from idle hold times: a burst
       // admitted on the quiet API's numbers took seconds per connection once it was in (ADR 0034).
       // In flight up to twice the pool's size is never a queue, so a quiet API takes a small burst
-      // whatever it measured lately; and a rate of at least one a second, as a quiet second decays it.
+      // whatever it measured lately. The rate is taken as at least the pool's with every
+      // connection held ASSUMED_HOLD_MS: an API that has answered little lately (just started, or
+      // quiet) knows no rate, and a burst of a few dozen bookings on it is not an overload (60 at
+      // once through PgBouncer were refused 59 times on a rate of one a second).
       const queue = Math.max(load.waiting, inFlight - 2 * load.max);
       if (queue <= 0) return 0;
-      return (1000 * queue) / Math.max(rate, 1);
+      return (1000 * queue) / Math.max(rate, (load.max * 1000) / ASSUMED_HOLD_MS);
     },
     start() {
       histogram.enable();

@@ -67,6 +67,9 @@ describe.skipIf(skip).each<Pooler>(['session', 'transaction'])('StayHub through 
       DATABASE_POOLER: mode,
       SMTP_URL: smtp.url,
       RATE_LIMIT_AUTH_PER_MINUTE: '100000',
+      // The API runs in this test process, whose event loop and pools the suite shares: admission
+      // would judge the test runner's load, not the pooler's (as testConfig, test/helpers/app.ts).
+      LOAD_SHEDDING: 'false',
     });
     config = loadConfig(env);
     api = createDatabase(config.DATABASE_URL, { max: 10, applicationName: 'stayhub-api', pooler: mode });
