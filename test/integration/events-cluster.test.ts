@@ -157,5 +157,5 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
     // The wiped node holds the whole stream again, from the others: its own copy, asked of it.
     const info = await c.waitForStream(stream);
     expect(await c.replicaOf(wiped, stream)).toEqual({ lastSeq: info.state.last_seq, messages: info.state.messages });
-  }, 90_000);
+  }, 240_000);
 });
