@@ -30,7 +30,8 @@ export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, ty
 export { createWorker, type Worker, type WorkerOptions } from './runner/worker.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
 export { DependencyUnavailableError } from './runner/failures.ts';
-export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './runner/outcomes.ts';
+export type { WorkerSummary } from './runner/outcomes.ts';
+export type { Outcome, OutcomeEvent, WorkerEvents } from './types.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
 export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';
 // Group commit, for writes of other features that finish many at a time (webhook attempts)

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
 import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
 import { createWorker, type WorkerOptions } from '../../src/outbox/runner/worker.ts';
-import type { OutcomeEvent } from '../../src/outbox/runner/outcomes.ts';
+import type { OutcomeEvent } from '../../src/outbox/index.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {

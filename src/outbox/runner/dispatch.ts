@@ -2,11 +2,11 @@ import type { Logger } from '../../logger.ts';
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { TOPICS, isTopicName } from '../topics.ts';
-import type { Deferral } from '../lanes.ts';
+import type { HandlerFailure, LaneDeferral, Verdict } from '../types.ts';
 import { describeFailure, isPermanent, isPostponement, redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
 import { runHandlerInSpan, tracingOn } from './tracing.ts';
-import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
+import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun } from './verdict.ts';
 
 export interface DispatchContext {
   registry: HandlerRegistry;
@@ -25,11 +25,6 @@ export interface DispatchContext {
    * reports the failures among them. False: the claim is no longer ours, stop here.
    */
   deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean>;
-}
-
-/** A deferral as dispatch decides it: the lane write (src/outbox/lanes.ts) and, for a failure, what to report. */
-export interface LaneDeferral extends Deferral {
-  durationMs: number;
 }
 
 /**

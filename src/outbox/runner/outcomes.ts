@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../logger.ts';
+import type { Outcome, OutcomeEvent, OutcomeSink, WorkerEvents } from '../types.ts';
 
 /**
  * The worker's outcome events and how they are reported: one module, imported by the loop, the
@@ -37,26 +38,9 @@ import type { Logger } from '../../logger.ts';
  * happened (counts since the last line), and in 'outbox worker stopped'. LOG_LEVEL=debug brings
  * the per-message line back. When nobody listens and the level is off, no event object is built.
  */
-export type Outcome = 'done' | 'retry' | 'postponed' | 'dead' | 'unknown_topic' | 'handed_back';
-
-export interface OutcomeEvent {
-  messageId: string;
-  topic: string;
-  handler: string | null;
-  attempt: number;
-  outcome: Outcome;
-  durationMs: number;
-  error?: string;
-}
-
-export interface WorkerEvents {
-  claimed: [{ count: number }];
-  outcome: [OutcomeEvent];
-}
-
 const LEVEL = { done: 'debug', retry: 'warn', postponed: 'debug', dead: 'error', unknown_topic: 'info', handed_back: 'info' } as const;
 
-export class OutcomeReporter {
+export class OutcomeReporter implements OutcomeSink {
   readonly events = new EventEmitter<WorkerEvents>();
 
   constructor(private readonly log: Logger) {}

@@ -15,7 +15,8 @@ import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping, type Chore } from './housekeeping.ts';
 import { mergeByPriority } from './local-queue.ts';
 import { OutboxListener } from './listener.ts';
-import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './outcomes.ts';
+import type { WorkerEvents } from '../types.ts';
+import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
 import type { HandlerRegistry } from './registry.ts';
 import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
 
