@@ -87,3 +87,18 @@ export interface OutcomeSink {
   wants(outcome: Outcome): boolean;
   outcome(event: OutcomeEvent): void;
 }
+
+// --- payload schemas: the application's, given to the worker (WorkerOptions.payloadSchemas) -----
+
+/**
+ * A topic's payload schema as the worker uses it: a zod schema fits (the outbox imports no
+ * validation library; it needs only this). A payload that fails its schema is dead at once.
+ */
+export interface PayloadSchema {
+  safeParse(payload: unknown): { success: true; data: unknown } | { success: false; error: { issues: readonly PayloadIssue[] } };
+}
+
+export interface PayloadIssue {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+}

@@ -4,7 +4,9 @@ import { refuseTransactionPooler } from '../db/pooler.ts';
 import { resolveLogFormat } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
 import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
-import { createWorker, HandlerRegistry, probeOutbox, TOPIC_NAMES, type Handler } from '../outbox/index.ts';
+import type { Handler } from '../messages/handler.ts';
+import { TOPIC_NAMES } from '../messages/topics.ts';
+import { HandlerRegistry, probeOutbox } from '../outbox/index.ts';
 import { optionalWholeNumberFlag } from '../process/flags.ts';
 import { runCommand, runMain, UsageError, type Command, type RunOptions } from '../process/run-main.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
@@ -12,11 +14,13 @@ import { createWebhookSender } from '../webhooks/delivery/sender.ts';
 import { startStreamWatch } from '../events/stream-watch.ts';
 import { appChores } from './chores.ts';
 import { defaultHandlers, type HandlerDeps } from './handlers/index.ts';
+import { createWorker } from './outbox-worker.ts';
 
 /*
  * `npm run drain-outbox -- [flags]`: the outbox worker, a process of its own. Safe to stop and
  * restart at any moment: while it is down, messages wait as PENDING; a message it was holding when
- * killed comes back when its lease ends. The runner itself is src/outbox/runner/worker.ts.
+ * killed comes back when its lease ends. The runner itself is src/outbox/runner/worker.ts, set up
+ * for this application by ./outbox-worker.ts.
  */
 
 const USAGE = `usage: npm run drain-outbox -- [--once | --until-empty | --list-topics] [--batch-size N] [--concurrency N]

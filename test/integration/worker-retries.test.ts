@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
 import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
-import { createWorker, type WorkerOptions } from '../../src/outbox/runner/worker.ts';
+import { createWorker, type WorkerOptions } from '../../src/worker/outbox-worker.ts';
 import type { OutcomeEvent } from '../../src/outbox/index.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';

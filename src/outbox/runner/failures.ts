@@ -45,7 +45,7 @@ export function redactEmails(s: string): string {
   return s.replace(EMAIL, '[email]');
 }
 
-/** "email.host-new-booking: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
+/** "email.host-notice: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
 export function describeFailure(handler: string, err: unknown): string {
   const e = err instanceof Error ? err : new Error(String(err));
   // nodemailer's errors are plain Errors with a code (ETIMEDOUT, ECONNECTION, EENVELOPE): keep it.

@@ -14,7 +14,7 @@ import type { Outcome, OutcomeEvent, OutcomeSink, WorkerEvents } from '../types.
  * - `'outcome'`  `OutcomeEvent` — once per handler outcome, and once per message for the
  *   message-level outcomes (handler: null):
  *     - `messageId`  the message's public id (uuid)
- *     - `topic`      e.g. 'booking.created'
+ *     - `topic`      e.g. 'order.created'
  *     - `handler`    the handler's name, or null for 'unknown_topic', 'handed_back', and a
  *                    'dead' decided before any handler ran (invalid payload, too many claims)
  *     - `attempt`    the attempt number (1 on the first delivery)

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
-import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
@@ -8,22 +7,22 @@ import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
 import { handBack } from '../lease.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
-import { OUTBOX_CHANNEL } from '../topics.ts';
+import { OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
 import { dispatch, type DispatchContext } from './dispatch.ts';
 import { Heartbeat } from './heartbeat.ts';
-import { Housekeeping, type Chore } from './housekeeping.ts';
+import { Housekeeping } from './housekeeping.ts';
 import { mergeByPriority } from './local-queue.ts';
 import { OutboxListener } from './listener.ts';
 import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
-import type { HandlerRegistry } from './registry.ts';
+import type { WorkerOptions } from './options.ts';
 import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
 
 /**
- * The outbox worker, usable in-process (tests, other tools) and by src/worker/drain-outbox.ts.
+ * The outbox worker, usable in-process (tests, other tools) and by the application's worker process.
  *
- *   const worker = createWorker({ db, config, registry, logger });
+ *   const worker = createWorker({ db, registry, logger, ...settings });   // settings: ./options.ts
  *   await worker.runOnce();        // claim one batch, process it, return how many were claimed
  *   await worker.runUntilEmpty();  // until a claim finds nothing due; returns the total claimed
  *   await worker.start();          // run: LISTEN + fallback poll + housekeeping, until stop()
@@ -36,35 +35,6 @@ import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
  *   → the message is no longer held; the next message of its key may now be due.
  * The heartbeat (./heartbeat.ts) keeps what is held leased; outcome events and logs: ./outcomes.ts.
  */
-
-export interface WorkerOptions {
-  db: Db;
-  config: Config;
-  registry: HandlerRegistry;
-  logger: Logger;
-  /**
-   * Defaults: WORKER_BATCH_SIZE (the first and smallest claim), WORKER_MAX_BATCH_SIZE (the largest a
-   * backlog grows it to: ./claim-size.ts), WORKER_CONCURRENCY.
-   */
-  batchSize?: number;
-  maxBatchSize?: number;
-  concurrency?: number;
-  /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
-  listen?: boolean;
-  /** start() runs the housekeeping every HOUSEKEEPING_INTERVAL_SECONDS (default true). */
-  housekeeping?: boolean;
-  /** The application's tables the housekeeping also keeps small (src/worker/chores.ts). */
-  chores?: readonly Chore[];
-  /**
-   * A line at info for every message done (default false: at info a worker logs its progress once a
-   * minute, since a line per message costs a busy worker a quarter of its throughput).
-   */
-  logEachMessage?: boolean;
-  /** For the backoff jitter; Math.random otherwise. */
-  random?: () => number;
-  /** Where claims are sent (default: a ClaimConnection beside `db`'s pool). The worker closes it when it stops. */
-  claimConnection?: ClaimConnection;
-}
 
 export interface Worker {
   readonly events: EventEmitter<WorkerEvents>;
@@ -96,7 +66,6 @@ const CLAIM_FAILURE_BACKOFF = { baseSeconds: 0.25, maxSeconds: 10 };
 
 class OutboxWorker implements Worker {
   private readonly db: Db;
-  private readonly config: Config;
   private readonly log: Logger;
   /** How many the next claim asks for: grows with a backlog (./claim-size.ts). */
   private readonly claimSize: ClaimSize;
@@ -137,30 +106,21 @@ class OutboxWorker implements Worker {
 
   constructor(private readonly opts: WorkerOptions) {
     this.db = opts.db;
-    this.config = opts.config;
     this.log = opts.logger;
-    this.claimSize = new ClaimSize(
-      opts.batchSize ?? opts.config.WORKER_BATCH_SIZE,
-      opts.maxBatchSize ?? opts.config.WORKER_MAX_BATCH_SIZE,
-      this.config.LEASE_SECONDS,
-    );
-    this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
+    this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
+    this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
-    this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, opts.logEachMessage);
-    this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS);
+    this.settler = new Settler(this.db, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
+    this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
     this.dispatchCtx = {
       registry: opts.registry,
+      payloadSchemas: opts.payloadSchemas ?? {},
       log: this.log,
       signal: this.abortController.signal,
-      maxAttempts: this.config.MAX_ATTEMPTS,
-      backoff: {
-        baseSeconds: this.config.BACKOFF_BASE_SECONDS,
-        maxSeconds: this.config.BACKOFF_MAX_SECONDS,
-        jitter: this.config.BACKOFF_JITTER,
-        random: opts.random,
-      },
+      maxAttempts: opts.maxAttempts,
+      backoff: { ...opts.backoff, random: opts.random },
       handlerDone: (msg, handler, durationMs) => this.settler.handlerDone(msg, handler, durationMs),
       deferToLanes: (msg, deferrals) => this.settler.deferToLanes(msg, deferrals),
     };
@@ -218,11 +178,11 @@ class OutboxWorker implements Worker {
   private warnUnknownTopic(topic: string) {
     const now = Date.now();
     const last = this.unknownWarnedAt.get(topic);
-    if (last !== undefined && now - last < this.config.UNKNOWN_TOPIC_RECHECK_SECONDS * 1000) return;
+    if (last !== undefined && now - last < this.opts.unknownTopicRecheckSeconds * 1000) return;
     this.unknownWarnedAt.set(topic, now);
     const known = this.opts.registry.topics();
     this.log.warn(
-      { topic, knownTopics: known, recheckSeconds: this.config.UNKNOWN_TOPIC_RECHECK_SECONDS },
+      { topic, knownTopics: known, recheckSeconds: this.opts.unknownTopicRecheckSeconds },
       `no handler for outbox topic ${topic} (known: ${known.join(', ') || 'none'}); leaving it PENDING`,
     );
   }
@@ -243,7 +203,7 @@ class OutboxWorker implements Worker {
     const sentAt = Date.now();
     const batch = await this.claimer.claimBatch({
       limit,
-      leaseSeconds: this.config.LEASE_SECONDS,
+      leaseSeconds: this.opts.leaseSeconds,
       claimId: randomUUID(),
       lanes: this.lanes,
     });
@@ -304,7 +264,7 @@ class OutboxWorker implements Worker {
       total += n;
       if (n > 0) continue;
       if (mode === 'forever') {
-        await this.pause(this.config.POLL_INTERVAL_MS);
+        await this.pause(this.opts.pollIntervalMs);
         continue;
       }
       // Empty means empty only when nothing we hold could still make a message due, and nothing
@@ -343,13 +303,13 @@ class OutboxWorker implements Worker {
   async start(): Promise<void> {
     if (this.loopPromise || this.stopping) return;
     if (this.opts.listen !== false) {
-      this.listener = new OutboxListener(this.config.DATABASE_URL, OUTBOX_CHANNEL, () => this.wake(), this.log);
+      this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.wake(), this.log);
       await this.listener.start();
     }
     if (this.opts.housekeeping !== false) {
       this.housekeeping = new Housekeeping(this.db, this.log, {
-        retentionDays: this.config.OUTBOX_RETENTION_DAYS,
-        intervalSeconds: this.config.HOUSEKEEPING_INTERVAL_SECONDS,
+        retentionDays: this.opts.retentionDays,
+        intervalSeconds: this.opts.housekeepingIntervalSeconds,
         chores: this.opts.chores,
         onPurged: (c) => (this.counts.purged += c.outbox),
       });
@@ -363,7 +323,7 @@ class OutboxWorker implements Worker {
         batchSize: this.claimSize.min,
         maxBatchSize: this.claimSize.max,
         concurrency: this.concurrency,
-        leaseSeconds: this.config.LEASE_SECONDS,
+        leaseSeconds: this.opts.leaseSeconds,
         topics: this.opts.registry.topics(),
       },
       'outbox worker started',
