@@ -5,11 +5,11 @@ import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
-import { handBack } from '../lease.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
 import { OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
 import { dispatch, type DispatchContext } from './dispatch.ts';
+import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { mergeByPriority } from './local-queue.ts';
@@ -18,6 +18,7 @@ import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
 import type { WorkerOptions } from './options.ts';
 import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
+import { LoopWaits } from './waits.ts';
 
 /**
  * The outbox worker, usable in-process (tests, other tools) and by the application's worker process.
@@ -95,13 +96,10 @@ class OutboxWorker implements Worker {
   private listener: OutboxListener | undefined;
   private housekeeping: Housekeeping | undefined;
   private progress: ProgressLog | undefined;
-  private handingBack: Promise<void> = Promise.resolve();
-  private handBacksPending = 0;
-  /** Set by a notification (or a settled message) that arrived since the last claim began. */
-  private wakePending = false;
-  private wakeUp: (() => void) | undefined;
-  /** Waiters for "a slot came free / something settled". */
-  private changed: (() => void)[] = [];
+  /** Claimed messages going back unstarted (./hand-back.ts). */
+  private readonly handBacks: HandBacks;
+  /** Wake-ups and waiters: a notification or a settled message, a slot come free (./waits.ts). */
+  private readonly waits = new LoopWaits();
   private readonly unknownWarnedAt = new Map<string, number>();
 
   constructor(private readonly opts: WorkerOptions) {
@@ -114,6 +112,13 @@ class OutboxWorker implements Worker {
     this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
+    this.handBacks = new HandBacks(
+      this.db,
+      this.log,
+      this.reporter,
+      (n) => (this.counts.handedBack += n),
+      () => this.waits.changed(),
+    );
     this.dispatchCtx = {
       registry: opts.registry,
       payloadSchemas: opts.payloadSchemas ?? {},
@@ -155,7 +160,7 @@ class OutboxWorker implements Worker {
       this.heartbeat.hold(msg);
       void this.process(msg);
     }
-    if (stale) this.handBackLater(stale);
+    if (stale) this.handBacks.later(stale);
   }
 
   /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
@@ -164,12 +169,12 @@ class OutboxWorker implements Worker {
     // The slot is free as soon as the handlers are: the next message starts while this one is written.
     this.running--;
     this.pump();
-    this.notifyChanged();
+    this.waits.changed();
     if (verdict?.kind === 'unknown_topic') this.warnUnknownTopic(msg.topic);
     const outcome: MessageOutcome = await this.settler.settle(msg, verdict);
     this.heartbeat.release(msg);
     this.counts[COUNT_KEY[outcome]]++;
-    this.notifyChanged();
+    this.waits.changed();
     // A settled message may make the next message of its key due: look again.
     this.wake();
   }
@@ -243,10 +248,10 @@ class OutboxWorker implements Worker {
     let failures = 0;
     while (!this.stopping) {
       if (!this.wantsMore()) {
-        await this.nextChange();
+        await this.waits.nextChange();
         continue;
       }
-      this.wakePending = false;
+      this.waits.pending = false;
       let n: number;
       try {
         n = await this.claim();
@@ -255,7 +260,7 @@ class OutboxWorker implements Worker {
         failures++;
         const retryInMs = backoffDelaySeconds(failures, CLAIM_FAILURE_BACKOFF) * 1000;
         this.log.warn({ err, retryInMs }, 'claim failed');
-        this.wakePending = false;
+        this.waits.pending = false;
         await this.pause(retryInMs);
         continue;
       }
@@ -270,7 +275,7 @@ class OutboxWorker implements Worker {
       // Empty means empty only when nothing we hold could still make a message due, and nothing
       // settled while the claim ran: its snapshot may predate that settle, and so have seen the
       // next message of the settled one's key as still held up by it.
-      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacksPending === 0 && !this.wakePending) break;
+      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacks.pending === 0 && !this.waits.pending) break;
       await this.drained();
     }
     if (mode === 'until-empty') await this.drained();
@@ -333,77 +338,21 @@ class OutboxWorker implements Worker {
   // --- waiting --------------------------------------------------------------------------------
 
   private wake() {
-    this.wakePending = true;
-    this.wakeUp?.();
+    this.waits.wake();
   }
 
   /** Sleeps `ms`, or less: a notification, a settled message or stop() ends it. */
   private pause(ms: number): Promise<void> {
-    if (this.wakePending || this.stopping) return Promise.resolve();
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        resolve();
-      }
-      this.wakeUp = () => {
-        this.wakeUp = undefined;
-        done();
-      };
-    });
-  }
-
-  private notifyChanged() {
-    if (this.changed.length === 0) return;
-    const waiters = this.changed;
-    this.changed = [];
-    for (const w of waiters) w();
-  }
-
-  private nextChange(): Promise<void> {
-    return new Promise((r) => this.changed.push(r));
+    return this.stopping ? Promise.resolve() : this.waits.pause(ms);
   }
 
   /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */
   private async drained(): Promise<void> {
-    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.nextChange();
-    await this.handingBack;
+    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.waits.nextChange();
+    await this.handBacks.settled;
   }
 
-  // --- handing back and stopping --------------------------------------------------------------
-
-  private handBackLater(msgs: ClaimedMessage[]) {
-    this.handBacksPending++;
-    this.handingBack = this.handingBack
-      .then(() => this.handBack(msgs))
-      .finally(() => {
-        this.handBacksPending--;
-        this.notifyChanged();
-      });
-  }
-
-  private async handBack(msgs: ClaimedMessage[]): Promise<void> {
-    if (msgs.length === 0) return;
-    try {
-      const n = await handBack(this.db, msgs);
-      this.counts.handedBack += n;
-    } catch (err) {
-      // The lease ends on its own; handing back only saves the wait.
-      this.log.warn({ err, count: msgs.length }, 'could not hand back claimed messages');
-      return;
-    }
-    if (!this.reporter.wants('handed_back')) return;
-    for (const m of msgs) {
-      this.reporter.outcome({
-        messageId: m.publicId,
-        topic: m.topic,
-        handler: null,
-        attempt: m.attempts,
-        outcome: 'handed_back',
-        durationMs: 0,
-      });
-    }
-  }
+  // --- stopping -------------------------------------------------------------------------------
 
   stop(): Promise<WorkerSummary> {
     return (this.stopPromise ??= this.doStop());
@@ -412,7 +361,7 @@ class OutboxWorker implements Worker {
   private async doStop(): Promise<WorkerSummary> {
     this.stopping = true;
     this.wake();
-    this.notifyChanged();
+    this.waits.changed();
     this.progress?.stop();
     const housekeeping = this.housekeeping?.stop();
     // A claim in progress completes; what it brought in is handed back below, not started.
@@ -420,10 +369,10 @@ class OutboxWorker implements Worker {
     await this.claiming?.catch(() => 0);
     const rest = this.queue;
     this.queue = [];
-    this.handBackLater(rest);
-    await this.handingBack;
-    this.notifyChanged();
-    while (this.heartbeat.size > 0) await this.nextChange();
+    this.handBacks.later(rest);
+    await this.handBacks.settled;
+    this.waits.changed();
+    while (this.heartbeat.size > 0) await this.waits.nextChange();
     await this.heartbeat.stop();
     await housekeeping;
     await this.listener?.close();
