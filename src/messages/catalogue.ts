@@ -3,7 +3,7 @@ import { SUBSCRIPTIONS } from './subscriptions.ts';
 
 /**
  * The catalogue of SUBSCRIPTIONS, built once: what the API (admin views, metrics) reads to know
- * which topics are handled and by whom. Apart from ./subscriptions.ts, which imports only a type,
- * so that the list itself stays plain data that pulls in no code.
+ * which topics are handled and by whom. Kept out of ./subscriptions.ts, which imports only a type:
+ * the list itself stays plain data that pulls in no code.
  */
 export const HANDLER_CATALOGUE = new HandlerCatalogue(SUBSCRIPTIONS);
