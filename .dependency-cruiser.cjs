@@ -4,7 +4,10 @@
  * `import type` cycle or layer breach is still one.
  *
  *   src/http/, src/worker/   the top: the two entry points, imported by nothing else in src/
- *   src/outbox/              a module with one public surface, src/outbox/index.ts
+ *   src/messages/            the application's topics, payload schemas and subscriptions: the
+ *                            API<->worker contract, registered with the outbox, below both sides
+ *   src/outbox/              a library with one public surface, src/outbox/index.ts; inside it the
+ *                            runner (runner/) sits above the store (the SQL verbs, settle.ts)
  *   src/db/                  the bottom: it sees only src/config.ts and src/logger.ts
  *
  * test/ and scripts/ are not cruised: they may reach into any module.
@@ -54,9 +57,32 @@ module.exports = {
     {
       name: 'outbox-knows-no-feature',
       severity: 'error',
-      comment: 'The outbox is infrastructure: it imports no entry point, domain module, admin or metrics code.',
+      comment:
+        'The outbox is a library: it knows topics, payload schemas and handlers only as what the application registers. ' +
+        'It imports nothing of src/ but itself, src/db/ (its tables, pool and transactions), src/logger.ts, and ' +
+        'src/telemetry/tracing.ts: a message carries the trace of the request that wrote it (enqueue stores the active ' +
+        'span context, the runner continues it). Never src/config.ts: the application maps its configuration to the ' +
+        "runner's settings (src/worker/outbox-worker.ts).",
       from: { path: '^src/outbox/' },
-      to: { path: '^src/(http|worker|admin|bookings|properties|users|search|events|mail|metrics)/' },
+      to: { path: '^src/', pathNot: ['^src/outbox/', '^src/db/', '^src/logger\\.ts$', '^src/telemetry/tracing\\.ts$'] },
+    },
+    {
+      name: 'outbox-store-below-runner',
+      severity: 'error',
+      comment:
+        'Inside the outbox the runner (src/outbox/runner/) uses the store (the SQL verbs, settle.ts), never the other way: ' +
+        'what both need is in src/outbox/types.ts. Only the public surface, src/outbox/index.ts, exports the runner.',
+      from: { path: '^src/outbox/', pathNot: ['^src/outbox/runner/', '^src/outbox/index\\.ts$'] },
+      to: { path: '^src/outbox/runner/' },
+    },
+    {
+      name: 'messages-is-the-contract',
+      severity: 'error',
+      comment:
+        'src/messages/ (topics, payload schemas, subscriptions, the typed enqueue) is imported by the API and the worker ' +
+        'alike: it imports only itself, the outbox through its index, and src/db/ (the transaction type).',
+      from: { path: '^src/messages/' },
+      to: { path: '^src/', pathNot: ['^src/messages/', '^src/outbox/index\\.ts$', '^src/db/'] },
     },
     {
       name: 'no-unresolvable',

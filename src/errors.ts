@@ -47,10 +47,9 @@ export class AppError extends Error {
   }
 }
 
-/** Thrown by a handler for a failure no retry can fix: the message goes DEAD at once. */
-export class PermanentError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'PermanentError';
-  }
-}
+/**
+ * Thrown by a handler for a failure no retry can fix: the message goes DEAD at once. Defined by
+ * the outbox, whose runner must recognise it and imports nothing of the application; the events
+ * consumer (src/events/consumer.ts) treats it the same way.
+ */
+export { PermanentError } from './outbox/index.ts';

@@ -6,8 +6,9 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { priorityOf } from '../../src/outbox/turns.ts';
+import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
+import { priorityOf } from '../../src/messages/topics.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
 
 /*

@@ -2,7 +2,7 @@ import type { Db } from '../db/client.ts';
 import { withTransaction } from '../db/transaction.ts';
 import { uuidV7 } from '../db/uuid-v7.ts';
 import { AppError } from '../errors.ts';
-import { enqueue, insertWithEvent } from '../outbox/index.ts';
+import { enqueue, insertWithEvent } from '../messages/enqueue.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';

@@ -1,6 +1,7 @@
 import { ConfigError } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
-import { isTopicName, messagesCreatedBetween, probeOutbox, type TopicName } from '../outbox/index.ts';
+import { isTopicName, type TopicName } from '../messages/topics.ts';
+import { messagesCreatedBetween, probeOutbox } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
 import { readyCommandPublisher } from './publisher.ts';
 import { payloadAsRelayed, relayedTopics, relayMessage } from './relay.ts';

@@ -1,5 +1,5 @@
 import { ConfigError, type Config } from '../config.ts';
-import { TOPICS, TOPIC_NAMES, isTopicName, type TopicName } from '../outbox/index.ts';
+import { TOPICS, TOPIC_NAMES, isTopicName, type TopicName } from '../messages/topics.ts';
 import type { EventPublisher, PublishResult } from './publisher.ts';
 import { SCHEMA_VERSIONS, publicBody, subjectFor } from './subjects.ts';
 

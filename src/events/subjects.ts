@@ -1,4 +1,4 @@
-import type { TopicName } from '../outbox/index.ts';
+import type { TopicName } from '../messages/topics.ts';
 
 /*
  * What an outbox event looks like once it is in the log: its subject, its headers and its body.

@@ -1,4 +1,4 @@
-import type { PayloadOf } from '../outbox/index.ts';
+import type { PayloadOf } from '../messages/topics.ts';
 import { withoutInvisibleCharacters } from '../validation.ts';
 
 /**

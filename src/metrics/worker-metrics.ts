@@ -49,14 +49,9 @@ export interface WorkerMetrics {
 export const NO_HANDLER = 'none';
 
 /**
- * Counters and histograms fed by the worker's events, in a registry of their own.
- *
- *   stayhub_worker_handler_outcomes_total{topic, handler, outcome}
- *       outcome: done (handled) | retry (failed, will back off) | dead (failed for good) |
- *                postponed (its downstream unavailable: waits, no attempt spent) |
- *                unknown_topic (no handler, left pending) | handed_back (returned at shutdown)
- *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
- *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
+ * Counters and histograms fed by the worker's events, in a registry of their own: the outbox
+ * runner's, the webhook sender's and the events stream watch's (each series is present even
+ * without its source, so a dashboard finds it).
  */
 export function createWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
@@ -64,7 +59,28 @@ export function createWorkerMetrics(
 ): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  const detachers = [
+    outboxMetrics(registry, events as WorkerEventSource, opts.maxBatchSize ?? 20),
+    webhookMetrics(registry, opts.webhooks),
+    streamMetrics(registry, opts.stream),
+  ];
+  return {
+    registry,
+    detach() {
+      for (const detach of detachers) detach();
+    },
+  };
+}
 
+/**
+ *   stayhub_worker_handler_outcomes_total{topic, handler, outcome}
+ *       outcome: done (handled) | retry (failed, will back off) | dead (failed for good) |
+ *                postponed (its downstream unavailable: waits, no attempt spent) |
+ *                unknown_topic (no handler, left pending) | handed_back (returned at shutdown)
+ *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
+ *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
+ */
+function outboxMetrics(registry: Registry, source: WorkerEventSource, maxBatchSize: number): () => void {
   const outcomes = new Counter({
     name: 'stayhub_worker_handler_outcomes_total',
     help: 'Handler outcomes by topic, handler and outcome (done, retry, postponed, dead, unknown_topic, handed_back).',
@@ -79,8 +95,9 @@ export function createWorkerMetrics(
     registers: [registry],
   });
   // Buckets up to the largest claim: claims that stay at the top say the worker is behind.
-  const max = opts.maxBatchSize ?? 20;
-  const batchBuckets = [...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000].filter((b) => b < max).concat(max))];
+  const batchBuckets = [
+    ...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000].filter((b) => b < maxBatchSize).concat(maxBatchSize)),
+  ];
   const batch = new Histogram({
     name: 'stayhub_worker_claim_batch_size',
     help: 'Messages per non-empty claim.',
@@ -89,11 +106,30 @@ export function createWorkerMetrics(
   });
 
   const onClaimed = (e: { count: number }) => batch.observe(e.count);
-  // The bound children per (topic, handler, outcome), looked up once: prom-client's own lookup
-  // hashes a label object on every call, a cost per message that showed in the worker's profile.
+  const childFor = boundChildren(outcomes, duration);
+  const onOutcome = (e: WorkerOutcomeEvent) => {
+    const b = childFor(e);
+    b.count.inc();
+    if (e.handler !== null) b.time.observe(e.durationMs / 1000);
+  };
+  source.on('claimed', onClaimed);
+  source.on('outcome', onOutcome);
+  return () => {
+    source.off('claimed', onClaimed);
+    source.off('outcome', onOutcome);
+  };
+}
+
+type OutcomeLabel = 'topic' | 'handler' | 'outcome';
+
+/**
+ * The bound children per (topic, handler, outcome), looked up once: prom-client's own lookup
+ * hashes a label object on every call, a cost per message that showed in the worker's profile.
+ */
+function boundChildren(outcomes: Counter<OutcomeLabel>, duration: Histogram<OutcomeLabel>) {
   type Bound = { count: ReturnType<typeof outcomes.labels>; time: ReturnType<typeof duration.labels> };
   const bound = new Map<string, Map<string | null, Map<string, Bound>>>();
-  const childFor = (e: WorkerOutcomeEvent): Bound => {
+  return (e: WorkerOutcomeEvent): Bound => {
     let byHandler = bound.get(e.topic);
     if (!byHandler) bound.set(e.topic, (byHandler = new Map<string | null, Map<string, Bound>>()));
     let byOutcome = byHandler.get(e.handler);
@@ -105,19 +141,17 @@ export function createWorkerMetrics(
     }
     return b;
   };
-  const onOutcome = (e: WorkerOutcomeEvent) => {
-    const b = childFor(e);
-    b.count.inc();
-    if (e.handler !== null) b.time.observe(e.durationMs / 1000);
-  };
-  /*
-   *   stayhub_webhook_attempts_total{outcome}
-   *       outcome: succeeded | retry | failed (last attempt) | gone (410: endpoint disabled)
-   *   stayhub_webhook_attempt_duration_seconds   (histogram)
-   * No endpoint label: one series per endpoint grew without bound with the endpoints hosts
-   * register (a histogram is 15 series each). Which endpoints fail is the API's per-endpoint
-   * gauges' job, for the endpoints worth watching (src/metrics/webhook-gauges.ts).
-   */
+}
+
+/**
+ *   stayhub_webhook_attempts_total{outcome}
+ *       outcome: succeeded | retry | failed (last attempt) | gone (410: endpoint disabled)
+ *   stayhub_webhook_attempt_duration_seconds   (histogram)
+ * No endpoint label: one series per endpoint grew without bound with the endpoints hosts
+ * register (a histogram is 15 series each). Which endpoints fail is the API's per-endpoint
+ * gauges' job, for the endpoints worth watching (src/metrics/webhook-gauges.ts).
+ */
+function webhookMetrics(registry: Registry, webhooks: WebhookAttemptSource | undefined): () => void {
   const attempts = new Counter({
     name: 'stayhub_webhook_attempts_total',
     help: 'Webhook delivery attempts by outcome (succeeded, retry, failed, gone).',
@@ -134,15 +168,19 @@ export function createWorkerMetrics(
     attempts.inc({ outcome: e.outcome });
     attemptDuration.observe(e.durationMs / 1000);
   };
+  webhooks?.on('attempt', onAttempt);
+  return () => webhooks?.off('attempt', onAttempt);
+}
 
-  /*
-   *   stayhub_events_stream_missing_total{outcome}
-   *       events the outbox relayed that the stream lacked, found by the worker's reconcile;
-   *       outcome: republished | in_window (deleted inside the duplicate window: a later round) | failed
-   *   stayhub_events_stream_settings_changed_total{field, fixed}
-   *       settings of the live stream found different from the worker's; fixed: true (brought back) | false
-   *   stayhub_events_stream_settings_unfixable   settings that cannot be brought back in place, at the last check
-   */
+/**
+ *   stayhub_events_stream_missing_total{outcome}
+ *       events the outbox relayed that the stream lacked, found by the worker's reconcile;
+ *       outcome: republished | in_window (deleted inside the duplicate window: a later round) | failed
+ *   stayhub_events_stream_settings_changed_total{field, fixed}
+ *       settings of the live stream found different from the worker's; fixed: true (brought back) | false
+ *   stayhub_events_stream_settings_unfixable   settings that cannot be brought back in place, at the last check
+ */
+function streamMetrics(registry: Registry, stream: StreamWatchSource | undefined): () => void {
   const missing = new Counter({
     name: 'stayhub_events_stream_missing_total',
     help: 'Events the outbox relayed that the stream lacked (reconcile), by outcome (republished, in_window, failed).',
@@ -171,24 +209,13 @@ export function createWorkerMetrics(
     missing.inc({ outcome: 'in_window' }, c.inWindow);
     missing.inc({ outcome: 'failed' }, c.failed);
   };
-
-  const source = events as WorkerEventSource;
-  opts.stream?.on('settings', onSettings);
-  opts.stream?.on('unfixable', onUnfixable);
-  opts.stream?.on('reconciled', onReconciled);
-  source.on('claimed', onClaimed);
-  source.on('outcome', onOutcome);
-  opts.webhooks?.on('attempt', onAttempt);
-  return {
-    registry,
-    detach() {
-      source.off('claimed', onClaimed);
-      source.off('outcome', onOutcome);
-      opts.webhooks?.off('attempt', onAttempt);
-      opts.stream?.off('settings', onSettings);
-      opts.stream?.off('unfixable', onUnfixable);
-      opts.stream?.off('reconciled', onReconciled);
-    },
+  stream?.on('settings', onSettings);
+  stream?.on('unfixable', onUnfixable);
+  stream?.on('reconciled', onReconciled);
+  return () => {
+    stream?.off('settings', onSettings);
+    stream?.off('unfixable', onUnfixable);
+    stream?.off('reconciled', onReconciled);
   };
 }
 

@@ -80,9 +80,9 @@ const NONE: readonly string[] = Object.freeze([]);
  *
  * - Per-key order: a message is not due while an older message with the same key is still
  *   PENDING, whether that one is new, backing off or leased. So at most one message of a key is
- *   ever in flight, and a booking's cancellation email waits for its confirmation email. DEAD
+ *   ever in flight, and an order's cancellation email waits for its confirmation email. DEAD
  *   does not block its key (it has stopped being retried; holding the key hostage would stop
- *   every later event of that booking). Messages without a key (null) are not ordered. The check
+ *   every later event of that order). Messages without a key (null) are not ordered. The check
  *   compares ids, the order of writing, whatever the claim's order: a message of a higher priority
  *   or an earlier turn still waits for an older message of its key (ADR 0033). One probe
  *   of outbox_key_idx (key, id), over that key's live rows: the index is partial on these very

@@ -2,18 +2,30 @@ import { sql } from 'drizzle-orm';
 import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared.ts';
 import { runAfterCommit, type Tx } from '../db/transaction.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
-import { OUTBOX_CHANNEL, TOPICS, type PayloadOf, type TopicName } from './topics.ts';
-import { priorityOf } from './turns.ts';
+import { OUTBOX_CHANNEL } from './channel.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 
 /**
- * `key`: messages of one key are handled in the order they were written. `group`: whose work it is
- * (a host's public id); groups take turns in the claim, so one group's flood does not hold back
- * another's messages (src/outbox/turns.ts). Both are the caller's: the outbox knows neither.
+ * `key`: messages of one key are handled in the order they were written. The rest is what enqueue
+ * writes beside a message so that the claim can order it (ADR 0033, src/outbox/claim.ts):
+ *
+ * - `priority`: the topic's, as the application registered it; higher is claimed first, 0 when
+ *   not given. The outbox knows no topic's meaning: only that a higher number is claimed first.
+ * - `group`: whose work it is (for the application, an owner's public id), as the caller passes
+ *   it; groups take turns in the claim, so one group's flood does not hold back another's
+ *   messages. The outbox knows no owner either: a group is a string.
+ * - `turn`, not an option: outbox_turn(group, priority) (migrations/0014_fair_claim_order.sql), in
+ *   the same statement as the INSERT: the later of the head of the priority's queue and the
+ *   group's latest turn + 1. Two index probes, no lock, no counter row that writers would queue
+ *   on: a producer of one group never waits for another, nor for itself beyond its own transaction.
+ *
+ * Rows written without a turn (the bench's and tests' bulk inserts, lane messages, anything written
+ * by SQL of its own) are claimed oldest first beside the turns, as every message was before.
  */
 export interface EnqueueOptions {
   key?: string;
   group?: string;
+  priority?: number;
 }
 
 export interface EnqueuedMessage {
@@ -29,7 +41,9 @@ export interface EnqueuedMessage {
  * commits: the caller's COMMIT is the single boundary that makes the business change and its event
  * exist together, or neither. A commit in here would reopen the gap the outbox exists to close.
  *
- * The payload is validated against its topic's schema and stored as a JSON snapshot.
+ * The payload is stored as a JSON snapshot. The outbox knows no topic and no schema: the
+ * application validates the payload against its topic's schema before it calls this (its typed
+ * wrapper, src/messages/enqueue.ts), and the worker checks it again with the schemas it was given.
  *
  * The worker's wake-up (`pg_notify('outbox', topic)`) takes one of two paths (outbox/wake-up.ts):
  * - **Inside the transaction**, delivered by the COMMIT with no round trip of its own, when no
@@ -49,16 +63,11 @@ export interface EnqueuedMessage {
  * tracestate): the worker's handling of the message continues the request's trace. With tracing
  * off the statement is the one it always was: no context looked for, no column written.
  */
-export async function enqueue<T extends TopicName>(
-  tx: Tx,
-  topic: T,
-  payload: PayloadOf<T>,
-  opts: EnqueueOptions = {},
-): Promise<EnqueuedMessage> {
-  const snapshot = outboxSnapshot(topic, payload);
+export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: EnqueueOptions = {}): Promise<EnqueuedMessage> {
+  const snapshot = JSON.stringify(payload);
   const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
   const group = opts.group ?? null;
-  const priority = priorityOf(topic);
+  const priority = opts.priority ?? 0;
   const trace = activeTraceContext();
   const [traceColumns, traceValues] = trace
     ? [sql`, traceparent, tracestate`, sql`, ${trace.traceparent}, ${trace.tracestate}`]
@@ -86,28 +95,28 @@ export interface RowInsert {
 
 /**
  * `enqueue`, folded into the statement that writes the business row: the row and its event in ONE
- * round trip, for a hot path (the booking). The outbox row is inserted from the row's RETURNING,
+ * round trip, for a hot path (a business write on every request). The outbox row is inserted from the row's RETURNING,
  * so it exists exactly when the row does: an insert that writes nothing (`on conflict do nothing`:
  * the exclusion constraint refused the stay) writes no event either, without an error, and the
  * transaction stays usable. Everything else is `enqueue`'s rules: the caller's transaction, the
- * payload validated against its topic's schema, the wake-up inside the transaction or after it.
+ * payload validated by the caller, the wake-up inside the transaction or after it.
  * Returns the row as RETURNING gave it, or undefined when nothing was written.
  *
- * One round trip of six on the booking path: measured with pgbench at 8 clients, the outbox row
- * cost a booking 19.8 % as a statement of its own and 10.0 % folded in (medians of three rounds;
- * docs/adr/0010-booking-and-event-in-one-statement.md).
+ * One round trip of six on the application's hottest write path: measured with pgbench at 8
+ * clients, the outbox row cost that write 19.8 % as a statement of its own and 10.0 % folded in
+ * (medians of three rounds; ADR 0010 in docs/adr/).
  */
-export async function insertWithEvent<T extends TopicName>(
+export async function insertWithEvent(
   tx: Tx,
   insert: RowInsert,
-  topic: T,
-  payload: PayloadOf<T>,
+  topic: string,
+  payload: unknown,
   opts: EnqueueOptions = {},
 ): Promise<Record<string, any> | undefined> {
-  const snapshot = outboxSnapshot(topic, payload);
+  const snapshot = JSON.stringify(payload);
   const notifyInside = wakesInside(tx, topic);
   const trace = activeTraceContext();
-  const values = [...insert.values, topic, snapshot, opts.key ?? null, priorityOf(topic), opts.group ?? null];
+  const values = [...insert.values, topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null];
   if (trace) values.push(trace.traceparent, trace.tracestate);
   const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
   return row;
@@ -139,16 +148,11 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: bo
   return s;
 }
 
-/** The payload, validated against its topic's schema, as the JSON stored in `outbox.payload`. */
-function outboxSnapshot<T extends TopicName>(topic: T, payload: PayloadOf<T>): string {
-  return JSON.stringify(TOPICS[topic].parse(payload));
-}
-
 /**
  * Whether the statement that writes the message must send the worker's wake-up itself (inside
  * the transaction). Otherwise it is asked for after the commit.
  */
-function wakesInside(tx: Tx, topic: TopicName): boolean {
+function wakesInside(tx: Tx, topic: string): boolean {
   return carriesWakeUpInside(tx) || !wakeWorkerAfterCommit(tx, topic);
 }
 
@@ -156,7 +160,7 @@ function wakesInside(tx: Tx, topic: TopicName): boolean {
  * Asks for the worker's wake-up after `tx` commits. False when `tx` was not started by
  * `withTransaction`: the caller must then send `pg_notify(OUTBOX_CHANNEL, topic)` inside it.
  */
-function wakeWorkerAfterCommit(tx: Tx, topic: TopicName): boolean {
+function wakeWorkerAfterCommit(tx: Tx, topic: string): boolean {
   // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit. Not
   // awaited: the caller's answer does not depend on it (it cannot fail the commit, and a lost one
   // is found by the worker's poll), and while it is in flight the next commits share the next one.

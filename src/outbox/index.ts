@@ -3,34 +3,38 @@
  * goes through this file; nothing outside it writes SQL that names the outbox tables
  * (`npm run depcheck` enforces the imports, and the dependency rules in .dependency-cruiser.cjs).
  *
+ * It knows topics, handlers and payloads only as what the application registers: a topic is a
+ * string, a payload is JSON, a handler is a name and a function. The application's catalogue of
+ * topics and subscriptions, and its typed enqueue, are src/messages/.
+ *
  * Producing (the API's side):
- *   enqueue(tx, topic, payload, { key, group }) an event, inside the caller's transaction; never commits
- *   insertWithEvent(tx, rowInsert, topic, …)    a business row and its event in one statement
+ *   enqueue(tx, topic, payload, { key, group, priority })  an event, inside the caller's transaction; never commits
+ *   insertWithEvent(tx, rowInsert, topic, …)               a business row and its event in one statement
  *
  * Consuming (the worker's side):
- *   createWorker({ db, config, registry, … })  the runner: runOnce / runUntilEmpty / start / stop
- *   HandlerRegistry, Handler                    topic → handlers, built from SUBSCRIPTIONS
+ *   createWorker({ db, registry, logger, payloadSchemas, ...settings })  the runner: runOnce / runUntilEmpty / start / stop
+ *   HandlerRegistry, Handler                    topic → handlers, from the application's explicit list
+ *   HandlerCatalogue                            which topics are handled and by whom, as plain data
  *
  * Operating:
  *   outboxStats, pendingUpTo, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
  *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
- *
- * The contract between the two sides: TOPICS (payload schemas) and SUBSCRIPTIONS (who handles what).
  */
 
-// The contract
-export { TOPICS, TOPIC_NAMES, TOPIC_PRIORITY, OUTBOX_CHANNEL, isTopicName, type TopicName, type PayloadOf } from './topics.ts';
-export { SUBSCRIPTIONS, HANDLER_CATALOGUE, HandlerCatalogue, type Subscription, type SubscriptionName } from './subscriptions.ts';
+export { OUTBOX_CHANNEL } from './channel.ts';
+export { HandlerCatalogue } from './catalogue.ts';
 
 // Producing
 export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, type RowInsert } from './enqueue.ts';
 
 // Consuming
-export { createWorker, type Worker, type WorkerOptions } from './runner/worker.ts';
+export { createWorker, type Worker } from './runner/worker.ts';
+export type { RunnerSettings, WorkerOptions } from './runner/options.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
-export { DependencyUnavailableError } from './runner/failures.ts';
-export type { Outcome, OutcomeEvent, WorkerEvents, WorkerSummary } from './runner/outcomes.ts';
+export { DependencyUnavailableError, PermanentError } from './runner/failures.ts';
+export type { WorkerSummary } from './runner/outcomes.ts';
+export type { Outcome, OutcomeEvent, PayloadSchema, WorkerEvents } from './types.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
 export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './backoff.ts';
 // Group commit, for writes of other features that finish many at a time (webhook attempts)

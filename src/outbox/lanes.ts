@@ -6,11 +6,10 @@ import { ASYNC_COMMIT, floatArray, intArray, notAhead, textArray } from './sql.t
  * Handler lanes: per-(key, handler) order for the handlers that ask for it.
  *
  * Per-key order is per message: the next message of a key is not claimed while an older one is
- * PENDING. That is what keeps a booking's cancellation email behind its confirmation. But it also
+ * PENDING. That is what keeps an order's cancellation email behind its confirmation. But it also
  * means that one handler failing holds up every OTHER handler's later work of the key: while
- * NATS was down, a cancellation's emails waited behind the relay retries of its booking's
- * `booking.created`, for up to the whole retry span. One downstream's outage must not delay
- * another's effects.
+ * NATS was down, a cancellation's emails waited behind the relay retries of the order's creation
+ * event, for up to the whole retry span. One downstream's outage must not delay another's effects.
  *
  * A handler that sets `ownLane` (the events relay) keeps its own order instead:
  *

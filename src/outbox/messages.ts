@@ -208,7 +208,7 @@ export interface CreatedBetween {
  * messages that are settled). Keyset pagination on the internal id, ascending, so the pages come
  * in the order the rows were written, which is the per-key order the worker keeps.
  *
- * There is no index on created_at, on purpose: every booking would pay for it, and this query is
+ * There is no index on created_at, on purpose: every business write would pay for it, and this query is
  * an operator's rare command. Each page walks the primary key from `afterId` until it has `limit`
  * matches, so a whole backfill reads the table once, and the purge of old DONE rows bounds it.
  * created_at is the writing transaction's start, so it is not strictly monotonic in id: that is why

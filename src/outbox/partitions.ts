@@ -15,7 +15,7 @@ import type pg from 'pg';
  * whose day has no partition is refused; withTransaction then makes the day and runs the
  * transaction again (src/db/missing-partition.ts, ADR 0025). The days ahead are made by every
  * migration run and by the worker's housekeeping, each time up to a week past today (the SQL
- * function's default), so no booking pays for making its day while either runs;
+ * function's default), so no business write pays for making its day while either runs;
  * `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut alert say when that
  * margin shrinks.
  */
@@ -167,7 +167,7 @@ export interface DetachedDaysResult {
  * - a day past the retention whose rows are all DONE before the cutoff (what the purge detached
  *   it for) is dropped: the drop that was interrupted;
  * - any other is attached again, because it holds messages the outbox still owes (PENDING: a
- *   booking's email not sent yet) or keeps (a DEAD letter someone must see, DONE rows within the
+ *   customer's email not sent yet) or keeps (a DEAD letter someone must see, DONE rows within the
  *   retention): dropping them would lose those without a word. ATTACH checks that each row
  *   belongs to the day; the table still has the keys it had as a partition.
  *

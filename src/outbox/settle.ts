@@ -4,11 +4,9 @@ import { execute, poolOf, statement } from '../db/prepared.ts';
 import type { ClaimedMessage } from './claim.ts';
 import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
-import type { LaneDeferral } from './runner/dispatch.ts';
 import { retryWrite } from './retry-write.ts';
-import type { OutcomeReporter } from './runner/outcomes.ts';
-import type { Verdict } from './runner/verdict.ts';
 import { ASYNC_COMMIT, intArray, notAhead, textArray, uuidArray } from './sql.ts';
+import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
 
 /*
  * Settling a claimed message: recording its outcome. This module is the only writer of outcomes:
@@ -202,7 +200,7 @@ export class Settler {
   constructor(
     private readonly db: Db,
     private readonly log: Logger,
-    private readonly reporter: OutcomeReporter,
+    private readonly reporter: OutcomeSink,
     private readonly unknownTopicRecheckSeconds: number,
     /** A line at info per message done (a person watching a terminal); otherwise only the per-minute progress line. */
     private readonly logEachMessage = false,

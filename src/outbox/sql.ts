@@ -11,13 +11,13 @@
  * the setting when the transaction commits, so exactly this statement's COMMIT returns without
  * waiting for its WAL flush (fsync, ~1–3 ms on our disks, most of a claim's or settle's time). No
  * other statement is affected: the connection goes back to the pool with the server's setting, so
- * a handler's writes and the booking transaction (API) still wait for their flush.
+ * a handler's writes and the caller's transaction (API) still wait for their flush.
  * The claim gets the same from its own connection's session setting
  * (src/outbox/claim-connection.ts), which saves planning this join on every claim.
  *
  * What a database crash can then cause (the WAL writer flushes within wal_writer_delay, 200 ms by
  * default, so only the last moment of the worker's writes is at stake; and any later synchronous
- * commit, such as a booking, flushes every earlier record with it):
+ * commit, such as a business write's, flushes every earlier record with it):
  *   - a lost DONE, retry or dead letter: the message is PENDING again under its old claim and is
  *     delivered again when that lease ends. A redelivery, which at-least-once allows.
  *   - a lost claim or lease extension: the row goes back to its earlier lease deadline. If a

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { run, statement } from '../db/prepared.ts';
 import { runAtEnd, type Tx } from '../db/transaction.ts';
-import { OUTBOX_CHANNEL } from './topics.ts';
+import { OUTBOX_CHANNEL } from './channel.ts';
 
 /*
  * The worker's wake-up after a commit (`pg_notify('outbox', topic)`), coalesced.
@@ -9,7 +9,7 @@ import { OUTBOX_CHANNEL } from './topics.ts';
  * A wake-up carries no data: it only says "look at the outbox now". So when many transactions
  * commit at once, one notify sent AFTER all of their commits wakes the worker for all of them, and
  * the rest are round trips (and a pool checkout each) for nothing: under load they were one of the
- * booking path's five round trips.
+ * hottest write path's five round trips.
  *
  * The rule kept: every commit is followed by a notify that STARTS after that commit (its caller
  * asks only once it has committed). While one notify is in flight, requests made in the meantime

@@ -1,7 +1,7 @@
 import type { Db } from '../db/client.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
-import { enqueue } from '../outbox/index.ts';
+import { enqueue } from '../messages/enqueue.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './properties.repository.ts';
 import type { PropertyBody, PropertyPatchBody, PropertyResponse } from './properties.schemas.ts';

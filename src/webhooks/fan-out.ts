@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { publicBody } from '../events/subjects.ts';
-import type { PayloadOf } from '../outbox/index.ts';
+import type { PayloadOf } from '../messages/topics.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
 import { BOOKING_VERSION, type WebhookEventType } from './event-types.ts';
 

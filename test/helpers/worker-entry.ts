@@ -1,7 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { main } from '../../src/worker/drain-outbox.ts';
-import type { TopicName } from '../../src/outbox/topics.ts';
-import type { Handler } from '../../src/outbox/runner/registry.ts';
+import type { TopicName } from '../../src/messages/topics.ts';
+import type { Handler } from '../../src/messages/handler.ts';
 
 /*
  * TEST-ONLY entry point: the real worker (`main()` of src/worker/drain-outbox.ts, same flags,

@@ -7,8 +7,8 @@ import { sql } from 'drizzle-orm';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Db } from '../../src/db/client.ts';
 import type { Logger } from '../../src/logger.ts';
-import type { PayloadOf, TopicName } from '../../src/outbox/topics.ts';
-import type { Handler, HandlerContext } from '../../src/outbox/runner/registry.ts';
+import type { PayloadOf, TopicName } from '../../src/messages/topics.ts';
+import type { Handler, HandlerContext } from '../../src/messages/handler.ts';
 import { LogCapture } from './app.ts';
 import type { TestDatabase } from './db.ts';
 

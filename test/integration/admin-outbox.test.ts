@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HANDLER_CATALOGUE } from '../../src/outbox/subscriptions.ts';
+import { HANDLER_CATALOGUE } from '../../src/messages/catalogue.ts';
 import { createUser } from '../../src/users/auth.service.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type Session, type TestApp } from '../helpers/app.ts';

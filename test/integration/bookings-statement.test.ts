@@ -6,9 +6,9 @@ import { buildTestApp, daysFromNow, listProperty, signUp, useTestApp } from '../
 import type { TestDatabase } from '../helpers/db.ts';
 import { recordStatements, type LoggedStatement } from '../helpers/statement-log.ts';
 import { bookingInsert, toBookingRow } from '../../src/bookings/bookings.repository.ts';
-import { insertWithEvent } from '../../src/outbox/enqueue.ts';
+import { insertWithEvent } from '../../src/messages/enqueue.ts';
 import { bookingPayload } from '../helpers/worker.ts';
-import { OUTBOX_CHANNEL } from '../../src/outbox/topics.ts';
+import { OUTBOX_CHANNEL } from '../../src/outbox/index.ts';
 import { waitFor } from '../helpers/worker.ts';
 
 /*

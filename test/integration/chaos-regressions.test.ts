@@ -5,7 +5,7 @@ import { createDatabase, createPool, type Database } from '../../src/db/client.t
 import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, book, listProperty, signUp, type TestApp } from '../helpers/app.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import {
   bookingPayload,

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createMailer } from '../../src/mail/mailer.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from '../../src/worker/handlers/booking-emails.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';

@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { HandlerCatalogue } from '../../src/outbox/subscriptions.ts';
+import { HandlerCatalogue } from '../../src/outbox/index.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';

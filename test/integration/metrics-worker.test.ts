@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessages, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';

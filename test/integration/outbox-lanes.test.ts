@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
-import type { OutcomeEvent } from '../../src/outbox/runner/outcomes.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
+import type { OutcomeEvent } from '../../src/outbox/index.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { deferToLanes } from '../../src/outbox/lanes.ts';
 import { claimOn } from '../../src/outbox/claim.ts';

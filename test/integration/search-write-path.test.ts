@@ -9,10 +9,10 @@ import { createDirectIndexer } from '../../src/search/direct-index.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import type { SearchDocument, TruthReader } from '../../src/search/search-index.ts';
 import { indexProperties, truthReader } from '../../src/search/source.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { searchIndexPropertyHandler } from '../../src/worker/handlers/search-index-property.ts';
-import type { PayloadOf } from '../../src/outbox/topics.ts';
+import type { PayloadOf } from '../../src/messages/topics.ts';
 
 /*
  * The index path: a save commits with its property.changed row; the direct write after it is an

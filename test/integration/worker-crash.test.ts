@@ -7,7 +7,7 @@ import { createDatabase, type Database } from '../../src/db/client.ts';
 import { EmbeddedPostgres } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { captureLogger, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { deleteExpiredIdempotencyKeys } from '../../src/bookings/idempotency.ts';
 import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
 import { deleteEndedSessions } from '../../src/users/users.repository.ts';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
 import { markDoneMany } from '../../src/outbox/settle.ts';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createWorker } from '../../src/outbox/runner/worker.ts';
+import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessage, testHandler, workerConfig } from '../helpers/worker.ts';

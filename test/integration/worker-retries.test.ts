@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
+import { z } from 'zod';
 import { PermanentError } from '../../src/errors.ts';
 import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
-import { createWorker, type WorkerOptions } from '../../src/outbox/runner/worker.ts';
-import type { OutcomeEvent } from '../../src/outbox/runner/outcomes.ts';
+import { createWorker, runnerSettings, type WorkerOptions } from '../../src/worker/outbox-worker.ts';
+import { createWorker as createOutboxWorker, type OutcomeEvent, type PayloadSchema } from '../../src/outbox/index.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {
@@ -159,6 +160,47 @@ describe('backoff and dead letters', () => {
     expect(ran).toBe(0);
     expect(outcomes).toMatchObject([{ outcome: 'dead', handler: null }]);
     await w.stop();
+  });
+
+  it('the runner checks payloads with the schemas it is given, of any topic, and knows no other', async () => {
+    const seen: Record<string, unknown[]> = {};
+    const record = (topic: string) => async (ctx: { payload: unknown }) => void (seen[topic] ??= []).push(ctx.payload);
+    const outbox = (payloadSchemas?: Readonly<Record<string, PayloadSchema>>) =>
+      createOutboxWorker({
+        ...runnerSettings(workerConfig(tdb)),
+        db: tdb.db,
+        registry: new HandlerRegistry([
+          testHandler('shaped', 'test.shaped', record('test.shaped')),
+          testHandler('free', 'test.free', record('test.free')),
+          testHandler('email', 'booking.created', record('booking.created')),
+        ]),
+        logger: captureLogger().logger,
+        payloadSchemas,
+        listen: false,
+        housekeeping: false,
+      });
+    const bad = await insertMessage(tdb.db, 'test.shaped', { n: 'two' });
+    const good = await insertMessage(tdb.db, 'test.shaped', { n: 2, extra: true });
+    const free = await insertMessage(tdb.db, 'test.free', { anything: ['goes'] });
+    const w = outbox({ 'test.shaped': z.object({ n: z.number().int() }) });
+    await w.runUntilEmpty();
+    await w.stop();
+    expect(await getMessage(tdb.db, bad.id)).toMatchObject({
+      status: 'DEAD',
+      last_error: expect.stringMatching(/test\.shaped schema: n /),
+    });
+    expect((await getMessages(tdb.db, [good.id, free.id])).map((r) => r.status)).toEqual(['DONE', 'DONE']);
+    // Parsed by the given schema (unknown fields dropped); a topic without one gets the payload as stored.
+    expect(seen['test.shaped']).toEqual([{ n: 2 }]);
+    expect(seen['test.free']).toEqual([{ anything: ['goes'] }]);
+
+    // Without the application's schemas the runner knows no topic: a payload the catalogue would refuse runs.
+    const odd = await insertMessage(tdb.db, 'booking.created', { guestEmail: 'not an email' });
+    const bare = outbox();
+    await bare.runUntilEmpty();
+    await bare.stop();
+    expect(await getMessage(tdb.db, odd.id)).toMatchObject({ status: 'DONE' });
+    expect(seen['booking.created']).toEqual([{ guestEmail: 'not an email' }]);
   });
 
   it('a message whose claims keep ending without an outcome (a worker crashing each time) reaches DEAD', async () => {

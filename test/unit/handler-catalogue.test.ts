@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { HANDLER_CATALOGUE, SUBSCRIPTIONS } from '../../src/outbox/subscriptions.ts';
+import { HANDLER_CATALOGUE } from '../../src/messages/catalogue.ts';
+import { SUBSCRIPTIONS } from '../../src/messages/subscriptions.ts';
 import { defaultHandlers, type HandlerDeps } from '../../src/worker/handlers/index.ts';
 
 describe('the subscriptions: one list for the worker and the API', () => {
@@ -23,7 +24,7 @@ describe('the subscriptions: one list for the worker and the API', () => {
 
   it('pulls nothing of the handlers into the API: the list imports only a type', () => {
     const imports = [
-      ...readFileSync(new URL('../../src/outbox/subscriptions.ts', import.meta.url), 'utf8').matchAll(
+      ...readFileSync(new URL('../../src/messages/subscriptions.ts', import.meta.url), 'utf8').matchAll(
         /^import\s+(type\s+)?[^;]*?from\s+'([^']+)'/gm,
       ),
     ];

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
-import { HANDLER_CATALOGUE, type HandlerCatalogue } from '../../outbox/index.ts';
+import { HANDLER_CATALOGUE } from '../../messages/catalogue.ts';
+import type { HandlerCatalogue } from '../../outbox/index.ts';
 import { eventGroupsResponse } from '../../admin/event-groups.schemas.ts';
 import { eventGroups } from '../../admin/event-groups.service.ts';
 import * as service from '../../admin/outbox-admin.service.ts';

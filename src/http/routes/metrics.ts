@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { HANDLER_CATALOGUE, type HandlerCatalogue } from '../../outbox/index.ts';
+import { HANDLER_CATALOGUE } from '../../messages/catalogue.ts';
+import type { HandlerCatalogue } from '../../outbox/index.ts';
 import { createApiMetrics, type ApiMetrics } from '../../metrics/api-metrics.ts';
 import type { AppContext } from '../context.ts';
 

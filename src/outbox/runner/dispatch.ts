@@ -1,15 +1,16 @@
 import type { Logger } from '../../logger.ts';
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
-import { TOPICS, isTopicName } from '../topics.ts';
-import type { Deferral } from '../lanes.ts';
+import type { HandlerFailure, LaneDeferral, PayloadIssue, PayloadSchema, Verdict } from '../types.ts';
 import { describeFailure, isPermanent, isPostponement, redactEmails } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
 import { runHandlerInSpan, tracingOn } from './tracing.ts';
-import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, type HandlerFailure, type Verdict } from './verdict.ts';
+import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun } from './verdict.ts';
 
 export interface DispatchContext {
   registry: HandlerRegistry;
+  /** The application's payload schemas by topic; a topic without one is handed its payload as stored. */
+  payloadSchemas: Readonly<Record<string, PayloadSchema>>;
   log: Logger;
   signal: AbortSignal;
   maxAttempts: number;
@@ -25,11 +26,6 @@ export interface DispatchContext {
    * reports the failures among them. False: the claim is no longer ours, stop here.
    */
   deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean>;
-}
-
-/** A deferral as dispatch decides it: the lane write (src/outbox/lanes.ts) and, for a failure, what to report. */
-export interface LaneDeferral extends Deferral {
-  durationMs: number;
 }
 
 /**
@@ -72,7 +68,7 @@ class HandlerCall implements HandlerContext<never> {
   }
 }
 
-function describeIssues(topic: string, issues: { path: PropertyKey[]; message: string }[]): string {
+function describeIssues(topic: string, issues: readonly PayloadIssue[]): string {
   const text = issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ');
   return redactEmails(`payload: ZodError: does not match the ${topic} schema: ${text}`).slice(0, 2000);
 }
@@ -103,11 +99,12 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
   const all = ctx.registry.handlersFor(msg.topic);
   // A lane message runs its one handler; without it in this worker, it waits like an unknown topic.
   const handlers = msg.lane === null ? all : all.filter((h) => h.name === msg.lane);
-  // Topics of the API↔worker contract have a payload schema; others (tests, bench) do not.
+  // Topics of the application's contract have a payload schema; others (tests, bench) do not.
   let payload = msg.payload;
   let invalid: string | null = null;
-  if (handlers.length > 0 && msg.attempts <= ctx.maxAttempts && isTopicName(msg.topic)) {
-    const parsed = TOPICS[msg.topic].safeParse(msg.payload);
+  const schema = Object.hasOwn(ctx.payloadSchemas, msg.topic) ? ctx.payloadSchemas[msg.topic] : undefined;
+  if (handlers.length > 0 && msg.attempts <= ctx.maxAttempts && schema !== undefined) {
+    const parsed = schema.safeParse(msg.payload);
     if (parsed.success) payload = parsed.data;
     else invalid = describeIssues(msg.topic, parsed.error.issues);
   }

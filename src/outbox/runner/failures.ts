@@ -1,4 +1,13 @@
-import { PermanentError } from '../../errors.ts';
+/**
+ * Thrown by a handler for a failure no retry can fix: the message goes DEAD at once, its other
+ * attempts unspent. (The application re-exports it from src/errors.ts.)
+ */
+export class PermanentError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'PermanentError';
+  }
+}
 
 /**
  * Thrown by a handler whose downstream is unavailable (a broker known to be down or hung): not
@@ -23,7 +32,7 @@ export const isPostponement = (err: unknown): err is DependencyUnavailableError 
 
 /**
  * Which failures are worth retrying. Permanent (DEAD at once):
- * - the project's PermanentError, thrown by a handler that knows no retry can help;
+ * - PermanentError (above), thrown by a handler that knows no retry can help;
  * - an SMTP reply 5xx (nodemailer sets `responseCode`): the server refused for good (unknown
  *   mailbox, message rejected).
  * Everything else is transient and retried with backoff: SMTP 4xx (greylisting, mailbox busy),
@@ -45,7 +54,7 @@ export function redactEmails(s: string): string {
   return s.replace(EMAIL, '[email]');
 }
 
-/** "email.host-new-booking: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
+/** "email.host-notice: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
 export function describeFailure(handler: string, err: unknown): string {
   const e = err instanceof Error ? err : new Error(String(err));
   // nodemailer's errors are plain Errors with a code (ETIMEDOUT, ECONNECTION, EENVELOPE): keep it.

@@ -3,8 +3,8 @@ import type { ClaimedMessage } from '../claim.ts';
 /*
  * The worker's local queue keeps the claim's priorities across claims (ADR 0033). The worker claims
  * ahead: while one batch of bulk work still waits in the local queue, the next claim may bring a
- * booking confirmation, which would otherwise start only after every message queued before it. A
- * batch comes in priority order (higher first, claim order within: src/outbox/claim.ts), and the
+ * message of a higher priority (an order's confirmation), which would otherwise start only after
+ * every message queued before it. A batch comes in priority order (higher first, claim order within: src/outbox/claim.ts), and the
  * queue is only ever built from such batches, so adding one is a stable merge: a message goes
  * behind every queued message of its priority or higher, and ahead of the lower ones.
  *

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../logger.ts';
+import type { Outcome, OutcomeEvent, OutcomeSink, WorkerEvents } from '../types.ts';
 
 /**
  * The worker's outcome events and how they are reported: one module, imported by the loop, the
@@ -13,7 +14,7 @@ import type { Logger } from '../../logger.ts';
  * - `'outcome'`  `OutcomeEvent` — once per handler outcome, and once per message for the
  *   message-level outcomes (handler: null):
  *     - `messageId`  the message's public id (uuid)
- *     - `topic`      e.g. 'booking.created'
+ *     - `topic`      e.g. 'order.created'
  *     - `handler`    the handler's name, or null for 'unknown_topic', 'handed_back', and a
  *                    'dead' decided before any handler ran (invalid payload, too many claims)
  *     - `attempt`    the attempt number (1 on the first delivery)
@@ -37,26 +38,9 @@ import type { Logger } from '../../logger.ts';
  * happened (counts since the last line), and in 'outbox worker stopped'. LOG_LEVEL=debug brings
  * the per-message line back. When nobody listens and the level is off, no event object is built.
  */
-export type Outcome = 'done' | 'retry' | 'postponed' | 'dead' | 'unknown_topic' | 'handed_back';
-
-export interface OutcomeEvent {
-  messageId: string;
-  topic: string;
-  handler: string | null;
-  attempt: number;
-  outcome: Outcome;
-  durationMs: number;
-  error?: string;
-}
-
-export interface WorkerEvents {
-  claimed: [{ count: number }];
-  outcome: [OutcomeEvent];
-}
-
 const LEVEL = { done: 'debug', retry: 'warn', postponed: 'debug', dead: 'error', unknown_topic: 'info', handed_back: 'info' } as const;
 
-export class OutcomeReporter {
+export class OutcomeReporter implements OutcomeSink {
   readonly events = new EventEmitter<WorkerEvents>();
 
   constructor(private readonly log: Logger) {}

@@ -1,18 +1,19 @@
 import type { Logger } from '../../logger.ts';
-import type { PayloadOf, TopicName } from '../topics.ts';
 
 /**
- * What a handler is given: the message's identity and its validated payload. A handler must be
+ * What a handler is given: the message's identity and its payload (validated, when the worker was
+ * given the topic's schema: WorkerOptions.payloadSchemas). `P` and `T` are the application's: the
+ * outbox knows topics only as strings and payloads only as JSON. A handler must be
  * safe to run twice for the same message (delivery is at-least-once): use the payload's
  * idempotencyKey downstream, make the effect naturally idempotent, or record what was done.
  */
-export interface HandlerContext<T extends TopicName> {
+export interface HandlerContext<P = unknown, T extends string = string> {
   /** The message's public id; for work moved into a handler's lane, still the original's. */
   messageId: string;
   topic: T;
   key: string | null;
   attempt: number;
-  payload: PayloadOf<T>;
+  payload: P;
   log: Logger;
   /** Aborted when the worker must stop at once (second signal, shutdown timeout). */
   signal: AbortSignal;
@@ -20,11 +21,11 @@ export interface HandlerContext<T extends TopicName> {
   occurredAt: Date;
 }
 
-export interface Handler<T extends TopicName = TopicName> {
+export interface Handler<P = unknown, T extends string = string> {
   /** Stable name: recorded per message in outbox.handlers_done, so renaming one re-runs it. */
   name: string;
   topic: T;
-  handle(ctx: HandlerContext<T>): Promise<void>;
+  handle(ctx: HandlerContext<P, T>): Promise<void>;
   /**
    * Order and retry this handler per (key, handler), not per message: its failure holds only its
    * own later work of the key, never the message's other handlers (src/outbox/lanes.ts). For a
@@ -37,15 +38,15 @@ export interface Handler<T extends TopicName = TopicName> {
   close?(): Promise<void>;
 }
 
-/** Topic → its handlers. Built from an explicit list (src/worker/handlers/index.ts), never from import side effects. */
+/** Topic → its handlers. Built from an explicit list (the application's), never from import side effects. */
 export class HandlerRegistry {
   private readonly byTopic = new Map<string, Handler[]>();
 
-  constructor(handlers: Handler<any>[] = []) {
+  constructor(handlers: readonly Handler<any, any>[] = []) {
     for (const h of handlers) this.register(h);
   }
 
-  register<T extends TopicName>(handler: Handler<T>): this {
+  register<P, T extends string>(handler: Handler<P, T>): this {
     const list = this.byTopic.get(handler.topic) ?? [];
     if (list.some((h) => h.name === handler.name)) {
       throw new Error(`handler ${handler.name} is registered twice for ${handler.topic}`);

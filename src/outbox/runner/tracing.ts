@@ -2,7 +2,7 @@ import { ROOT_CONTEXT, SpanStatusCode, type Link } from '@opentelemetry/api';
 import { inSpan, MESSAGING, placeAfterHop, SpanKind, storedSpanContext, tracer, tracingOn } from '../../telemetry/tracing.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import type { Handler, HandlerContext } from './registry.ts';
-import type { Verdict } from './verdict.ts';
+import type { Verdict } from '../types.ts';
 
 /*
  * The worker's spans. The claim, a span of its own linked to each message it claimed; each

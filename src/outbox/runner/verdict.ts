@@ -1,4 +1,5 @@
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
+import type { HandlerFailure, Verdict } from '../types.ts';
 import { describeFailure, isPermanent, isPostponement } from './failures.ts';
 
 /*
@@ -7,55 +8,6 @@ import { describeFailure, isPermanent, isPostponement } from './failures.ts';
  * `backoff`), so it is tested on its own (test/unit/verdict.test.ts). Recording a verdict is
  * src/outbox/settle.ts's job.
  */
-
-export interface HandlerFailure {
-  handler: string;
-  error: unknown;
-  durationMs: number;
-}
-
-/** A failure as recorded and reported: "handler: ErrorClass: message", email addresses removed. */
-export interface DescribedFailure {
-  handler: string;
-  error: string;
-  durationMs: number;
-}
-
-export type Verdict =
-  /**
-   * Every handler has now succeeded. `handler` is the one whose success completes the message
-   * (recorded with DONE, in the same write) and how long it ran; null when every handler had
-   * already succeeded on an earlier attempt.
-   */
-  | { readonly kind: 'done'; readonly handler: string | null; readonly durationMs: number }
-  /** Some failed, none for good, attempts left: due again after `delaySeconds`; only `failed` run then. */
-  | {
-      readonly kind: 'retry';
-      readonly delaySeconds: number;
-      readonly error: string;
-      readonly succeeded: readonly string[];
-      readonly failures: readonly DescribedFailure[];
-    }
-  /**
-   * Every failure was a handler's downstream being unavailable (DependencyUnavailableError): due
-   * again after `delaySeconds`, and the attempt the claim counted is given back. Never DEAD.
-   */
-  | {
-      readonly kind: 'postpone';
-      readonly delaySeconds: number;
-      readonly error: string;
-      readonly succeeded: readonly string[];
-      readonly failures: readonly DescribedFailure[];
-    }
-  /** Out of attempts, every failure permanent, or unprocessable (`failures` empty): DEAD with `error`. */
-  | {
-      readonly kind: 'dead';
-      readonly error: string;
-      readonly succeeded: readonly string[];
-      readonly failures: readonly DescribedFailure[];
-    }
-  /** No handler for the topic: left PENDING, looked at again later, attempt not counted. */
-  | { readonly kind: 'unknown_topic' };
 
 /** DONE with nothing left to run: every handler had succeeded on an earlier attempt. */
 export const ALREADY_DONE: Verdict = Object.freeze({ kind: 'done', handler: null, durationMs: 0 });

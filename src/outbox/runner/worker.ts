@@ -1,28 +1,29 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
-import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
-import { handBack } from '../lease.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
-import { OUTBOX_CHANNEL } from '../topics.ts';
+import { OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
 import { dispatch, type DispatchContext } from './dispatch.ts';
+import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
-import { Housekeeping, type Chore } from './housekeeping.ts';
+import { Housekeeping } from './housekeeping.ts';
 import { mergeByPriority } from './local-queue.ts';
 import { OutboxListener } from './listener.ts';
-import { emptySummary, OutcomeReporter, ProgressLog, type WorkerEvents, type WorkerSummary } from './outcomes.ts';
-import type { HandlerRegistry } from './registry.ts';
+import type { WorkerEvents } from '../types.ts';
+import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
+import type { WorkerOptions } from './options.ts';
 import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
+import { LoopWaits } from './waits.ts';
 
 /**
- * The outbox worker, usable in-process (tests, other tools) and by src/worker/drain-outbox.ts.
+ * The outbox worker, usable in-process (tests, other tools) and by the application's worker process.
  *
- *   const worker = createWorker({ db, config, registry, logger });
+ *   const worker = createWorker({ db, registry, logger, ...settings });   // settings: ./options.ts
  *   await worker.runOnce();        // claim one batch, process it, return how many were claimed
  *   await worker.runUntilEmpty();  // until a claim finds nothing due; returns the total claimed
  *   await worker.start();          // run: LISTEN + fallback poll + housekeeping, until stop()
@@ -35,35 +36,6 @@ import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
  *   → the message is no longer held; the next message of its key may now be due.
  * The heartbeat (./heartbeat.ts) keeps what is held leased; outcome events and logs: ./outcomes.ts.
  */
-
-export interface WorkerOptions {
-  db: Db;
-  config: Config;
-  registry: HandlerRegistry;
-  logger: Logger;
-  /**
-   * Defaults: WORKER_BATCH_SIZE (the first and smallest claim), WORKER_MAX_BATCH_SIZE (the largest a
-   * backlog grows it to: ./claim-size.ts), WORKER_CONCURRENCY.
-   */
-  batchSize?: number;
-  maxBatchSize?: number;
-  concurrency?: number;
-  /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
-  listen?: boolean;
-  /** start() runs the housekeeping every HOUSEKEEPING_INTERVAL_SECONDS (default true). */
-  housekeeping?: boolean;
-  /** The application's tables the housekeeping also keeps small (src/worker/chores.ts). */
-  chores?: readonly Chore[];
-  /**
-   * A line at info for every message done (default false: at info a worker logs its progress once a
-   * minute, since a line per message costs a busy worker a quarter of its throughput).
-   */
-  logEachMessage?: boolean;
-  /** For the backoff jitter; Math.random otherwise. */
-  random?: () => number;
-  /** Where claims are sent (default: a ClaimConnection beside `db`'s pool). The worker closes it when it stops. */
-  claimConnection?: ClaimConnection;
-}
 
 export interface Worker {
   readonly events: EventEmitter<WorkerEvents>;
@@ -95,7 +67,6 @@ const CLAIM_FAILURE_BACKOFF = { baseSeconds: 0.25, maxSeconds: 10 };
 
 class OutboxWorker implements Worker {
   private readonly db: Db;
-  private readonly config: Config;
   private readonly log: Logger;
   /** How many the next claim asks for: grows with a backlog (./claim-size.ts). */
   private readonly claimSize: ClaimSize;
@@ -125,41 +96,36 @@ class OutboxWorker implements Worker {
   private listener: OutboxListener | undefined;
   private housekeeping: Housekeeping | undefined;
   private progress: ProgressLog | undefined;
-  private handingBack: Promise<void> = Promise.resolve();
-  private handBacksPending = 0;
-  /** Set by a notification (or a settled message) that arrived since the last claim began. */
-  private wakePending = false;
-  private wakeUp: (() => void) | undefined;
-  /** Waiters for "a slot came free / something settled". */
-  private changed: (() => void)[] = [];
+  /** Claimed messages going back unstarted (./hand-back.ts). */
+  private readonly handBacks: HandBacks;
+  /** Wake-ups and waiters: a notification or a settled message, a slot come free (./waits.ts). */
+  private readonly waits = new LoopWaits();
   private readonly unknownWarnedAt = new Map<string, number>();
 
   constructor(private readonly opts: WorkerOptions) {
     this.db = opts.db;
-    this.config = opts.config;
     this.log = opts.logger;
-    this.claimSize = new ClaimSize(
-      opts.batchSize ?? opts.config.WORKER_BATCH_SIZE,
-      opts.maxBatchSize ?? opts.config.WORKER_MAX_BATCH_SIZE,
-      this.config.LEASE_SECONDS,
-    );
-    this.concurrency = opts.concurrency ?? opts.config.WORKER_CONCURRENCY;
+    this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
+    this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
-    this.settler = new Settler(this.db, this.log, this.reporter, this.config.UNKNOWN_TOPIC_RECHECK_SECONDS, opts.logEachMessage);
-    this.heartbeat = new Heartbeat(this.db, this.log, this.config.LEASE_SECONDS);
+    this.settler = new Settler(this.db, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
+    this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
+    this.handBacks = new HandBacks(
+      this.db,
+      this.log,
+      this.reporter,
+      (n) => (this.counts.handedBack += n),
+      () => this.waits.changed(),
+    );
     this.dispatchCtx = {
       registry: opts.registry,
+      payloadSchemas: opts.payloadSchemas ?? {},
       log: this.log,
       signal: this.abortController.signal,
-      maxAttempts: this.config.MAX_ATTEMPTS,
-      backoff: {
-        baseSeconds: this.config.BACKOFF_BASE_SECONDS,
-        maxSeconds: this.config.BACKOFF_MAX_SECONDS,
-        jitter: this.config.BACKOFF_JITTER,
-        random: opts.random,
-      },
+      maxAttempts: opts.maxAttempts,
+      backoff: { ...opts.backoff, random: opts.random },
       handlerDone: (msg, handler, durationMs) => this.settler.handlerDone(msg, handler, durationMs),
       deferToLanes: (msg, deferrals) => this.settler.deferToLanes(msg, deferrals),
     };
@@ -194,7 +160,7 @@ class OutboxWorker implements Worker {
       this.heartbeat.hold(msg);
       void this.process(msg);
     }
-    if (stale) this.handBackLater(stale);
+    if (stale) this.handBacks.later(stale);
   }
 
   /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
@@ -203,12 +169,12 @@ class OutboxWorker implements Worker {
     // The slot is free as soon as the handlers are: the next message starts while this one is written.
     this.running--;
     this.pump();
-    this.notifyChanged();
+    this.waits.changed();
     if (verdict?.kind === 'unknown_topic') this.warnUnknownTopic(msg.topic);
     const outcome: MessageOutcome = await this.settler.settle(msg, verdict);
     this.heartbeat.release(msg);
     this.counts[COUNT_KEY[outcome]]++;
-    this.notifyChanged();
+    this.waits.changed();
     // A settled message may make the next message of its key due: look again.
     this.wake();
   }
@@ -217,11 +183,11 @@ class OutboxWorker implements Worker {
   private warnUnknownTopic(topic: string) {
     const now = Date.now();
     const last = this.unknownWarnedAt.get(topic);
-    if (last !== undefined && now - last < this.config.UNKNOWN_TOPIC_RECHECK_SECONDS * 1000) return;
+    if (last !== undefined && now - last < this.opts.unknownTopicRecheckSeconds * 1000) return;
     this.unknownWarnedAt.set(topic, now);
     const known = this.opts.registry.topics();
     this.log.warn(
-      { topic, knownTopics: known, recheckSeconds: this.config.UNKNOWN_TOPIC_RECHECK_SECONDS },
+      { topic, knownTopics: known, recheckSeconds: this.opts.unknownTopicRecheckSeconds },
       `no handler for outbox topic ${topic} (known: ${known.join(', ') || 'none'}); leaving it PENDING`,
     );
   }
@@ -242,7 +208,7 @@ class OutboxWorker implements Worker {
     const sentAt = Date.now();
     const batch = await this.claimer.claimBatch({
       limit,
-      leaseSeconds: this.config.LEASE_SECONDS,
+      leaseSeconds: this.opts.leaseSeconds,
       claimId: randomUUID(),
       lanes: this.lanes,
     });
@@ -282,10 +248,10 @@ class OutboxWorker implements Worker {
     let failures = 0;
     while (!this.stopping) {
       if (!this.wantsMore()) {
-        await this.nextChange();
+        await this.waits.nextChange();
         continue;
       }
-      this.wakePending = false;
+      this.waits.pending = false;
       let n: number;
       try {
         n = await this.claim();
@@ -294,7 +260,7 @@ class OutboxWorker implements Worker {
         failures++;
         const retryInMs = backoffDelaySeconds(failures, CLAIM_FAILURE_BACKOFF) * 1000;
         this.log.warn({ err, retryInMs }, 'claim failed');
-        this.wakePending = false;
+        this.waits.pending = false;
         await this.pause(retryInMs);
         continue;
       }
@@ -303,13 +269,13 @@ class OutboxWorker implements Worker {
       total += n;
       if (n > 0) continue;
       if (mode === 'forever') {
-        await this.pause(this.config.POLL_INTERVAL_MS);
+        await this.pause(this.opts.pollIntervalMs);
         continue;
       }
       // Empty means empty only when nothing we hold could still make a message due, and nothing
       // settled while the claim ran: its snapshot may predate that settle, and so have seen the
       // next message of the settled one's key as still held up by it.
-      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacksPending === 0 && !this.wakePending) break;
+      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacks.pending === 0 && !this.waits.pending) break;
       await this.drained();
     }
     if (mode === 'until-empty') await this.drained();
@@ -342,13 +308,13 @@ class OutboxWorker implements Worker {
   async start(): Promise<void> {
     if (this.loopPromise || this.stopping) return;
     if (this.opts.listen !== false) {
-      this.listener = new OutboxListener(this.config.DATABASE_URL, OUTBOX_CHANNEL, () => this.wake(), this.log);
+      this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.wake(), this.log);
       await this.listener.start();
     }
     if (this.opts.housekeeping !== false) {
       this.housekeeping = new Housekeeping(this.db, this.log, {
-        retentionDays: this.config.OUTBOX_RETENTION_DAYS,
-        intervalSeconds: this.config.HOUSEKEEPING_INTERVAL_SECONDS,
+        retentionDays: this.opts.retentionDays,
+        intervalSeconds: this.opts.housekeepingIntervalSeconds,
         chores: this.opts.chores,
         onPurged: (c) => (this.counts.purged += c.outbox),
       });
@@ -362,7 +328,7 @@ class OutboxWorker implements Worker {
         batchSize: this.claimSize.min,
         maxBatchSize: this.claimSize.max,
         concurrency: this.concurrency,
-        leaseSeconds: this.config.LEASE_SECONDS,
+        leaseSeconds: this.opts.leaseSeconds,
         topics: this.opts.registry.topics(),
       },
       'outbox worker started',
@@ -372,77 +338,21 @@ class OutboxWorker implements Worker {
   // --- waiting --------------------------------------------------------------------------------
 
   private wake() {
-    this.wakePending = true;
-    this.wakeUp?.();
+    this.waits.wake();
   }
 
   /** Sleeps `ms`, or less: a notification, a settled message or stop() ends it. */
   private pause(ms: number): Promise<void> {
-    if (this.wakePending || this.stopping) return Promise.resolve();
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        resolve();
-      }
-      this.wakeUp = () => {
-        this.wakeUp = undefined;
-        done();
-      };
-    });
-  }
-
-  private notifyChanged() {
-    if (this.changed.length === 0) return;
-    const waiters = this.changed;
-    this.changed = [];
-    for (const w of waiters) w();
-  }
-
-  private nextChange(): Promise<void> {
-    return new Promise((r) => this.changed.push(r));
+    return this.stopping ? Promise.resolve() : this.waits.pause(ms);
   }
 
   /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */
   private async drained(): Promise<void> {
-    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.nextChange();
-    await this.handingBack;
+    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.waits.nextChange();
+    await this.handBacks.settled;
   }
 
-  // --- handing back and stopping --------------------------------------------------------------
-
-  private handBackLater(msgs: ClaimedMessage[]) {
-    this.handBacksPending++;
-    this.handingBack = this.handingBack
-      .then(() => this.handBack(msgs))
-      .finally(() => {
-        this.handBacksPending--;
-        this.notifyChanged();
-      });
-  }
-
-  private async handBack(msgs: ClaimedMessage[]): Promise<void> {
-    if (msgs.length === 0) return;
-    try {
-      const n = await handBack(this.db, msgs);
-      this.counts.handedBack += n;
-    } catch (err) {
-      // The lease ends on its own; handing back only saves the wait.
-      this.log.warn({ err, count: msgs.length }, 'could not hand back claimed messages');
-      return;
-    }
-    if (!this.reporter.wants('handed_back')) return;
-    for (const m of msgs) {
-      this.reporter.outcome({
-        messageId: m.publicId,
-        topic: m.topic,
-        handler: null,
-        attempt: m.attempts,
-        outcome: 'handed_back',
-        durationMs: 0,
-      });
-    }
-  }
+  // --- stopping -------------------------------------------------------------------------------
 
   stop(): Promise<WorkerSummary> {
     return (this.stopPromise ??= this.doStop());
@@ -451,7 +361,7 @@ class OutboxWorker implements Worker {
   private async doStop(): Promise<WorkerSummary> {
     this.stopping = true;
     this.wake();
-    this.notifyChanged();
+    this.waits.changed();
     this.progress?.stop();
     const housekeeping = this.housekeeping?.stop();
     // A claim in progress completes; what it brought in is handed back below, not started.
@@ -459,10 +369,10 @@ class OutboxWorker implements Worker {
     await this.claiming?.catch(() => 0);
     const rest = this.queue;
     this.queue = [];
-    this.handBackLater(rest);
-    await this.handingBack;
-    this.notifyChanged();
-    while (this.heartbeat.size > 0) await this.nextChange();
+    this.handBacks.later(rest);
+    await this.handBacks.settled;
+    this.waits.changed();
+    while (this.heartbeat.size > 0) await this.waits.nextChange();
     await this.heartbeat.stop();
     await housekeeping;
     await this.listener?.close();

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
 import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
-import { enqueue } from '../../outbox/index.ts';
+import { enqueue } from '../../messages/enqueue.ts';
 import { activeTraceId } from '../../telemetry/tracing.ts';
 import type { ClaimedDelivery } from './claim.ts';
 import type { Verdict } from './schedule.ts';

@@ -1,7 +1,8 @@
 import type { Config } from '../../config.ts';
 import { emailMessageId, type Mailer } from '../../mail/mailer.ts';
 import * as templates from '../../mail/templates.ts';
-import type { Handler, PayloadOf } from '../../outbox/index.ts';
+import type { Handler } from '../../messages/handler.ts';
+import type { PayloadOf } from '../../messages/topics.ts';
 
 /**
  * The booking emails. Each is its own handler so the worker records each one's success: if the

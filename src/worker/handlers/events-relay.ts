@@ -1,6 +1,8 @@
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
-import { DependencyUnavailableError, type Handler, type TopicName } from '../../outbox/index.ts';
+import type { Handler } from '../../messages/handler.ts';
+import type { TopicName } from '../../messages/topics.ts';
+import { DependencyUnavailableError } from '../../outbox/index.ts';
 import { EventsUnavailableError } from '../../events/circuit.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
 import { RELAY_HANDLER, relayedTopics, relayMessage } from '../../events/relay.ts';

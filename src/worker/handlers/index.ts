@@ -2,7 +2,8 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
-import { SUBSCRIPTIONS, type SubscriptionName, type Handler } from '../../outbox/index.ts';
+import type { Handler } from '../../messages/handler.ts';
+import { SUBSCRIPTIONS, type SubscriptionName } from '../../messages/subscriptions.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking, hostWebhookDisabled } from './booking-emails.ts';
 import { eventsRelayHandlers } from './events-relay.ts';
@@ -23,7 +24,7 @@ export interface HandlerDeps {
 }
 
 /**
- * The code behind each subscription name of src/outbox/subscriptions.ts. The type makes a name
+ * The code behind each subscription name of src/messages/subscriptions.ts. The type makes a name
  * without code a compile error; a handler is added by a line there and its factory here, and
  * nothing else: no import side effects, so a forgotten import cannot silently leave a topic
  * without handlers (`npm run drain-outbox -- --list-topics` prints what this gives).

@@ -1,7 +1,7 @@
 import type { Db } from '../../db/client.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { indexProperties } from '../../search/source.ts';
-import type { Handler } from '../../outbox/index.ts';
+import type { Handler } from '../../messages/handler.ts';
 import { inSpan } from '../../telemetry/tracing.ts';
 
 export const SEARCH_INDEX_PROPERTY = 'search.index-property';

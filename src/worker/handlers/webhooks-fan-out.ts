@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.ts';
-import type { Handler } from '../../outbox/index.ts';
+import type { Handler } from '../../messages/handler.ts';
 import { recordBookingEvent } from '../../webhooks/fan-out.ts';
 
 export interface WebhooksFanOutDeps {

@@ -2,8 +2,10 @@ import { z } from 'zod';
 
 /**
  * The contract between the API (which writes events) and the worker (which handles them): every
- * topic's name and the schema of its payload. Both sides import this module; a payload that does
- * not match its topic's schema is refused by `enqueue` and dead-lettered by the worker.
+ * topic's name and the schema of its payload. Both sides import this module; the outbox itself
+ * knows no topic. A payload that does not match its topic's schema is refused by `enqueue`
+ * (./enqueue.ts) and dead-lettered by the worker, which is given these schemas when it is built
+ * (src/worker/outbox-worker.ts).
  */
 
 const bookingEvent = z.object({
@@ -69,5 +71,10 @@ export function isTopicName(name: string): name is TopicName {
   return Object.hasOwn(TOPICS, name);
 }
 
-/** The channel `enqueue` notifies and the worker LISTENs on. */
-export const OUTBOX_CHANNEL = 'outbox';
+/**
+ * A topic's priority: what TOPIC_PRIORITY says, 0 for a topic it does not list. The outbox knows
+ * no topic's meaning, only that a higher number is claimed first (src/outbox/enqueue.ts).
+ */
+export function priorityOf(topic: string): number {
+  return (TOPIC_PRIORITY as Readonly<Record<string, number | undefined>>)[topic] ?? 0;
+}

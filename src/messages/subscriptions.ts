@@ -23,42 +23,9 @@ export const SUBSCRIPTIONS = [
   { name: 'email.host-webhook-disabled', topic: 'webhook.endpoint-disabled' },
 ] as const satisfies readonly Subscription[];
 
-export interface Subscription {
+interface Subscription {
   readonly name: string;
   readonly topic: TopicName;
 }
 
 export type SubscriptionName = (typeof SUBSCRIPTIONS)[number]['name'];
-
-/**
- * Lookups over a list of subscriptions: which topics have at least one handler (a pending message
- * of any other topic is an "unknown topic" the worker leaves alone) and the handler names per topic
- * (for the per-handler state of a message, next to `handlers_done`).
- *
- * The API and the worker are deployed together from this tree; during a rolling deploy the API's
- * view can briefly differ from the running worker's.
- */
-export class HandlerCatalogue {
-  private readonly byTopic = new Map<string, string[]>();
-
-  constructor(subscriptions: readonly { name: string; topic: string }[]) {
-    for (const s of subscriptions) this.byTopic.set(s.topic, [...(this.byTopic.get(s.topic) ?? []), s.name]);
-  }
-
-  /** Handler names for a topic; empty for a topic nobody handles. */
-  handlersFor(topic: string): string[] {
-    return this.byTopic.get(topic) ?? [];
-  }
-
-  isHandled(topic: string): boolean {
-    return this.byTopic.has(topic);
-  }
-
-  /** Topics with at least one handler, sorted. */
-  topics(): string[] {
-    return [...this.byTopic.keys()].sort();
-  }
-}
-
-/** The catalogue of SUBSCRIPTIONS, built once. */
-export const HANDLER_CATALOGUE = new HandlerCatalogue(SUBSCRIPTIONS);
