@@ -4,7 +4,7 @@ import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { countOpenDeadLetters } from './dead-letters.ts';
-import type { EventOutcome } from './consumer.ts';
+import type { EventOutcome } from './handle-event.ts';
 import { groupMissedEvents, streamHoldings, type StreamHoldings } from './retention.ts';
 
 const STREAM_NOT_FOUND = 10059;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Db } from '../../db/client.ts';
 import { withTransaction, type Tx } from '../../db/transaction.ts';
 import { PermanentError } from '../../errors.ts';
-import type { GroupHandler } from '../consumer.ts';
+import type { GroupHandler } from '../handle-event.ts';
 
 /*
  * The hosts' earnings ledger: per consumer group, host and currency, the total of confirmed
