@@ -49,7 +49,7 @@ function desiredGroup(o: GroupOptions, start: StartAt) {
     durable_name: o.group,
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(o.ackWaitSeconds * 1000),
-    // Unlimited on purpose (see the top of this file): the group dead-letters at o.maxDeliver.
+    // Unlimited on purpose (see the top of consumer.ts): the group dead-letters at o.maxDeliver.
     max_deliver: -1,
     filter_subject: o.filterSubject,
     // Enough outstanding for one pull batch per process of the group.

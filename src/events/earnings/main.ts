@@ -1,5 +1,5 @@
 import { ConfigError } from '../../config.ts';
-import { createDatabase } from '../../db/client.ts';
+import { createDatabase, type Db } from '../../db/client.ts';
 import {
   runCommand,
   runMain,
@@ -8,7 +8,6 @@ import {
   type CommandContext,
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
-import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
 import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
