@@ -217,7 +217,16 @@ export async function seedDemo(deps: SeedDeps, opts: { force?: boolean } = {}): 
     if (others > 0) throw new NonDemoDataError(others);
   }
   const created = { users: 0, properties: 0, bookings: 0, cancellations: 0 };
+  const account = await demoAccounts(db, created);
+  const propertyIds = await demoProperties(db, account.host, created);
+  await demoBookings(deps, account.guest, propertyIds, created);
+  return { created, accounts: DEMO_USERS.map((u) => ({ role: u.role, email: u.email, password: DEMO_PASSWORD })) };
+}
 
+type Created = SeedResult['created'];
+
+/** The demo accounts, made where missing; refused when an address is someone else's. */
+async function demoAccounts(db: Db, created: Created): Promise<Record<(typeof DEMO_USERS)[number]['key'], UserRow>> {
   // Every demo address checked before anything is written: a refusal leaves the database as it was.
   const found = new Map<string, UserRow>();
   const taken: { email: string; problem: string }[] = [];
@@ -247,23 +256,32 @@ export async function seedDemo(deps: SeedDeps, opts: { force?: boolean } = {}): 
     }
     account[u.key] = row;
   }
+  return account;
+}
 
+/** The demo host's properties, made where missing: their public ids by title. */
+async function demoProperties(db: Db, host: UserRow, created: Created): Promise<Map<string, string>> {
   const propertyIds = new Map<string, string>();
   for (const p of DEMO_PROPERTIES) {
     const [existing] = await db
       .select({ publicId: properties.publicId })
       .from(properties)
-      .where(and(eq(properties.hostId, account.host.id), eq(properties.title, p.title)));
+      .where(and(eq(properties.hostId, host.id), eq(properties.title, p.title)));
     if (existing) {
       propertyIds.set(p.title, existing.publicId);
       continue;
     }
     // Parsed like a request body, so the demo cannot hold what the API would refuse.
-    const made = await createProperty({ db }, account.host, propertyBody.parse(p));
+    const made = await createProperty({ db }, host, propertyBody.parse(p));
     propertyIds.set(p.title, made.id);
     created.properties++;
   }
+  return propertyIds;
+}
 
+/** The demo guest's bookings (and cancellations), made where missing, through the booking service. */
+async function demoBookings(deps: SeedDeps, guest: UserRow, propertyIds: Map<string, string>, created: Created): Promise<void> {
+  const { db } = deps;
   const today = (deps.today ?? (() => new Date().toISOString().slice(0, 10)))();
   const bookingDeps = { db, serviceFeePercent: deps.serviceFeePercent, idempotencyTtlHours: deps.idempotencyTtlHours, today: () => today };
   for (const b of DEMO_BOOKINGS) {
@@ -272,11 +290,11 @@ export async function seedDemo(deps: SeedDeps, opts: { force?: boolean } = {}): 
       .select({ publicId: bookings.publicId, status: bookings.status })
       .from(bookings)
       .innerJoin(properties, eq(properties.id, bookings.propertyId))
-      .where(and(eq(bookings.guestId, account.guest.id), eq(properties.publicId, propertyPublicId)));
+      .where(and(eq(bookings.guestId, guest.id), eq(properties.publicId, propertyPublicId)));
     let booking = existing;
     if (!booking) {
       const checkIn = addDays(today, b.inDays);
-      const res = await createBooking(bookingDeps, account.guest, {
+      const res = await createBooking(bookingDeps, guest, {
         propertyId: propertyPublicId,
         checkIn,
         checkOut: addDays(checkIn, b.nights),
@@ -288,10 +306,8 @@ export async function seedDemo(deps: SeedDeps, opts: { force?: boolean } = {}): 
       created.bookings++;
     }
     if ('cancel' in b && b.cancel && booking.status === 'confirmed') {
-      await cancelBooking(bookingDeps, account.guest, booking.publicId);
+      await cancelBooking(bookingDeps, guest, booking.publicId);
       created.cancellations++;
     }
   }
-
-  return { created, accounts: DEMO_USERS.map((u) => ({ role: u.role, email: u.email, password: DEMO_PASSWORD })) };
 }

@@ -1,9 +1,9 @@
 import { ConfigError } from '../config.ts';
-import { createDatabase } from '../db/client.ts';
+import { createDatabase, type Db } from '../db/client.ts';
 import { isTopicName, type TopicName } from '../messages/topics.ts';
 import { messagesCreatedBetween, probeOutbox } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { readyCommandPublisher } from './publisher.ts';
+import { readyCommandPublisher, type EventPublisher } from './publisher.ts';
 import { payloadAsRelayed, relayedTopics, relayMessage } from './relay.ts';
 
 /*
@@ -93,7 +93,7 @@ export const backfillCommand: Command = {
 };
 
 async function backfill(ctx: CommandContext): Promise<number> {
-  const { flags, config, logger, out, err, isStopping } = ctx;
+  const { flags, config, logger, out, err } = ctx;
   const since = timeFlag('since', flags.since);
   if (!since) throw new UsageError('--since is required: the time of the first message to publish');
   const until = timeFlag('until', flags.until) ?? new Date();
@@ -110,74 +110,15 @@ async function backfill(ctx: CommandContext): Promise<number> {
   const window = `written from ${since.toISOString()} until ${until.toISOString()}, topics ${topics.join(', ')}`;
   try {
     await probeOutbox(database.db);
-    const pages = async function* () {
-      for (let afterId = 0; ;) {
-        const page = await messagesCreatedBetween(database.db, { since, until, topics, afterId, limit: PAGE_SIZE });
-        yield* page;
-        if (page.length < PAGE_SIZE) return;
-        afterId = page[page.length - 1]!.id;
-      }
-    };
-
+    const pages = () => messagesInWindow(database.db, { since, until, topics });
     if (dryRun) {
-      const perTopic = new Map<string, number>();
-      let invalid = 0;
-      for await (const m of pages()) {
-        if ('error' in payloadAsRelayed(m.topic as TopicName, m.payload)) invalid++;
-        else perTopic.set(m.topic, (perTopic.get(m.topic) ?? 0) + 1);
-      }
-      const total = [...perTopic.values()].reduce((a, b) => a + b, 0);
-      const detail = [...perTopic].map(([t, n]) => `${t} ${n}`).join(', ');
-      out(
-        `events:backfill: dry run, nothing published: ${total} to publish${detail ? ` (${detail})` : ''}` +
-          `${invalid ? `, ${invalid} whose payload does not match its topic's schema` : ''}; messages ${window}`,
-      );
+      out(`events:backfill: dry run, nothing published: ${await countWhatWouldBePublished(pages())}; messages ${window}`);
       return 0;
     }
-
     const publisher = await readyCommandPublisher(config, logger, { command: 'events:backfill', connectionName: 'stayhub-backfill', err });
     if (typeof publisher === 'number') return publisher;
     try {
-      const counts: BackfillCounts = { published: 0, duplicates: 0, failed: 0 };
-      let inARow = 0;
-      let stoppedBecause: string | undefined;
-      let lastProgress = Date.now();
-      for await (const m of pages()) {
-        if (isStopping()) {
-          stoppedBecause = 'stopped by a signal';
-          break;
-        }
-        const log = logger.child({ messageId: m.publicId, topic: m.topic });
-        const relayed = payloadAsRelayed(m.topic as TopicName, m.payload);
-        if ('error' in relayed) {
-          counts.failed++;
-          log.warn({ status: m.status }, `not published: ${relayed.error}`);
-          continue;
-        }
-        try {
-          const result = await relayMessage(publisher, config, {
-            messageId: m.publicId,
-            topic: m.topic as TopicName,
-            key: m.key,
-            occurredAt: m.createdAt,
-            payload: relayed.payload,
-          });
-          if (result.duplicate) counts.duplicates++;
-          else counts.published++;
-          inARow = 0;
-        } catch (e) {
-          counts.failed++;
-          log.warn({ err: e }, 'publish failed');
-          if (++inARow >= MAX_FAILURES_IN_A_ROW) {
-            stoppedBecause = `${inARow} publishes in a row failed (last: ${(e as Error).message})`;
-            break;
-          }
-        }
-        if (Date.now() - lastProgress >= PROGRESS_EVERY_MS) {
-          lastProgress = Date.now();
-          logger.info({ ...counts, createdAt: m.createdAt.toISOString() }, 'backfill progress');
-        }
-      }
+      const { counts, stoppedBecause } = await publishAll(ctx, publisher, pages());
       const summary = `${counts.published} published, ${counts.duplicates} duplicates (already in the stream), ${counts.failed} failed`;
       if (stoppedBecause) {
         err(`events:backfill: ${stoppedBecause}; stopped early: ${summary}. Run the same command again to finish`);
@@ -191,6 +132,82 @@ async function backfill(ctx: CommandContext): Promise<number> {
   } finally {
     await database.close();
   }
+}
+
+type WindowMessage = Awaited<ReturnType<typeof messagesCreatedBetween>>[number];
+
+/** The outbox's messages of the window, in order of writing, a page at a time. */
+async function* messagesInWindow(db: Db, w: { since: Date; until: Date; topics: string[] }): AsyncGenerator<WindowMessage> {
+  for (let afterId = 0; ;) {
+    const page = await messagesCreatedBetween(db, { ...w, afterId, limit: PAGE_SIZE });
+    yield* page;
+    if (page.length < PAGE_SIZE) return;
+    afterId = page[page.length - 1]!.id;
+  }
+}
+
+/** --dry-run: how many would be published, per topic, and how many could not be. */
+async function countWhatWouldBePublished(messages: AsyncIterable<WindowMessage>): Promise<string> {
+  const perTopic = new Map<string, number>();
+  let invalid = 0;
+  for await (const m of messages) {
+    if ('error' in payloadAsRelayed(m.topic as TopicName, m.payload)) invalid++;
+    else perTopic.set(m.topic, (perTopic.get(m.topic) ?? 0) + 1);
+  }
+  const total = [...perTopic.values()].reduce((a, b) => a + b, 0);
+  const detail = [...perTopic].map(([t, n]) => `${t} ${n}`).join(', ');
+  return (
+    `${total} to publish${detail ? ` (${detail})` : ''}` +
+    `${invalid ? `, ${invalid} whose payload does not match its topic's schema` : ''}`
+  );
+}
+
+/**
+ * Publishes every message as the relay would; stops early on a signal or after
+ * MAX_FAILURES_IN_A_ROW failed publishes, saying why.
+ */
+async function publishAll(
+  ctx: CommandContext,
+  publisher: EventPublisher,
+  messages: AsyncIterable<WindowMessage>,
+): Promise<{ counts: BackfillCounts; stoppedBecause?: string }> {
+  const { config, logger, isStopping } = ctx;
+  const counts: BackfillCounts = { published: 0, duplicates: 0, failed: 0 };
+  let inARow = 0;
+  let lastProgress = Date.now();
+  for await (const m of messages) {
+    if (isStopping()) return { counts, stoppedBecause: 'stopped by a signal' };
+    const log = logger.child({ messageId: m.publicId, topic: m.topic });
+    const relayed = payloadAsRelayed(m.topic as TopicName, m.payload);
+    if ('error' in relayed) {
+      counts.failed++;
+      log.warn({ status: m.status }, `not published: ${relayed.error}`);
+      continue;
+    }
+    try {
+      const result = await relayMessage(publisher, config, {
+        messageId: m.publicId,
+        topic: m.topic as TopicName,
+        key: m.key,
+        occurredAt: m.createdAt,
+        payload: relayed.payload,
+      });
+      if (result.duplicate) counts.duplicates++;
+      else counts.published++;
+      inARow = 0;
+    } catch (e) {
+      counts.failed++;
+      log.warn({ err: e }, 'publish failed');
+      if (++inARow >= MAX_FAILURES_IN_A_ROW) {
+        return { counts, stoppedBecause: `${inARow} publishes in a row failed (last: ${(e as Error).message})` };
+      }
+    }
+    if (Date.now() - lastProgress >= PROGRESS_EVERY_MS) {
+      lastProgress = Date.now();
+      logger.info({ ...counts, createdAt: m.createdAt.toISOString() }, 'backfill progress');
+    }
+  }
+  return { counts };
 }
 
 /** The backfill in-process (tests): the same flags and exit codes as the command. */

@@ -4,7 +4,7 @@ import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { countOpenDeadLetters } from './dead-letters.ts';
-import type { EventOutcome } from './consumer.ts';
+import type { EventOutcome } from './handle-event.ts';
 import { groupMissedEvents, streamHoldings, type StreamHoldings } from './retention.ts';
 
 const STREAM_NOT_FOUND = 10059;
@@ -95,70 +95,13 @@ export interface ConsumerMetrics {
 export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string; db: Db; group: string }): ConsumerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const labelNames = ['group'] as const;
-  // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
-  let reading: Promise<GroupLag[]> | undefined;
-  const lag = () => {
-    // No stream: no group, not a failed scrape (which would silence every alert on this job).
-    reading ??= readLag(o.jsm, o.stream)
-      .catch((err: unknown) => {
-        if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
-        throw err;
-      })
-      .finally(() => (reading = undefined));
-    return reading;
-  };
-  new Gauge({
-    name: 'stayhub_events_group_present',
-    help: "1 while this process's consumer group has its durable consumer on the stream; 0 when it or the stream is gone.",
-    labelNames,
-    registers: [registry],
-    async collect() {
-      this.set({ group: o.group }, (await lag()).some((l) => l.group === o.group) ? 1 : 0);
-    },
-  });
-  const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      async collect() {
-        const groups = await lag();
-        this.reset();
-        for (const l of groups) this.set({ group: l.group }, pick(l));
-      },
-    });
-  gauge('stayhub_events_group_pending_messages', 'Events not yet delivered to the group.', (l) => l.pending);
-  gauge('stayhub_events_group_ack_pending_messages', 'Events delivered to the group and not acked.', (l) => l.ackPending);
-  gauge(
-    'stayhub_events_group_oldest_unacked_age_seconds',
-    'Age of the oldest event the group has not acked (0 when caught up).',
-    (l) => Math.round(l.oldestUnackedAgeSeconds * 10) / 10,
-  );
-  // Latched for this process's group: once the group's position is past the gap, the server's
-  // figures look as if nothing happened (it hands out the first event it still has), while what
-  // the group builds stays short until someone rebuilds it, which restarts its processes.
-  let ownAgedOut = false;
-  new Gauge({
-    name: 'stayhub_events_group_events_aged_out',
-    help: "Events the group had not read are gone from the stream (1); for the reporting process's own group, from then until it ends.",
-    labelNames,
-    registers: [registry],
-    async collect() {
-      const groups = await lag();
-      this.reset();
-      for (const l of groups) {
-        if (l.group === o.group && l.eventsAgedOut) ownAgedOut = true;
-        this.set({ group: l.group }, l.eventsAgedOut || (l.group === o.group && ownAgedOut) ? 1 : 0);
-      }
-      if (ownAgedOut && !groups.some((l) => l.group === o.group)) this.set({ group: o.group }, 1);
-    },
-  });
+  const lag = sharedLagRead(o.jsm, o.stream);
+  registerLagGauges(registry, o.group, lag);
+  const agedOut = registerAgedOutGauge(registry, o.group, lag);
   new Gauge({
     name: 'stayhub_events_group_dead_letters',
     help: 'Consumer dead letters not replayed yet.',
-    labelNames,
+    labelNames: GROUP_LABEL,
     registers: [registry],
     async collect() {
       this.set({ group: o.group }, await countOpenDeadLetters(o.db, o.group));
@@ -173,15 +116,93 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
   const rebuilds = new Counter({
     name: 'stayhub_events_group_ledger_rebuilds_total',
     help: "Rebuilds of the group's ledger from the bookings table after its stream or durable consumer was deleted.",
-    labelNames,
+    labelNames: GROUP_LABEL,
     registers: [registry],
   });
   rebuilds.inc({ group: o.group }, 0);
   return {
     registry,
     outcome: (outcome) => outcomes.inc({ group: o.group, outcome }),
-    eventsAgedOut: () => (ownAgedOut = true),
+    eventsAgedOut: agedOut.latch,
     ledgerRebuilt: () => rebuilds.inc({ group: o.group }),
+  };
+}
+
+const GROUP_LABEL = ['group'] as const;
+
+/** Every group's lag, read once however many gauges of one scrape ask for it. */
+function sharedLagRead(jsm: JetStreamManager, stream: string): () => Promise<GroupLag[]> {
+  // prom-client collects the gauges of a scrape concurrently: they share one read of the server.
+  let reading: Promise<GroupLag[]> | undefined;
+  return () => {
+    // No stream: no group, not a failed scrape (which would silence every alert on this job).
+    reading ??= readLag(jsm, stream)
+      .catch((err: unknown) => {
+        if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+        throw err;
+      })
+      .finally(() => (reading = undefined));
+    return reading;
+  };
+}
+
+/** The group's presence, and every group's pending, unacked and oldest unacked age. */
+function registerLagGauges(registry: Registry, group: string, lag: () => Promise<GroupLag[]>): void {
+  new Gauge({
+    name: 'stayhub_events_group_present',
+    help: "1 while this process's consumer group has its durable consumer on the stream; 0 when it or the stream is gone.",
+    labelNames: GROUP_LABEL,
+    registers: [registry],
+    async collect() {
+      this.set({ group }, (await lag()).some((l) => l.group === group) ? 1 : 0);
+    },
+  });
+  const gauge = (name: string, help: string, pick: (l: GroupLag) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: GROUP_LABEL,
+      registers: [registry],
+      async collect() {
+        const groups = await lag();
+        this.reset();
+        for (const l of groups) this.set({ group: l.group }, pick(l));
+      },
+    });
+  gauge('stayhub_events_group_pending_messages', 'Events not yet delivered to the group.', (l) => l.pending);
+  gauge('stayhub_events_group_ack_pending_messages', 'Events delivered to the group and not acked.', (l) => l.ackPending);
+  gauge(
+    'stayhub_events_group_oldest_unacked_age_seconds',
+    'Age of the oldest event the group has not acked (0 when caught up).',
+    (l) => Math.round(l.oldestUnackedAgeSeconds * 10) / 10,
+  );
+}
+
+/** stayhub_events_group_events_aged_out; `latch` marks this process's group for good. */
+function registerAgedOutGauge(registry: Registry, group: string, lag: () => Promise<GroupLag[]>): { latch: () => void } {
+  // Latched for this process's group: once the group's position is past the gap, the server's
+  // figures look as if nothing happened (it hands out the first event it still has), while what
+  // the group builds stays short until someone rebuilds it, which restarts its processes.
+  let ownAgedOut = false;
+  new Gauge({
+    name: 'stayhub_events_group_events_aged_out',
+    help: "Events the group had not read are gone from the stream (1); for the reporting process's own group, from then until it ends.",
+    labelNames: GROUP_LABEL,
+    registers: [registry],
+    async collect() {
+      const groups = await lag();
+      this.reset();
+      for (const l of groups) {
+        if (l.group === group && l.eventsAgedOut) ownAgedOut = true;
+        this.set({ group: l.group }, l.eventsAgedOut || (l.group === group && ownAgedOut) ? 1 : 0);
+      }
+      if (ownAgedOut && !groups.some((l) => l.group === group)) this.set({ group }, 1);
+    },
+  });
+  return {
+    latch: () => {
+      ownAgedOut = true;
+    },
   };
 }
 

@@ -1,11 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { errors as natsErrors, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { injectTraceContext, inSpan, MESSAGING, SpanKind, tracingOn } from '../telemetry/tracing.ts';
 import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
 import { closeNats, connectNats, describeNats, describeNatsFailure } from './connection.ts';
+import {
+  EventsStreamMissingError,
+  EventsStreamUnavailableError,
+  natsAway,
+  nobodyAnswered,
+  refused,
+  STREAM_NOT_FOUND,
+} from './publish-failures.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
@@ -61,70 +69,6 @@ export interface JetStreamPublisherOptions {
 }
 
 /**
- * A publish found no stream for its subject (the stream was deleted, or its subjects changed, while
- * the relay ran) and the stream could not be brought back. The message fails like any publish and
- * the outbox retries it; the message says what is missing and why it was not recreated.
- */
-export class EventsStreamMissingError extends Error {
-  readonly code = 'events_stream_missing';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'EventsStreamMissingError';
-  }
-}
-
-/**
- * A publish found nobody to take it and JetStream did not answer for the stream either, within the
- * publish timeout: in a cluster, the stream has no leader for a moment (its leader's node was lost
- * and the others are electing one; nobody listens on its subjects meanwhile), or JetStream is not
- * ready. Not a deleted stream: nothing is recreated. The message fails like a publish that timed
- * out, and the outbox retries it.
- */
-export class EventsStreamUnavailableError extends Error {
-  readonly code = 'events_stream_unavailable';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'EventsStreamUnavailableError';
-  }
-}
-
-/**
- * nats.js reports a publish nobody answered as JetStreamNotEnabled, "jetstream is not enabled".
- * On a server that stored our events a moment ago, what it means is that no stream holds the
- * subject any more: the cause is a "no responders" request error.
- */
-function nobodyAnswered(err: unknown): boolean {
-  const cause = (err as { cause?: unknown } | null)?.cause;
-  return cause instanceof natsErrors.RequestError && cause.isNoResponders();
-}
-
-const STREAM_NOT_FOUND = 10059;
-
-/** The failures that say NATS is away, not that it refused this event. */
-const NATS_AWAY = [
-  natsErrors.TimeoutError,
-  natsErrors.ConnectionError,
-  natsErrors.ClosedConnectionError,
-  natsErrors.DrainingConnectionError,
-];
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-
-function natsAway(err: unknown): boolean {
-  if (err instanceof EventsUnavailableError) return true;
-  // A cluster electing the stream's leader takes no publish for seconds: away, like a timeout.
-  if (err instanceof EventsStreamUnavailableError) return true;
-  if (NATS_AWAY.some((type) => err instanceof type)) return true;
-  // A request error other than "no responders" (a missing stream: an answer, handled apart) is the connection's.
-  if (err instanceof natsErrors.RequestError) return !err.isNoResponders();
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && SOCKET_CODES.has(code);
-}
-
-/** The server answered, and refused: it is there; the event is the problem (the outbox retries it, an attempt). */
-const refused = (err: unknown) =>
-  err instanceof EventsStreamMissingError || err instanceof StreamConfigError || err instanceof JetStreamApiError;
-
-/**
  * The JetStream publisher. The connection is made on first use and, when the server was
  * unreachable, on the next use again; after that the client reconnects by itself. Each publish is
  * a request that the server answers with a PubAck once the message is stored: many can be
@@ -139,204 +83,259 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
   if (!url) throw new Error('createJetStreamPublisher needs NATS_URL');
   const where = describeNats(url);
   const log = logger.child({ component: 'events-relay', nats: where });
-  const role = options.ownsStream === false ? 'reader' : 'relay';
-  let ready: Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager; probe: JetStreamManager }> | undefined;
-  let restoring: Promise<void> | undefined;
-  let closed = false;
-  const circuit = new PublishCircuit(where, {
-    stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
-    onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
-    onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
-  });
-
-  const open = async () => {
-    const nc = await connectNats(url, options.connectionName ?? 'stayhub-relay');
-    let jsm: JetStreamManager;
-    try {
-      jsm = await jetstreamManager(nc);
-      const info = await ensureStream(jsm, desiredStream(config), { role, log, allowShorterMaxAge: config.EVENTS_ALLOW_SHORTER_MAX_AGE });
-      log.info(
-        { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
-        'events stream ready',
-      );
-    } catch (err) {
-      await nc.close().catch(() => undefined);
-      throw err;
-    }
-    void nc.closed().then(() => {
-      if (!closed) ready = undefined;
-    });
-    // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
-    void (async () => {
-      for await (const status of nc.status()) {
-        if (status.type === 'disconnect') circuit.disconnected();
-        else if (status.type === 'reconnect') circuit.reconnected();
-      }
-    })().catch(() => undefined);
-    return {
-      nc,
-      js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }),
-      jsm,
-      // Asks after the stream when a publish found nobody: within the publish's own bound, because
-      // a stream without a leader (a cluster's election) leaves the question unanswered.
-      probe: await jetstreamManager(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS, checkAPI: false }),
-    };
+  const p: Publisher = {
+    config,
+    url,
+    where,
+    log,
+    options,
+    role: options.ownsStream === false ? 'reader' : 'relay',
+    ready: undefined,
+    restoring: undefined,
+    closed: false,
+    circuit: new PublishCircuit(where, {
+      stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
+      onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
+      onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
+    }),
   };
-  const connection = () => {
-    if (closed) return Promise.reject(new Error('publisher closed'));
-    ready ??= open().catch((err) => {
-      ready = undefined; // try again on the next message
-      throw err;
-    });
-    return ready;
-  };
-
-  /**
-   * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
-   * in flight all fail together, and all wait for the one recreation.
-   */
-  const restoreStream = (jsm: JetStreamManager, probe: JetStreamManager, subject: string) => {
-    restoring ??= (async () => {
-      const name = config.EVENTS_STREAM;
-      let exists = true;
-      try {
-        await probe.streams.info(name);
-      } catch (err) {
-        if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
-          // Only "not found" means deleted; silence is a stream between leaders, and passes.
-          throw new EventsStreamUnavailableError(
-            `no stream took the event on ${subject}, and JetStream at ${where} does not answer for stream ${name} ` +
-              `either (${(err as Error).message}): its cluster may be electing a leader after losing a node, ` +
-              `or JetStream is not ready (is it enabled on the server?). The event is retried`,
-            { cause: err },
-          );
-        }
-        exists = false;
-      }
-      log.error(
-        { stream: name, subject },
-        exists
-          ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
-          : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
-      );
-      if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
-      try {
-        const info = await ensureStream(jsm, desiredStream(config), { role, log, allowShorterMaxAge: config.EVENTS_ALLOW_SHORTER_MAX_AGE });
-        log.warn(
-          { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
-          'events stream ready again',
-        );
-      } catch (err) {
-        throw new EventsStreamMissingError(
-          `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
-          { cause: err },
-        );
-      }
-    })().finally(() => {
-      restoring = undefined;
-    });
-    return restoring;
-  };
-
-  /** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
-  const publishOnce = async (event: OutgoingEvent): Promise<PublishResult> => {
-    const { js, jsm, probe } = await connection();
-    const h = natsHeaders();
-    h.set(HEADERS.topic, event.topic);
-    if (event.key !== null) h.set(HEADERS.key, event.key);
-    h.set(HEADERS.outboxId, event.messageId);
-    h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
-    h.set(HEADERS.schemaVersion, String(event.schemaVersion));
-    // The publish span's context (tracing on): the consumer continues the trace from these headers.
-    injectTraceContext(h, (carrier, key, value) => carrier.set(key, value));
-    const send = () =>
-      js.publish(event.subject, JSON.stringify(event.body), {
-        msgID: event.messageId,
-        headers: h,
-        timeout: config.EVENTS_PUBLISH_TIMEOUT_MS,
-      });
-    let ack;
-    try {
-      ack = await send();
-    } catch (err) {
-      if (!nobodyAnswered(err)) throw err;
-      await restoreStream(jsm, probe, event.subject);
-      try {
-        ack = await send();
-      } catch (again) {
-        if (!nobodyAnswered(again)) throw again;
-        throw new EventsStreamMissingError(`stream ${config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
-          cause: again,
-        });
-      }
-    }
-    return { seq: ack.seq, duplicate: ack.duplicate };
-  };
-
-  /** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */
-  const publishThroughCircuit = async (event: OutgoingEvent): Promise<PublishResult> => {
-    const t = circuit.enter();
-    const work = publishOnce(event);
-    // The circuit learns from every publish's own end, even one it let go before that end.
-    work.then(
-      () => circuit.answered(t),
-      (err: unknown) => {
-        if (refused(err)) circuit.answered(t);
-        else if (!natsAway(err)) circuit.forget(t);
-        else circuit.failed(t, (err as Error).message);
-      },
-    );
-    try {
-      return await circuit.unlessTripped(t, work);
-    } catch (err) {
-      if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
-      throw new EventsUnavailableError(
-        `NATS at ${where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
-        circuit.awaySeconds(),
-        { cause: err },
-      );
-    }
-  };
-
   return {
     async prepare() {
       try {
-        await connection();
+        await connection(p);
       } catch (err) {
         if (err instanceof StreamConfigError || options.requireServerAtStart) throw err;
         // Unreachable at start is not fatal: messages wait and retry until the server is up.
         log.warn({ err: err }, 'NATS unreachable at start; relayed messages will retry');
       }
     },
-    publish(event) {
-      if (!tracingOn()) return publishThroughCircuit(event);
-      return inSpan(
-        `publish ${event.subject}`,
-        {
-          kind: SpanKind.PRODUCER,
-          attributes: {
-            [MESSAGING.system]: 'nats',
-            [MESSAGING.operationType]: 'send',
-            [MESSAGING.destination]: event.subject,
-            [MESSAGING.messageId]: event.messageId,
-          },
-        },
-        async (span) => {
-          const result = await publishThroughCircuit(event);
-          span?.setAttributes({ 'messaging.nats.stream.sequence': result.seq, 'stayhub.events.duplicate': result.duplicate });
-          return result;
-        },
-      );
-    },
+    publish: (event) => publishInSpan(p, event),
     async close() {
-      closed = true;
-      circuit.stop();
-      const current = ready;
-      ready = undefined;
+      p.closed = true;
+      p.circuit.stop();
+      const current = p.ready;
+      p.ready = undefined;
       const c = await current?.catch(() => undefined);
       if (c) await closeNats(c.nc);
     },
   };
+}
+
+/** What one publisher keeps: its settings, its connection once made, its circuit. */
+interface Publisher {
+  config: Config;
+  url: string;
+  /** The server as logs and errors name it (no credentials). */
+  where: string;
+  log: Logger;
+  options: JetStreamPublisherOptions;
+  role: 'reader' | 'relay';
+  ready: Promise<Connection> | undefined;
+  restoring: Promise<void> | undefined;
+  closed: boolean;
+  circuit: PublishCircuit;
+}
+
+interface Connection {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  probe: JetStreamManager;
+}
+
+/** The connection, made on first use and again on the next use after it failed or closed. */
+function connection(p: Publisher): Promise<Connection> {
+  if (p.closed) return Promise.reject(new Error('publisher closed'));
+  p.ready ??= open(p).catch((err) => {
+    p.ready = undefined; // try again on the next message
+    throw err;
+  });
+  return p.ready;
+}
+
+/** Ensures (publisher role) the stream as this configuration declares it. */
+function declareStream(p: Publisher, jsm: JetStreamManager) {
+  return ensureStream(jsm, desiredStream(p.config), {
+    role: p.role,
+    log: p.log,
+    allowShorterMaxAge: p.config.EVENTS_ALLOW_SHORTER_MAX_AGE,
+  });
+}
+
+async function open(p: Publisher): Promise<Connection> {
+  const { config, log } = p;
+  const nc = await connectNats(p.url, p.options.connectionName ?? 'stayhub-relay');
+  let jsm: JetStreamManager;
+  try {
+    jsm = await jetstreamManager(nc);
+    const info = await declareStream(p, jsm);
+    log.info(
+      { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
+      'events stream ready',
+    );
+  } catch (err) {
+    await nc.close().catch(() => undefined);
+    throw err;
+  }
+  void nc.closed().then(() => {
+    if (!p.closed) p.ready = undefined;
+  });
+  // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') p.circuit.disconnected();
+      else if (status.type === 'reconnect') p.circuit.reconnected();
+    }
+  })().catch(() => undefined);
+  return {
+    nc,
+    js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }),
+    jsm,
+    // Asks after the stream when a publish found nobody: within the publish's own bound, because
+    // a stream without a leader (a cluster's election) leaves the question unanswered.
+    probe: await jetstreamManager(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS, checkAPI: false }),
+  };
+}
+
+/**
+ * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
+ * in flight all fail together, and all wait for the one recreation.
+ */
+function restoreStream(p: Publisher, c: Connection, subject: string): Promise<void> {
+  p.restoring ??= (async () => {
+    const name = p.config.EVENTS_STREAM;
+    const exists = await streamExists(p, c.probe, subject);
+    p.log.error(
+      { stream: name, subject },
+      exists
+        ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
+        : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
+    );
+    if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
+    try {
+      const info = await declareStream(p, c.jsm);
+      p.log.warn(
+        { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
+        'events stream ready again',
+      );
+    } catch (err) {
+      throw new EventsStreamMissingError(
+        `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  })().finally(() => {
+    p.restoring = undefined;
+  });
+  return p.restoring;
+}
+
+/** Whether the stream exists (it lost the subject) or was deleted; JetStream silent is neither. */
+async function streamExists(p: Publisher, probe: JetStreamManager, subject: string): Promise<boolean> {
+  const name = p.config.EVENTS_STREAM;
+  try {
+    await probe.streams.info(name);
+    return true;
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
+      // Only "not found" means deleted; silence is a stream between leaders, and passes.
+      throw new EventsStreamUnavailableError(
+        `no stream took the event on ${subject}, and JetStream at ${p.where} does not answer for stream ${name} ` +
+          `either (${(err as Error).message}): its cluster may be electing a leader after losing a node, ` +
+          `or JetStream is not ready (is it enabled on the server?). The event is retried`,
+        { cause: err },
+      );
+    }
+    return false;
+  }
+}
+
+function eventHeaders(event: OutgoingEvent): MsgHdrs {
+  const h = natsHeaders();
+  h.set(HEADERS.topic, event.topic);
+  if (event.key !== null) h.set(HEADERS.key, event.key);
+  h.set(HEADERS.outboxId, event.messageId);
+  h.set(HEADERS.occurredAt, event.occurredAt.toISOString());
+  h.set(HEADERS.schemaVersion, String(event.schemaVersion));
+  // The publish span's context (tracing on): the consumer continues the trace from these headers.
+  injectTraceContext(h, (carrier, key, value) => carrier.set(key, value));
+  return h;
+}
+
+/** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
+async function publishOnce(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
+  const c = await connection(p);
+  const h = eventHeaders(event);
+  const send = () =>
+    c.js.publish(event.subject, JSON.stringify(event.body), {
+      msgID: event.messageId,
+      headers: h,
+      timeout: p.config.EVENTS_PUBLISH_TIMEOUT_MS,
+    });
+  let ack;
+  try {
+    ack = await send();
+  } catch (err) {
+    if (!nobodyAnswered(err)) throw err;
+    await restoreStream(p, c, event.subject);
+    try {
+      ack = await send();
+    } catch (again) {
+      if (!nobodyAnswered(again)) throw again;
+      throw new EventsStreamMissingError(`stream ${p.config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
+        cause: again,
+      });
+    }
+  }
+  return { seq: ack.seq, duplicate: ack.duplicate };
+}
+
+/** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */
+async function publishThroughCircuit(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
+  const { circuit } = p;
+  const t = circuit.enter();
+  const work = publishOnce(p, event);
+  // The circuit learns from every publish's own end, even one it let go before that end.
+  work.then(
+    () => circuit.answered(t),
+    (err: unknown) => {
+      if (refused(err)) circuit.answered(t);
+      else if (!natsAway(err)) circuit.forget(t);
+      else circuit.failed(t, (err as Error).message);
+    },
+  );
+  try {
+    return await circuit.unlessTripped(t, work);
+  } catch (err) {
+    if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
+    throw new EventsUnavailableError(
+      `NATS at ${p.where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
+      circuit.awaySeconds(),
+      { cause: err },
+    );
+  }
+}
+
+/** The publish, in a producer span when tracing is on. */
+function publishInSpan(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
+  if (!tracingOn()) return publishThroughCircuit(p, event);
+  return inSpan(
+    `publish ${event.subject}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        [MESSAGING.system]: 'nats',
+        [MESSAGING.operationType]: 'send',
+        [MESSAGING.destination]: event.subject,
+        [MESSAGING.messageId]: event.messageId,
+      },
+    },
+    async (span) => {
+      const result = await publishThroughCircuit(p, event);
+      span?.setAttributes({ 'messaging.nats.stream.sequence': result.seq, 'stayhub.events.duplicate': result.duplicate });
+      return result;
+    },
+  );
 }
 
 /**

@@ -9,7 +9,7 @@ import { probeOutbox } from '../outbox/index.ts';
 import { runCommand, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
 import { closeNats, connectNats, describeNatsFailure } from './connection.ts';
 import { readyCommandPublisher, type EventPublisher } from './publisher.ts';
-import { relayedMessages, relayedPage, type RelayedRow } from './reconcile-outbox.ts';
+import { relayedMessages, relayedPage, type RelayedMessageRow, type RelayedRow } from './reconcile-outbox.ts';
 import { payloadAsRelayed, relayMessage } from './relay.ts';
 import { duplicateWindowSeconds } from './stream.ts';
 import { HEADERS } from './subjects.ts';
@@ -92,7 +92,6 @@ const STREAM_NOT_FOUND = 10059;
 /** Compares the stream with the outbox's relayed events since `since`, and republishes what it lacks. */
 export async function reconcileStream(o: ReconcileOptions): Promise<ReconcileResult> {
   const stream = o.config.EVENTS_STREAM;
-  const stopping = o.isStopping ?? (() => false);
   const until = o.until ?? new Date();
   const jsm = await jetstreamManager(o.nc);
   const result: ReconcileResult = { checked: 0, present: 0, republished: 0, inWindow: 0, failed: 0, missingIds: [], stopped: false };
@@ -100,12 +99,40 @@ export async function reconcileStream(o: ReconcileOptions): Promise<ReconcileRes
   // The scans stop at the stream's last message as it is now: an event the outbox calls relayed
   // was stored before this point, or is one relayed meanwhile (its republish is a duplicate).
   const endSeq = await lastSeq(jsm, stream);
-  const scan = (wanted: Map<string, RelayedRow>, from: Date, stopAt: Date | null) => scanStream(o.nc, stream, endSeq, wanted, from, stopAt);
+  const notFound = await findMissing(o, { endSeq, until }, result);
+  if (notFound === 'stopped') return { ...result, stopped: true };
+  if (notFound.size === 0) return result;
 
+  o.log.warn(
+    { stream, missing: notFound.size, since: o.since.toISOString() },
+    'events relayed by the outbox are missing from the stream; publishing them again',
+  );
+  const ids = [...notFound.values()].map((r) => r.id);
+  for (let i = 0; i < ids.length; i += PAGE_SIZE) {
+    for (const m of await relayedMessages(o.db, ids.slice(i, i + PAGE_SIZE))) {
+      if (o.isStopping?.()) return { ...result, stopped: true };
+      if (result.missingIds.length < 1000) result.missingIds.push(m.messageId);
+      await republish(o, jsm, m, result);
+    }
+  }
+  return result;
+}
+
+/**
+ * The outbox's relayed events the stream does not hold, page by page, then once more to the
+ * stream's end; counts `checked` and `present` on the way. 'stopped' when asked to stop.
+ */
+async function findMissing(
+  o: ReconcileOptions,
+  { endSeq, until }: { endSeq: number; until: Date },
+  result: ReconcileCounts,
+): Promise<Map<string, RelayedRow> | 'stopped'> {
+  const scan = (wanted: Map<string, RelayedRow>, from: Date, stopAt: Date | null) =>
+    scanStream(o.nc, o.config.EVENTS_STREAM, endSeq, wanted, from, stopAt);
   /** Not found in their page's span: looked for again to the stream's end, then republished. */
   const notFound = new Map<string, RelayedRow>();
   for (let after: { processedCursor: string; id: number } | null = null; ;) {
-    if (stopping()) return { ...result, stopped: true };
+    if (o.isStopping?.()) return 'stopped';
     const page = await relayedPage(o.db, { since: o.since, until, after, limit: PAGE_SIZE });
     if (page.length === 0) break;
     after = { processedCursor: page[page.length - 1]!.processedCursor, id: page[page.length - 1]!.id };
@@ -125,54 +152,45 @@ export async function reconcileStream(o: ReconcileOptions): Promise<ReconcileRes
     await scan(notFound, from, null);
     result.present += before - notFound.size;
   }
-  if (notFound.size === 0) return result;
+  return notFound;
+}
 
-  o.log.warn(
-    { stream, missing: notFound.size, since: o.since.toISOString() },
-    'events relayed by the outbox are missing from the stream; publishing them again',
-  );
-  const ids = [...notFound.values()].map((r) => r.id);
-  for (let i = 0; i < ids.length; i += PAGE_SIZE) {
-    for (const m of await relayedMessages(o.db, ids.slice(i, i + PAGE_SIZE))) {
-      if (stopping()) return { ...result, stopped: true };
-      if (result.missingIds.length < 1000) result.missingIds.push(m.messageId);
-      const log = o.log.child({ messageId: m.messageId, topic: m.topic });
-      const relayed = isTopicName(m.topic) ? payloadAsRelayed(m.topic, m.payload) : { error: `${m.topic} is not a topic` };
-      if ('error' in relayed) {
-        result.failed++;
-        log.error(`missing from the stream, and not published again: ${relayed.error}`);
-        continue;
-      }
-      try {
-        const published = await relayMessage(o.publisher, o.config, {
-          messageId: m.messageId,
-          topic: m.topic as TopicName,
-          key: m.key,
-          occurredAt: m.createdAt,
-          payload: relayed.payload,
-        });
-        if (!published.duplicate) {
-          result.republished++;
-          continue;
-        }
-        // "Duplicate": either it was stored meanwhile (seq holds it), or it was deleted inside the
-        // duplicate window and the server still remembers its id (seq holds nothing).
-        const stored = await jsm.streams.getMessage(stream, { seq: published.seq }).catch(() => null);
-        if (stored?.header?.get(HEADERS.msgId) === m.messageId) result.present++;
-        else {
-          result.inWindow++;
-          log.warn(
-            { seq: published.seq },
-            `missing from the stream, but the server still remembers its id (duplicate window, ${duplicateWindowSeconds(o.config)} s): a run after the window publishes it again`,
-          );
-        }
-      } catch (err) {
-        result.failed++;
-        log.error({ err }, 'missing from the stream, and publishing it again failed');
-      }
-    }
+/** Publishes one missing event again, as the relay did; counts what became of it. */
+async function republish(o: ReconcileOptions, jsm: JetStreamManager, m: RelayedMessageRow, result: ReconcileCounts): Promise<void> {
+  const log = o.log.child({ messageId: m.messageId, topic: m.topic });
+  const relayed = isTopicName(m.topic) ? payloadAsRelayed(m.topic, m.payload) : { error: `${m.topic} is not a topic` };
+  if ('error' in relayed) {
+    result.failed++;
+    log.error(`missing from the stream, and not published again: ${relayed.error}`);
+    return;
   }
-  return result;
+  try {
+    const published = await relayMessage(o.publisher, o.config, {
+      messageId: m.messageId,
+      topic: m.topic as TopicName,
+      key: m.key,
+      occurredAt: m.createdAt,
+      payload: relayed.payload,
+    });
+    if (!published.duplicate) {
+      result.republished++;
+      return;
+    }
+    // "Duplicate": either it was stored meanwhile (seq holds it), or it was deleted inside the
+    // duplicate window and the server still remembers its id (seq holds nothing).
+    const stored = await jsm.streams.getMessage(o.config.EVENTS_STREAM, { seq: published.seq }).catch(() => null);
+    if (stored?.header?.get(HEADERS.msgId) === m.messageId) result.present++;
+    else {
+      result.inWindow++;
+      log.warn(
+        { seq: published.seq },
+        `missing from the stream, but the server still remembers its id (duplicate window, ${duplicateWindowSeconds(o.config)} s): a run after the window publishes it again`,
+      );
+    }
+  } catch (err) {
+    result.failed++;
+    log.error({ err }, 'missing from the stream, and publishing it again failed');
+  }
 }
 
 async function lastSeq(jsm: JetStreamManager, stream: string): Promise<number> {

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, jetstreamManager, type JetStreamManager, type StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
@@ -71,128 +71,164 @@ const STREAM_NOT_FOUND = 10059;
 export function startStreamWatch(o: { config: Config; db: Db; logger: Logger; connect?: typeof connectNats }): StreamWatch {
   const { config } = o;
   if (!config.NATS_URL) throw new Error('startStreamWatch needs NATS_URL');
-  const url = config.NATS_URL;
-  const log = o.logger.child({ component: 'events-stream-watch', stream: config.EVENTS_STREAM });
-  const events = new EventEmitter<StreamWatchEvents>();
-  let nc: Promise<NatsConnection> | undefined;
-  let publisher: EventPublisher | undefined;
-  let stopped = false;
-  const timers = new Set<NodeJS.Timeout>();
-  const running = new Set<Promise<unknown>>();
-
-  const connection = () => {
-    nc ??= (o.connect ?? connectNats)(url, 'stayhub-stream-watch').catch((err: unknown) => {
-      nc = undefined;
-      throw err;
-    });
-    return nc;
+  const w: Watch = {
+    config,
+    db: o.db,
+    url: config.NATS_URL,
+    connect: o.connect ?? connectNats,
+    logger: o.logger,
+    log: o.logger.child({ component: 'events-stream-watch', stream: config.EVENTS_STREAM }),
+    events: new EventEmitter<StreamWatchEvents>(),
+    nc: undefined,
+    publisher: undefined,
+    stopped: false,
+    timers: new Set(),
+    running: new Set(),
   };
-  const manager = async (): Promise<JetStreamManager> => jetstreamManager(await connection(), { timeout: 5000 });
-
-  const checkSettings = async (): Promise<SettingDifference[]> => {
-    const jsm = await manager();
-    const want = desiredStream(config);
-    let current;
-    try {
-      current = await jsm.streams.info(want.name);
-    } catch (err) {
-      if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
-      throw err;
-    }
-    const differences = streamDifferences(current.config, want, 'relay', config.EVENTS_ALLOW_SHORTER_MAX_AGE);
-    // A sealed stream takes no change at all (sealing also sets discard "new" and max age 0).
-    const sealed = current.config.sealed === true;
-    const fixable = differences.filter((d) => d.fixedInPlace && !sealed);
-    const unfixable = differences.filter((d) => !d.fixedInPlace || sealed);
-    if (fixable.length > 0) {
-      try {
-        await bringBack(jsm, current, want, fixable);
-        log.warn(
-          { changed: describeDifferences(fixable) },
-          'events stream settings changed on the live stream; brought back to the configuration',
-        );
-        events.emit('settings', { differences: fixable, fixed: true });
-      } catch (err) {
-        log.error(
-          { err, changed: describeDifferences(fixable) },
-          'events stream settings changed on the live stream, and JetStream refused to bring them back',
-        );
-        unfixable.push(...fixable.map((d) => ({ ...d, fixedInPlace: false, why: (err as Error).message })));
-      }
-    }
-    if (unfixable.length > 0) {
-      log.error(
-        { differences: describeDifferences(unfixable) },
-        'events stream settings differ from the configuration and cannot be brought back in place: events may be lost or refused until someone fixes them',
-      );
-      events.emit('settings', { differences: unfixable, fixed: false });
-    }
-    events.emit('unfixable', unfixable.length);
-    return differences;
-  };
-
-  const reconcile = async (): Promise<ReconcileCounts | undefined> => {
-    publisher ??= createJetStreamPublisher(config, o.logger, { connectionName: 'stayhub-stream-watch-publisher', ownsStream: false });
-    const since = new Date(Date.now() - reconcileWindowSeconds(config) * 1000);
-    const result = await reconcileStream({
-      db: o.db,
-      nc: await connection(),
-      publisher,
-      config,
-      log,
-      since,
-      isStopping: () => stopped,
-    });
-    if (result.stopped) return undefined;
-    const { checked, present, republished, inWindow, failed } = result;
-    const counts = { checked, present, republished, inWindow, failed };
-    if (republished + inWindow + failed > 0) {
-      log.error(
-        { ...counts, since: since.toISOString(), missing: result.missingIds.slice(0, 20) },
-        'the stream lacked events the outbox relayed; published again what it could',
-      );
-    } else log.debug({ ...counts, since: since.toISOString() }, 'the stream holds every event the outbox relayed');
-    events.emit('reconciled', counts);
-    return counts;
-  };
-
-  /** Runs `round` every `seconds`, each after the previous one ended; a failure is logged and retried next time. */
-  const every = (seconds: number, what: string, round: () => Promise<unknown>) => {
-    const schedule = () => {
-      if (stopped) return;
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        const r = round()
-          .catch((err: unknown) => {
-            if (!stopped) log.warn({ err }, `${what} failed; trying again in ${seconds} s`);
-          })
-          .finally(() => {
-            running.delete(r);
-            schedule();
-          });
-        running.add(r);
-      }, seconds * 1000);
-      timer.unref();
-      timers.add(timer);
-    };
-    schedule();
-  };
-  every(config.EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS, 'the events stream settings check', checkSettings);
-  if (config.EVENTS_RECONCILE_INTERVAL_SECONDS > 0) every(config.EVENTS_RECONCILE_INTERVAL_SECONDS, 'the events reconcile', reconcile);
+  const checkSettings = () => checkStreamSettings(w);
+  const reconcile = () => reconcileRound(w);
+  every(w, config.EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS, 'the events stream settings check', checkSettings);
+  if (config.EVENTS_RECONCILE_INTERVAL_SECONDS > 0) every(w, config.EVENTS_RECONCILE_INTERVAL_SECONDS, 'the events reconcile', reconcile);
 
   return {
-    events,
+    events: w.events,
     checkSettings,
     reconcile,
     async stop() {
-      stopped = true;
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
+      w.stopped = true;
+      for (const t of w.timers) clearTimeout(t);
+      w.timers.clear();
       // A round in progress stops at its next message (isStopping) or fails on the closed connection.
-      await Promise.all(running);
-      await publisher?.close();
-      const c = await nc?.catch(() => undefined);
+      await Promise.all(w.running);
+      await w.publisher?.close();
+      const c = await w.nc?.catch(() => undefined);
       if (c) await closeNats(c);
     },
   };
+}
+
+/** What the watch keeps between its rounds. */
+interface Watch {
+  config: Config;
+  db: Db;
+  url: string;
+  connect: typeof connectNats;
+  /** The caller's logger (the publisher's parent); `log` is the watch's own child of it. */
+  logger: Logger;
+  log: Logger;
+  events: EventEmitter<StreamWatchEvents>;
+  nc: Promise<NatsConnection> | undefined;
+  publisher: EventPublisher | undefined;
+  stopped: boolean;
+  timers: Set<NodeJS.Timeout>;
+  running: Set<Promise<unknown>>;
+}
+
+function connection(w: Watch): Promise<NatsConnection> {
+  w.nc ??= w.connect(w.url, 'stayhub-stream-watch').catch((err: unknown) => {
+    w.nc = undefined;
+    throw err;
+  });
+  return w.nc;
+}
+
+/** One settings round: the live stream against the relay's settings; what can be is brought back. */
+async function checkStreamSettings(w: Watch): Promise<SettingDifference[]> {
+  const { config, log, events } = w;
+  const jsm = await jetstreamManager(await connection(w), { timeout: 5000 });
+  const want = desiredStream(config);
+  let current;
+  try {
+    current = await jsm.streams.info(want.name);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+    throw err;
+  }
+  const differences = streamDifferences(current.config, want, 'relay', config.EVENTS_ALLOW_SHORTER_MAX_AGE);
+  // A sealed stream takes no change at all (sealing also sets discard "new" and max age 0).
+  const sealed = current.config.sealed === true;
+  const fixable = differences.filter((d) => d.fixedInPlace && !sealed);
+  const unfixable = differences.filter((d) => !d.fixedInPlace || sealed);
+  if (fixable.length > 0) unfixable.push(...(await bringBackInPlace(w, jsm, { current, want, fixable })));
+  if (unfixable.length > 0) {
+    log.error(
+      { differences: describeDifferences(unfixable) },
+      'events stream settings differ from the configuration and cannot be brought back in place: events may be lost or refused until someone fixes them',
+    );
+    events.emit('settings', { differences: unfixable, fixed: false });
+  }
+  events.emit('unfixable', unfixable.length);
+  return differences;
+}
+
+/** Brings the fixable differences back; returns them as unfixable (with why) when JetStream refuses. */
+async function bringBackInPlace(
+  w: Watch,
+  jsm: JetStreamManager,
+  { current, want, fixable }: { current: StreamInfo; want: ReturnType<typeof desiredStream>; fixable: SettingDifference[] },
+): Promise<SettingDifference[]> {
+  try {
+    await bringBack(jsm, current, want, fixable);
+    w.log.warn(
+      { changed: describeDifferences(fixable) },
+      'events stream settings changed on the live stream; brought back to the configuration',
+    );
+    w.events.emit('settings', { differences: fixable, fixed: true });
+    return [];
+  } catch (err) {
+    w.log.error(
+      { err, changed: describeDifferences(fixable) },
+      'events stream settings changed on the live stream, and JetStream refused to bring them back',
+    );
+    return fixable.map((d) => ({ ...d, fixedInPlace: false, why: (err as Error).message }));
+  }
+}
+
+/** One reconcile round over the last reconcileWindowSeconds; undefined when stopped before its end. */
+async function reconcileRound(w: Watch): Promise<ReconcileCounts | undefined> {
+  const { config, log } = w;
+  w.publisher ??= createJetStreamPublisher(config, w.logger, { connectionName: 'stayhub-stream-watch-publisher', ownsStream: false });
+  const since = new Date(Date.now() - reconcileWindowSeconds(config) * 1000);
+  const result = await reconcileStream({
+    db: w.db,
+    nc: await connection(w),
+    publisher: w.publisher,
+    config,
+    log,
+    since,
+    isStopping: () => w.stopped,
+  });
+  if (result.stopped) return undefined;
+  const { checked, present, republished, inWindow, failed } = result;
+  const counts = { checked, present, republished, inWindow, failed };
+  if (republished + inWindow + failed > 0) {
+    log.error(
+      { ...counts, since: since.toISOString(), missing: result.missingIds.slice(0, 20) },
+      'the stream lacked events the outbox relayed; published again what it could',
+    );
+  } else log.debug({ ...counts, since: since.toISOString() }, 'the stream holds every event the outbox relayed');
+  w.events.emit('reconciled', counts);
+  return counts;
+}
+
+/** Runs `round` every `seconds`, each after the previous one ended; a failure is logged and retried next time. */
+function every(w: Watch, seconds: number, what: string, round: () => Promise<unknown>): void {
+  const schedule = () => {
+    if (w.stopped) return;
+    const timer = setTimeout(() => {
+      w.timers.delete(timer);
+      const r = round()
+        .catch((err: unknown) => {
+          if (!w.stopped) w.log.warn({ err }, `${what} failed; trying again in ${seconds} s`);
+        })
+        .finally(() => {
+          w.running.delete(r);
+          schedule();
+        });
+      w.running.add(r);
+    }, seconds * 1000);
+    timer.unref();
+    w.timers.add(timer);
+  };
+  schedule();
 }

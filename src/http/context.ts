@@ -1,3 +1,4 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
 import type { AfterPropertyCommit } from '../properties/properties.service.ts';
@@ -17,3 +18,6 @@ export interface AppContext {
   /** Today's date (YYYY-MM-DD, UTC); tests pin it. */
   today?: () => string;
 }
+
+/** The app as a route plugin sees it (zod validates its routes): what a function registering a group of routes takes. */
+export type ZodApp = Parameters<FastifyPluginAsyncZod>[0];

@@ -35,12 +35,12 @@ const WINDOW_MS = 250;
 
 /** Answers per second are counted over the last four windows (a second). */
 const RATE_WINDOWS = 4;
-/** A quiet second does not make the API forget what it answered before at once: a tenth less a window. */
 /**
  * The slowest a connection is taken to be held when the measured rate says less: a booking holds
  * one for a few milliseconds on a quiet machine and tens under load; 100 ms is the loaded case.
  */
 const ASSUMED_HOLD_MS = 100;
+/** A quiet second does not make the API forget what it answered before at once: a tenth less a window. */
 const RATE_DECAY = 0.9;
 
 export interface LoadSignalOptions {
@@ -55,57 +55,62 @@ export interface LoadSignalOptions {
 }
 
 export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
+  const delay = eventLoopDelay();
+  const requests = requestFlow();
+  const outbox = outboxSampler(opts);
+  let timers: NodeJS.Timeout[] = [];
+  return {
+    eventLoopDelayMs: delay.ms,
+    outboxPending: outbox.pending,
+    admitted: requests.admitted,
+    poolWaitMs: () => requests.poolWaitMs(opts.pool),
+    start() {
+      delay.enable();
+      timers.push(setInterval(delay.read, WINDOW_MS).unref());
+      timers.push(setInterval(requests.nextWindow, WINDOW_MS).unref());
+      if (opts.outboxCap > 0) {
+        outbox.sample(); // at once: an API started behind a deep backlog refuses from its first request
+        timers.push(setInterval(outbox.sample, opts.outboxEveryMs).unref());
+      }
+    },
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      timers = [];
+      delay.disable();
+      await outbox.settled();
+    },
+  };
+}
+
+/** The event loop's delay, measured as @fastify/under-pressure measures it; `read` once a window. */
+function eventLoopDelay() {
   const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   let delayMs = 0;
-  let pending = 0;
-  let sampling: Promise<void> | undefined;
-  let timers: NodeJS.Timeout[] = [];
+  return {
+    ms: () => delayMs,
+    enable: () => histogram.enable(),
+    disable: () => histogram.disable(),
+    read: () => {
+      // A window in which the 10 ms timer never fired: the loop was held longer than the window, or
+      // this timer ran first in the same turn. The last value stands rather than a 0.
+      if (histogram.count === 0) return;
+      // The mean of a 10 ms timer's lateness: one long GC pause barely moves it; a loop where every
+      // turn runs long (a thousand sockets answering at once) moves it all the way.
+      delayMs = Math.max(0, histogram.mean / 1e6 - RESOLUTION_MS);
+      histogram.reset();
+    },
+  };
+}
+
+/** Requests in flight, and the rate they have lately been answered at; `nextWindow` once a window. */
+function requestFlow() {
   let inFlight = 0;
   const answered = new Array<number>(RATE_WINDOWS).fill(0);
   let current = 0;
   /** Requests answered per second, lately. */
   let rate = 0;
-
-  const readRate = () => {
-    rate = Math.max(
-      answered.reduce((a, b) => a + b, 0),
-      rate * RATE_DECAY,
-    );
-    current = (current + 1) % RATE_WINDOWS;
-    answered[current] = 0;
-  };
-
-  const readDelay = () => {
-    // A window in which the 10 ms timer never fired: the loop was held longer than the window, or
-    // this timer ran first in the same turn. The last value stands rather than a 0.
-    if (histogram.count === 0) return;
-    // The mean of a 10 ms timer's lateness: one long GC pause barely moves it; a loop where every
-    // turn runs long (a thousand sockets answering at once) moves it all the way.
-    delayMs = Math.max(0, histogram.mean / 1e6 - RESOLUTION_MS);
-    histogram.reset();
-  };
-
-  const sampleOutbox = () => {
-    if (sampling) return; // a slow sample is not stacked on: the next period takes over
-    sampling = pendingUpTo(opts.db, opts.outboxCap)
-      .then(
-        (n) => {
-          pending = n;
-        },
-        (err: unknown) => {
-          pending = 0;
-          opts.onOutboxError?.(err);
-        },
-      )
-      .finally(() => {
-        sampling = undefined;
-      });
-  };
-
   return {
-    eventLoopDelayMs: () => delayMs,
-    outboxPending: () => pending,
-    admitted() {
+    admitted: () => {
       inFlight++;
       let open = true;
       return () => {
@@ -115,8 +120,16 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
         answered[current]!++;
       };
     },
-    poolWaitMs() {
-      const load = poolLoad(opts.pool);
+    nextWindow: () => {
+      rate = Math.max(
+        answered.reduce((a, b) => a + b, 0),
+        rate * RATE_DECAY,
+      );
+      current = (current + 1) % RATE_WINDOWS;
+      answered[current] = 0;
+    },
+    poolWaitMs: (pool: pg.Pool) => {
+      const load = poolLoad(pool);
       if (!load) return 0;
       // Little's law on the pool: requests beyond its size queue for a connection, served at the
       // rate requests are being answered. Measured, not predicted from idle hold times: a burst
@@ -130,20 +143,32 @@ export function createLoadSignals(opts: LoadSignalOptions): LoadSignals {
       if (queue <= 0) return 0;
       return (1000 * queue) / Math.max(rate, (load.max * 1000) / ASSUMED_HOLD_MS);
     },
-    start() {
-      histogram.enable();
-      timers.push(setInterval(readDelay, WINDOW_MS).unref());
-      timers.push(setInterval(readRate, WINDOW_MS).unref());
-      if (opts.outboxCap > 0) {
-        sampleOutbox(); // at once: an API started behind a deep backlog refuses from its first request
-        timers.push(setInterval(sampleOutbox, opts.outboxEveryMs).unref());
-      }
-    },
-    async stop() {
-      for (const t of timers) clearInterval(t);
-      timers = [];
-      histogram.disable();
-      await sampling;
+  };
+}
+
+/** The outbox's PENDING count (up to the cap), sampled from the database. */
+function outboxSampler(opts: LoadSignalOptions) {
+  let pending = 0;
+  let sampling: Promise<void> | undefined;
+  return {
+    pending: () => pending,
+    /** Waits for a sample in flight (it holds a pool connection). */
+    settled: () => sampling,
+    sample: () => {
+      if (sampling) return; // a slow sample is not stacked on: the next period takes over
+      sampling = pendingUpTo(opts.db, opts.outboxCap)
+        .then(
+          (n) => {
+            pending = n;
+          },
+          (err: unknown) => {
+            pending = 0;
+            opts.onOutboxError?.(err);
+          },
+        )
+        .finally(() => {
+          sampling = undefined;
+        });
     },
   };
 }

@@ -7,7 +7,7 @@ import type { Pooler } from '../db/pooler.ts';
 import type { IndexHit, IndexQuery, SearchDocument, SearchIndex, SyncCounts, TruthReader, UpsertOutcome } from './search-index.ts';
 
 /**
- * The search index on PostgreSQL full-text search: table `search_documents` (see src/db/schema.ts:
+ * The search index on PostgreSQL full-text search: table `search_documents` (see src/db/schema/search.ts:
  * a generated, weighted tsvector — title A, city+country B, description C — under a GIN index).
  *
  * It has its OWN pool (SEARCH_DATABASE_URL, which defaults to DATABASE_URL, so by default the same

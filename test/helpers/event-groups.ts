@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import type { Config } from '../../src/config.ts';
-import { ensureGroup } from '../../src/events/consumer.ts';
+import { ensureGroup } from '../../src/events/group.ts';
 import { desiredStream, ensureStream } from '../../src/events/stream.ts';
 
 /**

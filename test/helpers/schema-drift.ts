@@ -9,7 +9,7 @@ import type pg from 'pg';
 import * as schema from '../../src/db/schema.ts';
 
 /*
- * Whether the migrations, their saved snapshots and src/db/schema.ts still agree, checked two ways
+ * Whether the migrations, their saved snapshots and the schema (src/db/schema/) still agree, checked two ways
  * (test/integration/schema-drift.test.ts): drizzle-kit, run on a copy of the tree, finds nothing to
  * generate (the snapshots match the schema); and a migrated database holds the tables, columns and
  * indexes the schema declares, no fewer and no more (the SQL matches the schema, which matters
@@ -25,22 +25,28 @@ export interface GenerateResult {
   output: string;
 }
 
+/** A change to one module of the copy's src/db/schema/ (e.g. 'outbox.ts'), made before generating. */
+export interface SchemaEdit {
+  file: string;
+  change: (source: string) => string;
+}
+
 /**
  * Runs `drizzle-kit generate` in a temporary copy of what it reads (its config, the schema, the
- * migrations and their snapshots), never in the repository. `editSchema` changes the copy's
- * schema first, to show that a drift is caught.
+ * migrations and their snapshots), never in the repository. `edit` changes the copy's schema
+ * first, to show that a drift is caught.
  */
-export async function generateInCopy(editSchema?: (source: string) => string): Promise<GenerateResult> {
+export async function generateInCopy(edit?: SchemaEdit): Promise<GenerateResult> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-drift-'));
   try {
-    for (const f of ['drizzle.config.ts', 'package.json', 'tsconfig.json', 'src/db/schema.ts', 'migrations']) {
+    for (const f of ['drizzle.config.ts', 'package.json', 'tsconfig.json', 'src/db/schema', 'migrations']) {
       cpSync(path.join(ROOT, f), path.join(dir, f), { recursive: true });
     }
     symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
-    if (editSchema) {
-      const file = path.join(dir, 'src/db/schema.ts');
+    if (edit) {
+      const file = path.join(dir, 'src/db/schema', edit.file);
       const before = readFileSync(file, 'utf8');
-      const after = editSchema(before);
+      const after = edit.change(before);
       if (after === before) throw new Error('generateInCopy: the edit changed nothing');
       writeFileSync(file, after);
     }

@@ -8,7 +8,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { nanos } from '@nats-io/transport-node';
 import { backfillMain } from '../../src/events/backfill.ts';
-import { applyOnce } from '../../src/events/consumer.ts';
+import { applyOnce } from '../../src/events/handle-event.ts';
 import { applyEarningsEvent, ledgerDifferences, rebuildLedger } from '../../src/events/earnings/ledger.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { createUser } from '../../src/users/auth.service.ts';

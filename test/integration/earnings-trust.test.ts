@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { jetstream } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
-import { applyOnce } from '../../src/events/consumer.ts';
+import { applyOnce } from '../../src/events/handle-event.ts';
 import { applyEarningsEvent } from '../../src/events/earnings/ledger.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { PermanentError } from '../../src/errors.ts';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyOnce, type GroupHandler } from '../../src/events/consumer.ts';
+import { applyOnce, type GroupHandler } from '../../src/events/handle-event.ts';
 import type { ConsumedEvent } from '../../src/events/event.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { waitFor } from '../helpers/worker.ts';

@@ -4,7 +4,8 @@ import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, ReplayPolicy, Reten
 import { headers, nanos } from '@nats-io/transport-node';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { ensureGroup, GroupConfigError, runGroup, type GroupOptions } from '../../src/events/consumer.ts';
+import { runGroup } from '../../src/events/consumer.ts';
+import { ensureGroup, GroupConfigError, type GroupOptions } from '../../src/events/group.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { desiredStream, duplicateWindowSeconds, ensureStream, outboxRetrySpanSeconds, StreamConfigError } from '../../src/events/stream.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { SpanKind, type HrTime } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { replayDeadLetters } from '../../src/events/consumer.ts';
+import { replayDeadLetters } from '../../src/events/handle-event.ts';
 import { openDeadLetters, recordDeadLetter } from '../../src/events/dead-letters.ts';
 import { earningsMain } from '../../src/events/earnings/main.ts';
 import { fromParts } from '../../src/events/event.ts';

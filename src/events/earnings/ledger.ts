@@ -3,13 +3,13 @@ import { z } from 'zod';
 import type { Db } from '../../db/client.ts';
 import { withTransaction, type Tx } from '../../db/transaction.ts';
 import { PermanentError } from '../../errors.ts';
-import type { GroupHandler } from '../consumer.ts';
+import type { GroupHandler } from '../handle-event.ts';
 
 /*
  * The hosts' earnings ledger: per consumer group, host and currency, the total of confirmed
  * bookings minus cancellations. Kept by increments, which are not idempotent on their own. Two
  * records make each booking count once:
- * - the inbox (consumer.ts: the same transaction records the event as seen) skips a message the
+ * - the inbox (handle-event.ts: the same transaction records the event as seen) skips a message the
  *   group already applied, by its message id;
  * - earnings_bookings lists the bookings whose creation (and cancellation) the ledger counts, so a
  *   booking counts once whichever message brings it: its event, a backfilled copy stored past the

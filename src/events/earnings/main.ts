@@ -1,6 +1,5 @@
 import { ConfigError } from '../../config.ts';
-import { createDatabase } from '../../db/client.ts';
-import { withTransaction } from '../../db/transaction.ts';
+import { createDatabase, type Db } from '../../db/client.ts';
 import {
   runCommand,
   runMain,
@@ -9,24 +8,19 @@ import {
   type CommandContext,
   type RunOptions as MainRunOptions,
 } from '../../process/run-main.ts';
+import type { Logger } from '../../logger.ts';
 import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
-import { JetStreamApiError, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
-import {
-  ensureGroup,
-  jetstreamManager,
-  replayDeadLetters,
-  resetGroup,
-  runGroup,
-  type GroupOptions,
-  type RunOptions,
-  type StartAt,
-} from '../consumer.ts';
+import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, runGroup, type RunOptions } from '../consumer.ts';
 import { openDeadLetters } from '../dead-letters.ts';
-import { clearInbox } from '../inbox.ts';
+import type { GroupOptions } from '../group.ts';
+import { replayDeadLetters, type GroupHandler } from '../handle-event.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
-import { describeHoldings, groupMissedEvents, streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
+import { streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
-import { applyEarningsEvent, clearLedger, earningsFilter, ledgerHasHistory, rebuildLedger } from './ledger.ts';
+import { applyEarningsEvent, earningsFilter, rebuildLedger } from './ledger.ts';
+import { positionGroup, type StartOutcome, type StartRequest } from './start.ts';
 import { traceIdOf } from '../../telemetry/tracing.ts';
 
 /*
@@ -112,9 +106,15 @@ export function earningsCommand(hooks: EarningsHooks = {}): Command {
   };
 }
 
-async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number> {
-  const { config, out, err: errOut, stopRequested } = ctx;
-  const values = ctx.flags as {
+interface EarningsFlags extends StartRequest {
+  untilEmpty: boolean;
+  dead: boolean;
+  replayDead: boolean;
+  group: string | undefined;
+}
+
+function readFlags(flags: CommandContext['flags']): EarningsFlags {
+  const values = flags as {
     'until-empty'?: boolean;
     replay?: boolean;
     'accept-gap'?: boolean;
@@ -131,10 +131,34 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   if (values.from !== undefined && Number.isNaN(Date.parse(values.from))) throw new UsageError(`--from is not a time: "${values.from}"`);
   if (values.group !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.group)) throw new UsageError('--group: letters, digits, - and _ only');
   if (values.dead && values['replay-dead']) throw new UsageError('--dead and --replay-dead cannot be combined');
-  if (!config.NATS_URL) throw new ConfigError(['NATS_URL: required by the events consumer']);
-  const natsUrl = config.NATS_URL;
+  return {
+    untilEmpty: values['until-empty'] === true,
+    replay: values.replay === true,
+    acceptGap: values['accept-gap'] === true,
+    from: values.from,
+    dead: values.dead === true,
+    replayDead: values['replay-dead'] === true,
+    group: values.group,
+  };
+}
 
-  const group = values.group ?? config.EVENTS_EARNINGS_GROUP;
+/** What every step of one run of the command shares. */
+interface Run {
+  ctx: CommandContext;
+  flags: EarningsFlags;
+  hooks: EarningsHooks;
+  natsUrl: string;
+  group: string;
+  logger: Logger;
+  db: Db;
+  handle: GroupHandler;
+}
+
+async function consume(ctx: CommandContext, hooks: EarningsHooks): Promise<number> {
+  const { config } = ctx;
+  const flags = readFlags(ctx.flags);
+  if (!config.NATS_URL) throw new ConfigError(['NATS_URL: required by the events consumer']);
+  const group = flags.group ?? config.EVENTS_EARNINGS_GROUP;
   const logger = ctx.logger.child({ group });
   const database = createDatabase(config.DATABASE_URL, {
     max: 4,
@@ -143,225 +167,162 @@ async function consume(ctx: CommandContext, opts: EarningsHooks): Promise<number
   });
   const handle = applyEarningsEvent(group);
   try {
-    if (values.dead) {
-      const dead = await openDeadLetters(database.db, group);
-      // An empty list must not look like a command that printed nothing because it failed.
-      if (dead.length === 0) out(`none: group ${group} has no open dead letter`);
-      for (const d of dead) {
-        out(
-          `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}` +
-            // The trace the event was published in, kept in its headers (tracing on when it was).
-            (traceIdOf(d.headers.traceparent) ? `\ttrace ${traceIdOf(d.headers.traceparent)}` : ''),
-        );
-      }
-      return 0;
-    }
-    if (values['replay-dead']) {
+    if (flags.dead) return await listDeadLetters(database.db, group, ctx.out);
+    if (flags.replayDead) {
       const r = await replayDeadLetters(database.db, group, handle, logger);
-      out(`replayed dead letters of ${group}: ${r.applied} applied, ${r.duplicate} already applied, ${r.failed} still failing`);
+      ctx.out(`replayed dead letters of ${group}: ${r.applied} applied, ${r.duplicate} already applied, ${r.failed} still failing`);
       return r.failed ? 1 : 0;
     }
-
-    let nc;
-    try {
-      nc = await connectNats(natsUrl, `stayhub-consumer-${group}`);
-    } catch (e) {
-      errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
-      return 1;
-    }
-    try {
-      let jsm;
-      try {
-        // A cluster electing its leaders (a node lost, or all restarted) leaves requests unanswered
-        // for seconds: each start-up step waits that out (onceJetStreamAnswers), then fails as before.
-        jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(nc), { log: logger });
-      } catch (e) {
-        errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
-        return 1;
-      }
-      const groupOptions: GroupOptions = {
-        stream: config.EVENTS_STREAM,
-        group,
-        filterSubject: earningsFilter(config.EVENTS_SUBJECT_PREFIX),
-        ackWaitSeconds: config.EVENTS_ACK_WAIT_SECONDS,
-        maxDeliver: config.EVENTS_MAX_DELIVER,
-        batchSize: config.EVENTS_BATCH_SIZE,
-      };
-      let holdings: StreamHoldings;
-      let streamAtStart: StreamConfig;
-      try {
-        // The same stream the relay declares: whichever starts first creates it.
-        const info = await onceJetStreamAnswers('events stream', () => ensureStream(jsm, desiredStream(config), { log: logger }), {
-          log: logger,
-        });
-        // A stream deleted and created again starts at sequence 1 with nothing deleted: only the
-        // outbox knows it once held more.
-        holdings = await withRelayHistory(database.db, info, streamHoldings(info));
-        streamAtStart = info.config;
-      } catch (e) {
-        if (e instanceof StreamConfigError) {
-          errOut(`consume:earnings: ${e.message}`);
-          return 2;
-        }
-        throw e;
-      }
-      const where = `stream ${config.EVENTS_STREAM} no longer holds every event: ${describeHoldings(holdings)}`;
-      let agedOut = false;
-      const metricsOnStart: ((m: ReturnType<typeof createConsumerMetrics>) => void)[] = [];
-      if (values.replay && values['accept-gap']) {
-        const rebuilt = await rebuildLedger(database.db, group);
-        await resetGroup(jsm, groupOptions, { from: 'start' });
-        logger.info(
-          { ...rebuilt, firstSeq: holdings.firstSeq },
-          'ledger rebuilt from the bookings table; reading the stream from its first event (what the ledger counts is skipped)',
-        );
-      } else if (values.replay) {
-        const from = values.from === undefined ? undefined : new Date(values.from);
-        const refusal = replayRefusal(holdings, from);
-        if (refusal) {
-          errOut(
-            `consume:earnings: refusing --replay${values.from ? ` --from ${values.from}` : ''} of group ${group}: ${where}. ` +
-              `A ledger replayed from it would leave out what those events brought. ${refusal}`,
-          );
-          return EXIT_REFUSED;
-        }
-        const start: StartAt = from ? { from: 'time', time: from } : { from: 'start' };
-        if (start.from === 'start') {
-          await withTransaction(database.db, async (tx) => {
-            await clearLedger(tx, group);
-            await clearInbox(tx, group);
-          });
-        }
-        await resetGroup(jsm, groupOptions, start);
-        logger.info({ from: values.from ?? 'stream start' }, 'group reset for replay');
-      } else {
-        const exists = await onceJetStreamAnswers('consumer group', () => groupExists(jsm, config.EVENTS_STREAM, group), { log: logger });
-        if (!exists && (await ledgerHasHistory(database.db, group))) {
-          // The group counted events before, and its durable consumer is gone: its stream or the
-          // durable was deleted while no process of it ran. Events it had not read may have gone
-          // with them, and a new stream starts at 1, so nothing else would tell. The ledger is
-          // derived data: rebuilt from the bookings table, then the stream is read from its start.
-          const rebuilt = await rebuildLedger(database.db, group);
-          metricsOnStart.push((m) => m.ledgerRebuilt());
-          logger.warn(
-            { ...rebuilt, firstSeq: holdings.firstSeq },
-            `group ${group} has a ledger but no durable consumer on stream ${config.EVENTS_STREAM} (the stream or the group ` +
-              'was deleted): events it had not read may be gone. Ledger rebuilt from the bookings table; reading the stream from its first event',
-          );
-        } else if (!holdings.complete && !exists) {
-          errOut(
-            `consume:earnings: refusing to start group ${group}: it has no durable consumer on the stream, and a new one ` +
-              `starts at the stream's first event, but ${where}. Build its ledger from the bookings table, then read the ` +
-              `stream from there: --replay --accept-gap.`,
-          );
-          return EXIT_REFUSED;
-        }
-        const info = await onceJetStreamAnswers('consumer group', () => ensureGroup(jsm, groupOptions, { from: 'start' }, logger), {
-          log: logger,
-        });
-        agedOut = groupMissedEvents(info, holdings);
-        if (agedOut) {
-          logger.error(
-            {
-              firstSeq: holdings.firstSeq,
-              firstAt: holdings.firstAt,
-              delivered: info.delivered.stream_seq,
-              ackFloor: info.ack_floor.stream_seq,
-            },
-            `group ${group} lost events: some it had not read are gone from the stream (${describeHoldings(holdings)}), and ` +
-              'its ledger misses what they brought. Rebuild it from the bookings table: stop its processes, then ' +
-              'consume:earnings --replay --accept-gap',
-          );
-        }
-      }
-
-      const metrics = createConsumerMetrics({ jsm, stream: config.EVENTS_STREAM, db: database.db, group });
-      if (agedOut) metrics.eventsAgedOut();
-      for (const f of metricsOnStart) f(metrics);
-      const metricsServer =
-        config.EVENTS_METRICS_PORT !== undefined
-          ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST)
-          : undefined;
-      if (metricsServer) logger.info({ port: metricsServer.port }, 'consumer metrics on /metrics');
-
-      const runner = await runGroup({
-        ...groupOptions,
-        nc,
-        db: database.db,
-        log: logger,
-        handle,
-        streamAtStart,
-        onOutcome: metrics.outcome,
-        // Deleted while running: what the lost events brought is rebuilt before the group reads again.
-        onGroupLost: async (why) => {
-          const rebuilt = await rebuildLedger(database.db, group);
-          metrics.ledgerRebuilt();
-          logger.warn({ ...rebuilt, why }, 'ledger rebuilt from the bookings table; reading the recreated group from its first event');
-        },
-        afterEffect: opts.afterEffect,
-        beforeAck: opts.beforeAck,
-      });
-      logger.info({ stream: config.EVENTS_STREAM, filter: groupOptions.filterSubject }, 'earnings consumer running');
-
-      let stop!: () => void;
-      const stopped = new Promise<void>((r) => (stop = r));
-      void stopRequested.then(stop);
-      let poll: NodeJS.Timeout | undefined;
-      let finished = false;
-      if (values['until-empty']) {
-        const check = async () => {
-          const c = await jsm.consumers.info(config.EVENTS_STREAM, group).catch(() => undefined);
-          if (c && c.num_pending === 0 && c.num_ack_pending === 0) stop();
-          else if (!finished) poll = setTimeout(() => void check(), 200);
-        };
-        poll = setTimeout(() => void check(), 200);
-      }
-      try {
-        // runner.done rejects when the group or its stream is gone for good (GroupGoneError): exit 1.
-        await Promise.race([stopped, runner.done]);
-      } finally {
-        finished = true;
-        clearTimeout(poll);
-        await runner.stop();
-        await metricsServer?.close();
-      }
-      logger.info('earnings consumer stopped');
-      return 0;
-    } finally {
-      await closeNats(nc);
-    }
+    return await consumeStream({ ctx, flags, hooks, natsUrl: config.NATS_URL, group, logger, db: database.db, handle });
   } finally {
     await database.close();
   }
 }
 
-/**
- * Why a replay from the stream cannot be trusted (and what to run instead), or undefined when the
- * stream holds every event it needs: all of them for a full replay, all since `from` otherwise.
- * Deleted events could be anywhere: any of them refuses a replay from a time as well.
- */
-function replayRefusal(h: StreamHoldings, from: Date | undefined): string | undefined {
-  const sinceFrom =
-    from !== undefined &&
-    h.deleted === 0 &&
-    (h.recreated === undefined || h.recreated.at <= from) &&
-    (h.firstSeq <= 1 || (h.firstAt !== null && h.firstAt <= from));
-  if (h.complete || sinceFrom) return undefined;
-  const keep =
-    h.deleted === 0 && h.firstAt !== null
-      ? `or keep the ledger and read again only what the stream holds (--replay --from ${h.firstAt.toISOString()})`
-      : 'or keep the ledger as it is (start without --replay)';
-  return `Either rebuild it from the bookings table instead (--replay --accept-gap), ${keep}.`;
+/** --dead: the group's open dead letters, one a line. */
+async function listDeadLetters(db: Db, group: string, out: (line: string) => void): Promise<number> {
+  const dead = await openDeadLetters(db, group);
+  // An empty list must not look like a command that printed nothing because it failed.
+  if (dead.length === 0) out(`none: group ${group} has no open dead letter`);
+  for (const d of dead) {
+    out(
+      `${d.message_id}\tseq ${d.stream_seq}\t${d.headers['StayHub-Topic'] ?? d.subject}\t${d.deliveries} deliveries\t${d.last_error}` +
+        // The trace the event was published in, kept in its headers (tracing on when it was).
+        (traceIdOf(d.headers.traceparent) ? `\ttrace ${traceIdOf(d.headers.traceparent)}` : ''),
+    );
+  }
+  return 0;
 }
 
-async function groupExists(jsm: JetStreamManager, stream: string, group: string): Promise<boolean> {
-  return jsm.consumers.info(stream, group).then(
-    () => true,
-    (err: unknown) => {
-      if (err instanceof JetStreamApiError && err.code === 10014) return false; // consumer not found
-      throw err;
+/** Connects, opens the stream, positions the group, then consumes until asked to stop. */
+async function consumeStream(run: Run): Promise<number> {
+  const { ctx, natsUrl, logger } = run;
+  const { config, err: errOut } = ctx;
+  let nc;
+  try {
+    nc = await connectNats(natsUrl, `stayhub-consumer-${run.group}`);
+  } catch (e) {
+    errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
+    return 1;
+  }
+  try {
+    let jsm;
+    try {
+      // A cluster electing its leaders (a node lost, or all restarted) leaves requests unanswered
+      // for seconds: each start-up step waits that out (onceJetStreamAnswers), then fails as before.
+      jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(nc), { log: logger });
+    } catch (e) {
+      errOut(`consume:earnings: ${describeNatsFailure(natsUrl, e)}`);
+      return 1;
+    }
+    const groupOptions: GroupOptions = {
+      stream: config.EVENTS_STREAM,
+      group: run.group,
+      filterSubject: earningsFilter(config.EVENTS_SUBJECT_PREFIX),
+      ackWaitSeconds: config.EVENTS_ACK_WAIT_SECONDS,
+      maxDeliver: config.EVENTS_MAX_DELIVER,
+      batchSize: config.EVENTS_BATCH_SIZE,
+    };
+    let stream;
+    try {
+      stream = await openStream(jsm, run);
+    } catch (e) {
+      if (e instanceof StreamConfigError) {
+        errOut(`consume:earnings: ${e.message}`);
+        return 2;
+      }
+      throw e;
+    }
+    const start = await positionGroup({ jsm, db: run.db, groupOptions, holdings: stream.holdings, logger, errOut }, run.flags);
+    if (start.refused) return EXIT_REFUSED;
+    return await consumeUntilStopped(run, { nc, jsm, groupOptions, streamAtStart: stream.config, start });
+  } finally {
+    await closeNats(nc);
+  }
+}
+
+/** The events stream (created if missing) and what it still holds. */
+async function openStream(jsm: JetStreamManager, run: Run): Promise<{ holdings: StreamHoldings; config: StreamConfig }> {
+  const { config } = run.ctx;
+  // The same stream the relay declares: whichever starts first creates it.
+  const info = await onceJetStreamAnswers('events stream', () => ensureStream(jsm, desiredStream(config), { log: run.logger }), {
+    log: run.logger,
+  });
+  // A stream deleted and created again starts at sequence 1 with nothing deleted: only the
+  // outbox knows it once held more.
+  return { holdings: await withRelayHistory(run.db, info, streamHoldings(info)), config: info.config };
+}
+
+interface Positioned {
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  groupOptions: GroupOptions;
+  streamAtStart: StreamConfig;
+  start: Extract<StartOutcome, { refused: false }>;
+}
+
+/** Metrics, then the group, until a stop is asked for (or, with --until-empty, nothing is left). */
+async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
+  const { config } = run.ctx;
+  const { group, logger } = run;
+  const metrics = createConsumerMetrics({ jsm: p.jsm, stream: config.EVENTS_STREAM, db: run.db, group });
+  if (p.start.agedOut) metrics.eventsAgedOut();
+  if (p.start.ledgerRebuilt) metrics.ledgerRebuilt();
+  const metricsServer =
+    config.EVENTS_METRICS_PORT !== undefined ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST) : undefined;
+  if (metricsServer) logger.info({ port: metricsServer.port }, 'consumer metrics on /metrics');
+
+  const runner = await runGroup({
+    ...p.groupOptions,
+    nc: p.nc,
+    db: run.db,
+    log: logger,
+    handle: run.handle,
+    streamAtStart: p.streamAtStart,
+    onOutcome: metrics.outcome,
+    // Deleted while running: what the lost events brought is rebuilt before the group reads again.
+    onGroupLost: async (why) => {
+      const rebuilt = await rebuildLedger(run.db, group);
+      metrics.ledgerRebuilt();
+      logger.warn({ ...rebuilt, why }, 'ledger rebuilt from the bookings table; reading the recreated group from its first event');
     },
-  );
+    afterEffect: run.hooks.afterEffect,
+    beforeAck: run.hooks.beforeAck,
+  });
+  logger.info({ stream: config.EVENTS_STREAM, filter: p.groupOptions.filterSubject }, 'earnings consumer running');
+
+  let stop!: () => void;
+  const stopped = new Promise<void>((r) => (stop = r));
+  void run.ctx.stopRequested.then(stop);
+  const emptyWatch = run.flags.untilEmpty ? watchUntilEmpty(p.jsm, config.EVENTS_STREAM, group, stop) : undefined;
+  try {
+    // runner.done rejects when the group or its stream is gone for good (GroupGoneError): exit 1.
+    await Promise.race([stopped, runner.done]);
+  } finally {
+    emptyWatch?.cancel();
+    await runner.stop();
+    await metricsServer?.close();
+  }
+  logger.info('earnings consumer stopped');
+  return 0;
+}
+
+/** --until-empty: calls `stop` once the group has nothing pending or unacked. */
+function watchUntilEmpty(jsm: JetStreamManager, stream: string, group: string, stop: () => void): { cancel(): void } {
+  let poll: NodeJS.Timeout | undefined;
+  let finished = false;
+  const check = async () => {
+    const c = await jsm.consumers.info(stream, group).catch(() => undefined);
+    if (c && c.num_pending === 0 && c.num_ack_pending === 0) stop();
+    else if (!finished) poll = setTimeout(() => void check(), 200);
+  };
+  poll = setTimeout(() => void check(), 200);
+  return {
+    cancel() {
+      finished = true;
+      clearTimeout(poll);
+    },
+  };
 }
 
 runMain(earningsCommand(), import.meta.url);

@@ -11,16 +11,21 @@ import { idParams } from '../../properties/properties.schemas.ts';
 import { AppError } from '../../errors.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
-import type { AppContext } from '../context.ts';
+import type { AppContext, ZodApp } from '../context.ts';
 
 export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
-  const deps = {
+  const deps: service.BookingDeps = {
     db: ctx.db.db,
     serviceFeePercent: ctx.config.SERVICE_FEE_PERCENT,
     idempotencyTtlHours: ctx.config.IDEMPOTENCY_TTL_HOURS,
     today: ctx.today,
   };
+  registerBookingChanges(app, deps);
+  registerBookingReads(app, deps);
+};
 
+/** Booking (with its Idempotency-Key) and cancelling. */
+function registerBookingChanges(app: ZodApp, deps: service.BookingDeps) {
   app.post(
     '/bookings',
     {
@@ -62,6 +67,27 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
   );
 
+  app.post(
+    '/bookings/:id/cancel',
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'Cancel a booking (its guest or its host); cancelling again changes nothing',
+        tags: ['bookings'],
+        security: bearerAuth,
+        params: idParams,
+        response: {
+          200: bookingResponse.describe('The booking, cancelled (also when it already was)'),
+          ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found'),
+        },
+      },
+    },
+    async (request) => service.cancelBooking(deps, currentUser(request), request.params.id),
+  );
+}
+
+/** What a user may see of bookings: a page of them, or one. */
+function registerBookingReads(app: ZodApp, deps: service.BookingDeps) {
   app.get(
     '/bookings',
     {
@@ -94,22 +120,4 @@ export const bookingRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
     async (request) => service.getBooking(deps, currentUser(request), request.params.id),
   );
-
-  app.post(
-    '/bookings/:id/cancel',
-    {
-      onRequest: app.authenticate,
-      schema: {
-        summary: 'Cancel a booking (its guest or its host); cancelling again changes nothing',
-        tags: ['bookings'],
-        security: bearerAuth,
-        params: idParams,
-        response: {
-          200: bookingResponse.describe('The booking, cancelled (also when it already was)'),
-          ...problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'not_found'),
-        },
-      },
-    },
-    async (request) => service.cancelBooking(deps, currentUser(request), request.params.id),
-  );
-};
+}

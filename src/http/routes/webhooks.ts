@@ -19,11 +19,11 @@ import {
 import * as service from '../../webhooks/webhooks.service.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
-import type { AppContext } from '../context.ts';
+import type { AppContext, ZodApp } from '../context.ts';
 
 /** Webhooks to hosts' systems: a host manages their own endpoints, an admin everyone's (docs/webhooks.md). */
 export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
-  const deps = {
+  const deps: service.WebhooksDeps = {
     db: ctx.db.db,
     allowPrivateNetworks: ctx.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
     secretOverlapHours: ctx.config.WEBHOOK_SECRET_OVERLAP_HOURS,
@@ -31,20 +31,29 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     maxEndpointsPerHost: ctx.config.WEBHOOK_MAX_ENDPOINTS_PER_HOST,
     manualSendsPerMinute: ctx.config.WEBHOOK_MANUAL_SENDS_PER_MINUTE,
   };
-  /** A manual send over the host's budget: the 429 says when to come back. */
-  async function withinBudget<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      if (err instanceof service.ManualRateLimitedError) void reply.header('retry-after', String(err.retryAfterSeconds));
-      throw err;
-    }
-  }
-  const hostOrAdmin = app.requireRole('host', 'admin');
-  const common = { tags: ['webhooks'], security: bearerAuth };
-  const read = problems('validation_failed', 'unauthorized', 'forbidden', 'not_found');
-  const write = problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found');
+  registerEndpointRoutes(app, deps);
+  registerEndpointChanges(app, deps);
+  registerDeliveryRoutes(app, deps);
+  registerManualSends(app, deps);
+  registerAdminOverview(app, deps);
+};
 
+const common = { tags: ['webhooks'], security: bearerAuth };
+const read = problems('validation_failed', 'unauthorized', 'forbidden', 'not_found');
+const write = problems('validation_failed', ...BODY_PROBLEMS, 'unauthorized', 'forbidden', 'not_found');
+
+/** A manual send over the host's budget: the 429 says when to come back. */
+async function withinBudget<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof service.ManualRateLimitedError) void reply.header('retry-after', String(err.retryAfterSeconds));
+    throw err;
+  }
+}
+
+/** Registering an endpoint, and reading them back. */
+function registerEndpointRoutes(app: ZodApp, deps: service.WebhooksDeps) {
   app.post(
     '/webhooks/endpoints',
     {
@@ -66,7 +75,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
   app.get(
     '/webhooks/endpoints',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: "The host's endpoints (all of them for an admin), newest first, each with its health",
@@ -83,7 +92,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
   app.get(
     '/webhooks/endpoints/:id',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'One endpoint and its health',
@@ -93,11 +102,14 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
     async (request) => service.getEndpoint(deps, currentUser(request), request.params.id),
   );
+}
 
+/** Changing an endpoint, deleting it, rotating its secret. */
+function registerEndpointChanges(app: ZodApp, deps: service.WebhooksDeps) {
   app.patch(
     '/webhooks/endpoints/:id',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'Change the URL, event types, description, or enable/disable the endpoint',
@@ -112,7 +124,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
   app.delete(
     '/webhooks/endpoints/:id',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'Delete the endpoint and its deliveries',
@@ -129,7 +141,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
   app.post(
     '/webhooks/endpoints/:id/rotate-secret',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'A new signing secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS',
@@ -143,11 +155,35 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
     async (request) => service.rotateSecret(deps, currentUser(request), request.params.id),
   );
+}
 
+/** An endpoint's delivery history. */
+function registerDeliveryRoutes(app: ZodApp, deps: service.WebhooksDeps) {
+  app.get(
+    '/webhooks/endpoints/:id/deliveries',
+    {
+      onRequest: app.requireRole('host', 'admin'),
+      schema: {
+        ...common,
+        summary: "The endpoint's deliveries, newest first, each with every attempt",
+        params: idParams,
+        querystring: listDeliveriesQuery,
+        response: {
+          200: deliveryListResponse.describe('A page of deliveries, newest first, each with its attempts, and the cursor of the next page'),
+          ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden', 'not_found'),
+        },
+      },
+    },
+    async (request) => service.listDeliveries(deps, currentUser(request), request.params.id, request.query),
+  );
+}
+
+/** What a host sends by hand (a test event, a recover, one delivery again), within WEBHOOK_MANUAL_SENDS_PER_MINUTE. */
+function registerManualSends(app: ZodApp, deps: service.WebhooksDeps) {
   app.post(
     '/webhooks/endpoints/:id/test',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'Send a webhook.test event to this endpoint now (WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
@@ -162,28 +198,10 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
       reply.status(202).send(await withinBudget(reply, () => service.sendTest(deps, currentUser(request), request.params.id))),
   );
 
-  app.get(
-    '/webhooks/endpoints/:id/deliveries',
-    {
-      onRequest: hostOrAdmin,
-      schema: {
-        ...common,
-        summary: "The endpoint's deliveries, newest first, each with every attempt",
-        params: idParams,
-        querystring: listDeliveriesQuery,
-        response: {
-          200: deliveryListResponse.describe('A page of deliveries, newest first, each with its attempts, and the cursor of the next page'),
-          ...problems('validation_failed', 'invalid_cursor', 'unauthorized', 'forbidden', 'not_found'),
-        },
-      },
-    },
-    async (request) => service.listDeliveries(deps, currentUser(request), request.params.id, request.query),
-  );
-
   app.post(
     '/webhooks/endpoints/:id/recover',
     {
-      onRequest: hostOrAdmin,
+      onRequest: app.requireRole('host', 'admin'),
       schema: {
         ...common,
         summary: 'Send again every failed delivery since a time, and every event since then the endpoint never had',
@@ -204,6 +222,27 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
         .send(await withinBudget(reply, () => service.recover(deps, currentUser(request), request.params.id, request.body.since))),
   );
 
+  app.post(
+    '/webhooks/deliveries/:id/retry',
+    {
+      onRequest: app.requireRole('host', 'admin'),
+      schema: {
+        ...common,
+        summary: 'Send one delivery again now (a new round of attempts; the history stays; WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
+        params: idParams,
+        response: {
+          202: deliveryResponse.describe('The delivery, queued for a new round of attempts now'),
+          ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.status(202).send(await withinBudget(reply, () => service.retryDelivery(deps, currentUser(request), request.params.id))),
+  );
+}
+
+/** The dashboard's view of every host's endpoints (admins). */
+function registerAdminOverview(app: ZodApp, deps: service.WebhooksDeps) {
   app.get(
     '/admin/webhooks',
     {
@@ -221,22 +260,4 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
     },
     async () => service.endpointsForAdmin(deps),
   );
-
-  app.post(
-    '/webhooks/deliveries/:id/retry',
-    {
-      onRequest: hostOrAdmin,
-      schema: {
-        ...common,
-        summary: 'Send one delivery again now (a new round of attempts; the history stays; WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
-        params: idParams,
-        response: {
-          202: deliveryResponse.describe('The delivery, queued for a new round of attempts now'),
-          ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
-        },
-      },
-    },
-    async (request, reply) =>
-      reply.status(202).send(await withinBudget(reply, () => service.retryDelivery(deps, currentUser(request), request.params.id))),
-  );
-};
+}
