@@ -86,7 +86,7 @@ export const outbox = pgTable(
     tracestate: text('tracestate'),
     /**
      * Claimed before every lower one: its topic's priority, which the application registers
-     * (TOPIC_PRIORITY in src/outbox/topics.ts) and enqueue writes. Higher first (ADR 0033).
+     * (TOPIC_PRIORITY in src/messages/topics.ts) and enqueue writes. Higher first (ADR 0033).
      */
     priority: integer('priority').notNull().default(0),
     /**
