@@ -17,7 +17,7 @@ import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { Supervised, type ExitObserved } from './processes.ts';
-import { EVENT_CHECKS, type CheckResult } from './verdict.ts';
+import { EVENT_CHECKS, type CheckResult } from './checks.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /*

@@ -8,7 +8,7 @@ import type {
 } from './events.ts';
 import type { ExitObserved } from './processes.ts';
 import type { Rng } from './rng.ts';
-import type { FaultKind, FaultOutcome } from './verdict.ts';
+import type { FaultKind, FaultOutcome } from './fault-kinds.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /*

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { ApiClient } from './client.ts';
 import type { ClientBooking, User } from './load.ts';
-import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './verdict.ts';
+import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './evidence.ts';
 
 /*
  * The chaos run's evidence, gathered after the workers have drained: what the database holds and

@@ -20,7 +20,10 @@ import { renderMarkdown } from './report.ts';
 import { Rng } from './rng.ts';
 import type { SinkOptions, SinkRecord } from './smtp-sink.ts';
 import { ChaosWebhooks, WEBHOOK_ENV, type WebhookFigures } from './webhooks.ts';
-import { checkResult, EVENT_CHECKS, FAULT_KINDS, judge, type FaultKind, type JudgeInput, type Verdict } from './verdict.ts';
+import { checkResult, EVENT_CHECKS } from './checks.ts';
+import type { JudgeInput } from './evidence.ts';
+import { FAULT_KINDS, type FaultKind } from './fault-kinds.ts';
+import { judge, type Verdict } from './verdict.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelaySeconds } from '../../src/outbox/index.ts';
 

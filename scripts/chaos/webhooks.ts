@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiClient } from './client.ts';
 import type { User } from './load.ts';
 import type { Rng } from './rng.ts';
-import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './verdict.ts';
+import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './checks.ts';
 
 /*
  * The webhooks part of the chaos run: three receivers of hosts' endpoints, each misbehaving its own

@@ -1,20 +1,9 @@
 import { Rng } from '../../scripts/chaos/rng.ts';
 import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
-import {
-  EVENT_CHECKS,
-  expectedMessageId,
-  FAULT_KINDS,
-  WEBHOOK_CHECKS,
-  type BookingRow,
-  type CheckResult,
-  type ClientRecord,
-  type FaultKind,
-  type FaultOutcome,
-  type JudgeInput,
-  type Lookup,
-  type OutboxRow,
-  type UnplannedExit,
-} from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS, WEBHOOK_CHECKS, type CheckResult } from '../../scripts/chaos/checks.ts';
+import type { BookingRow, ClientRecord, JudgeInput, Lookup, OutboxRow, UnplannedExit } from '../../scripts/chaos/evidence.ts';
+import { FAULT_KINDS, type FaultKind, type FaultOutcome } from '../../scripts/chaos/fault-kinds.ts';
+import { expectedMessageId } from '../../scripts/chaos/mail.ts';
 
 /*
  * Untidy evidence for the chaos judge, drawn from a seed: a run in which anything the judge looks

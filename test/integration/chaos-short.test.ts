@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChaosResults } from '../../scripts/chaos/run.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
-import { EVENT_CHECKS, EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
+import { EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';
 import { hasTool, inCI } from '../helpers/tools.ts';
 
 /*

@@ -8,7 +8,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startEventsChaos } from '../../scripts/chaos/events.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
-import { EVENT_CHECKS } from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithoutNats } from '../helpers/nats.ts';
 

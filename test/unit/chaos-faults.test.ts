@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ForgedEventObserved, NatsNodeObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
 import { FaultInjector, planFaults, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
-import { EVENT_FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
+import { EVENT_FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
 import { Rng } from '../../scripts/chaos/rng.ts';
 
