@@ -433,7 +433,7 @@ export async function checkEvents(o: {
   }
 }
 
-/** What a consumer kill did (faults.ts). */
+/** What a consumer kill did (faults/). */
 export interface ConsumerKillObserved {
   /** The exit seen; null: no consumer was running. */
   seen: ExitObserved | null;
@@ -441,7 +441,7 @@ export interface ConsumerKillObserved {
   consuming: boolean;
 }
 
-/** What a NATS outage (every node down) did, for the fault's evidence (faults.ts). */
+/** What a NATS outage (every node down) did, for the fault's evidence (faults/). */
 export interface NatsOutageObserved {
   /** The first node's exit after SIGTERM, every node's exit seen; null: a node was not running. */
   stopped: ExitObserved | null;
@@ -451,7 +451,7 @@ export interface NatsOutageObserved {
   restartedPid: number | null;
 }
 
-/** What a node kill or wipe did, for the fault's evidence (faults.ts). */
+/** What a node kill or wipe did, for the fault's evidence (faults/). */
 export interface NatsNodeObserved {
   /** The node's server name. */
   node: string;
@@ -465,7 +465,7 @@ export interface NatsNodeObserved {
   caughtUpAfterMs: number | null;
 }
 
-/** What a stream deletion did, for the fault's evidence (faults.ts). */
+/** What a stream deletion did, for the fault's evidence (faults/). */
 export interface StreamDeleteObserved {
   /** The stream's creation time before; null: there was no stream to delete. */
   createdBefore: string | null;
@@ -479,7 +479,7 @@ export interface StreamDeleteObserved {
   groupBack: boolean;
 }
 
-/** What a forged event did (faults.ts): the stream's PubAck, and whether the consumer refused it yet. */
+/** What a forged event did (faults/): the stream's PubAck, and whether the consumer refused it yet. */
 export interface ForgedEventObserved {
   forged: ForgedEvent | null;
   /** Why nothing was published (no booking yet, NATS or the database not answering). */
