@@ -1,6 +1,6 @@
 /*
  * A verdict row: one invariant of the chaos run, whether it held, and what broke it. The judge's
- * rules (rules/) make most of them; the events path (events-check.ts) and the webhooks
+ * rules (rules/) make most of them; the events path (events/check.ts) and the webhooks
  * (webhooks.ts) make theirs after the drain, under the names listed here, and the judge requires
  * every one of those names in the final list (a check that was not made is broken, not skipped).
  */
@@ -19,7 +19,7 @@ export function checkResult(name: string, violations: string[]): CheckResult {
 }
 
 /**
- * The events path's checks (events-check.ts makes them after the drain; the email pace is judged
+ * The events path's checks (events/check.ts makes them after the drain; the email pace is judged
  * by rules/email-pace.ts). When the events part ran, every one of them must be in the final list:
  * one that is missing is a broken check.
  */

@@ -15,7 +15,7 @@ import type { SinkRecord } from './smtp-sink.ts';
  * - the SMTP server says what it accepted, with the Message-ID it parsed and the envelope
  *   recipients (RCPT TO) it accepted it for.
  * When the events path runs, a fourth: the JetStream stream and the earnings ledger, read after
- * the drain by events-check.ts, whose checks join the list (EVENT_CHECKS).
+ * the drain by events/check.ts, whose checks join the list (EVENT_CHECKS).
  */
 
 export interface BookingRow {
@@ -92,7 +92,7 @@ export interface JudgeInput {
   unplannedExits: UnplannedExit[];
   drained: boolean;
   /**
-   * The events path (events-check.ts): its checks, made after the drain. Null: that part did not
+   * The events path (events/check.ts): its checks, made after the drain. Null: that part did not
    * run (nats-server missing outside CI), so neither its checks nor its faults are required.
    */
   events: { checks: CheckResult[] } | null;

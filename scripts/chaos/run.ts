@@ -11,7 +11,9 @@ import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { parseFlags, wholeNumber } from '../bench/lib/cli.ts';
 import { ApiClient } from './client.ts';
-import { NATS_INSTALL_HINT, natsServerAvailable, startEventsChaos, type EventsChaos, type EventsFigures } from './events.ts';
+import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
+import { NATS_INSTALL_HINT, natsServerAvailable } from './events/nats-cluster.ts';
+import type { EventsFigures } from './events/observed.ts';
 import { FaultInjector } from './faults/injector.ts';
 import { planFaults } from './faults/plan.ts';
 import type { InjectedFault } from './faults/types.ts';
@@ -26,6 +28,7 @@ import { checkResult, EVENT_CHECKS } from './checks.ts';
 import type { JudgeInput } from './evidence.ts';
 import { FAULT_KINDS, type FaultKind } from './fault-kinds.ts';
 import { judge, type Verdict } from './verdict.ts';
+import { pendingCount, pendingOf } from './outbox-queries.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelaySeconds } from '../../src/outbox/index.ts';
 
@@ -35,7 +38,7 @@ import { backoffDelaySeconds } from '../../src/outbox/index.ts';
  * Runs the real system on this machine — embedded Postgres, the API process, two outbox worker
  * processes, a real SMTP server in a process of its own and, when nats-server is installed, the
  * events path (the workers relay into a NATS JetStream of the run's own, the earnings consumer
- * reads it: scripts/chaos/events.ts) — puts load on it while injecting the
+ * reads it: scripts/chaos/events/) — puts load on it while injecting the
  * faults drawn from --seed, lets the workers drain, then judges the run (gather.ts collects the
  * evidence, verdict.ts judges it) and writes chaos-results.json and chaos-results.md to --out
  * (default var/chaos/SEED/, git-ignored). Exit code 0 only if every invariant held; 1 if one
@@ -394,13 +397,8 @@ async function main(): Promise<number> {
     // --- the outbox, sampled every second (oldest PENDING age of topics the worker handles)
     const samples: { at: number; pending: number; oldestAge: number }[] = [];
     sampler = setInterval(() => {
-      admin!
-        .query<{ pending: number; age: number | null }>(
-          `select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as age
-             from outbox where status = 'PENDING' and topic = any($1)`,
-          [handledTopics],
-        )
-        .then(({ rows }) => samples.push({ at: Date.now(), pending: rows[0]!.pending, oldestAge: rows[0]!.age ?? 0 }))
+      pendingOf(admin!, handledTopics)
+        .then((row) => samples.push({ at: Date.now(), pending: row.pending, oldestAge: row.age ?? 0 }))
         .catch(() => {}); // Postgres restarting: no sample
     }, 1_000);
 
@@ -473,11 +471,7 @@ async function main(): Promise<number> {
     let drainedAt: number | null = null;
     while (Date.now() < drainDeadline) {
       try {
-        const { rows } = await admin.query<{ n: number }>(
-          `select count(*)::int as n from outbox where status = 'PENDING' and topic = any($1)`,
-          [handledTopics],
-        );
-        if (rows[0]!.n === 0) {
+        if ((await pendingCount(admin, handledTopics)) === 0) {
           drainedAt = Date.now();
           break;
         }

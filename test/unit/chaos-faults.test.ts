@@ -2,7 +2,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ForgedEventObserved, NatsNodeObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
+import type {
+  ForgedEventObserved,
+  NatsNodeObserved,
+  NatsOutageObserved,
+  StreamDeleteObserved,
+} from '../../scripts/chaos/events/observed.ts';
 import { FaultInjector } from '../../scripts/chaos/faults/injector.ts';
 import { planFaults } from '../../scripts/chaos/faults/plan.ts';
 import type { InjectorDeps, Killable, PlannedFault } from '../../scripts/chaos/faults/types.ts';

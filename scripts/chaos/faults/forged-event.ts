@@ -1,7 +1,7 @@
 import type { FaultEffect, InjectorDeps, PlannedFault } from './types.ts';
 
 /**
- * Fault "forged-event": Publish a forged booking.created on the stream (events.ts forgeEvent); the
+ * Fault "forged-event": publish a forged booking.created on the stream (events/forge.ts); the
  * evidence is the PubAck.
  */
 export async function forgedEvent(f: PlannedFault, d: InjectorDeps): Promise<FaultEffect> {

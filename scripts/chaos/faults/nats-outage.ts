@@ -1,6 +1,6 @@
 import type { FaultEffect, InjectorDeps, PlannedFault } from './types.ts';
 
-/** Fault "nats-outage": Every NATS node down for `downMs`, then back on the same stores (events.ts natsOutage). */
+/** Fault "nats-outage": every NATS node down for `downMs`, then back on the same stores (events/node-faults.ts). */
 export async function natsOutage(f: PlannedFault, d: InjectorDeps): Promise<FaultEffect> {
   if (!d.events) return { detail: 'no events path in this run: no nats-server to stop', evidence: null };
   const seen = await d.events.natsOutage(f.downMs);

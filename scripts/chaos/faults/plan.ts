@@ -1,4 +1,4 @@
-import type { ForgeryKind } from '../events.ts';
+import type { ForgeryKind } from '../events/observed.ts';
 import type { Rng } from '../rng.ts';
 import type { PlannedFault } from './types.ts';
 

@@ -5,7 +5,7 @@ import type {
   NatsNodeObserved,
   NatsOutageObserved,
   StreamDeleteObserved,
-} from '../events.ts';
+} from '../events/observed.ts';
 import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
 import type { ExitObserved } from '../processes.ts';
 
@@ -55,7 +55,7 @@ export interface InjectorDeps {
   /** Resolves once the process answers again (API: /health; SMTP: its port). */
   waitApiUp(): Promise<void>;
   waitSmtpUp(): Promise<void>;
-  /** The events path (scripts/chaos/events.ts), when it runs. */
+  /** The events path (scripts/chaos/events/), when it runs. */
   events?: {
     /** SIGKILL the earnings consumer (once it is pulling, within a bound), start it again after `downMs`. */
     killConsumer(downMs: number): Promise<ConsumerKillObserved>;

@@ -8,7 +8,7 @@ function required(names: string[], made: CheckResult[]): CheckResult[] {
 }
 
 /**
- * Rule: the events path, when it ran: each of its checks (EVENT_CHECKS: events-check.ts's, and
+ * Rule: the events path, when it ran: each of its checks (EVENT_CHECKS: events/check.ts's, and
  * the email pace judged here from the clients' and the SMTP server's records) is in the final
  * list; one that was not made is broken, not skipped.
  */
