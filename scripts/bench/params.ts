@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { ROOT } from './lib/proc.ts';
+import { ROOT } from '../lib/processes.ts';
 
 /**
  * One pg-boss configuration: one `work()` on the queue with `workers` fetch loops
