@@ -199,3 +199,6 @@ export const SECTIONS = [
   'tracing',
   'overload',
 ] as const;
+
+/** A section's name, as --only and the load line name it. */
+export type SectionName = (typeof SECTIONS)[number];
