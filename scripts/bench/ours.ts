@@ -9,7 +9,7 @@ import { claimOn } from '../../src/outbox/claim.ts';
 import { connectClaimClient, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
 import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { LatencyProbe } from './lib/latency.ts';
-import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
+import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';
