@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ChaosResults } from '../../scripts/chaos/run.ts';
+import type { ChaosResults } from '../../scripts/chaos/results.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
 import { EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';

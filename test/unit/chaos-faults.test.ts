@@ -458,7 +458,7 @@ describe('the supervisor (a real child process)', () => {
   it('reports the exit it caused, and null for a kill of a process that is already gone', async () => {
     const entry = path.join(dir, 'idle.mjs');
     writeFileSync(entry, 'setInterval(() => {}, 1000);\n');
-    const s = new Supervised({ name: 'idle', entry, env: { PATH: process.env.PATH }, cwd: dir, logFile: path.join(dir, 'idle.log') });
+    const s = new Supervised({ name: 'idle', entry, env: { PATH: process.env.PATH }, logFile: path.join(dir, 'idle.log') });
     s.start();
     const pid = s.pid;
     try {

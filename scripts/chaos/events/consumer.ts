@@ -30,7 +30,6 @@ export class EarningsConsumer {
       name: 'earnings-consumer',
       entry,
       env,
-      cwd: root,
       logFile: path.join(dir, 'earnings-consumer.log'),
       onLine: (line) => {
         if (line.includes('"msg":"earnings consumer running"')) this.runningPid = this.process.pid;
