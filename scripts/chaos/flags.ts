@@ -10,9 +10,12 @@ export interface Flags {
   out: string;
   concurrency: number;
   keep: boolean;
+  /** A kept run's judge-input.json to judge again, instead of a run. */
+  judge?: string;
 }
 
 const USAGE = `usage: npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR] [--concurrency N] [--keep]
+       npm run chaos -- --judge FILE
 
 Runs embedded Postgres, the API, two outbox workers, an SMTP server and (with nats-server) the
 events relay and earnings consumer, puts load on them while injecting faults drawn from the seed,
@@ -24,7 +27,9 @@ broke; 2: bad flags or a harness failure.
                        (default: random, printed)
   --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
   --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
-  --keep               keep the run's temporary folder (logs, data) even when it passes
+  --keep               keep the run's temporary folder (logs, data, the judge's input) even when it passes
+  --judge FILE         judge a kept run's evidence again (judge-input.json in its folder): print the
+                       verdict as JSON, start nothing; exit 0 if every invariant held, 1 if not
   -h, --help           print this and exit
 
 Environment:
@@ -42,6 +47,7 @@ export function readFlags(argv: string[]): Flags {
       out: { type: 'string' },
       concurrency: { type: 'string', default: '6' },
       keep: { type: 'boolean', default: false },
+      judge: { type: 'string' },
     },
     argv,
   );
@@ -54,5 +60,6 @@ export function readFlags(argv: string[]): Flags {
     out: path.resolve(values.out ?? path.join(ROOT, 'var', 'chaos', String(seed))),
     concurrency: num('concurrency', values.concurrency, 1, 1_000),
     keep: values.keep,
+    judge: values.judge === undefined ? undefined : path.resolve(values.judge),
   };
 }

@@ -1,4 +1,5 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { onParentGone } from '../../src/process/lifeline.ts';
 import { collect } from './collect.ts';
 import { drive } from './drive.ts';
@@ -9,6 +10,7 @@ import { buildResults, gitVersion } from './results.ts';
 import { Rng } from './rng.ts';
 import { OutboxSampler } from './sampler.ts';
 import { ChaosStack, type Say } from './stack.ts';
+import type { JudgeInput } from './evidence.ts';
 import { judge } from './verdict.ts';
 import type { ChaosWebhooks } from './webhooks.ts';
 
@@ -25,8 +27,10 @@ import type { ChaosWebhooks } from './webhooks.ts';
  * broke; 2 for bad flags or a harness failure.
  *
  * Everything is on loopback, on free ports, in a temporary folder: it never touches the
- * developer's database or `npm start`'s ports. The folder (with every process's log) is deleted
- * after a passing run and kept, with its path printed, after a failing one.
+ * developer's database or `npm start`'s ports. The folder (with every process's log, and the
+ * judge's input as judge-input.json) is deleted after a passing run and kept, with its path
+ * printed, after a failing one; `npm run chaos -- --judge <folder>/judge-input.json` judges that
+ * evidence again without starting anything.
  */
 
 /**
@@ -61,6 +65,8 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   }
   // 3. gather the evidence (the API is still up for the clients' look-ups)
   const collected = await collect(stack, driven, flags.durationSeconds, say);
+  // Kept with the logs (after a failure, or with --keep): `--judge` judges it again.
+  writeFileSync(path.join(stack.dir, 'judge-input.json'), JSON.stringify(collected.input));
   // 4. judge
   const verdict = judge(collected.input);
   // 5. report
@@ -85,8 +91,16 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   return results.ok ? 0 : 1;
 }
 
+/** `--judge FILE`: a kept run's evidence judged again, the verdict printed as JSON. */
+function judgeAgain(file: string): number {
+  const verdict = judge(JSON.parse(readFileSync(file, 'utf8')) as JudgeInput);
+  process.stdout.write(`${JSON.stringify(verdict, null, 2)}\n`);
+  return verdict.ok ? 0 : 1;
+}
+
 async function main(): Promise<number> {
   const flags = readFlags(process.argv.slice(2));
+  if (flags.judge) return judgeAgain(flags.judge);
   const t0 = Date.now();
   const say: Say = (msg) => process.stdout.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}\n`);
   say(`seed ${flags.seed}, duration ${flags.durationSeconds} s, results to ${flags.out}`);

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { format, resolveConfig } from 'prettier';
 import { describe, expect, it } from 'vitest';
 import { judge } from '../../scripts/chaos/verdict.ts';
+import { runProcess } from '../../scripts/lib/processes.ts';
 import { untidyEvidence } from '../helpers/chaos-evidence.ts';
 
 /*
@@ -29,5 +32,24 @@ describe('chaos judge on fixed untidy evidence', () => {
     // Written as the repository's formatter writes JSON, so `npm run format` leaves it alone.
     const text = await format(JSON.stringify(verdicts), { ...(await resolveConfig(SNAPSHOT)), parser: 'json' });
     await expect(text).toMatchFileSnapshot(SNAPSHOT);
+  });
+});
+
+describe('npm run chaos -- --judge FILE', () => {
+  it('judges a saved input again: the same verdict as the judge, and its exit code', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-chaos-judge-'));
+    try {
+      for (const seed of [3, 11]) {
+        const input = untidyEvidence(seed);
+        const file = path.join(dir, `judge-input-${seed}.json`);
+        writeFileSync(file, JSON.stringify(input));
+        const run = await runProcess(process.execPath, ['--import', 'tsx', 'scripts/chaos/run.ts', '--judge', file]);
+        const verdict = judge(input);
+        expect(JSON.parse(run.stdout), run.stderr).toEqual(JSON.parse(JSON.stringify(verdict)));
+        expect(run.code).toBe(verdict.ok ? 0 : 1);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
