@@ -29,7 +29,8 @@ broke; 2: bad flags or a harness failure.
   --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
   --keep               keep the run's temporary folder (logs, data, the judge's input) even when it passes
   --judge FILE         judge a kept run's evidence again (judge-input.json in its folder): print the
-                       verdict as JSON, start nothing; exit 0 if every invariant held, 1 if not
+                       verdict as JSON, start nothing; exit 0 if every invariant held, 1 if not,
+                       2 if the file cannot be read
   -h, --help           print this and exit
 
 Environment:

@@ -93,7 +93,14 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
 
 /** `--judge FILE`: a kept run's evidence judged again, the verdict printed as JSON. */
 function judgeAgain(file: string): number {
-  const verdict = judge(JSON.parse(readFileSync(file, 'utf8')) as JudgeInput);
+  let input: JudgeInput;
+  try {
+    input = JSON.parse(readFileSync(file, 'utf8')) as JudgeInput;
+  } catch (err) {
+    process.stderr.write(`chaos: --judge ${file}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
+  const verdict = judge(input);
   process.stdout.write(`${JSON.stringify(verdict, null, 2)}\n`);
   return verdict.ok ? 0 : 1;
 }

@@ -48,6 +48,17 @@ describe('npm run chaos -- --judge FILE', () => {
         expect(JSON.parse(run.stdout), run.stderr).toEqual(JSON.parse(JSON.stringify(verdict)));
         expect(run.code).toBe(verdict.ok ? 0 : 1);
       }
+      // A file it cannot read: one line naming it, exit 2, no stack trace.
+      const missing = await runProcess(process.execPath, [
+        '--import',
+        'tsx',
+        'scripts/chaos/run.ts',
+        '--judge',
+        path.join(dir, 'none.json'),
+      ]);
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toMatch(/^chaos: --judge .*none\.json: ENOENT/);
+      expect(missing.stderr).not.toMatch(/^\s+at /m);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
