@@ -15,16 +15,16 @@ import { judge } from './verdict.ts';
 import type { ChaosWebhooks } from './webhooks.ts';
 
 /*
- * `npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]` (USAGE below)
+ * `npm run chaos -- [--duration 60] [--seed N] [--out DIR] [--concurrency 6] [--keep]` (USAGE in flags.ts)
  *
- * Runs the real system on this machine — embedded Postgres, the API process, two outbox worker
- * processes, a real SMTP server in a process of its own and, when nats-server is installed, the
- * events path (the workers relay into a NATS JetStream of the run's own, the earnings consumer
- * reads it: scripts/chaos/events/) — puts load on it while injecting the
- * faults drawn from --seed, lets the workers drain, then judges the run (collect.ts and gather.ts gather
- * the evidence, verdict.ts judges it by the rules in rules/) and writes chaos-results.json and chaos-results.md to --out
- * (default var/chaos/SEED/, git-ignored). Exit code 0 only if every invariant held; 1 if one
- * broke; 2 for bad flags or a harness failure.
+ * Runs the real system on this machine (stack.ts) — embedded Postgres, the API process, two
+ * outbox worker processes, a real SMTP server in a process of its own and, when nats-server is
+ * installed, the events path (the workers relay into a NATS JetStream of the run's own, the
+ * earnings consumer reads it: scripts/chaos/events/) — puts load on it while injecting the faults
+ * drawn from --seed, lets the workers drain (drive.ts), then gathers the evidence (collect.ts,
+ * gather.ts), judges it (verdict.ts, by the rules in rules/) and writes chaos-results.json and
+ * chaos-results.md to --out (results.ts, report.ts; default var/chaos/SEED/, git-ignored). Exit
+ * code 0 only if every invariant held; 1 if one broke; 2 for bad flags or a harness failure.
  *
  * Everything is on loopback, on free ports, in a temporary folder: it never touches the
  * developer's database or `npm start`'s ports. The folder (with every process's log, and the

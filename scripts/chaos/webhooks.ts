@@ -14,7 +14,7 @@ import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './checks.ts';
  *   flaky  answers 500 to a share of requests (seeded);
  *   down   refuses connections for a window in the middle of the load;
  *   slow   answers after 0.3–2.5 s, and now and then after longer than WEBHOOK_TIMEOUT_MS;
- * and, after the drain, three checks (names in verdict.ts WEBHOOK_CHECKS):
+ * and, after the drain, three checks (names in checks.ts WEBHOOK_CHECKS):
  *   owed      every booking event owed to every subscribed endpoint (its host's bookings made
  *             and cancelled, from the bookings table) arrived at least once with a valid signature
  *   not owed  nothing arrived that was not owed, and no signature failed to verify

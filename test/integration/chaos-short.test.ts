@@ -22,7 +22,7 @@ import { hasTool, inCI } from '../helpers/tools.ts';
  * an API kill, an SMTP outage, a Postgres restart, 2 pg_terminate_backend, 2 consumer kills, a
  * NATS outage, a NATS node kill and a node back wiped, one target at a time)
  * and makes well over the verdict's minimum of bookings (≥ 10; 38 made on a 2-core machine at
- * load 16). The verdict itself fails a run below its minimums (scripts/chaos/verdict.ts), so a
+ * load 16). The verdict itself fails a run below its minimums (scripts/chaos/minimums.ts), so a
  * run too short or too slowed down to judge is red, not vacuously green.
  */
 

@@ -19,7 +19,7 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * The workers' two downstreams, the SMTP server and nats-server, are also never down close
  * together: an outage of one waits until the other has been back for `downstreamGapMs`. A message
  * whose email and relay handlers fail through both outages back to back would spend two outages'
- * worth of attempts; the retry window is sized for one (run.ts), and a gap longer than the longest
+ * worth of attempts; the retry window is sized for one (settings.ts), and a gap longer than the longest
  * backoff gives every message an attempt between the two.
  */
 
