@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -5,17 +6,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { createPool } from '../../src/db/client.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
-import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
-import { nodeTsx, ROOT } from '../lib/processes.ts';
+import { freePort, nodeTsx, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
 import { Supervised } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
 import { WEBHOOK_ENV } from './webhooks.ts';
-import { execFile } from 'node:child_process';
 
 /*
  * The chaos run's stage: a temporary folder the `postgres` user can reach, free ports, and the
