@@ -1,17 +1,13 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { createDatabase } from '../src/db/client.ts';
-import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { buildApp } from '../src/http/app.ts';
 import { createPostgresSearchIndex } from '../src/search/postgres-search-index.ts';
 import { reindex } from '../src/search/reindex.ts';
-import { freePort } from '../src/net/free-port.ts';
 import { parseFlags, wholeNumber } from './bench/lib/cli.ts';
+import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
 
 /*
  * Measures the search index on realistic volume (a measurement, not a test: nothing here passes
@@ -77,19 +73,11 @@ const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
 
 async function main() {
-  let server: EmbeddedPostgres | undefined;
-  let dir: string | undefined;
+  let server: ThrowawayPostgres | undefined;
   let url = process.env.MEASURE_DATABASE_URL;
   if (!url) {
-    dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-measure-'));
-    chmodSync(dir, 0o755);
-    server = new EmbeddedPostgres({ dataDir: path.join(dir, 'data'), port: await freePort(), user: 'postgres', password: 'measure' });
-    await server.initialise();
-    await server.start();
-    await ensureDatabase(server.url, 'measure');
-    const u = new URL(server.url);
-    u.pathname = '/measure';
-    url = u.toString();
+    server = await startThrowawayPostgres({ name: 'measure' });
+    url = await server.createDatabase('measure');
   }
   await runMigrations(url);
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' });
@@ -192,7 +180,6 @@ async function main() {
     await searchIndex.close();
     await db.close();
     await server?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -1,13 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EmbeddedPostgres, ensureDatabase } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
-import { freePort } from '../src/net/free-port.ts';
+import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
+import { freePort, startNodeProcess, type NodeProcess } from './lib/processes.ts';
 
 /*
  * `node --import tsx scripts/trace-picture.ts [OUT.svg]`: the picture of one booking's trace in
@@ -82,21 +82,6 @@ async function receiver(spans: Span[]): Promise<{ url: string; close(): Promise<
   };
 }
 
-function run(entry: string, args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  /** Resolves once the process has logged `text` (it is ready). */
-  const ready = async (text: string) => {
-    for (let i = 0; !output.includes(text); i++) {
-      if (child.exitCode !== null || i > 600) throw new Error(`${entry} did not log "${text}":\n${output}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  return { child, exited, ready };
-}
-
 async function api<T>(base: string, method: string, url: string, body?: unknown, token?: string): Promise<T> {
   const res = await fetch(base + url, {
     method,
@@ -160,18 +145,15 @@ async function main(): Promise<void> {
   chmodSync(dir, 0o755);
   const spans: Span[] = [];
   const sink = await receiver(spans);
-  const pgPort = await freePort();
-  const postgres = new EmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port: pgPort, user: 'postgres', password: 'stayhub' });
+  let postgres: ThrowawayPostgres | undefined;
   const natsPort = await freePort();
   const nats = spawn('nats-server', ['-js', '-p', String(natsPort), '-sd', path.join(dir, 'nats')], { stdio: 'ignore' });
   const hooks = http.createServer((_req, res) => res.writeHead(204).end());
   await new Promise<void>((r) => hooks.listen(0, '127.0.0.1', r));
-  let apiProcess: ChildProcess | undefined;
+  let apiProcess: NodeProcess | undefined;
   try {
-    await postgres.initialise();
-    await postgres.start();
-    await ensureDatabase(postgres.url, 'stayhub');
-    const databaseUrl = postgres.urlFor('stayhub');
+    postgres = await startThrowawayPostgres({ name: 'trace', dir: path.join(dir, 'pg') });
+    const databaseUrl = await postgres.createDatabase('stayhub');
     await runMigrations(databaseUrl);
     const port = await freePort();
     const env: NodeJS.ProcessEnv = {
@@ -188,8 +170,10 @@ async function main(): Promise<void> {
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
     };
-    const apiRun = run('src/http/server.ts', [], env);
-    apiProcess = apiRun.child;
+    const run = (entry: string, name: string, extra: NodeJS.ProcessEnv = {}) =>
+      startNodeProcess({ entry, env: { ...env, ...extra }, logFile: path.join(dir, `${name}.log`) });
+    const apiRun = run('src/http/server.ts', 'api');
+    apiProcess = apiRun;
     const base = `http://127.0.0.1:${port}`;
     for (let i = 0; ; i++) {
       if ((await fetch(`${base}/health`).catch(() => undefined))?.ok) break;
@@ -214,10 +198,10 @@ async function main(): Promise<void> {
     );
     await api(base, 'POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hooks` }, host);
     // The worker and the consumer running, as in production: the booking's effects follow it at once.
-    const worker = run('src/worker/drain-outbox.ts', [], { ...env, LOG_LEVEL: 'info' });
-    const consumer = run('src/events/earnings/main.ts', [], { ...env, LOG_LEVEL: 'info' });
-    await worker.ready('outbox worker started');
-    await consumer.ready('earnings consumer running');
+    const worker = run('src/worker/drain-outbox.ts', 'worker', { LOG_LEVEL: 'info' });
+    const consumer = run('src/events/earnings/main.ts', 'consumer', { LOG_LEVEL: 'info' });
+    await worker.waitForOutput('outbox worker started');
+    await consumer.waitForOutput('earnings consumer running');
     spans.length = 0;
     const checkIn = new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10);
     const checkOut = new Date(Date.now() + 23 * 86_400_000).toISOString().slice(0, 10);
@@ -225,10 +209,7 @@ async function main(): Promise<void> {
     say('booked; letting the worker and the consumer do their work');
     for (let i = 0; i < 100 && !spans.some((s) => s.service === 'stayhub-earnings'); i++) await new Promise((r) => setTimeout(r, 100));
     // Each process exports what it still holds as it stops.
-    for (const p of [consumer, worker, apiRun]) {
-      p.child.kill('SIGTERM');
-      await p.exited;
-    }
+    for (const p of [consumer, worker, apiRun]) await p.stop();
     say(
       `received: ${[...new Set(spans.map((s) => s.service))].map((v) => `${v} ${spans.filter((s) => s.service === v).length}`).join(', ')}`,
     );
@@ -238,10 +219,10 @@ async function main(): Promise<void> {
     writeFileSync(out, render(trace));
     say(`${trace.length} spans of trace ${request.traceId} from ${[...new Set(trace.map((s) => s.service))].join(', ')}: ${out}`);
   } finally {
-    apiProcess?.kill('SIGKILL');
+    await apiProcess?.stop(0);
     hooks.close();
     nats.kill();
-    await postgres.stop();
+    await postgres?.stop();
     await sink.close();
     rmSync(dir, { recursive: true, force: true });
   }

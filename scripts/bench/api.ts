@@ -1,12 +1,11 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
 import pg from 'pg';
 import type { Pooler } from '../../src/db/pooler.ts';
 import { startPgBouncer } from '../../test/helpers/pgbouncer.ts';
 import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
-import { freePort, nodeTsx, ROOT, stopChild } from './lib/proc.ts';
+import { freePort, startNodeProcess } from '../lib/processes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { round } from './lib/stats.ts';
 
@@ -89,9 +88,9 @@ export async function startApi(
   env: Record<string, string> = {},
 ): Promise<ApiFixture> {
   const port = await freePort();
-  const { cmd, args } = nodeTsx('src/http/server.ts');
-  const api = spawn(cmd, args, {
-    cwd: ROOT,
+  const logFile = path.join(logDir, through ? `api-${through.pooler}-pooler.log` : 'api.log');
+  const api = startNodeProcess({
+    entry: 'src/http/server.ts',
     env: {
       ...process.env,
       DATABASE_URL: through?.url ?? url,
@@ -107,15 +106,11 @@ export async function startApi(
       LOAD_SHEDDING: 'false',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    logFile,
   });
-  const logFile = path.join(logDir, through ? `api-${through.pooler}-pooler.log` : 'api.log');
-  const log = createWriteStream(logFile);
-  api.stdout!.pipe(log);
-  api.stderr!.pipe(log);
   const baseUrl = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    if (api.exitCode !== null) throw new Error(`the API exited (${api.exitCode}); see ${logFile}`);
+    if (api.child.exitCode !== null) throw new Error(`the API exited (${api.child.exitCode}); see ${logFile}`);
     try {
       if ((await fetch(`${baseUrl}/health`)).ok) break;
     } catch {
@@ -150,12 +145,12 @@ export async function startApi(
   return {
     url,
     baseUrl,
-    api,
+    api: api.child,
     guests,
     apiProperties,
     conflictProperty,
     pgbench: { pmin: p.min, nprops: p.n, gmin: g.min, nguests: g.n },
-    close: () => stopChild(api),
+    close: () => api.stop(),
   };
 }
 

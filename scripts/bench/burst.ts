@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
-import { nodeTsx, ROOT, stopChild } from './lib/proc.ts';
+import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgBossConfig } from './params.ts';

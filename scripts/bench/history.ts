@@ -5,7 +5,6 @@ import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { dayOf, dropOutboxPartition, listOutboxPartitions } from '../../src/outbox/partitions.ts';
 import { purgeDoneBatch } from '../../src/outbox/purge.ts';
-import type { BenchServer } from './lib/server.ts';
 import { DONE_HISTORY_SQL } from './ours.ts';
 import { median, msSince } from './lib/stats.ts';
 
@@ -52,20 +51,6 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 /** OUTBOX_RETENTION_DAYS as the worker reads it (its default: nothing here sets it). */
 const retentionDays = () =>
   loadConfig({ DATABASE_URL: 'postgres://unused/unused', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') }).OUTBOX_RETENTION_DAYS;
-
-/**
- * Clones a large template. FILE_COPY copies the template's files after a checkpoint; the default
- * (WAL_LOG) writes every block of it to WAL, 2–3 s for 400 MB here against 1 s, and on every run.
- */
-export async function cloneDatabase(server: BenchServer, name: string, template: string): Promise<string> {
-  await withClient(server.url('postgres'), (c) => c.query(`create database "${name}" template "${template}" strategy file_copy`));
-  return server.url(name);
-}
-
-/** Clones of 400 MB add up over a run: each goes once measured. */
-export async function dropDatabase(server: BenchServer, name: string): Promise<void> {
-  await withClient(server.url('postgres'), (c) => c.query(`drop database if exists "${name}" with (force)`));
-}
 
 /** A DONE history: the day partition that holds it, and how many rows. */
 export interface HistoryDay {

@@ -10,7 +10,7 @@ import { connectClaimClient, explainClaim as explainCachedClaim } from '../../sr
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
-import { assertOk, nodeTsx, runParallel, runProcess } from './lib/proc.ts';
+import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';

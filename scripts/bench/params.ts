@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { ROOT } from './lib/proc.ts';
+import { ROOT } from '../lib/processes.ts';
 
 /**
  * One pg-boss configuration: one `work()` on the queue with `workers` fetch loops
@@ -199,3 +199,6 @@ export const SECTIONS = [
   'tracing',
   'overload',
 ] as const;
+
+/** A section's name, as --only and the load line name it. */
+export type SectionName = (typeof SECTIONS)[number];

@@ -1,18 +1,11 @@
-import type { BenchResults } from './run.ts';
+import type { BenchResults, TargetResult } from './results.ts';
 import { round } from './lib/stats.ts';
 import { PEERS } from './peers/guarantees.ts';
 
 /**
  * The performance targets (what "good" means; the run reports where we stand and never fails on
- * them). `met` is null when the figure could not be measured in this run.
+ * them), from a run's results.
  */
-export interface TargetResult {
-  name: string;
-  target: string;
-  value: string;
-  met: boolean | null;
-}
-
 export function evaluateTargets(r: BenchResults): TargetResult[] {
   const out: TargetResult[] = [];
   const add = (name: string, target: string, value: number | null | undefined, met: (v: number) => boolean, unit = '') =>

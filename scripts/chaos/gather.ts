@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { ApiClient } from './client.ts';
 import type { ClientBooking, User } from './load.ts';
-import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './verdict.ts';
+import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './evidence.ts';
+import { messagesAsWritten, slowestMessages } from './outbox-queries.ts';
 
 /*
  * The chaos run's evidence, gathered after the workers have drained: what the database holds and
@@ -42,19 +43,7 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
        join properties p on p.id = b.property_id
        join users h on h.id = p.host_id`,
   );
-  const { rows: outbox } = await db.query<OutboxRow>(
-    // One row per message as written. A handler's work moved into its lane (src/outbox/lanes.ts)
-    // is part of its message: the message counts as PENDING or DEAD while that work is.
-    `with lanes as (
-       select origin_id, max(case status when 'DEAD' then 2 when 'PENDING' then 1 else 0 end) as worst,
-              max(last_error) filter (where status <> 'DONE') as error
-         from outbox where lane is not null group by origin_id)
-     select o.public_id as "publicId", o.topic, o.key,
-            case l.worst when 2 then 'DEAD' when 1 then 'PENDING' else o.status end as status,
-            o.attempts, coalesce(l.error, o.last_error) as "lastError", o.handlers_done as "handlersDone"
-       from outbox o left join lanes l on l.origin_id = o.public_id
-      where o.lane is null`,
-  );
+  const outbox = await messagesAsWritten(db);
   // Our own self-join, not trust in the exclusion constraint that is supposed to guarantee it.
   const { rows: overlaps } = await db.query<{ a: string; b: string; propertyId: string }>(
     `select a.public_id as a, b.public_id as b, a.property_id::text as "propertyId"
@@ -83,17 +72,7 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
     }),
   );
 
-  const { rows: slowest } = await db.query<{
-    topic: string;
-    status: string;
-    attempts: number;
-    seconds: number;
-    created_at: Date;
-    last_error: string | null;
-  }>(
-    `select topic, status, attempts, extract(epoch from processed_at - created_at)::float8 as seconds, created_at, last_error
-       from outbox where processed_at is not null order by processed_at - created_at desc limit 5`,
-  );
+  const slowest = await slowestMessages(db, 5);
   return {
     bookings,
     outbox,

@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
-import readline from 'node:readline';
-import { lifelineEnv } from '../../src/process/lifeline.ts';
+import type { ChildProcess } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT, startNodeProcess } from '../lib/processes.ts';
 
 /*
  * The chaos run's process supervisor. Each system process (API, workers, SMTP sink) is a real
@@ -17,11 +17,10 @@ import { lifelineEnv } from '../../src/process/lifeline.ts';
 
 export interface ChildSpec {
   name: string;
-  /** Script run by `node --import tsx`. */
+  /** Script run by `node --import tsx` (from the repository root). */
   entry: string;
   args?: string[];
   env: NodeJS.ProcessEnv;
-  cwd: string;
   logFile: string;
   /** Called for every output line (stdout and stderr). */
   onLine?: (line: string) => void;
@@ -36,7 +35,6 @@ export interface ExitObserved {
 
 export class Supervised {
   private child?: ChildProcess;
-  private log: WriteStream;
   private planned = false;
   private stopped = false;
   /** Exits the run did not cause (crash, fatal error at start-up…). */
@@ -46,9 +44,7 @@ export class Supervised {
   starts = 0;
   private restartTimer?: NodeJS.Timeout;
 
-  constructor(readonly spec: ChildSpec) {
-    this.log = createWriteStream(spec.logFile, { flags: 'a' });
-  }
+  constructor(readonly spec: ChildSpec) {}
 
   get pid(): number | undefined {
     return this.child?.pid;
@@ -62,25 +58,24 @@ export class Supervised {
     if (this.running || this.stopped) return;
     this.planned = false;
     this.starts++;
-    const child = spawn(process.execPath, ['--import', 'tsx', this.spec.entry, ...(this.spec.args ?? [])], {
-      cwd: this.spec.cwd,
-      env: { ...this.spec.env, ...lifelineEnv() },
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child = child;
     this.tail = [];
-    this.log.write(`--- ${new Date().toISOString()} start #${this.starts} pid ${child.pid}\n`);
-    for (const stream of [child.stdout!, child.stderr!]) {
-      readline.createInterface({ input: stream }).on('line', (line) => {
-        this.log.write(`${line}\n`);
+    // One way to start a process (scripts/lib/processes.ts): `node --import tsx`, the lifeline,
+    // the output appended to the log; its own process group, so a terminal's Ctrl-C reaches the run only.
+    const { child } = startNodeProcess({
+      entry: path.relative(ROOT, this.spec.entry),
+      args: this.spec.args,
+      env: this.spec.env,
+      logFile: this.spec.logFile,
+      detached: true,
+      onLine: (line) => {
         this.tail.push(line.slice(0, 400));
         if (this.tail.length > 6) this.tail.shift();
         this.spec.onLine?.(line);
-      });
-    }
+      },
+    });
+    this.child = child;
     child.on('exit', (code, signal) => {
-      this.log.write(`--- ${new Date().toISOString()} exit code=${code} signal=${signal}\n`);
+      appendFileSync(this.spec.logFile, `--- ${new Date().toISOString()} exit code=${code} signal=${signal} (start #${this.starts})\n`);
       if (this.child !== child) return;
       if (this.planned || this.stopped) return;
       this.unplannedExits.push({ at: Date.now(), code, signal, lastLines: this.tail.filter((l) => !l.includes('"level":30')) });
@@ -116,6 +111,5 @@ export class Supervised {
   async stop(timeoutMs = 15_000): Promise<void> {
     this.stopped = true;
     await this.kill('SIGTERM', timeoutMs);
-    await new Promise<void>((resolve) => this.log.end(resolve));
   }
 }

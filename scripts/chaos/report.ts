@@ -1,10 +1,16 @@
-import type { ChaosResults } from './run.ts';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { ChaosResults } from './results.ts';
 
-/** The short markdown table written beside chaos-results.json (and printed at the end of a run). */
-export function renderMarkdown(r: ChaosResults): string {
-  const f = r.figures;
-  const m = f.mail;
-  const lines = [
+/*
+ * The short markdown report written beside chaos-results.json (and printed at the end of a run):
+ * what ran, every invariant's result, the figures, the minimums, the faults, and what broke.
+ */
+
+type R = ChaosResults;
+
+function head(r: R): string[] {
+  return [
     `## Chaos run: ${r.ok ? 'PASS' : 'FAIL'} (seed ${r.seed}, ${r.durationSeconds} s of load)`,
     '',
     `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}; code ${r.code.commit?.slice(0, 10) ?? 'unknown'}${r.code.srcDirty ? ' (with uncommitted changes in src/)' : ''}.`,
@@ -13,17 +19,33 @@ export function renderMarkdown(r: ChaosResults): string {
       ? 'Events path covered: the workers relay the outbox into NATS JetStream, the earnings consumer reads it; both are faulted and checked.'
       : `**Events path NOT covered** (no JetStream relay, consumer, faults or checks in this run): ${r.events.skipped}.`,
     '',
+  ];
+}
+
+function invariants(r: R): string[] {
+  return [
     '| Invariant | Result |',
     '|---|---|',
     ...r.checks.map((c) => `| ${c.name} | ${c.ok ? 'held' : `**BROKEN** (${c.violationCount})`} |`),
-    '',
-    '| Figure | Value |',
-    '|---|---|',
+  ];
+}
+
+/** The load, the requests and the bookings. */
+function loadRows(r: R): string[] {
+  const f = r.figures;
+  return [
     `| bookings made (201) | ${f.bookingsMade} |`,
     `| bookings in the database (confirmed / cancelled) | ${f.bookingsInDatabase.total} (${f.bookingsInDatabase.confirmed} / ${f.bookingsInDatabase.cancelled}) |`,
     `| booking attempts / 409 dates_unavailable / overlap storms | ${f.load.bookingAttempts} / ${f.load.conflicts409} / ${f.load.overlapStorms} |`,
     `| requests sent (incl. client retries) / retries / gave up | ${f.requests} / ${f.clientRetries} / ${f.load.gaveUp} |`,
     `| double submits (same Idempotency-Key twice at once) / answers replayed | ${f.load.doubleSubmits} / ${f.load.replays} |`,
+  ];
+}
+
+/** Faults with evidence against planned, by kind (the events kinds when that part ran). */
+function faultRows(r: R): string[] {
+  const f = r.figures;
+  return [
     `| faults with evidence / planned: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} / ${f.faultsPlanned['worker-kill']} (${f.workerKillsMidHandlers}) |`,
     `| faults with evidence / planned: API SIGKILL | ${f.faults['api-kill']} / ${f.faultsPlanned['api-kill']} |`,
     `| faults with evidence / planned: SMTP server down | ${f.faults['smtp-outage']} / ${f.faultsPlanned['smtp-outage']} |`,
@@ -39,6 +61,14 @@ export function renderMarkdown(r: ChaosResults): string {
           `| faults with evidence / planned: one NATS node back with its store wiped (current again) | ${f.faults['nats-node-wipe']} / ${f.faultsPlanned['nats-node-wipe']} |`,
         ]
       : []),
+  ];
+}
+
+/** Mail, the outbox, the drain and the pace of the system. */
+function mailAndOutboxRows(r: R): string[] {
+  const f = r.figures;
+  const m = f.mail;
+  return [
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
     `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
     `| emails expected (Message-ID, recipient) / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
@@ -51,6 +81,12 @@ export function renderMarkdown(r: ChaosResults): string {
     `| from the last fault to steady state (oldest pending ≤ 5 s) | ${f.secondsFromLastFaultToSteadyState ?? 'n/a'} s |`,
     `| max age of the oldest pending message (sampled each second) | ${f.maxOldestPendingAgeSeconds} s (at +${f.maxOldestPendingAtSeconds ?? '?'} s) |`,
     `| max PENDING messages | ${f.maxPending} |`,
+  ];
+}
+
+/** The events path's, the email pace's and the webhooks' figures, when each ran. */
+function pathRows(r: R): string[] {
+  return [
     ...(r.events.covered && r.events.figures
       ? [
           `| booking events: in the outbox / in the JetStream stream (copies included) | ${r.events.figures.bookingEventsInOutbox} / ${r.events.figures.bookingMessagesInStream} |`,
@@ -74,6 +110,12 @@ export function renderMarkdown(r: ChaosResults): string {
         ]
       : []),
   ];
+}
+
+/** Below the tables: minimums, the faults' times, the slowest messages, unplanned exits, violations. */
+function notes(r: R): string[] {
+  const f = r.figures;
+  const lines: string[] = [];
   const mn = r.minimums;
   lines.push(
     '',
@@ -108,5 +150,29 @@ export function renderMarkdown(r: ChaosResults): string {
     for (const c of broken) lines.push('', `**${c.name}**`, ...c.violations.map((v) => `- ${v}`));
   }
   lines.push('', `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}\``, '');
-  return lines.join('\n');
+  return lines;
+}
+
+export function renderMarkdown(r: R): string {
+  return [
+    ...head(r),
+    ...invariants(r),
+    '',
+    '| Figure | Value |',
+    '|---|---|',
+    ...loadRows(r),
+    ...faultRows(r),
+    ...mailAndOutboxRows(r),
+    ...pathRows(r),
+    ...notes(r),
+  ].join('\n');
+}
+
+/** Writes chaos-results.json and chaos-results.md to `out`; the markdown, to print. */
+export function writeReport(out: string, results: ChaosResults): string {
+  mkdirSync(out, { recursive: true });
+  writeFileSync(path.join(out, 'chaos-results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  const md = renderMarkdown(results);
+  writeFileSync(path.join(out, 'chaos-results.md'), md);
+  return md;
 }

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiClient } from './client.ts';
 import type { User } from './load.ts';
 import type { Rng } from './rng.ts';
-import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './verdict.ts';
+import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './checks.ts';
 
 /*
  * The webhooks part of the chaos run: three receivers of hosts' endpoints, each misbehaving its own
@@ -14,7 +14,7 @@ import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './verdict.ts';
  *   flaky  answers 500 to a share of requests (seeded);
  *   down   refuses connections for a window in the middle of the load;
  *   slow   answers after 0.3–2.5 s, and now and then after longer than WEBHOOK_TIMEOUT_MS;
- * and, after the drain, three checks (names in verdict.ts WEBHOOK_CHECKS):
+ * and, after the drain, three checks (names in checks.ts WEBHOOK_CHECKS):
  *   owed      every booking event owed to every subscribed endpoint (its host's bookings made
  *             and cancelled, from the bookings table) arrived at least once with a valid signature
  *   not owed  nothing arrived that was not owed, and no signature failed to verify

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { natsServerAvailable } from '../../scripts/chaos/events.ts';
+import { natsServerAvailable } from '../../scripts/chaos/events/nats-cluster.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { commandOf, descendants, isRunning, killLeftovers, lineMatching, ROOT } from '../helpers/npm-run.ts';
 

@@ -4,9 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ChaosResults } from '../../scripts/chaos/run.ts';
+import type { ChaosResults } from '../../scripts/chaos/results.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
-import { EVENT_CHECKS, EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
+import { EVENT_FAULT_KINDS, FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';
 import { hasTool, inCI } from '../helpers/tools.ts';
 
 /*
@@ -21,7 +22,7 @@ import { hasTool, inCI } from '../helpers/tools.ts';
  * an API kill, an SMTP outage, a Postgres restart, 2 pg_terminate_backend, 2 consumer kills, a
  * NATS outage, a NATS node kill and a node back wiped, one target at a time)
  * and makes well over the verdict's minimum of bookings (≥ 10; 38 made on a 2-core machine at
- * load 16). The verdict itself fails a run below its minimums (scripts/chaos/verdict.ts), so a
+ * load 16). The verdict itself fails a run below its minimums (scripts/chaos/minimums.ts), so a
  * run too short or too slowed down to judge is red, not vacuously green.
  */
 

@@ -6,14 +6,14 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { startEventsChaos } from '../../scripts/chaos/events.ts';
+import { startEventsChaos } from '../../scripts/chaos/events/events-chaos.ts';
 import { ledgerDifferences } from '../../src/events/earnings/ledger.ts';
-import { EVENT_CHECKS } from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../helpers/app.ts';
 import { skipWithoutNats } from '../helpers/nats.ts';
 
 /*
- * A short events chaos run (scripts/chaos/events.ts) on its three-node cluster: bookings while the
+ * A short events chaos run (scripts/chaos/events/) on its three-node cluster: bookings while the
  * worker relays and the earnings consumer is SIGKILLed, the whole cluster stopped, the stream's
  * leader SIGKILLed, the group's leader back with its store wiped, forged events published and the
  * stream deleted under both; then every invariant holds. And the checker itself catches what it is there

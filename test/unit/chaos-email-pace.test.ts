@@ -1,15 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
-import {
-  EVENT_CHECKS,
-  emailPace,
-  expectedMessageId,
-  PACE_BESIDE_MS,
-  PACE_MIN_DURING,
-  type ClientRecord,
-  type FaultKind,
-  type FaultOutcome,
-} from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS } from '../../scripts/chaos/checks.ts';
+import type { ClientRecord } from '../../scripts/chaos/evidence.ts';
+import type { FaultKind, FaultOutcome } from '../../scripts/chaos/fault-kinds.ts';
+import { expectedMessageId } from '../../scripts/chaos/mail.ts';
+import { emailPace, PACE_BESIDE_MS, PACE_MIN_DURING } from '../../scripts/chaos/rules/email-pace.ts';
 
 /*
  * The chaos verdict's "emails kept their pace during NATS outages", fed synthetic runs: the pace

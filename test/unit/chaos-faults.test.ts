@@ -2,9 +2,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ForgedEventObserved, NatsNodeObserved, NatsOutageObserved, StreamDeleteObserved } from '../../scripts/chaos/events.ts';
-import { FaultInjector, planFaults, type InjectorDeps, type Killable, type PlannedFault } from '../../scripts/chaos/faults.ts';
-import { EVENT_FAULT_KINDS } from '../../scripts/chaos/verdict.ts';
+import type {
+  ForgedEventObserved,
+  NatsNodeObserved,
+  NatsOutageObserved,
+  StreamDeleteObserved,
+} from '../../scripts/chaos/events/observed.ts';
+import { FaultInjector } from '../../scripts/chaos/faults/injector.ts';
+import { planFaults } from '../../scripts/chaos/faults/plan.ts';
+import type { InjectorDeps, Killable, PlannedFault } from '../../scripts/chaos/faults/types.ts';
+import { EVENT_FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
 import { Rng } from '../../scripts/chaos/rng.ts';
 
@@ -269,7 +276,7 @@ describe('fault evidence: the events path', () => {
     for (const seed of [1, 2, 3, 4, 5]) {
       const long = planFaults(new Rng(seed), { ...o, durationMs: 600_000, events: { maxNatsOutageMs: 4_250 } });
       expect(long.filter((f) => f.kind === 'stream-delete')).toHaveLength(3);
-      // Every NATS node restart before any stream deletion (nats-server before 2.11, faults.ts).
+      // Every NATS node restart before any stream deletion (nats-server before 2.11, faults/plan.ts).
       const restarts = long.filter((f) => ['nats-outage', 'nats-node-kill', 'nats-node-wipe'].includes(f.kind)).map((f) => f.at);
       const deletions = long.filter((f) => f.kind === 'stream-delete').map((f) => f.at);
       expect(Math.max(...restarts)).toBeLessThan(Math.min(...deletions));
@@ -451,7 +458,7 @@ describe('the supervisor (a real child process)', () => {
   it('reports the exit it caused, and null for a kill of a process that is already gone', async () => {
     const entry = path.join(dir, 'idle.mjs');
     writeFileSync(entry, 'setInterval(() => {}, 1000);\n');
-    const s = new Supervised({ name: 'idle', entry, env: { PATH: process.env.PATH }, cwd: dir, logFile: path.join(dir, 'idle.log') });
+    const s = new Supervised({ name: 'idle', entry, env: { PATH: process.env.PATH }, logFile: path.join(dir, 'idle.log') });
     s.start();
     const pid = s.pid;
     try {

@@ -1,21 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { emailMessageId } from '../../src/mail/mailer.ts';
 import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
-import {
-  EVENT_CHECKS,
-  WEBHOOK_CHECKS,
-  EVENT_FAULT_KINDS,
-  expectedMessageId,
-  FAULT_KINDS,
-  judge,
-  minimums,
-  type BookingRow,
-  type ClientRecord,
-  type FaultKind,
-  type FaultOutcome,
-  type JudgeInput,
-  type OutboxRow,
-} from '../../scripts/chaos/verdict.ts';
+import { EVENT_CHECKS, WEBHOOK_CHECKS } from '../../scripts/chaos/checks.ts';
+import type { BookingRow, ClientRecord, JudgeInput, OutboxRow } from '../../scripts/chaos/evidence.ts';
+import { EVENT_FAULT_KINDS, FAULT_KINDS, type FaultKind, type FaultOutcome } from '../../scripts/chaos/fault-kinds.ts';
+import { expectedMessageId } from '../../scripts/chaos/mail.ts';
+import { minimums } from '../../scripts/chaos/minimums.ts';
+import { judge } from '../../scripts/chaos/verdict.ts';
 
 /*
  * The chaos verdict fed the bad cases directly: each way a run could pass when it should not

@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runProcess } from './proc.ts';
+import { runProcess } from '../../lib/processes.ts';
 import { percentile, round } from './stats.ts';
 
 export const PGBENCH = process.env.PGBENCH ?? '/usr/bin/pgbench';

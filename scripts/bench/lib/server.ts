@@ -1,80 +1,26 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { EmbeddedPostgres } from '../../../src/db/embedded.ts';
 import { runMigrations } from '../../../src/db/migrate.ts';
-import { freePort, ROOT } from './proc.ts';
+import { startThrowawayPostgres, type ThrowawayPostgres } from '../../lib/postgres.ts';
+import { ROOT } from '../../lib/processes.ts';
 
 /**
  * One embedded PostgreSQL for the whole bench, with the server's default settings (fsync on,
  * synchronous_commit on): the numbers must be what a real deployment pays for durability. Each
  * system gets its own database on this one server, so they share the same disk, WAL and CPUs.
  */
-export interface BenchServer {
-  pg: EmbeddedPostgres;
-  dir: string;
-  url(database: string): string;
-  /** Creates a database; `template` clones an existing one (which must have no connections). */
-  createDatabase(name: string, template?: string): Promise<string>;
+export interface BenchServer extends ThrowawayPostgres {
   /** A migrated, empty StayHub database to clone from. */
   ourTemplate: string;
-  stop(): Promise<void>;
 }
 
 export async function startServer(log: (msg: string) => void): Promise<BenchServer> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-bench-pg-'));
-  chmodSync(dir, 0o755); // the `postgres` system user must reach the data folder
-  const server = new EmbeddedPostgres({
-    dataDir: path.join(dir, 'data'),
-    port: await freePort(),
-    user: 'postgres',
-    password: 'bench',
-    logFile: path.join(dir, 'postgres.log'),
-  });
-  log(`initdb in ${dir}`);
-  await server.initialise();
-  await server.start();
-
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: server.url });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
-  const createDatabase = async (name: string, template?: string) => {
-    await admin(`create database "${name}"${template ? ` template "${template}"` : ''}`);
-    return server.urlFor(name);
-  };
-
+  const server = await startThrowawayPostgres({ name: 'bench', log });
   const ourTemplate = 'stayhub_bench_template';
-  await createDatabase(ourTemplate);
-  await runMigrations(server.urlFor(ourTemplate));
-
-  return {
-    pg: server,
-    dir,
-    url: (db) => server.urlFor(db),
-    createDatabase,
-    ourTemplate,
-    async stop() {
-      // Immediate shutdown (SIGQUIT): the data is thrown away, so the checkpoint a fast shutdown
-      // writes (seconds, with fsync on, after a run's worth of writes) buys nothing.
-      const pid = server.pid;
-      if (pid !== undefined) {
-        try {
-          process.kill(pid, 'SIGQUIT');
-        } catch {
-          /* already gone */
-        }
-      }
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  await runMigrations(await server.createDatabase(ourTemplate));
+  return { ...server, ourTemplate };
 }
 
 /** The settings that decide write-path numbers, as the server reports them. */

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import { ROOT } from './proc.ts';
+import { ROOT } from '../../lib/processes.ts';
 
 /** Which code ran: HEAD, and whether the working tree had uncommitted changes (any file). */
 export function codeVersion(): { commit: string | null; dirty: boolean | null; dirtyFiles: string[] } {

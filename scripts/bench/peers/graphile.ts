@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { Logger, run, runMigrations, type Runner } from 'graphile-worker';
 import { LatencyProbe } from '../lib/latency.ts';
-import { assertOk, ROOT, runParallel, runProcess } from '../lib/proc.ts';
+import { assertOk, ROOT, runParallel, runProcess } from '../../lib/processes.ts';
 import { markDir, nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';

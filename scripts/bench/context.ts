@@ -1,0 +1,100 @@
+import { loadBefore } from './lib/trace.ts';
+import type { BenchServer } from './lib/server.ts';
+import { historyClones, type HistoryClones } from './lib/history-clones.ts';
+import type { BenchParams, PgBossConfig, SectionName } from './params.ts';
+import { PEERS } from './peers/guarantees.ts';
+import { setupGraphile } from './peers/graphile.ts';
+import { setupPgBoss } from './peers/pgboss.ts';
+import type { BenchResults } from './results.ts';
+
+/*
+ * What every section of the bench is given (BenchContext) and what it is (BenchSection): a name
+ * `--only` selects, and `run(ctx)`, which measures and returns its part of the results. Each
+ * section's part of bench-results.md is its module's `markdown(results)` (report.ts orders them).
+ */
+
+export interface BenchContext {
+  P: BenchParams;
+  smoke: boolean;
+  server: BenchServer;
+  log: (msg: string) => void;
+  /** What the sections before have measured (the webhooks compare with the drain). */
+  results: BenchResults;
+  /** The tools found, or null: a section that needs a missing one measures without it. */
+  pgbench: string | null;
+  natsServer: string | null;
+  /** A fresh database for one run of one system, cloned from a template with its schema. */
+  freshOurs: () => Promise<string>;
+  freshGraphile: () => Promise<string>;
+  freshPgBoss: () => Promise<string>;
+  /** Our outbox holding a DONE history of a given size (purge, growth). */
+  history: HistoryClones;
+}
+
+export interface BenchSection {
+  name: SectionName;
+  run(ctx: BenchContext): Promise<Partial<BenchResults>>;
+}
+
+/** Where the API is also compared with pgbench -M prepared: the target's connection count. */
+export const PREPARED_CONNECTIONS = 8;
+
+/**
+ * Our worker set up for throughput, as the peers are set up by their authors' recommendations: a
+ * larger first claim (a backlog grows every claim up to WORKER_MAX_BATCH_SIZE, written out here as
+ * its default) and more handlers in flight. The defaults (20 growing to 1,000, concurrency 8) suit
+ * email handlers talking to one SMTP server; a no-op drain measures the queue itself.
+ */
+export const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_MAX_BATCH_SIZE: '1000', WORKER_CONCURRENCY: '32' };
+
+/** A pg-boss configuration's key in the results: pgBoss5000x1, pgBoss5000x1Keyed. */
+export const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}${c.keyed ? 'Keyed' : ''}`;
+/** The system a peer's configuration counts as: its fastest, or its same-guarantee one (peers/guarantees.ts). */
+export const pgBossSystem = (c: PgBossConfig) => (c.keyed ? PEERS.pgBoss.same : PEERS.pgBoss.fastest);
+
+export function createContext(
+  base: Pick<BenchContext, 'P' | 'smoke' | 'server' | 'log' | 'results' | 'pgbench' | 'natsServer'>,
+): BenchContext {
+  const { server } = base;
+  let dbSeq = 0;
+  const seq = () => dbSeq++;
+  // Templates with each peer's schema installed once: every run clones a fresh database, as ours does.
+  let peerTemplates: Promise<{ graphile: string; pgBoss: string }> | undefined;
+  const templates = () =>
+    (peerTemplates ??= (async () => {
+      await setupGraphile(await server.createDatabase('graphile_template'));
+      await setupPgBoss(await server.createDatabase('pgboss_template'));
+      return { graphile: 'graphile_template', pgBoss: 'pgboss_template' };
+    })());
+  return {
+    ...base,
+    freshOurs: () => server.createDatabase(`ours_${seq()}`, server.ourTemplate),
+    freshGraphile: async () => server.createDatabase(`graphile_${seq()}`, (await templates()).graphile),
+    freshPgBoss: async () => server.createDatabase(`pgboss_${seq()}`, (await templates()).pgBoss),
+    history: historyClones(server, seq, base.log),
+  };
+}
+
+/**
+ * Runs one section, unless `--only` leaves it out: logs the load average before it (and keeps it
+ * in the results), keeps what it returns, and records its failure without stopping the run.
+ */
+export async function runSection(ctx: BenchContext, section: BenchSection, only: Set<string> | undefined): Promise<void> {
+  const { name } = section;
+  if (only && !only.has(name)) return;
+  const { results, log } = ctx;
+  const t = Date.now();
+  const load = loadBefore();
+  results.load[name] = load;
+  log(
+    `== ${name} (load average ${load.loadAverage1m} on ${load.cores} cores${load.overloaded ? ': OVERLOADED, figures of this section are suspect' : ''})`,
+  );
+  try {
+    Object.assign(results, await section.run(ctx));
+  } catch (err) {
+    const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    results.errors.push({ section: name, message });
+    log(`!! ${name} failed: ${message}`);
+  }
+  log(`   ${name}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+}

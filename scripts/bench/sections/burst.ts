@@ -1,0 +1,74 @@
+import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst } from '../burst.ts';
+import { configTable, guaranteeLines, n, ratioTable, targetLines } from '../lib/markdown.ts';
+import { recorder } from '../lib/recorder.ts';
+import { compareConfigs } from '../lib/stats.ts';
+import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
+import { PEERS } from '../peers/guarantees.ts';
+import { pgBossLabel } from '../peers/pgboss.ts';
+import type { BenchResults } from '../results.ts';
+
+/** Idle long-running workers of each system hit by one burst committed in one statement. */
+export const burstSection: BenchSection = {
+  name: 'burst',
+  async run(ctx: BenchContext) {
+    const { P, log } = ctx;
+    const rec = recorder<Burst>(log, (b) => `${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
+    for (let r = 0; r < P.runs; r++) {
+      for (const warm of P.burstWarmUps) await burstRun(ctx, rec, warm);
+    }
+    const configs = rec.configs();
+    const oursKeys = Object.keys(configs).filter((k) => configs[k]!.system === 'ours');
+    return { burst: { messages: P.burstMessages, ...compareConfigs(configs, (b) => b.perSecond, oursKeys, oursKeys) } };
+  },
+};
+
+/** One burst of every configuration, all after a warm-up or all cold. */
+async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst>>, warm: boolean) {
+  const { P, freshOurs, freshGraphile, freshPgBoss } = ctx;
+  const n = P.burstMessages;
+  // Keys and labels: the warm-up run is the plain one, the other is "cold".
+  const k = (key: string) => (warm ? key : `${key}Cold`);
+  const l = (label: string) => (warm ? label : `${label}, cold`);
+  for (const processes of [1, 2]) {
+    await rec.measure(k(`ours${processes}`), 'ours', l(`ours ×${processes}`), async () =>
+      oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, warm),
+    );
+  }
+  for (const keyed of [false, true]) {
+    const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
+    for (const processes of P.burstGraphileProcesses) {
+      await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
+        graphileCliBurst(await freshGraphile(), n, processes, warm, keyed),
+      );
+    }
+    await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
+      graphileRunBurst(await freshGraphile(), n, warm, keyed),
+    );
+  }
+  for (const cfg of P.pgBossConfigs) {
+    await rec.measure(k(pgBossKey(cfg)), pgBossSystem(cfg), l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
+      pgBossBurst(await freshPgBoss(), n, cfg, warm),
+    );
+  }
+}
+
+export function burstMarkdown(r: BenchResults): string[] {
+  if (!r.burst) return [];
+  const b = r.burst;
+  const L: string[] = [];
+  L.push(
+    `## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`,
+    '',
+  );
+  configTable(L, b, 'perSecond', 'seconds', 'Seconds from COMMIT');
+  L.push(
+    'Each configuration after a warm-up batch (100 handled, then 1 s idle) and "cold" (started, 1 s idle, no warm-up).',
+    '',
+    "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
+    '',
+  );
+  ratioTable(L, b, 'perSecond');
+  guaranteeLines(L);
+  targetLines(L, r.targets, 'Burst');
+  return L;
+}

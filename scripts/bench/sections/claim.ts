@@ -1,0 +1,43 @@
+import { n, x } from '../lib/markdown.ts';
+import { repeat } from '../lib/stats.ts';
+import type { BenchContext, BenchSection } from '../context.ts';
+import { explainClaim, prepareClaimTables, timeClaims } from '../ours.ts';
+import type { BenchResults } from '../results.ts';
+
+/** Our claim on an outbox without history and on one holding a DONE history. */
+export const claimSection: BenchSection = {
+  name: 'claim',
+  async run({ P, log, freshOurs }: BenchContext) {
+    const emptyUrl = await freshOurs();
+    const historyUrl = await freshOurs();
+    log(`   filling: ${P.claimPending} PENDING each, ${P.claimDone} DONE in the second`);
+    await prepareClaimTables(emptyUrl, historyUrl, P.claimPending, P.claimDone);
+    const runs = await repeat(P.runs, async () => {
+      const emptyMs = await timeClaims(emptyUrl, P.claimSamples, P.claimBatch);
+      const withHistoryMs = await timeClaims(historyUrl, P.claimSamples, P.claimBatch);
+      log(`   claim: ${emptyMs.toFixed(3)} ms empty, ${withHistoryMs.toFixed(3)} ms with history`);
+      return { emptyMs, withHistoryMs, ratio: withHistoryMs / emptyMs };
+    });
+    return { claim: { runs, explain: await explainClaim(historyUrl, P.claimBatch) } };
+  },
+};
+
+export function claimMarkdown(r: BenchResults): string[] {
+  if (!r.claim) return [];
+  const p = r.params;
+  const c = r.claim.runs.median;
+  return [
+    `## 5. Claim cost against history (one claim of ${p.claimBatch}; ${n(p.claimPending)} PENDING)`,
+    '',
+    `| 0 DONE rows (ms) | ${n(p.claimDone)} DONE rows (ms) | ratio |`,
+    '|---:|---:|---:|',
+    `| ${n(c.emptyMs, 3)} | ${n(c.withHistoryMs, 3)} | ${x(c.ratio)} |`,
+    '',
+    'The claim as the worker sends it, explained on the table with history:',
+    '',
+    '```',
+    r.claim.explain,
+    '```',
+    '',
+  ];
+}

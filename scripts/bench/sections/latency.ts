@@ -1,0 +1,77 @@
+import { latencyFloor } from '../floors.ts';
+import { mm, targetLines, x } from '../lib/markdown.ts';
+import { repeatOf, round } from '../lib/stats.ts';
+import type { BenchContext, BenchSection } from '../context.ts';
+import { oursLatency } from '../ours.ts';
+import { graphileLatency } from '../peers/graphile.ts';
+import { PEERS } from '../peers/guarantees.ts';
+import { pgBossLatency } from '../peers/pgboss.ts';
+import type { BenchResults, Lat } from '../results.ts';
+
+type Who = 'ours' | 'floor' | 'graphile' | 'pgBoss' | 'graphileKeyed' | 'pgBossKeyed';
+
+/** Commit → handler on an idle worker of each system, and the bare LISTEN/NOTIFY round trip. */
+export const latencySection: BenchSection = {
+  name: 'latency',
+  async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
+    const runs: Record<Who, Lat[]> = { ours: [], floor: [], graphile: [], pgBoss: [], graphileKeyed: [], pgBossKeyed: [] };
+    const measure = async (who: Who, label: string, fn: () => Promise<Lat>) => {
+      const l = await fn();
+      runs[who].push(l);
+      log(`   ${label}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`);
+    };
+    for (let r = 0; r < P.runs; r++) {
+      await measure('ours', 'ours', async () => oursLatency(await freshOurs(), P.latencySamples));
+      await measure('floor', 'floor (bare LISTEN/NOTIFY round trip)', async () => latencyFloor(await freshOurs(), P.latencyFloorSamples));
+      await measure('graphile', 'graphile-worker', async () => graphileLatency(await freshGraphile(), P.latencySamples));
+      await measure('pgBoss', 'pg-boss', async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples));
+      await measure('graphileKeyed', 'graphile-worker, a queue per key', async () =>
+        graphileLatency(await freshGraphile(), P.latencySamples, true),
+      );
+      await measure('pgBossKeyed', 'pg-boss, key_strict_fifo per key', async () =>
+        pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, true),
+      );
+    }
+    const o = repeatOf(runs.ours);
+    const f = repeatOf(runs.floor);
+    return {
+      latency: {
+        ours: o,
+        graphile: repeatOf(runs.graphile),
+        pgBoss: repeatOf(runs.pgBoss),
+        graphileKeyed: repeatOf(runs.graphileKeyed),
+        pgBossKeyed: repeatOf(runs.pgBossKeyed),
+        floor: f,
+        floorRatios: { p50: round(o.median.p50 / f.median.p50, 3), p99: round(o.median.p99 / f.median.p99, 3) },
+      },
+    };
+  },
+};
+
+export function latencyMarkdown(r: BenchResults): string[] {
+  if (!r.latency) return [];
+  const l = r.latency;
+  const p = r.params;
+  const L: string[] = [];
+  L.push(`## 2. Commit → handler latency (idle worker; ${p.latencySamples} samples per run, pg-boss ${p.pgBossLatencySamples})`, '');
+  L.push('| System | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |', '|---|---:|---:|---:|---:|');
+  const row = (name: string, rep: typeof l.ours) =>
+    L.push(`| ${name} | ${mm(rep, 'p50', 2)} | ${mm(rep, 'p99', 2)} | ${mm(rep, 'max', 2)} | ${mm(rep, 'mean', 2)} |`);
+  row('ours (LISTEN/NOTIFY)', l.ours);
+  row('graphile-worker (LISTEN/NOTIFY)', l.graphile);
+  row('pg-boss (LISTEN/NOTIFY, polling every 0.5 s behind it)', l.pgBoss);
+  if (l.graphileKeyed) row(`${PEERS.graphile.same}: a queue per key`, l.graphileKeyed);
+  if (l.pgBossKeyed) row(`${PEERS.pgBoss.same}: key_strict_fifo, a key per job`, l.pgBossKeyed);
+  row(`latency floor: a bare LISTEN/NOTIFY round trip (${p.latencyFloorSamples} samples)`, l.floor);
+  L.push(
+    '',
+    (l.graphileKeyed
+      ? `Ours / ${PEERS.graphile.same} (the target's peer): p50 ${x(l.ours.median.p50 / l.graphileKeyed.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphileKeyed.median.p99)}. `
+      : '') +
+      `Ours / graphile-worker, fastest: p50 ${x(l.ours.median.p50 / l.graphile.median.p50)}, p99 ${x(l.ours.median.p99 / l.graphile.median.p99)}. ` +
+      `Ours / latency floor: p50 ${x(l.floorRatios.p50)}, p99 ${x(l.floorRatios.p99)} (reported, no target).`,
+    '',
+  );
+  targetLines(L, r.targets, 'Latency');
+  return L;
+}

@@ -1,0 +1,184 @@
+import { addPending, concurrentPurge, dropPartitionCost, purgeCost, rowsInDay } from '../history.ts';
+import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from '../history.ts';
+import { percentile, repeatOf, round } from '../lib/stats.ts';
+import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { claimTimes, oursDrain } from '../ours.ts';
+import type { ClaimLat, Drain } from '../results.ts';
+
+/*
+ * A long DONE history and its purge: deleted row by row and the partition dropped, each alone on
+ * a fresh clone, and our drain and claim alone and beside each purge (history.ts). The results'
+ * shape and the section of bench-results.md: purge-report.ts.
+ */
+
+const WAY = { delete: 'the DELETE', drop: 'the partition DROP' } as const;
+
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** Our drain ×1 of `count` no-op messages with our throughput settings; `onStarted` when its clock starts. */
+export const drainOurs = (url: string, count: number, processes: number, onStarted?: () => void) =>
+  oursDrain(url, { topic: 'bench.noop', count, processes, env: OURS_THROUGHPUT, onStarted });
+
+const claimLat = async (P: BenchContext['P'], url: string): Promise<ClaimLat> => {
+  const ms = await claimTimes(url, P.purgeClaimSamples, P.claimBatch);
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99) };
+};
+
+/**
+ * `measure` with a purge of the history beside it (history.ts concurrentPurge), started when
+ * `measure` calls `start` (a drain: when its clock starts) and stopped when it ends.
+ */
+async function beside<T>(url: string, history: HistoryDay, way: PurgeWay, measure: (start: () => void) => Promise<T>) {
+  const started: { purge?: ReturnType<typeof concurrentPurge> } = {};
+  const inDay = way === 'drop' ? await rowsInDay(url, history) : history.rows;
+  const m = await measure(() => {
+    started.purge = concurrentPurge(url, history, way, inDay);
+  }).catch(async (err: unknown) => {
+    await started.purge?.stop();
+    throw err;
+  });
+  if (!started.purge) throw new Error('the purge beside the measurement never started');
+  return { ...m, ...(await started.purge.stop()) };
+}
+
+const besideLine = (b: Beside) =>
+  `${b.purged.toLocaleString('en-US')} rows, purge ${Math.round(b.purgeMs)} ms of the measurement's ${Math.round(b.measuredMs)} ms`;
+
+interface PurgeRuns {
+  deletes: PurgeCost[];
+  drops: DropCost[];
+  largeDrops: DropCost[];
+  drainsAlone: Drain[];
+  drainsBeside: Record<PurgeWay, (Drain & Beside)[]>;
+  claimsAlone: ClaimLat[];
+  claimsBeside: Record<PurgeWay, (ClaimLat & Beside)[]>;
+}
+
+export const purgeSection: BenchSection = {
+  name: 'purge',
+  async run(ctx: BenchContext) {
+    const { P, history } = ctx;
+    const m: PurgeRuns = {
+      deletes: [],
+      drops: [],
+      largeDrops: [],
+      drainsAlone: [],
+      drainsBeside: { delete: [], drop: [] },
+      claimsAlone: [],
+      claimsBeside: { delete: [], drop: [] },
+    };
+    for (let r = 0; r < P.historyRuns; r++) {
+      await drainsBesidePurges(ctx, m, r);
+      await claimsBesidePurges(ctx, m);
+      await purgesAlone(ctx, m);
+    }
+    // The larger day serves nothing else: its template (GBs) goes now.
+    await history.dropTemplate(P.purgeLargeRows);
+    return { purge: purgeResult(ctx, m) };
+  },
+};
+
+/** A clone each, the one drained first taking turns, so none always gets the warmer machine. */
+async function drainsBesidePurges({ P, log, history }: BenchContext, m: PurgeRuns, r: number) {
+  const order = (['alone', 'delete', 'drop'] as const).map((_, i, a) => a[(i + r) % a.length]!);
+  for (const way of order) {
+    await history.on(P.purgeRows, async (url, day) => {
+      if (way === 'alone') {
+        m.drainsAlone.push(await drainOurs(url, P.purgeDrainMessages, 1));
+        log(`   drain ×1 alone: ${Math.round(m.drainsAlone.at(-1)!.perSecond)} msg/s`);
+        return;
+      }
+      const d = await beside(url, day, way, (start) => drainOurs(url, P.purgeDrainMessages, 1, start));
+      m.drainsBeside[way].push(d);
+      log(`   drain ×1 beside ${WAY[way]}: ${Math.round(d.perSecond)} msg/s (${besideLine(d)})`);
+    });
+  }
+}
+
+/**
+ * One clone: the claims are rolled back, so each set sees the same PENDING rows; the DELETE
+ * before the DROP, which leaves nothing to delete (the DROP then takes fewer rows).
+ */
+async function claimsBesidePurges({ P, log, history }: BenchContext, m: PurgeRuns) {
+  await history.on(P.purgeRows, async (url, day) => {
+    await addPending(url, P.claimPending);
+    m.claimsAlone.push(await claimLat(P, url));
+    for (const way of ['delete', 'drop'] as const) {
+      m.claimsBeside[way].push(
+        await beside(url, day, way, (start) => {
+          start();
+          return claimLat(P, url);
+        }),
+      );
+    }
+    const [a, d, p] = [m.claimsAlone.at(-1)!, m.claimsBeside.delete.at(-1)!, m.claimsBeside.drop.at(-1)!];
+    const ms = (c: ClaimLat) => `${c.p50.toFixed(3)}/${c.p99.toFixed(3)} ms`;
+    log(`   claim p50/p99: alone ${ms(a)}, beside the DELETE ${ms(d)} (${besideLine(d)}), beside the DROP ${ms(p)} (${besideLine(p)})`);
+  });
+}
+
+/**
+ * Each purge alone on a fresh clone, nothing else on the server, with PENDING rows in today's
+ * partition as a live outbox has (neither purge may touch them).
+ */
+async function purgesAlone({ P, log, history }: BenchContext, m: PurgeRuns) {
+  await history.on(P.purgeRows, async (url, day) => {
+    await addPending(url, P.claimPending);
+    m.deletes.push(await purgeCost(url, day));
+    const p = m.deletes.at(-1)!;
+    log(
+      `   DELETE of ${p.rows.toLocaleString('en-US')} rows: ${p.seconds.toFixed(1)} s (a batch ${p.firstBatchesMs.toFixed(1)} ms at first, ${p.lastBatchesMs.toFixed(1)} ms at the end), ${mib(p.walBytes)} WAL; outbox ${mib(p.tableBytesBefore)} → ${mib(p.tableBytesAfter)}, ${mib(p.tableBytesAfterVacuum)} after VACUUM (${p.vacuumSeconds.toFixed(1)} s)`,
+    );
+  });
+  const dropLine = (d: DropCost) =>
+    `${d.rows.toLocaleString('en-US')} rows (${mib(d.partitionBytes)}): ${d.ms.toFixed(1)} ms (statistics ${d.statsMs.toFixed(1)}, detach ${d.detachMs.toFixed(1)}, drop ${d.dropMs.toFixed(1)}), ${(d.walBytes / 1024).toFixed(1)} KiB WAL; outbox ${mib(d.tableBytesBefore)} → ${mib(d.tableBytesAfter)}`;
+  for (const [size, into] of [
+    [P.purgeRows, m.drops],
+    [P.purgeLargeRows, m.largeDrops],
+  ] as const) {
+    await history.on(size, async (url, day) => {
+      await addPending(url, P.claimPending);
+      into.push(await dropPartitionCost(url, day));
+      log(`   DROP of the partition of ${dropLine(into.at(-1)!)}`);
+    });
+  }
+}
+
+function purgeResult({ P, log }: BenchContext, m: PurgeRuns) {
+  const da = repeatOf(m.drainsAlone);
+  const dd = repeatOf(m.drainsBeside.delete);
+  const dp = repeatOf(m.drainsBeside.drop);
+  const ca = repeatOf(m.claimsAlone);
+  const cd = repeatOf(m.claimsBeside.delete);
+  const cp = repeatOf(m.claimsBeside.drop);
+  const drain = {
+    messages: P.purgeDrainMessages,
+    alone: da,
+    besideDelete: dd,
+    besideDrop: dp,
+    deleteRatio: round(dd.median.perSecond / da.median.perSecond, 3),
+    dropRatio: round(dp.median.perSecond / da.median.perSecond, 3),
+  };
+  const claim = {
+    samples: P.purgeClaimSamples,
+    pending: P.claimPending,
+    alone: ca,
+    besideDelete: cd,
+    besideDrop: cp,
+    deleteP50Ratio: round(cd.median.p50 / ca.median.p50, 3),
+    deleteP99Ratio: round(cd.median.p99 / ca.median.p99, 3),
+    dropP50Ratio: round(cp.median.p50 / ca.median.p50, 3),
+    dropP99Ratio: round(cp.median.p99 / ca.median.p99, 3),
+  };
+  log(
+    `   beside / alone: the DELETE: drain ${drain.deleteRatio}×, claim p50 ${claim.deleteP50Ratio}×, p99 ${claim.deleteP99Ratio}×; the partition DROP: drain ${drain.dropRatio}×, claim p50 ${claim.dropP50Ratio}×, p99 ${claim.dropP99Ratio}×`,
+  );
+  return {
+    rows: P.purgeRows,
+    deleteRows: repeatOf(m.deletes),
+    dropPartition: repeatOf(m.drops),
+    dropLargePartition: { rows: P.purgeLargeRows, runs: repeatOf(m.largeDrops) },
+    drain,
+    claim,
+  };
+}

@@ -1,0 +1,24 @@
+import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
+import type { BenchResults } from '../results.ts';
+import { renderTracing, tracingSection as measureTracing } from '../tracing.ts';
+
+/** What tracing costs the API and the drain: off, sampled at 0, every trace exported (tracing.ts). */
+export const tracingSection: BenchSection = {
+  name: 'tracing',
+  async run({ P, server, log }: BenchContext) {
+    return {
+      tracing: await measureTracing({
+        runs: P.runs,
+        connections: PREPARED_CONNECTIONS,
+        httpSeconds: P.httpSeconds,
+        drainMessages: P.drainMessages,
+        sizes: { guests: P.apiGuests, properties: P.apiProperties },
+        logDir: server.dir,
+        freshDatabase: (name) => server.createDatabase(name, server.ourTemplate),
+        log,
+      }),
+    };
+  },
+};
+
+export const tracingMarkdown = (r: BenchResults): string[] => (r.tracing ? renderTracing(r.tracing) : []);

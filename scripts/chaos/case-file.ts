@@ -1,0 +1,41 @@
+import { lc, type BookingRow, type JudgeInput } from './evidence.ts';
+import { countByKind, type FaultKind } from './fault-kinds.ts';
+import { acceptedMail, expectedMail, type AcceptedMail, type ExpectedMail } from './mail.ts';
+import { minimums, type Minimums } from './minimums.ts';
+import { emailPace } from './rules/email-pace.ts';
+
+/*
+ * The case file the judge hands every rule: the gathered evidence, and the views of it that more
+ * than one rule (or the verdict's figures) read, each worked out once. Nothing here judges.
+ */
+
+export interface CaseFile {
+  input: JudgeInput;
+  /** The 550 recipients, lower case. */
+  bounce: Set<string>;
+  bookingById: Map<string, BookingRow>;
+  /** The emails owed (mail.ts). */
+  expected: ExpectedMail;
+  /** What the SMTP server accepted and refused (mail.ts). */
+  accepted: AcceptedMail;
+  /** Faults with evidence of their effect, by kind. */
+  withEvidence: Record<FaultKind, number>;
+  minimums: Minimums;
+  /** The email pace during NATS outages; null: the events part did not run. */
+  pace: ReturnType<typeof emailPace> | null;
+}
+
+export function openCaseFile(input: JudgeInput): CaseFile {
+  const bounce = new Set(input.bounceEmails.map(lc));
+  return {
+    input,
+    bounce,
+    bookingById: new Map(input.bookings.map((b) => [b.publicId, b])),
+    expected: expectedMail(input.bookings, input.clientBookings, bounce, input.mailDomain),
+    accepted: acceptedMail(input.records),
+    withEvidence: countByKind(input.faults.filter((f) => f.evidence)),
+    minimums: minimums(input.durationSeconds, input.faultsPlanned, input.events !== null),
+    // Judged from the clients' and the SMTP server's records, when the events part ran.
+    pace: input.events ? emailPace(input) : null,
+  };
+}

@@ -1,0 +1,129 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiClient } from './client.ts';
+import type { Flags } from './flags.ts';
+import { FaultInjector } from './faults/injector.ts';
+import { planFaults } from './faults/plan.ts';
+import type { InjectorDeps, PlannedFault } from './faults/types.ts';
+import { Load } from './load.ts';
+import { pendingCount } from './outbox-queries.ts';
+import type { Rng } from './rng.ts';
+import { retryWindowMs } from './settings.ts';
+import type { ChaosStack, Say } from './stack.ts';
+import { ChaosWebhooks } from './webhooks.ts';
+
+/*
+ * The chaos run's middle: the load's users and properties and the webhook receivers set up, then
+ * the load for --duration while the faults drawn from the seed are injected, then the workers
+ * left to drain (bounded).
+ */
+
+export interface Driven {
+  client: ApiClient;
+  load: Load;
+  hooks: ChaosWebhooks;
+  plan: PlannedFault[];
+  injector: FaultInjector;
+  loadStart: number;
+  loadEnd: number;
+  /** When nothing the workers handle was PENDING any more; null: not within the bound. */
+  drainedAt: number | null;
+}
+
+/** What the injector acts on: the stack's processes, and the events path when it runs. */
+function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): InjectorDeps {
+  const events = stack.ev;
+  return {
+    workers: stack.workers,
+    api: stack.api,
+    smtp: stack.smtp,
+    postgres: stack.postgres!.pg,
+    admin: stack.admin!,
+    lastWorkerActivity: stack.lastWorkerActivity,
+    waitApiUp: stack.waitApiUp,
+    waitSmtpUp: stack.waitSmtpUp,
+    events: events && {
+      killConsumer: (ms) => events.killConsumer(ms),
+      natsOutage: (ms) => events.natsOutage(ms),
+      deleteStream: () => events.deleteStream(),
+      forgeEvent: (kind, pick) => events.forgeEvent(kind, pick),
+      killNatsNode: (target, ms) => events.killNatsNode(target, ms),
+      wipeNatsNode: (target) => events.wipeNatsNode(target),
+    },
+    // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
+    // gets an attempt between an SMTP outage and a NATS one.
+    downstreamGapMs,
+    log: say,
+  };
+}
+
+/** The load's users and properties, and webhook receivers for some of the hosts, registered before any booking. */
+async function setUp(stack: ChaosStack, flags: Flags, rng: { load: Rng; webhooks: Rng }, say: Say) {
+  const client = new ApiClient(stack.apiUrl);
+  const load = new Load({
+    api: client,
+    rng: rng.load,
+    hosts: 6,
+    guests: 16,
+    bounceEmails: stack.bounceEmails,
+    concurrency: flags.concurrency,
+    thinkMs: [20, 120],
+    runTag: String(flags.seed),
+  });
+  await load.setup();
+  // Webhook receivers for some of the hosts (scripts/chaos/webhooks.ts).
+  const hooks = new ChaosWebhooks(rng.webhooks);
+  await hooks.start();
+  await hooks.register(client, load.hosts());
+  say(`set up ${load.users.length} users and ${load.properties.length} properties; webhook receivers: flaky, down, slow`);
+  return { client, load, hooks };
+}
+
+/** Puts the load on the stack while the faults are injected; then waits until the workers drained (bounded). */
+export async function drive(
+  stack: ChaosStack,
+  flags: Flags,
+  rng: { faults: Rng; load: Rng; webhooks: Rng },
+  onHooks: (hooks: ChaosWebhooks) => void,
+  say: Say,
+): Promise<Driven> {
+  const { client, load, hooks } = await setUp(stack, flags, rng, say);
+  onHooks(hooks);
+  const durationMs = flags.durationSeconds * 1000;
+  const maxOutageMs = Math.floor(retryWindowMs() / 2);
+  const plan = planFaults(rng.faults, {
+    durationMs,
+    workers: stack.workers.length,
+    maxSmtpOutageMs: maxOutageMs,
+    events: stack.ev ? { maxNatsOutageMs: maxOutageMs } : undefined,
+  });
+  const injector = new FaultInjector(injectorDeps(stack, maxOutageMs, say));
+  const loadStart = Date.now();
+  say(`load for ${flags.durationSeconds} s with ${plan.length} faults planned`);
+  injector.start(plan);
+  // The "down" receiver refuses connections for a window in the middle of the load.
+  hooks.scheduleDownWindow(Math.round(durationMs * 0.3), Math.min(30_000, Math.round(durationMs * 0.2)));
+  await load.run(durationMs);
+  const loadEnd = Date.now();
+  say(`load done: ${load.figures.bookingsCreated} bookings, ${load.figures.cancellations} cancellations; waiting for faults in progress`);
+  await injector.settle();
+  // Every process up again (a fault may have ended with one still restarting).
+  await stack.waitApiUp();
+  await stack.waitSmtpUp();
+  stack.workers.forEach((w) => w.start());
+  const drainedAt = await drained(stack, Date.now() + Math.max(120_000, durationMs));
+  say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
+  return { client, load, hooks, plan, injector, loadStart, loadEnd, drainedAt };
+}
+
+/** Waits until nothing the workers handle is PENDING; when, or null at the deadline. */
+async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
+  while (Date.now() < deadline) {
+    try {
+      if ((await pendingCount(stack.admin!, stack.handledTopics)) === 0) return Date.now();
+    } catch {
+      /* retry */
+    }
+    await sleep(250);
+  }
+  return null;
+}

@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { lifelineEnv } from '../../../src/process/lifeline.ts';
+import { Supervised } from '../processes.ts';
+import type { ChaosNats } from './nats-cluster.ts';
+import type { ConsumerKillObserved } from './observed.ts';
+
+/**
+ * The earnings consumer (`npm run consume:earnings`), supervised like the run's other processes
+ * (fault "consumer-kill"), and its last run to the end of the stream after the drain.
+ */
+export class EarningsConsumer {
+  /** The supervised process: its unplanned exits count as crashes in the verdict. */
+  readonly process: Supervised;
+  /** The pid of the consumer process that last said it is running (pulling from its group). */
+  private runningPid: number | undefined;
+  private supervising = false;
+  private stopped = false;
+  kills = 0;
+
+  constructor(
+    private readonly entry: string,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly root: string,
+    private readonly dir: string,
+  ) {
+    this.process = new Supervised({
+      name: 'earnings-consumer',
+      entry,
+      env,
+      logFile: path.join(dir, 'earnings-consumer.log'),
+      onLine: (line) => {
+        if (line.includes('"msg":"earnings consumer running"')) this.runningPid = this.process.pid;
+      },
+    });
+  }
+
+  start(): void {
+    this.supervising = true;
+    this.process.start();
+  }
+
+  /**
+   * SIGKILL, down `downMs`, start again. Whatever it was applying rolls back and comes back
+   * after the ack wait. Waits (up to `readyWaitMs`) for the consumer to be pulling from its
+   * group, so the kill lands mid-stream rather than during its start-up. Resolves with the exit
+   * seen (null: no consumer was running) and whether it was pulling.
+   */
+  async kill(downMs = 500, readyWaitMs = 3_000): Promise<ConsumerKillObserved> {
+    const c = this.process;
+    const deadline = Date.now() + readyWaitMs;
+    while (!(c.pid !== undefined && this.runningPid === c.pid) && Date.now() < deadline) await sleep(20);
+    const consuming = c.running && this.runningPid === c.pid;
+    const seen = await c.kill('SIGKILL');
+    if (seen) this.kills++;
+    await sleep(downMs);
+    if (this.supervising) c.start();
+    return { seen, consuming };
+  }
+
+  async stop(): Promise<void> {
+    this.supervising = false;
+    if (this.stopped) return;
+    this.stopped = true;
+    await this.process.stop(10_000);
+  }
+
+  /**
+   * Stops the supervised consumer (SIGTERM), then runs one to the end of the stream
+   * (--until-empty, bounded by `timeoutMs`). Throws if that one fails or does not finish.
+   */
+  async finish(nats: ChaosNats, log: (l: string) => void, timeoutMs = 120_000): Promise<void> {
+    await this.stop();
+    if (!nats.running) await nats.start();
+    const last = spawn(process.execPath, ['--import', 'tsx', this.entry, '--until-empty'], {
+      cwd: this.root,
+      env: { ...this.env, ...lifelineEnv() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    last.stdout.on('data', (d) => (output += d));
+    last.stderr.on('data', (d) => (output += d));
+    const timer = setTimeout(() => last.kill('SIGKILL'), timeoutMs);
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => last.once('exit', (c, s) => r([c, s])));
+    clearTimeout(timer);
+    writeFileSync(path.join(this.dir, 'earnings-consumer-until-empty.log'), output);
+    if (code !== 0) {
+      const why = signal === 'SIGKILL' ? `not done within ${timeoutMs / 1000} s` : `exited ${code ?? signal}`;
+      throw new Error(`consume:earnings --until-empty ${why}: ${output.trim().split('\n').slice(-5).join(' / ')}`);
+    }
+    log('earnings consumer caught up with the stream');
+  }
+}

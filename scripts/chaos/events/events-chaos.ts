@@ -1,0 +1,128 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createDatabase, type Database } from '../../../src/db/client.ts';
+import type { CheckResult } from '../checks.ts';
+import { checkEvents } from './check.ts';
+import { EarningsConsumer } from './consumer.ts';
+import { deleteStream } from './delete-stream.ts';
+import { forgeEvent } from './forge.ts';
+import { startChaosNats } from './nats-cluster.ts';
+import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
+import type { EventsFigures, ForgedEvent, ForgeryKind, StreamDeletion } from './observed.ts';
+import type { EventsStage } from './stage.ts';
+
+/*
+ * The events part of the chaos run: a three-node JetStream cluster holding the stream at three
+ * replicas (nats-cluster.ts), which the run can stop and start whole (fault "nats-outage"), lose
+ * one node of (SIGKILL, often the stream's leader: "nats-node-kill"), or have one node come back
+ * with its store wiped ("nats-node-wipe") (node-faults.ts); the stream deleted under the relay
+ * ("stream-delete", delete-stream.ts) and forged events published on it ("forged-event",
+ * forge.ts); the earnings consumer (`npm run consume:earnings`) supervised like the other
+ * processes ("consumer-kill", consumer.ts); and the checks made after everything has drained
+ * (check.ts; names in checks.ts EVENT_CHECKS).
+ */
+
+/** The run's stream settings: the workers' relay and the consumer get the same. */
+function eventsEnv(natsUrl: string, size: number, group: string): Record<string, string> {
+  return {
+    NATS_URL: natsUrl,
+    EVENTS_STREAM: 'CHAOS_EVENTS',
+    EVENTS_SUBJECT_PREFIX: 'chaos',
+    EVENTS_EARNINGS_GROUP: group,
+    EVENTS_ACK_WAIT_SECONDS: '5',
+    // Every event on each of the three nodes: any one can be lost, or come back empty.
+    EVENTS_REPLICAS: String(size),
+  };
+}
+
+/**
+ * Everything run.ts needs for the events, behind a few calls:
+ *
+ *   const events = await startEventsChaos({ databaseUrl, root });
+ *   // workers: spawn them with { ...env, ...events.env } so they relay into this NATS
+ *   await events.startConsumer();                       // npm run consume:earnings, supervised
+ *   faults: await events.killConsumer(downMs)  ·  await events.natsOutage(ms)
+ *           await events.killNatsNode({ leader, index }, downMs)  ·  await events.wipeNatsNode({ leader, index })
+ *   after the drain: await events.finish(); results.push(...await events.check());
+ *   finally: await events.stop();
+ *
+ * `dir` holds the NATS store and the logs (a temp dir, removed by stop(), when not given); `env` is
+ * the consumer's environment before DATABASE_URL and the events settings (process.env by default;
+ * the chaos run passes the workers' own, so both compute the same stream configuration).
+ */
+export async function startEventsChaos(o: {
+  databaseUrl: string;
+  root: string;
+  dir?: string;
+  env?: NodeJS.ProcessEnv;
+  group?: string;
+  log?: (l: string) => void;
+}) {
+  const ownDir = o.dir === undefined;
+  const dir = o.dir ?? mkdtempSync(path.join(os.tmpdir(), 'chaos-events-'));
+  mkdirSync(path.join(dir, 'nats'), { recursive: true });
+  const nats = await startChaosNats(path.join(dir, 'nats'));
+  const env = eventsEnv(nats.url, nats.size, o.group ?? 'earnings');
+  const log = o.log ?? (() => {});
+  const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
+  // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
+  const consumerEnv: NodeJS.ProcessEnv = { ...base, LOG_LEVEL: 'info', DATABASE_URL: o.databaseUrl, ...env };
+  const consumer = new EarningsConsumer(path.join(o.root, 'src/events/earnings/main.ts'), consumerEnv, o.root, dir);
+  let figures: EventsFigures | undefined;
+  let database: Database | undefined;
+  const stage: EventsStage = {
+    nats,
+    stream: env.EVENTS_STREAM!,
+    subjectPrefix: env.EVENTS_SUBJECT_PREFIX!,
+    group: env.EVENTS_EARNINGS_GROUP!,
+    db: () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })).db,
+    forged: [],
+    deletions: [],
+  };
+  return {
+    env,
+    nats,
+    /** The supervised consumer: its unplanned exits count as crashes in the verdict. */
+    consumer: consumer.process,
+    get consumerKills() {
+      return consumer.kills;
+    },
+    /** What the last check() counted. */
+    get figures() {
+      return figures;
+    },
+    startConsumer: async () => consumer.start(),
+    killConsumer: (downMs?: number, readyWaitMs?: number) => consumer.kill(downMs, readyWaitMs),
+    natsOutage: (ms: number) => natsOutage(stage, ms),
+    killNatsNode: (target: { leader: boolean; index: number }, downMs: number, catchUpMs?: number) =>
+      killNatsNode(stage, target, downMs, catchUpMs),
+    wipeNatsNode: (target: { leader: boolean; index: number }, catchUpMs?: number) => wipeNatsNode(stage, target, catchUpMs),
+    finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
+    deleteStream: (backWithinMs?: number) => deleteStream(stage, backWithinMs),
+    forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
+    /** The forged events the stream accepted, and the stream's deletions, so far. */
+    get forged(): readonly ForgedEvent[] {
+      return stage.forged;
+    },
+    get deletions(): readonly StreamDeletion[] {
+      return stage.deletions;
+    },
+    async check(): Promise<CheckResult[]> {
+      const { stream, subjectPrefix, group, forged, deletions } = stage;
+      const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group, forged, deletions });
+      figures = r.figures;
+      return r.checks;
+    },
+    /** Everything down: the consumer, nats-server; the temp dir too when this made it. */
+    async stop() {
+      await consumer.stop().catch(() => undefined);
+      await database?.close().catch(() => undefined);
+      database = undefined;
+      await nats.stop();
+      if (ownDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type EventsChaos = Awaited<ReturnType<typeof startEventsChaos>>;

@@ -1,0 +1,58 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { caughtUp, leaderWithin, streamLed } from './leaders.ts';
+import type { NatsNodeObserved, NatsOutageObserved } from './observed.ts';
+import type { EventsStage } from './stage.ts';
+
+/** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
+export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutageObserved> {
+  const stopped = await s.nats.stop();
+  const refusedWhileDown = !(await s.nats.accepting());
+  await sleep(ms);
+  await s.nats.start();
+  // Listening is not leading: the next fault in the lane waits (bounded) until the stream has
+  // a leader again, rather than meet the cluster mid-election.
+  await streamLed(s, 30_000);
+  return { stopped, refusedWhileDown, restartedPid: s.nats.pid ?? null };
+}
+
+/**
+ * SIGKILL one node (the stream's leader when `leader`, else node `index`), down `downMs`, start
+ * it again on its store, and wait until it is current again (bounded by `catchUpMs`).
+ */
+export async function killNatsNode(
+  s: EventsStage,
+  target: { leader: boolean; index: number },
+  downMs: number,
+  catchUpMs = 30_000,
+): Promise<NatsNodeObserved> {
+  const leader = target.leader ? await leaderWithin(s, 'stream', 15_000) : undefined;
+  const i = leader ?? target.index % s.nats.size;
+  const seen = await s.nats.killNode(i);
+  await sleep(downMs);
+  await s.nats.startNode(i);
+  return {
+    node: s.nats.node(i).name,
+    wasLeader: leader !== undefined,
+    seen,
+    wiped: false,
+    caughtUpAfterMs: await caughtUp(s, i, catchUpMs),
+  };
+}
+
+/**
+ * SIGKILL one node (the one leading the earnings group when `leader`, else node `index`),
+ * remove its store, start it empty, and wait until the others have given it the stream and
+ * the group again (bounded by `catchUpMs`).
+ */
+export async function wipeNatsNode(
+  s: EventsStage,
+  target: { leader: boolean; index: number },
+  catchUpMs = 60_000,
+): Promise<NatsNodeObserved> {
+  const leader = target.leader ? await leaderWithin(s, 'group', 15_000) : undefined;
+  const i = leader ?? target.index % s.nats.size;
+  const seen = await s.nats.killNode(i);
+  const wiped = s.nats.wipeStore(i);
+  await s.nats.startNode(i);
+  return { node: s.nats.node(i).name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
+}

@@ -1,0 +1,113 @@
+import type { ExitObserved } from '../processes.ts';
+
+/*
+ * What the events part of the chaos run saw: of each of its faults (for the fault's evidence,
+ * faults/), of the forged events and stream deletions (for its checks, check.ts), and the
+ * figures its checks counted.
+ */
+
+/** How a forged event lies (fault "forged-event"). */
+export type ForgeryKind = 'unknown-booking' | 'wrong-amount';
+
+/** A forged booking.created the stream accepted. */
+export interface ForgedEvent {
+  kind: ForgeryKind;
+  messageId: string;
+  /** The booking it names: one that does not exist (unknown-booking), or a real one (wrong-amount). */
+  bookingId: string;
+  /** A real property of the run, so of a real host. */
+  propertyId: string;
+  /** What it claims, and what the booking's total really is (wrong-amount). */
+  total: number;
+  realTotal: number | null;
+  currency: string;
+  /** The PubAck's stream sequence. */
+  seq: number;
+  publishedAt: number;
+}
+
+/** A deletion of the events stream (fault "stream-delete"). */
+export interface StreamDeletion {
+  /** When the delete was answered (ms epoch). */
+  at: number;
+  createdBefore: string;
+  /** The recreated stream's creation time; null: not back within the bound. */
+  createdAfter: string | null;
+}
+
+export interface EventsFigures {
+  /** Outbox rows of booking.created / booking.cancelled (any status). */
+  bookingEventsInOutbox: number;
+  /** Messages under <prefix>.booking.* in the stream, copies included. */
+  bookingMessagesInStream: number;
+  /** Booking events relayed before a stream deletion and gone with it (allowed, listed here). */
+  goneWithDeletedStream: number;
+  /** Ledger lines (host, currency) of the group. */
+  ledgerLines: number;
+  /** Open consumer dead letters of the group, the forged events' included. */
+  deadLetters: number;
+  /** Forged events published / refused (dead-lettered by the ledger) / applied. */
+  forged: number;
+  forgedRefused: number;
+  forgedApplied: number;
+  streamDeletions: number;
+  /** Bookings the ledger does not count, and cancellations it does not count (after a deletion: its lost events). */
+  uncountedBookings: number;
+  uncountedCancellations: number;
+}
+
+/** What a consumer kill did (faults/). */
+export interface ConsumerKillObserved {
+  /** The exit seen; null: no consumer was running. */
+  seen: ExitObserved | null;
+  /** It had said it was running (pulling from its group), not still starting. */
+  consuming: boolean;
+}
+
+/** What a NATS outage (every node down) did, for the fault's evidence (faults/). */
+export interface NatsOutageObserved {
+  /** The first node's exit after SIGTERM, every node's exit seen; null: a node was not running. */
+  stopped: ExitObserved | null;
+  /** The port refused connections while the server was down. */
+  refusedWhileDown: boolean;
+  /** The pid listening again afterwards. */
+  restartedPid: number | null;
+}
+
+/** What a node kill or wipe did, for the fault's evidence (faults/). */
+export interface NatsNodeObserved {
+  /** The node's server name. */
+  node: string;
+  /** It led the stream (kill) or the earnings group (wipe) when it was hit. */
+  wasLeader: boolean;
+  /** Its exit after SIGKILL; null: it was not running. */
+  seen: ExitObserved | null;
+  /** Its store was removed before it started again (wipe). */
+  wiped: boolean;
+  /** How long after its start it held current replicas of the stream and the group; null: not within the bound. */
+  caughtUpAfterMs: number | null;
+}
+
+/** What a stream deletion did, for the fault's evidence (faults/). */
+export interface StreamDeleteObserved {
+  /** The stream's creation time before; null: there was no stream to delete. */
+  createdBefore: string | null;
+  messagesBefore: number;
+  /** The server answered the delete with success. */
+  deleted: boolean;
+  /** The stream's creation time once it was back; null: not back within the bound. */
+  createdAfter: string | null;
+  /** How long after the delete the stream and the group's durable were both back, ms. */
+  backAfterMs: number | null;
+  groupBack: boolean;
+}
+
+/** What a forged event did (faults/): the stream's PubAck, and whether the consumer refused it yet. */
+export interface ForgedEventObserved {
+  forged: ForgedEvent | null;
+  /** Why nothing was published (no booking yet, NATS or the database not answering). */
+  failed?: string;
+  /** How long after the publish the group's dead letter for it appeared; null: not within the wait. */
+  deadLetteredAfterMs: number | null;
+  lastError: string | null;
+}

@@ -1,0 +1,93 @@
+import type { ForgeryKind } from '../events/observed.ts';
+import type { Rng } from '../rng.ts';
+import type { PlannedFault } from './types.ts';
+
+/*
+ * The fault schedule, drawn from the seed before the load starts: the same --seed gives the same
+ * faults at the same offsets.
+ */
+
+export interface ScheduleOptions {
+  durationMs: number;
+  workers: number;
+  /** The longest an SMTP outage may last and still be shorter than the retry window. */
+  maxSmtpOutageMs: number;
+  /** The events path runs (nats-server and the earnings consumer): plan its faults too. */
+  events?: { maxNatsOutageMs: number };
+}
+
+/**
+ * Faults fall between 8% and 75% of the load, so the run also shows the system settling after the
+ * last one. Counts scale with the duration; a one-minute run still gets every kind.
+ */
+export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
+  const d = o.durationMs;
+  const when = (from = 0.08, to = 0.75) => Math.round(rng.between(from * d, to * d));
+  const seconds = d / 1000;
+  const plan: PlannedFault[] = [];
+  for (let i = 0; i < Math.max(4, Math.round(seconds / 15)); i++) {
+    plan.push({ kind: 'worker-kill', at: when(), downMs: rng.int(300, 3_000), worker: rng.int(0, o.workers - 1) });
+  }
+  for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
+    plan.push({ kind: 'api-kill', at: when(), downMs: rng.int(200, 2_000) });
+  }
+  for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
+    plan.push({ kind: 'smtp-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.maxSmtpOutageMs)) });
+  }
+  plan.push({ kind: 'pg-restart', at: when(0.3, 0.6), downMs: rng.int(0, 1_500) });
+  for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
+    plan.push({ kind: 'pg-terminate-workers', at: when(), downMs: 0 });
+  }
+  // Drawn last, so the faults above are the same for a seed whether or not the events part runs.
+  if (o.events) {
+    for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
+      plan.push({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) });
+    }
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
+      plan.push({
+        kind: 'nats-outage',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)),
+      });
+    }
+    // Drawn after the events faults above, so those stay the same for a seed.
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 180)); i++) {
+      plan.push({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 });
+    }
+    // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
+    const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
+    for (let i = 0; i < Math.max(2, Math.round(seconds / 60)); i++) {
+      const forgery: ForgeryKind =
+        i === 0 ? first : i === 1 ? (first === 'unknown-booking' ? 'wrong-amount' : 'unknown-booking') : rng.pick(FORGERIES);
+      plan.push({ kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() });
+    }
+    // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
+    // the kills and wipes hit a leader: a leader lost is an election, the hardest moment.
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 45)); i++) {
+      plan.push({
+        kind: 'nats-node-kill',
+        at: when(0.08, NODES_RESTART_BY),
+        downMs: rng.int(500, 4_000),
+        leader: rng.chance(0.5),
+        node: rng.int(0, 2),
+      });
+    }
+    for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
+      plan.push({ kind: 'nats-node-wipe', at: when(0.08, NODES_RESTART_BY), downMs: 0, leader: rng.chance(0.5), node: rng.int(0, 2) });
+    }
+  }
+  return plan.sort((a, b) => a.at - b.at);
+}
+
+const FORGERIES: ForgeryKind[] = ['unknown-booking', 'wrong-amount'];
+
+/**
+ * The share of the load by which every NATS node restart (an outage, a node kill or wipe) is due;
+ * stream deletions come after it. nats-server before 2.11 mishandles a node that restarts after
+ * a stream was deleted and recreated under the same name while it ran ("detected duplicate
+ * assignment", "No RAFT group" in its log): that node stays on the deleted stream's RAFT group and
+ * never holds the new stream, and a second node lost then loses the majority. Seen here with
+ * Debian's 2.9.10 (nats-server pull requests 7510 and 8413 fix it); a server bug the run would
+ * only rediscover, so the two kinds of fault are kept apart in time.
+ */
+const NODES_RESTART_BY = 0.5;

@@ -1,0 +1,90 @@
+import type {
+  ConsumerKillObserved,
+  ForgedEventObserved,
+  ForgeryKind,
+  NatsNodeObserved,
+  NatsOutageObserved,
+  StreamDeleteObserved,
+} from '../events/observed.ts';
+import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
+import type { ExitObserved } from '../processes.ts';
+
+/*
+ * What a fault is (planned from the seed, carried out by the injector) and what carrying one out
+ * may touch: the running processes and the admin pool (InjectorDeps). Each kind of fault is a
+ * module of its own beside this one (carry-out.ts lists them).
+ */
+
+export interface PlannedFault {
+  kind: FaultKind;
+  /** Offset from the start of the load, ms. */
+  at: number;
+  /** How long the victim stays down (kills, outages, the restart's pause), ms. */
+  downMs: number;
+  /** Which worker (worker-kill). */
+  worker?: number;
+  /** How the event lies (forged-event), and which recent booking it names, in [0, 1). */
+  forgery?: ForgeryKind;
+  pick?: number;
+  /** Which NATS node (nats-node-kill, nats-node-wipe): the leader of the stream (kill) or of the group (wipe), or node `node`. */
+  leader?: boolean;
+  node?: number;
+}
+
+export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
+
+/** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
+export interface Killable {
+  kill(signal?: NodeJS.Signals): Promise<ExitObserved | null>;
+  start(): void;
+}
+
+/** Just what the injector asks of the admin pool. */
+export interface Queryable {
+  query<R extends Record<string, unknown> = any>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
+}
+
+export interface InjectorDeps {
+  workers: Killable[];
+  api: Killable;
+  smtp: Killable;
+  postgres: { stop(): Promise<void>; start(): Promise<void> };
+  admin: Queryable;
+  /** When each worker last reported a handler outcome (ms epoch): "busy" means recently. */
+  lastWorkerActivity: number[];
+  /** Resolves once the process answers again (API: /health; SMTP: its port). */
+  waitApiUp(): Promise<void>;
+  waitSmtpUp(): Promise<void>;
+  /** The events path (scripts/chaos/events/), when it runs. */
+  events?: {
+    /** SIGKILL the earnings consumer (once it is pulling, within a bound), start it again after `downMs`. */
+    killConsumer(downMs: number): Promise<ConsumerKillObserved>;
+    /** nats-server down for `ms`, then back on the same store. */
+    natsOutage(ms: number): Promise<NatsOutageObserved>;
+    /** Delete the events stream; resolves once the relay or the consumer has recreated it (bounded). */
+    deleteStream(): Promise<StreamDeleteObserved>;
+    /** Publish a forged booking.created on the stream; resolves once the consumer refused it (bounded). */
+    forgeEvent(kind: ForgeryKind, pick: number): Promise<ForgedEventObserved>;
+    /** SIGKILL one NATS node, start it after `downMs`; resolves once it is current again (bounded). */
+    killNatsNode(target: { leader: boolean; index: number }, downMs: number): Promise<NatsNodeObserved>;
+    /** SIGKILL one NATS node, remove its store, start it; resolves once it is current again (bounded). */
+    wipeNatsNode(target: { leader: boolean; index: number }): Promise<NatsNodeObserved>;
+  };
+  /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
+  downstreamGapMs?: number;
+  log(line: string): void;
+  /** How long to wait for terminated backends to disappear from pg_stat_activity (default 3 s). */
+  backendGoneTimeoutMs?: number;
+  /** How long pg_terminate_backend waits for a worker connection to exist (default 10 s). */
+  connectionWaitMs?: number;
+}
+
+/** What carrying a fault out did: a line for the report and the effect seen (null: none, not counted). */
+export interface FaultEffect {
+  detail: string;
+  evidence: string | null;
+}
+
+/** The evidence of a kill: the exit seen was by the signal sent. */
+export const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
+  seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;

@@ -1,0 +1,188 @@
+import { checkResult, EVENT_CHECKS, type CheckResult } from '../checks.ts';
+import { lc, type ClientRecord, type JudgeInput } from '../evidence.ts';
+import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
+import { BOOKING_EMAILS, expectedMessageId, type BookingTopic } from '../mail.ts';
+import type { SinkRecord } from '../smtp-sink.ts';
+
+/*
+ * Rule: emails kept their pace during NATS outages (EVENT_CHECKS.emailPace; judged only when the
+ * events path ran, rules/events-path.ts puts it in the list).
+ */
+
+/** How many emails of a kind must have been answered during NATS outages (and beside them) for the pace to be judged. */
+export const PACE_MIN_DURING = 5;
+export const PACE_MIN_BESIDE = 20;
+
+/**
+ * Faults that hold emails up by themselves, and the span around each (ms before its start, after
+ * its end; a worker kill's end is the kill, within 3 s of its start) whose answers they can delay:
+ * a killed worker's or a severed connection's batch waits for its lease (5 s from the claim, made
+ * within ~3 s before the kill); a restarted PostgreSQL
+ * stops every worker; an SMTP outage is the emails' own downstream; a deleted stream holds the
+ * relay's slots for the 2 s it waits before recreating the stream. An email answered within one
+ * of these is in neither sample, so the comparison measures the NATS outage alone.
+ */
+const HOLDS_MAIL_UP: Partial<Record<FaultKind, [before: number, after: number]>> = {
+  'worker-kill': [3_000, 1_000],
+  'pg-terminate-workers': [3_000, 1_000],
+  'pg-restart': [3_000, 5_000],
+  'smtp-outage': [1_000, 5_000],
+  'stream-delete': [1_000, 3_000],
+  // A node lost: while the others elect a leader for the stream (seconds on a loaded machine), a
+  // relay attempt may wait out its publish timeout before it fails.
+  'nats-node-kill': [1_000, 10_000],
+  'nats-node-wipe': [1_000, 10_000],
+};
+/** Outside a NATS outage means also not just before it or in the backoff after it. */
+const NATS_OUTAGE_MARGIN: [before: number, after: number] = [1_000, 5_000];
+/**
+ * The emails an outage's are compared with: those answered within this long of it (outside its
+ * margin). A run's pace swings with its backlog: a restarted PostgreSQL, an SMTP outage or a row
+ * of worker kills leave a queue that takes a minute to drain, so an email answered then waits
+ * tens of seconds whatever NATS does. Emails answered in the same stretch of the run, just
+ * before and just after the outage, waited behind the same queue: measured on seed 20261203, the
+ * emails answered during each outage went out at the pace of their neighbours (p95 54.6 s
+ * against 58.6 s in the 15 s before and 51.1 s after one outage; 21.8 s against 43.9 s and 44.1 s
+ * beside another), while the run's p95 over all other emails was set by its quiet first minutes.
+ */
+export const PACE_BESIDE_MS = 20_000;
+
+export interface PaceSample {
+  /** Emails (Message-ID, recipient) answered in the sample and delivered. */
+  n: number;
+  /** 95th percentile (nearest rank) of the time from the client's answer to the SMTP server's acceptance, ms. */
+  p95Ms: number | null;
+}
+
+export interface PaceFigures {
+  during: PaceSample;
+  /** Emails answered beside the outages: within PACE_BESIDE_MS before or after one, outside its margin. */
+  beside: PaceSample;
+  /** The most p95 during outages may be: max(2 × p95 beside, p95 beside + 2 s); null when not judged. */
+  limitMs: number | null;
+  /** Enough emails on both sides (PACE_MIN_DURING, PACE_MIN_BESIDE) to compare. */
+  judged: boolean;
+}
+
+export interface EmailPaceFigures {
+  bookings: PaceFigures;
+  cancellations: PaceFigures;
+  /** Emails in neither sample: answered around a fault that holds mail up by itself (HOLDS_MAIL_UP). */
+  excluded: number;
+}
+
+const p95 = (xs: number[]): number | null => {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.ceil(0.95 * s.length) - 1]!;
+};
+
+/**
+ * Whether a NATS outage slowed the emails down: the workers relay every booking event beside its
+ * emails, and a relay that held a worker's slot through its publish timeout (or a cancellation
+ * that waited for its booking's relay to get through) would delay the mail of everything answered
+ * during the outage. Compares, for bookings (from the 201) and cancellations (from the 200) apart,
+ * the 95th percentile of the time to the SMTP server's acceptance of each of its emails, answered
+ * during a NATS outage with evidence, with the same figure for those answered beside it (within
+ * PACE_BESIDE_MS before or after, away from any fault that holds mail up by itself): the same
+ * stretch of the run, behind the same backlog. The slack (twice the p95 beside, or 2 s more than it) absorbs a worker kill
+ * that the exclusion windows miss; a blocked relay costs its publish timeout per attempt, and
+ * piles the queue up by seconds within one outage.
+ */
+export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>): {
+  check: CheckResult;
+  figures: EmailPaceFigures;
+} {
+  const { samples, excluded } = paceSamples(input);
+  const violations: string[] = [];
+  const figures = {
+    bookings: paceFigure('bookings', samples.bookings, violations),
+    cancellations: paceFigure('cancellations', samples.cancellations, violations),
+    excluded,
+  };
+  return { check: checkResult(EVENT_CHECKS.emailPace, violations), figures };
+}
+
+/** When the SMTP server first accepted each (Message-ID, recipient). */
+function firstAcceptance(records: SinkRecord[]): Map<string, number> {
+  const firstAccepted = new Map<string, number>();
+  for (const r of records) {
+    if (r.kind !== 'accepted') continue;
+    for (const to of r.to) {
+      const k = `${r.messageId ?? ''} ${lc(to)}`;
+      firstAccepted.set(k, Math.min(firstAccepted.get(k) ?? Infinity, r.at));
+    }
+  }
+  return firstAccepted;
+}
+
+interface Sample {
+  during: number[];
+  beside: number[];
+  slow: [number, string][];
+}
+type Which = 'bookings' | 'cancellations';
+
+/** Each delivered email's wait from its answer, in the sample its answer falls in (or excluded). */
+function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>) {
+  const firstAccepted = firstAcceptance(input.records);
+  const bounce = new Set(input.bounceEmails.map(lc));
+  // A worker kill lands within 3 s of its start (the wait for a busy worker); while the worker is
+  // down the other one carries the load, so only mail claimed before the kill waits for a lease.
+  const end = (f: FaultOutcome) => (f.kind === 'worker-kill' ? Math.min(f.endedAt, f.startedAt + 3_000) : f.endedAt);
+  const within = (t: number, f: FaultOutcome, [before, after]: [number, number]) => t >= f.startedAt - before && t <= end(f) + after;
+  const natsOutages = input.faults.filter((f) => f.kind === 'nats-outage');
+  const holdsUp = (t: number) => input.faults.some((f) => HOLDS_MAIL_UP[f.kind] !== undefined && within(t, f, HOLDS_MAIL_UP[f.kind]!));
+  let excluded = 0;
+  const samples: Record<Which, Sample> = {
+    bookings: { during: [], beside: [], slow: [] },
+    cancellations: { during: [], beside: [], slow: [] },
+  };
+  const add = (which: Which, topic: BookingTopic, c: ClientRecord, at: number) => {
+    for (const e of BOOKING_EMAILS[topic]) {
+      const to = lc(e.to === 'guest' ? c.guestEmail : c.hostEmail);
+      if (bounce.has(to)) continue;
+      const delivered = firstAccepted.get(`${expectedMessageId(topic, c.id, e.handler, input.mailDomain)} ${to}`);
+      if (delivered === undefined) continue; // lost mail is rules/nothing-lost.ts's business
+      if (holdsUp(at)) {
+        excluded++;
+        continue;
+      }
+      // A retried request can be answered after its booking's emails went out: no negative waits.
+      const ms = Math.max(0, delivered - at);
+      if (natsOutages.some((f) => f.evidence && within(at, f, [0, 0]))) {
+        samples[which].during.push(ms);
+        samples[which].slow.push([ms, `${topic} ${c.id} ${e.handler}`]);
+      } else if (natsOutages.some((f) => within(at, f, NATS_OUTAGE_MARGIN))) excluded++;
+      else if (natsOutages.some((f) => f.evidence && within(at, f, [PACE_BESIDE_MS, PACE_BESIDE_MS]))) samples[which].beside.push(ms);
+    }
+  };
+  for (const c of input.clientBookings) {
+    if (c.answeredAt !== undefined) add('bookings', 'booking.created', c, c.answeredAt);
+    if (c.status === 'cancelled' && !c.cancelUncertain && c.cancelledAt !== undefined)
+      add('cancellations', 'booking.cancelled', c, c.cancelledAt);
+  }
+  return { samples, excluded };
+}
+
+const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+
+/** One kind's figures; a violation pushed when it is judged and too slow. */
+function paceFigure(which: Which, s: Sample, violations: string[]): PaceFigures {
+  const during = { n: s.during.length, p95Ms: p95(s.during) };
+  const beside = { n: s.beside.length, p95Ms: p95(s.beside) };
+  const judged = during.n >= PACE_MIN_DURING && beside.n >= PACE_MIN_BESIDE;
+  const limitMs = judged ? Math.max(2 * beside.p95Ms!, beside.p95Ms! + 2_000) : null;
+  if (judged && during.p95Ms! > limitMs!) {
+    const slowest = s.slow
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, 3)
+      .map(([ms, what]) => `${what} ${seconds(ms)}`)
+      .join('; ');
+    violations.push(
+      `${which}: p95 ${seconds(during.p95Ms)} over ${during.n} emails answered during NATS outages, above ${seconds(limitMs)} ` +
+        `(p95 ${seconds(beside.p95Ms)} over ${beside.n} emails answered beside them); slowest: ${slowest}`,
+    );
+  }
+  return { during, beside, limitMs, judged };
+}
