@@ -5,7 +5,7 @@ import { FaultInjector } from './faults/injector.ts';
 import { planFaults } from './faults/plan.ts';
 import type { InjectorDeps, PlannedFault } from './faults/types.ts';
 import { Load } from './load.ts';
-import { pendingCount } from './outbox-queries.ts';
+import { pendingOfTopics } from '../../src/outbox/index.ts';
 import type { Rng } from './rng.ts';
 import { retryWindowMs } from './settings.ts';
 import type { ChaosStack, Say } from './stack.ts';
@@ -119,7 +119,7 @@ export async function drive(
 async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
   while (Date.now() < deadline) {
     try {
-      if ((await pendingCount(stack.admin!, stack.handledTopics)) === 0) return Date.now();
+      if ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0) return Date.now();
     } catch {
       /* retry */
     }

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { ApiClient } from './client.ts';
 import type { ClientBooking, User } from './load.ts';
 import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './evidence.ts';
-import { messagesAsWritten, slowestMessages } from './outbox-queries.ts';
+import { messagesAsWritten, slowestMessages } from '../../src/outbox/index.ts';
 
 /*
  * The chaos run's evidence, gathered after the workers have drained: what the database holds and
@@ -43,7 +43,8 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
        join properties p on p.id = b.property_id
        join users h on h.id = p.host_id`,
   );
-  const outbox = await messagesAsWritten(db);
+  // The judge's input keeps the fields it judges (judge-input.json, the golden verdicts).
+  const outbox = (await messagesAsWritten(db)).map(({ laneOpen: _lane, createdMs: _created, ...row }): OutboxRow => row);
   // Our own self-join, not trust in the exclusion constraint that is supposed to guarantee it.
   const { rows: overlaps } = await db.query<{ a: string; b: string; propertyId: string }>(
     `select a.public_id as a, b.public_id as b, a.property_id::text as "propertyId"

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { pendingOf } from './outbox-queries.ts';
+import { pendingOfTopics } from '../../src/outbox/index.ts';
 
 /*
  * The outbox, sampled every second during the run: how many messages of the topics the workers
@@ -19,7 +19,7 @@ export class OutboxSampler {
 
   start(admin: pg.Pool, topics: string[]): void {
     this.timer = setInterval(() => {
-      pendingOf(admin, topics)
+      pendingOfTopics(admin, topics)
         .then((row) => this.samples.push({ at: Date.now(), pending: row.pending, oldestAge: row.age ?? 0 }))
         .catch(() => {}); // Postgres restarting: no sample
     }, 1_000);

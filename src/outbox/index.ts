@@ -20,6 +20,7 @@
  *   outboxStats, pendingUpTo, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
  *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
+ *   messagesAsWritten, pendingOfTopics, …       each message once, its lane work folded in (audits, the chaos run)
  */
 
 export { OUTBOX_CHANNEL } from './channel.ts';
@@ -56,6 +57,7 @@ export {
   type AuditEntry,
   type DepthPoint,
 } from './messages.ts';
+export { messagesAsWritten, pendingOfTopics, slowestMessages, latestOfTopic, type MessageAsWritten } from './as-written.ts';
 export { requeueDead, type RequeueCriteria, type RequeueResult } from './requeue.ts';
 export { purgeDone, purgeOutbox, type PurgeResult } from './purge.ts';
 export { ensureOutboxPartitions, partitionsAheadSeconds } from './partitions.ts';

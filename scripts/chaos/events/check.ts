@@ -6,7 +6,7 @@ import { openDeadLetters } from '../../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
 import { EVENT_CHECKS, type CheckResult } from '../checks.ts';
-import { bookingEvents, type BookingEventRow } from '../outbox-queries.ts';
+import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
 import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
 
 /*
@@ -48,7 +48,7 @@ async function countStream(natsUrl: string, stream: string, filter: string): Pro
   return counts;
 }
 
-const relayed = (r: BookingEventRow) => r.handlers_done.includes(EVENTS_RELAY) && !r.lane_open;
+const relayed = (r: MessageAsWritten) => r.handlersDone.includes(EVENTS_RELAY) && !r.laneOpen;
 
 /** What the run knows of the stream's history: the forged events and the last deletion. */
 interface StreamHistory {
@@ -59,21 +59,21 @@ interface StreamHistory {
 }
 
 /** Each committed booking event in the stream exactly once, and nothing else but the forged events. */
-function exactlyOnce(rows: BookingEventRow[], inStream: Map<string, number>, h: StreamHistory): { violations: string[]; gone: number } {
+function exactlyOnce(rows: MessageAsWritten[], inStream: Map<string, number>, h: StreamHistory): { violations: string[]; gone: number } {
   const violations: string[] = [];
-  const committed = new Set(rows.map((r) => r.public_id));
+  const committed = new Set(rows.map((r) => r.publicId));
   let gone = 0;
   for (const r of rows) {
-    const n = inStream.get(r.public_id) ?? 0;
+    const n = inStream.get(r.publicId) ?? 0;
     if (n === 1) continue;
     // A deleted stream takes what it held with it: an event written before the last deletion and
     // relayed (its relay handler done, and no relay work of it left in the relay's lane) is
     // allowed to be missing from the stream of now.
-    if (n === 0 && r.created_ms < h.lastDeletion && relayed(r)) {
+    if (n === 0 && r.createdMs < h.lastDeletion && relayed(r)) {
       gone++;
       continue;
     }
-    violations.push(`${r.public_id} (outbox ${r.status}) is in the stream ${n} time(s)`);
+    violations.push(`${r.publicId} (outbox ${r.status}) is in the stream ${n} time(s)`);
   }
   for (const [id, n] of inStream)
     if (!committed.has(id) && !h.forgedIds.has(id)) violations.push(`${id} is in the stream ${n} time(s) but in no committed outbox row`);
@@ -81,7 +81,7 @@ function exactlyOnce(rows: BookingEventRow[], inStream: Map<string, number>, h: 
 }
 
 /** The ledger against the bookings table, and where each difference comes from. */
-async function ledgerCheck(db: Db, group: string, rows: BookingEventRow[], inStream: Map<string, number>, h: StreamHistory) {
+async function ledgerCheck(db: Db, group: string, rows: MessageAsWritten[], inStream: Map<string, number>, h: StreamHistory) {
   const ledger = await ledgerDifferences(db, group);
   const violations = ledger.map((d) => `host ${d.hostId} ${d.currency}: ledger ${d.ledger}, bookings table ${d.truth}`);
   // Where a difference comes from: the confirmed bookings the ledger does not count (money lost)
@@ -98,11 +98,11 @@ async function ledgerCheck(db: Db, group: string, rows: BookingEventRow[], inStr
     const m = byKey.get(`${u.what === 'booking' ? 'booking.created' : 'booking.cancelled'}:${u.public_id}`);
     const where = !m
       ? 'no event in the outbox'
-      : (inStream.get(m.public_id) ?? 0) > 0
-        ? `its event ${m.public_id} is in the stream`
-        : m.created_ms < h.lastDeletion && relayed(m)
-          ? `its event ${m.public_id} was relayed (outbox ${m.status}) into the stream that was deleted at ${new Date(h.lastDeletion).toISOString()}, before the consumer applied it`
-          : `its event ${m.public_id} (outbox ${m.status}) is not in the stream`;
+      : (inStream.get(m.publicId) ?? 0) > 0
+        ? `its event ${m.publicId} is in the stream`
+        : m.createdMs < h.lastDeletion && relayed(m)
+          ? `its event ${m.publicId} was relayed (outbox ${m.status}) into the stream that was deleted at ${new Date(h.lastDeletion).toISOString()}, before the consumer applied it`
+          : `its event ${m.publicId} (outbox ${m.status}) is not in the stream`;
     violations.push(`the ledger does not count the ${u.what} of booking ${u.public_id} (${u.status}, total ${u.total}): ${where}`);
   }
   return { violations, count: Math.max(ledger.length, uncounted.length), uncounted };
@@ -162,7 +162,7 @@ export async function checkEvents(o: {
   };
   const database = createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
   try {
-    const rows = await bookingEvents(database.db);
+    const rows = await messagesAsWritten(database.pool, ['booking.created', 'booking.cancelled']);
     const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
     const once = exactlyOnce(rows, inStream, h);
     const ledger = await ledgerCheck(database.db, o.group, rows, inStream, h);

@@ -76,7 +76,7 @@ export async function startEventsChaos(o: {
     stream: env.EVENTS_STREAM!,
     subjectPrefix: env.EVENTS_SUBJECT_PREFIX!,
     group: env.EVENTS_EARNINGS_GROUP!,
-    db: () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })).db,
+    database: () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })),
     forged: [],
     deletions: [],
   };

@@ -5,7 +5,7 @@ import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/t
 import { sql } from 'drizzle-orm';
 import { jetStreamElecting } from '../../../src/events/connection.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../../src/events/subjects.ts';
-import { latestBookingsCreated } from '../outbox-queries.ts';
+import { latestOfTopic } from '../../../src/outbox/index.ts';
 import type { ForgedEvent, ForgedEventObserved, ForgeryKind } from './observed.ts';
 import type { EventsStage } from './stage.ts';
 
@@ -16,7 +16,7 @@ async function latestBookings(s: EventsStage): Promise<{ key: string; payload: R
   let latest: { key: string; payload: Record<string, unknown> }[] = [];
   for (let i = 0; i < 100 && latest.length === 0; i++) {
     try {
-      latest = await latestBookingsCreated(s.db(), 50);
+      latest = await latestOfTopic(s.database().pool, 'booking.created', 50);
       if (latest.length === 0) await sleep(100);
     } catch {
       await sleep(100); // PostgreSQL restarting
@@ -61,8 +61,8 @@ async function publishForged(s: EventsStage, nc: NatsConnection, lie: BookingBod
 async function deadLettered(s: EventsStage, messageId: string, publishedAt: number, withinMs: number) {
   while (Date.now() - publishedAt < withinMs) {
     const { rows } = await s
-      .db()
-      .execute<{ last_error: string }>(
+      .database()
+      .db.execute<{ last_error: string }>(
         sql`select last_error from consumer_dead_letters where consumer_group = ${s.group} and message_id = ${messageId}`,
       )
       .catch(() => ({ rows: [] as { last_error: string }[] }));

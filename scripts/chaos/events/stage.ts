@@ -1,4 +1,4 @@
-import type { Db } from '../../../src/db/client.ts';
+import type { Database } from '../../../src/db/client.ts';
 import type { ChaosNats } from './nats-cluster.ts';
 import type { ForgedEvent, StreamDeletion } from './observed.ts';
 
@@ -9,7 +9,7 @@ export interface EventsStage {
   subjectPrefix: string;
   group: string;
   /** The forger's reads (a real booking to name, the dead letter it should become). */
-  db(): Db;
+  database(): Database;
   /** The forged events the stream accepted, and the stream's deletions, so far. */
   forged: ForgedEvent[];
   deletions: StreamDeletion[];
