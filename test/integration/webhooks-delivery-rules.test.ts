@@ -135,6 +135,13 @@ describe('delivery rules', () => {
     expect((await state()).rows[0]).toEqual({ claimed: 4, attempts: 4, due: 1 });
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(r.received).toHaveLength(2); // the endpoint's cap holds for what was claimed ahead
+    // The lease covers a wait in the queue as long as an attempt, the attempt, and 30 s to record
+    // it: 2 × (10 s + 5 s connect) + 30 s.
+    const { rows: leases } = await t.db.db.execute<{ s: number }>(sql`
+      select extract(epoch from d.next_attempt_at - now())::float8 as s
+        from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+       where e.public_id = ${ep.id}::uuid and d.claim_id is not null`);
+    for (const l of leases) expect(l.s).toBeGreaterThan(55);
 
     // Stopping gives the two never started back at once, due and uncounted; the two in flight
     // are abandoned to their lease.
