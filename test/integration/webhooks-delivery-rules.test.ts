@@ -38,7 +38,7 @@ const register = (body: Record<string, unknown>) => kit.register(host, body);
 const bookingEvent = async (type?: 'booking.created' | 'booking.cancelled') => (await kit.bookingEvent(propertyId, type)).created;
 const deliveries = (endpointId: string, status?: string) => kit.deliveries(host, endpointId, status);
 
-const claimOpts = { limit: 10, perEndpoint: 4, perHost: 8, inFlight: new Map(), hostInFlight: new Map(), leaseSeconds: 60 };
+const claimOpts = { limit: 10, perEndpoint: 4, perHost: 8, claimed: new Map(), hostClaimed: new Map(), leaseSeconds: 60 };
 const recordOpts = { disableAfterHours: 120, attemptsKept: 10 };
 const patch = (id: string, payload: Record<string, unknown>) =>
   t.app.inject({ method: 'PATCH', url: `/webhooks/endpoints/${id}`, headers: host.auth, payload });
@@ -116,6 +116,37 @@ describe('delivery rules', () => {
     const retry = await t.app.inject({ method: 'POST', url: `/webhooks/deliveries/${d!.id}/retry`, headers: host.auth });
     expect(retry.statusCode).toBe(409);
     expect((await deliveries(ep.id))[0]!.attempts).toEqual([]); // the attempt's own result decides
+  });
+
+  it('claims the next round ahead, starts it only as slots free, and gives what it never started back on stop', async () => {
+    const r = await receiver(() => ({ hang: true }));
+    const ep = await register({ url: r.url });
+    for (let i = 0; i < 5; i++) await bookingEvent();
+    const sender = startSender({ WEBHOOK_TIMEOUT_MS: '10000', WEBHOOK_ENDPOINT_CONCURRENCY: '2' });
+    await waitFor(async () => r.received.length === 2, 5_000, 'the endpoint to hold its two slots');
+    // The round in flight and the next one claimed: four of the five, the fifth still due.
+    const state = () =>
+      t.db.db.execute<{ claimed: number; attempts: number; due: number }>(sql`
+        select count(*) filter (where claim_id is not null)::int as claimed, sum(attempts)::int as attempts,
+               count(*) filter (where claim_id is null and next_attempt_at <= now())::int as due
+          from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+         where e.public_id = ${ep.id}::uuid`);
+    await waitFor(async () => (await state()).rows[0]!.claimed === 4, 5_000, 'the next round claimed');
+    expect((await state()).rows[0]).toEqual({ claimed: 4, attempts: 4, due: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(r.received).toHaveLength(2); // the endpoint's cap holds for what was claimed ahead
+    // The lease covers a wait in the queue as long as an attempt, the attempt, and 30 s to record
+    // it: 2 × (10 s + 5 s connect) + 30 s.
+    const { rows: leases } = await t.db.db.execute<{ s: number }>(sql`
+      select extract(epoch from d.next_attempt_at - now())::float8 as s
+        from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+       where e.public_id = ${ep.id}::uuid and d.claim_id is not null`);
+    for (const l of leases) expect(l.s).toBeGreaterThan(55);
+
+    // Stopping gives the two never started back at once, due and uncounted; the two in flight
+    // are abandoned to their lease.
+    await sender.stop(0);
+    expect((await state()).rows[0]).toEqual({ claimed: 2, attempts: 2, due: 3 });
   });
 
   it('recovers only the event types the endpoint is subscribed to', async () => {

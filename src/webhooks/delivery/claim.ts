@@ -16,6 +16,8 @@ export interface ClaimedDelivery {
   secrets: string[];
   eventType: string;
   body: string;
+  /** When it fell due (ms since the epoch), before the claim moved next_attempt_at to the lease: the local queue's order. */
+  dueAt: number;
   /** The trace context of the fan-out that made the delivery; null when tracing was off then. */
   traceparent: string | null;
   tracestate: string | null;
@@ -24,14 +26,15 @@ export interface ClaimedDelivery {
 /*
  * The claim, shared fairly between hosts.
  *
- * 1. capacity: each enabled endpoint's room, WEBHOOK_ENDPOINT_CONCURRENCY minus what it has in
- *    flight in this process now.
+ * 1. capacity: each enabled endpoint's room, what it may hold claimed (the sender's local queue:
+ *    WEBHOOK_ENDPOINT_CONCURRENCY times the claim-ahead factor) minus what it holds in this process
+ *    now, in flight or queued.
  * 2. due: each endpoint's first due deliveries up to its room, probed per endpoint (LATERAL over
  *    the partial index webhook_deliveries_due_idx): an endpoint with ten thousand deliveries
  *    waiting contributes at most its room.
  * 3. turns: round robin between hosts. Each host's due deliveries are numbered oldest first
- *    (turn 1, 2, …), cut at the host's own room (WEBHOOK_HOST_CONCURRENCY minus what its endpoints
- *    have in flight), and the claim takes turn 1 of every host, then turn 2, … up to the free slots.
+ *    (turn 1, 2, …), cut at the host's own room (WEBHOOK_HOST_CONCURRENCY times the claim-ahead
+ *    factor, minus what its endpoints hold), and the claim takes turn 1 of every host, then turn 2, … up to the free slots.
  *    A host's hanging endpoints, however many, hold at most its own room, and its backlog cannot
  *    push another host's first due delivery out of a claim: they cost that host, not the others
  *    (docs/adr/0030-webhook-slots-shared-between-hosts.md). Within a turn the oldest due goes first.
@@ -40,7 +43,7 @@ export interface ClaimedDelivery {
  * next_attempt_at to the lease deadline, so a worker killed mid-attempt leaves a delivery that is
  * due again when the lease ends, and is sent again with the same webhook-id.
  */
-const CLAIM_SQL = `
+export const CLAIM_SQL = `
 with host_busy as (
   select * from unnest($7::bigint[], $8::int[]) as b(host_id, n)
 ),
@@ -74,7 +77,7 @@ chosen as (
   select id from turns where turn <= host_room order by turn, next_attempt_at, id limit $4
 ),
 locked as (
-  select w.id
+  select w.id, w.next_attempt_at as due_at
     from webhook_deliveries w
    where w.id in (select id from chosen) and w.status = 'pending' and w.next_attempt_at <= now()
      for update skip locked
@@ -83,7 +86,10 @@ update webhook_deliveries d
    set next_attempt_at = now() + make_interval(secs => $5::double precision),
        claim_id = gen_random_uuid(),
        attempts = d.attempts + 1
-  from locked, webhook_endpoints e, webhook_events ev
+  from locked, webhook_endpoints e, webhook_events ev,
+       -- asynchronous commit (ADR 0005, as the outbox's claim): a claim lost in a database crash
+       -- leaves the delivery due as before it, to be sent again with the same webhook-id
+       (select set_config('synchronous_commit', 'off', true)) as async_commit
  where d.id = locked.id and e.id = d.endpoint_id and ev.id = d.event_id
 returning d.id, d.public_id, d.claim_id, d.attempts, d.endpoint_id, e.host_id, e.public_id as endpoint_public_id, e.url,
           -- the current secret first, then every retired one whose overlap has not ended
@@ -91,23 +97,24 @@ returning d.id, d.public_id, d.claim_id, d.attempts, d.endpoint_id, e.host_id, e
                 union all
                 select s->>'secret' from jsonb_array_elements(e.retired_secrets) s
                  where (s->>'expiresAt')::timestamptz > now()) as secrets,
-          ev.type, ev.body, d.traceparent, d.tracestate`;
+          ev.type, ev.body, d.traceparent, d.tracestate, locked.due_at`;
 
 export async function claimDeliveries(
   pool: pg.Pool,
   opts: {
     limit: number;
+    /** What an endpoint, and a host, may hold claimed at once in this process. */
     perEndpoint: number;
     perHost: number;
-    /** In flight in this process, by endpoint and by host (internal ids). */
-    inFlight: ReadonlyMap<number, number>;
-    hostInFlight: ReadonlyMap<number, number>;
+    /** Claimed in this process and not finished (in flight or queued), by endpoint and by host (internal ids). */
+    claimed: ReadonlyMap<number, number>;
+    hostClaimed: ReadonlyMap<number, number>;
     leaseSeconds: number;
   },
 ): Promise<ClaimedDelivery[]> {
   if (opts.limit <= 0) return [];
-  const busy = [...opts.inFlight].filter(([, n]) => n > 0);
-  const hostBusy = [...opts.hostInFlight].filter(([, n]) => n > 0);
+  const busy = [...opts.claimed].filter(([, n]) => n > 0);
+  const hostBusy = [...opts.hostClaimed].filter(([, n]) => n > 0);
   const { rows } = await pool.query<{
     id: string;
     public_id: string;
@@ -122,6 +129,7 @@ export async function claimDeliveries(
     body: string;
     traceparent: string | null;
     tracestate: string | null;
+    due_at: Date;
   }>({
     // Named: each connection parses and plans it once, not on every claim.
     name: 'webhooks-claim',
@@ -149,7 +157,30 @@ export async function claimDeliveries(
     secrets: r.secrets,
     eventType: r.type,
     body: r.body,
+    dueAt: r.due_at.getTime(),
     traceparent: r.traceparent,
     tracestate: r.tracestate,
   }));
+}
+
+/*
+ * Gives claimed deliveries back that were never attempted (the sender stopped, their endpoint was
+ * disabled, or they waited in the local queue past what their lease covers): due again when they
+ * were due before the claim (so they keep their place among the others), the claim's attempt
+ * count undone, fenced on the claim as every write of a claimed delivery is.
+ */
+const UNCLAIM_SQL = `
+update webhook_deliveries d
+   set next_attempt_at = u.due_at, claim_id = null, attempts = d.attempts - 1
+  from unnest($1::bigint[], $2::uuid[], $3::timestamptz[]) as u(id, claim_id, due_at),
+       (select set_config('synchronous_commit', 'off', true)) as async_commit
+ where d.id = u.id and d.claim_id = u.claim_id and d.status = 'pending'`;
+
+export async function unclaimDeliveries(pool: pg.Pool, deliveries: readonly ClaimedDelivery[]): Promise<void> {
+  if (deliveries.length === 0) return;
+  await pool.query({
+    name: 'webhooks-unclaim',
+    text: UNCLAIM_SQL,
+    values: [deliveries.map((d) => d.id), deliveries.map((d) => d.claimId), deliveries.map((d) => new Date(d.dueAt))],
+  });
 }

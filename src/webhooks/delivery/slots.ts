@@ -1,0 +1,168 @@
+import type pg from 'pg';
+import type { Config } from '../../config.ts';
+import type { Logger } from '../../logger.ts';
+import type { AttemptDone } from './attempt.ts';
+import { claimDeliveries, unclaimDeliveries, type ClaimedDelivery } from './claim.ts';
+import { LocalQueue } from './local-queue.ts';
+
+/*
+ * What may be held claimed, in multiples of the in-flight caps (measured at 2, 4 and 8:
+ * docs/adr/0036-webhook-keep-alive-per-checked-address.md). An endpoint: the round in flight and
+ * one more, so an endpoint that hangs holds one round of deliveries waiting behind its slots, and
+ * that round starts before its lease runs short. A host and the sender: 8, so that a host's several
+ * endpoints each hold their next round, and a claim brings tens of deliveries instead of the few
+ * that freed while the previous one ran. Other hosts keep their share as before: the claim takes
+ * turns between hosts, and a host's queued deliveries start only in its own slots.
+ */
+export const CLAIM_AHEAD = { endpoint: 2, host: 8 } as const;
+
+type SlotsConfig = Pick<
+  Config,
+  'WEBHOOK_CONCURRENCY' | 'WEBHOOK_ENDPOINT_CONCURRENCY' | 'WEBHOOK_HOST_CONCURRENCY' | 'WEBHOOK_TIMEOUT_MS' | 'WEBHOOK_CONNECT_TIMEOUT_MS'
+>;
+
+type Attempt = (d: ClaimedDelivery, release: () => void) => Promise<AttemptDone>;
+
+/** Resolves at the next slot freed or attempt finished (runUntilIdle waits on it). */
+function changeSignal() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/**
+ * The sender's slots, its local queue, and the claim that fills it (sender.ts drives them): the
+ * claim queues, a freed slot starts the next queued delivery at once, and what is never started
+ * (the sender stops, its endpoint was disabled, its lease ran short) goes back to the table.
+ */
+export class SenderSlots {
+  /** Attempts started and not yet recorded. */
+  readonly running = new Set<Promise<void>>();
+  private readonly queue: LocalQueue;
+  /** A queued delivery may wait for a slot as long as one attempt takes (the round ahead of it). */
+  private readonly attemptMs: number;
+  /**
+   * The claim's lease: that wait, the attempt's own time limits, and 30 s to record it. A worker
+   * killed mid-attempt leaves the delivery to be claimed again after this, and sent again with
+   * the same webhook-id.
+   */
+  private readonly leaseSeconds: number;
+  private closed = false;
+  private lastExpiryCheck = 0;
+  private change = changeSignal();
+
+  constructor(
+    private readonly deps: { pool: pg.Pool; config: SlotsConfig; log: Logger },
+    private readonly attempt: Attempt,
+    /** Called when a slot frees: the claim loop claims again. */
+    private readonly onFree: () => void,
+  ) {
+    const { config } = deps;
+    this.queue = new LocalQueue({
+      slots: config.WEBHOOK_CONCURRENCY,
+      perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+      perHost: config.WEBHOOK_HOST_CONCURRENCY,
+      claimAhead: CLAIM_AHEAD.host,
+    });
+    this.attemptMs = config.WEBHOOK_TIMEOUT_MS + config.WEBHOOK_CONNECT_TIMEOUT_MS;
+    this.leaseSeconds = Math.ceil((2 * this.attemptMs) / 1000) + 30;
+  }
+
+  /** Something is in flight, being recorded, or queued. */
+  busy(): boolean {
+    return this.running.size > 0 || this.queue.queued > 0;
+  }
+
+  /** Room for a claim: slots free, or what comes after them not queued yet. */
+  canClaim(): boolean {
+    return !this.closed && this.queue.claimRoom() > 0;
+  }
+
+  nextChange(): Promise<void> {
+    return this.change.promise;
+  }
+
+  /** One claim for the room there is; starts what may start; returns how many deliveries it claimed. */
+  async claimOnce(): Promise<number> {
+    this.startReady();
+    const limit = this.queue.claimRoom();
+    if (this.closed || limit <= 0) return 0;
+    const { config, pool } = this.deps;
+    const claimedAt = performance.now();
+    const claimed = await claimDeliveries(pool, {
+      limit,
+      perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY * CLAIM_AHEAD.endpoint,
+      perHost: config.WEBHOOK_HOST_CONCURRENCY * CLAIM_AHEAD.host,
+      claimed: this.queue.claimedByEndpoint,
+      hostClaimed: this.queue.claimedByHost,
+      leaseSeconds: this.leaseSeconds,
+    });
+    if (this.closed) {
+      await this.giveBack(claimed);
+      return 0;
+    }
+    this.queue.add(claimed.map((d) => ({ d, startBy: claimedAt + this.attemptMs })));
+    this.startReady();
+    return claimed.length;
+  }
+
+  /** Starts nothing more from the queue and gives what it holds back to the table. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.giveBack(this.queue.remove(() => true));
+  }
+
+  /** Starts what may start: free slots, endpoint and host below their caps, records not too far behind. */
+  private startReady(): void {
+    if (this.closed || this.queue.queued === 0) return;
+    const now = performance.now();
+    if (now - this.lastExpiryCheck > 1000) {
+      this.lastExpiryCheck = now;
+      void this.giveBack(this.queue.expired(now));
+    }
+    // At most 2 × WEBHOOK_CONCURRENCY attempts started and not yet recorded.
+    while (this.running.size < 2 * this.deps.config.WEBHOOK_CONCURRENCY) {
+      const d = this.queue.next();
+      if (!d) return;
+      this.launch(d);
+    }
+  }
+
+  private launch(d: ClaimedDelivery): void {
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.queue.release(d);
+      this.startReady();
+      this.signalChange();
+    };
+    const p = this.attempt(d, release)
+      .then((done) => {
+        // Nothing more of an endpoint its own answer disabled: its queued deliveries go back
+        // (before `release` below could start one).
+        if (done.disabled) void this.giveBack(this.queue.remove((q) => q.d.endpointId === d.endpointId));
+      })
+      .catch((err: unknown) =>
+        this.deps.log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
+      )
+      .finally(() => {
+        release();
+        this.running.delete(p);
+        this.signalChange();
+      });
+    this.running.add(p);
+  }
+
+  private signalChange(): void {
+    this.change.resolve();
+    this.change = changeSignal();
+    this.onFree();
+  }
+
+  private giveBack(list: readonly ClaimedDelivery[]): Promise<void> {
+    return unclaimDeliveries(this.deps.pool, list).catch((err: unknown) =>
+      this.deps.log.error({ err, deliveries: list.length }, 'claimed webhook deliveries could not be given back; their lease will'),
+    );
+  }
+}
