@@ -11,6 +11,8 @@ export interface CheckResult {
   /** A few examples of what broke, for the report. */
   violations: string[];
   violationCount: number;
+  /** Said beside "held" in the report when the check could not fully judge (too little to judge from). */
+  note?: string;
 }
 
 /** A check from its violations: held when there are none; the first ten kept for the report. */

@@ -26,7 +26,7 @@ function invariants(r: R): string[] {
   return [
     '| Invariant | Result |',
     '|---|---|',
-    ...r.checks.map((c) => `| ${c.name} | ${c.ok ? 'held' : `**BROKEN** (${c.violationCount})`} |`),
+    ...r.checks.map((c) => `| ${c.name} | ${c.ok ? (c.note ? `held (${c.note})` : 'held') : `**BROKEN** (${c.violationCount})`} |`),
   ];
 }
 

@@ -162,10 +162,32 @@ describe('the chaos verdict: emails kept their pace during NATS outages', () => 
     expect(emailPace({ ...input, faults: [fault('nats-outage', OUTAGE)] }).check.ok).toBe(false);
   });
 
+  it('keeps out mail whose wait runs into a later fault, not only mail answered in its span', () => {
+    // Faults on one target queue behind each other: a node kill starts as the outage ends, and mail
+    // answered late in the outage waits through the election after it (seed 42, 120 s).
+    const kill = fault('nats-node-kill', [OUTAGE[1], OUTAGE[1] + 5_000]);
+    const input = run({ duringWaitMs: 350, faults: [fault('nats-outage', OUTAGE), kill] });
+    const late = (at: number) => at >= OUTAGE[0] + 2_000 && at <= OUTAGE[1];
+    for (const r of input.records) {
+      if (r.kind !== 'accepted') continue;
+      const c = input.clientBookings.find((b) => r.messageId!.includes(b.id))!;
+      if (late(c.answeredAt!)) r.at += 4_000; // answered before the kill's span, delivered inside it
+    }
+    const { check, figures } = emailPace(input);
+    expect(check.ok).toBe(true);
+    expect(figures.bookings).toMatchObject({ judged: true, during: { p95Ms: 370 } });
+    expect(figures.excluded).toBeGreaterThan(0);
+    // Judged on the answer alone (no kill on record to overlap), the same mail is blamed on the outage.
+    expect(emailPace({ ...input, faults: [fault('nats-outage', OUTAGE)] }).check.ok).toBe(false);
+  });
+
   it('does not judge from too few emails, nor count an outage without evidence', () => {
     const few = emailPace(run({ duringWaitMs: 9_000, during: 2 }));
     expect(few.check.ok).toBe(true);
     expect(few.figures.bookings).toMatchObject({ judged: false, limitMs: null, during: { n: 4 } });
+    // Held, and the report says it was not judged rather than a bare "held".
+    expect(few.check.note).toMatch(/^not judged: fewer than 5 emails answered during NATS outages/);
+    expect(emailPace(run({ duringWaitMs: 350 })).check.note).toBeUndefined();
     const noEffect = emailPace(run({ duringWaitMs: 9_000, faults: [fault('nats-outage', OUTAGE, null)] }));
     expect(noEffect.figures.bookings.during.n).toBe(0);
     // Nor is an outage without evidence a stretch to compare with.
