@@ -82,23 +82,26 @@ const BOOKING = JSON.stringify({
 });
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
 
-/** One mode, once, on `url` (a fresh migrated database). */
-export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
-  const fair = mode !== 'fifo';
-  const started = new Map<string, bigint>();
-  const latencies: number[] = [];
-  let floodHandled = 0;
-  let waiting: (() => void) | undefined;
-  const handlers: Handler<any>[] = [
+/** What the handlers saw: each booking's latency from its commit, the flood handled, a wake-up once all bookings are. */
+interface Seen {
+  started: Map<string, bigint>;
+  latencies: number[];
+  floodHandled: number;
+  waiting?: () => void;
+}
+
+/** The booking email (timed from its commit) and the flood's handler, each taking `handlerMs`. */
+function noisyHandlers(seen: Seen, p: NoisyParams): Handler<any>[] {
+  return [
     {
       name: 'bench-booking-email',
       topic: 'booking.created',
       handle: async (ctx) => {
-        const t0 = started.get(ctx.messageId);
+        const t0 = seen.started.get(ctx.messageId);
         if (t0 !== undefined) {
-          latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
-          started.delete(ctx.messageId);
-          if (started.size === 0) waiting?.();
+          seen.latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+          seen.started.delete(ctx.messageId);
+          if (seen.started.size === 0) seen.waiting?.();
         }
         await sleep(p.handlerMs);
       },
@@ -107,17 +110,37 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       name: 'bench-search-index',
       topic: 'property.changed',
       handle: async () => {
-        floodHandled++;
+        seen.floodHandled++;
         await sleep(p.handlerMs);
       },
     },
   ];
+}
+
+/** Until every booking written has been handled (at most 300 s). */
+async function allBookingsHandled(seen: Seen, mode: NoisyMode): Promise<void> {
+  if (seen.started.size === 0) return;
+  const allHandled = new Promise<void>((resolve) => (seen.waiting = resolve));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    allHandled,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`noisy ${mode}: ${seen.started.size} bookings not handled within 300 s`)), 300_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** One mode, once, on `url` (a fresh migrated database). */
+export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
+  const fair = mode !== 'fifo';
+  const seen: Seen = { started: new Map(), latencies: [], floodHandled: 0 };
+  const { started, latencies } = seen;
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
   const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 4, applicationName: 'bench-noisy-worker' });
   const worker = createWorker({
     db: database.db,
     config,
-    registry: new HandlerRegistry(handlers),
+    registry: new HandlerRegistry(noisyHandlers(seen, p)),
     logger: pino({ level: 'warn' }),
     housekeeping: false,
   });
@@ -141,17 +164,8 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       if (wait > 0) await sleep(wait);
       await book(producer, `host-${i % p.hosts}`, fair, started);
     }
-    const floodPerSecond = floodHandled / ((performance.now() - t0) / 1000);
-    if (started.size > 0) {
-      const allHandled = new Promise<void>((resolve) => (waiting = resolve));
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        allHandled,
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`noisy ${mode}: ${started.size} bookings not handled within 300 s`)), 300_000);
-        }),
-      ]).finally(() => clearTimeout(timer));
-    }
+    const floodPerSecond = seen.floodHandled / ((performance.now() - t0) / 1000);
+    await allBookingsHandled(seen, mode);
     await flood;
     return {
       bookings: latencies.length,
