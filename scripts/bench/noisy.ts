@@ -7,7 +7,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { createWorker, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { priorityOf } from '../../src/outbox/turns.ts';
+import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
 
 /*
@@ -183,27 +183,13 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
   }
 }
 
-/**
- * The flood, 1,000 rows a transaction. Fair: each row's turn is what enqueue would give it written
- * one by one (outbox_turn once for the first row, then + 1 per row, as the group's previous turn + 1
- * is); FIFO: none.
- */
+/** The flood, 1,000 rows a transaction (lib/outbox.ts fillFlood), each transaction with its wake-up. */
 async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<void> {
-  const priority = priorityOf('property.changed');
   for (let i = 0; i < count; i += 1000) {
     const n = Math.min(1000, count - i);
     await c.query('begin');
-    await c.query(
-      fair
-        ? `with t as materialized (select outbox_turn('host-flood', $2) as first)
-           insert into outbox (topic, key, payload, priority, group_id, turn)
-           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb, $2, 'host-flood', t.first + s - 1
-             from t, generate_series(1, $3::int) s`
-        : `insert into outbox (topic, key, payload)
-           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb from generate_series(1, $2::int) s`,
-      fair ? [PROPERTY, priority, n] : [PROPERTY, n],
-    );
-    await c.query(`select pg_notify('outbox', 'property.changed')`);
+    await fillFlood(c, 'property.changed', PROPERTY, n, fair ? { group: 'host-flood' } : null);
+    await wakeUp(c, 'property.changed');
     await c.query('commit');
   }
 }
@@ -211,17 +197,8 @@ async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<v
 /** A booking's event as enqueue writes it (fair) or as it was written before (FIFO), its wake-up inside its transaction. */
 async function book(c: pg.Client, host: string, fair: boolean, started: Map<string, bigint>): Promise<void> {
   await c.query('begin');
-  const { rows } = await c.query<{ public_id: string }>(
-    fair
-      ? `with ins as (insert into outbox (topic, key, payload, priority, group_id, turn)
-                      values ('booking.created', outbox_uuid_v7()::text, $1::jsonb, $2, $3, outbox_turn($3, $2))
-                      returning public_id, topic)
-         select public_id, pg_notify('outbox', topic) from ins`
-      : `with ins as (insert into outbox (topic, key, payload) values ('booking.created', outbox_uuid_v7()::text, $1::jsonb) returning public_id, topic)
-         select public_id, pg_notify('outbox', topic) from ins`,
-    fair ? [BOOKING, priorityOf('booking.created'), host] : [BOOKING],
-  );
-  started.set(rows[0]!.public_id, process.hrtime.bigint());
+  const id = await insertEvent(c, 'booking.created', BOOKING, fair ? host : null);
+  started.set(id, process.hrtime.bigint());
   await c.query('commit');
 }
 

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { bookingEventsSince } from './lib/outbox.ts';
 import { percentile, round } from './lib/stats.ts';
 
 /*
@@ -33,18 +34,15 @@ export async function keptSince(url: string, since: string) {
       last = rows[0]!.n;
       await new Promise((r) => setTimeout(r, 1000));
     }
-    const { rows } = await c.query<{ id: string; property: string; check_in: string; emails: number }>(
-      `select b.public_id::text as id, p.public_id::text as property, b.check_in::text as check_in,
-              coalesce(e.n, 0)::int as emails
+    const { rows } = await c.query<{ id: string; property: string; check_in: string }>(
+      `select b.public_id::text as id, p.public_id::text as property, b.check_in::text as check_in
          from bookings b
          join properties p on p.id = b.property_id
-         left join (select payload->>'bookingId' as id, count(*) as n from outbox
-                     where topic = 'booking.created' and lane is null and created_at >= $1
-                     group by 1) e on e.id = b.public_id::text
         where b.created_at >= $1`,
       [since],
     );
-    return rows;
+    const events = await bookingEventsSince(c, since);
+    return rows.map((r) => ({ ...r, emails: events.get(r.id) ?? 0 }));
   } finally {
     await c.end();
   }

@@ -1,12 +1,56 @@
 import type { AutocannonResult } from 'autocannon';
 import type { keptSince } from './overload-observed.ts';
 import { percentile, round } from './lib/stats.ts';
-import type { OverloadDetail, OverloadRun } from './overload.ts';
 
 /*
  * One overload run's answers as the clients saw them, and what they come to once set against what
  * the database kept (overload.ts says what lost, doubled and unanswered mean).
  */
+
+/** One run's figures (all numbers, so runs can be summarised by repeatOf). Latencies in ms. */
+// A type, not an interface: repeatOf needs it to be a Record<string, number>.
+export type OverloadRun = {
+  bookingRequests: number;
+  accepted: number;
+  acceptedPerSecond: number;
+  acceptedP50: number;
+  acceptedP99: number;
+  bookingShare503: number;
+  searchRequests: number;
+  searchOk: number;
+  searchOkP99: number;
+  searchShare503: number;
+  /** All 503s over all answers, in %. */
+  share503: number;
+  other5xx: number;
+  /** 503s without Retry-After. */
+  noRetryAfter: number;
+  /** 503s whose problem code is not `overloaded`. */
+  not503Overloaded: number;
+  /** Answers other than 201, 503 (bookings) and 200, 503 (search): none expected. */
+  otherStatus: number;
+  /** Requests that got no answer (client timeout, socket error). */
+  errors: number;
+  lost: number;
+  doubled: number;
+  unanswered: number;
+  /** ms from the start to the first 503 of each route (-1: none). */
+  firstBooking503: number;
+  firstSearch503: number;
+  /** The API's own signals, scraped from /metrics every half second during the run (ms): median and largest. */
+  eventLoopDelayP50: number;
+  eventLoopDelayMax: number;
+  poolWaitP50: number;
+  poolWaitMax: number;
+};
+
+/** What each 503 said, for a test to quote: code → count, and whether Retry-After was there. */
+export interface OverloadDetail {
+  codes503: Record<string, number>;
+  /** The API's stayhub_http_shed_requests_total by "class/signal" after the run (cumulative over the API's life). */
+  shed: Record<string, number>;
+  statuses: { bookings: Record<string, number>; search: Record<string, number> };
+}
 
 type Route = 'bookings' | 'search';
 const count = (m: Record<string, number>, k: string | number) => (m[k] = (m[k] ?? 0) + 1);

@@ -2,7 +2,7 @@ import autocannon from 'autocannon';
 import type { ApiFixture } from './api.ts';
 import type { Repeated } from './lib/stats.ts';
 import { dbNow, keptSince, shedCounts, traceSignals } from './overload-observed.ts';
-import { Answers, runFigures } from './overload-tally.ts';
+import { Answers, runFigures, type OverloadDetail, type OverloadRun } from './overload-tally.ts';
 
 /*
  * Overload: as many clients as the API cannot serve in time, half booking (POST /bookings, every
@@ -46,50 +46,8 @@ export const OVERLOAD_SMOKE: OverloadParams = {
 export const OVERLOAD_SETUP =
   'two APIs (node --import tsx src/http/server.ts, LOG_LEVEL=warn, defaults) started together on databases of their own, LOAD_SHEDDING=true and false; two autocannon instances in the bench process, half the connections POSTing /bookings (every stay new; a stay refused with 503 asked for again) and half GETting /search?city=Porto&limit=10; runs alternating between the APIs; accepted latency from the request built to its 201';
 
-/** One run's figures (all numbers, so runs can be summarised by repeatOf). Latencies in ms. */
-// A type, not an interface: repeatOf needs it to be a Record<string, number>.
-export type OverloadRun = {
-  bookingRequests: number;
-  accepted: number;
-  acceptedPerSecond: number;
-  acceptedP50: number;
-  acceptedP99: number;
-  bookingShare503: number;
-  searchRequests: number;
-  searchOk: number;
-  searchOkP99: number;
-  searchShare503: number;
-  /** All 503s over all answers, in %. */
-  share503: number;
-  other5xx: number;
-  /** 503s without Retry-After. */
-  noRetryAfter: number;
-  /** 503s whose problem code is not `overloaded`. */
-  not503Overloaded: number;
-  /** Answers other than 201, 503 (bookings) and 200, 503 (search): none expected. */
-  otherStatus: number;
-  /** Requests that got no answer (client timeout, socket error). */
-  errors: number;
-  lost: number;
-  doubled: number;
-  unanswered: number;
-  /** ms from the start to the first 503 of each route (-1: none). */
-  firstBooking503: number;
-  firstSearch503: number;
-  /** The API's own signals, scraped from /metrics every half second during the run (ms): median and largest. */
-  eventLoopDelayP50: number;
-  eventLoopDelayMax: number;
-  poolWaitP50: number;
-  poolWaitMax: number;
-};
-
-/** What each 503 said, for a test to quote: code → count, and whether Retry-After was there. */
-export interface OverloadDetail {
-  codes503: Record<string, number>;
-  /** The API's stayhub_http_shed_requests_total by "class/signal" after the run (cumulative over the API's life). */
-  shed: Record<string, number>;
-  statuses: { bookings: Record<string, number>; search: Record<string, number> };
-}
+// A run's figures and what its 503s said: their shape is the tally's (overload-tally.ts).
+export type { OverloadDetail, OverloadRun } from './overload-tally.ts';
 
 interface Stay {
   propertyId: string;
