@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { EMBEDDED_DEFAULTS } from '../src/config.ts';
+import { EMBEDDED_DEFAULTS, type Config } from '../src/config.ts';
 import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
 import { runMain, type Command } from '../src/process/run-main.ts';
@@ -71,6 +71,54 @@ interface Child {
   child: ChildProcess;
 }
 
+/**
+ * The product's persistent embedded PostgreSQL (its data kept between runs), not started yet;
+ * `where`: its data folder as the start-up line names it.
+ */
+function embeddedServer(config: Config): { postgres: EmbeddedPostgres; where: string } {
+  const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
+  if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
+  const postgres = new EmbeddedPostgres({
+    dataDir,
+    port: config.EMBEDDED_PG_PORT,
+    user: EMBEDDED_DEFAULTS.user,
+    password: EMBEDDED_DEFAULTS.password,
+  });
+  return { postgres, where: unreachable ? dataDir : config.EMBEDDED_PG_DIR };
+}
+
+/** Creates the cluster if it is new, starts it and makes the database, unless a stop came in meanwhile. */
+async function startEmbedded(
+  { postgres, where }: { postgres: EmbeddedPostgres; where: string },
+  config: Config,
+  isStopping: () => boolean,
+): Promise<void> {
+  if (await postgres.initialise()) say(`created a new cluster in ${where}`);
+  if (!isStopping()) await postgres.start();
+  if (!isStopping()) {
+    await ensureDatabase(postgres.url, EMBEDDED_DEFAULTS.database);
+    say(`embedded PostgreSQL listening on 127.0.0.1:${config.EMBEDDED_PG_PORT}`);
+  }
+}
+
+/** Starts the consumer (with NATS_URL), the worker and the API, listed in `children` in the order they stop; returns the API's process. */
+function startChildren(config: Config, children: Child[]): ChildProcess {
+  const traces = describeTraceDestination(config);
+  if (traces) say(`traces go to ${traces} (services stayhub-api, stayhub-worker${config.NATS_URL ? ', stayhub-earnings' : ''})`);
+  // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
+  const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
+  // Stopped in this order. The consumer first: it only reads what the worker relays, and stopped
+  // first it acks what it applied while the stream is still fed. The worker before the API: its
+  // handlers may still call the API's database.
+  if (config.NATS_URL) {
+    children.push({ name: 'earnings', label: 'the earnings consumer', child: run('earnings', 'src/events/earnings/main.ts', env) });
+  }
+  children.push({ name: 'worker', label: 'the worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
+  const api = run('api', 'src/http/server.ts', env);
+  children.push({ name: 'api', label: 'the API', child: api });
+  return api;
+}
+
 export const startCommand: Command = {
   name: 'start',
   usage: USAGE,
@@ -80,7 +128,8 @@ export const startCommand: Command = {
   // The consumer (with NATS_URL), the worker, then the API, each within its own timeout, then PostgreSQL.
   shutdownTimeoutSeconds: (config) => (config.NATS_URL ? 3 : 2) * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
   async run({ config, stopRequested, isStopping, onForcedStop }) {
-    let postgres: EmbeddedPostgres | undefined;
+    const embedded = config.usesEmbeddedDatabase ? embeddedServer(config) : undefined;
+    const postgres = embedded?.postgres;
     const children: Child[] = [];
     // A second signal: no more waiting. Also when this process dies anyway: take the children with it.
     const killChildren = () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL'));
@@ -103,24 +152,8 @@ export const startCommand: Command = {
     };
 
     try {
-      if (config.usesEmbeddedDatabase) {
-        const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
-        if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
-        postgres = new EmbeddedPostgres({
-          dataDir,
-          port: config.EMBEDDED_PG_PORT,
-          user: EMBEDDED_DEFAULTS.user,
-          password: EMBEDDED_DEFAULTS.password,
-        });
-        if (await postgres.initialise()) say(`created a new cluster in ${unreachable ? dataDir : config.EMBEDDED_PG_DIR}`);
-        if (!isStopping()) await postgres.start();
-        if (!isStopping()) {
-          await ensureDatabase(postgres.url, EMBEDDED_DEFAULTS.database);
-          say(`embedded PostgreSQL listening on 127.0.0.1:${config.EMBEDDED_PG_PORT}`);
-        }
-      } else {
-        say('DATABASE_URL is set: using that server, not starting the embedded one');
-      }
+      if (embedded) await startEmbedded(embedded, config, isStopping);
+      else say('DATABASE_URL is set: using that server, not starting the embedded one');
       if (!isStopping()) {
         await runMigrations(config.DATABASE_URL);
         say('migrations applied');
@@ -142,19 +175,7 @@ export const startCommand: Command = {
       return 0;
     }
 
-    const traces = describeTraceDestination(config);
-    if (traces) say(`traces go to ${traces} (services stayhub-api, stayhub-worker${config.NATS_URL ? ', stayhub-earnings' : ''})`);
-    // STAYHUB_SUPERVISED: the children treat the IPC channel below as their lifeline (src/process/lifeline.ts).
-    const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, STAYHUB_SUPERVISED: '1', ...childLogEnv(config) };
-    // Stopped in this order. The consumer first: it only reads what the worker relays, and stopped
-    // first it acks what it applied while the stream is still fed. The worker before the API: its
-    // handlers may still call the API's database.
-    if (config.NATS_URL) {
-      children.push({ name: 'earnings', label: 'the earnings consumer', child: run('earnings', 'src/events/earnings/main.ts', env) });
-    }
-    children.push({ name: 'worker', label: 'the worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
-    const api = run('api', 'src/http/server.ts', env);
-    children.push({ name: 'api', label: 'the API', child: api });
+    const api = startChildren(config, children);
     void announceWhenReady({ config, api, others: children.map((c) => c.child), say });
     const childExited = new Promise<string>((resolve) => {
       for (const { name, child } of children) {

@@ -139,6 +139,40 @@ function render(trace: Span[]): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** A host with a property and a webhook endpoint on the local receiver, and a guest to book it. */
+async function hostAndGuest(base: string, hooksPort: number): Promise<{ guest: string; propertyId: string }> {
+  const reg = (role: string) =>
+    api<{ token: string }>(base, 'POST', '/auth/register', {
+      email: `${role}@example.test`,
+      password: 'correct horse battery',
+      name: `A ${role}`,
+      role,
+    });
+  const host = (await reg('host')).token;
+  const guest = (await reg('guest')).token;
+  const property = await api<{ id: string }>(
+    base,
+    'POST',
+    '/properties',
+    { title: 'Sea-view flat in Porto', city: 'Porto', country: 'PT', nightlyPrice: 10_000, maxGuests: 4 },
+    host,
+  );
+  await api(base, 'POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${hooksPort}/hooks` }, host);
+  return { guest, propertyId: property.id };
+}
+
+/** The trace the POST /bookings request started, drawn into `out`. */
+function draw(spans: Span[]): void {
+  say(
+    `received: ${[...new Set(spans.map((s) => s.service))].map((v) => `${v} ${spans.filter((s) => s.service === v).length}`).join(', ')}`,
+  );
+  const request = spans.find((s) => s.name === 'POST /bookings');
+  if (!request) throw new Error('no POST /bookings span arrived');
+  const trace = spans.filter((s) => s.traceId === request.traceId);
+  writeFileSync(out, render(trace));
+  say(`${trace.length} spans of trace ${request.traceId} from ${[...new Set(trace.map((s) => s.service))].join(', ')}: ${out}`);
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-trace-'));
   // PostgreSQL runs as the "postgres" user when we are root: it must be able to reach its folder.
@@ -180,23 +214,7 @@ async function main(): Promise<void> {
       if (i > 300) throw new Error('the API did not start');
       await new Promise((r) => setTimeout(r, 100));
     }
-    const reg = (role: string) =>
-      api<{ token: string }>(base, 'POST', '/auth/register', {
-        email: `${role}@example.test`,
-        password: 'correct horse battery',
-        name: `A ${role}`,
-        role,
-      });
-    const host = (await reg('host')).token;
-    const guest = (await reg('guest')).token;
-    const property = await api<{ id: string }>(
-      base,
-      'POST',
-      '/properties',
-      { title: 'Sea-view flat in Porto', city: 'Porto', country: 'PT', nightlyPrice: 10_000, maxGuests: 4 },
-      host,
-    );
-    await api(base, 'POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hooks` }, host);
+    const { guest, propertyId } = await hostAndGuest(base, (hooks.address() as AddressInfo).port);
     // The worker and the consumer running, as in production: the booking's effects follow it at once.
     const worker = run('src/worker/drain-outbox.ts', 'worker', { LOG_LEVEL: 'info' });
     const consumer = run('src/events/earnings/main.ts', 'consumer', { LOG_LEVEL: 'info' });
@@ -205,19 +223,12 @@ async function main(): Promise<void> {
     spans.length = 0;
     const checkIn = new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10);
     const checkOut = new Date(Date.now() + 23 * 86_400_000).toISOString().slice(0, 10);
-    await api(base, 'POST', '/bookings', { propertyId: property.id, checkIn, checkOut, guests: 2 }, guest);
+    await api(base, 'POST', '/bookings', { propertyId, checkIn, checkOut, guests: 2 }, guest);
     say('booked; letting the worker and the consumer do their work');
     for (let i = 0; i < 100 && !spans.some((s) => s.service === 'stayhub-earnings'); i++) await new Promise((r) => setTimeout(r, 100));
     // Each process exports what it still holds as it stops.
     for (const p of [consumer, worker, apiRun]) await p.stop();
-    say(
-      `received: ${[...new Set(spans.map((s) => s.service))].map((v) => `${v} ${spans.filter((s) => s.service === v).length}`).join(', ')}`,
-    );
-    const request = spans.find((s) => s.name === 'POST /bookings');
-    if (!request) throw new Error('no POST /bookings span arrived');
-    const trace = spans.filter((s) => s.traceId === request.traceId);
-    writeFileSync(out, render(trace));
-    say(`${trace.length} spans of trace ${request.traceId} from ${[...new Set(trace.map((s) => s.service))].join(', ')}: ${out}`);
+    draw(spans);
   } finally {
     await apiProcess?.stop(0);
     hooks.close();

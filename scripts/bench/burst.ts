@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
 import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
+import { fillBacklog, statusCounts, wakeUp } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgBossConfig } from './params.ts';
@@ -105,9 +106,7 @@ function traceBurst(url: string, t0: number) {
     // Our outbox only: a peer's database has no such table.
     const { rows: t } = await c.query<{ ours: boolean }>(`select to_regclass('outbox') is not null as ours`);
     while (on && t[0]?.ours) {
-      const { rows: o } = await c.query(
-        `select status, count(*)::int n, count(*) filter (where leased_until > now())::int leased, count(*) filter (where claim_id is not null)::int claimed from outbox group by status`,
-      );
+      const o = await statusCounts(c);
       const { rows: a } = await c.query(
         `select application_name app, state, wait_event_type || ':' || wait_event wait, round(extract(epoch from now() - query_start)::numeric, 2) secs, left(regexp_replace(query, '\\s+', ' ', 'g'), 50) q
            from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and state <> 'idle'`,
@@ -137,13 +136,8 @@ async function idle(warm: boolean, url: string, pending: { sql: string; values?:
 /** The burst's figures without the COMMIT time used for the trace. */
 const figures = ({ perSecond, seconds }: Burst): Burst => ({ perSecond, seconds });
 
-const oursInsert = (n: number) => async (c: pg.Client) => {
-  await c.query(
-    `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
-    [n],
-  );
-};
-const oursNotify = async (c: pg.Client) => void (await c.query(`select pg_notify('outbox', 'bench.noop')`));
+const oursInsert = (n: number) => (c: pg.Client) => fillBacklog(c, 'bench.noop', n);
+const oursNotify = (c: pg.Client) => wakeUp(c, 'bench.noop');
 
 export async function oursBurst(url: string, count: number, processes: number, env: Record<string, string>, warm: boolean): Promise<Burst> {
   const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts');

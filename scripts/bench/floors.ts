@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createDatabase } from '../../src/db/client.ts';
-import { claimOn } from '../../src/outbox/claim.ts';
-import { connectClaimClient } from '../../src/outbox/claim-connection.ts';
-import { markDoneMany } from '../../src/outbox/settle.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { nowMs } from './lib/marks.ts';
+import { claimOn, connectClaimClient, insertOne, markDoneMany } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { fillOutbox } from './ours.ts';
 
@@ -83,10 +81,7 @@ export async function latencyFloor(url: string, samples: number) {
   listener.on('notification', (n) => probe.arrived(Number(n.payload)));
   await listener.query(`listen ${FLOOR_CHANNEL}`);
   const insert = async (client: pg.Client, id: number) => {
-    await client.query(
-      `insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int))`,
-      [id],
-    );
+    await insertOne(client, 'bench.latency', id, { wakeUp: false });
     await client.query(`select pg_notify('${FLOOR_CHANNEL}', $1::text)`, [String(id)]);
   };
   try {

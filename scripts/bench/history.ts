@@ -3,9 +3,17 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { dayOf, dropOutboxPartition, listOutboxPartitions } from '../../src/outbox/partitions.ts';
-import { purgeDoneBatch } from '../../src/outbox/purge.ts';
-import { DONE_HISTORY_SQL } from './ours.ts';
+import {
+  analyzeOutbox,
+  countPending,
+  dayOf,
+  dropOutboxPartition,
+  fillBacklog,
+  fillDoneHistory as insertDoneHistory,
+  listOutboxPartitions,
+  outboxSizes,
+  purgeDoneBatch,
+} from './lib/outbox.ts';
 import { median, msSince } from './lib/stats.ts';
 
 /*
@@ -94,45 +102,27 @@ export async function fillDoneHistory(url: string, rows: number): Promise<Histor
       if (n <= 0) return 0;
       const created = new Date(day.getTime() + lane * per);
       const processed = new Date(monthAgo.getTime() + lane * per);
-      return (await withClient(url, (c) => c.query(DONE_HISTORY_SQL, [n, created, processed]))).rowCount ?? 0;
+      return withClient(url, (c) => insertDoneHistory(c, n, created, processed));
     }),
   );
   if (inserted.reduce((a, b) => a + b, 0) !== rows) throw new Error(`inserted ${inserted.join(' + ')} rows, not ${rows}`);
-  await withClient(url, (c) => c.query('vacuum analyze outbox'));
+  await withClient(url, (c) => analyzeOutbox(c, { vacuum: true }));
   return { partition, day, rows };
 }
 
 /** `count` PENDING no-op messages, written now into today's partition (the claim's work), then VACUUM ANALYZE. */
 export async function addPending(url: string, count: number): Promise<void> {
   await withClient(url, async (c) => {
-    await c.query(
-      `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
-      [count],
-    );
-    await c.query('vacuum analyze outbox');
+    await fillBacklog(c, 'bench.noop', count);
+    await analyzeOutbox(c, { vacuum: true });
   });
 }
 
 /** The housekeeping's batch (src/outbox/runner/housekeeping.ts). */
 const PURGE_BATCH = 1000;
 
-type Sizes = { table: number; pendingIdx: number; keyIdx: number };
-
-/**
- * The outbox's sizes. The partitioned parent and its partitioned indexes hold no data of their
- * own (their size is 0): each is the sum over its leaves, the partitions and their indexes.
- */
-const sizes = async (c: pg.Client): Promise<Sizes> => {
-  const { rows } = await c.query<{ table: string; pending_idx: string; key_idx: string }>(
-    `select (select coalesce(sum(pg_total_relation_size(relid)), 0) from pg_partition_tree('outbox') where isleaf) as table,
-            (select coalesce(sum(pg_relation_size(relid)), 0) from pg_partition_tree('outbox_pending_available_idx') where isleaf) as pending_idx,
-            (select coalesce(sum(pg_relation_size(relid)), 0) from pg_partition_tree('outbox_key_idx') where isleaf) as key_idx`,
-  );
-  return { table: Number(rows[0]!.table), pendingIdx: Number(rows[0]!.pending_idx), keyIdx: Number(rows[0]!.key_idx) };
-};
-
-const pendingCount = async (c: pg.Client) =>
-  Number((await c.query<{ n: string }>(`select count(*) as n from outbox where status = 'PENDING'`)).rows[0]!.n);
+const sizes = outboxSizes;
+const pendingCount = countPending;
 
 /** The server's WAL position; two of them give the bytes written in between (by anyone: run this alone). */
 const walLsn = async (c: pg.Client) => (await c.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn')).rows[0]!.lsn;
@@ -193,7 +183,7 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
       const after = await sizes(c);
       const vacuumLsn = await walLsn(c);
       const tv = process.hrtime.bigint();
-      await c.query('vacuum outbox');
+      await analyzeOutbox(c, { vacuum: true, analyze: false });
       const vacuumSeconds = msSince(tv) / 1000;
       const vacuumWalBytes = await walSince(c, vacuumLsn);
       const vacuumed = await sizes(c);
@@ -369,42 +359,4 @@ export function concurrentPurge(url: string, history: HistoryDay, way: PurgeWay,
       }
     },
   };
-}
-
-/** Stays per history property: two nights every three days, going back 600 days. */
-const STAYS_PER_PROPERTY = 200;
-
-/**
- * `bookings` confirmed past stays, inserted in SQL before the API starts: ⌈bookings / 200⌉
- * properties of their own host, each with 200 two-night stays, one every three days going back
- * from yesterday (600 days). They never overlap one another (the exclusion constraint checks each
- * one) nor any stay the bench books: those are on other properties, and in the future. No outbox
- * rows with them: the outbox's own history is what the purge and growth sections measure.
- */
-export async function fillBookingHistory(url: string, bookings: number): Promise<void> {
-  const properties = Math.ceil(bookings / STAYS_PER_PROPERTY);
-  await withClient(url, async (c) => {
-    const { rows } = await c.query<{ id: string }>(
-      `insert into users (email, name, role, password_hash)
-       values ('history-host@example.test', 'History host', 'host', 'x'), ('history-guest@example.test', 'History guest', 'guest', 'x')
-       returning id`,
-    );
-    const [host, guest] = rows.map((r) => r.id);
-    await c.query(
-      `insert into properties (host_id, title, city, country, nightly_price, cleaning_fee, max_guests)
-       select $1::bigint, 'History flat ' || i, 'Lisbon', 'PT', 10000, 2500, 4 from generate_series(1, $2::int) i`,
-      [host, properties],
-    );
-    await c.query(
-      `insert into bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total,
-                             created_at, updated_at)
-       select p.id, $1::bigint, current_date - 3 * (j + 1), current_date - 3 * (j + 1) + 2, 2, 'EUR', 2, 10000, 20000, 2500, 2700, 25200,
-              now() - (3 * (j + 1) + 30) * interval '1 day', now() - (3 * (j + 1) + 30) * interval '1 day'
-         from (select id, row_number() over (order by id) - 1 as n from properties where host_id = $2::bigint) p
-        cross join generate_series(0, ${STAYS_PER_PROPERTY - 1}) j
-        where p.n * ${STAYS_PER_PROPERTY} + j < $3::int`,
-      [guest, host, bookings],
-    );
-    await c.query('vacuum analyze');
-  });
 }

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { priorityOf } from '../../src/messages/topics.ts';
+import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
 
 /*
@@ -83,23 +83,26 @@ const BOOKING = JSON.stringify({
 });
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
 
-/** One mode, once, on `url` (a fresh migrated database). */
-export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
-  const fair = mode !== 'fifo';
-  const started = new Map<string, bigint>();
-  const latencies: number[] = [];
-  let floodHandled = 0;
-  let waiting: (() => void) | undefined;
-  const handlers: Handler<any>[] = [
+/** What the handlers saw: each booking's latency from its commit, the flood handled, a wake-up once all bookings are. */
+interface Seen {
+  started: Map<string, bigint>;
+  latencies: number[];
+  floodHandled: number;
+  waiting?: () => void;
+}
+
+/** The booking email (timed from its commit) and the flood's handler, each taking `handlerMs`. */
+function noisyHandlers(seen: Seen, p: NoisyParams): Handler<any>[] {
+  return [
     {
       name: 'bench-booking-email',
       topic: 'booking.created',
       handle: async (ctx) => {
-        const t0 = started.get(ctx.messageId);
+        const t0 = seen.started.get(ctx.messageId);
         if (t0 !== undefined) {
-          latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
-          started.delete(ctx.messageId);
-          if (started.size === 0) waiting?.();
+          seen.latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+          seen.started.delete(ctx.messageId);
+          if (seen.started.size === 0) seen.waiting?.();
         }
         await sleep(p.handlerMs);
       },
@@ -108,17 +111,37 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       name: 'bench-search-index',
       topic: 'property.changed',
       handle: async () => {
-        floodHandled++;
+        seen.floodHandled++;
         await sleep(p.handlerMs);
       },
     },
   ];
+}
+
+/** Until every booking written has been handled (at most 300 s). */
+async function allBookingsHandled(seen: Seen, mode: NoisyMode): Promise<void> {
+  if (seen.started.size === 0) return;
+  const allHandled = new Promise<void>((resolve) => (seen.waiting = resolve));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    allHandled,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`noisy ${mode}: ${seen.started.size} bookings not handled within 300 s`)), 300_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** One mode, once, on `url` (a fresh migrated database). */
+export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
+  const fair = mode !== 'fifo';
+  const seen: Seen = { started: new Map(), latencies: [], floodHandled: 0 };
+  const { started, latencies } = seen;
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
   const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 4, applicationName: 'bench-noisy-worker' });
   const worker = createWorker({
     db: database.db,
     config,
-    registry: new HandlerRegistry(handlers),
+    registry: new HandlerRegistry(noisyHandlers(seen, p)),
     logger: pino({ level: 'warn' }),
     housekeeping: false,
   });
@@ -142,17 +165,8 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       if (wait > 0) await sleep(wait);
       await book(producer, `host-${i % p.hosts}`, fair, started);
     }
-    const floodPerSecond = floodHandled / ((performance.now() - t0) / 1000);
-    if (started.size > 0) {
-      const allHandled = new Promise<void>((resolve) => (waiting = resolve));
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        allHandled,
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`noisy ${mode}: ${started.size} bookings not handled within 300 s`)), 300_000);
-        }),
-      ]).finally(() => clearTimeout(timer));
-    }
+    const floodPerSecond = seen.floodHandled / ((performance.now() - t0) / 1000);
+    await allBookingsHandled(seen, mode);
     await flood;
     return {
       bookings: latencies.length,
@@ -170,27 +184,13 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
   }
 }
 
-/**
- * The flood, 1,000 rows a transaction. Fair: each row's turn is what enqueue would give it written
- * one by one (outbox_turn once for the first row, then + 1 per row, as the group's previous turn + 1
- * is); FIFO: none.
- */
+/** The flood, 1,000 rows a transaction (lib/outbox.ts fillFlood), each transaction with its wake-up. */
 async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<void> {
-  const priority = priorityOf('property.changed');
   for (let i = 0; i < count; i += 1000) {
     const n = Math.min(1000, count - i);
     await c.query('begin');
-    await c.query(
-      fair
-        ? `with t as materialized (select outbox_turn('host-flood', $2) as first)
-           insert into outbox (topic, key, payload, priority, group_id, turn)
-           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb, $2, 'host-flood', t.first + s - 1
-             from t, generate_series(1, $3::int) s`
-        : `insert into outbox (topic, key, payload)
-           select 'property.changed', outbox_uuid_v7()::text, $1::jsonb from generate_series(1, $2::int) s`,
-      fair ? [PROPERTY, priority, n] : [PROPERTY, n],
-    );
-    await c.query(`select pg_notify('outbox', 'property.changed')`);
+    await fillFlood(c, 'property.changed', PROPERTY, n, fair ? { group: 'host-flood' } : null);
+    await wakeUp(c, 'property.changed');
     await c.query('commit');
   }
 }
@@ -198,17 +198,8 @@ async function writeFlood(c: pg.Client, count: number, fair: boolean): Promise<v
 /** A booking's event as enqueue writes it (fair) or as it was written before (FIFO), its wake-up inside its transaction. */
 async function book(c: pg.Client, host: string, fair: boolean, started: Map<string, bigint>): Promise<void> {
   await c.query('begin');
-  const { rows } = await c.query<{ public_id: string }>(
-    fair
-      ? `with ins as (insert into outbox (topic, key, payload, priority, group_id, turn)
-                      values ('booking.created', outbox_uuid_v7()::text, $1::jsonb, $2, $3, outbox_turn($3, $2))
-                      returning public_id, topic)
-         select public_id, pg_notify('outbox', topic) from ins`
-      : `with ins as (insert into outbox (topic, key, payload) values ('booking.created', outbox_uuid_v7()::text, $1::jsonb) returning public_id, topic)
-         select public_id, pg_notify('outbox', topic) from ins`,
-    fair ? [BOOKING, priorityOf('booking.created'), host] : [BOOKING],
-  );
-  started.set(rows[0]!.public_id, process.hrtime.bigint());
+  const id = await insertEvent(c, 'booking.created', BOOKING, fair ? host : null);
+  started.set(id, process.hrtime.bigint());
   await c.query('commit');
 }
 

@@ -5,13 +5,23 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { claimOn } from '../../src/outbox/claim.ts';
-import { connectClaimClient, explainClaim as explainCachedClaim } from '../../src/outbox/claim-connection.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
+import {
+  analyzeOutbox,
+  claimOn,
+  connectClaimClient,
+  countNotDone,
+  countPending,
+  explainCachedClaim,
+  fillBacklog,
+  fillDoneHistory,
+  fillWarmUp,
+  insertOne,
+} from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -41,12 +51,8 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
  */
 export async function fillOutbox(url: string, topic: string, count: number): Promise<void> {
   await withClient(url, async (c) => {
-    await c.query(
-      `insert into outbox (topic, key, payload)
-       select $1, outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $2::int) i`,
-      [topic, count],
-    );
-    await c.query('analyze outbox');
+    await fillBacklog(c, topic, count);
+    await analyzeOutbox(c, { vacuum: false });
   });
 }
 
@@ -100,8 +106,8 @@ export async function oursDrain(
     const settledAt = await Promise.race([watch.settled, exits.then((r) => (assertOk('bench-worker --until-empty', r), watch.settled))]);
     assertOk('bench-worker --until-empty', await exits);
     const drainMs = settledAt - marks.earliest();
-    const left = await withClient(url, (c) => c.query<{ n: number }>(`select count(*)::int as n from outbox where status <> 'DONE'`));
-    if (left.rows[0]!.n !== 0) throw new Error(`our worker left ${left.rows[0]!.n} messages not DONE`);
+    const left = await withClient(url, countNotDone);
+    if (left !== 0) throw new Error(`our worker left ${left} messages not DONE`);
     return { perSecond: (opts.count * 1000) / drainMs, drainSeconds: drainMs / 1000 };
   } finally {
     ended = true;
@@ -131,13 +137,9 @@ export async function oursLatency(url: string, samples: number) {
   try {
     // Warm-up, as graphile-worker's latency test does: connections open, code paths compiled.
     await withClient(url, async (c) => {
-      await c.query(
-        `insert into outbox (topic, key, payload) select 'bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', -i) from generate_series(1, 100) i`,
-      );
-      await c.query(`select pg_notify('outbox', 'bench.latency')`);
+      await fillWarmUp(c, 'bench.latency', 100);
       for (let i = 0; i < 500; i++) {
-        const { rows } = await c.query<{ n: number }>(`select count(*)::int as n from outbox where status = 'PENDING'`);
-        if (rows[0]?.n === 0) break;
+        if ((await countPending(c)) === 0) break;
         await sleep(20);
       }
     });
@@ -147,33 +149,13 @@ export async function oursLatency(url: string, samples: number) {
       // What enqueue() does in a producer with no other transaction carrying a wake-up (each
       // sample is alone): the row and its wake-up in one statement, delivered by the COMMIT
       // (src/outbox/wake-up.ts).
-      insert: async (client, id) => {
-        await client.query(
-          `with ins as (insert into outbox (topic, key, payload) values ('bench.latency', outbox_uuid_v7()::text, jsonb_build_object('id', $1::int)) returning topic)
-           select pg_notify('outbox', topic) from ins`,
-          [id],
-        );
-      },
+      insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }),
     });
   } finally {
     await worker.stop();
     await database.close();
   }
 }
-
-/**
- * `$1` DONE rows as the worker leaves them, created 1 ms apart from `$2` on and processed 1 ms
- * apart from `$3` on: the history every long-outbox measurement starts from. `$2` decides the
- * partition (a day holds 86,400,000 of them): the claim section's history, 30 days back, shares
- * the first partition with the PENDING rows; the purge and growth sections' is a day of its own
- * (history.ts).
- */
-export const DONE_HISTORY_SQL = `
-  insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)
-  select 'booking.created', outbox_uuid_v7()::text, jsonb_build_object('i', i), 'DONE', 1,
-         $2::timestamptz + i * interval '1 ms', $3::timestamptz + i * interval '1 ms', $2::timestamptz + i * interval '1 ms',
-         '{guest-confirmation}'
-    from generate_series(1, $1::int) i`;
 
 /**
  * Claim cost against history. Two outboxes with the same `pending` PENDING rows; the second also
@@ -185,13 +167,10 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
     await withClient(url, async (c) => {
       if (url === historyUrl) {
         const monthAgo = new Date(Date.now() - 30 * 24 * 3600 * 1000);
-        await c.query(DONE_HISTORY_SQL, [done, monthAgo, monthAgo]);
+        await fillDoneHistory(c, done, monthAgo, monthAgo);
       }
-      await c.query(
-        `insert into outbox (topic, key, payload) select 'bench.noop', outbox_uuid_v7()::text, jsonb_build_object('i', i) from generate_series(1, $1::int) i`,
-        [pending],
-      );
-      await c.query('vacuum analyze outbox');
+      await fillBacklog(c, 'bench.noop', pending);
+      await analyzeOutbox(c, { vacuum: true });
     });
   }
 }

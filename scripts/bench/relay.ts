@@ -21,6 +21,7 @@ import { desiredStream } from '../../src/events/stream.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
@@ -76,15 +77,11 @@ async function fill(url: string, count: number) {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    await c.query('truncate outbox');
+    await emptyOutbox(c);
     for (let i = 0; i < count; i += 5000) {
       const n = Math.min(5000, count - i);
       const rows = Array.from({ length: n }, (_, j) => JSON.stringify(payload(i + j)));
-      await c.query(
-        `insert into outbox (topic, key, payload)
-         select 'booking.created', 'bench-' || (n + $2), p::jsonb from unnest($1::text[]) with ordinality as x(p, n)`,
-        [rows, i],
-      );
+      await insertPayloads(c, 'booking.created', rows, 'bench-', i);
     }
   } finally {
     await c.end();

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { apiBookings, startApi, type ApiFixture } from './api.ts';
 import { oursDrain } from './ours.ts';
 import { repeatOf, round, type Repeated } from './lib/stats.ts';
+import { storeTraceContext } from './lib/outbox.ts';
 
 /*
  * What tracing costs (docs/observability.md, docs/performance.md): the API's POST /bookings and the
@@ -89,10 +90,7 @@ async function storeContext(url: string, mode: TracingMode): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    await c.query(
-      `update outbox set traceparent = '00-' || md5(id::text) || '-' || left(md5('s' || id), 16) || $1 where status = 'PENDING'`,
-      [mode === 'sampled0' ? '-00' : '-01'],
-    );
+    await storeTraceContext(c, mode === 'sampled0' ? '-00' : '-01');
   } finally {
     await c.end();
   }

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { nowMs } from './marks.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { OURS_PENDING_SQL } from './outbox.ts';
 
 /**
  * The end of every drain's clock, the same for every system: the moment one observer, polling
@@ -52,7 +53,7 @@ export function watchSettled(
 
 /** What "pending" means for each system (see watchSettled). */
 export const PENDING = {
-  ours: `select 1 from outbox where status = 'PENDING'`,
+  ours: OURS_PENDING_SQL,
   graphile: 'select 1 from graphile_worker._private_jobs',
   pgBoss: `select 1 from pgboss.job where name = $1 and state <> 'completed'`,
 } as const;

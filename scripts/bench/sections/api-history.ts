@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { apiBookings, startApi, type ApiFixture } from '../api.ts';
-import { fillBookingHistory } from '../history.ts';
+import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';

@@ -1,4 +1,5 @@
-import { apiBookings, pgbenchBookings, POOLED_SERVER_CONNECTIONS, startApi, startPooledApi, type ApiFixture } from '../api.ts';
+import { apiBookings, POOLED_SERVER_CONNECTIONS, startApi, startPooledApi, type ApiFixture } from '../api.ts';
+import { pgbenchBookings } from '../api-pgbench.ts';
 import { mm, targetLines, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';

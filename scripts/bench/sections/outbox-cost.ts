@@ -1,4 +1,5 @@
-import { pgbenchBookings, type ApiFixture } from '../api.ts';
+import type { ApiFixture } from '../api.ts';
+import { pgbenchBookings } from '../api-pgbench.ts';
 import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import type { BenchContext } from '../context.ts';

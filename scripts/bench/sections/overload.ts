@@ -1,5 +1,9 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { startApi } from '../api.ts';
+import { repeatOf } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
-import { OVERLOAD_SETUP, overloadSection as measureOverload, renderOverload } from '../overload.ts';
+import { OVERLOAD_FULL, OVERLOAD_SETUP, OVERLOAD_SMOKE, overloadLoad, type OverloadResults, type OverloadRun } from '../overload.ts';
 import type { BenchResults } from '../results.ts';
 
 /** Half the clients booking, half searching, with and without load shedding (overload.ts). */
@@ -13,3 +17,98 @@ export const overloadSection: BenchSection = {
 };
 
 export const overloadMarkdown = (r: BenchResults): string[] => (r.overload ? renderOverload(r.overload) : []);
+
+const line = (label: string, r: OverloadRun) =>
+  `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;
+
+/**
+ * The bench section: both APIs on databases of their own (`freshDb`), every connection count,
+ * `runs` times each, shedding and not alternating which goes first.
+ */
+async function measureOverload(opts: {
+  smoke: boolean;
+  freshDb: (name: string) => Promise<string>;
+  logDir: string;
+  log: (msg: string) => void;
+}): Promise<OverloadResults> {
+  const P = opts.smoke ? OVERLOAD_SMOKE : OVERLOAD_FULL;
+  const sizes = { guests: P.guests, properties: P.properties };
+  const start = async (name: string, shedding: boolean) => {
+    const dir = path.join(opts.logDir, name);
+    mkdirSync(dir, { recursive: true });
+    return startApi(await opts.freshDb(name), sizes, dir, undefined, { LOAD_SHEDDING: String(shedding) });
+  };
+  const on = await start('overload_shedding', true);
+  try {
+    const off = await start('overload_without', false);
+    try {
+      const runs = new Map<number, { shedding: OverloadRun[]; without: OverloadRun[] }>();
+      let other5xx = 0;
+      let lost = 0;
+      let doubled = 0;
+      let bad503 = 0;
+      for (let r = 0; r < P.runs; r++) {
+        for (const connections of P.connections) {
+          const order = r % 2 === 0 ? (['shedding', 'without'] as const) : (['without', 'shedding'] as const);
+          for (const which of order) {
+            const { detail, ...run } = await overloadLoad(which === 'shedding' ? on : off, { ...P, connections });
+            const into = runs.get(connections) ?? { shedding: [], without: [] };
+            runs.set(connections, into);
+            into[which].push(run);
+            other5xx += run.other5xx;
+            lost += run.lost;
+            doubled += run.doubled;
+            if (which === 'shedding') bad503 += run.noRetryAfter + run.not503Overloaded;
+            opts.log(
+              `   ${connections} clients, ${which === 'shedding' ? 'shedding' : 'no shedding'}: ${line('', run).slice(2)}; 503 codes ${JSON.stringify(detail.codes503)}`,
+            );
+          }
+        }
+      }
+      return {
+        seconds: P.seconds,
+        runs: P.runs,
+        byConnections: P.connections.map((c) => ({
+          connections: c,
+          shedding: repeatOf(runs.get(c)!.shedding),
+          without: repeatOf(runs.get(c)!.without),
+        })),
+        other5xx,
+        lost,
+        doubled,
+        bad503,
+      };
+    } finally {
+      await off.close();
+    }
+  } finally {
+    await on.close();
+  }
+}
+
+/** The section of bench-results.md. */
+function renderOverload(o: OverloadResults): string[] {
+  const L = [
+    `## Overload: half the clients booking, half searching (${o.seconds} s a run, medians of ${o.runs})`,
+    '',
+    '| Clients | Load shedding | Booked /s | Accepted p50 (ms) | Accepted p99 (ms) | 503 share (bookings / search) | Search 200 p99 (ms) | Other 5xx | Lost | Doubled | Event-loop delay p50 (ms) | Pool wait p50 (ms) |',
+    '|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const c of o.byConnections) {
+    for (const [label, rep] of [
+      ['on', c.shedding],
+      ['off', c.without],
+    ] as const) {
+      const m = rep.median;
+      L.push(
+        `| ${c.connections} | ${label} | ${m.acceptedPerSecond} | ${m.acceptedP50} | ${m.acceptedP99} | ${m.share503} % (${m.bookingShare503} / ${m.searchShare503}) | ${m.searchOkP99} | ${m.other5xx} | ${m.lost} | ${m.doubled} | ${m.eventLoopDelayP50} | ${m.poolWaitP50} |`,
+      );
+    }
+  }
+  L.push(
+    '',
+    `Over every run: other 5xx ${o.other5xx}, bookings lost ${o.lost}, doubled ${o.doubled}; 503s of the shedding API without Retry-After or not \`overloaded\`: ${o.bad503}.`,
+    '',
+  );
+  return L;
+}

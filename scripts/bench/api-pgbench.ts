@@ -1,0 +1,95 @@
+import pg from 'pg';
+import { STAY_NIGHTS, type ApiFixture } from './api.ts';
+import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
+
+/*
+ * pgbench running the booking transaction the API runs, on the API's own database and properties:
+ * the write path's floor (the api section) and what the outbox row costs a booking (outbox cost).
+ */
+
+/** The namespace of the service's per-property advisory lock (BOOKING_LOCK_NAMESPACE, 0x5b00c). */
+const BOOKING_LOCK_NAMESPACE = 0x5b00c;
+
+/**
+ * The service's booking transaction as plain SQL, for pgbench, statement for statement what
+ * src/bookings/booking.service.ts sends: read the property and its host while taking the
+ * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
+ * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
+ * worker's wake-up goes after the commit). `withOutbox: false` drops the outbox row and the notify.
+ * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
+ * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
+ * client_id, so no two ever overlap.
+ */
+export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'none';
+
+export function bookingScript(withOutbox: boolean, variant: OutboxVariant = withOutbox ? 'notify-after-commit' : 'none'): string {
+  withOutbox = variant !== 'none';
+  const lines = [
+    '\\set k :k + 1',
+    '\\set slot :k * :clients + :client_id',
+    '\\set pid :pmin + (:slot % :nprops)',
+    '\\set gid :gmin + (:slot % :nguests)',
+    `\\set day :base + ${STAY_NIGHTS} * (:slot / :nprops)`,
+    'BEGIN;',
+    'SELECT p.*, h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name, ' +
+      `pg_advisory_xact_lock((${BOOKING_LOCK_NAMESPACE}::bigint << 32) # p.id)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid;`,
+  ];
+  const insertBooking =
+    'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
+    `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
+  if (withOutbox) {
+    // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
+    lines.push(
+      `WITH b AS (${insertBooking}), ` +
+        "o AS (INSERT INTO outbox (topic, key, payload) SELECT 'booking.created', b.public_id, jsonb_build_object(" +
+        "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+        "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
+        "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
+        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text) FROM b " +
+        `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
+    );
+  } else {
+    lines.push(`${insertBooking};`);
+  }
+  lines.push('END;');
+  if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
+  return lines.join('\n') + '\n';
+}
+
+/** The first free day for pgbench's properties: every earlier run's stays end before it. */
+async function pgbenchBaseDay(f: ApiFixture): Promise<number> {
+  const c = new pg.Client({ connectionString: f.url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ d: number }>(
+      'select coalesce(max(check_out) - current_date, 0)::int + 1 as d from bookings where property_id between $1 and $2',
+      [f.pgbench.pmin, f.pgbench.pmin + f.pgbench.nprops - 1],
+    );
+    return rows[0]!.d;
+  } finally {
+    await c.end();
+  }
+}
+
+export async function pgbenchBookings(
+  f: ApiFixture,
+  clients: number,
+  seconds: number,
+  withOutbox: boolean,
+  variant?: OutboxVariant,
+  transactionsPerClient?: number,
+  mode?: PgbenchMode,
+): Promise<PgbenchRun> {
+  const base = await pgbenchBaseDay(f);
+  const r = await runPgbench({
+    url: f.url,
+    script: bookingScript(withOutbox, variant),
+    clients,
+    seconds,
+    transactionsPerClient,
+    vars: { k: 0, base, ...f.pgbench },
+    mode,
+  });
+  if (r.failed > 0) console.warn(`  ! pgbench: ${r.failed} failed transactions`);
+  return r;
+}
