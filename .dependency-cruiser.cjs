@@ -10,7 +10,9 @@
  *                            runner (runner/) sits above the store (the SQL verbs, settle.ts)
  *   src/db/                  the bottom: it sees only src/config.ts and src/logger.ts
  *
- * test/ and scripts/ are not cruised: they may reach into any module.
+ * scripts/ (the bench, the chaos run, the commands) is cruised for cycles and for the outbox's
+ * surface: it reaches src/outbox/ through its index, but for the bench's one door
+ * (scripts/bench/lib/outbox.ts), which measures the statements behind it. test/ is not cruised.
  */
 
 /** Domain modules: business rules, below the entry points. */
@@ -22,8 +24,9 @@ module.exports = {
     {
       name: 'no-circular',
       severity: 'error',
-      comment: 'No import cycle in src/, type-only imports included. src/http/context.ts exists so routes need not import app.ts.',
-      from: { path: '^src/' },
+      comment:
+        'No import cycle in src/ or scripts/, type-only imports included. src/http/context.ts exists so routes need not import app.ts.',
+      from: { path: '^(src|scripts)/' },
       to: { circular: true },
     },
     {
@@ -50,8 +53,9 @@ module.exports = {
     {
       name: 'outbox-through-its-index',
       severity: 'error',
-      comment: 'Outside src/outbox/, the outbox is src/outbox/index.ts (its public surface), never a file behind it.',
-      from: { path: '^src/', pathNot: '^src/outbox/' },
+      comment:
+        "Outside src/outbox/, the outbox is src/outbox/index.ts (its public surface), never a file behind it; the bench's door measures what is behind it.",
+      from: { path: '^(src|scripts)/', pathNot: ['^src/outbox/', '^scripts/bench/lib/outbox\\.ts$'] },
       to: { path: '^src/outbox/', pathNot: '^src/outbox/index\\.ts$' },
     },
     {
