@@ -1,3 +1,4 @@
+import type { MessageAsWritten } from '../../src/outbox/index.ts';
 import type { CheckResult } from './checks.ts';
 import type { FaultKind, FaultOutcome } from './fault-kinds.ts';
 import type { SinkRecord } from './smtp-sink.ts';
@@ -26,15 +27,8 @@ export interface BookingRow {
   hostEmail: string;
 }
 
-export interface OutboxRow {
-  publicId: string;
-  topic: string;
-  key: string | null;
-  status: string;
-  attempts: number;
-  lastError: string | null;
-  handlersDone: string[];
-}
+/** A message as written (src/outbox/as-written.ts), the fields the judge reads. */
+export type OutboxRow = Omit<MessageAsWritten, 'laneOpen' | 'createdMs'>;
 
 /** What one client was told about one booking (scripts/chaos/load.ts keeps these). */
 export interface ClientRecord {

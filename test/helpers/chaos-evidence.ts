@@ -3,7 +3,7 @@ import type { SinkRecord } from '../../scripts/chaos/smtp-sink.ts';
 import { EVENT_CHECKS, WEBHOOK_CHECKS, type CheckResult } from '../../scripts/chaos/checks.ts';
 import type { BookingRow, ClientRecord, JudgeInput, Lookup, OutboxRow, UnplannedExit } from '../../scripts/chaos/evidence.ts';
 import { FAULT_KINDS, type FaultKind, type FaultOutcome } from '../../scripts/chaos/fault-kinds.ts';
-import { expectedMessageId } from '../../scripts/chaos/mail.ts';
+import { BOOKING_EMAILS, expectedMessageId } from '../../scripts/chaos/mail.ts';
 
 /*
  * Untidy evidence for the chaos judge, drawn from a seed: a run in which anything the judge looks
@@ -17,16 +17,7 @@ import { expectedMessageId } from '../../scripts/chaos/mail.ts';
 const DOMAIN = 'stayhub.test';
 const uuid = (prefix: number, i: number) => `00000000-0000-4000-${String(prefix).padStart(4, '0')}-${String(i).padStart(12, '0')}`;
 type Topic = 'booking.created' | 'booking.cancelled';
-const EMAILS: Record<Topic, { handler: string; to: 'guest' | 'host' }[]> = {
-  'booking.created': [
-    { handler: 'email.guest-confirmation', to: 'guest' },
-    { handler: 'email.host-new-booking', to: 'host' },
-  ],
-  'booking.cancelled': [
-    { handler: 'email.guest-cancellation', to: 'guest' },
-    { handler: 'email.host-cancellation', to: 'host' },
-  ],
-};
+const EMAILS: Record<Topic, readonly { handler: string; to: 'guest' | 'host' }[]> = BOOKING_EMAILS;
 const TARGETS: Record<FaultKind, string> = {
   'worker-kill': 'worker-0',
   'api-kill': 'api',

@@ -101,13 +101,13 @@ function renderOverload(o: OverloadResults): string[] {
     ] as const) {
       const m = rep.median;
       L.push(
-        `| ${c.connections} | ${label} | ${m.acceptedPerSecond} | ${m.acceptedP50} | ${m.acceptedP99} | ${m.share503} % (${m.bookingShare503} / ${m.searchShare503}) | ${m.searchOkP99} | ${m.other5xx} | ${m.lost} | ${m.doubled} | ${m.eventLoopDelayP50} | ${m.poolWaitP50} |`,
+        `| ${c.connections} | ${label} | ${m.acceptedPerSecond} | ${m.acceptedP50} | ${m.acceptedP99} | ${m.share503} % (${m.bookingShare503} / ${m.searchShare503}) | ${Number.isFinite(m.searchOkP99) ? m.searchOkP99 : 'none'} | ${m.other5xx} | ${m.lost} | ${m.doubled} | ${m.eventLoopDelayP50} | ${m.poolWaitP50} |`,
       );
     }
   }
   L.push(
     '',
-    `Over every run: other 5xx ${o.other5xx}, bookings lost ${o.lost}, doubled ${o.doubled}; 503s of the shedding API without Retry-After or not \`overloaded\`: ${o.bad503}.`,
+    `Search 200 p99 "none": every search of those runs was refused. Over every run: other 5xx ${o.other5xx}, bookings lost ${o.lost}, doubled ${o.doubled}; 503s of the shedding API without Retry-After or not \`overloaded\`: ${o.bad503}.`,
     '',
   );
   return L;

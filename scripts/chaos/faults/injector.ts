@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FaultKind } from '../fault-kinds.ts';
+import { EVENT_FAULT_KINDS, type FaultKind } from '../fault-kinds.ts';
 import { CARRY_OUT } from './carry-out.ts';
 import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
 
@@ -71,14 +71,7 @@ const DOWNSTREAM = 'downstream (SMTP, NATS)';
  * the consumer to refuse it before a deletion takes it away. They all take turns in this lane
  * (besides their own targets).
  */
-const EVENTS_PATH_FAULTS = new Set<FaultKind>([
-  'consumer-kill',
-  'nats-outage',
-  'stream-delete',
-  'forged-event',
-  'nats-node-kill',
-  'nats-node-wipe',
-]);
+const EVENTS_PATH_FAULTS = new Set<FaultKind>(EVENT_FAULT_KINDS);
 const EVENTS_PATH = 'events path (consumer, NATS)';
 
 export class FaultInjector {
