@@ -58,8 +58,18 @@ const NATS_AWAY = [
 ];
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
+/**
+ * JetStream answered 503, "JetStream system temporarily unavailable" (err_code 10008): in a cluster,
+ * no meta leader or no stream leader for a moment (a node lost, an election). Like a timeout, it
+ * says nothing about this event: NATS is away, not refusing it.
+ */
+export function jetStreamUnavailable(err: unknown): boolean {
+  return err instanceof JetStreamApiError && (err.status === 503 || err.code === 10008);
+}
+
 export function natsAway(err: unknown): boolean {
   if (err instanceof EventsUnavailableError) return true;
+  if (jetStreamUnavailable(err)) return true;
   // A cluster electing the stream's leader takes no publish for seconds: away, like a timeout.
   if (err instanceof EventsStreamUnavailableError) return true;
   if (NATS_AWAY.some((type) => err instanceof type)) return true;
@@ -71,4 +81,6 @@ export function natsAway(err: unknown): boolean {
 
 /** The server answered, and refused: it is there; the event is the problem (the outbox retries it, an attempt). */
 export const refused = (err: unknown) =>
-  err instanceof EventsStreamMissingError || err instanceof StreamConfigError || err instanceof JetStreamApiError;
+  err instanceof EventsStreamMissingError ||
+  err instanceof StreamConfigError ||
+  (err instanceof JetStreamApiError && !jetStreamUnavailable(err));
