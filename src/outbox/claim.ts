@@ -104,13 +104,20 @@ const NONE: readonly string[] = Object.freeze([]);
  *   and none at all when $4 is empty (no handler asks for a lane: the relay is off) or the
  *   message has no key.
  *
- * - The days that hold PENDING messages (`pending`: the first and last created_at of a PENDING
- *   row, one probe each of outbox_pending_created_idx per partition): the outbox is partitioned
- *   by day of created_at (src/outbox/partitions.ts), and every day kept for the retention, all
- *   DONE, would otherwise be probed for each candidate's key, and the days made ahead, empty, be
- *   walked. Every row this statement looks for (a due message, an older PENDING one of its key,
- *   a lane's waiting work) is PENDING in its snapshot, so its created_at lies in that span, and
- *   the partitions outside it are skipped when the statement starts. Usually that leaves today.
+ * - The days: the outbox is partitioned by day of created_at (src/outbox/partitions.ts). Every
+ *   part of this statement says `created_at < now() + 1 day` (notAhead), which PostgreSQL evaluates
+ *   when the statement starts, so the empty days made ahead are left out before it runs. The days
+ *   kept for the retention stay in: their rows are DONE, so their partial indexes (the walks', the
+ *   key check's) hold next to nothing and each probe there ends at once.
+ *   It once also skipped those days, by reading first the span of created_at still holding
+ *   PENDING rows and pruning the partitions outside it while it ran. PostgreSQL 18 crashes on
+ *   that: when FOR UPDATE meets a row another claim has just changed, it re-checks the row
+ *   (EvalPlanQual) and builds the statement's plan again for it, and a partition pruned by a
+ *   value computed inside the statement corrupts the server's memory there (a segfault in
+ *   ExecInitPartitionExecPruning, or "pfree called with invalid pointer"; every connection is
+ *   then reset). Pruning only on what is known when the statement starts (now(), parameters) is
+ *   safe. What skipping those days saved: about 7 % of a claim of 500 with a week of DONE history
+ *   (ADR 0019); test/integration/claim-recheck.test.ts races claims into that re-check.
  *
  * - The lease: leased_until moves to now() + lease, which hides the row from every other claim
  *   until then. A worker that dies needs no cleanup: the lease simply ends.
@@ -131,27 +138,21 @@ const NONE: readonly string[] = Object.freeze([]);
  *   come back and try to settle; the fence `claim_id = $token` makes its update match nothing
  *   once another worker has claimed the row since.
  */
-/** Within the span of days holding PENDING messages: the other partitions are skipped as it runs. */
-const inSpan = (alias: string) =>
-  `${alias}.created_at between (select lo from pending) and (select hi from pending) and ${notAhead(alias)}`;
-
 /** No older message of its key is still live (the per-key check above). */
 const keyIsFree = (alias: string) => `not exists (
              select 1 from outbox e
               where e.key = ${alias}.key and (e.key, e.id) < (${alias}.key, ${alias}.id) and e.status not in ('DONE', 'DEAD')
-                and ${inSpan('e')}
+                and ${notAhead('e')}
              offset 0)`;
 
 export const CLAIM_SQL = `
-  with pending as (
-    select min(created_at) as lo, max(created_at) as hi from outbox where status = 'PENDING' and ${notAhead('outbox')}
-  ), aged as (
+  with aged as (
     select o.id
       from outbox o
      where o.status = 'PENDING' and o.turn is null
        and o.available_at <= now()
        and (o.leased_until is null or o.leased_until <= now())
-       and ${inSpan('o')}
+       and ${notAhead('o')}
        and ${keyIsFree('o')}
      order by o.available_at, o.id
      limit $1
@@ -162,7 +163,7 @@ export const CLAIM_SQL = `
      where o.status = 'PENDING' and o.turn is not null
        and o.available_at <= now()
        and (o.leased_until is null or o.leased_until <= now())
-       and ${inSpan('o')}
+       and ${notAhead('o')}
        and ${keyIsFree('o')}
      order by o.priority desc nulls last, o.turn, o.id
      limit $1 - (select count(*) from aged)
@@ -174,7 +175,7 @@ export const CLAIM_SQL = `
            claimed_at = now(),
            leased_until = now() + make_interval(secs => $3::float8)
      where outbox.id = any(array(select id from aged union all select id from turns))
-       and ${inSpan('outbox')}
+       and ${notAhead('outbox')}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id, outbox.traceparent, outbox.tracestate,
               outbox.priority, outbox.turn
@@ -185,13 +186,13 @@ export const CLAIM_SQL = `
               when cardinality($4::text[]) = 1 then
                    case when exists (select 1 from outbox l
                                       where l.key = ($4::text[])[1] || '@' || c.key and l.status not in ('DONE', 'DEAD')
-                                        and ${inSpan('l')}
+                                        and ${notAhead('l')}
                                      offset 0)
                         then $4::text[] end
               else nullif(array(select h from unnest($4::text[]) h
                                  where exists (select 1 from outbox l
                                                 where l.key = h || '@' || c.key and l.status not in ('DONE', 'DEAD')
-                                                  and ${inSpan('l')}
+                                                  and ${notAhead('l')}
                                                offset 0)), '{}')
          end,
          c.traceparent, c.tracestate, c.priority
@@ -199,7 +200,7 @@ export const CLAIM_SQL = `
    order by c.priority desc, c.turn nulls first, c.id`;
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
-export const CLAIM_STATEMENT = 'outbox-claim-v8';
+export const CLAIM_STATEMENT = 'outbox-claim-v9';
 const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
 
 export interface ClaimOptions {

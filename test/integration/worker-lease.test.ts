@@ -57,6 +57,28 @@ function makeWorker(
   return { w, outcomes, entries };
 }
 
+/**
+ * Worker A (one slot, claims two) whose handler holds its slot until `first` opens, worker B that
+ * runs anything at once, and two messages: A starts the first and queues the second.
+ */
+async function slotHeldByA(leaseMs: number, onStart: () => void = () => {}) {
+  const runs: { worker: string; id: string }[] = [];
+  const first = gate();
+  const env = { LEASE_SECONDS: String(leaseMs / 1000) };
+  const a = makeWorker(
+    async (ctx) => {
+      runs.push({ worker: 'A', id: ctx.messageId });
+      onStart();
+      await first.opened;
+    },
+    env,
+    { batchSize: 2, concurrency: 1 },
+  );
+  const b = makeWorker(async (ctx) => void runs.push({ worker: 'B', id: ctx.messageId }), env);
+  const [m1, m2] = await insertMessages(tdb.db, [{ topic: 'test.slow' }, { topic: 'test.slow' }]);
+  return { runs, first, a, b, m1: m1!, m2: m2! };
+}
+
 /** Waits until the database's clock has passed `claimed_at + seconds` of message `id`. */
 async function untilDbClockPast(id: number, seconds: number, what: string) {
   await waitFor(
@@ -80,20 +102,8 @@ describe('a prefetched message and its lease', () => {
     // parallel. 4 s: the first message itself must start within half a lease of the claim (the
     // claim connection is opened in that time too), which a busy machine can stretch.
     const LEASE_MS = 4_000;
-    const runs: { worker: string; id: string }[] = [];
-    const first = gate();
     let firstStartedAt = 0;
-    const a = makeWorker(
-      async (ctx) => {
-        runs.push({ worker: 'A', id: ctx.messageId });
-        firstStartedAt ||= Date.now();
-        await first.opened;
-      },
-      { LEASE_SECONDS: String(LEASE_MS / 1000) },
-      { batchSize: 2, concurrency: 1 },
-    );
-    const b = makeWorker(async (ctx) => void runs.push({ worker: 'B', id: ctx.messageId }), { LEASE_SECONDS: String(LEASE_MS / 1000) });
-    const [m1, m2] = await insertMessages(tdb.db, [{ topic: 'test.slow' }, { topic: 'test.slow' }]);
+    const { runs, first, a, b, m1, m2 } = await slotHeldByA(LEASE_MS, () => (firstStartedAt ||= Date.now()));
 
     const aDone = a.w.runOnce();
     try {
@@ -105,8 +115,8 @@ describe('a prefetched message and its lease', () => {
       first.open();
     }
     expect(await aDone).toBe(2);
-    expect(runs).toEqual([{ worker: 'A', id: m1!.public_id }]);
-    const [r1, r2] = await getMessages(tdb.db, [m1!.id, m2!.id]);
+    expect(runs).toEqual([{ worker: 'A', id: m1.public_id }]);
+    const [r1, r2] = await getMessages(tdb.db, [m1.id, m2.id]);
     expect(r1).toMatchObject({ status: 'DONE', attempts: 1 });
     expect(r2).toMatchObject({ status: 'PENDING', attempts: 0, claim_id: null });
     expect(r2!.due_in).toBeLessThanOrEqual(0); // handed back due at once: nobody waits for its lease
@@ -116,10 +126,47 @@ describe('a prefetched message and its lease', () => {
     // The second worker takes it at once and runs it: each message ran once, in one worker.
     expect(await b.w.runOnce()).toBe(1);
     expect(runs).toEqual([
-      { worker: 'A', id: m1!.public_id },
-      { worker: 'B', id: m2!.public_id },
+      { worker: 'A', id: m1.public_id },
+      { worker: 'B', id: m2.public_id },
     ]);
-    expect(await getMessage(tdb.db, m2!.id)).toMatchObject({ status: 'DONE', attempts: 1 });
+    expect(await getMessage(tdb.db, m2.id)).toMatchObject({ status: 'DONE', attempts: 1 });
+    await Promise.all([a.w.stop(), b.w.stop()]);
+  });
+  it('every slot held past a whole lease: the queued message goes back before its lease ends, so it never spends an attempt unstarted', async () => {
+    // Worker A's one slot is held far longer than a lease (a handler waiting on a server that
+    // hangs). The second message waits in A's queue; it must go back while its lease still runs,
+    // not when the slot frees: by then another worker would have claimed it again, A's hand-back
+    // (fenced on A's claim) would match nothing, and the attempt A's claim counted would stay
+    // counted: enough of those and a message is dead-lettered without ever having run.
+    const LEASE_MS = 2_000;
+    const { runs, first, a, b, m1, m2 } = await slotHeldByA(LEASE_MS);
+
+    const aDone = a.w.runOnce();
+    try {
+      await waitFor(async () => runs.length === 1, 60_000, 'the first handler to start');
+      // While A's handler still holds its slot: the second message is back, unclaimed, its attempt given back.
+      const back = await waitFor(
+        async () => {
+          const r = await getMessage(tdb.db, m2.id);
+          return r.claim_id === null && r;
+        },
+        3 * LEASE_MS,
+        'the queued message to be handed back while the slot is held',
+      );
+      expect(back).toMatchObject({ status: 'PENDING', attempts: 0 });
+      expect(runs).toHaveLength(1);
+      // The second worker runs it as its first attempt, A's handler still running.
+      expect(await b.w.runOnce()).toBe(1);
+      expect(await getMessage(tdb.db, m2.id)).toMatchObject({ status: 'DONE', attempts: 1 });
+    } finally {
+      first.open();
+    }
+    expect(await aDone).toBe(2);
+    expect(runs).toEqual([
+      { worker: 'A', id: m1.public_id },
+      { worker: 'B', id: m2.public_id },
+    ]);
+    expect(a.outcomes.sort()).toEqual(['done', 'handed_back']);
     await Promise.all([a.w.stop(), b.w.stop()]);
   });
 });

@@ -136,7 +136,7 @@ export const outbox = pgTable(
     index('outbox_key_idx')
       .on(t.key, t.id)
       .where(sql`key is not null and status not in ('DONE', 'DEAD')`),
-    /* The span of days that still hold PENDING messages: the claim reads its two ends. */
+    /* PENDING rows by age: the queue's depth counts through it (src/outbox/stats.ts). */
     index('outbox_pending_created_idx')
       .on(t.createdAt)
       .where(sql`status = 'PENDING'`),

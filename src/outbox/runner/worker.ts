@@ -13,6 +13,7 @@ import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { mergeByPriority } from './local-queue.ts';
+import { StaleSweep } from './stale-sweep.ts';
 import { OutboxListener } from './listener.ts';
 import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
@@ -87,6 +88,8 @@ class OutboxWorker implements Worker {
 
   /** Claimed, not started. */
   private queue: ClaimedMessage[] = [];
+  /** While the queue holds anything: hands back what waited too long to start. */
+  private readonly staleSweep: StaleSweep;
   /** Handlers running (a slot each). */
   private running = 0;
   private stopping = false;
@@ -110,6 +113,7 @@ class OutboxWorker implements Worker {
     this.reporter = new OutcomeReporter(this.log);
     this.settler = new Settler(this.db, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
     this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
+    this.staleSweep = new StaleSweep((opts.leaseSeconds * 1000) / 4, () => this.handBackStale());
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
     this.handBacks = new HandBacks(
@@ -163,6 +167,18 @@ class OutboxWorker implements Worker {
     if (stale) this.handBacks.later(stale);
   }
 
+  /** Hands back the queued messages that can no longer start (./stale-sweep.ts); whether any still wait. */
+  private handBackStale(): boolean {
+    const now = Date.now();
+    const keep: ClaimedMessage[] = [];
+    const stale: ClaimedMessage[] = [];
+    for (const m of this.queue) (this.heartbeat.canStart(m, now) ? keep : stale).push(m);
+    if (stale.length === 0) return keep.length > 0;
+    this.queue = keep;
+    this.handBacks.later(stale);
+    return keep.length > 0;
+  }
+
   /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
   private async process(msg: ClaimedMessage): Promise<void> {
     const verdict = await (tracingOn() ? handleInSpan(msg, () => dispatch(this.dispatchCtx, msg)) : dispatch(this.dispatchCtx, msg));
@@ -176,7 +192,7 @@ class OutboxWorker implements Worker {
     this.counts[COUNT_KEY[outcome]]++;
     this.waits.changed();
     // A settled message may make the next message of its key due: look again.
-    this.wake();
+    this.waits.wake();
   }
 
   /** Once per topic per recheck period, not once per message per poll. */
@@ -220,6 +236,7 @@ class OutboxWorker implements Worker {
     this.queue = this.queue.length === 0 ? batch : mergeByPriority(this.queue, batch);
     this.reporter.claimed(n);
     this.pump();
+    if (this.queue.length > 0) this.staleSweep.ensure();
     return n;
   }
 
@@ -308,7 +325,7 @@ class OutboxWorker implements Worker {
   async start(): Promise<void> {
     if (this.loopPromise || this.stopping) return;
     if (this.opts.listen !== false) {
-      this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.wake(), this.log);
+      this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.waits.wake(), this.log);
       await this.listener.start();
     }
     if (this.opts.housekeeping !== false) {
@@ -337,10 +354,6 @@ class OutboxWorker implements Worker {
 
   // --- waiting --------------------------------------------------------------------------------
 
-  private wake() {
-    this.waits.wake();
-  }
-
   /** Sleeps `ms`, or less: a notification, a settled message or stop() ends it. */
   private pause(ms: number): Promise<void> {
     return this.stopping ? Promise.resolve() : this.waits.pause(ms);
@@ -360,7 +373,7 @@ class OutboxWorker implements Worker {
 
   private async doStop(): Promise<WorkerSummary> {
     this.stopping = true;
-    this.wake();
+    this.waits.wake();
     this.waits.changed();
     this.progress?.stop();
     const housekeeping = this.housekeeping?.stop();
@@ -369,6 +382,7 @@ class OutboxWorker implements Worker {
     await this.claiming?.catch(() => 0);
     const rest = this.queue;
     this.queue = [];
+    this.staleSweep.stop();
     this.handBacks.later(rest);
     await this.handBacks.settled;
     this.waits.changed();
