@@ -86,14 +86,27 @@ export async function closeNats(nc: NatsConnection): Promise<void> {
  */
 export const JETSTREAM_ELECTION_WAIT_MS = 60_000;
 
+/** "no suitable peers for placement": fewer JetStream nodes up than the stream's replicas. */
+export const NO_SUITABLE_PEERS = 10005;
+
+/**
+ * Whether JetStream answered "not now": 503 / "JetStream cluster not available" (10008) while the
+ * cluster has no leader, or "no suitable peers for placement" (10005) while fewer of its nodes are
+ * up than the stream has replicas (one restarting, or not yet known to the leader after a start).
+ * Not a refusal of what was asked: the same request can succeed once the cluster is whole. (A
+ * cluster smaller than EVENTS_REPLICAS answers 10005 for ever: the log says so and names it.)
+ */
+export function jetStreamNotNow(err: unknown): boolean {
+  return err instanceof JetStreamApiError && (err.status === 503 || err.code === 10008 || err.code === NO_SUITABLE_PEERS);
+}
+
 /**
  * Whether `err` is JetStream not answering for now: a request that timed out (nobody leads what it
- * asks about yet), or the server's 503 / "JetStream cluster not available" (10008) while the
- * cluster has no leader. Not a refusal: trying again can succeed.
+ * asks about yet), or JetStream's "not now" (jetStreamNotNow). Trying again can succeed.
  */
 export function jetStreamElecting(err: unknown): boolean {
   if (err instanceof natsErrors.TimeoutError) return true;
-  if (err instanceof JetStreamApiError) return err.code === 10008 || err.status === 503;
+  if (jetStreamNotNow(err)) return true;
   return err instanceof Error && /^timeout$/i.test(err.message);
 }
 

@@ -187,8 +187,13 @@ async function recreateGroup(run: RunningGroup, cause: Error): Promise<void> {
       await recreateOnce(run, cause);
       return;
     } catch (err) {
-      // The server answered, and said no: trying again changes nothing.
-      if (err instanceof StreamConfigError || err instanceof GroupConfigError || err instanceof JetStreamApiError) {
+      // The server answered, and said no: trying again changes nothing. (Its "not now" is waited
+      // out, and so is a stream deleted again while this recreated the group on it: seen in a
+      // chaos run, the stream answered for its info, then the durable's creation got "stream not
+      // found"; the next try finds it gone and recreates it.)
+      const answeredNo = err instanceof StreamConfigError || err instanceof GroupConfigError || err instanceof JetStreamApiError;
+      const deletedMeanwhile = err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND;
+      if (answeredNo && !jetStreamElecting(err) && !deletedMeanwhile) {
         throw new GroupGoneError(
           `consumer group ${o.group} on stream ${o.stream} is gone (${cause.message}) and cannot be recreated: ${(err as Error).message}`,
           { cause: err },

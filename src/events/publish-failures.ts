@@ -2,6 +2,7 @@ import { errors as natsErrors } from '@nats-io/transport-node';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { EventsUnavailableError } from './circuit.ts';
 import { StreamConfigError } from './stream.ts';
+import { jetStreamNotNow } from './connection.ts';
 
 /*
  * What a failed publish means to the relay's circuit (src/events/circuit.ts): NATS away (the
@@ -24,10 +25,11 @@ export class EventsStreamMissingError extends Error {
 
 /**
  * A publish found nobody to take it and JetStream did not answer for the stream either, within the
- * publish timeout: in a cluster, the stream has no leader for a moment (its leader's node was lost
- * and the others are electing one; nobody listens on its subjects meanwhile), or JetStream is not
- * ready. Not a deleted stream: nothing is recreated. The message fails like a publish that timed
- * out, and the outbox retries it.
+ * publish timeout, or answered and was declared again and still nobody took it: in a cluster, the
+ * stream has no leader (its leader's node was lost and the others are electing one, or a node
+ * that never caught up holds up its group; nobody listens on its subjects meanwhile), or JetStream
+ * is not ready. Not a deleted stream: nothing is recreated. NATS away for now: the message waits
+ * without spending an attempt, as for a publish that timed out.
  */
 export class EventsStreamUnavailableError extends Error {
   readonly code = 'events_stream_unavailable';
@@ -58,18 +60,10 @@ const NATS_AWAY = [
 ];
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
-/**
- * JetStream answered 503, "JetStream system temporarily unavailable" (err_code 10008): in a cluster,
- * no meta leader or no stream leader for a moment (a node lost, an election). Like a timeout, it
- * says nothing about this event: NATS is away, not refusing it.
- */
-export function jetStreamUnavailable(err: unknown): boolean {
-  return err instanceof JetStreamApiError && (err.status === 503 || err.code === 10008);
-}
-
 export function natsAway(err: unknown): boolean {
   if (err instanceof EventsUnavailableError) return true;
-  if (jetStreamUnavailable(err)) return true;
+  // JetStream's "not now" (an election, too few nodes for the replicas) says nothing about this event.
+  if (jetStreamNotNow(err)) return true;
   // A cluster electing the stream's leader takes no publish for seconds: away, like a timeout.
   if (err instanceof EventsStreamUnavailableError) return true;
   if (NATS_AWAY.some((type) => err instanceof type)) return true;
@@ -83,4 +77,4 @@ export function natsAway(err: unknown): boolean {
 export const refused = (err: unknown) =>
   err instanceof EventsStreamMissingError ||
   err instanceof StreamConfigError ||
-  (err instanceof JetStreamApiError && !jetStreamUnavailable(err));
+  (err instanceof JetStreamApiError && !jetStreamNotNow(err));

@@ -5,7 +5,7 @@ import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, t
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
-import { closeNats, connectNats, describeNats, describeNatsFailure } from './connection.ts';
+import { closeNats, connectNats, describeNats, describeNatsFailure, jetStreamNotNow } from './connection.ts';
 import {
   EventsStreamMissingError,
   EventsStreamUnavailableError,
@@ -76,7 +76,8 @@ export interface JetStreamPublisherOptions {
  *
  * A publish that finds no stream for its subject brings the stream back (ensureStream, this
  * publisher's configuration) and is sent once more; when the stream cannot be brought back it
- * fails with EventsStreamMissingError, and the outbox retries it.
+ * fails with EventsStreamMissingError, and the outbox retries it. When it is back and still nobody
+ * takes the event, the stream has no leader: EventsStreamUnavailableError, NATS away for now.
  */
 export function createJetStreamPublisher(config: Config, logger: Logger, options: JetStreamPublisherOptions = {}): EventPublisher {
   const url = config.NATS_URL;
@@ -105,8 +106,13 @@ export function createJetStreamPublisher(config: Config, logger: Logger, options
         await connection(p);
       } catch (err) {
         if (err instanceof StreamConfigError || options.requireServerAtStart) throw err;
-        // Unreachable at start is not fatal: messages wait and retry until the server is up.
-        log.warn({ err: err }, 'NATS unreachable at start; relayed messages will retry');
+        // Unreachable or not ready at start is not fatal: messages wait and retry until it is.
+        if (jetStreamNotNow(err)) {
+          log.warn(
+            { err, replicas: config.EVENTS_REPLICAS },
+            'JetStream cannot take the events stream yet (a cluster electing, or fewer nodes up than EVENTS_REPLICAS); relayed messages wait',
+          );
+        } else log.warn({ err }, 'NATS unreachable at start; relayed messages will retry');
       }
     },
     publish: (event) => publishInSpan(p, event),
@@ -219,6 +225,8 @@ function restoreStream(p: Publisher, c: Connection, subject: string): Promise<vo
         'events stream ready again',
       );
     } catch (err) {
+      // A cluster short of nodes for the replicas, or electing: away for now, not missing.
+      if (jetStreamNotNow(err)) throw err;
       throw new EventsStreamMissingError(
         `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
         { cause: err },
@@ -262,6 +270,21 @@ function eventHeaders(event: OutgoingEvent): MsgHdrs {
   return h;
 }
 
+/**
+ * The stream is declared again with our subject, and still nobody takes the publish: the stream
+ * is there and has no leader. Away, not refused: seen in a chaos run on nats-server 2.9.10, a
+ * stream recreated while one of its nodes was down and never caught up answered for its info and
+ * its update but took no publish for 90 s; counted as refusals, 1,169 events spent all 12 of
+ * their attempts on it and went DEAD. As away, they wait without spending attempts (the circuit).
+ */
+function streamWithoutLeader(p: Publisher, subject: string, cause: unknown): EventsStreamUnavailableError {
+  return new EventsStreamUnavailableError(
+    `stream ${p.config.EVENTS_STREAM} is declared with ${subject}, but nobody takes the event: the stream has no leader ` +
+      `(its cluster electing one, or a node that has not caught up). The event is retried`,
+    { cause },
+  );
+}
+
 /** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
 async function publishOnce(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
   const c = await connection(p);
@@ -282,9 +305,7 @@ async function publishOnce(p: Publisher, event: OutgoingEvent): Promise<PublishR
       ack = await send();
     } catch (again) {
       if (!nobodyAnswered(again)) throw again;
-      throw new EventsStreamMissingError(`stream ${p.config.EVENTS_STREAM} is back but no stream takes ${event.subject}`, {
-        cause: again,
-      });
+      throw streamWithoutLeader(p, event.subject, again);
     }
   }
   return { seq: ack.seq, duplicate: ack.duplicate };

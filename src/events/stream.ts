@@ -12,6 +12,7 @@ import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { backoffDelaySeconds } from '../outbox/index.ts';
 import { streamSubjects } from './subjects.ts';
+import { jetStreamNotNow } from './connection.ts';
 
 /** A stream that exists and cannot be made to match the configuration. Stops the process at start. */
 export class StreamConfigError extends Error {
@@ -242,8 +243,9 @@ const STREAM_NAME_IN_USE = 10058;
  * What this process may change and JetStream can change in place is changed (and logged: someone
  * set it by hand, or another configuration did); when anything cannot be (storage, retention, a
  * sealed stream, subjects a reader lacks) nothing is, and one StreamConfigError names every
- * difference, at start, instead of events going missing later. Updates JetStream refuses
- * (replicas above the cluster size, a subject overlapping another stream) are a StreamConfigError too.
+ * difference, at start, instead of events going missing later. What else JetStream refuses (a
+ * subject overlapping another stream) is a StreamConfigError too; its "not now" (an election, too
+ * few nodes up for the replicas: jetStreamNotNow) is thrown as it came, for the caller to wait out.
  */
 export async function ensureStream(
   jsm: JetStreamManager,
@@ -284,6 +286,8 @@ export async function ensureStream(
     }
   } catch (err) {
     if (err instanceof StreamConfigError) throw err;
+    // The cluster electing, or short of nodes to place the replicas on: not the configuration's fault.
+    if (jetStreamNotNow(err)) throw err;
     if (err instanceof JetStreamApiError) {
       throw new StreamConfigError(
         `JetStream refused stream ${want.name} as configured (${err.message}); check EVENTS_* against the server`,

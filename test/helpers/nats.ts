@@ -4,10 +4,12 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
+import { StorageType, type JetStreamManager, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
+import { loadConfig, type Config } from '../../src/config.ts';
 import type { ConsumedEvent } from '../../src/events/event.ts';
+import type { OutgoingEvent } from '../../src/events/publisher.ts';
 import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { portOpen } from '../../src/net/port-open.ts';
@@ -160,6 +162,21 @@ export function eventsEnv(
   };
 }
 
+/** A relay's configuration on `stream` of the server at `natsUrl`, with no database behind it: for a publisher alone. */
+export const publisherConfig = (natsUrl: string, stream: string, extra: Record<string, string> = {}): Config =>
+  loadConfig(eventsEnv('postgres://unused@127.0.0.1:1/unused', natsUrl, stream, extra));
+
+/** The n-th booking.created event a relay on `stream` would publish: for a test that drives a publisher itself. */
+export const outgoingEvent = (stream: string, n = 1): OutgoingEvent => ({
+  subject: `${stream.toLowerCase()}.booking.created`,
+  messageId: `${stream}-${n}`,
+  topic: 'booking.created',
+  key: `k-${n}`,
+  occurredAt: new Date(),
+  schemaVersion: 1,
+  body: { n },
+});
+
 /**
  * An event as a consumer hands it to its effect, under a message id of its own (the inbox cannot
  * tell two of them apart): for a test that applies events without a stream.
@@ -303,14 +320,26 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
+/** Whether a stream at `replicas` can be placed now (one is created in memory and removed), else throws why. */
+export async function placedOnAll(jsm: JetStreamManager, replicas: number): Promise<true> {
+  const name = `PLACEMENT_${randomUUID().slice(0, 8)}`;
+  await jsm.streams.add({ name, subjects: [`placement.${name}`], num_replicas: replicas, storage: StorageType.Memory });
+  await jsm.streams.delete(name);
+  return true;
+}
+
 /**
  * Three (or `size`) nats-server processes as one JetStream cluster on 127.0.0.1, each with its
- * own client port, route port and store. Returns once the cluster has a meta leader (the
- * JetStream API answers) and, with `stream`, once that stream exists at `num_replicas` with a
- * leader and every replica current.
+ * own client port, route port and store. Returns once the cluster has a meta leader that knows
+ * every node (a stream at `size` replicas can be placed) and, with `stream`, once that stream
+ * exists at `num_replicas` with a leader and every replica current. `started` below `size` starts
+ * only the first nodes (the others with start(i)): a cluster brought up a node short.
  */
-export async function startNatsCluster(opts: { size?: number; stream?: StreamConfigWithName } = {}): Promise<NatsCluster> {
+export async function startNatsCluster(
+  opts: { size?: number; stream?: StreamConfigWithName; started?: number } = {},
+): Promise<NatsCluster> {
   const size = opts.size ?? 3;
+  const started = opts.started ?? size;
   const cluster = `stayhub-${randomUUID().slice(0, 8)}`;
   const specs = await Promise.all(
     Array.from({ length: size }, async (_, i) => ({
@@ -369,7 +398,7 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
     await exited;
   };
 
-  await Promise.all(specs.map((_, i) => start(i)));
+  await Promise.all(specs.slice(0, started).map((_, i) => start(i)));
   const url = specs.map((s) => `nats://127.0.0.1:${s.port}`).join(',');
   const { connect } = await import('@nats-io/transport-node');
   const { jetstreamManager } = await import('@nats-io/jetstream');
@@ -380,6 +409,9 @@ export async function startNatsCluster(opts: { size?: number; stream?: StreamCon
     await m.getAccountInfo();
     return m;
   });
+  // A leader answers before it knows every node: until then a stream on all of them has "no
+  // suitable peers for placement". Placed once, in memory, and removed.
+  await until(`a stream placed on all ${started} nodes started`, 30_000, () => placedOnAll(jsm, started));
 
   const replicaOf = async (i: number, stream: string) => {
     type Jsz = { account_details?: { stream_detail?: { name: string; state: { messages: number; last_seq: number } }[] }[] };

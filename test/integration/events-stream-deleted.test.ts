@@ -116,7 +116,8 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     batchSize: 10,
   });
   const applied: string[] = [];
-  const run = (): Promise<GroupRunner> =>
+  /** The group on the test's connection, applying into `applied` unless `extra` says otherwise. */
+  const run = (extra: Partial<Parameters<typeof runGroup>[0]> = {}): Promise<GroupRunner> =>
     runGroup({
       ...groupOptions(),
       nc: nats.nc,
@@ -125,6 +126,7 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
       handle: async (_tx, e) => {
         applied.push(e.messageId);
       },
+      ...extra,
     });
 
   it('recreates its deleted durable and goes on with the next events', async () => {
@@ -171,11 +173,7 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     await ensureGroup(nats.jsm, groupOptions());
     const order: string[] = [];
     let hold = true;
-    const runner = await runGroup({
-      ...groupOptions(),
-      nc: nats.nc,
-      db: t.db.db,
-      log: pino({ level: 'silent' }),
+    const runner = await run({
       // Behind: the event is delivered but not acked while the stream is deleted.
       handle: async (_tx, e) => {
         if (hold) throw new Error('not yet');
@@ -203,21 +201,43 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
     }
   }, 60_000);
 
+  it('recreates the group again when the stream is deleted once more while it does so', async () => {
+    await ensureStream(nats.jsm, desiredStream(config()), { role: 'relay' });
+    await ensureGroup(nats.jsm, groupOptions());
+    const lost: string[] = [];
+    const runner = await run({
+      // Between the stream's recreation and the durable's: deleted again, the first time.
+      onGroupLost: async (why) => {
+        lost.push(why);
+        if (lost.length === 1) await nats.jsm.streams.delete(stream);
+      },
+    });
+    let ended: unknown = 'running';
+    void runner.done.then(
+      () => (ended = 'ended'),
+      (err: unknown) => (ended = err),
+    );
+    try {
+      await publishRaw(8);
+      await waitFor(async () => applied.includes(`${stream}-raw-8`), 10_000, 'first event applied');
+      await nats.jsm.streams.delete(stream);
+      await waitFor(async () => lost.length === 2, 20_000, 'the group recreated a second time');
+      await publishRaw(9);
+      await waitFor(async () => applied.includes(`${stream}-raw-9`), 15_000, 'event after both deletions applied');
+      // Not GroupGoneError ("cannot be recreated: stream not found"), which ends the process.
+      expect(ended).toBe('running');
+      expect(lost).toEqual(['stream deleted', 'stream deleted']);
+    } finally {
+      await runner.stop();
+    }
+  }, 60_000);
+
   it('recreates a stream deleted before it first read it, from the settings its caller declared', async () => {
     // The earnings process declares the stream, then starts the group: a deletion between the two
     // left the group with no settings of its own to recreate it from.
     const declared = await ensureStream(nats.jsm, desiredStream(config({ EVENTS_DUPLICATE_WINDOW_SECONDS: '2779' })), { role: 'relay' });
     await nats.jsm.streams.delete(stream);
-    const runner = await runGroup({
-      ...groupOptions(),
-      nc: nats.nc,
-      db: t.db.db,
-      log: pino({ level: 'silent' }),
-      streamAtStart: declared.config,
-      handle: async (_tx, e) => {
-        applied.push(e.messageId);
-      },
-    });
+    const runner = await run({ streamAtStart: declared.config });
     let ended: unknown = 'running';
     void runner.done.then(
       () => (ended = 'ended'),

@@ -15,6 +15,12 @@ describe('a failed publish', () => {
     expect(refused(err)).toBe(false);
   });
 
+  it('is NATS away when JetStream has no peers to place the stream on (a cluster a node short)', () => {
+    const err = new JetStreamApiError({ code: 400, err_code: 10005, description: 'no suitable peers for placement' });
+    expect(natsAway(err)).toBe(true);
+    expect(refused(err)).toBe(false);
+  });
+
   it('is a refusal of this event for any other JetStream answer', () => {
     const err = new JetStreamApiError({ code: 400, err_code: 10054, description: 'maximum messages exceeded' });
     expect(refused(err)).toBe(true);
