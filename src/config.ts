@@ -183,6 +183,11 @@ const envSchema = z.object({
   EVENTS_BATCH_SIZE: int(1, 1000).default(100),
   EVENTS_ACK_WAIT_SECONDS: int(1).default(30),
   EVENTS_MAX_DELIVER: int(1, 1000).default(5),
+  /**
+   * How often the earnings consumer audits its ledger against the outbox (src/events/earnings/audit.ts):
+   * booking events the stream skipped or lost for the group are counted from the bookings table. 0 = never.
+   */
+  EVENTS_EARNINGS_AUDIT_INTERVAL_SECONDS: int(0, 86_400).default(60),
   /** The earnings ledger's consumer group (its durable consumer's name, and its inbox's). */
   EVENTS_EARNINGS_GROUP: z
     .string()

@@ -74,6 +74,8 @@ export interface ConsumerMetrics {
   eventsAgedOut: () => void;
   /** The group's ledger was rebuilt from the bookings table after its stream or durable was deleted. */
   ledgerRebuilt: () => void;
+  /** The ledger's audit counted `n` booking events the group never applied (earnings/audit.ts). */
+  missedCounted: (n: number) => void;
 }
 
 /**
@@ -91,6 +93,8 @@ export interface ConsumerMetrics {
  *   stayhub_events_consumer_outcomes_total{group, outcome}    applied | duplicate | retry | dead
  *   stayhub_events_group_ledger_rebuilds_total{group}         rebuilds from the bookings table after
  *                                                             the group's stream or durable was deleted
+ *   stayhub_events_group_missed_events_total{group}           booking events the stream skipped or lost
+ *                                                             for the group, counted by the ledger's audit
  */
 export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string; db: Db; group: string }): ConsumerMetrics {
   const registry = new Registry();
@@ -113,22 +117,35 @@ export function createConsumerMetrics(o: { jsm: JetStreamManager; stream: string
     labelNames: ['group', 'outcome'] as const,
     registers: [registry],
   });
-  const rebuilds = new Counter({
-    name: 'stayhub_events_group_ledger_rebuilds_total',
-    help: "Rebuilds of the group's ledger from the bookings table after its stream or durable consumer was deleted.",
-    labelNames: GROUP_LABEL,
-    registers: [registry],
-  });
-  rebuilds.inc({ group: o.group }, 0);
+  const rebuilds = groupCounter(
+    registry,
+    o.group,
+    'stayhub_events_group_ledger_rebuilds_total',
+    "Rebuilds of the group's ledger from the bookings table after its stream or durable consumer was deleted.",
+  );
+  const missed = groupCounter(
+    registry,
+    o.group,
+    'stayhub_events_group_missed_events_total',
+    'Booking events the group never applied, found by the ledger audit and counted from the bookings table.',
+  );
   return {
     registry,
     outcome: (outcome) => outcomes.inc({ group: o.group, outcome }),
     eventsAgedOut: agedOut.latch,
-    ledgerRebuilt: () => rebuilds.inc({ group: o.group }),
+    ledgerRebuilt: () => rebuilds.inc(),
+    missedCounted: (n) => missed.inc(n),
   };
 }
 
 const GROUP_LABEL = ['group'] as const;
+
+/** A counter of this process's group, at 0 from the start (so a rate over it has a beginning). */
+function groupCounter(registry: Registry, group: string, name: string, help: string) {
+  const counter = new Counter({ name, help, labelNames: GROUP_LABEL, registers: [registry] });
+  counter.inc({ group }, 0);
+  return { inc: (n = 1) => counter.inc({ group }, n) };
+}
 
 /** Every group's lag, read once however many gauges of one scrape ask for it. */
 function sharedLagRead(jsm: JetStreamManager, stream: string): () => Promise<GroupLag[]> {

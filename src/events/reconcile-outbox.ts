@@ -32,7 +32,8 @@ export interface RelayedRow {
   processedCursor: string;
 }
 
-const RELAYED = sql`(o.lane = ${EVENTS_RELAY}
+/** The outbox row `o` is a relayed event (above): its event was stored in the stream. */
+export const RELAYED = sql`(o.lane = ${EVENTS_RELAY}
        or (o.lane is null and ${EVENTS_RELAY} = any(o.handlers_done)
            and o.public_id <> all(array(
                  select p.origin_id from outbox p where p.status = 'PENDING' and p.lane = ${EVENTS_RELAY} and p.origin_id is not null

@@ -144,6 +144,30 @@ async function countCancellation(tx: Tx, group: string, bookingId: number): Prom
   return { creation, cancellation: rows.length === 1 };
 }
 
+/** A booking event the group never applied, as the bookings table has it (audit.ts finds them). */
+export interface MissedBookingEvent {
+  topic: 'booking.created' | 'booking.cancelled';
+  bookingId: number;
+  hostId: number;
+  total: number;
+  currency: string;
+}
+
+/**
+ * Counts a missed event from its booking's row, as the event would have been counted, under the
+ * group's ledger lock (shared, as an event takes it). What the ledger already counts is left: the
+ * event may have arrived since it was found missing, and when it arrives later it changes nothing.
+ */
+export async function countMissed(tx: Tx, group: string, m: MissedBookingEvent): Promise<{ creation: boolean; cancellation: boolean }> {
+  await tx.execute(sql`select pg_advisory_xact_lock_shared(${LEDGER_LOCK_CLASS}, hashtext(${group}))`);
+  const counts =
+    m.topic === 'booking.cancelled'
+      ? await countCancellation(tx, group, m.bookingId)
+      : { creation: await countCreation(tx, group, m.bookingId, 'gap'), cancellation: false };
+  if (counts.creation || counts.cancellation) await addToLine(tx, group, m.hostId, m.currency, m.total, counts);
+  return counts;
+}
+
 async function addToLine(
   tx: Tx,
   group: string,

@@ -19,6 +19,7 @@ import { replayDeadLetters, type GroupHandler } from '../handle-event.ts';
 import { createConsumerMetrics, serveMetrics } from '../lag.ts';
 import { streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
+import { startLedgerAudit } from './audit.ts';
 import { applyEarningsEvent, earningsFilter, rebuildLedger } from './ledger.ts';
 import { positionGroup, type StartOutcome, type StartRequest } from './start.ts';
 import { traceIdOf } from '../../telemetry/tracing.ts';
@@ -290,6 +291,18 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
     beforeAck: run.hooks.beforeAck,
   });
   logger.info({ stream: config.EVENTS_STREAM, filter: p.groupOptions.filterSubject }, 'earnings consumer running');
+  const intervalSeconds = config.EVENTS_EARNINGS_AUDIT_INTERVAL_SECONDS;
+  const audit = startLedgerAudit({
+    db: run.db,
+    jsm: p.jsm,
+    stream: config.EVENTS_STREAM,
+    group,
+    intervalMs: intervalSeconds * 1000,
+    // Ten audits' worth, and never under 10 minutes: an audit that failed is covered by the next.
+    lookbackMs: Math.max(10 * intervalSeconds, 600) * 1000,
+    log: logger,
+    onCounted: metrics.missedCounted,
+  });
 
   let stop!: () => void;
   const stopped = new Promise<void>((r) => (stop = r));
@@ -298,7 +311,10 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
   try {
     // runner.done rejects when the group or its stream is gone for good (GroupGoneError): exit 1.
     await Promise.race([stopped, runner.done]);
+    // Caught up: one last audit, so that a run to the end leaves nothing the stream skipped.
+    if (run.flags.untilEmpty && intervalSeconds > 0) await audit.runOnce();
   } finally {
+    await audit.stop();
     emptyWatch?.cancel();
     await runner.stop();
     await metricsServer?.close();

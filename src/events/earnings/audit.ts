@@ -1,0 +1,137 @@
+import { sql } from 'drizzle-orm';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { Db } from '../../db/client.ts';
+import { withTransaction } from '../../db/transaction.ts';
+import type { Logger } from '../../logger.ts';
+import { RELAYED } from '../reconcile-outbox.ts';
+import { countMissed, type MissedBookingEvent } from './ledger.ts';
+
+/*
+ * The ledger's audit against the outbox. The group's position in the stream is a sequence number,
+ * and the stream is not trusted to keep it meaning the same events: when a replica that was behind
+ * becomes the stream's leader (NATS 2.9 after a whole cluster restarted, measured in the chaos
+ * run), the stream goes back a few sequences and stores the next events at numbers the group has
+ * already acknowledged. The group never asks for those again: their bookings are missing from the
+ * ledger, and nothing else notices (the relay's reconcile finds them in the stream).
+ *
+ * So, on a timer, the consumer asks the outbox, the source of truth: every booking event the relay
+ * stored well before the event at the group's ack floor should have been applied. Those the
+ * ledger does not count are counted from their bookings' rows, as their events would have been
+ * (the ledger already trusts only the bookings table for amounts). earnings_bookings makes it
+ * once: an event arriving after its booking was counted here changes nothing.
+ */
+
+export interface AuditOptions {
+  db: Db;
+  jsm: JetStreamManager;
+  stream: string;
+  group: string;
+  /** How far back from the ack floor's event each audit reads the outbox. */
+  lookbackMs: number;
+  /**
+   * Left out before the ack floor's event (2 s): its time is the NATS server's clock, processed_at
+   * is PostgreSQL's. An event taken for missed by a larger skew is still counted once (its arrival
+   * changes nothing), only reported as missed when it was late.
+   */
+  marginMs?: number;
+}
+
+export interface AuditResult {
+  /** Events relayed before this were checked; null: the group has acknowledged nothing yet. */
+  checkedBefore: Date | null;
+  /** Bookings whose creation, or cancellation, this counted. */
+  creations: number;
+  cancellations: number;
+}
+
+/** Relayed booking events processed in [since, until) that the group's ledger does not count. */
+async function missedEvents(db: Db, group: string, since: Date, until: Date): Promise<MissedBookingEvent[]> {
+  const { rows } = await db.execute<{
+    topic: MissedBookingEvent['topic'];
+    id: string;
+    host_id: string;
+    total: number;
+    currency: string;
+  }>(sql`
+    select distinct o.topic, b.id, p.host_id, b.total, b.currency
+      from outbox o
+      join bookings b on b.public_id = (o.payload->>'bookingId')::uuid
+      join properties p on p.id = b.property_id
+      left join earnings_bookings e on e.consumer_group = ${group} and e.booking_id = b.id
+     where o.status = 'DONE'
+       and o.processed_at >= ${since.toISOString()}::timestamptz
+       and o.processed_at < ${until.toISOString()}::timestamptz
+       and o.topic in ('booking.created', 'booking.cancelled')
+       and ${RELAYED}
+       and (e.booking_id is null or (o.topic = 'booking.cancelled' and not e.cancelled))`);
+  return rows.map((r) => ({ topic: r.topic, bookingId: Number(r.id), hostId: Number(r.host_id), total: r.total, currency: r.currency }));
+}
+
+/** One audit: counts what the group should have applied and did not. */
+export async function auditLedger(o: AuditOptions): Promise<AuditResult> {
+  const result: AuditResult = { checkedBefore: null, creations: 0, cancellations: 0 };
+  const floor = (await o.jsm.consumers.info(o.stream, o.group)).ack_floor.stream_seq;
+  if (floor === 0) return result;
+  // The ack floor's event, read after the group's info: every event stored before it was acknowledged.
+  const atFloor = await o.jsm.streams.getMessage(o.stream, { seq: floor }).catch(() => null);
+  if (!atFloor) return result; // aged out or deleted: the next audit, from a later floor
+  const until = new Date(atFloor.time.getTime() - (o.marginMs ?? 2_000));
+  result.checkedBefore = until;
+  const missed = await missedEvents(o.db, o.group, new Date(until.getTime() - o.lookbackMs), until);
+  for (const m of missed) {
+    const counted = await withTransaction(o.db, (tx) => countMissed(tx, o.group, m));
+    if (counted.creation) result.creations++;
+    if (counted.cancellation) result.cancellations++;
+  }
+  return result;
+}
+
+export interface LedgerAudit {
+  /** One audit now (after the one in progress, if any); what it counted. */
+  runOnce(): Promise<AuditResult | undefined>;
+  /** No audit after this; waits for the one in progress. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Audits every `intervalMs`, each after the last one ended (a slow audit delays the next, never
+ * overlaps it). An audit that fails (NATS or PostgreSQL away) is logged and tried at the next one.
+ */
+export function startLedgerAudit(o: AuditOptions & { intervalMs: number; log: Logger; onCounted: (n: number) => void }): LedgerAudit {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let last: Promise<AuditResult | undefined> = Promise.resolve(undefined);
+  const once = () => {
+    last = last.then(async () => {
+      try {
+        const r = await auditLedger(o);
+        const counted = r.creations + r.cancellations;
+        if (counted > 0) {
+          o.onCounted(counted);
+          o.log.warn(
+            { ...r, group: o.group },
+            "earnings: booking events relayed before the group's position were never applied (the stream skipped or lost them); counted from the bookings table",
+          );
+        }
+        return r;
+      } catch (err) {
+        o.log.warn({ err, group: o.group }, 'earnings: ledger audit failed; trying again at the next one');
+        return undefined;
+      }
+    });
+    return last;
+  };
+  const schedule = () => {
+    if (stopped || o.intervalMs === 0) return;
+    timer = setTimeout(() => void once().then(schedule), o.intervalMs);
+  };
+  schedule();
+  return {
+    runOnce: once,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await last;
+    },
+  };
+}
