@@ -32,9 +32,10 @@ export const EVENT_CHECKS = {
   ledger:
     'events: no money lost or invented: the earnings ledger per host and currency equals the bookings table (confirmed minus cancelled, in SQL)',
   deadLetters: 'events: no consumer dead letters but the forged events (every event the relay published is one the ledger can apply)',
-  forgedRefused: 'events: forged events credited nothing (each one a consumer dead letter with its refusal, none in the inbox as applied)',
+  forgedRefused:
+    'events: forged events credited nothing (each one a consumer dead letter with its refusal unless it left the stream unread, none in the inbox as applied)',
   emailPace:
-    'events: emails kept their pace during NATS outages (p95 from the answer to the SMTP server ≤ max(2 × p95 of the emails answered in the 20 s beside them, that + 2 s), bookings and cancellations each)',
+    'events: emails kept their pace during each isolated NATS outage (p95 from the answer to the SMTP server ≤ max(2 × p95 of the emails answered in the 20 s beside it, that + 2 s), bookings and cancellations each)',
 } as const;
 
 /**

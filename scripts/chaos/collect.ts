@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { checkResult, EVENT_CHECKS } from './checks.ts';
 import type { Driven } from './drive.ts';
 import type { JudgeInput } from './evidence.ts';
 import { countByKind, type FaultKind } from './fault-kinds.ts';
 import { clientRecords, gather, type Gathered } from './gather.ts';
+import { postgresCrashesIn } from './postgres-crashes.ts';
 import { MAIL_DOMAIN } from './settings.ts';
 import type { SinkRecord } from './smtp-sink.ts';
 import type { ChaosStack, Say } from './stack.ts';
@@ -76,9 +78,14 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
     idempotencyMismatches: d.load.figures.idempotencyMismatches,
     faultsPlanned,
     faults: d.injector.done,
-    unplannedExits: stack
-      .unplannedExits()
-      .flatMap(([name, exits]) => exits.map((e) => ({ process: name, at: e.at, code: e.code, signal: e.signal, lastLines: e.lastLines }))),
+    unplannedExits: [
+      ...stack
+        .unplannedExits()
+        .flatMap(([name, exits]) =>
+          exits.map((e) => ({ process: name, at: e.at, code: e.code, signal: e.signal, lastLines: e.lastLines })),
+        ),
+      ...postgresCrashesIn(path.join(stack.logs, 'postgres.log')),
+    ],
     drained: d.drainedAt !== null,
     events,
     webhooks,

@@ -95,7 +95,7 @@ export async function drive(
     workers: stack.workers.length,
     maxSmtpOutageMs: maxOutageMs,
     events: stack.ev ? { maxNatsOutageMs: maxOutageMs } : undefined,
-  });
+  }).filter((f) => !flags.onlyFaults || flags.onlyFaults.includes(f.kind));
   const injector = new FaultInjector(injectorDeps(stack, maxOutageMs, say));
   const loadStart = Date.now();
   say(`load for ${flags.durationSeconds} s with ${plan.length} faults planned`);

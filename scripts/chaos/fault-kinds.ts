@@ -43,6 +43,11 @@ export interface FaultOutcome {
   detail: string;
   /** The observed effect (the pid's exit, the backends that ended, the new postmaster start time); null: none seen. */
   evidence: string | null;
+  /**
+   * A NATS outage kept apart from every fault that holds mail up by itself (faults/injector.ts
+   * holds those back around it): the outages the email pace is judged on (rules/email-pace.ts).
+   */
+  isolated?: boolean;
 }
 
 /** How many of each kind. */

@@ -1,6 +1,7 @@
 import path from 'node:path';
-import { parseFlags, wholeNumber } from '../bench/lib/cli.ts';
+import { parseFlags, usageError, wholeNumber } from '../bench/lib/cli.ts';
 import { ROOT } from '../lib/processes.ts';
+import { FAULT_KINDS, type FaultKind } from './fault-kinds.ts';
 
 /* The chaos run's command line: `npm run chaos -- --help` prints USAGE. */
 
@@ -12,6 +13,8 @@ export interface Flags {
   keep: boolean;
   /** A kept run's judge-input.json to judge again, instead of a run. */
   judge?: string;
+  /** Only these kinds of the seed's faults are injected (to see one kind's effect alone). */
+  onlyFaults?: FaultKind[];
 }
 
 const USAGE = `usage: npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR] [--concurrency N] [--keep]
@@ -28,6 +31,8 @@ broke; 2: bad flags or a harness failure.
   --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
   --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
   --keep               keep the run's temporary folder (logs, data, the judge's input) even when it passes
+  --only-faults K,...  inject only these kinds of the seed's faults (${FAULT_KINDS.join(', ')}),
+                       to see one kind's effect alone; the other kinds' minimums then fail the verdict
   --judge FILE         judge a kept run's evidence again (judge-input.json in its folder): print the
                        verdict as JSON, start nothing; exit 0 if every invariant held, 1 if not,
                        2 if the file cannot be read
@@ -49,6 +54,7 @@ export function readFlags(argv: string[]): Flags {
       concurrency: { type: 'string', default: '6' },
       keep: { type: 'boolean', default: false },
       judge: { type: 'string' },
+      'only-faults': { type: 'string' },
     },
     argv,
   );
@@ -62,5 +68,14 @@ export function readFlags(argv: string[]): Flags {
     concurrency: num('concurrency', values.concurrency, 1, 1_000),
     keep: values.keep,
     judge: values.judge === undefined ? undefined : path.resolve(values.judge),
+    onlyFaults: values['only-faults'] === undefined ? undefined : faultKinds(values['only-faults']),
   };
+}
+
+function faultKinds(list: string): FaultKind[] {
+  const kinds = list.split(',').map((k) => k.trim());
+  for (const k of kinds) {
+    if (!(FAULT_KINDS as readonly string[]).includes(k)) usageError('chaos', USAGE, `--only-faults: unknown fault kind "${k}"`);
+  }
+  return kinds as FaultKind[];
 }

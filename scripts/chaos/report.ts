@@ -1,6 +1,7 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { ChaosResults } from './results.ts';
+import type { PaceFigures } from './rules/email-pace.ts';
 
 /*
  * The short markdown report written beside chaos-results.json (and printed at the end of a run):
@@ -85,6 +86,23 @@ function mailAndOutboxRows(r: R): string[] {
 }
 
 /** The events path's, the email pace's and the webhooks' figures, when each ran. */
+/** The email pace: the isolated NATS outage closest to its limit, then each one. */
+function paceRows(pace: NonNullable<R['emailPace']>): string[] {
+  const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+  const cell = (p: PaceFigures) =>
+    `${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.beside.p95Ms)} (${p.beside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'}`;
+  return [
+    ...(['bookings', 'cancellations'] as const).map(
+      (k) =>
+        `| email pace, ${k}: p95 during the isolated NATS outage closest to its limit (emails) / in the 20 s beside it (emails) / limit | ${cell(pace[k])} |`,
+    ),
+    ...pace.outages.map(
+      (o) =>
+        `| email pace, isolated NATS outage at ${new Date(o.startedAt).toISOString()}: bookings; cancellations (as above) | ${cell(o.bookings)}; ${cell(o.cancellations)} |`,
+    ),
+  ];
+}
+
 function pathRows(r: R): string[] {
   return [
     ...(r.events.covered && r.events.figures
@@ -92,17 +110,12 @@ function pathRows(r: R): string[] {
           `| booking events: in the outbox / in the JetStream stream (copies included) | ${r.events.figures.bookingEventsInOutbox} / ${r.events.figures.bookingMessagesInStream} |`,
           `| booking events relayed before a stream deletion, gone with it | ${r.events.figures.goneWithDeletedStream} (${r.events.figures.streamDeletions} deletion(s)) |`,
           `| earnings ledger lines (host, currency) / consumer dead letters | ${r.events.figures.ledgerLines} / ${r.events.figures.deadLetters} |`,
-          `| forged events published / refused (dead letter) / applied | ${r.events.figures.forged} / ${r.events.figures.forgedRefused} / ${r.events.figures.forgedApplied} |`,
+          `| forged events published / refused (dead letter) / applied / gone from the stream unread | ${r.events.figures.forged} / ${r.events.figures.forgedRefused} / ${r.events.figures.forgedApplied} / ${r.events.figures.forgedGone} |`,
           `| bookings / cancellations the ledger does not count | ${r.events.figures.uncountedBookings} / ${r.events.figures.uncountedCancellations} |`,
+          `| bookings counted from the bookings table, their creation never read (audit or cancellation first) | ${r.events.figures.countedAsGaps} |`,
         ]
       : []),
-    ...(r.emailPace
-      ? (['bookings', 'cancellations'] as const).map((k) => {
-          const p = r.emailPace![k];
-          const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
-          return `| email pace, ${k}: p95 during NATS outages (emails) / in the 20 s beside them (emails) / limit | ${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.beside.p95Ms)} (${p.beside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'} |`;
-        })
-      : []),
+    ...(r.emailPace ? paceRows(r.emailPace) : []),
     ...(r.webhooks
       ? [
           `| webhook events owed (endpoint, event) / received signed | ${r.webhooks.owed} / ${r.webhooks.receivedValid} (${r.webhooks.endpoints} endpoints) |`,

@@ -57,6 +57,8 @@ function drawFaults(r: Run): { planned: Record<FaultKind, number>; faults: Fault
         endedAt: startedAt + long,
         detail: `${kind} #${i}`,
         evidence: r.bad(0.15) ? null : `${kind} #${i} seen`,
+        // The first outage is an isolated one, as the plan's first is: the email pace is judged on it.
+        ...(kind === 'nats-outage' && i === 0 ? { isolated: true } : {}),
       });
     }
   }

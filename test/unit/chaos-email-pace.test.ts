@@ -51,13 +51,20 @@ function booking(run: Made, i: number, at: number, waitMs: number, cancel?: { at
   }
 }
 
-const fault = (kind: FaultKind, [startedAt, endedAt]: [number, number], evidence: string | null = 'seen'): FaultOutcome => ({
+/** A fault as the injector reports it; a NATS outage is an isolated one (the only kind judged) unless `isolated` is false. */
+const fault = (
+  kind: FaultKind,
+  [startedAt, endedAt]: [number, number],
+  evidence: string | null = 'seen',
+  isolated = true,
+): FaultOutcome => ({
   kind,
   target: kind,
   startedAt,
   endedAt,
   detail: kind,
   evidence,
+  ...(kind === 'nats-outage' ? { isolated } : {}),
 });
 
 /**
@@ -86,6 +93,31 @@ function run(o: { duringWaitMs: number; cancelDuringWaitMs?: number; during?: nu
   };
 }
 
+/**
+ * Two isolated outages 200 s apart: run()'s quiet one, and a second behind a backlog that holds
+ * every email 30 s, beside the outage as during it, where its mail waits `backlogDuringMs`.
+ */
+function twoOutages(backlogDuringMs: number) {
+  const quiet = run({ duringWaitMs: 350 });
+  const backlog = run({ duringWaitMs: backlogDuringMs, besideWaitMs: 30_000 });
+  const later = (t: number) => t + 200_000;
+  const renamed = (text: string) => text.replace(/00000000-0000-4000/g, '11111111-0000-4000');
+  return {
+    ...quiet,
+    clientBookings: [
+      ...quiet.clientBookings,
+      ...backlog.clientBookings.map((c) => ({
+        ...c,
+        id: renamed(c.id),
+        answeredAt: later(c.answeredAt!),
+        cancelledAt: c.cancelledAt === undefined ? undefined : later(c.cancelledAt),
+      })),
+    ],
+    records: [...quiet.records, ...backlog.records.map((r) => ({ ...r, at: later(r.at), messageId: renamed(r.messageId!) }))],
+    faults: [fault('nats-outage', OUTAGE), fault('nats-outage', [later(OUTAGE[0]), later(OUTAGE[1])])],
+  };
+}
+
 /** Emails (two a booking) of the bookings run() answers within PACE_BESIDE_MS of OUTAGE, outside its margin. */
 const BESIDE_BOOKINGS = Array.from({ length: 150 }, (_, i) => OUTAGE[0] - 30_000 + i * 400).filter(
   (at) => (at >= OUTAGE[0] - PACE_BESIDE_MS && at < OUTAGE[0] - 1_000) || (at > OUTAGE[1] + 5_000 && at <= OUTAGE[1] + PACE_BESIDE_MS),
@@ -106,8 +138,10 @@ describe('the chaos verdict: emails kept their pace during NATS outages', () => 
     const { check, figures } = emailPace(run({ duringWaitMs: 3_500 }));
     expect(check.ok).toBe(false);
     expect(check.violations).toEqual([
-      expect.stringMatching(/^bookings: p95 3\.52 s over 40 emails answered during NATS outages, above 2\.\d\d s/),
-      expect.stringMatching(/^cancellations: p95 3\.52 s/),
+      expect.stringMatching(
+        /^bookings, the outage at 1970-01-01T00:01:40\.000Z: p95 3\.52 s over 40 emails answered during it, above 2\.\d\d s/,
+      ),
+      expect.stringMatching(/^cancellations, the outage at 1970-01-01T00:01:40\.000Z: p95 3\.52 s/),
     ]);
     expect(figures.bookings.during.p95Ms).toBe(3_520);
   });
@@ -115,7 +149,9 @@ describe('the chaos verdict: emails kept their pace during NATS outages', () => 
   it("fails on cancellations alone when they wait for their booking's relay while their bookings' mail is on time", () => {
     const { check } = emailPace(run({ duringWaitMs: 300, cancelDuringWaitMs: 4_000 }));
     expect(check.ok).toBe(false);
-    expect(check.violations).toEqual([expect.stringMatching(/^cancellations: p95 4\.02 s over 40 emails/)]);
+    expect(check.violations).toEqual([
+      expect.stringMatching(/^cancellations, the outage at 1970-01-01T00:01:40\.000Z: p95 4\.02 s over 40 emails/),
+    ]);
   });
 
   it('scales with a slow machine: twice the p95 beside, when that is more than 2 s above it', () => {
@@ -141,7 +177,7 @@ describe('the chaos verdict: emails kept their pace during NATS outages', () => 
     const { check } = emailPace(run({ duringWaitMs: 12_000, besideWaitMs: 4_000 }));
     expect(check.ok).toBe(false);
     expect(check.violations[0]).toMatch(
-      /^bookings: p95 12\.02 s over 40 emails answered during NATS outages, above 8\.98 s \(p95 4\.49 s over \d+ emails answered beside them\)/,
+      /^bookings, the outage at 1970-01-01T00:01:40\.000Z: p95 12\.02 s over 40 emails answered during it, above 8\.98 s \(p95 4\.49 s over \d+ emails answered beside it\)/,
     );
   });
 
@@ -186,12 +222,48 @@ describe('the chaos verdict: emails kept their pace during NATS outages', () => 
     expect(few.check.ok).toBe(true);
     expect(few.figures.bookings).toMatchObject({ judged: false, limitMs: null, during: { n: 4 } });
     // Held, and the report says it was not judged rather than a bare "held".
-    expect(few.check.note).toMatch(/^not judged: fewer than 5 emails answered during NATS outages/);
+    expect(few.check.note).toMatch(/^not judged: fewer than 5 emails answered during any isolated NATS outage/);
     expect(emailPace(run({ duringWaitMs: 350 })).check.note).toBeUndefined();
     const noEffect = emailPace(run({ duringWaitMs: 9_000, faults: [fault('nats-outage', OUTAGE, null)] }));
     expect(noEffect.figures.bookings.during.n).toBe(0);
     // Nor is an outage without evidence a stretch to compare with.
     expect(noEffect.figures.bookings.beside.n).toBe(0);
+  });
+
+  it('judges only isolated outages: one ringed by other faults is in neither sample', () => {
+    // The same slow mail during an outage the injector did not keep apart from other faults.
+    const ringed = emailPace(run({ duringWaitMs: 9_000, faults: [fault('nats-outage', OUTAGE, 'seen', false)] }));
+    expect(ringed.check.ok).toBe(true);
+    expect(ringed.figures.bookings).toMatchObject({ judged: false, during: { n: 0 }, beside: { n: 0 } });
+    expect(ringed.check.note).toMatch(/^not judged: fewer than 5 emails answered during any isolated NATS outage/);
+    // Beside an isolated outage, the mail of a ringed one is not taken for its neighbours' pace either.
+    const second: [number, number] = [OUTAGE[1] + 8_000, OUTAGE[1] + 10_000];
+    const both = run({ duringWaitMs: 350, faults: [fault('nats-outage', OUTAGE), fault('nats-outage', second, 'seen', false)] });
+    for (const r of both.records) {
+      const c = both.clientBookings.find((b) => r.messageId!.includes(b.id))!;
+      if (c.answeredAt! >= second[0] && c.answeredAt! <= second[1]) r.at += 9_000;
+    }
+    const judged = emailPace(both);
+    expect(judged.check.ok).toBe(true);
+    expect(judged.figures.bookings.beside.p95Ms).toBeLessThan(1_000);
+  });
+
+  it("judges each isolated outage against its own neighbours, never one outage's mail against another's", () => {
+    const pooledFailing = twoOutages(31_000);
+    const { check, figures } = emailPace(pooledFailing);
+    expect(check.violations).toEqual([]);
+    expect(figures.outages.map((o) => [o.bookings.judged, o.bookings.during.p95Ms])).toEqual([
+      [true, 370],
+      [true, 31_020],
+    ]);
+    // Pooled, the second outage's mail was measured against mostly the first one's neighbours.
+    expect(figures.outages[1]!.bookings.during.p95Ms).toBeGreaterThan(2 * figures.outages[0]!.bookings.beside.p95Ms! + 2_000);
+    // The outage behind the backlog still fails when its own mail waits far longer than its neighbours'.
+    const slow = emailPace(twoOutages(75_000));
+    expect(slow.check.violations).toEqual([
+      expect.stringMatching(/^bookings, the outage at 1970-01-01T00:05:00\.000Z/),
+      expect.stringMatching(/^cancellations, the outage at 1970-01-01T00:05:00\.000Z/),
+    ]);
   });
 
   it('leaves lost mail and the 550 recipients to the other checks', () => {

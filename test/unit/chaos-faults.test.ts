@@ -9,7 +9,7 @@ import type {
   StreamDeleteObserved,
 } from '../../scripts/chaos/events/observed.ts';
 import { FaultInjector } from '../../scripts/chaos/faults/injector.ts';
-import { planFaults } from '../../scripts/chaos/faults/plan.ts';
+import { ISOLATING_RUN_MS, planFaults } from '../../scripts/chaos/faults/plan.ts';
 import type { InjectorDeps, Killable, PlannedFault } from '../../scripts/chaos/faults/types.ts';
 import { EVENT_FAULT_KINDS } from '../../scripts/chaos/fault-kinds.ts';
 import { Supervised, type ExitObserved } from '../../scripts/chaos/processes.ts';
@@ -62,6 +62,21 @@ function deps(over: Partial<InjectorDeps> = {}): InjectorDeps & { lines: string[
     connectionWaitMs: 200,
     lines,
     ...over,
+  };
+}
+
+/** An events path whose NATS outages last their `downMs` and whose consumer kills succeed; nothing else is planned. */
+function outagesAndConsumerKills(): InjectorDeps['events'] {
+  return {
+    killConsumer: async () => ({ seen: { pid: 5, code: null, signal: 'SIGKILL' }, consuming: true }),
+    natsOutage: async (ms) => {
+      await new Promise((r) => setTimeout(r, ms));
+      return { stopped: { pid: 7, code: 0, signal: null }, refusedWhileDown: true, restartedPid: 8 };
+    },
+    deleteStream: () => Promise.reject(new Error('not planned here')),
+    forgeEvent: () => Promise.reject(new Error('not planned here')),
+    killNatsNode: () => Promise.reject(new Error('not planned here')),
+    wipeNatsNode: () => Promise.reject(new Error('not planned here')),
   };
 }
 
@@ -263,6 +278,16 @@ describe('fault evidence: the events path', () => {
     expect((await forge({ forged: null, failed: 'publish: TIMEOUT' }))[0]!.evidence).toBeNull();
   });
 
+  it('isolates one NATS outage in three, the first included, in runs long enough for the quiet around them', () => {
+    const o = { workers: 2, maxSmtpOutageMs: 4_250, events: { maxNatsOutageMs: 4_250 } };
+    const long = planFaults(new Rng(7), { ...o, durationMs: 600_000 }).filter((f) => f.kind === 'nats-outage');
+    expect(long).toHaveLength(7);
+    expect(long.filter((f) => f.isolated)).toHaveLength(3);
+    const short = planFaults(new Rng(7), { ...o, durationMs: ISOLATING_RUN_MS - 1 }).filter((f) => f.kind === 'nats-outage');
+    expect(short.some((f) => f.isolated)).toBe(false);
+    expect(planFaults(new Rng(7), { ...o, durationMs: ISOLATING_RUN_MS }).some((f) => f.isolated)).toBe(true);
+  });
+
   it('the schedule draws the events faults only when asked, after the others, which stay the same for a seed', () => {
     const o = { durationMs: 90_000, workers: 2, maxSmtpOutageMs: 4_250 };
     const without = planFaults(new Rng(42), o);
@@ -351,17 +376,7 @@ describe('one fault per target at a time', () => {
   it("an SMTP outage and a NATS outage (the workers' two downstreams) are kept apart by the gap; a consumer kill waits for the NATS outage; other faults are not held up", async () => {
     const d = deps({
       downstreamGapMs: 150,
-      events: {
-        killConsumer: async () => ({ seen: { pid: 5, code: null, signal: 'SIGKILL' }, consuming: true }),
-        natsOutage: async (ms) => {
-          await new Promise((r) => setTimeout(r, ms));
-          return { stopped: { pid: 7, code: 0, signal: null }, refusedWhileDown: true, restartedPid: 8 };
-        },
-        deleteStream: () => Promise.reject(new Error('not planned here')),
-        forgeEvent: () => Promise.reject(new Error('not planned here')),
-        killNatsNode: () => Promise.reject(new Error('not planned here')),
-        wipeNatsNode: () => Promise.reject(new Error('not planned here')),
-      },
+      events: outagesAndConsumerKills(),
     });
     const done = await inject(d, [
       { kind: 'smtp-outage', at: 0, downMs: 50 },
@@ -379,6 +394,75 @@ describe('one fault per target at a time', () => {
     expect(consumer.startedAt).toBeGreaterThanOrEqual(nats.endedAt);
     expect(api.startedAt).toBeLessThan(smtp.endedAt);
     expect(done.every((f) => f.evidence)).toBe(true);
+  });
+});
+
+describe('the downstream turn', () => {
+  it('an SMTP outage does not wait for a NATS outage that is still waiting for its target; the NATS outage keeps the gap after it', async () => {
+    const d = deps({
+      downstreamGapMs: 100,
+      events: {
+        ...outagesAndConsumerKills()!,
+        killNatsNode: async (_target, ms) => {
+          await new Promise((r) => setTimeout(r, ms));
+          return { node: 'n1', wasLeader: false, seen: { pid: 9, code: null, signal: 'SIGKILL' }, wiped: false, caughtUpAfterMs: 5 };
+        },
+      },
+    });
+    const done = await inject(d, [
+      { kind: 'nats-node-kill', at: 0, downMs: 300, leader: false, node: 0 },
+      { kind: 'nats-outage', at: 10, downMs: 50 },
+      { kind: 'smtp-outage', at: 20, downMs: 50 },
+    ]);
+    const node = done.find((f) => f.kind === 'nats-node-kill')!;
+    const nats = done.find((f) => f.kind === 'nats-outage')!;
+    const smtp = done.find((f) => f.kind === 'smtp-outage')!;
+    expect(done.every((f) => f.evidence)).toBe(true);
+    // Queued behind the outage, the SMTP outage would have started 100 ms after it, past 400 ms.
+    expect(smtp.startedAt).toBeLessThan(node.endedAt);
+    expect(smtp.waitedMs).toBeLessThan(50);
+    expect(nats.startedAt).toBeGreaterThanOrEqual(node.endedAt);
+    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(100);
+  });
+});
+
+describe('the quiet around an isolated NATS outage', () => {
+  it('holds back the faults that hold mail up from before the outage until after it; the others go', async () => {
+    const d = deps({
+      quietMs: 100,
+      events: outagesAndConsumerKills(),
+    });
+    const done = await inject(d, [
+      { kind: 'worker-kill', at: 150, downMs: 20, worker: 0 },
+      { kind: 'nats-outage', at: 200, downMs: 60, isolated: true },
+      { kind: 'api-kill', at: 220, downMs: 20 },
+      { kind: 'pg-terminate-workers', at: 250, downMs: 0 },
+      { kind: 'nats-outage', at: 300, downMs: 20 },
+    ]);
+    const outage = done.find((f) => f.kind === 'nats-outage' && f.isolated)!;
+    const held = done.filter((f) => ['worker-kill', 'pg-terminate-workers'].includes(f.kind) || (f.kind === 'nats-outage' && !f.isolated));
+    expect(held).toHaveLength(3);
+    // Due 50 ms before the outage (inside its quiet) or during it: started only once the quiet after it ended.
+    for (const f of held) expect(f.startedAt, f.kind).toBeGreaterThanOrEqual(outage.endedAt + 100);
+    // Released as far apart as they were due (not all at once): the kill was due 100 ms before the termination.
+    const at = (kind: string) => held.find((f) => f.kind === kind)!.startedAt;
+    expect(at('pg-terminate-workers') - at('worker-kill')).toBeGreaterThanOrEqual(90);
+    // An API kill does not hold mail up: it goes when due, in the middle of the outage.
+    expect(done.find((f) => f.kind === 'api-kill')!.startedAt).toBeLessThan(outage.endedAt);
+  });
+
+  it('starts the isolated outage only once the faults already under way have been over for the quiet', async () => {
+    // A kill queued behind its busy worker before the quiet began starts inside it: the outage waits for it.
+    const d = deps({ quietMs: 100, events: outagesAndConsumerKills() });
+    const done = await inject(d, [
+      { kind: 'worker-kill', at: 0, downMs: 150, worker: 0 },
+      { kind: 'worker-kill', at: 10, downMs: 150, worker: 0 },
+      { kind: 'nats-outage', at: 150, downMs: 30, isolated: true },
+    ]);
+    const outage = done.find((f) => f.kind === 'nats-outage')!;
+    const lastKill = Math.max(...done.filter((f) => f.kind === 'worker-kill').map((f) => f.endedAt));
+    expect(lastKill).toBeGreaterThan(150);
+    expect(outage.startedAt).toBeGreaterThanOrEqual(lastKill + 100);
   });
 });
 

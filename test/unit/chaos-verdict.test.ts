@@ -6,6 +6,7 @@ import type { BookingRow, ClientRecord, JudgeInput, OutboxRow } from '../../scri
 import { EVENT_FAULT_KINDS, FAULT_KINDS, type FaultKind, type FaultOutcome } from '../../scripts/chaos/fault-kinds.ts';
 import { expectedMessageId } from '../../scripts/chaos/mail.ts';
 import { minimums } from '../../scripts/chaos/minimums.ts';
+import { postgresCrashes } from '../../scripts/chaos/postgres-crashes.ts';
 import { judge } from '../../scripts/chaos/verdict.ts';
 
 /*
@@ -211,6 +212,31 @@ describe('the chaos verdict', () => {
     const crash = { ...goodRun(), unplannedExits: [{ process: 'worker-0', code: 1, signal: null, lastLines: ['TypeError: boom'] }] };
     expect(judge(crash).ok).toBe(false);
     expect(broken(crash)).toEqual([expect.stringMatching(/^no process crashed/)]);
+
+    // PostgreSQL's own crashes, read from its log (scripts/chaos/postgres-crashes.ts); its
+    // connections terminated by a fault are not crashes.
+    const log = [
+      '2026-12-03 22:24:35.849 UTC [20897] LOG:  client backend (PID 21083) was terminated by signal 11: Segmentation fault',
+      '2026-12-03 22:24:35.849 UTC [20897] DETAIL:  Failed process was running: ',
+      "\t  with pending as (select min(created_at) as lo from outbox where status = 'PENDING')",
+      '2026-12-03 22:24:35.849 UTC [20897] LOG:  terminating any other active server processes',
+      '2026-12-03 22:26:01.997 UTC [23260] FATAL:  terminating connection due to administrator command',
+    ].join('\n');
+    const crashes = postgresCrashes(log);
+    expect(crashes).toEqual([
+      {
+        process: 'postgres',
+        at: Date.parse('2026-12-03T22:24:35.849Z'),
+        code: null,
+        signal: 'signal 11',
+        lastLines: [
+          'client backend (PID 21083) was terminated by signal 11: Segmentation fault',
+          "Failed process was running:  with pending as (select min(created_at) as lo from outbox where status = 'PENDING')",
+        ],
+      },
+    ]);
+    expect(broken({ ...goodRun(), unplannedExits: crashes })).toEqual([expect.stringMatching(/^no process crashed/)]);
+    expect(postgresCrashes(log.split('\n').slice(3).join('\n'))).toEqual([]);
 
     const refusedWhileDown = {
       ...goodRun(),

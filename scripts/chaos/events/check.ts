@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { createDatabase, type Db } from '../../../src/db/client.ts';
@@ -21,27 +21,38 @@ import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
  *   forged         every forged event was refused (a dead letter), none applied
  */
 
-/** Message id → how many times it is in the stream, for subjects under `filter`. Ordered consumer: one pass, no acks. */
+/** No message at a sequence (deleted from the stream, or never stored there). */
+const NO_MESSAGE_FOUND = 10037;
+
+/**
+ * Message id → how many times it is in the stream, for subjects under `filter`: every sequence
+ * from the stream's first to its last, asked of the stream's leader (STREAM.MSG.GET), 64 at a
+ * time. Not through a consumer: nats-server 2.9 places a consumer on any replica of the stream,
+ * and a replica that never caught up after being killed while the stream was deleted and
+ * recreated served one a stale copy (23 events where the leader held 6,144): a reading consumer
+ * landed there, and the check counted thousands of events missing that the cluster held.
+ */
 async function countStream(natsUrl: string, stream: string, filter: string): Promise<Map<string, number>> {
   const nc = await connect({ servers: natsUrl.split(',').map((u) => u.replace('nats://', '')) });
   const counts = new Map<string, number>();
   try {
-    const info = await (await jetstreamManager(nc)).streams.info(stream);
-    if (info.state.messages === 0) return counts;
-    // Unfiltered (a filtered ordered consumer needs nats-server 2.10), filtered here.
+    const jsm = await jetstreamManager(nc);
+    const { state } = await jsm.streams.info(stream);
+    if (state.messages === 0) return counts;
     const prefix = filter.replace(/>$/, '');
-    const consumer = await jetstream(nc).consumers.get(stream);
-    const messages = await consumer.consume({ max_messages: 1000 });
-    for await (const m of messages) {
-      if (!m.subject.startsWith(prefix)) {
-        if (m.info.pending === 0) break;
-        continue;
-      }
-      const id = m.headers?.get('Nats-Msg-Id') ?? `(no id, seq ${m.seq})`;
+    const read = async (seq: number) => {
+      const m = await jsm.streams.getMessage(stream, { seq }).catch((err: unknown) => {
+        if (err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND) return null;
+        throw err;
+      });
+      if (!m || !m.subject.startsWith(prefix)) return;
+      const id = m.header.get('Nats-Msg-Id') || `(no id, seq ${seq})`;
       counts.set(id, (counts.get(id) ?? 0) + 1);
-      if (m.info.pending === 0) break;
+    };
+    for (let from = state.first_seq; from <= state.last_seq; from += 64) {
+      const to = Math.min(from + 63, state.last_seq);
+      await Promise.all(Array.from({ length: to - from + 1 }, (_, i) => read(from + i)));
     }
-    messages.stop();
   } finally {
     await nc.close();
   }
@@ -109,7 +120,7 @@ async function ledgerCheck(db: Db, group: string, rows: MessageAsWritten[], inSt
 }
 
 /** The group's open dead letters: only the forged events may be among them; each forgery refused, none applied. */
-async function deadLetterChecks(db: Db, group: string, h: StreamHistory) {
+async function deadLetterChecks(db: Db, group: string, h: StreamHistory, inStream: Map<string, number>) {
   const dead = await openDeadLetters(db, group, 100_000);
   const deadById = new Map(dead.map((d) => [d.message_id, d]));
   const deadViolations = dead
@@ -126,16 +137,22 @@ async function deadLetterChecks(db: Db, group: string, h: StreamHistory) {
   const applied = new Set(appliedRows.map((r) => r.message_id));
   const forgedViolations: string[] = [];
   let refused = 0;
+  let gone = 0;
   for (const f of h.forged) {
     const what = `forged ${f.messageId} (${f.kind}: booking ${f.bookingId}, property ${f.propertyId}, total ${f.total}${f.realTotal === null ? '' : ` for a real ${f.realTotal}`}, seq ${f.seq})`;
     const d = deadById.get(f.messageId);
     if (applied.has(f.messageId)) forgedViolations.push(`${what} was applied: it is in the group's inbox`);
-    if (!d) forgedViolations.push(`${what} is not a consumer dead letter`);
-    else if (!/refused/.test(d.last_error))
+    if (!d) {
+      // Acknowledged, then gone from the stream before the group read it (a deletion, or the
+      // whole cluster restarted before the message reached any node's disk: all three restored
+      // 10,314 messages where a forgery had seq 10,316): never offered to the group, nothing to refuse.
+      if (!applied.has(f.messageId) && !inStream.has(f.messageId)) gone++;
+      else forgedViolations.push(`${what} is not a consumer dead letter`);
+    } else if (!/refused/.test(d.last_error))
       forgedViolations.push(`${what} dead-lettered, but not as refused: ${d.last_error.slice(0, 200)}`);
     else if (!applied.has(f.messageId)) refused++;
   }
-  return { deadViolations, forgedViolations, dead: dead.length, refused, applied: applied.size };
+  return { deadViolations, forgedViolations, dead: dead.length, refused, applied: applied.size, gone };
 }
 
 const result = (name: string, v: string[], count = v.length): CheckResult => ({
@@ -166,9 +183,10 @@ export async function checkEvents(o: {
     const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
     const once = exactlyOnce(rows, inStream, h);
     const ledger = await ledgerCheck(database.db, o.group, rows, inStream, h);
-    const dl = await deadLetterChecks(database.db, o.group, h);
-    const { rows: lines } = await database.db.execute<{ n: number }>(
-      sql`select count(*)::int as n from host_earnings where consumer_group = ${o.group}`,
+    const dl = await deadLetterChecks(database.db, o.group, h, inStream);
+    const { rows: lines } = await database.db.execute<{ n: number; gaps: number }>(
+      sql`select (select count(*)::int from host_earnings where consumer_group = ${o.group}) as n,
+                 (select count(*)::int from earnings_bookings where consumer_group = ${o.group} and counted_from = 'gap') as gaps`,
     );
     return {
       checks: [
@@ -186,9 +204,11 @@ export async function checkEvents(o: {
         forged: forged.length,
         forgedRefused: dl.refused,
         forgedApplied: dl.applied,
+        forgedGone: dl.gone,
         streamDeletions: o.deletions?.length ?? 0,
         uncountedBookings: ledger.uncounted.filter((u) => u.what === 'booking').length,
         uncountedCancellations: ledger.uncounted.filter((u) => u.what === 'cancellation').length,
+        countedAsGaps: lines[0]!.gaps,
       },
     };
   } finally {

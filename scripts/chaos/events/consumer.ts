@@ -1,11 +1,14 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lifelineEnv } from '../../../src/process/lifeline.ts';
 import { Supervised } from '../processes.ts';
 import type { ChaosNats } from './nats-cluster.ts';
 import type { ConsumerKillObserved } from './observed.ts';
+
+/** The supervised consumer's log, in the run's directory. */
+const CONSUMER_LOG = 'earnings-consumer.log';
 
 /**
  * The earnings consumer (`npm run consume:earnings`), supervised like the run's other processes
@@ -30,7 +33,7 @@ export class EarningsConsumer {
       name: 'earnings-consumer',
       entry,
       env,
-      logFile: path.join(dir, 'earnings-consumer.log'),
+      logFile: path.join(dir, CONSUMER_LOG),
       onLine: (line) => {
         if (line.includes('"msg":"earnings consumer running"')) this.runningPid = this.process.pid;
       },
@@ -58,6 +61,15 @@ export class EarningsConsumer {
     await sleep(downMs);
     if (this.supervising) c.start();
     return { seen, consuming };
+  }
+
+  /** The last `lines` lines of the supervised consumer's log (every start of it), or why there are none. */
+  logTail(lines: number): string {
+    try {
+      return readFileSync(path.join(this.dir, CONSUMER_LOG), 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch (err) {
+      return `no consumer log: ${(err as Error).message}`;
+    }
   }
 
   async stop(): Promise<void> {

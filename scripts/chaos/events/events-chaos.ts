@@ -101,6 +101,8 @@ export async function startEventsChaos(o: {
     finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
     deleteStream: (backWithinMs?: number) => deleteStream(stage, backWithinMs),
     forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
+    /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
+    consumerLogTail: (lines = 40) => consumer.logTail(lines),
     /** The forged events the stream accepted, and the stream's deletions, so far. */
     get forged(): readonly ForgedEvent[] {
       return stage.forged;

@@ -50,10 +50,17 @@ export interface EventsFigures {
   forged: number;
   forgedRefused: number;
   forgedApplied: number;
+  /** Forged events gone from the stream before the group read them (deleted with it, or lost by NATS): never offered, nothing to refuse. */
+  forgedGone: number;
   streamDeletions: number;
   /** Bookings the ledger does not count, and cancellations it does not count (after a deletion: its lost events). */
   uncountedBookings: number;
   uncountedCancellations: number;
+  /**
+   * Bookings the ledger counted from the bookings table because their creation never reached the
+   * group: found by its audit (events the stream skipped or lost), or counted before a cancellation.
+   */
+  countedAsGaps: number;
 }
 
 /** What a consumer kill did (faults/). */

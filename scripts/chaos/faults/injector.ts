@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EVENT_FAULT_KINDS, type FaultKind } from '../fault-kinds.ts';
+import { HOLDS_MAIL_UP, PACE_BESIDE_MS } from '../rules/email-pace.ts';
 import { CARRY_OUT } from './carry-out.ts';
 import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
 
@@ -20,7 +21,18 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * together: an outage of one waits until the other has been back for `downstreamGapMs`. A message
  * whose email and relay handlers fail through both outages back to back would spend two outages'
  * worth of attempts; the retry window is sized for one (settings.ts), and a gap longer than the longest
- * backoff gives every message an attempt between the two.
+ * backoff gives every message an attempt between the two. That is a turn taken when the outage is
+ * ready to start, not a queue: an SMTP outage never waits for a NATS outage that is itself still
+ * waiting for its target (a node kill catching up), or the SMTP outages due meanwhile would pile up
+ * behind it and then come back to back, each a gap apart, and spend a message's attempts together.
+ *
+ * An isolated NATS outage (plan.ts marks some) is kept apart from every fault that holds mail up by
+ * itself (rules/email-pace.ts HOLDS_MAIL_UP, and the other NATS outages): from QUIET_MS before it
+ * is due until QUIET_MS after it ends, such a fault waits, then goes as if due then; and the outage
+ * itself starts only once none has been in progress for QUIET_MS (one queued before the quiet
+ * began, behind a busy target, may still have started inside it). The email pace
+ * compares the mail answered during the outage with the mail answered beside it; with nothing else
+ * happening in that stretch, a slower pace during it is the outage's.
  */
 
 /**
@@ -60,9 +72,6 @@ export function faultTarget(f: PlannedFault): string {
 /** The workers' downstreams: their outages are kept apart (downstreamGapMs). */
 const DOWNSTREAM_OUTAGES = new Set<FaultKind>(['smtp-outage', 'nats-outage']);
 
-/** The lane in `busy` that the downstream outages share (besides each one's own target). */
-const DOWNSTREAM = 'downstream (SMTP, NATS)';
-
 /**
  * The earnings consumer needs nats-server to start: a consumer kill during a NATS outage found the
  * restarted consumer gone already (it refuses to start without NATS), so the kill had no effect and
@@ -74,49 +83,123 @@ const DOWNSTREAM = 'downstream (SMTP, NATS)';
 const EVENTS_PATH_FAULTS = new Set<FaultKind>(EVENT_FAULT_KINDS);
 const EVENTS_PATH = 'events path (consumer, NATS)';
 
+/** How long before an isolated NATS outage and after its end nothing that holds mail up starts. */
+export const QUIET_MS = PACE_BESIDE_MS + 5_000;
+
+/** Whether a fault waits out the quiet around an isolated NATS outage. */
+const holdsMailUp = (f: PlannedFault) => !f.isolated && (f.kind === 'nats-outage' || HOLDS_MAIL_UP[f.kind] !== undefined);
+
 export class FaultInjector {
   readonly done: InjectedFault[] = [];
   private running = new Set<Promise<void>>();
   private timers: NodeJS.Timeout[] = [];
   /** Per target, the fault in progress (or queued last): the next one starts after it. */
   private busy = new Map<string, Promise<unknown>>();
+  /** Resolves when no isolated outage's quiet is on; and the ends of the quiets on now. */
+  private quiet: Promise<unknown> = Promise.resolve();
+  private quietEnds = new Map<PlannedFault, () => void>();
+  /** When the quiets on now began (ms epoch). */
+  private quietSince: number | undefined;
+  /** Faults that hold mail up, in progress now; and when the last one ended (ms epoch). */
+  private holdingMail = 0;
+  private lastHeldMailEnd = 0;
+  /** Downstream outages in progress (one at most); and when the last one ended (ms epoch). */
+  private downstreamDown = 0;
+  private lastDownstreamEnd = 0;
 
   constructor(private readonly d: InjectorDeps) {}
+
+  private get quietMs() {
+    return this.d.quietMs ?? QUIET_MS;
+  }
 
   /** Schedules every fault relative to now. */
   start(plan: PlannedFault[]) {
     for (const f of plan) {
+      if (f.isolated) this.timers.push(setTimeout(() => this.beginQuiet(f), Math.max(0, f.at - this.quietMs)));
       this.timers.push(
         setTimeout(() => {
-          const target = faultTarget(f);
-          const downstream = DOWNSTREAM_OUTAGES.has(f.kind);
-          const eventsPath = EVENTS_PATH_FAULTS.has(f.kind);
-          const due = Date.now();
-          const before = Promise.all([
-            this.busy.get(target),
-            downstream ? this.busy.get(DOWNSTREAM) : undefined,
-            eventsPath ? this.busy.get(EVENTS_PATH) : undefined,
-          ]);
-          const p: Promise<void> = before
-            .then(() => this.inject(f, target, Date.now() - due))
-            .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
-            .finally(() => this.running.delete(p));
-          this.busy.set(target, p);
-          if (downstream)
-            this.busy.set(
-              DOWNSTREAM,
-              p.then(() => pauseAtLeast(this.d.downstreamGapMs ?? 0)),
-            );
-          if (eventsPath) this.busy.set(EVENTS_PATH, p);
-          this.running.add(p);
+          if (!holdsMailUp(f)) return this.schedule(f);
+          // Not in any lane while it waits: the isolated outage must never queue behind it. As far
+          // after the quiet as it was due into it: the faults held keep their spacing.
+          const late = this.quietSince === undefined ? 0 : Date.now() - this.quietSince;
+          const held: Promise<void> = this.quiet
+            .then(() => pauseAtLeast(late))
+            .then(() => this.schedule(f))
+            .finally(() => this.running.delete(held));
+          this.running.add(held);
         }, f.at),
       );
     }
   }
 
+  /** Queues `f` behind what its target (and its lane) have in progress, from now. */
+  private schedule(f: PlannedFault) {
+    const target = faultTarget(f);
+    const eventsPath = EVENTS_PATH_FAULTS.has(f.kind);
+    const due = Date.now();
+    const before = Promise.all([this.busy.get(target), eventsPath ? this.busy.get(EVENTS_PATH) : undefined]);
+    const p: Promise<void> = before
+      .then(() => (f.isolated ? this.untilQuiet() : undefined))
+      .then(() => (DOWNSTREAM_OUTAGES.has(f.kind) ? this.downstreamTurn() : undefined))
+      .then(() => this.inject(f, target, Date.now() - due))
+      .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
+      .finally(() => {
+        this.running.delete(p);
+        // The quiet lasts QUIET_MS past the isolated outage's end, however it ended.
+        const end = this.quietEnds.get(f);
+        if (end) void pauseAtLeast(this.quietMs).then(end);
+      });
+    this.busy.set(target, p);
+    if (eventsPath) this.busy.set(EVENTS_PATH, p);
+    this.running.add(p);
+  }
+
+  /**
+   * Until no fault that holds mail up has been in progress for the quiet's length. Those already
+   * queued when the quiet began (behind a busy target) still go, and may start inside it: the
+   * isolated outage waits until QUIET_MS after the last of them ended.
+   */
+  private async untilQuiet(): Promise<void> {
+    for (;;) {
+      const left = this.holdingMail > 0 ? this.quietMs : this.lastHeldMailEnd + this.quietMs - Date.now();
+      if (left <= 0) return;
+      await sleep(Math.min(left, 100));
+    }
+  }
+
+  /**
+   * Until no downstream outage is in progress and the last one has been over for the gap; then
+   * takes the turn (counted before anything else can look, so two waiting never both start).
+   */
+  private async downstreamTurn(): Promise<void> {
+    for (;;) {
+      const left = this.downstreamDown > 0 ? 50 : this.lastDownstreamEnd + (this.d.downstreamGapMs ?? 0) - Date.now();
+      if (left <= 0) {
+        this.downstreamDown++;
+        return;
+      }
+      await sleep(Math.min(left, 50));
+    }
+  }
+
+  private beginQuiet(f: PlannedFault) {
+    if (this.quietEnds.size === 0) this.quietSince = Date.now();
+    const ended = new Promise<void>((resolve) =>
+      this.quietEnds.set(f, () => {
+        this.quietEnds.delete(f);
+        if (this.quietEnds.size === 0) this.quietSince = undefined;
+        resolve();
+      }),
+    );
+    this.quiet = Promise.all([this.quiet, ended]);
+  }
+
   /** Waits for the faults in progress or queued (and cancels any not yet due). */
   async settle(): Promise<void> {
     for (const t of this.timers) clearTimeout(t);
+    // An isolated outage cancelled before it was due ends its quiet now: what waits for it goes.
+    for (const [f, end] of [...this.quietEnds]) if (!this.done.some((d) => d.kind === f.kind && d.at === f.at)) end();
     while (this.running.size) await Promise.all([...this.running]);
   }
 
@@ -126,7 +209,18 @@ export class FaultInjector {
 
   private async inject(f: PlannedFault, target: string, waitedMs: number): Promise<void> {
     const startedAt = Date.now();
-    const { detail, evidence } = await this.run(f);
+    const holds = holdsMailUp(f);
+    if (holds) this.holdingMail++;
+    const { detail, evidence } = await this.run(f).finally(() => {
+      // Its turn was taken in downstreamTurn().
+      if (DOWNSTREAM_OUTAGES.has(f.kind)) {
+        this.downstreamDown--;
+        this.lastDownstreamEnd = Date.now();
+      }
+      if (!holds) return;
+      this.holdingMail--;
+      this.lastHeldMailEnd = Date.now();
+    });
     const fault: InjectedFault = { ...f, target, startedAt, endedAt: Date.now(), detail, evidence, waitedMs };
     this.done.push(fault);
     const waited =

@@ -1,5 +1,6 @@
 import type { ForgeryKind } from '../events/observed.ts';
 import type { Rng } from '../rng.ts';
+import { QUIET_MS } from './injector.ts';
 import type { PlannedFault } from './types.ts';
 
 /*
@@ -48,6 +49,8 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
         kind: 'nats-outage',
         at: when(0.08, NODES_RESTART_BY),
         downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)),
+        // The first and every third one after it: the email pace is judged on these alone.
+        ...(i % ISOLATE_EVERY === 0 && d >= ISOLATING_RUN_MS ? { isolated: true } : {}),
       });
     }
     // Drawn after the events faults above, so those stay the same for a seed.
@@ -80,6 +83,18 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
 }
 
 const FORGERIES: ForgeryKind[] = ['unknown-booking', 'wrong-amount'];
+
+/**
+ * Which NATS outages are isolated (the injector keeps the faults that hold mail up away from them,
+ * for the length of the email-pace comparison either side): one in three, so the holds (about 50 s
+ * each) leave most of the run to the faults as drawn.
+ */
+const ISOLATE_EVERY = 3;
+/**
+ * The shortest run with isolated outages: ten quiets. In a shorter one the quiet before and after
+ * an outage would hold back most of its faults until the load is over.
+ */
+export const ISOLATING_RUN_MS = 10 * QUIET_MS;
 
 /**
  * The share of the load by which every NATS node restart (an outage, a node kill or wipe) is due;

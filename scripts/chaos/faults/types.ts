@@ -29,6 +29,8 @@ export interface PlannedFault {
   /** Which NATS node (nats-node-kill, nats-node-wipe): the leader of the stream (kill) or of the group (wipe), or node `node`. */
   leader?: boolean;
   node?: number;
+  /** A NATS outage the injector keeps apart from the faults that hold mail up by themselves (fault-kinds.ts). */
+  isolated?: boolean;
 }
 
 export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
@@ -72,6 +74,8 @@ export interface InjectorDeps {
   };
   /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
   downstreamGapMs?: number;
+  /** How long before an isolated NATS outage and after it nothing that holds mail up starts (default injector.ts QUIET_MS). */
+  quietMs?: number;
   log(line: string): void;
   /** How long to wait for terminated backends to disappear from pg_stat_activity (default 3 s). */
   backendGoneTimeoutMs?: number;

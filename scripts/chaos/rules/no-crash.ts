@@ -8,7 +8,8 @@ import { checkResult, type CheckResult } from '../checks.ts';
 const NATS_REFUSAL_SLACK_MS = 5_000;
 
 /**
- * Rule: no process crashed on its own. The allowed exits: a worker restarted while Postgres is
+ * Rule: no process crashed on its own, PostgreSQL's backends included (read from its log:
+ * ../postgres-crashes.ts). The allowed exits: a worker restarted while Postgres is
  * down refuses to start (exit 1, "cannot reach the database"); the earnings consumer started
  * while nats-server is down (a NATS outage with evidence, or just after one) refuses to start
  * (exit 1, "cannot reach NATS"). Their manager starts them again.
