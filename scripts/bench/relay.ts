@@ -7,7 +7,8 @@ import { realpathSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { onceJetStreamAnswers } from '../../src/events/connection.ts';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
@@ -123,8 +124,8 @@ export async function startNatsServer(): Promise<{ url: string; stop(): Promise<
 
 /**
  * Three nats-server -js processes as one JetStream cluster on free ports, each with a fresh store;
- * resolves once the cluster has elected its leader (the JetStream API answers). stop() removes
- * the stores. Debian's nats-server 2.9 cannot flush every write (no sync_interval): this measures
+ * resolves once the cluster's leader knows all three (a stream at three replicas can be placed).
+ * stop() removes the stores. Debian's nats-server 2.9 cannot flush every write (no sync_interval): this measures
  * replication, not fsync.
  */
 export async function startNatsCluster(): Promise<{ url: string; stop(): Promise<void> }> {
@@ -168,6 +169,12 @@ export async function startNatsCluster(): Promise<{ url: string; stop(): Promise
           await sleep(500);
         }
       }
+      // A leader answers before it knows every node: a stream at three replicas waits for all three.
+      await onceJetStreamAnswers('a stream placed on all three nodes', async () => {
+        const jsm = await jetstreamManager(nc, { timeout: 1000 });
+        await jsm.streams.add({ name: 'PLACEMENT', subjects: ['placement'], num_replicas: 3, storage: StorageType.Memory });
+        await jsm.streams.delete('PLACEMENT');
+      });
     } finally {
       await nc.close();
     }

@@ -10,16 +10,17 @@ import { createDatabase, type Database } from '../../src/db/client.ts';
 import { createWebhookSender } from '../../src/webhooks/delivery/sender.ts';
 import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { newSecret } from '../../src/webhooks/secret.ts';
+import { startNodeProcess } from '../lib/processes.ts';
 import { percentile, round } from './lib/stats.ts';
 
 /*
  * Webhooks, two figures:
  *   - throughput: COUNT deliveries, written before the clock starts, sent by the worker's webhook
  *     sender (its defaults: 32 in flight, 4 per endpoint, 8 per host) to ENDPOINTS endpoints of one
- *     local receiver that answers 204 at once; deliveries/s from the first claim to the last
- *     recorded attempt, one process. Two ways in the same run: kept-alive connections (the
- *     default) and a new connection per attempt (WEBHOOK_KEEP_ALIVE=false, the sender before
- *     keep-alive). Compared with our no-op outbox drain (the run's `drain` section) as a ratio:
+ *     local receiver that answers 204 at once (in a process of its own, as a receiver is);
+ *     deliveries/s from the first claim to the last recorded attempt, one sender process. Two
+ *     ways in the same run: kept-alive connections (the default) and a new connection per attempt
+ *     (WEBHOOK_KEEP_ALIVE=false, the sender before keep-alive). Compared with our no-op outbox drain (the run's `drain` section) as a ratio:
  *     the cost of an HTTP POST, its signature and its recorded attempt over a bare outbox message.
  *   - isolation: a healthy endpoint's delivery latency (booking event recorded → request received),
  *     p50/p99 over RATE events a second for SECONDS, once alone and once beside an endpoint of the
@@ -46,10 +47,9 @@ export function benchConfig(databaseUrl: string, env: Record<string, string> = {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
 }
 
-/** A local receiver: answers 204 at once, or never (`hang`); calls `onRequest` with each body. */
+/** A local receiver in this process (the latency figures: its clock is the bench's): answers 204 at once, or never (`hang`); calls `onRequest` with each body. */
 async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: number) => void }) {
   const open = new Set<http.ServerResponse>();
-  let connections = 0;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -59,13 +59,10 @@ async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: n
       else res.writeHead(204).end();
     });
   });
-  server.on('connection', () => void connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     inFlight: () => open.size,
-    /** Connections opened so far. */
-    connections: () => connections,
     async close() {
       for (const r of open) r.destroy();
       server.closeAllConnections();
@@ -131,10 +128,31 @@ async function backlog(db: Database, hostId: string, endpointIds: string[], coun
   );
 }
 
+/** The no-op receiver in a process of its own (./webhook-sink.ts): its URL, and on close the connections it saw. */
+async function sinkProcess() {
+  let port = 0;
+  let connections = 0;
+  const sink = startNodeProcess({
+    entry: 'scripts/bench/webhook-sink.ts',
+    env: process.env,
+    onLine: (line) => {
+      const [word, value] = line.split(' ');
+      if (word === 'listening') port = Number(value);
+      if (word === 'connections') connections = Number(value);
+    },
+  });
+  await sink.waitForOutput('listening', 30_000);
+  let closed: Promise<number> | undefined;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    close: (): Promise<number> => (closed ??= sink.stop().then(() => connections)),
+  };
+}
+
 /** `env`: the sender's settings (WEBHOOK_KEEP_ALIVE, the concurrencies) over its defaults. */
 export async function webhookThroughput(databaseUrl: string, count: number, env: Record<string, string> = {}, endpoints = 8) {
   const db = createDatabase(databaseUrl, { max: 8, applicationName: 'bench-webhooks' });
-  const sink = await receiver({});
+  const sink = await sinkProcess();
   try {
     const { hostId } = await reset(db);
     const ids = [];
@@ -152,7 +170,8 @@ export async function webhookThroughput(databaseUrl: string, count: number, env:
     await sender.stop(0);
     const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`);
     if (rows[0]!.n !== count) throw new Error(`webhook bench: ${rows[0]!.n} of ${count} deliveries succeeded`);
-    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds), connections: sink.connections() };
+    const connections = await sink.close();
+    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds), connections };
   } finally {
     await sink.close();
     await db.close();
