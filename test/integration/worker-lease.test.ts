@@ -138,7 +138,8 @@ describe('a prefetched message and its lease', () => {
     // not when the slot frees: by then another worker would have claimed it again, A's hand-back
     // (fenced on A's claim) would match nothing, and the attempt A's claim counted would stay
     // counted: enough of those and a message is dead-lettered without ever having run.
-    const LEASE_MS = 2_000;
+    // 4 s, as above: the first message must start with half its lease left, on a busy machine too.
+    const LEASE_MS = 4_000;
     const { runs, first, a, b, m1, m2 } = await slotHeldByA(LEASE_MS);
 
     const aDone = a.w.runOnce();

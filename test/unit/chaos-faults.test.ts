@@ -397,10 +397,17 @@ describe('one fault per target at a time', () => {
   });
 });
 
+/*
+ * The turn and the quiet are judged by when faults start, so their times are a few hundred ms
+ * apart: wide enough that a loaded machine's timer lag (tens of ms) cannot reorder them.
+ */
+const GAP = 400;
+const QUIET = 400;
+
 describe('the downstream turn', () => {
   it('an SMTP outage does not wait for a NATS outage that is still waiting for its target; the NATS outage keeps the gap after it', async () => {
     const d = deps({
-      downstreamGapMs: 100,
+      downstreamGapMs: GAP,
       events: {
         ...outagesAndConsumerKills()!,
         killNatsNode: async (_target, ms) => {
@@ -410,59 +417,59 @@ describe('the downstream turn', () => {
       },
     });
     const done = await inject(d, [
-      { kind: 'nats-node-kill', at: 0, downMs: 300, leader: false, node: 0 },
-      { kind: 'nats-outage', at: 10, downMs: 50 },
-      { kind: 'smtp-outage', at: 20, downMs: 50 },
+      { kind: 'nats-node-kill', at: 0, downMs: 3 * GAP, leader: false, node: 0 },
+      { kind: 'nats-outage', at: GAP / 10, downMs: GAP / 2 },
+      { kind: 'smtp-outage', at: GAP / 5, downMs: GAP / 2 },
     ]);
     const node = done.find((f) => f.kind === 'nats-node-kill')!;
     const nats = done.find((f) => f.kind === 'nats-outage')!;
     const smtp = done.find((f) => f.kind === 'smtp-outage')!;
     expect(done.every((f) => f.evidence)).toBe(true);
-    // Queued behind the outage, the SMTP outage would have started 100 ms after it, past 400 ms.
+    // Queued behind the outage, the SMTP outage would have started a gap after it, past 4 gaps.
     expect(smtp.startedAt).toBeLessThan(node.endedAt);
-    expect(smtp.waitedMs).toBeLessThan(50);
+    expect(smtp.waitedMs).toBeLessThan(GAP / 2);
     expect(nats.startedAt).toBeGreaterThanOrEqual(node.endedAt);
-    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(100);
+    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(GAP);
   });
 });
 
 describe('the quiet around an isolated NATS outage', () => {
   it('holds back the faults that hold mail up from before the outage until after it; the others go', async () => {
     const d = deps({
-      quietMs: 100,
+      quietMs: QUIET,
       events: outagesAndConsumerKills(),
     });
     const done = await inject(d, [
-      { kind: 'worker-kill', at: 150, downMs: 20, worker: 0 },
-      { kind: 'nats-outage', at: 200, downMs: 60, isolated: true },
-      { kind: 'api-kill', at: 220, downMs: 20 },
-      { kind: 'pg-terminate-workers', at: 250, downMs: 0 },
-      { kind: 'nats-outage', at: 300, downMs: 20 },
+      { kind: 'worker-kill', at: 1.5 * QUIET, downMs: QUIET / 5, worker: 0 },
+      { kind: 'nats-outage', at: 2 * QUIET, downMs: 0.6 * QUIET, isolated: true },
+      { kind: 'api-kill', at: 2.2 * QUIET, downMs: QUIET / 5 },
+      { kind: 'pg-terminate-workers', at: 2.5 * QUIET, downMs: 0 },
+      { kind: 'nats-outage', at: 3 * QUIET, downMs: QUIET / 5 },
     ]);
     const outage = done.find((f) => f.kind === 'nats-outage' && f.isolated)!;
     const held = done.filter((f) => ['worker-kill', 'pg-terminate-workers'].includes(f.kind) || (f.kind === 'nats-outage' && !f.isolated));
     expect(held).toHaveLength(3);
     // Due 50 ms before the outage (inside its quiet) or during it: started only once the quiet after it ended.
-    for (const f of held) expect(f.startedAt, f.kind).toBeGreaterThanOrEqual(outage.endedAt + 100);
-    // Released as far apart as they were due (not all at once): the kill was due 100 ms before the termination.
+    for (const f of held) expect(f.startedAt, f.kind).toBeGreaterThanOrEqual(outage.endedAt + QUIET);
+    // Released as far apart as they were due (not all at once): the kill was due a quiet before the termination.
     const at = (kind: string) => held.find((f) => f.kind === kind)!.startedAt;
-    expect(at('pg-terminate-workers') - at('worker-kill')).toBeGreaterThanOrEqual(90);
+    expect(at('pg-terminate-workers') - at('worker-kill')).toBeGreaterThanOrEqual(0.9 * QUIET);
     // An API kill does not hold mail up: it goes when due, in the middle of the outage.
     expect(done.find((f) => f.kind === 'api-kill')!.startedAt).toBeLessThan(outage.endedAt);
   });
 
   it('starts the isolated outage only once the faults already under way have been over for the quiet', async () => {
     // A kill queued behind its busy worker before the quiet began starts inside it: the outage waits for it.
-    const d = deps({ quietMs: 100, events: outagesAndConsumerKills() });
+    const d = deps({ quietMs: QUIET, events: outagesAndConsumerKills() });
     const done = await inject(d, [
-      { kind: 'worker-kill', at: 0, downMs: 150, worker: 0 },
-      { kind: 'worker-kill', at: 10, downMs: 150, worker: 0 },
-      { kind: 'nats-outage', at: 150, downMs: 30, isolated: true },
+      { kind: 'worker-kill', at: 0, downMs: 1.5 * QUIET, worker: 0 },
+      { kind: 'worker-kill', at: QUIET / 10, downMs: 1.5 * QUIET, worker: 0 },
+      { kind: 'nats-outage', at: 1.5 * QUIET, downMs: 0.3 * QUIET, isolated: true },
     ]);
     const outage = done.find((f) => f.kind === 'nats-outage')!;
     const lastKill = Math.max(...done.filter((f) => f.kind === 'worker-kill').map((f) => f.endedAt));
-    expect(lastKill).toBeGreaterThan(150);
-    expect(outage.startedAt).toBeGreaterThanOrEqual(lastKill + 100);
+    expect(lastKill).toBeGreaterThan(1.5 * QUIET);
+    expect(outage.startedAt).toBeGreaterThanOrEqual(lastKill + QUIET);
   });
 });
 
