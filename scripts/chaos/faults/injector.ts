@@ -211,17 +211,21 @@ export class FaultInjector {
     const startedAt = Date.now();
     const holds = holdsMailUp(f);
     if (holds) this.holdingMail++;
+    // One end time for the fault's record and for the gap and the quiet counted from it: read twice,
+    // the clock once moved a millisecond between, and a gap of 150 ms measured 149 in the record.
+    let endedAt = startedAt;
     const { detail, evidence } = await this.run(f).finally(() => {
+      endedAt = Date.now();
       // Its turn was taken in downstreamTurn().
       if (DOWNSTREAM_OUTAGES.has(f.kind)) {
         this.downstreamDown--;
-        this.lastDownstreamEnd = Date.now();
+        this.lastDownstreamEnd = endedAt;
       }
       if (!holds) return;
       this.holdingMail--;
-      this.lastHeldMailEnd = Date.now();
+      this.lastHeldMailEnd = endedAt;
     });
-    const fault: InjectedFault = { ...f, target, startedAt, endedAt: Date.now(), detail, evidence, waitedMs };
+    const fault: InjectedFault = { ...f, target, startedAt, endedAt, detail, evidence, waitedMs };
     this.done.push(fault);
     const waited =
       waitedMs > 50 ? `, waited ${waitedMs} ms for the target${DOWNSTREAM_OUTAGES.has(f.kind) ? ' or the other downstream' : ''}` : '';
