@@ -80,6 +80,14 @@ function outagesAndConsumerKills(): InjectorDeps['events'] {
   };
 }
 
+/*
+ * The downstreams' gap, the turn and the quiet are judged by when faults start, so their times
+ * are a few hundred ms apart: wide enough that a loaded machine's timer lag (tens of ms) cannot
+ * reorder them.
+ */
+const GAP = 400;
+const QUIET = 400;
+
 async function inject(d: InjectorDeps, plan: PlannedFault[]) {
   const injector = new FaultInjector(d);
   injector.start(plan);
@@ -375,20 +383,20 @@ describe('one fault per target at a time', () => {
 
   it("an SMTP outage and a NATS outage (the workers' two downstreams) are kept apart by the gap; a consumer kill waits for the NATS outage; other faults are not held up", async () => {
     const d = deps({
-      downstreamGapMs: 150,
+      downstreamGapMs: GAP,
       events: outagesAndConsumerKills(),
     });
     const done = await inject(d, [
-      { kind: 'smtp-outage', at: 0, downMs: 50 },
-      { kind: 'nats-outage', at: 10, downMs: 50 },
-      { kind: 'consumer-kill', at: 10, downMs: 20 },
-      { kind: 'api-kill', at: 10, downMs: 20 },
+      { kind: 'smtp-outage', at: 0, downMs: GAP / 2 },
+      { kind: 'nats-outage', at: GAP / 10, downMs: GAP / 2 },
+      { kind: 'consumer-kill', at: GAP / 10, downMs: GAP / 5 },
+      { kind: 'api-kill', at: GAP / 10, downMs: GAP / 5 },
     ]);
     const smtp = done.find((f) => f.kind === 'smtp-outage')!;
     const nats = done.find((f) => f.kind === 'nats-outage')!;
     const consumer = done.find((f) => f.kind === 'consumer-kill')!;
     const api = done.find((f) => f.kind === 'api-kill')!;
-    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(150);
+    expect(nats.startedAt - smtp.endedAt).toBeGreaterThanOrEqual(GAP);
     expect(nats.waitedMs).toBeGreaterThan(0);
     // The consumer cannot start without NATS: its kill comes after the outage, not during it.
     expect(consumer.startedAt).toBeGreaterThanOrEqual(nats.endedAt);
@@ -396,13 +404,6 @@ describe('one fault per target at a time', () => {
     expect(done.every((f) => f.evidence)).toBe(true);
   });
 });
-
-/*
- * The turn and the quiet are judged by when faults start, so their times are a few hundred ms
- * apart: wide enough that a loaded machine's timer lag (tens of ms) cannot reorder them.
- */
-const GAP = 400;
-const QUIET = 400;
 
 describe('the downstream turn', () => {
   it('an SMTP outage does not wait for a NATS outage that is still waiting for its target; the NATS outage keeps the gap after it', async () => {
