@@ -98,7 +98,7 @@ const envSchema = z.object({
   LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   /** The wait for a database connection a request let in now can expect (requests in flight, answered lately at what rate). */
   LOAD_SHED_READS_POOL_WAIT_MS: int(0, 60_000).default(100),
-  LOAD_SHED_WRITES_POOL_WAIT_MS: int(0, 60_000).default(500),
+  LOAD_SHED_WRITES_POOL_WAIT_MS: int(0, 60_000).default(250),
   /** PENDING outbox messages (the worker's backlog), sampled every LOAD_SHED_OUTBOX_CHECK_MS. */
   LOAD_SHED_READS_OUTBOX_PENDING: int(0).default(50_000),
   LOAD_SHED_WRITES_OUTBOX_PENDING: int(0).default(200_000),
