@@ -89,6 +89,13 @@ export interface BenchResults {
     /** The same, a new connection per attempt (WEBHOOK_KEEP_ALIVE=false); `keepAliveRatio`: kept-alive / this, medians. */
     throughputPerAttemptConnection: Repeated<{ perSecond: number; seconds: number }>;
     keepAliveRatio: number;
+    /**
+     * CPU µs per delivery during the run, each way: the sender's process, the receiver's (from
+     * its first request), PostgreSQL's (every process of the server, read from /proc; both left
+     * out off Linux). What bounds deliveries/s when the three share the machine's cores.
+     */
+    cpu?: Repeated<{ sender: number; receiver: number; postgres: number }>;
+    cpuPerAttemptConnection?: Repeated<{ sender: number; receiver: number; postgres: number }>;
     ratioToNoopDrain: number | null;
     isolation: Repeated<{ aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number }>;
   };

@@ -11,6 +11,7 @@ import { createWebhookSender } from '../../src/webhooks/delivery/sender.ts';
 import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { newSecret } from '../../src/webhooks/secret.ts';
 import { startNodeProcess } from '../lib/processes.ts';
+import { postmasterOf, serverCpuMicros } from './lib/cpu.ts';
 import { percentile, round } from './lib/stats.ts';
 
 /*
@@ -128,10 +129,11 @@ async function backlog(db: Database, hostId: string, endpointIds: string[], coun
   );
 }
 
-/** The no-op receiver in a process of its own (./webhook-sink.ts): its URL, and on close the connections it saw. */
+/** The no-op receiver in a process of its own (./webhook-sink.ts): its URL, and on close the connections it saw and its CPU µs. */
 async function sinkProcess() {
   let port = 0;
   let connections = 0;
+  let cpuMicros = 0;
   const sink = startNodeProcess({
     entry: 'scripts/bench/webhook-sink.ts',
     env: process.env,
@@ -139,17 +141,23 @@ async function sinkProcess() {
       const [word, value] = line.split(' ');
       if (word === 'listening') port = Number(value);
       if (word === 'connections') connections = Number(value);
+      if (word === 'cpu') cpuMicros = Number(value);
     },
   });
   await sink.waitForOutput('listening', 30_000);
-  let closed: Promise<number> | undefined;
+  let closed: Promise<{ connections: number; cpuMicros: number }> | undefined;
   return {
     url: `http://127.0.0.1:${port}/hook`,
-    close: (): Promise<number> => (closed ??= sink.stop().then(() => connections)),
+    close: () => (closed ??= sink.stop().then(() => ({ connections, cpuMicros }))),
   };
 }
 
-/** `env`: the sender's settings (WEBHOOK_KEEP_ALIVE, the concurrencies) over its defaults. */
+/**
+ * `env`: the sender's settings (WEBHOOK_KEEP_ALIVE, the concurrencies) over its defaults.
+ * `cpuMicrosPerDelivery`: what a delivery cost each side during the run: the sender (this
+ * process), the receiver (from its first request), PostgreSQL (every process of the server, from
+ * /proc: null off Linux).
+ */
 export async function webhookThroughput(databaseUrl: string, count: number, env: Record<string, string> = {}, endpoints = 8) {
   const db = createDatabase(databaseUrl, { max: 8, applicationName: 'bench-webhooks' });
   const sink = await sinkProcess();
@@ -164,14 +172,32 @@ export async function webhookThroughput(databaseUrl: string, count: number, env:
       config: benchConfig(databaseUrl, env),
       logger: pino({ level: 'warn' }),
     });
+    const { rows: backend } = await db.pool.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const postmaster = postmasterOf(backend[0]!.pid);
+    const serverCpuBefore = serverCpuMicros(postmaster);
+    const cpuBefore = process.cpuUsage();
     const started = performance.now();
     await sender.runUntilIdle();
     const seconds = (performance.now() - started) / 1000;
+    const senderCpu = process.cpuUsage(cpuBefore);
+    const serverCpuAfter = serverCpuMicros(postmaster);
     await sender.stop(0);
     const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`);
     if (rows[0]!.n !== count) throw new Error(`webhook bench: ${rows[0]!.n} of ${count} deliveries succeeded`);
-    const connections = await sink.close();
-    return { count, endpoints, seconds: round(seconds, 3), perSecond: Math.round(count / seconds), connections };
+    const receiver = await sink.close();
+    const perDelivery = (micros: number) => Math.round(micros / count);
+    return {
+      count,
+      endpoints,
+      seconds: round(seconds, 3),
+      perSecond: Math.round(count / seconds),
+      connections: receiver.connections,
+      cpuMicrosPerDelivery: {
+        sender: perDelivery(senderCpu.user + senderCpu.system),
+        receiver: perDelivery(receiver.cpuMicros),
+        postgres: serverCpuBefore === null || serverCpuAfter === null ? null : perDelivery(serverCpuAfter - serverCpuBefore),
+      },
+    };
   } finally {
     await sink.close();
     await db.close();

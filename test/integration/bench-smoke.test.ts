@@ -152,6 +152,14 @@ describe('npm run bench -- --smoke', () => {
       r.webhooks.throughput.median.perSecond / r.drain.configs.ours1.runs.median.perSecond,
       2,
     );
+    // …and what a delivery cost each side, read on Linux: the sender, the receiver, PostgreSQL.
+    if (process.platform === 'linux') {
+      for (const mode of ['cpu', 'cpuPerAttemptConnection']) {
+        for (const side of ['sender', 'receiver', 'postgres']) {
+          expect(finitePositive(r.webhooks[mode].median[side]), `webhooks ${mode} ${side}`).toBe(true);
+        }
+      }
+    }
     for (const k of ['aloneP50', 'aloneP99', 'besideP50', 'besideP99']) {
       expect(finitePositive(r.webhooks.isolation.median[k]), `webhooks ${k}`).toBe(true);
     }

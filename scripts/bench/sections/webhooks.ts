@@ -1,10 +1,12 @@
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { repeatOf, round, type Repeated } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
 import type { BenchResults } from '../results.ts';
 import { webhookIsolation, webhookThroughput } from '../webhooks.ts';
 
 type Throughput = { perSecond: number; seconds: number };
+/** CPU µs per delivery: the sender's process, the receiver's, PostgreSQL's (results.ts). */
+type Cpu = { sender: number; receiver: number; postgres: number };
 type Isolation = { aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number };
 
 /** Deliveries/s to a no-op receiver (kept-alive and a connection per attempt), and a healthy endpoint beside a hanging one. */
@@ -14,13 +16,17 @@ export const webhooksSection: BenchSection = {
     const throughput: Throughput[] = [];
     const isolation: Isolation[] = [];
     const perAttempt: Throughput[] = [];
+    const cpu: Cpu[] = [];
+    const cpuPerAttempt: Cpu[] = [];
     for (let r = 0; r < P.runs; r++) {
       // Kept-alive connections (the default) and a new connection per attempt, turn about.
       for (const keepAlive of r % 2 === 0 ? [true, false] : [false, true]) {
         const t = await webhookThroughput(await freshOurs(), P.webhookDeliveries, { WEBHOOK_KEEP_ALIVE: String(keepAlive) });
         (keepAlive ? throughput : perAttempt).push({ perSecond: t.perSecond, seconds: t.seconds });
+        const c = t.cpuMicrosPerDelivery;
+        if (c.postgres !== null) (keepAlive ? cpu : cpuPerAttempt).push({ sender: c.sender, receiver: c.receiver, postgres: c.postgres });
         log(
-          `   webhooks to a no-op receiver, ${keepAlive ? 'kept-alive connections' : 'a connection per attempt'}: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints, ${t.connections} connections)`,
+          `   webhooks to a no-op receiver, ${keepAlive ? 'kept-alive connections' : 'a connection per attempt'}: ${t.perSecond} deliveries/s (${t.seconds} s, ${t.endpoints} endpoints, ${t.connections} connections; CPU µs per delivery: sender ${c.sender}, receiver ${c.receiver}, PostgreSQL ${c.postgres ?? 'unknown'})`,
         );
       }
       const i = await webhookIsolation(await freshOurs(), { rate: P.webhookRate, seconds: P.webhookSeconds });
@@ -44,11 +50,17 @@ export const webhooksSection: BenchSection = {
         throughput: tp,
         throughputPerAttemptConnection: pa,
         keepAliveRatio: round(tp.median.perSecond / pa.median.perSecond, 3),
+        ...(cpu.length > 0 && cpuPerAttempt.length > 0 ? { cpu: repeatOf(cpu), cpuPerAttemptConnection: repeatOf(cpuPerAttempt) } : {}),
         ratioToNoopDrain: noop ? round(tp.median.perSecond / noop, 3) : null,
         isolation: repeatOf(isolation),
       },
     };
   },
+};
+
+const cpuCell = (c: Repeated<Cpu>) => {
+  const m = c.median;
+  return `${n(m.sender)} / ${n(m.receiver)} / ${n(m.postgres)} (${n(m.sender + m.receiver + m.postgres)} in all)`;
 };
 
 export function webhooksMarkdown(r: BenchResults): string[] {
@@ -68,6 +80,12 @@ export function webhooksMarkdown(r: BenchResults): string[] {
       ? [
           `| deliveries/s to a no-op receiver, a new connection per attempt | ${mm(w.throughputPerAttemptConnection, 'perSecond')} | ${runs(w.throughputPerAttemptConnection)} |`,
           `| kept-alive / a connection per attempt (medians) | ${x(w.keepAliveRatio)} | |`,
+        ]
+      : []),
+    ...(w.cpu && w.cpuPerAttemptConnection
+      ? [
+          `| CPU µs per delivery, kept-alive: sender / receiver / PostgreSQL | ${cpuCell(w.cpu)} | |`,
+          `| CPU µs per delivery, a connection per attempt: sender / receiver / PostgreSQL | ${cpuCell(w.cpuPerAttemptConnection)} | |`,
         ]
       : []),
     `| healthy endpoint p50 / p99, alone (ms) | ${mm(w.isolation, 'aloneP50', 1)} / ${mm(w.isolation, 'aloneP99', 1)} | ${w.isolation.runs.map((v) => `${n(v.aloneP99, 1)}`).join(', ')} (p99) |`,
