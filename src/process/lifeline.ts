@@ -1,4 +1,5 @@
 import { readFileSync, writeSync } from 'node:fs';
+import { procStat } from './proc-stat.ts';
 
 /*
  * A long-running process must stop gracefully when whoever started it goes away, however it was
@@ -43,16 +44,6 @@ export interface Ancestor {
   pid: number;
   /** /proc start time: tells our ancestor from a new process that reused its pid. */
   startTime?: string;
-}
-
-/** Fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses). */
-function procStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
 }
 
 function procComm(pid: number): string | undefined {

@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import os from 'node:os';
+import { procStat } from '../../../src/process/proc-stat.ts';
 
 /*
  * CPU time of a local PostgreSQL server, read from /proc (Linux only; null elsewhere): the
@@ -12,14 +13,8 @@ const TICK_MICROS = 1_000_000 / 100; // USER_HZ: 100 on every Linux the bench ru
 
 /** utime, stime, cutime, cstime of one process, in ticks; null when it is gone. */
 function times(pid: number): { ppid: number; own: number; reaped: number } | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name may hold spaces and parentheses: the fields start after its last ')'.
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(f[1]), own: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
-  } catch {
-    return null;
-  }
+  const f = procStat(pid);
+  return f ? { ppid: Number(f[1]), own: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) } : null;
 }
 
 /** The postmaster of the server a backend belongs to: the backend's parent. */
