@@ -32,7 +32,30 @@ export const MAX_RETENTION_DAYS = 36_500;
 /** The OTLP encodings this code is tested with (grpc would need the SDK's gRPC exporter, not shipped tested). */
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 
-const int = (min: number, max: number = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/*
+ * Bounds. Every duration has a ceiling well below what Node's timers take: a delay above 2^31-1 ms
+ * (24.8 days) is not an error there but a 1 ms timer, so an interval set too long would run
+ * continuously. Other ceilings are where a value stops making sense (a session of a year).
+ */
+const MINUTE = 60;
+const HOUR = 3600;
+const DAY = 86_400;
+/** A year of hours: the longest a session, a secret overlap or a disabling delay may be. */
+const YEAR_HOURS = 365 * 24;
+/** The longest timeout of a single wait (a request, a statement, a publish): 10 minutes. */
+const WAIT_MAX_MS = 600_000;
+
+/**
+ * Days a finished row is kept. 0 is refused, not read as "keep nothing": housekeeping would drop
+ * yesterday's outbox partition, messages a consumer may still be replaying, without a word.
+ */
+const retentionDays = z.coerce
+  .number()
+  .int()
+  .min(1, "must be at least 1 day (0 would delete yesterday's rows at the next housekeeping)")
+  .max(MAX_RETENTION_DAYS);
 
 const optionalUrl = z
   .string()
@@ -73,7 +96,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** auto: pretty on a terminal, JSON lines elsewhere. */
   LOG_FORMAT: z.enum(LOG_FORMATS).default('auto'),
-  BODY_LIMIT_BYTES: int(1024).default(64 * 1024),
+  BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(64 * 1024),
   CORS_ORIGINS: z
     .string()
     .default('')
@@ -83,8 +106,21 @@ const envSchema = z.object({
         .map((s) => s.trim())
         .filter(Boolean),
     ),
-  RATE_LIMIT_AUTH_PER_MINUTE: int(1).default(10),
+  RATE_LIMIT_AUTH_PER_MINUTE: int(1, 100_000).default(10),
   TRUST_PROXY: bool.default(false),
+
+  // --- slow clients (src/http/slow-clients.ts, ADR 0041): a client that stalls is cut off, so that
+  // it holds a socket for a bounded time and never a slot of admission control.
+  /** The whole request, headers and body, must arrive within this; else 408 and the socket closed. */
+  HTTP_REQUEST_TIMEOUT_MS: int(1000, 300_000).default(10_000),
+  /** The headers must arrive within this (at most HTTP_REQUEST_TIMEOUT_MS). */
+  HTTP_HEADERS_TIMEOUT_MS: int(500, 300_000).default(5_000),
+  /** An idle keep-alive connection is closed after this (above a load balancer's usual 60 s). */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(72_000),
+  /** Requests of one client address whose body is still arriving; past it, 429 and the socket closed. 0: no cap. */
+  HTTP_MAX_UPLOADS_PER_ADDRESS: int(0, 100_000).default(64),
+  /** /health and /metrics query on their own connections, off the busy pool: this bounds a connect and a statement. */
+  HEALTH_DB_TIMEOUT_MS: int(50, 10_000).default(500),
 
   // --- load shedding: refuse work early (503 overloaded + Retry-After) rather than queue it
   // (src/http/plugins/load-shedding.ts, ADR 0034). Reads (GET) are refused first, writes later;
@@ -100,44 +136,44 @@ const envSchema = z.object({
   LOAD_SHED_READS_POOL_WAIT_MS: int(0, 60_000).default(100),
   LOAD_SHED_WRITES_POOL_WAIT_MS: int(0, 60_000).default(250),
   /** PENDING outbox messages (the worker's backlog), sampled every LOAD_SHED_OUTBOX_CHECK_MS. */
-  LOAD_SHED_READS_OUTBOX_PENDING: int(0).default(50_000),
-  LOAD_SHED_WRITES_OUTBOX_PENDING: int(0).default(200_000),
+  LOAD_SHED_READS_OUTBOX_PENDING: int(0, 1_000_000_000).default(50_000),
+  LOAD_SHED_WRITES_OUTBOX_PENDING: int(0, 1_000_000_000).default(200_000),
   LOAD_SHED_OUTBOX_CHECK_MS: int(100, 600_000).default(5000),
 
   // --- business rules
   SERVICE_FEE_PERCENT: int(0, 100).default(12),
-  SESSION_TTL_HOURS: int(1).default(24 * 30),
-  IDEMPOTENCY_TTL_HOURS: int(1).default(24),
+  SESSION_TTL_HOURS: int(1, YEAR_HOURS).default(24 * 30),
+  IDEMPOTENCY_TTL_HOURS: int(1, YEAR_HOURS).default(24),
 
   // --- outbox worker
-  LEASE_SECONDS: int(1).default(60),
-  BACKOFF_BASE_SECONDS: z.coerce.number().positive().default(2),
-  BACKOFF_MAX_SECONDS: z.coerce.number().positive().default(256),
+  LEASE_SECONDS: int(1, DAY).default(60),
+  BACKOFF_BASE_SECONDS: z.coerce.number().positive().max(HOUR).default(2),
+  BACKOFF_MAX_SECONDS: z.coerce.number().positive().max(DAY).default(256),
   BACKOFF_JITTER: bool.default(true),
   MAX_ATTEMPTS: int(1, 100).default(8),
-  UNKNOWN_TOPIC_RECHECK_SECONDS: int(1).default(60),
-  POLL_INTERVAL_MS: int(10).default(1000),
+  UNKNOWN_TOPIC_RECHECK_SECONDS: int(1, DAY).default(60),
+  POLL_INTERVAL_MS: int(10, HOUR * 1000).default(1000),
   /** The first and smallest claim; a backlog doubles it, claim after claim, up to WORKER_MAX_BATCH_SIZE. */
   WORKER_BATCH_SIZE: int(1, 1000).default(20),
   WORKER_MAX_BATCH_SIZE: int(1, 10_000).default(1000),
   WORKER_CONCURRENCY: int(1, 256).default(8),
-  SHUTDOWN_TIMEOUT_SECONDS: int(1).default(30),
-  OUTBOX_RETENTION_DAYS: int(0, MAX_RETENTION_DAYS).default(7),
+  SHUTDOWN_TIMEOUT_SECONDS: int(1, HOUR).default(30),
+  OUTBOX_RETENTION_DAYS: retentionDays.default(7),
   /** How often the worker deletes old DONE messages, expired Idempotency-Keys and ended sessions. */
-  HOUSEKEEPING_INTERVAL_SECONDS: int(1).optional(),
+  HOUSEKEEPING_INTERVAL_SECONDS: int(1, DAY).optional(),
   /** The old name of HOUSEKEEPING_INTERVAL_SECONDS, still read (with a warning at start-up). */
-  OUTBOX_PURGE_INTERVAL_SECONDS: int(1).optional(),
+  OUTBOX_PURGE_INTERVAL_SECONDS: int(1, DAY).optional(),
   WORKER_METRICS_PORT: int(0, 65535).optional(),
 
   // --- mail
   SMTP_URL: optionalUrl.optional(),
-  SMTP_TIMEOUT_MS: int(100).default(10_000),
+  SMTP_TIMEOUT_MS: int(100, WAIT_MAX_MS).default(10_000),
   MAIL_DIR: z.string().default('var/mail'),
   MAIL_FROM: z.string().default('StayHub <no-reply@stayhub.test>'),
 
   // --- search index
   SEARCH_DATABASE_URL: optionalUrl.optional(),
-  SEARCH_STATEMENT_TIMEOUT_MS: int(10).default(2000),
+  SEARCH_STATEMENT_TIMEOUT_MS: int(10, WAIT_MAX_MS).default(2000),
   SEARCH_POOL_MAX: int(1, 100).default(4),
   /** How long a host's save waits for the direct index write before answering anyway (the worker repairs). */
   SEARCH_DIRECT_TIMEOUT_MS: int(0, 10_000).default(250),
@@ -163,25 +199,25 @@ const envSchema = z.object({
         .map((s) => s.trim())
         .filter(Boolean),
     ),
-  EVENTS_MAX_AGE_SECONDS: int(60).default(7 * 24 * 3600),
+  EVENTS_MAX_AGE_SECONDS: int(MINUTE, MAX_RETENTION_DAYS * DAY).default(7 * 24 * 3600),
   EVENTS_REPLICAS: int(1, 5).default(1),
   /** Unset: computed from the outbox's retry span (src/events/stream.ts). Set: must not be shorter. */
-  EVENTS_DUPLICATE_WINDOW_SECONDS: int(1).optional(),
+  EVENTS_DUPLICATE_WINDOW_SECONDS: int(1, 365 * DAY).optional(),
   /** The worker lowers the live stream's max age to EVENTS_MAX_AGE_SECONDS (drops older events at once); off: refused at start. */
   EVENTS_ALLOW_SHORTER_MAX_AGE: bool.default(false),
   /** How often the worker compares the live stream's settings with its own and brings them back. */
   EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS: int(1, 3600).default(30),
   /** How often the worker reconciles the stream with the outbox (src/events/reconcile.ts); 0 = never. */
   EVENTS_RECONCILE_INTERVAL_SECONDS: int(0, 86_400).default(300),
-  EVENTS_PUBLISH_TIMEOUT_MS: int(100).default(5000),
+  EVENTS_PUBLISH_TIMEOUT_MS: int(100, WAIT_MAX_MS).default(5000),
   /**
    * Relay: publishes out and no reply at all for this long, and NATS is taken to be hung (the
    * circuit opens before any timeout, src/events/circuit.ts). Capped at half the publish timeout.
    */
-  EVENTS_STALL_MS: int(50).default(500),
+  EVENTS_STALL_MS: int(50, WAIT_MAX_MS).default(500),
   /** Consumers: messages per pull, ack wait, deliveries before a consumer-side dead letter. */
   EVENTS_BATCH_SIZE: int(1, 1000).default(100),
-  EVENTS_ACK_WAIT_SECONDS: int(1).default(30),
+  EVENTS_ACK_WAIT_SECONDS: int(1, HOUR).default(30),
   EVENTS_MAX_DELIVER: int(1, 1000).default(5),
   /**
    * How often the earnings consumer audits its ledger against the outbox (src/events/earnings/audit.ts):
@@ -206,8 +242,11 @@ const envSchema = z.object({
     .transform((v, ctx) => {
       const parts = v.split(',').map((s) => s.trim());
       const delays = parts.map(Number);
-      if (parts.some((p) => !/^\d+(\.\d+)?$/.test(p)) || delays.some((d) => !(d > 0))) {
-        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of positive numbers of seconds' });
+      if (parts.length > 100 || parts.some((p) => !/^\d+(\.\d+)?$/.test(p)) || delays.some((d) => !(d > 0 && d <= 7 * DAY))) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be a comma-separated list of at most 100 numbers of seconds, each above 0 and at most 7 days (604800)',
+        });
         return z.NEVER;
       }
       return delays;
@@ -220,17 +259,22 @@ const envSchema = z.object({
   /** Deliveries in flight per endpoint per worker process: what one slow endpoint can hold. */
   WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 100).default(4),
   /** After a rotation, the old secret keeps signing beside the new one for this long. */
-  WEBHOOK_SECRET_OVERLAP_HOURS: z.coerce.number().min(0).default(24),
+  WEBHOOK_SECRET_OVERLAP_HOURS: z.coerce.number().min(0).max(YEAR_HOURS).default(24),
   /** An endpoint with nothing but failures for this long is disabled and its host emailed. */
-  WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
+  WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().positive().max(YEAR_HOURS).default(120),
   /** Development and tests only: lets endpoints point at loopback and private addresses. */
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default(false),
   /** Keep connections to endpoints open between attempts, per checked address (ADR 0036); false: a new connection per attempt. */
   WEBHOOK_KEEP_ALIVE: bool.default(true),
   /** Delivered and failed deliveries, their attempts and events are deleted after this many days. */
-  WEBHOOK_RETENTION_DAYS: int(1).default(30),
+  WEBHOOK_RETENTION_DAYS: int(1, MAX_RETENTION_DAYS).default(30),
   /** Deliveries in flight per host (all its endpoints together) per worker process: what one host's slow servers can hold. */
   WEBHOOK_HOST_CONCURRENCY: int(1, 1000).default(8),
+  /**
+   * Slots only a host with nothing in flight may take (per worker process; at most
+   * WEBHOOK_CONCURRENCY - 1 take effect): other hosts' hanging endpoints cannot fill them (ADR 0040).
+   */
+  WEBHOOK_IDLE_OWNER_SLOTS: int(0, 256).default(4),
   /** Endpoints one host may register. */
   WEBHOOK_MAX_ENDPOINTS_PER_HOST: int(1, 1000).default(10),
   /** Test events, retries and recovers a host may ask for per minute (each its own budget; a burst of as many). */
@@ -254,6 +298,8 @@ const envSchema = z.object({
     }),
   /** Send each webhook request with the delivery's `traceparent`/`tracestate` (when tracing is on); off: hosts see none. */
   WEBHOOK_TRACE_CONTEXT: bool.default(true),
+  /** The longest a webhook portal link may work (minutes); a host asks for less, 60 by default. */
+  WEBHOOK_PORTAL_LINK_MAX_MINUTES: int(5, 10_080).default(1440),
 
   // --- tracing (OpenTelemetry; docs/observability.md). The SDK reads these itself; they are
   // checked here so a typo fails at start like any other setting. No exporter: tracing is off.
@@ -334,15 +380,28 @@ function shedThresholdsInverted(e: Env): string[] {
     .map(([r, w]) => `${r}: must be above 0 and at most ${w} (${e[w]}), so reads are refused before writes`);
 }
 
+/**
+ * `NAME=` (or blanks) is read as unset, so it gets the default. Left in, an empty value is coerced
+ * to 0 (`PORT=` listened on a random port, `SERVICE_FEE_PERCENT=` charged no fee) or to an empty
+ * name, and a line a person meant to fill in later silently changes behaviour.
+ */
+function withoutEmptyValues(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([, v]) => v === undefined || v.trim() !== ''));
+}
+
 /** Parses the environment; throws one ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = envSchema.safeParse(env);
+  const parsed = envSchema.safeParse(withoutEmptyValues(env));
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
   }
   const { OUTBOX_PURGE_INTERVAL_SECONDS: oldInterval, ...e } = parsed.data;
   const inverted = shedThresholdsInverted(e);
   if (inverted.length) throw new ConfigError(inverted);
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+    // Node refuses it too, but only once the server is made: say so with the other settings.
+    throw new ConfigError([`HTTP_HEADERS_TIMEOUT_MS: must be at most HTTP_REQUEST_TIMEOUT_MS (${e.HTTP_REQUEST_TIMEOUT_MS})`]);
+  }
   const databaseUrl = e.DATABASE_URL ?? defaultDatabaseUrl(e.EMBEDDED_PG_PORT);
   const deprecations: string[] = [];
   if (oldInterval !== undefined) {
