@@ -134,10 +134,12 @@ export async function createBooking(
     // The booking and its event: the event is written by the booking's own INSERT statement (one
     // round trip), and exists exactly when the booking does; COMMIT is withTransaction's, below.
     const event = bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`);
-    // Grouped by host: one host's flood of work takes turns with the others' (ADR 0033).
+    // Grouped by host, owned by the guest who books: one host's flood of work takes turns with the
+    // others' (ADR 0033), and so does one guest's, however many hosts it books (ADR 0039).
     const inserted = await insertWithEvent(tx, repo.bookingInsert(values), 'booking.created', event, {
       key: values.publicId,
       group: host.publicId,
+      owner: guest.publicId,
     });
     const booking = inserted && repo.toBookingRow(inserted);
     if (!booking) {
@@ -187,7 +189,8 @@ export async function cancelBooking(deps: BookingDeps, user: UserRow, publicId: 
         ...bookingEventPayload(updated, `booking-cancelled:${booking.publicId}`),
         cancelledBy: v.guest.id === user.id ? 'guest' : 'host',
       },
-      { key: booking.publicId, group: v.host.publicId },
+      // Owned by whoever cancels (the guest or the host): their cancellations take turns with others' (ADR 0039).
+      { key: booking.publicId, group: v.host.publicId, owner: user.publicId },
     );
     return toBookingResponse(updated);
   });

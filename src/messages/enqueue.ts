@@ -10,7 +10,7 @@ import { priorityOf, TOPICS, type PayloadOf, type TopicName } from './topics.ts'
  * transaction and the wake-up, is the outbox's (src/outbox/enqueue.ts).
  */
 
-/** `key` orders a key's messages; `group` makes groups take turns in the claim (src/outbox/enqueue.ts). */
+/** `key` orders a key's messages; `group` and `owner` make groups and owners take turns in the claim (src/outbox/enqueue.ts). */
 export type EnqueueOptions = Omit<outbox.EnqueueOptions, 'priority'>;
 
 /** Writes an event of a known topic into the outbox, inside `tx`; never commits. */

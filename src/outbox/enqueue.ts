@@ -13,11 +13,16 @@ import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
  *   not given. The outbox knows no topic's meaning: only that a higher number is claimed first.
  * - `group`: whose work it is (for the application, an owner's public id), as the caller passes
  *   it; groups take turns in the claim, so one group's flood does not hold back another's
- *   messages. The outbox knows no owner either: a group is a string.
- * - `turn`, not an option: outbox_turn(group, priority) (migrations/0014_fair_claim_order.sql), in
- *   the same statement as the INSERT: the later of the head of the priority's queue and the
- *   group's latest turn + 1. Two index probes, no lock, no counter row that writers would queue
- *   on: a producer of one group never waits for another, nor for itself beyond its own transaction.
+ *   messages. The outbox knows no host either: a group is a string.
+ * - `owner`: who caused it (for the application, the public id of the account whose action wrote
+ *   it), above the group: owners take turns too, so one owner writing through many groups (a guest
+ *   booking the properties of 2,400 hosts) does not hold back another owner's messages (ADR 0039).
+ *   Not given: the group is its own owner, as before owners existed.
+ * - `turn`, not an option: outbox_turn(group, owner, priority) (migrations/0015_turns_per_owner.sql),
+ *   in the same statement as the INSERT: the latest of the head of the priority's queue, the
+ *   group's latest turn + 1 and the owner's latest turn + 1. Three index probes, no lock, no counter
+ *   row that writers would queue on: a producer never waits for another, nor for itself beyond its
+ *   own transaction.
  *
  * Rows written without a turn (the bench's and tests' bulk inserts, lane messages, anything written
  * by SQL of its own) are claimed oldest first beside the turns, as every message was before.
@@ -25,6 +30,7 @@ import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 export interface EnqueueOptions {
   key?: string;
   group?: string;
+  owner?: string;
   priority?: number;
 }
 
@@ -67,6 +73,7 @@ export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: Enq
   const snapshot = JSON.stringify(payload);
   const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
   const group = opts.group ?? null;
+  const owner = ownerOf(opts);
   const priority = opts.priority ?? 0;
   const trace = activeTraceContext();
   const [traceColumns, traceValues] = trace
@@ -74,9 +81,9 @@ export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: Enq
     : [sql``, sql``];
   const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
     with ins as (
-      insert into outbox (topic, payload, key, priority, group_id, turn${traceColumns})
-      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${priority}, ${group},
-              outbox_turn(${group}::text, ${priority}::int)${traceValues})
+      insert into outbox (topic, payload, key, priority, group_id, owner_id, turn${traceColumns})
+      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${priority}, ${group}, ${owner},
+              outbox_turn(${group}::text, ${owner}::text, ${priority}::int)${traceValues})
       returning id, public_id, topic
     )
     select id, public_id, topic ${notifyInside} from ins`);
@@ -116,10 +123,15 @@ export async function insertWithEvent(
   const snapshot = JSON.stringify(payload);
   const notifyInside = wakesInside(tx, topic);
   const trace = activeTraceContext();
-  const values = [...insert.values, topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null];
+  const values = [...insert.values, topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
   if (trace) values.push(trace.traceparent, trace.tracestate);
   const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
   return row;
+}
+
+/** The owner a message is written with: the one given, or its group (a group is then its own owner). */
+function ownerOf(opts: EnqueueOptions): string | null {
+  return opts.owner ?? opts.group ?? null;
 }
 
 const withEventStatements = new Map<string, Statement>();
@@ -134,12 +146,13 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: bo
   if (!s) {
     const n = insert.values.length;
     const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', e.topic) from e) as notified` : '';
-    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 6}, $${n + 7}`] : ['', ''];
+    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 7}, $${n + 8}`] : ['', ''];
     s = statement(
       name,
       `with r as (${insert.text}),
-            e as (insert into outbox (topic, payload, key, priority, group_id, turn${traceColumns})
-                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}, $${n + 4}::int, $${n + 5}::text, outbox_turn($${n + 5}::text, $${n + 4}::int)${traceValues} from r
+            e as (insert into outbox (topic, payload, key, priority, group_id, owner_id, turn${traceColumns})
+                  select $${n + 1}, $${n + 2}::jsonb, $${n + 3}, $${n + 4}::int, $${n + 5}::text, $${n + 6}::text,
+                         outbox_turn($${n + 5}::text, $${n + 6}::text, $${n + 4}::int)${traceValues} from r
                   returning topic)
        select r.*${notify} from r`,
     );

@@ -95,13 +95,21 @@ export const outbox = pgTable(
      */
     groupId: text('group_id'),
     /**
-     * A first delivery's place in its priority (src/outbox/turns.ts): the group's previous turn + 1,
-     * or the turn at the head of the queue if that is later; so a flooding group's messages are
-     * spread out and another group's next message lands near the head. Null once the message
+     * A first delivery's place in its priority (outbox_turn, migrations/0015): the latest of the
+     * turn at the head of the queue, the group's previous turn + 1 and the owner's previous turn + 1;
+     * so a flooding group's or owner's messages are spread out and another's next message lands
+     * near the head. Null once the message
      * failed, was postponed or handed to a lane, and for rows written without one: available_at
      * then orders it, oldest first.
      */
     turn: bigint('turn', { mode: 'number' }),
+    /**
+     * Who caused it, for fairness above the group: the account whose action wrote it (the guest
+     * who booked, whoever cancelled, the host who edited), as enqueue was given it, or its group.
+     * An owner's messages take turns with other owners' (`turn`) however many groups they are in
+     * (ADR 0039). Null: no owner (rows written without one, or by the release before).
+     */
+    ownerId: text('owner_id'),
   },
   (t) => [
     check('outbox_status_check', sql`${t.status} in ('PENDING', 'DONE', 'DEAD')`),
@@ -122,10 +130,14 @@ export const outbox = pgTable(
     index('outbox_pending_turn_idx')
       .on(t.priority.desc(), t.turn, t.id)
       .where(sql`status = 'PENDING' and turn is not null`),
-    /* A group's last turn in a priority, read by enqueue (src/outbox/turns.ts): one probe. */
+    /* A group's last turn in a priority, read by enqueue (outbox_turn, migrations/0014 and 0015): one probe. */
     index('outbox_group_turn_idx')
       .on(t.groupId, t.priority, t.turn)
       .where(sql`status = 'PENDING' and turn is not null and group_id is not null`),
+    /* An owner's last turn in a priority, read by enqueue (outbox_turn, migrations/0015): one probe. */
+    index('outbox_owner_turn_idx')
+      .on(t.ownerId, t.priority, t.turn)
+      .where(sql`status = 'PENDING' and turn is not null and owner_id is not null`),
     /*
      * Per-key ordering: "is an older message of this key still pending?" is one probe here, over
      * that key's live rows. Partial on the check's own words (`not in ('DONE', 'DEAD')`), so a DONE
