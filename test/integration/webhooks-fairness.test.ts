@@ -68,6 +68,34 @@ describe('fairness between hosts', () => {
     expect(hanging.received).toHaveLength(8);
   });
 
+  it("ten hosts with ten hanging endpoints each leave slots for another host's first attempt", async () => {
+    // Each host under its own cap (8), together more than the 32 slots: 10 × 8 = 80.
+    const hanging = await receiver(() => ({ hang: true }));
+    const owners = await Promise.all(Array.from({ length: 10 }, (_, i) => signUp(t.app, 'host', `Owner ${i}`)));
+    for (const [i, owner] of owners.entries()) {
+      const property = (await listProperty(t.app, owner)).id;
+      for (let e = 0; e < 10; e++) await register(owner, `${hanging.url}/${i}/${e}`);
+      for (let b = 0; b < 5; b++) expect(await bookingEvent(property)).toBe(10);
+    }
+    const sender = startSender({ WEBHOOK_TIMEOUT_MS: '15000' });
+    // Every slot they may take, held: 32 less the 4 kept for hosts with nothing in flight.
+    await waitFor(async () => hanging.received.length >= 28, 10_000, 'the hanging endpoints to hold their slots');
+    const held = sender.events.slots();
+    expect(held).toMatchObject({ inFlight: 28, ownersInFlight: 10, ownersAtCap: 0 });
+    // Spread between them, fewest in flight first: 2 or 3 each, not four hosts at 8.
+    expect(held.topOwners[0]).toBe(3);
+
+    const quiet = await signUp(t.app, 'host', 'Quinn Quiet');
+    const healthy = await receiver();
+    await register(quiet, healthy.url);
+    const sent = Date.now();
+    expect(await bookingEvent((await listProperty(t.app, quiet)).id)).toBe(1);
+    await waitFor(async () => healthy.received.length === 1, 5_000, "the quiet host's delivery");
+    // Behind the others' hanging attempts it would have waited for their 15 s timeouts, or longer.
+    expect(healthy.received[0]!.at - sent).toBeLessThan(5_000);
+    expect(hanging.received).toHaveLength(28);
+  });
+
   it('refuses an endpoint past WEBHOOK_MAX_ENDPOINTS_PER_HOST with a 409 naming the cap', async () => {
     const host = await signUp(t.app, 'host');
     for (let i = 0; i < 10; i++) await register(host, `https://hooks.example.test/${i}`);

@@ -30,8 +30,16 @@ export interface AttemptEvent {
   durationMs: number;
 }
 
+/** An attempt taking its slot: how long its delivery had been due (claim and local queue), for metrics. */
+export interface StartEvent {
+  /** The attempt's number in its round: 1 is a delivery's first. */
+  attempt: number;
+  waitMs: number;
+}
+
 export interface WebhookSenderEvents {
   attempt: [AttemptEvent];
+  started: [StartEvent];
 }
 
 export type AttemptConfig = Pick<

@@ -38,6 +38,11 @@ export interface ClaimedDelivery {
  *    A host's hanging endpoints, however many, hold at most its own room, and its backlog cannot
  *    push another host's first due delivery out of a claim: they cost that host, not the others
  *    (docs/adr/0030-webhook-slots-shared-between-hosts.md). Within a turn the oldest due goes first.
+ * 4. newcomers: a host (the owner of the endpoints) holding nothing claimed in this process has its
+ *    first due delivery taken before every other, and with `newcomersOnly` (the claim-ahead room
+ *    spent by other hosts' backlogs) only such first deliveries are taken: a quiet host's delivery
+ *    reaches the local queue, and a slot kept for it, without waiting for the others' timeouts
+ *    (docs/adr/0040-webhook-slots-fair-between-owners.md).
  *
  * FOR UPDATE SKIP LOCKED makes claims of several worker processes disjoint; the claim moves
  * next_attempt_at to the lease deadline, so a worker killed mid-attempt leaves a delivery that is
@@ -54,6 +59,8 @@ capacity as (
    where e.enabled
      -- a host with no room left is not probed at all
      and e.host_id not in (select host_id from host_busy where n >= $6::int)
+     -- nor, when only newcomers may be claimed, a host holding anything
+     and not ($9::boolean and e.host_id in (select host_id from host_busy))
 ),
 due as (
   select d.id, d.next_attempt_at, c.host_id
@@ -69,12 +76,16 @@ due as (
 turns as (
   select due.id, due.next_attempt_at,
          row_number() over (partition by due.host_id order by due.next_attempt_at, due.id) as turn,
-         $6::int - coalesce(host_busy.n, 0) as host_room
+         $6::int - coalesce(host_busy.n, 0) as host_room,
+         host_busy.n is null as idle_host
     from due
     left join host_busy on host_busy.host_id = due.host_id
 ),
 chosen as (
-  select id from turns where turn <= host_room order by turn, next_attempt_at, id limit $4
+  select id from turns
+   where turn <= host_room and (not $9::boolean or turn = 1)
+   order by (idle_host and turn = 1) desc, turn, next_attempt_at, id
+   limit $4
 ),
 locked as (
   select w.id, w.next_attempt_at as due_at
@@ -110,6 +121,8 @@ export async function claimDeliveries(
     claimed: ReadonlyMap<number, number>;
     hostClaimed: ReadonlyMap<number, number>;
     leaseSeconds: number;
+    /** Only the first due delivery of hosts holding nothing claimed (the claim-ahead room is spent). */
+    newcomersOnly?: boolean;
   },
 ): Promise<ClaimedDelivery[]> {
   if (opts.limit <= 0) return [];
@@ -143,6 +156,7 @@ export async function claimDeliveries(
       opts.perHost,
       hostBusy.map(([id]) => id),
       hostBusy.map(([, n]) => n),
+      opts.newcomersOnly ?? false,
     ],
   });
   return rows.map((r) => ({

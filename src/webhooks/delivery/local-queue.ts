@@ -15,6 +15,27 @@ export interface SlotLimits {
   perHost: number;
   /** How many times its slots the sender may hold claimed, in flight and queued (slots.ts CLAIM_AHEAD). */
   claimAhead: number;
+  /**
+   * WEBHOOK_IDLE_OWNER_SLOTS: slots only an owner with nothing in flight may take, so that a quiet
+   * owner's delivery starts at once while other owners' hanging endpoints hold the rest (0: none).
+   */
+  idleOwnerSlots?: number;
+}
+
+/** Who holds the slots, for the worker's metrics: counts, never owner ids (src/metrics/worker-metrics.ts). */
+export interface SlotStats {
+  slots: number;
+  inFlight: number;
+  queued: number;
+  /** Owners with an attempt in flight; of them, those at WEBHOOK_HOST_CONCURRENCY. */
+  ownersInFlight: number;
+  ownersAtCap: number;
+  /** Owners with a delivery queued and none of theirs in flight: waiting for a first slot. */
+  ownersWaiting: number;
+  /** Slots held by the owners holding the most, largest first (at most five). */
+  topOwners: number[];
+  /** How long the longest-waiting queued delivery has been due, ms (0 when none is queued). */
+  longestQueuedMs: number;
 }
 
 const bump = (m: Map<number, number>, key: number, by: number) => {
@@ -34,9 +55,13 @@ const bump = (m: Map<number, number>, key: number, by: number) => {
  * What a claim may take is counted here (`claimed`), what may start is decided here (`next`):
  *   - an attempt starts only in a free slot, below its endpoint's and its host's in-flight caps,
  *     exactly as when the claim started them itself;
- *   - hosts take turns: `next` serves the host after the one it served last that has a delivery
- *     it may start, oldest due first within a host; a host's queued deliveries wait for its own
- *     slots and never for another host's;
+ *   - owners (the host accounts that own the endpoints) share the slots fairly: `next` serves,
+ *     among the owners that may start something, the one with the fewest attempts in flight, and
+ *     among those the one served longest ago (turns), oldest due first within an owner; so a slot
+ *     that frees goes to an owner waiting for its first attempt before anyone's second;
+ *   - the last `idleOwnerSlots` free slots are kept for owners with nothing in flight: owners whose
+ *     endpoints hang cannot fill them, and a quiet owner's first attempt starts at once instead of
+ *     after the others' timeouts (docs/adr/0040-webhook-slots-fair-between-owners.md);
  *   - a queued delivery whose lease no longer covers an attempt is not started (`expired`): the
  *     sender gives it back to the table.
  */
@@ -74,25 +99,59 @@ export class LocalQueue {
 
   /** The next delivery that may start now, marked in flight; undefined when none may. */
   next(): ClaimedDelivery | undefined {
-    if (this.sending >= this.limits.slots) return undefined;
+    const free = this.limits.slots - this.sending;
+    if (free <= 0) return undefined;
+    const reserved = Math.min(this.limits.idleOwnerSlots ?? 0, this.limits.slots - 1);
+    let best = -1;
+    let bestAt = -1;
+    let bestHeld = Infinity;
     for (let i = 0; i < this.turns.length; i++) {
       const host = this.turns[i]!;
-      if ((this.hostInFlight.get(host) ?? 0) >= this.limits.perHost) continue;
-      const list = this.byHost.get(host)!;
-      const at = list.findIndex((q) => (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint);
+      const held = this.hostInFlight.get(host) ?? 0;
+      // Fewest in flight first: an owner already holding as few as the best found cannot do better.
+      if (held >= bestHeld || held >= this.limits.perHost) continue;
+      if (held > 0 && free <= reserved) continue; // the reserved slots are for owners with nothing in flight
+      const at = this.byHost.get(host)!.findIndex((q) => (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint);
       if (at < 0) continue;
-      const [q] = list.splice(at, 1);
-      // This host goes to the back of the turns: the others are served before it again.
-      this.turns.splice(i, 1);
-      if (list.length > 0) this.turns.push(host);
-      else this.byHost.delete(host);
-      this.queued--;
-      bump(this.inFlight, q!.d.endpointId, 1);
-      bump(this.hostInFlight, host, 1);
-      this.sending++;
-      return q!.d;
+      best = i;
+      bestAt = at;
+      bestHeld = held;
+      if (held === 0) break;
     }
-    return undefined;
+    if (best < 0) return undefined;
+    const host = this.turns[best]!;
+    const list = this.byHost.get(host)!;
+    const [q] = list.splice(bestAt, 1);
+    // This owner goes to the back of the turns: the others are served before it again.
+    this.turns.splice(best, 1);
+    if (list.length > 0) this.turns.push(host);
+    else this.byHost.delete(host);
+    this.queued--;
+    bump(this.inFlight, q!.d.endpointId, 1);
+    bump(this.hostInFlight, host, 1);
+    this.sending++;
+    return q!.d;
+  }
+
+  /** Who holds the slots now (metrics). */
+  stats(now = Date.now()): SlotStats {
+    const held = [...this.hostInFlight.values()].sort((a, b) => b - a);
+    let waiting = 0;
+    let oldestDue = Infinity;
+    for (const [host, list] of this.byHost) {
+      if (!this.hostInFlight.has(host)) waiting++;
+      for (const q of list) oldestDue = Math.min(oldestDue, q.d.dueAt);
+    }
+    return {
+      slots: this.limits.slots,
+      inFlight: this.sending,
+      queued: this.queued,
+      ownersInFlight: held.length,
+      ownersAtCap: held.filter((n) => n >= this.limits.perHost).length,
+      ownersWaiting: waiting,
+      topOwners: held.slice(0, 5),
+      longestQueuedMs: oldestDue === Infinity ? 0 : Math.max(0, now - oldestDue),
+    };
   }
 
   /** Its HTTP exchange is over (a failure: and recorded): the slot, and its endpoint's and host's share, are free. */
@@ -130,5 +189,14 @@ export class LocalQueue {
   /** Deliveries a claim may take now: the free slots, and the next round beyond them. */
   claimRoom(): number {
     return this.limits.slots * this.limits.claimAhead - this.sending - this.queued;
+  }
+
+  /**
+   * First deliveries of owners holding nothing claimed that a claim may take even when claimRoom()
+   * is spent: other owners' backlogs fill the claim-ahead room, and a quiet owner's delivery must
+   * still reach the queue to take a reserved slot. Bounded at one more round of slots.
+   */
+  newcomerRoom(): number {
+    return Math.min(this.limits.slots, this.limits.slots * (this.limits.claimAhead + 1) - this.sending - this.queued);
   }
 }

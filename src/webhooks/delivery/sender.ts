@@ -9,6 +9,7 @@ import type { Network } from '../address-policy.ts';
 import { tracedAttempt, type AttemptDeps, type WebhookSenderEvents } from './attempt.ts';
 import { ConnectionPool } from './connections.ts';
 import { recordSuccesses, type Success } from './record.ts';
+import type { SlotStats } from './local-queue.ts';
 import { SenderSlots } from './slots.ts';
 
 export interface WebhookSender {
@@ -19,7 +20,8 @@ export interface WebhookSender {
   stop(graceMs?: number): Promise<void>;
   /** Sends what is due until nothing is (tests, `--until-empty`): resolves when a claim finds nothing and nothing is in flight. */
   runUntilIdle(): Promise<void>;
-  readonly events: EventEmitter<WebhookSenderEvents>;
+  /** Its attempts as they start and end, and who holds its slots now (the worker's metrics). */
+  readonly events: EventEmitter<WebhookSenderEvents> & { slots(): SlotStats };
 }
 
 export type SenderConfig = Pick<
@@ -34,6 +36,7 @@ export type SenderConfig = Pick<
   | 'WEBHOOK_KEEP_ALIVE'
   | 'WEBHOOK_EXTRA_PORTS'
   | 'WEBHOOK_HOST_CONCURRENCY'
+  | 'WEBHOOK_IDLE_OWNER_SLOTS'
   | 'WEBHOOK_ATTEMPTS_KEPT'
   | 'POLL_INTERVAL_MS'
   | 'WEBHOOK_TRACE_CONTEXT'
@@ -66,7 +69,7 @@ interface SenderDeps {
 export function createWebhookSender(deps: SenderDeps): WebhookSender {
   const { config } = deps;
   const log = deps.logger.child({ component: 'webhooks' });
-  const events = new EventEmitter<WebhookSenderEvents>();
+  const events = Object.assign(new EventEmitter<WebhookSenderEvents>(), { slots: (): SlotStats => slots.stats() });
   const abort = new AbortController();
   setMaxListeners(config.WEBHOOK_CONCURRENCY + 10, abort.signal); // one listener per attempt in flight
   // Kept-alive connections per checked address, for this sender's life (connections.ts).
@@ -76,7 +79,10 @@ export function createWebhookSender(deps: SenderDeps): WebhookSender {
   let wake = () => {};
   const slots = new SenderSlots(
     { ...deps, log },
-    (d, release) => tracedAttempt(attemptDeps, d, release),
+    (d, release) => {
+      events.emit('started', { attempt: d.attempt, waitMs: Math.max(0, Date.now() - d.dueAt) });
+      return tracedAttempt(attemptDeps, d, release);
+    },
     () => wake(),
   );
   const loop = claimLoop(slots, config.POLL_INTERVAL_MS, log);

@@ -3,7 +3,7 @@ import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
 import type { AttemptDone } from './attempt.ts';
 import { claimDeliveries, unclaimDeliveries, type ClaimedDelivery } from './claim.ts';
-import { LocalQueue } from './local-queue.ts';
+import { LocalQueue, type SlotStats } from './local-queue.ts';
 
 /*
  * What may be held claimed, in multiples of the in-flight caps (measured at 2, 4 and 8:
@@ -18,7 +18,12 @@ export const CLAIM_AHEAD = { endpoint: 2, host: 8 } as const;
 
 type SlotsConfig = Pick<
   Config,
-  'WEBHOOK_CONCURRENCY' | 'WEBHOOK_ENDPOINT_CONCURRENCY' | 'WEBHOOK_HOST_CONCURRENCY' | 'WEBHOOK_TIMEOUT_MS' | 'WEBHOOK_CONNECT_TIMEOUT_MS'
+  | 'WEBHOOK_CONCURRENCY'
+  | 'WEBHOOK_ENDPOINT_CONCURRENCY'
+  | 'WEBHOOK_HOST_CONCURRENCY'
+  | 'WEBHOOK_IDLE_OWNER_SLOTS'
+  | 'WEBHOOK_TIMEOUT_MS'
+  | 'WEBHOOK_CONNECT_TIMEOUT_MS'
 >;
 
 type Attempt = (d: ClaimedDelivery, release: () => void) => Promise<AttemptDone>;
@@ -63,6 +68,7 @@ export class SenderSlots {
       perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
       perHost: config.WEBHOOK_HOST_CONCURRENCY,
       claimAhead: CLAIM_AHEAD.host,
+      idleOwnerSlots: config.WEBHOOK_IDLE_OWNER_SLOTS,
     });
     this.attemptMs = config.WEBHOOK_TIMEOUT_MS + config.WEBHOOK_CONNECT_TIMEOUT_MS;
     this.leaseSeconds = Math.ceil((2 * this.attemptMs) / 1000) + 30;
@@ -73,9 +79,14 @@ export class SenderSlots {
     return this.running.size > 0 || this.queue.queued > 0;
   }
 
-  /** Room for a claim: slots free, or what comes after them not queued yet. */
+  /** Room for a claim: slots free, or what comes after them not queued yet, or a quiet owner's first delivery. */
   canClaim(): boolean {
-    return !this.closed && this.queue.claimRoom() > 0;
+    return !this.closed && (this.queue.claimRoom() > 0 || this.queue.newcomerRoom() > 0);
+  }
+
+  /** Who holds the slots (the worker's metrics). */
+  stats(): SlotStats {
+    return this.queue.stats();
   }
 
   nextChange(): Promise<void> {
@@ -85,7 +96,11 @@ export class SenderSlots {
   /** One claim for the room there is; starts what may start; returns how many deliveries it claimed. */
   async claimOnce(): Promise<number> {
     this.startReady();
-    const limit = this.queue.claimRoom();
+    // The claim-ahead room spent by others' backlogs: still claim the first delivery of owners
+    // holding nothing here, for the slots kept for them.
+    const room = this.queue.claimRoom();
+    const newcomersOnly = room <= 0;
+    const limit = newcomersOnly ? this.queue.newcomerRoom() : room;
     if (this.closed || limit <= 0) return 0;
     const { config, pool } = this.deps;
     const claimedAt = performance.now();
@@ -96,6 +111,7 @@ export class SenderSlots {
       claimed: this.queue.claimedByEndpoint,
       hostClaimed: this.queue.claimedByHost,
       leaseSeconds: this.leaseSeconds,
+      newcomersOnly,
     });
     if (this.closed) {
       await this.giveBack(claimed);
