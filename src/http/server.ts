@@ -1,4 +1,5 @@
 import { createDatabase } from '../db/client.ts';
+import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { createDirectIndexer } from '../search/direct-index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { buildApp } from './app.ts';
@@ -22,6 +23,14 @@ export const apiCommand: Command = {
   usage: USAGE,
   longRunning: true,
   async run({ config, logger, stopRequested }) {
+    // Named statements need the session DATABASE_POOLER promises (src/db/pooler-probe.ts).
+    await refuseUndeclaredTransactionPooler({
+      process: 'the API',
+      connectionString: config.DATABASE_URL,
+      pooler: config.DATABASE_POOLER,
+      fix: 'Set DATABASE_POOLER=transaction, or connect the API to PostgreSQL directly',
+      log: logger,
+    });
     const db = createDatabase(config.DATABASE_URL, {
       max: config.DB_POOL_MAX,
       applicationName: 'stayhub-api',

@@ -44,9 +44,20 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  * They are sent with SET once the connection is open, not as the `options` startup parameter: a
  * pooler in between (PgBouncer) refuses that parameter (08P01 "unsupported startup parameter"), or,
  * told to ignore it, drops the settings without a word. Then they are read back, in a statement of
- * their own, and a connection where they did not hold is refused with ClaimSettingsError: a
- * transaction-mode pooler can send the next statement to another server connection, where none of
- * this holds, so the claim needs a session (PostgreSQL itself, or a session-mode pool).
+ * their own, with the backend that answered, and a connection where they did not hold, or that
+ * moved to another backend, is refused with ClaimSettingsError: a transaction-mode pooler can send
+ * the next statement to another server connection, where none of this holds, so the claim needs a
+ * session (PostgreSQL itself, or a session-mode pool). That read-back is a backstop, not the guard:
+ * a quiet PgBouncer hands a client back the server connection it just released, so both
+ * statements land on one backend and the check passes, while the settings stay on a connection
+ * the pooler then lends to others. The worker refuses such a pooler at start instead
+ * (src/db/pooler-probe.ts).
+ *
+ * Whatever it set, the connection resets (DISCARD ALL) before it is given up: closed with the
+ * worker, or dropped after a failure. Directly on PostgreSQL the session dies with the connection
+ * anyway; through a pool the server connection lives on, and a pool whose server_reset_query is
+ * empty would lend it on with asynchronous commit and the planner switches still set, and with the
+ * claim's named statement already prepared.
  */
 export const CLAIM_SESSION_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
   enable_seqscan: 'off',
@@ -80,22 +91,50 @@ export class ClaimSettingsError extends Error {
 }
 
 /**
- * Sets the claim's session settings on `client` and reads them back in a second statement (so a
- * pooler that moved the session between the two is caught too). Throws ClaimSettingsError when
- * any did not hold.
+ * Sets the claim's session settings on `client` and reads them back in a second statement, with
+ * the backend each ran on (so a pooler that moved the session between the two is caught too).
+ * Throws ClaimSettingsError when any did not hold.
  */
 export async function applyClaimSettings(client: pg.ClientBase): Promise<void> {
-  await client.query(CLAIM_SET_STATEMENT);
+  const set = (await client.query(`${CLAIM_SET_STATEMENT}; select pg_backend_pid() as pid`)) as unknown as pg.QueryResult<{
+    pid: number;
+  }>[];
+  const setOn = String(set.at(-1)!.rows[0]!.pid);
   const names = Object.keys(CLAIM_SESSION_SETTINGS);
   const { rows } = await client.query<{ name: string; value: string }>(
-    'select name, current_setting(name) as value from unnest($1::text[]) as name',
+    `select name, current_setting(name) as value from unnest($1::text[]) as name
+     union all select 'backend', pg_backend_pid()::text`,
     [names],
   );
   const have = new Map(rows.map((r) => [r.name, r.value]));
-  const differences = names
-    .filter((name) => have.get(name) !== CLAIM_SESSION_SETTINGS[name])
-    .map((name) => ({ name, have: have.get(name) ?? '(missing)', want: CLAIM_SESSION_SETTINGS[name]! }));
+  const want: Record<string, string> = { ...CLAIM_SESSION_SETTINGS, backend: setOn };
+  const differences = Object.keys(want)
+    .filter((name) => have.get(name) !== want[name])
+    .map((name) => ({ name, have: have.get(name) ?? '(missing)', want: want[name]! }));
   if (differences.length > 0) throw new ClaimSettingsError(differences);
+}
+
+/** How long the reset before giving a connection up may take: a broken one fails at once, a hung one must not hold the worker. */
+const RESET_TIMEOUT_MS = 2_000;
+
+/**
+ * Takes back every session setting and prepared statement of `client` (see above). False when it
+ * could not: the connection is broken or hung, and its caller drops it either way.
+ */
+export async function resetClaimSession(client: pg.ClientBase): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), RESET_TIMEOUT_MS)));
+  try {
+    return await Promise.race([
+      client.query('discard all').then(
+        () => true,
+        () => false,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -151,6 +190,7 @@ export class ClaimConnection {
       return await claimOn(client, opts);
     } catch (err) {
       failure = err instanceof Error ? err : new Error(String(err));
+      await resetClaimSession(client);
       throw err;
     } finally {
       client.release(failure);
@@ -176,11 +216,17 @@ export class ClaimConnection {
     return pool;
   }
 
-  /** Closes the connection (a later claim opens a new one). */
+  /** Resets and closes the connection (a later claim opens a new one). */
   async close(): Promise<void> {
     const pool = this.pool;
     this.pool = undefined;
-    await pool?.end();
+    if (!pool) return;
+    if (pool.idleCount > 0) {
+      const client = await pool.connect();
+      const reset = await resetClaimSession(client);
+      client.release(reset ? undefined : new Error('the claim connection could not be reset'));
+    }
+    await pool.end();
   }
 }
 

@@ -1,5 +1,6 @@
 import { ConfigError } from '../config.ts';
 import { refuseTransactionPooler } from '../db/pooler.ts';
+import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { startStreamWatch, type StreamWatch } from '../events/stream-watch.ts';
 import { resolveLogFormat } from '../logger.ts';
 import type { Handler } from '../messages/handler.ts';
@@ -68,6 +69,14 @@ async function drainOutbox(ctx: CommandContext, extraHandlers?: ExtraHandlers): 
   if (config.DATABASE_POOLER === 'transaction') {
     throw new ConfigError([refuseTransactionPooler('the worker', 'its claim and LISTEN need a session')]);
   }
+  // …and so is a transaction-mode pooler the setting does not admit to (src/db/pooler-probe.ts).
+  await refuseUndeclaredTransactionPooler({
+    process: 'the worker',
+    connectionString: config.DATABASE_URL,
+    pooler: config.DATABASE_POOLER,
+    fix: 'Connect the worker to PostgreSQL directly (DATABASE_POOLER=none) or through a session-mode pool (DATABASE_POOLER=session)',
+    log: logger,
+  });
   const resources = openWorkerResources(config, logger, concurrency, extraHandlers);
   try {
     if (modes[0] === 'list-topics') return listTopics(resources.registry, ctx);
