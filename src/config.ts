@@ -1,6 +1,19 @@
 import { z } from 'zod';
 import { applyEnvFile } from './env-file.ts';
-import { parseNatsServers } from './events/nats-url.ts';
+import {
+  bool,
+  DAY,
+  HOUR,
+  int,
+  MAX_RETENTION_DAYS,
+  MINUTE,
+  natsUrl,
+  optionalUrl,
+  retentionDays,
+  WAIT_MAX_MS,
+  withoutEmptyValues,
+  YEAR_HOURS,
+} from './config-fields.ts';
 import { LOG_FORMATS } from './logger.ts';
 import { POOLERS } from './db/pooler.ts';
 
@@ -18,68 +31,13 @@ export const EMBEDDED_DEFAULTS = {
   database: 'stayhub',
 } as const;
 
+export { MAX_RETENTION_DAYS };
+
 export const defaultDatabaseUrl = (port: number = EMBEDDED_DEFAULTS.port) =>
   `postgres://${EMBEDDED_DEFAULTS.user}:${EMBEDDED_DEFAULTS.password}@127.0.0.1:${port}/${EMBEDDED_DEFAULTS.database}`;
 
-const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off']).transform((v) => ['true', '1', 'yes', 'on'].includes(v));
-
-/**
- * A century: older than any row can be. Beyond some millions of days the cut-off is a date out of
- * range ("Invalid time value"), so OUTBOX_RETENTION_DAYS and `outbox:purge --days` stop here.
- */
-export const MAX_RETENTION_DAYS = 36_500;
-
 /** The OTLP encodings this code is tested with (grpc would need the SDK's gRPC exporter, not shipped tested). */
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
-
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
-
-/*
- * Bounds. Every duration has a ceiling well below what Node's timers take: a delay above 2^31-1 ms
- * (24.8 days) is not an error there but a 1 ms timer, so an interval set too long would run
- * continuously. Other ceilings are where a value stops making sense (a session of a year).
- */
-const MINUTE = 60;
-const HOUR = 3600;
-const DAY = 86_400;
-/** A year of hours: the longest a session, a secret overlap or a disabling delay may be. */
-const YEAR_HOURS = 365 * 24;
-/** The longest timeout of a single wait (a request, a statement, a publish): 10 minutes. */
-const WAIT_MAX_MS = 600_000;
-
-/**
- * Days a finished row is kept. 0 is refused, not read as "keep nothing": housekeeping would drop
- * yesterday's outbox partition, messages a consumer may still be replaying, without a word.
- */
-const retentionDays = z.coerce
-  .number()
-  .int()
-  .min(1, "must be at least 1 day (0 would delete yesterday's rows at the next housekeeping)")
-  .max(MAX_RETENTION_DAYS);
-
-const optionalUrl = z
-  .string()
-  .trim()
-  .transform((v) => (v === '' ? undefined : v))
-  .pipe(z.string().url().optional());
-
-/**
- * NATS_URL: one server or a cluster's, comma-separated, each nats:// or tls:// (src/events/nats-url.ts).
- * Kept as written (the client reads it through the same parser); an issue never repeats the value,
- * which may hold a password.
- */
-const natsUrl = z
-  .string()
-  .trim()
-  .transform((v) => (v === '' ? undefined : v))
-  .superRefine((v, ctx) => {
-    if (v === undefined) return;
-    try {
-      parseNatsServers(v);
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    }
-  });
 
 const envSchema = z.object({
   // --- database
@@ -324,6 +282,8 @@ const envSchema = z.object({
     .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
     .optional(),
   OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  /** A request's own traceparent/tracestate become its parent and decide its sampling; off: a new trace, the caller's span a link (ADR 0044). */
+  OTEL_TRUST_INCOMING_TRACE: bool.default(false),
 });
 
 /**
@@ -378,15 +338,6 @@ function shedThresholdsInverted(e: Env): string[] {
   return pairs
     .filter(([r, w]) => e[w] > 0 && (e[r] === 0 || e[r] > e[w]))
     .map(([r, w]) => `${r}: must be above 0 and at most ${w} (${e[w]}), so reads are refused before writes`);
-}
-
-/**
- * `NAME=` (or blanks) is read as unset, so it gets the default. Left in, an empty value is coerced
- * to 0 (`PORT=` listened on a random port, `SERVICE_FEE_PERCENT=` charged no fee) or to an empty
- * name, and a line a person meant to fill in later silently changes behaviour.
- */
-function withoutEmptyValues(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(env).filter(([, v]) => v === undefined || v.trim() !== ''));
 }
 
 /** Parses the environment; throws one ConfigError naming every bad variable. */
