@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { createDatabase } from './client.ts';
+import { checkMigrationOrder } from './migration-order.ts';
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
@@ -15,14 +16,17 @@ const MIGRATION_LOCK_ID = 727_001;
  * outbox's partitions for the days ahead are made (outbox_ensure_partitions, a function of the
  * migrations; src/outbox/partitions.ts says why), so every process
  * that starts (API, worker) leaves the outbox writable for a week, whatever else runs.
+ * Under the lock, and before drizzle runs, the journal's order is checked against what the database
+ * has applied (src/db/migration-order.ts): a migration drizzle would skip is refused, not skipped.
  */
-export async function runMigrations(databaseUrl: string): Promise<void> {
+export async function runMigrations(databaseUrl: string, migrationsDir: string = MIGRATIONS_DIR): Promise<void> {
   const database = createDatabase(databaseUrl, { max: 2, applicationName: 'stayhub-migrate' });
   const client = await database.pool.connect();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {
-      await migrate(database.db, { migrationsFolder: MIGRATIONS_DIR });
+      await checkMigrationOrder(client, migrationsDir);
+      await migrate(database.db, { migrationsFolder: migrationsDir });
       await database.pool.query('select outbox_ensure_partitions()');
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
