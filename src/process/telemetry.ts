@@ -21,6 +21,7 @@ type TraceSettings = Pick<
   | 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
   | 'OTEL_EXPORTER_OTLP_PROTOCOL'
   | 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+  | 'OTEL_TRUST_INCOMING_TRACE'
 >;
 
 /** True when an exporter is set (and it is not `none`). */
@@ -48,7 +49,10 @@ export function describeTraceDestination(config: TraceSettings): string | undefi
 export async function startProcessTelemetry(config: TraceSettings, name: string): Promise<ProcessTelemetry | undefined> {
   if (!tracingRequested(config)) return undefined;
   const { startTelemetry } = await import('../telemetry/sdk.ts');
-  const telemetry = startTelemetry({ serviceName: `stayhub-${name.replace(/[^A-Za-z0-9-]+/g, '-')}` });
+  const telemetry = startTelemetry({
+    serviceName: `stayhub-${name.replace(/[^A-Za-z0-9-]+/g, '-')}`,
+    trustIncomingTrace: config.OTEL_TRUST_INCOMING_TRACE,
+  });
   return {
     async shutdown() {
       let timer: NodeJS.Timeout | undefined;

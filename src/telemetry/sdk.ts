@@ -7,6 +7,7 @@ import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace';
 import pg from 'pg';
+import { callerLink, EdgePropagator } from './edge.ts';
 import { setTracingOn } from './tracing.ts';
 
 /*
@@ -26,6 +27,10 @@ import { setTracingOn } from './tracing.ts';
  * - outbound HTTP: @opentelemetry/instrumentation-http, client spans only (Fastify's span serves
  *   the requests we answer), with `traceparent` in the request: the webhook sender's POSTs.
  *
+ * Trace context from outside (edge.ts): a request is the root of a new trace, the caller's span a
+ * link on it, unless `trustIncomingTrace`; no tracestate goes out. OTEL_PROPAGATORS is not read:
+ * the propagator is part of that rule.
+ *
  * Their require hook patches a module as it is first loaded, and an entry point (ESM, its imports
  * hoisted) has loaded pg and http before its runMain starts the SDK. So the modules already loaded
  * are handed to each instrumentation's own patch functions (getModuleDefinitions: what the hook
@@ -38,6 +43,8 @@ export interface TelemetryOptions {
   /** Tests: where spans go instead of OTEL_TRACES_EXPORTER's exporter (an in-memory one). */
   spanProcessors?: SpanProcessor[];
   sampler?: Sampler;
+  /** OTEL_TRUST_INCOMING_TRACE: a request's `traceparent`/`tracestate` become its parent (and decide its sampling). */
+  trustIncomingTrace?: boolean;
 }
 
 export interface Telemetry {
@@ -49,13 +56,18 @@ export interface Telemetry {
 const UNTRACED_ROUTES = new Set(['/health', '/metrics']);
 
 export function startTelemetry(opts: TelemetryOptions): Telemetry {
+  const trustIncoming = opts.trustIncomingTrace ?? false;
   const instrumentations = [
     new FastifyOtelInstrumentation({
       registerOnInitialization: true,
       // A span per request and per route handler; one per hook (helmet, CORS, auth…) would triple them.
       instrumentHooks: false,
       ignorePaths: (route) => UNTRACED_ROUTES.has(route.url),
-      requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`),
+      requestHook: (span, request) => {
+        span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`);
+        const caller = trustIncoming ? undefined : callerLink(request.headers);
+        if (caller) span.addLink(caller);
+      },
     }),
     new PgInstrumentation({ requireParentSpan: true }),
     new HttpInstrumentation({ disableIncomingRequestInstrumentation: true }),
@@ -65,6 +77,7 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
     instrumentations,
     spanProcessors: opts.spanProcessors,
     sampler: opts.sampler,
+    textMapPropagator: new EdgePropagator(trustIncoming),
     // Not the SDK's: Prometheus serves the metrics and pino writes the logs (their default would be OTLP).
     metricReaders: [],
     logRecordProcessors: [],
