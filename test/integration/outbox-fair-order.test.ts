@@ -1,21 +1,24 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { sql } from 'drizzle-orm';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { withTransaction } from '../../src/db/transaction.ts';
-import { type ClaimedMessage } from '../../src/outbox/claim.ts';
+import { CLAIM_SQL, type ClaimedMessage } from '../../src/outbox/claim.ts';
 import { ClaimConnection, connectClaimClient, explainClaim } from '../../src/outbox/claim-connection.ts';
 import { enqueue } from '../../src/messages/enqueue.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import * as settle from '../../src/outbox/settle.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { bookingPayload, captureLogger, testHandler, workerConfig } from '../helpers/worker.ts';
+import { bookingPayload, captureLogger, insertMessages, sleep, testHandler, workerConfig } from '../helpers/worker.ts';
 
 /*
- * The claim's order (ADR 0033): priorities per topic, turns between groups, and per-key order
- * held whatever that order is. Messages are written by the real enqueue (their priority from
- * TOPIC_PRIORITY, their turn from outbox_turn) and claimed by the worker's claim statement.
+ * The claim's order (ADR 0033, 0039): priorities per topic, turns between groups and between
+ * owners, and per-key order held whatever that order is. Messages are written by the real enqueue
+ * (their priority from TOPIC_PRIORITY, their turn from outbox_turn) and claimed by the worker's
+ * claim statement. The claims run with a lock_timeout (the test database's): a claim that waited
+ * for another claim's row locks instead of skipping them fails with a lock-timeout error.
  */
 
 let tdb: TestDatabase;
@@ -53,9 +56,26 @@ async function propertyChanges(group: string, count: number, perTransaction = 10
   return ids;
 }
 
-async function bookingCreated(group: string): Promise<string> {
+async function bookingCreated(group: string, owner?: string): Promise<string> {
   const payload = bookingPayload();
-  return withTransaction(tdb.db, async (tx) => (await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group })).publicId);
+  return withTransaction(
+    tdb.db,
+    async (tx) => (await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group, owner })).publicId,
+  );
+}
+
+/** `count` confirmations of `owner`'s, each for a host of its own (a group of one message), `perTransaction` to a transaction. */
+async function bookingsAcrossHosts(owner: string, count: number, perTransaction = 100): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (let i = 0; i < count; i += perTransaction) {
+    await withTransaction(tdb.db, async (tx) => {
+      for (let j = i; j < Math.min(count, i + perTransaction); j++) {
+        const payload = bookingPayload();
+        ids.add((await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group: `${owner}-host-${j}`, owner })).publicId);
+      }
+    });
+  }
+  return ids;
 }
 
 describe('priorities', () => {
@@ -159,6 +179,115 @@ describe('turns between groups', () => {
       await c.end();
     }
   });
+});
+
+describe('turns between owners', () => {
+  it("claims a quiet owner's message in the next claim, after 2,400 single-message groups of one owner", async () => {
+    const flood = await bookingsAcrossHosts('guest-flood', 2400);
+    const quiet = await bookingCreated('host-quiet', 'guest-quiet');
+
+    // Each flood message is the only one of its group: by groups alone all 2,400 and the quiet one
+    // shared the head's turn, and the quiet one, written last, came last.
+    const { rows } = await tdb.db.execute<{ turns: number }>(
+      sql`select count(distinct turn)::int as turns from outbox where group_id like 'guest-flood-host-%'`,
+    );
+    expect(rows[0]!.turns).toBe(2400);
+    const first = await claim(20);
+    expect(first.map((m) => m.publicId)).toContain(quiet);
+    expect(first.filter((m) => flood.has(m.publicId))).toHaveLength(19);
+  });
+
+  it("a group's messages stay one turn apart whoever owns them, and a group names its own owner by default", async () => {
+    // One host booked by 300 guests: the group spaces them out, as before owners.
+    for (let i = 0; i < 300; i++) await bookingCreated('host-popular', `guest-${i}`);
+    const other = await bookingCreated('host-other', 'guest-other');
+    expect((await claim(10)).map((m) => m.publicId)).toContain(other);
+
+    // Without an owner, the group is the owner.
+    await propertyChanges('host-edits', 1);
+    const { rows } = await tdb.db.execute<{ owner_id: string | null }>(sql`select owner_id from outbox where group_id = 'host-edits'`);
+    expect(rows).toEqual([{ owner_id: 'host-edits' }]);
+  });
+
+  it("hands a quiet owner's confirmations to the real worker within 2 s of their commit, beside 2,400 single-message groups of one owner", async () => {
+    const HANDLER_MS = 25; // 8 slots: about 320 a second, so the flood alone takes 7 s or more
+    const QUIET = 30;
+    await bookingsAcrossHosts('guest-flood', 2400);
+
+    const { logger } = captureLogger('warn');
+    const w = createWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { WORKER_CONCURRENCY: '8', LOG_LEVEL: 'warn' }),
+      registry: new HandlerRegistry([testHandler('test.email', 'booking.created', () => sleep(HANDLER_MS))]),
+      logger,
+      listen: false,
+      housekeeping: false,
+    });
+    const drained = w.runUntilEmpty();
+    try {
+      // A quiet host's guest books now and then while the flood drains.
+      for (let i = 0; i < QUIET; i++) {
+        await bookingCreated('host-quiet', 'guest-quiet');
+        await sleep(80);
+      }
+      // The flood was still far from drained when the last one was written: otherwise this proves nothing.
+      const { rows: left } = await tdb.db.execute<{ n: number }>(
+        sql`select count(*)::int as n from outbox where group_id like 'guest-flood-host-%' and status = 'PENDING'`,
+      );
+      expect(left[0]!.n).toBeGreaterThanOrEqual(400);
+    } finally {
+      expect(await drained).toBe(2400 + QUIET);
+    }
+
+    // Commit → DONE on the database's clock (created_at is the one-statement transaction's start).
+    const { rows } = await tdb.db.execute<{ s: number }>(
+      sql`select extract(epoch from processed_at - created_at)::float8 as s from outbox where group_id = 'host-quiet' and status = 'DONE' order by s`,
+    );
+    const waits = rows.map((r) => r.s);
+    expect(waits).toHaveLength(QUIET);
+    const p99 = waits[Math.ceil(0.99 * waits.length) - 1]!;
+    expect(p99, `quiet owner's waits (s): ${waits.map((x) => x.toFixed(2)).join(' ')}`).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('claims side by side', () => {
+  /*
+   * A claim in progress holds its rows locked until it commits. Another claim steps over them
+   * (SKIP LOCKED) and takes the next ones; without it, the second claim waits for the first one's
+   * transaction, and a second worker adds nothing while the first claims. Both walks, each on rows
+   * only it reads: messages with a turn (first deliveries) and messages without one.
+   */
+  for (const walk of ['turns', 'aged'] as const) {
+    it(`takes the next rows of the ${walk} walk while another claim holds the first ones, without waiting for it`, async () => {
+      const ids =
+        walk === 'turns'
+          ? [...(await propertyChanges('host-a', 10, 10))]
+          : (
+              await insertMessages(
+                tdb.db,
+                Array.from({ length: 10 }, () => ({ topic: 'property.changed' })),
+              )
+            ).map((r) => r.public_id);
+      const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where turn is not null`);
+      expect(rows[0]!.n).toBe(walk === 'turns' ? 10 : 0);
+
+      const first = new pg.Client({ connectionString: tdb.url });
+      await first.connect();
+      try {
+        await first.query('begin');
+        // The first claim, frozen before its commit: it holds five rows.
+        const held = await first.query<{ public_id: string }>({ text: CLAIM_SQL, values: [5, randomUUID(), 60, '{}'] });
+        expect(held.rows).toHaveLength(5);
+
+        // Waiting is what the lock_timeout catches (a claim that waited would be cancelled), not a stopwatch.
+        const second = await claim(10);
+        expect(second.map((m) => m.publicId).sort()).toEqual(ids.filter((id) => !held.rows.some((r) => r.public_id === id)).sort());
+      } finally {
+        await first.query('rollback');
+        await first.end();
+      }
+    });
+  }
 });
 
 describe('per-key order under the new order', () => {
