@@ -15,3 +15,4 @@ export * from './schema/outbox.ts';
 export * from './schema/search.ts';
 export * from './schema/events.ts';
 export * from './schema/webhooks.ts';
+export * from './schema/portal-links.ts';

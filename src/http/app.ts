@@ -23,6 +23,7 @@ import { searchRoutes } from './routes/search.ts';
 import type { AppContext } from './context.ts';
 import { earningsRoutes } from './routes/earnings.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { portalRoutes } from './routes/portal.ts';
 import { VERSION } from '../version.ts';
 
 // Callers that build the app (tests, scripts) get the context type from here too.
@@ -142,5 +143,6 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(adminRoutes, routeCtx);
   await app.register(earningsRoutes, routeCtx); // GET /hosts/me/earnings (events consumer's ledger)
   await app.register(webhookRoutes, routeCtx); // /webhooks/…: hosts' endpoints and deliveries
+  await app.register(portalRoutes, routeCtx); // /portal and /webhooks/portal-links: the hosts' webhook portal
   return app;
 }

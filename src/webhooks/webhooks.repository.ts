@@ -117,24 +117,62 @@ export async function rotateSecret(db: Db, id: string, secret: string, overlapHo
   return rows.length === 1;
 }
 
-/** A `webhook.test` event for one endpoint, and its delivery, due now. Returns the delivery's public id. */
-export async function insertTestDelivery(db: Db, endpoint: { id: string; host_id: string; public_id: string }): Promise<string> {
+/**
+ * A test event for one endpoint, and its delivery, due now. Returns the delivery's public id.
+ * `webhook.test` by default; a booking type makes a sample of that event, marked `"test": true`,
+ * so a receiver's handling of the real thing can be tried before a guest books.
+ */
+export async function insertTestDelivery(
+  db: Db,
+  endpoint: { id: string; host_id: string; public_id: string },
+  type: string = TEST_EVENT_TYPE,
+): Promise<string> {
   const eventId = randomUUID();
   const occurredAt = new Date();
-  const body = JSON.stringify({
-    type: TEST_EVENT_TYPE,
-    eventId,
-    occurredAt: occurredAt.toISOString(),
-    data: { endpointId: endpoint.public_id, message: 'A test event from StayHub: answer 2xx to acknowledge it.' },
-  });
+  const body = JSON.stringify(
+    type === TEST_EVENT_TYPE
+      ? {
+          type: TEST_EVENT_TYPE,
+          eventId,
+          occurredAt: occurredAt.toISOString(),
+          data: { endpointId: endpoint.public_id, message: 'A test event from StayHub: answer 2xx to acknowledge it.' },
+        }
+      : sampleBookingEvent(type, eventId, occurredAt),
+  );
   const { rows } = await db.execute<{ public_id: string }>(sql`
     with event as (
       insert into webhook_events (public_id, host_id, type, body, occurred_at)
-      values (${eventId}::uuid, ${endpoint.host_id}, ${TEST_EVENT_TYPE}, ${body}, ${occurredAt.toISOString()}::timestamptz)
+      values (${eventId}::uuid, ${endpoint.host_id}, ${type}, ${body}, ${occurredAt.toISOString()}::timestamptz)
       returning id
     )
     insert into webhook_deliveries (event_id, endpoint_id) select id, ${endpoint.id} from event returning public_id`);
   return rows[0]!.public_id;
+}
+
+/** A booking event's shape (docs/webhooks.md, "What a host receives") with sample values and `test: true`. */
+function sampleBookingEvent(type: string, eventId: string, occurredAt: Date) {
+  const bookingId = randomUUID();
+  const cancelled = type === 'booking.cancelled';
+  return {
+    type,
+    eventId,
+    occurredAt: occurredAt.toISOString(),
+    version: cancelled ? 2 : 1,
+    test: true,
+    data: {
+      bookingId,
+      propertyId: randomUUID(),
+      propertyTitle: 'Sample property (a test event)',
+      checkIn: '2030-01-04',
+      checkOut: '2030-01-07',
+      guests: 2,
+      nights: 3,
+      total: 36400,
+      currency: 'EUR',
+      idempotencyKey: `${cancelled ? 'booking-cancelled' : 'booking-created'}:${bookingId}`,
+      ...(cancelled ? { cancelledBy: 'guest' } : {}),
+    },
+  };
 }
 
 export type DeliveryRow = {
@@ -171,9 +209,12 @@ const DELIVERY_COLUMNS = sql`
 export async function listDeliveries(
   db: Db,
   endpointId: string,
-  opts: { status?: string; limit: number; afterPublicId?: string },
+  opts: { status?: string; limit: number; afterPublicId?: string; eventType?: string; since?: string; until?: string },
 ): Promise<DeliveryRow[]> {
   const status = opts.status ? sql`and d.status = ${opts.status}` : sql``;
+  const type = opts.eventType ? sql`and ev.type = ${opts.eventType}` : sql``;
+  const since = opts.since ? sql`and d.created_at >= ${opts.since}::timestamptz` : sql``;
+  const until = opts.until ? sql`and d.created_at < ${opts.until}::timestamptz` : sql``;
   const after = opts.afterPublicId
     ? sql`and d.id < (select id from webhook_deliveries where public_id = ${opts.afterPublicId}::uuid)`
     : sql``;
@@ -182,7 +223,7 @@ export async function listDeliveries(
       from webhook_deliveries d
       join webhook_endpoints e on e.id = d.endpoint_id
       join webhook_events ev on ev.id = d.event_id
-     where d.endpoint_id = ${endpointId} ${status} ${after}
+     where d.endpoint_id = ${endpointId} ${status} ${type} ${since} ${until} ${after}
      order by d.id desc
      limit ${opts.limit}`);
   return rows;
@@ -268,6 +309,62 @@ export async function listEndpointsForAdmin(db: Db, limit: number): Promise<Admi
            ), '[]') as recent_failures
       from webhook_endpoints e join users u on u.id = e.host_id
      order by (not e.enabled and e.disabled_reason is not null) desc, e.failing_since asc nulls last, e.id desc
+     limit ${limit}`);
+  return rows;
+}
+
+/** The event's exact body, as every attempt of the delivery sent it (the portal's "request"). */
+export async function deliveryBody(db: Db, deliveryId: string): Promise<string> {
+  const { rows } = await db.execute<{ body: string }>(sql`
+    select ev.body from webhook_deliveries d join webhook_events ev on ev.id = d.event_id where d.id = ${deliveryId}`);
+  return rows[0]?.body ?? '';
+}
+
+export type EndpointActivityRow = {
+  endpoint_public_id: string;
+  hour_attempts: number;
+  hour_succeeded: number;
+  day_attempts: number;
+  day_succeeded: number;
+  in_flight: number;
+  last_failure: {
+    deliveryId: string;
+    at: string;
+    responseStatus: number | null;
+    error: string | null;
+    responseBody: string | null;
+  } | null;
+};
+
+/**
+ * What the portal shows of each endpoint at a glance, beside its health: its attempts and
+ * successes over the last hour and day, what is claimed by a sender now, and its last failed
+ * attempt with its reason. The day's attempts are read through the attempts' time index
+ * (webhook_attempts_attempted_idx), so an endpoint's older history is never scanned.
+ */
+export async function endpointActivity(db: Db, hostId: number | null, limit: number): Promise<EndpointActivityRow[]> {
+  const { rows } = await db.execute<EndpointActivityRow>(sql`
+    select e.public_id as endpoint_public_id,
+           coalesce(s.hour_attempts, 0)::int as hour_attempts, coalesce(s.hour_succeeded, 0)::int as hour_succeeded,
+           coalesce(s.day_attempts, 0)::int as day_attempts, coalesce(s.day_succeeded, 0)::int as day_succeeded,
+           (select count(*)::int from webhook_deliveries d
+             where d.endpoint_id = e.id and d.status = 'pending' and d.claim_id is not null) as in_flight,
+           (select json_build_object('deliveryId', d.public_id, 'at', a.attempted_at, 'responseStatus', a.response_status,
+                                     'error', a.error, 'responseBody', left(a.response_body, 200))
+              from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+             where d.endpoint_id = e.id and (a.response_status is null or a.response_status not between 200 and 299)
+             order by a.id desc limit 1) as last_failure
+      from webhook_endpoints e
+      left join lateral (
+        select count(*) filter (where a.attempted_at > now() - interval '1 hour') as hour_attempts,
+               count(*) filter (where a.attempted_at > now() - interval '1 hour' and a.response_status between 200 and 299) as hour_succeeded,
+               count(*) as day_attempts,
+               count(*) filter (where a.response_status between 200 and 299) as day_succeeded
+          from webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id
+         where a.attempted_at > now() - interval '1 day' and d.endpoint_id = e.id
+      ) s on true
+     where ${scope(hostId)}
+     order by e.id desc
      limit ${limit}`);
   return rows;
 }

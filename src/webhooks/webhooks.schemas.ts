@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { WEBHOOK_DELIVERY_STATUSES } from '../db/schema.ts';
 import { displayText } from '../validation.ts';
-import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
+import { TEST_EVENT_TYPE, WEBHOOK_EVENT_TYPES } from './event-types.ts';
 import { hasCredentials } from './redact-url.ts';
 
 /*
@@ -81,7 +81,15 @@ export const listQuery = z.strictObject({
   cursor: z.string().max(200).optional(),
 });
 
-export const listDeliveriesQuery = listQuery.extend({ status: z.enum(WEBHOOK_DELIVERY_STATUSES).optional() });
+/** Every type a delivery can carry: the booking types and the test event. */
+export const DELIVERY_EVENT_TYPES = [...WEBHOOK_EVENT_TYPES, TEST_EVENT_TYPE] as const;
+
+export const listDeliveriesQuery = listQuery.extend({
+  status: z.enum(WEBHOOK_DELIVERY_STATUSES).optional(),
+  eventType: z.enum(DELIVERY_EVENT_TYPES).optional().describe('Only deliveries of this event type.'),
+  since: z.iso.datetime({ offset: true }).optional().describe('Only deliveries created at or after this time.'),
+  until: z.iso.datetime({ offset: true }).optional().describe('Only deliveries created before this time.'),
+});
 
 export const attemptResponse = z.object({
   at: z.string(),
@@ -132,6 +140,49 @@ export const adminEndpointListResponse = z.object({
           traceId: z.string().nullable(),
         }),
       ),
+    }),
+  ),
+});
+
+export const testEventBody = z
+  .strictObject({
+    eventType: z
+      .enum(DELIVERY_EVENT_TYPES)
+      .default(TEST_EVENT_TYPE)
+      .describe('webhook.test (the default), or a booking type: a sample of that event with "test": true.'),
+  })
+  // No body at all (as before the type could be chosen) arrives as null: a webhook.test then.
+  .nullish();
+
+export const deliveryDetailResponse = deliveryResponse.extend({
+  request: z
+    .object({
+      method: z.literal('POST'),
+      url: z.string().describe("The endpoint's URL now (redacted as everywhere)."),
+      headers: z
+        .record(z.string(), z.string())
+        .describe('The headers every attempt carries; webhook-timestamp and webhook-signature are made per attempt and not kept.'),
+      body: z.string().describe('The exact body every attempt sent and signed.'),
+    })
+    .describe('What every attempt of this delivery sent.'),
+});
+
+export const endpointActivityResponse = z.object({
+  items: z.array(
+    z.object({
+      endpointId: z.string().uuid(),
+      lastHour: z.object({ attempts: z.number().int(), succeeded: z.number().int() }),
+      lastDay: z.object({ attempts: z.number().int(), succeeded: z.number().int() }),
+      inFlight: z.number().int().describe('Deliveries a sender holds now (being sent, or claimed to be sent next).'),
+      lastFailure: z
+        .object({
+          deliveryId: z.string().uuid(),
+          at: z.string(),
+          responseStatus: z.number().int().nullable(),
+          error: z.string().nullable(),
+          responseBody: z.string().nullable().describe('The first 200 characters of the answer.'),
+        })
+        .nullable(),
     }),
   ),
 });

@@ -186,11 +186,11 @@ export async function rotateSecret(deps: WebhooksDeps, user: UserRow, id: string
   return { ...toEndpoint((await repo.findEndpoint(deps.db, null, id))!), secret };
 }
 
-export async function sendTest(deps: WebhooksDeps, user: UserRow, id: string) {
+export async function sendTest(deps: WebhooksDeps, user: UserRow, id: string, eventType?: string) {
   const row = await ownEndpoint(deps, user, id);
   if (!row.enabled) throw new AppError('conflict', 'The endpoint is disabled: enable it first (PATCH {"enabled": true})');
   await takeToken(deps, row.host_id, 'test');
-  const deliveryId = await repo.insertTestDelivery(deps.db, row);
+  const deliveryId = await repo.insertTestDelivery(deps.db, row, eventType);
   return toDelivery((await repo.findDelivery(deps.db, null, deliveryId))!);
 }
 
@@ -198,10 +198,17 @@ export async function listDeliveries(
   deps: WebhooksDeps,
   user: UserRow,
   id: string,
-  q: { status?: 'pending' | 'succeeded' | 'failed'; limit: number; cursor?: string },
+  q: { status?: 'pending' | 'succeeded' | 'failed'; limit: number; cursor?: string; eventType?: string; since?: string; until?: string },
 ) {
   const row = await ownEndpoint(deps, user, id);
-  const rows = await repo.listDeliveries(deps.db, row.id, { status: q.status, limit: q.limit + 1, afterPublicId: afterCursor(q.cursor) });
+  const rows = await repo.listDeliveries(deps.db, row.id, {
+    status: q.status,
+    eventType: q.eventType,
+    since: q.since,
+    until: q.until,
+    limit: q.limit + 1,
+    afterPublicId: afterCursor(q.cursor),
+  });
   return page(rows, q.limit, toDelivery);
 }
 
@@ -229,6 +236,39 @@ export async function endpointsForAdmin(deps: WebhooksDeps) {
       ...toEndpoint(r),
       hostEmail: r.host_email,
       recentFailures: r.recent_failures.map((f) => ({ ...f, at: iso(f.at)! })),
+    })),
+  };
+}
+
+/** Sent with every attempt (src/webhooks/delivery/attempt.ts); shown beside a delivery as its request. */
+const SENT_HEADERS = { 'content-type': 'application/json', 'user-agent': 'StayHub-Webhooks/1.0' };
+
+/** One delivery with what its attempts sent: the portal's view of a request and its answers. */
+export async function getDelivery(deps: WebhooksDeps, user: UserRow, deliveryId: string) {
+  const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId);
+  if (!row) throw new AppError('not_found', 'No such webhook delivery');
+  const endpoint = (await repo.findEndpoint(deps.db, hostScope(user), row.endpoint_public_id))!;
+  return {
+    ...toDelivery(row),
+    request: {
+      method: 'POST' as const,
+      url: redactUrl(endpoint.url),
+      headers: { ...SENT_HEADERS, 'webhook-id': row.public_id },
+      body: await repo.deliveryBody(deps.db, row.id),
+    },
+  };
+}
+
+/** Each endpoint's attempts and successes over the last hour and day, what is in flight, and its last failure. */
+export async function endpointActivity(deps: WebhooksDeps, user: UserRow) {
+  const rows = await repo.endpointActivity(deps.db, hostScope(user), 100);
+  return {
+    items: rows.map((r) => ({
+      endpointId: r.endpoint_public_id,
+      lastHour: { attempts: r.hour_attempts, succeeded: r.hour_succeeded },
+      lastDay: { attempts: r.day_attempts, succeeded: r.day_succeeded },
+      inFlight: r.in_flight,
+      lastFailure: r.last_failure ? { ...r.last_failure, at: iso(r.last_failure.at)! } : null,
     })),
   };
 }

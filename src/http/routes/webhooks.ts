@@ -5,8 +5,10 @@ import { idParams } from '../../properties/properties.schemas.ts';
 import {
   adminEndpointListResponse,
   createEndpointBody,
+  deliveryDetailResponse,
   deliveryListResponse,
   deliveryResponse,
+  endpointActivityResponse,
   endpointListResponse,
   endpointResponse,
   endpointWithSecretResponse,
@@ -14,16 +16,26 @@ import {
   listQuery,
   recoverBody,
   recoverResponse,
+  testEventBody,
   updateEndpointBody,
 } from '../../webhooks/webhooks.schemas.ts';
 import * as service from '../../webhooks/webhooks.service.ts';
+import { auditLinkUse, hostOrLink, type Need } from '../../webhooks/portal-links.auth.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext, ZodApp } from '../context.ts';
 
-/** Webhooks to hosts' systems: a host manages their own endpoints, an admin everyone's (docs/webhooks.md). */
+/** The service's dependencies, and the hook that lets a host's session or portal link (with the access asked) through. */
+type RouteDeps = service.WebhooksDeps & { hostOrLink: (need: Need, roles?: ('host' | 'admin')[]) => ReturnType<typeof hostOrLink> };
+
+/**
+ * Webhooks to hosts' systems: a host manages their own endpoints, an admin everyone's
+ * (docs/webhooks.md); a portal link acts as its host, read-only or in full (src/webhooks/portal-links.auth.ts).
+ */
 export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
-  const deps: service.WebhooksDeps = {
+  app.addHook('onResponse', auditLinkUse(ctx.db.db));
+  const deps: RouteDeps = {
+    hostOrLink: (need, roles) => hostOrLink(app, ctx.db.db, need, roles),
     db: ctx.db.db,
     allowPrivateNetworks: ctx.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
     secretOverlapHours: ctx.config.WEBHOOK_SECRET_OVERLAP_HOURS,
@@ -36,6 +48,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx)
   registerDeliveryRoutes(app, deps);
   registerManualSends(app, deps);
   registerAdminOverview(app, deps);
+  registerPortalReads(app, deps);
 };
 
 const common = { tags: ['webhooks'], security: bearerAuth };
@@ -53,11 +66,11 @@ async function withinBudget<T>(reply: FastifyReply, work: () => Promise<T>): Pro
 }
 
 /** Registering an endpoint, and reading them back. */
-function registerEndpointRoutes(app: ZodApp, deps: service.WebhooksDeps) {
+function registerEndpointRoutes(app: ZodApp, deps: RouteDeps) {
   app.post(
     '/webhooks/endpoints',
     {
-      onRequest: app.requireRole('host'),
+      onRequest: deps.hostOrLink('full', ['host']),
       schema: {
         ...common,
         summary: "Register an endpoint for the host's booking events; the answer holds its signing secret",
@@ -75,7 +88,7 @@ function registerEndpointRoutes(app: ZodApp, deps: service.WebhooksDeps) {
   app.get(
     '/webhooks/endpoints',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('read'),
       schema: {
         ...common,
         summary: "The host's endpoints (all of them for an admin), newest first, each with its health",
@@ -92,7 +105,7 @@ function registerEndpointRoutes(app: ZodApp, deps: service.WebhooksDeps) {
   app.get(
     '/webhooks/endpoints/:id',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('read'),
       schema: {
         ...common,
         summary: 'One endpoint and its health',
@@ -105,11 +118,11 @@ function registerEndpointRoutes(app: ZodApp, deps: service.WebhooksDeps) {
 }
 
 /** Changing an endpoint, deleting it, rotating its secret. */
-function registerEndpointChanges(app: ZodApp, deps: service.WebhooksDeps) {
+function registerEndpointChanges(app: ZodApp, deps: RouteDeps) {
   app.patch(
     '/webhooks/endpoints/:id',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'Change the URL, event types, description, or enable/disable the endpoint',
@@ -124,7 +137,7 @@ function registerEndpointChanges(app: ZodApp, deps: service.WebhooksDeps) {
   app.delete(
     '/webhooks/endpoints/:id',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'Delete the endpoint and its deliveries',
@@ -141,7 +154,7 @@ function registerEndpointChanges(app: ZodApp, deps: service.WebhooksDeps) {
   app.post(
     '/webhooks/endpoints/:id/rotate-secret',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'A new signing secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS',
@@ -158,11 +171,11 @@ function registerEndpointChanges(app: ZodApp, deps: service.WebhooksDeps) {
 }
 
 /** An endpoint's delivery history. */
-function registerDeliveryRoutes(app: ZodApp, deps: service.WebhooksDeps) {
+function registerDeliveryRoutes(app: ZodApp, deps: RouteDeps) {
   app.get(
     '/webhooks/endpoints/:id/deliveries',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('read'),
       schema: {
         ...common,
         summary: "The endpoint's deliveries, newest first, each with every attempt",
@@ -179,15 +192,16 @@ function registerDeliveryRoutes(app: ZodApp, deps: service.WebhooksDeps) {
 }
 
 /** What a host sends by hand (a test event, a recover, one delivery again), within WEBHOOK_MANUAL_SENDS_PER_MINUTE. */
-function registerManualSends(app: ZodApp, deps: service.WebhooksDeps) {
+function registerManualSends(app: ZodApp, deps: RouteDeps) {
   app.post(
     '/webhooks/endpoints/:id/test',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'Send a webhook.test event to this endpoint now (WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
         params: idParams,
+        body: testEventBody,
         response: {
           202: deliveryResponse.describe('The test delivery, queued to be sent now'),
           ...problems('validation_failed', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited'),
@@ -195,13 +209,15 @@ function registerManualSends(app: ZodApp, deps: service.WebhooksDeps) {
       },
     },
     async (request, reply) =>
-      reply.status(202).send(await withinBudget(reply, () => service.sendTest(deps, currentUser(request), request.params.id))),
+      reply
+        .status(202)
+        .send(await withinBudget(reply, () => service.sendTest(deps, currentUser(request), request.params.id, request.body?.eventType))),
   );
 
   app.post(
     '/webhooks/endpoints/:id/recover',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'Send again every failed delivery since a time, and every event since then the endpoint never had',
@@ -225,7 +241,7 @@ function registerManualSends(app: ZodApp, deps: service.WebhooksDeps) {
   app.post(
     '/webhooks/deliveries/:id/retry',
     {
-      onRequest: app.requireRole('host', 'admin'),
+      onRequest: deps.hostOrLink('full'),
       schema: {
         ...common,
         summary: 'Send one delivery again now (a new round of attempts; the history stays; WEBHOOK_MANUAL_SENDS_PER_MINUTE per host)',
@@ -242,7 +258,7 @@ function registerManualSends(app: ZodApp, deps: service.WebhooksDeps) {
 }
 
 /** The dashboard's view of every host's endpoints (admins). */
-function registerAdminOverview(app: ZodApp, deps: service.WebhooksDeps) {
+function registerAdminOverview(app: ZodApp, deps: RouteDeps) {
   app.get(
     '/admin/webhooks',
     {
@@ -259,5 +275,40 @@ function registerAdminOverview(app: ZodApp, deps: service.WebhooksDeps) {
       },
     },
     async () => service.endpointsForAdmin(deps),
+  );
+}
+
+/** What the portal reads beside the endpoints and their deliveries: one delivery with its request, and each endpoint's recent activity. */
+function registerPortalReads(app: ZodApp, deps: RouteDeps) {
+  app.get(
+    '/webhooks/deliveries/:id',
+    {
+      onRequest: deps.hostOrLink('read'),
+      config: { polled: true },
+      schema: {
+        ...common,
+        summary: 'One delivery: what its attempts sent (headers, the exact body) and every attempt kept with its answer',
+        params: idParams,
+        response: { 200: deliveryDetailResponse.describe('The delivery, its request and its attempts'), ...read },
+      },
+    },
+    async (request) => service.getDelivery(deps, currentUser(request), request.params.id),
+  );
+
+  app.get(
+    '/webhooks/endpoint-activity',
+    {
+      onRequest: deps.hostOrLink('read'),
+      config: { polled: true },
+      schema: {
+        ...common,
+        summary: "Each of the host's endpoints: attempts and successes over the last hour and day, in flight, and its last failure",
+        response: {
+          200: endpointActivityResponse.describe("Each endpoint's recent activity, newest endpoint first"),
+          ...problems('unauthorized', 'forbidden'),
+        },
+      },
+    },
+    async (request) => service.endpointActivity(deps, currentUser(request)),
   );
 }
