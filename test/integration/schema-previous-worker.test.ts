@@ -5,6 +5,8 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.ts';
+import { withTransaction } from '../../src/db/transaction.ts';
+import { enqueue } from '../../src/messages/enqueue.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { runScript, scriptEnv } from '../helpers/npm-run.ts';
 import { dayName, tableState } from '../helpers/outbox-partitions.ts';
@@ -71,6 +73,12 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
 
       const [message] = await insertMessages(tdb.db, [{ topic: 'booking.created', payload: bookingPayload() }]);
+      // And one as this release's API writes it (priority, group, owner, turn), during the rollout
+      // before the workers are restarted.
+      const current = bookingPayload();
+      const written = await withTransaction(tdb.db, (tx) =>
+        enqueue(tx, 'booking.created', current, { key: current.bookingId, group: 'host-a', owner: 'guest-a' }),
+      );
       // A hole in the days ahead: its housekeeping's first round (at start) mends it, which shows the round ran.
       const hole = dayName(5);
       await tdb.pool.query(`alter table outbox detach partition ${hole}`);
@@ -91,16 +99,16 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
           if (error) throw new Error(`the previous release's worker logged a warning or an error: ${error}`);
         };
         await waitFor(
-          async () => (failing(), (await getMessages(tdb.db, [message!.id]))[0]!.status === 'DONE'),
+          async () => (failing(), (await getMessages(tdb.db, [message!.id, written.id])).every((m) => m.status === 'DONE')),
           30_000,
-          'the message DONE',
+          'the messages DONE',
         );
         await waitFor(async () => (failing(), (await tableState(tdb.pool, hole)) === 'partition'), 30_000, 'its first housekeeping round');
       } finally {
         worker.kill('SIGTERM');
       }
       expect(await exited, lines.join('\n')).toBe(0);
-      expect(readdirSync(mailDir).filter((f) => f.endsWith('.eml'))).toHaveLength(2); // the guest's and the host's
+      expect(readdirSync(mailDir).filter((f) => f.endsWith('.eml'))).toHaveLength(4); // each booking's guest's and host's
       const logged = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
       expect(logged.filter((l) => l.level >= 40)).toEqual([]); // no warning, no error
     } finally {
