@@ -8,6 +8,7 @@ import { DoneBatcher } from '../../outbox/index.ts';
 import type { Network } from '../address-policy.ts';
 import { tracedAttempt, type AttemptDeps, type WebhookSenderEvents } from './attempt.ts';
 import { ConnectionPool } from './connections.ts';
+import { OutageLog } from './outage-log.ts';
 import { recordSuccesses, type Success } from './record.ts';
 import type { SlotStats } from './local-queue.ts';
 import { SenderSlots } from './slots.ts';
@@ -77,15 +78,17 @@ export function createWebhookSender(deps: SenderDeps): WebhookSender {
   const successes = new DoneBatcher<Success>((items) => recordSuccesses(deps.pool, items, config.WEBHOOK_ATTEMPTS_KEPT));
   const attemptDeps: AttemptDeps = { ...deps, log, events, successes, signal: abort.signal, connections };
   let wake = () => {};
+  // One line when the database goes away and one when it is back, not a stack trace per poll.
+  const outage = new OutageLog(log);
   const slots = new SenderSlots(
-    { ...deps, log },
+    { ...deps, outage },
     (d, release) => {
       events.emit('started', { attempt: d.attempt, waitMs: Math.max(0, Date.now() - d.dueAt) });
       return tracedAttempt(attemptDeps, d, release);
     },
     () => wake(),
   );
-  const loop = claimLoop(slots, config.POLL_INTERVAL_MS, log);
+  const loop = claimLoop(slots, config.POLL_INTERVAL_MS, outage);
   wake = loop.wake;
 
   return {
@@ -123,7 +126,7 @@ export function createWebhookSender(deps: SenderDeps): WebhookSender {
 }
 
 /** Claims whenever there is room and something may be due: at once when woken, else every poll interval. */
-function claimLoop(slots: SenderSlots, pollMs: number, log: Logger) {
+function claimLoop(slots: SenderSlots, pollMs: number, outage: OutageLog) {
   let stopping = false;
   let loop: Promise<void> | undefined;
   let wakeUp: (() => void) | undefined;
@@ -137,9 +140,11 @@ function claimLoop(slots: SenderSlots, pollMs: number, log: Logger) {
     while (!stopping) {
       wakeRequested = false;
       try {
-        if (slots.canClaim() && (await slots.claimOnce()) > 0) continue;
+        const claimed = slots.canClaim() ? await slots.claimOnce() : -1;
+        if (claimed >= 0) outage.succeeded();
+        if (claimed > 0) continue;
       } catch (err) {
-        log.error({ err }, 'webhook claim failed; trying again at the next poll');
+        outage.failed(err, 'claim', 'webhook claim failed; trying again at the next poll');
       }
       if (wakeRequested || stopping) continue;
       await new Promise<void>((resolve) => {

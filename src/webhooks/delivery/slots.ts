@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import type { Config } from '../../config.ts';
-import type { Logger } from '../../logger.ts';
 import type { AttemptDone } from './attempt.ts';
 import { claimDeliveries, unclaimDeliveries, type ClaimedDelivery } from './claim.ts';
 import { LocalQueue, type SlotStats } from './local-queue.ts';
+import type { OutageLog } from './outage-log.ts';
 
 /*
  * What may be held claimed, in multiples of the in-flight caps (measured at 2, 4 and 8:
@@ -57,7 +57,7 @@ export class SenderSlots {
   private change = changeSignal();
 
   constructor(
-    private readonly deps: { pool: pg.Pool; config: SlotsConfig; log: Logger },
+    private readonly deps: { pool: pg.Pool; config: SlotsConfig; outage: OutageLog },
     private readonly attempt: Attempt,
     /** Called when a slot frees: the claim loop claims again. */
     private readonly onFree: () => void,
@@ -159,9 +159,11 @@ export class SenderSlots {
         // (before `release` below could start one).
         if (done.disabled) void this.giveBack(this.queue.remove((q) => q.d.endpointId === d.endpointId));
       })
-      .catch((err: unknown) =>
-        this.deps.log.error({ err, delivery: d.publicId }, 'webhook attempt could not be recorded; its lease will bring it back'),
-      )
+      .catch((err: unknown) => {
+        this.deps.outage.failed(err, 'record', 'webhook attempt could not be recorded; its lease will bring it back', {
+          delivery: d.publicId,
+        });
+      })
       .finally(() => {
         release();
         this.running.delete(p);
@@ -177,8 +179,13 @@ export class SenderSlots {
   }
 
   private giveBack(list: readonly ClaimedDelivery[]): Promise<void> {
-    return unclaimDeliveries(this.deps.pool, list).catch((err: unknown) =>
-      this.deps.log.error({ err, deliveries: list.length }, 'claimed webhook deliveries could not be given back; their lease will'),
+    return unclaimDeliveries(this.deps.pool, list).then(
+      () => undefined,
+      (err: unknown) => {
+        this.deps.outage.failed(err, 'give back', 'claimed webhook deliveries could not be given back; their lease will', {
+          deliveries: list.length,
+        });
+      },
     );
   }
 }
