@@ -46,6 +46,7 @@ describe.skipIf(skip)('an event in a schema version the consumer does not know',
       for (const [id, version] of [
         [`${stream}-v1`, '1'],
         [`${stream}-v99`, '99'],
+        [`${stream}-v0`, '0'],
         [`${stream}-vx`, 'two'],
         [`${stream}-v1b`, '1'],
       ] as const) {
@@ -54,16 +55,19 @@ describe.skipIf(skip)('an event in a schema version the consumer does not know',
         h.set('StayHub-Schema-Version', version);
         await js.publish(`${prefix}.booking.created`, JSON.stringify({ id }), { msgID: id, headers: h });
       }
-      await waitFor(async () => outcomes.length >= 4, 15_000, 'four events handled');
+      await waitFor(async () => outcomes.length >= 5, 15_000, 'five events handled');
       expect(applied).toEqual([`${stream}-v1`, `${stream}-v1b`]);
-      expect(outcomes.filter((o) => o === 'dead')).toHaveLength(2);
+      expect(outcomes.filter((o) => o === 'dead')).toHaveLength(3);
       const dead = await openDeadLetters(t.db.db, 'versions');
       expect(dead.map((d) => [d.message_id, d.deliveries])).toEqual([
         [`${stream}-v99`, 1],
+        [`${stream}-v0`, 1],
         [`${stream}-vx`, 1],
       ]);
       expect(dead[0]!.last_error).toMatch(/UnknownSchemaVersionError: .*StayHub-Schema-Version "99".*reads version 1/);
-      expect(dead[1]!.last_error).toMatch(/StayHub-Schema-Version "two"/);
+      // Versions start at 1: a 0 is no version this consumer was written for.
+      expect(dead[1]!.last_error).toMatch(/UnknownSchemaVersionError: .*StayHub-Schema-Version "0"/);
+      expect(dead[2]!.last_error).toMatch(/StayHub-Schema-Version "two"/);
     } finally {
       await runner.stop();
     }
