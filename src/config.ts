@@ -65,6 +65,8 @@ const envSchema = z.object({
         .filter(Boolean),
     ),
   RATE_LIMIT_AUTH_PER_MINUTE: int(1, 100_000).default(10),
+  /** Accounts created per client address in a day (src/http/routes/auth.ts, ADR 0039); the per-minute limit alone allowed 14,400. */
+  SIGNUPS_PER_ADDRESS_PER_DAY: int(1, 1_000_000).default(20),
   TRUST_PROXY: bool.default(false),
 
   // --- slow clients (src/http/slow-clients.ts, ADR 0041): a client that stalls is cut off, so that

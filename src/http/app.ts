@@ -7,10 +7,13 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { AppError } from '../errors.ts';
+import type { Database } from '../db/client.ts';
+import { createHealthDatabase } from '../db/health-database.ts';
 import type { Logger } from '../logger.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandler } from './plugins/error-handler.ts';
 import { registerLoadShedding } from './plugins/load-shedding.ts';
+import { registerSlowClientGuards, slowClientTimeouts } from './slow-clients.ts';
 import { problem, sendProblem } from './problem.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -59,6 +62,20 @@ function acceptOnlyValidUtf8Json(app: FastifyInstance) {
 }
 
 /**
+ * /health, /metrics and the outbox sample query off the pool requests wait for (ADR 0041): the
+ * caller's pool, or one made here on the main pool's URL (and closed with the app).
+ */
+function healthDatabaseOf(app: FastifyInstance, ctx: AppContext): Database {
+  if (ctx.healthDb) return ctx.healthDb;
+  const healthDb = createHealthDatabase(ctx.db.pool.options.connectionString ?? ctx.config.DATABASE_URL, {
+    pooler: ctx.db.pooler,
+    timeoutMs: ctx.config.HEALTH_DB_TIMEOUT_MS,
+  });
+  app.addHook('onClose', async () => healthDb.close());
+  return healthDb;
+}
+
+/**
  * Builds the API without listening, so tests can `inject` requests into it. `server.ts` is the
  * only place that binds a port.
  */
@@ -76,6 +93,8 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
     // Fastify's own two lines a request (incoming, completed) become one, below.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // A client that stalls is cut off (src/http/slow-clients.ts): Fastify's defaults wait forever.
+    ...slowClientTimeouts(config),
     trustProxy: config.TRUST_PROXY,
     // A caller's X-Request-Id is kept (if sane) so a request can be followed across services.
     requestIdHeader: 'x-request-id',
@@ -131,11 +150,12 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
-  const routeCtx: AppContext = { config, ...ctx };
+  const routeCtx = { config, ...ctx, healthDb: healthDatabaseOf(app, { config, ...ctx }) };
   const metrics = registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
-  registerLoadShedding(app, { ...routeCtx, registry: metrics.registry }); // 503 overloaded before any work, reads first
+  registerSlowClientGuards(app, { config, registry: metrics.registry }); // 429 past the uploads one address may have open
+  const load = registerLoadShedding(app, { ...routeCtx, registry: metrics.registry }); // 503 overloaded before any work, reads first
   await app.register(rootRoutes); // GET /: the front door (HTML for browsers, JSON links otherwise)
-  await app.register(healthRoutes, routeCtx);
+  await app.register(healthRoutes, { ...routeCtx, load });
   await app.register(authRoutes, routeCtx);
   await app.register(propertyRoutes, routeCtx);
   await app.register(bookingRoutes, routeCtx);

@@ -11,6 +11,8 @@ import type { SearchIndex } from '../search/search-index.ts';
 export interface AppContext {
   config: Config;
   db: Database;
+  /** /health's, /metrics' and the outbox sample's own small pool (src/db/health-database.ts); made from `db`'s URL if not given. */
+  healthDb?: Database;
   /** Runs after a property change commits (the search index's direct write). */
   afterPropertyCommit?: AfterPropertyCommit;
   /** The search index (its own pool); GET /search opens one from config if not given. */

@@ -3,13 +3,15 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
-import { createLoadSignals } from '../load-signals.ts';
+import { createLoadSignals, type LoadSignals } from '../load-signals.ts';
 import { problem, sendProblem } from '../problem.ts';
 
 /**
  * Admission control: a request is refused with 503 `overloaded` and Retry-After before it does
  * any work (before authentication, its body, a database connection) when the API is already
- * past what it can answer in time. Queued instead, every request waits: under 1,000 clients
+ * past what it can answer in time. A request let in counts as in flight from when its work starts
+ * (preHandler: its body is in), not from its headers: a client that sends headers and stalls the
+ * body holds no slot (ADR 0041; the timeouts that close it are src/http/slow-clients.ts). Queued instead, every request waits: under 1,000 clients
  * bookings took 8 s each and timed out in the pool (ADR 0034).
  *
  * Three signals, each with a threshold per class of request:
@@ -41,8 +43,17 @@ interface Thresholds {
 export interface LoadSheddingOptions {
   config: Config;
   db: Database;
+  /** The small pool the outbox backlog is sampled through, off the busy one (src/db/health-database.ts). */
+  healthDb: Database;
   searchIndex?: SearchIndex;
   registry: Registry;
+}
+
+/** What admission control would refuse now (every signal at its threshold), as GET /health reports it. */
+export interface LoadState {
+  refusing: 'nothing' | 'reads' | 'everything';
+  eventLoopDelayMs: number;
+  poolWaitMs: number;
 }
 
 export function thresholdsOf(config: Config): Record<RequestClass, Thresholds> {
@@ -63,11 +74,11 @@ export function thresholdsOf(config: Config): Record<RequestClass, Thresholds> {
 /** Past a threshold (0: that signal is off). */
 const over = (value: number, threshold: number) => threshold > 0 && value > threshold;
 
-export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOptions): void {
+export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOptions): () => LoadState {
   const { config, db, searchIndex, registry } = opts;
   const thresholds = thresholdsOf(config);
   const signals = createLoadSignals({
-    db: db.db,
+    db: opts.healthDb.db,
     pool: db.pool,
     outboxCap: config.LOAD_SHEDDING ? Math.max(thresholds.reads.outboxPending, thresholds.writes.outboxPending) + 1 : 0,
     outboxEveryMs: config.LOAD_SHED_OUTBOX_CHECK_MS,
@@ -76,6 +87,60 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
   const mainWait = () => signals.poolWaitMs();
   const searchWait = () => searchIndex?.expectedWaitMs() ?? 0;
 
+  const shed = registerMetrics(registry, signals, mainWait, searchIndex ? searchWait : undefined);
+
+  app.addHook('onReady', async () => signals.start());
+  app.addHook('onClose', async () => signals.stop());
+  const retryAfter = String(config.LOAD_SHED_RETRY_AFTER_SECONDS);
+  const refusalDelayMs = config.LOAD_SHED_REFUSAL_DELAY_MS;
+  const signalOver = (route: string | undefined, t: Thresholds): ShedSignal | undefined => {
+    if (over(signals.eventLoopDelayMs(), t.eventLoopDelayMs)) return 'event_loop';
+    const wait = route !== undefined && ON_SEARCH_POOL.has(route) ? Math.max(mainWait(), searchWait()) : mainWait();
+    if (over(wait, t.poolWaitMs)) return 'pool';
+    if (over(signals.outboxPending(), t.outboxPending)) return 'outbox';
+    return undefined;
+  };
+
+  // A callback hook, not an async one: it runs on every request, and most of the time does nothing.
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const route = request.routeOptions.url;
+    if (route !== undefined && NEVER_REFUSED.has(route)) return done();
+    const cls: RequestClass = request.method === 'GET' || request.method === 'HEAD' ? 'reads' : 'writes';
+    // Off, every request is let in.
+    const signal = config.LOAD_SHEDDING ? signalOver(route, thresholds[cls]) : undefined;
+    if (!signal) return done();
+    shed.inc({ class: cls, signal });
+    reply.header('retry-after', retryAfter);
+    // Fastify sends this reply and skips the rest of the request (done is not called). After a
+    // pause: clients that retry at once (as load generators do) otherwise kept the API busy with
+    // nothing but refusals, and the bookings it had let in waited behind them (ADR 0034). The
+    // pause costs a timer; the request holds nothing else.
+    const refuse = () => void sendProblem(reply, problem('overloaded', REFUSED));
+    if (refusalDelayMs > 0) setTimeout(refuse, refusalDelayMs);
+    else refuse();
+  });
+  // In flight from here, once the body is in and the work starts; also with shedding off: the
+  // gauges say what the signals would be. A request refused above never gets here.
+  app.addHook('preHandler', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const route = request.routeOptions.url;
+    if (route !== undefined && NEVER_REFUSED.has(route)) return done();
+    // A client gone while its body was parsed: its 'close' has come and gone, so it is not counted.
+    if (!reply.raw.destroyed) reply.raw.once('close', signals.admitted());
+    done();
+  });
+
+  return () => {
+    const state = (t: Thresholds) => config.LOAD_SHEDDING && signalOver(undefined, t) !== undefined;
+    return {
+      refusing: state(thresholds.writes) ? 'everything' : state(thresholds.reads) ? 'reads' : 'nothing',
+      eventLoopDelayMs: Math.round(signals.eventLoopDelayMs()),
+      poolWaitMs: Math.round(mainWait()),
+    };
+  };
+}
+
+/** The refusals counted, and the signals as gauges (read when Prometheus scrapes). */
+function registerMetrics(registry: Registry, signals: LoadSignals, mainWait: () => number, searchWait?: () => number) {
   const shed = new Counter({
     name: 'stayhub_http_shed_requests_total',
     help: 'Requests refused with 503 overloaded before any work, by class (reads: GET and HEAD; writes: the rest) and the signal past its threshold.',
@@ -98,43 +163,8 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
     registers: [registry],
     collect() {
       this.set({ pool: 'main' }, mainWait() / 1000);
-      if (searchIndex) this.set({ pool: 'search' }, searchWait() / 1000);
+      if (searchWait) this.set({ pool: 'search' }, searchWait() / 1000);
     },
   });
-
-  app.addHook('onReady', async () => signals.start());
-  app.addHook('onClose', async () => signals.stop());
-  const retryAfter = String(config.LOAD_SHED_RETRY_AFTER_SECONDS);
-  const refusalDelayMs = config.LOAD_SHED_REFUSAL_DELAY_MS;
-  const signalOver = (request: FastifyRequest, t: Thresholds): ShedSignal | undefined => {
-    if (over(signals.eventLoopDelayMs(), t.eventLoopDelayMs)) return 'event_loop';
-    const route = request.routeOptions.url;
-    const wait = route !== undefined && ON_SEARCH_POOL.has(route) ? Math.max(mainWait(), searchWait()) : mainWait();
-    if (over(wait, t.poolWaitMs)) return 'pool';
-    if (over(signals.outboxPending(), t.outboxPending)) return 'outbox';
-    return undefined;
-  };
-
-  // A callback hook, not an async one: it runs on every request, and most of the time does nothing.
-  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    const route = request.routeOptions.url;
-    if (route !== undefined && NEVER_REFUSED.has(route)) return done();
-    const cls: RequestClass = request.method === 'GET' || request.method === 'HEAD' ? 'reads' : 'writes';
-    // Off, every request is let in, and still counted: the gauges say what the signals would be.
-    const signal = config.LOAD_SHEDDING ? signalOver(request, thresholds[cls]) : undefined;
-    if (!signal) {
-      // 'close' comes once the answer is sent or the client went away first, whichever happens.
-      reply.raw.once('close', signals.admitted());
-      return done();
-    }
-    shed.inc({ class: cls, signal });
-    reply.header('retry-after', retryAfter);
-    // Fastify sends this reply and skips the rest of the request (done is not called). After a
-    // pause: clients that retry at once (as load generators do) otherwise kept the API busy with
-    // nothing but refusals, and the bookings it had let in waited behind them (ADR 0034). The
-    // pause costs a timer; the request holds nothing else.
-    const refuse = () => void sendProblem(reply, problem('overloaded', REFUSED));
-    if (refusalDelayMs > 0) setTimeout(refuse, refusalDelayMs);
-    else refuse();
-  });
+  return shed;
 }

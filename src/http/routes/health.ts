@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { outboxStats } from '../../outbox/index.ts';
+import type { Database } from '../../db/client.ts';
 import type { AppContext } from '../context.ts';
+import type { LoadState } from '../plugins/load-shedding.ts';
 import { DEFAULT_RETRY_AFTER_SECONDS } from '../problem.ts';
 
 const healthResponse = z.object({
@@ -10,10 +12,21 @@ const healthResponse = z.object({
   outbox: z
     .object({ pending: z.number(), leased: z.number(), dead: z.number(), oldestPendingAgeSeconds: z.number().nullable() })
     .optional(),
+  /** What admission control refuses now; overloaded is still 200: the process is alive and answering. */
+  load: z.object({ refusing: z.enum(['nothing', 'reads', 'everything']), eventLoopDelayMs: z.number(), poolWaitMs: z.number() }).optional(),
 });
 
-/** Liveness plus the outbox's three alarm numbers; 503 when the database cannot be reached. */
-export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
+export interface HealthOptions extends AppContext {
+  /** Its own small pool, so that the answer does not wait behind the requests (ADR 0041). */
+  healthDb: Database;
+  load: () => LoadState;
+}
+
+/**
+ * Liveness plus the outbox's three alarm numbers and the load; 503 when the database does not
+ * answer within HEALTH_DB_TIMEOUT_MS on the health pool.
+ */
+export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, ctx) => {
   app.get(
     '/health',
     {
@@ -29,11 +42,12 @@ export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
     },
     async (request, reply) => {
       try {
-        const s = await outboxStats(ctx.db.db);
+        const s = await outboxStats(ctx.healthDb.db);
         return {
           status: 'ok' as const,
           db: 'up' as const,
           outbox: { pending: s.pending, leased: s.leased, dead: s.dead, oldestPendingAgeSeconds: s.oldestPendingAgeSeconds },
+          load: ctx.load(),
         };
       } catch (err) {
         // The root cause (ECONNREFUSED, timeout…) is what an operator needs; not the whole query.
@@ -44,7 +58,7 @@ export const healthRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) 
         return reply
           .status(503)
           .header('retry-after', String(DEFAULT_RETRY_AFTER_SECONDS))
-          .send({ status: 'error' as const, db: 'down' as const });
+          .send({ status: 'error' as const, db: 'down' as const, load: ctx.load() });
       }
     },
   );

@@ -3,6 +3,7 @@ import { HANDLER_CATALOGUE } from '../../messages/catalogue.ts';
 import type { HandlerCatalogue } from '../../outbox/index.ts';
 import { createApiMetrics, type ApiMetrics } from '../../metrics/api-metrics.ts';
 import type { AppContext } from '../context.ts';
+import type { Database } from '../../db/client.ts';
 
 /**
  * GET /metrics in Prometheus' text format, and the hook that times every request.
@@ -15,9 +16,13 @@ import type { AppContext } from '../context.ts';
  * /metrics is open like /health: it shows volumes and latencies, no personal data. Put it behind
  * the proxy's access rules when the API is public (see docs/operating.md).
  */
-export function registerMetrics(app: FastifyInstance, ctx: AppContext & { handlerCatalogue?: HandlerCatalogue }): ApiMetrics {
+export function registerMetrics(
+  app: FastifyInstance,
+  ctx: AppContext & { healthDb: Database; handlerCatalogue?: HandlerCatalogue },
+): ApiMetrics {
   const metrics = createApiMetrics({
-    db: ctx.db.db,
+    // Its own pool: on the main one a scrape under overload waited its turn for seconds (ADR 0041).
+    db: ctx.healthDb.db,
     catalogue: ctx.handlerCatalogue ?? HANDLER_CATALOGUE,
     onOutboxReadError: (err) => app.log.warn({ err }, 'metrics: outbox stats could not be read'),
   });
