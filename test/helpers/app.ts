@@ -34,6 +34,7 @@ export function testConfig(db: TestDatabase, env: Record<string, string> = {}): 
     DATABASE_URL: db.url,
     LOG_LEVEL: 'info',
     RATE_LIMIT_AUTH_PER_MINUTE: '100000',
+    SIGNUPS_PER_ADDRESS_PER_DAY: '1000000',
     BACKOFF_JITTER: 'false',
     // The app runs inside the test process: its event loop and pool are the test's too, so load
     // shedding would refuse requests by how busy the test runner is. Its own tests turn it on.

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { AppError } from '../../errors.ts';
 import * as auth from '../../users/auth.service.ts';
 import { authResponse, loginBody, registerBody, userResponse } from '../../users/users.schemas.ts';
 import { currentUser } from '../plugins/auth.ts';
@@ -10,6 +11,11 @@ export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) =>
   const deps = { db: ctx.db.db, sessionTtlHours: ctx.config.SESSION_TTL_HOURS };
   // Per client address: slows password guessing and mass sign-ups; the limit applies to failures too.
   const rateLimit = { max: ctx.config.RATE_LIMIT_AUTH_PER_MINUTE, timeWindow: '1 minute' };
+  // Accounts created per address per day (ADR 0039): the per-minute limit alone let one address make
+  // 14,400 accounts a day, and every account is an owner of its own in the outbox's turns. Counted
+  // after an account is made, so a mistyped form or a taken email costs nothing; per API process
+  // (the plugin's memory store), like the per-minute limit; IPv6 addresses by the plugin's subnet.
+  const signupsToday = app.createRateLimit({ max: ctx.config.SIGNUPS_PER_ADDRESS_PER_DAY, timeWindow: '1 day' });
 
   app.post(
     '/auth/register',
@@ -25,7 +31,16 @@ export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) =>
         },
       },
     },
-    async (request, reply) => reply.status(201).send(await auth.register(deps, request.body)),
+    async (request, reply) => {
+      const today = await signupsToday(request, { increment: false });
+      if (!today.isAllowed && today.remaining <= 0) {
+        reply.header('retry-after', today.ttlInSeconds);
+        throw new AppError('rate_limited', 'Too many accounts from this address today');
+      }
+      const created = await auth.register(deps, request.body);
+      await signupsToday(request);
+      return reply.status(201).send(created);
+    },
   );
 
   app.post(
