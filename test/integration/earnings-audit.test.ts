@@ -163,6 +163,56 @@ describe.skipIf(skip)('the earnings ledger audit', () => {
     expect(await counted(group)).toEqual({ bookings: 3, cancellations: 0 });
   });
 
+  it("reads the outbox up to the margin before the ack floor's event, never past it", async () => {
+    const { group, host } = await groupThatRead(1);
+    // Relayed after the group's floor, not read yet: within a minute after the floor's event.
+    await book(host, 1);
+    await relay();
+    const floor = (await nats.jsm.consumers.info(stream, group)).ack_floor.stream_seq;
+    const atFloor = await nats.jsm.streams.getMessage(stream, { seq: floor });
+    const result = await auditLedger({ db: t.db.db, jsm: nats.jsm, stream, group, lookbackMs: 600_000, marginMs: 60_000 });
+    // The margin is taken off the floor's time: the booking the group has not reached is late, not missed.
+    expect(result).toEqual({ checkedBefore: new Date(atFloor!.time.getTime() - 60_000), creations: 0, cancellations: 0 });
+    expect(await counted(group)).toEqual({ bookings: 1, cancellations: 0 });
+  });
+
+  it('counts a missed cancellation of a booking the ledger already counts: the cancellation alone', async () => {
+    const group = `audit-${randomUUID().slice(0, 6)}`;
+    const host = await signUp(t.app, 'host');
+    const { guest, bookings } = await bookStays(t.app, host, 1);
+    await relay();
+    expect((await consume(group)).code).toBe(0);
+    expect(await counted(group)).toEqual({ bookings: 1, cancellations: 0 });
+
+    // Its cancellation, which the group goes past without applying.
+    const res = await t.app.inject({ method: 'POST', url: `/bookings/${bookings[0]!.id}/cancel`, headers: guest.auth });
+    expect(res.statusCode, res.body).toBe(200);
+    await relay();
+    expect(await skipPending(group)).toBe(1);
+    // Then a booking the group reads, so its floor is past the cancellation (no audit of its own).
+    await book(host, 1);
+    await relay();
+    expect((await consume(group, { EVENTS_EARNINGS_AUDIT_INTERVAL_SECONDS: '0' })).code).toBe(0);
+
+    const opts = { db: t.db.db, jsm: nats.jsm, stream, group, lookbackMs: 600_000, marginMs: 0 };
+    expect(await auditLedger(opts)).toMatchObject({ creations: 0, cancellations: 1 });
+    expect(await auditLedger(opts)).toMatchObject({ creations: 0, cancellations: 0 });
+    const { rows } = await t.db.db.execute<{ confirmed: string; cancelled: string; bookings: number; cancellations: number }>(sql`
+      select confirmed_total::text as confirmed, cancelled_total::text as cancelled, bookings, cancellations
+        from host_earnings where consumer_group = ${group}`);
+    const { rows: second } = await t.db.db.execute<{ total: number }>(sql`
+      select b.total from bookings b join earnings_bookings e on e.booking_id = b.id
+       where e.consumer_group = ${group} and b.public_id <> ${bookings[0]!.id}`);
+    expect(rows).toEqual([
+      {
+        confirmed: String(bookings[0]!.total + second[0]!.total),
+        cancelled: String(bookings[0]!.total),
+        bookings: 2,
+        cancellations: 1,
+      },
+    ]);
+  });
+
   it('with no event acknowledged, audits nothing', async () => {
     const group = `audit-${randomUUID().slice(0, 6)}`;
     const host = await signUp(t.app, 'host');
