@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { partitionsReattached } from '../db/pending-detach.ts';
 
 /**
  * The worker's events as this module reads them (the contract is documented in
@@ -23,11 +24,30 @@ export interface WorkerEventSource {
   off(event: 'outcome', listener: (e: WorkerOutcomeEvent) => void): unknown;
 }
 
+/** Who holds the webhook sender's slots, as this module reads it (src/webhooks/delivery/local-queue.ts SlotStats). */
+export interface WebhookSlotsSnapshot {
+  slots: number;
+  inFlight: number;
+  queued: number;
+  ownersInFlight: number;
+  ownersAtCap: number;
+  ownersWaiting: number;
+  topOwners: readonly number[];
+  longestQueuedMs: number;
+}
+
 /** The webhook sender's attempts as this module reads them (src/webhooks/delivery/sender.ts). */
 export interface WebhookAttemptSource {
   on(event: 'attempt', listener: (e: { endpointId: string; outcome: string; durationMs: number }) => void): unknown;
+  on(event: 'started', listener: (e: { attempt: number; waitMs: number }) => void): unknown;
   off(event: 'attempt', listener: (e: { endpointId: string; outcome: string; durationMs: number }) => void): unknown;
+  off(event: 'started', listener: (e: { attempt: number; waitMs: number }) => void): unknown;
+  /** Who holds the slots now; absent from a source that only counts attempts. */
+  slots?: () => WebhookSlotsSnapshot;
 }
+
+/** Owners whose slots are reported one by one, by rank (never by id: an owner label would grow with every host). */
+export const TOP_OWNER_RANKS = 5;
 
 /** The worker's watch over the events stream as this module reads it (src/events/stream-watch.ts). */
 export interface StreamWatchSource {
@@ -79,6 +99,7 @@ export function createWorkerMetrics(
  *                unknown_topic (no handler, left pending) | handed_back (returned at shutdown)
  *   stayhub_worker_handler_duration_seconds{topic, handler, outcome}   (histogram; handlers that ran)
  *   stayhub_worker_claim_batch_size                                    (histogram; non-empty claims)
+ *   stayhub_outbox_partitions_reattached_total                         (half-detached days given back: ADR 0043)
  */
 function outboxMetrics(registry: Registry, source: WorkerEventSource, maxBatchSize: number): () => void {
   const outcomes = new Counter({
@@ -98,6 +119,15 @@ function outboxMetrics(registry: Registry, source: WorkerEventSource, maxBatchSi
   const batchBuckets = [
     ...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000].filter((b) => b < maxBatchSize).concat(maxBatchSize)),
   ];
+  new Counter({
+    name: 'stayhub_outbox_partitions_reattached_total',
+    help: 'Half-detached day partitions this process gave back to the outbox (housekeeping, or a write that missed its day).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(partitionsReattached());
+    },
+  });
   const batch = new Histogram({
     name: 'stayhub_worker_claim_batch_size',
     help: 'Messages per non-empty claim.',
@@ -147,9 +177,18 @@ function boundChildren(outcomes: Counter<OutcomeLabel>, duration: Histogram<Outc
  *   stayhub_webhook_attempts_total{outcome}
  *       outcome: succeeded | retry | failed (last attempt) | gone (410: endpoint disabled)
  *   stayhub_webhook_attempt_duration_seconds   (histogram)
+ *   stayhub_webhook_first_attempt_delay_seconds   (histogram) due → started, for a delivery's first attempt
  * No endpoint label: one series per endpoint grew without bound with the endpoints hosts
  * register (a histogram is 15 series each). Which endpoints fail is the API's per-endpoint
  * gauges' job, for the endpoints worth watching (src/metrics/webhook-gauges.ts).
+ *
+ * Who holds the sender's slots, read at each scrape (docs/adr/0040-webhook-slots-fair-between-owners.md),
+ * by counts and ranks, never by owner:
+ *   stayhub_webhook_slots, stayhub_webhook_slots_in_use, stayhub_webhook_queued_deliveries
+ *   stayhub_webhook_owner_slots_in_use{rank}   slots held by the owner holding the most (rank 1) … the fifth
+ *   stayhub_webhook_owners_in_flight, stayhub_webhook_owners_at_cap (at WEBHOOK_HOST_CONCURRENCY)
+ *   stayhub_webhook_owners_waiting   owners with a delivery queued and nothing in flight: none when the slots are shared well
+ *   stayhub_webhook_longest_queued_seconds   how long the longest-waiting claimed delivery has been due
  */
 function webhookMetrics(registry: Registry, webhooks: WebhookAttemptSource | undefined): () => void {
   const attempts = new Counter({
@@ -164,12 +203,65 @@ function webhookMetrics(registry: Registry, webhooks: WebhookAttemptSource | und
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
     registers: [registry],
   });
+  const firstDelay = new Histogram({
+    name: 'stayhub_webhook_first_attempt_delay_seconds',
+    help: "How long a webhook delivery's first attempt waited to start after it was due (claim and the sender's queue).",
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300],
+    registers: [registry],
+  });
+  slotGauges(registry, webhooks?.slots);
   const onAttempt = (e: { outcome: string; durationMs: number }) => {
     attempts.inc({ outcome: e.outcome });
     attemptDuration.observe(e.durationMs / 1000);
   };
+  const onStarted = (e: { attempt: number; waitMs: number }) => {
+    if (e.attempt === 1) firstDelay.observe(e.waitMs / 1000);
+  };
   webhooks?.on('attempt', onAttempt);
-  return () => webhooks?.off('attempt', onAttempt);
+  webhooks?.on('started', onStarted);
+  return () => {
+    webhooks?.off('attempt', onAttempt);
+    webhooks?.off('started', onStarted);
+  };
+}
+
+/** The gauges of who holds the webhook sender's slots, read at each scrape (a snapshot costs a pass over the sender's queue). */
+function slotGauges(registry: Registry, read: (() => WebhookSlotsSnapshot) | undefined): void {
+  const gauge = (name: string, help: string, value: (s: WebhookSlotsSnapshot) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const s = read?.();
+        this.set(s ? value(s) : 0);
+      },
+    });
+  gauge('stayhub_webhook_slots', 'Webhook sender slots (WEBHOOK_CONCURRENCY).', (s) => s.slots);
+  gauge('stayhub_webhook_slots_in_use', 'Webhook attempts in their HTTP exchange now.', (s) => s.inFlight);
+  gauge('stayhub_webhook_queued_deliveries', "Claimed webhook deliveries waiting in the sender's queue for a slot.", (s) => s.queued);
+  gauge('stayhub_webhook_owners_in_flight', 'Owners (hosts) with a webhook attempt in flight.', (s) => s.ownersInFlight);
+  gauge('stayhub_webhook_owners_at_cap', 'Owners (hosts) with WEBHOOK_HOST_CONCURRENCY attempts in flight.', (s) => s.ownersAtCap);
+  gauge(
+    'stayhub_webhook_owners_waiting',
+    'Owners (hosts) with a claimed delivery waiting and no attempt in flight: waiting for a first slot.',
+    (s) => s.ownersWaiting,
+  );
+  gauge(
+    'stayhub_webhook_longest_queued_seconds',
+    "How long the longest-waiting delivery in the sender's queue has been due.",
+    (s) => s.longestQueuedMs / 1000,
+  );
+  new Gauge({
+    name: 'stayhub_webhook_owner_slots_in_use',
+    help: 'Webhook slots held by the owner (host) holding the most (rank 1), the second most, … down to the fifth.',
+    labelNames: ['rank'] as const,
+    registers: [registry],
+    collect() {
+      const top = read?.().topOwners ?? [];
+      for (let rank = 1; rank <= TOP_OWNER_RANKS; rank++) this.set({ rank: String(rank) }, top[rank - 1] ?? 0);
+    },
+  });
 }
 
 /**

@@ -1,5 +1,7 @@
+import { EventEmitter } from 'node:events';
 import { sql } from 'drizzle-orm';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { listProperty, signUp, useTestApp, type Session } from '../helpers/app.ts';
 import { webhookKit } from '../helpers/webhooks.ts';
 import { waitFor } from '../helpers/worker.ts';
@@ -94,6 +96,15 @@ describe('fairness between hosts', () => {
     // Behind the others' hanging attempts it would have waited for their 15 s timeouts, or longer.
     expect(healthy.received[0]!.at - sent).toBeLessThan(5_000);
     expect(hanging.received).toHaveLength(28);
+
+    // The worker's /metrics says so, by counts and ranks: ten owners at 2 or 3, none at its cap.
+    const metrics = createWorkerMetrics(new EventEmitter(), { webhooks: sender.events });
+    const text = await metrics.registry.metrics();
+    metrics.detach();
+    expect(text).toMatch(/^stayhub_webhook_owners_in_flight 1[01]$/m); // and the quiet host's, unless it is recorded already
+    expect(text).toMatch(/^stayhub_webhook_owners_at_cap 0$/m);
+    expect(text).toMatch(/^stayhub_webhook_owner_slots_in_use\{rank="1"\} 3$/m);
+    expect(text).toMatch(/^stayhub_webhook_owner_slots_in_use\{rank="5"\} 3$/m);
   });
 
   it('refuses an endpoint past WEBHOOK_MAX_ENDPOINTS_PER_HOST with a 409 naming the cap', async () => {

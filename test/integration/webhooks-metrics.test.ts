@@ -63,6 +63,53 @@ describe('webhook metrics', () => {
     metrics.detach();
   });
 
+  it("the worker's /metrics shows who holds the webhook slots by rank and count, never by owner, and first attempts' delays", async () => {
+    const webhooks = Object.assign(new EventEmitter(), {
+      // Twelve owners in flight: only the five holding the most are reported, by rank.
+      slots: () => ({
+        slots: 32,
+        inFlight: 28,
+        queued: 40,
+        ownersInFlight: 12,
+        ownersAtCap: 1,
+        ownersWaiting: 2,
+        topOwners: [8, 4, 3, 3, 2],
+        longestQueuedMs: 12_500,
+      }),
+    });
+    const metrics = createWorkerMetrics(new EventEmitter(), { webhooks });
+    webhooks.emit('started', { attempt: 1, waitMs: 40 });
+    webhooks.emit('started', { attempt: 1, waitMs: 20_000 });
+    webhooks.emit('started', { attempt: 3, waitMs: 90_000 }); // a retry: its wait is the schedule's, not the slots'
+    const text = await metrics.registry.metrics();
+    const value = (series: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.split(' ')[1],
+      );
+    expect(value('stayhub_webhook_slots')).toBe(32);
+    expect(value('stayhub_webhook_slots_in_use')).toBe(28);
+    expect(value('stayhub_webhook_queued_deliveries')).toBe(40);
+    expect(value('stayhub_webhook_owners_in_flight')).toBe(12);
+    expect(value('stayhub_webhook_owners_at_cap')).toBe(1);
+    expect(value('stayhub_webhook_owners_waiting')).toBe(2);
+    expect(value('stayhub_webhook_longest_queued_seconds')).toBe(12.5);
+    expect(text.split('\n').filter((l) => l.startsWith('stayhub_webhook_owner_slots_in_use{'))).toEqual([
+      'stayhub_webhook_owner_slots_in_use{rank="1"} 8',
+      'stayhub_webhook_owner_slots_in_use{rank="2"} 4',
+      'stayhub_webhook_owner_slots_in_use{rank="3"} 3',
+      'stayhub_webhook_owner_slots_in_use{rank="4"} 3',
+      'stayhub_webhook_owner_slots_in_use{rank="5"} 2',
+    ]);
+    expect(value('stayhub_webhook_first_attempt_delay_seconds_count')).toBe(2);
+    expect(value('stayhub_webhook_first_attempt_delay_seconds_bucket{le="0.05"}')).toBe(1);
+    expect(value('stayhub_webhook_first_attempt_delay_seconds_bucket{le="15"}')).toBe(1);
+    expect(text).not.toMatch(/owner="|host="|endpoint="/);
+    metrics.detach();
+  });
+
   it("the API's per-endpoint series stop at 100, the failing endpoint among them", async () => {
     const host = await signUp(t.app, 'host');
     await t.db.db.execute(sql`
@@ -88,7 +135,7 @@ describe('webhook metrics', () => {
       groups: { rules: { alert: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[];
     };
     const alerts = file.groups.flatMap((g) => g.rules);
-    expect(alerts.map((a) => a.alert)).toEqual(['WebhookEndpointFailing']);
+    expect(alerts.map((a) => a.alert)).toEqual(['WebhookEndpointFailing', 'WebhookSlotsExhausted']);
     for (const a of alerts) {
       expect(a.labels.severity).toBeTruthy();
       expect(a.annotations.runbook).toMatch(/^docs\/webhooks\.md#/);
