@@ -3,9 +3,10 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { EMBEDDED_DEFAULTS, type Config } from '../src/config.ts';
+import { lockDataDir } from '../src/process/data-dir-lock.ts';
 import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../src/db/embedded.ts';
 import { runMigrations } from '../src/db/migrate.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
+import { runMain, type Command, type CommandContext } from '../src/process/run-main.ts';
 import { describeTraceDestination } from '../src/process/telemetry.ts';
 import { announceWhenReady, childLogEnv } from './start-console.ts';
 
@@ -71,11 +72,17 @@ interface Child {
   child: ChildProcess;
 }
 
+interface Embedded {
+  postgres: EmbeddedPostgres;
+  dataDir: string;
+  where: string;
+}
+
 /**
  * The product's persistent embedded PostgreSQL (its data kept between runs), not started yet;
  * `where`: its data folder as the start-up line names it.
  */
-function embeddedServer(config: Config): { postgres: EmbeddedPostgres; where: string } {
+function embeddedServer(config: Config): Embedded {
   const { dataDir, unreachable } = embeddedDataDir({ root, configured: config.EMBEDDED_PG_DIR });
   if (unreachable) say(`the "postgres" user cannot reach ${unreachable} (a private folder): PostgreSQL keeps its data in ${dataDir}`);
   const postgres = new EmbeddedPostgres({
@@ -84,7 +91,7 @@ function embeddedServer(config: Config): { postgres: EmbeddedPostgres; where: st
     user: EMBEDDED_DEFAULTS.user,
     password: EMBEDDED_DEFAULTS.password,
   });
-  return { postgres, where: unreachable ? dataDir : config.EMBEDDED_PG_DIR };
+  return { postgres, dataDir, where: unreachable ? dataDir : config.EMBEDDED_PG_DIR };
 }
 
 /** Creates the cluster if it is new, starts it and makes the database, unless a stop came in meanwhile. */
@@ -127,66 +134,92 @@ export const startCommand: Command = {
   traced: false,
   // The consumer (with NATS_URL), the worker, then the API, each within its own timeout, then PostgreSQL.
   shutdownTimeoutSeconds: (config) => (config.NATS_URL ? 3 : 2) * (config.SHUTDOWN_TIMEOUT_SECONDS + 5) + 10,
-  async run({ config, stopRequested, isStopping, onForcedStop }) {
+  async run(ctx) {
+    const { config } = ctx;
     const embedded = config.usesEmbeddedDatabase ? embeddedServer(config) : undefined;
-    const postgres = embedded?.postgres;
-    const children: Child[] = [];
-    // A second signal: no more waiting. Also when this process dies anyway: take the children with it.
-    const killChildren = () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL'));
-    onForcedStop(async () => {
-      say('second signal: stopping everything now');
-      killChildren();
-      await postgres?.stop();
-    });
-    process.on('exit', killChildren);
-
-    // Stops whatever has started, in order; a signal during start-up lands here too, so a
-    // PostgreSQL already running is never left behind.
-    const stopAll = async (reason: string) => {
-      const labels = children.length ? children.map((c) => c.label) : ['the worker', 'the API'];
-      say(`${reason}: stopping ${labels.join(', then ')}, then PostgreSQL`);
-      const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
-      for (const { name, child } of children) await stopChild(child, name, timeoutMs);
-      await postgres?.stop();
-      say('stopped');
-    };
-
+    // One `npm start` per data folder, taken before anything touches it: a second start refuses
+    // here, naming the first, instead of stopping the first one's PostgreSQL (src/process/data-dir-lock.ts).
+    const lock =
+      embedded &&
+      lockDataDir(
+        embedded.dataDir,
+        `its API at http://${config.HOST}:${config.PORT}, PostgreSQL on 127.0.0.1:${config.EMBEDDED_PG_PORT}`,
+        (stale) => say(`took over the lock of pid ${stale.pid} (started ${stale.startedAt}), which is gone`),
+      );
+    // A forced stop exits the process: the lock goes with it, unless SIGKILL (then it is stale, and taken over).
+    const release = () => lock?.release();
+    process.on('exit', release);
     try {
-      if (embedded) await startEmbedded(embedded, config, isStopping);
-      else say('DATABASE_URL is set: using that server, not starting the embedded one');
-      if (!isStopping()) {
-        await runMigrations(config.DATABASE_URL);
-        say('migrations applied');
-      }
-    } catch (err) {
-      // A start-up step that failed because a stop came in meanwhile: stop as asked, not an error.
-      if (!isStopping()) {
-        await postgres?.stop();
-        if (err instanceof PortTakenError) {
-          throw new Error(
-            `the embedded PostgreSQL cannot listen: ${err.message}. Set EMBEDDED_PG_PORT to a free port, or stop what listens there`,
-          );
-        }
-        throw err;
-      }
+      return await runSystem(ctx, embedded);
+    } finally {
+      release();
+      process.off('exit', release);
     }
-    if (isStopping()) {
-      await stopAll(await stopRequested);
-      return 0;
-    }
-
-    const api = startChildren(config, children);
-    void announceWhenReady({ config, api, others: children.map((c) => c.child), say });
-    const childExited = new Promise<string>((resolve) => {
-      for (const { name, child } of children) {
-        child.on('exit', (code, signal) => resolve(`${name} exited unexpectedly (${signal ?? code})`));
-      }
-    });
-    const asked = stopRequested.then((reason) => ({ reason, code: 0 }));
-    const { reason, code } = await Promise.race([asked, childExited.then((r) => ({ reason: r, code: 1 }))]);
-    await stopAll(reason);
-    return code;
   },
 };
+
+/** PostgreSQL (when embedded), the migrations, then the children until a stop: `npm start` once its lock is held. */
+async function runSystem(
+  { config, stopRequested, isStopping, onForcedStop }: CommandContext,
+  embedded: Embedded | undefined,
+): Promise<number> {
+  const postgres = embedded?.postgres;
+  const children: Child[] = [];
+  // A second signal: no more waiting. Also when this process dies anyway: take the children with it.
+  const killChildren = () => children.forEach(({ child }) => child.exitCode === null && child.kill('SIGKILL'));
+  onForcedStop(async () => {
+    say('second signal: stopping everything now');
+    killChildren();
+    await postgres?.stop();
+  });
+  process.on('exit', killChildren);
+
+  // Stops whatever has started, in order; a signal during start-up lands here too, so a
+  // PostgreSQL already running is never left behind.
+  const stopAll = async (reason: string) => {
+    const labels = children.length ? children.map((c) => c.label) : ['the worker', 'the API'];
+    say(`${reason}: stopping ${labels.join(', then ')}, then PostgreSQL`);
+    const timeoutMs = (config.SHUTDOWN_TIMEOUT_SECONDS + 5) * 1000;
+    for (const { name, child } of children) await stopChild(child, name, timeoutMs);
+    await postgres?.stop();
+    say('stopped');
+  };
+
+  try {
+    if (embedded) await startEmbedded(embedded, config, isStopping);
+    else say('DATABASE_URL is set: using that server, not starting the embedded one');
+    if (!isStopping()) {
+      await runMigrations(config.DATABASE_URL);
+      say('migrations applied');
+    }
+  } catch (err) {
+    // A start-up step that failed because a stop came in meanwhile: stop as asked, not an error.
+    if (!isStopping()) {
+      await postgres?.stop();
+      if (err instanceof PortTakenError) {
+        throw new Error(
+          `the embedded PostgreSQL cannot listen: ${err.message}. Set EMBEDDED_PG_PORT to a free port, or stop what listens there`,
+        );
+      }
+      throw err;
+    }
+  }
+  if (isStopping()) {
+    await stopAll(await stopRequested);
+    return 0;
+  }
+
+  const api = startChildren(config, children);
+  void announceWhenReady({ config, api, others: children.map((c) => c.child), say });
+  const childExited = new Promise<string>((resolve) => {
+    for (const { name, child } of children) {
+      child.on('exit', (code, signal) => resolve(`${name} exited unexpectedly (${signal ?? code})`));
+    }
+  });
+  const asked = stopRequested.then((reason) => ({ reason, code: 0 }));
+  const { reason, code } = await Promise.race([asked, childExited.then((r) => ({ reason: r, code: 1 }))]);
+  await stopAll(reason);
+  return code;
+}
 
 runMain(startCommand, import.meta.url);
