@@ -1,3 +1,4 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '../../errors.ts';
@@ -7,15 +8,31 @@ import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
+/*
+ * Accounts created per client address per day (ADR 0039): the per-minute limit alone let one
+ * address make 14,400 accounts a day, and every account is an owner of its own in the outbox's
+ * turns. Counted once an account is made, so a mistyped form or a taken email costs nothing; per
+ * API process (the plugin's memory store), like the per-minute limit; an IPv6 address by its /64
+ * (the plugin's default subnet).
+ */
+function signupsPerDay(app: FastifyInstance, max: number) {
+  const today = app.createRateLimit({ max, timeWindow: '1 day' });
+  return {
+    async ensureRoom(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      const seen = await today(request, { increment: false });
+      if (seen.isAllowed || seen.remaining > 0) return;
+      reply.header('retry-after', seen.ttlInSeconds);
+      throw new AppError('rate_limited', 'Too many accounts from this address today');
+    },
+    count: (request: FastifyRequest) => today(request),
+  };
+}
+
 export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps = { db: ctx.db.db, sessionTtlHours: ctx.config.SESSION_TTL_HOURS };
   // Per client address: slows password guessing and mass sign-ups; the limit applies to failures too.
   const rateLimit = { max: ctx.config.RATE_LIMIT_AUTH_PER_MINUTE, timeWindow: '1 minute' };
-  // Accounts created per address per day (ADR 0039): the per-minute limit alone let one address make
-  // 14,400 accounts a day, and every account is an owner of its own in the outbox's turns. Counted
-  // after an account is made, so a mistyped form or a taken email costs nothing; per API process
-  // (the plugin's memory store), like the per-minute limit; IPv6 addresses by the plugin's subnet.
-  const signupsToday = app.createRateLimit({ max: ctx.config.SIGNUPS_PER_ADDRESS_PER_DAY, timeWindow: '1 day' });
+  const signups = signupsPerDay(app, ctx.config.SIGNUPS_PER_ADDRESS_PER_DAY);
 
   app.post(
     '/auth/register',
@@ -32,13 +49,9 @@ export const authRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) =>
       },
     },
     async (request, reply) => {
-      const today = await signupsToday(request, { increment: false });
-      if (!today.isAllowed && today.remaining <= 0) {
-        reply.header('retry-after', today.ttlInSeconds);
-        throw new AppError('rate_limited', 'Too many accounts from this address today');
-      }
+      await signups.ensureRoom(request, reply);
       const created = await auth.register(deps, request.body);
-      await signupsToday(request);
+      await signups.count(request);
       return reply.status(201).send(created);
     },
   );
