@@ -256,7 +256,7 @@ const envSchema = z.object({
       }
       return parts.map(Number);
     }),
-  /** Send each webhook request with the delivery's `traceparent`/`tracestate` (when tracing is on); off: hosts see none. */
+  /** Send each webhook request with the delivery's `traceparent` (when tracing is on; never a tracestate); off: hosts see none. */
   WEBHOOK_TRACE_CONTEXT: bool.default(true),
   /** The longest a webhook portal link may work (minutes); a host asks for less, 60 by default. */
   WEBHOOK_PORTAL_LINK_MAX_MINUTES: int(5, 10_080).default(1440),

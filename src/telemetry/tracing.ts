@@ -50,8 +50,8 @@ export interface StoredTraceContext {
 }
 
 /*
- * Stored context is always W3C, whatever OTEL_PROPAGATORS says for HTTP: the outbox columns are
- * named after it and the dashboard reads the trace id out of it.
+ * Stored context is always W3C: the outbox columns are named after it and the dashboard reads the
+ * trace id out of it. HTTP's propagator is edge.ts's (no caller's context in, no tracestate out).
  */
 const w3c = new W3CTraceContextPropagator();
 
