@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from './client.ts';
 import { pgError, PG } from './pg-errors.ts';
+import { reattachPendingDetaches } from './pending-detach.ts';
+import { poolOf } from './prepared.ts';
 
 /*
  * A write that finds no partition for its row. The outbox is partitioned by day (ADR 0019) and has
@@ -9,7 +11,15 @@ import { pgError, PG } from './pg-errors.ts';
  * only when a day is missing, dropped by hand or never made; the day is then made on the miss, and
  * the transaction, rolled back whole by the error, is run again (withTransaction,
  * src/db/transaction.ts). A write whose day exists pays nothing for this.
+ *
+ * A day can also be there and out of sight: marked "detach pending" by an interrupted
+ * DETACH … CONCURRENTLY (src/db/pending-detach.ts). Making the day cannot help (the marked partition
+ * still covers it), so today's and the coming days are first given back; the write then finds its
+ * day within the same retry instead of failing until someone finishes the detach by hand.
  */
+
+/** How long giving a marked day back may wait for older transactions before the write fails (as outbox_ensure_partitions' lock_timeout). */
+const REATTACH_LOCK_TIMEOUT_MS = 5_000;
 
 const NO_PARTITION = /^no partition of relation "outbox" found for row/;
 
@@ -20,11 +30,13 @@ export function isMissingOutboxPartition(err: unknown): boolean {
 }
 
 /**
- * Makes every missing day of the outbox from today to a week ahead (outbox_ensure_partitions,
- * migrations/0011: it fills holes, takes turns with other callers on an advisory lock, and fails
- * with one line naming the fix if a stray table holds a day's name). Returns the days made.
+ * Gives back today's and the coming days left "detach pending", then makes every missing day of the
+ * outbox from today to a week ahead (outbox_ensure_partitions, migrations/0011: it fills holes,
+ * takes turns with other callers on an advisory lock, and fails with one line naming the fix if a
+ * stray table holds a day's name). Returns the days given back and made.
  */
 export async function makeMissingOutboxDays(db: Db): Promise<string[]> {
+  const given = await reattachPendingDetaches(poolOf(db), { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
   const { rows } = await db.execute<{ made: string[] }>(sql`select outbox_ensure_partitions() as made`);
-  return rows[0]!.made;
+  return [...given, ...rows[0]!.made];
 }

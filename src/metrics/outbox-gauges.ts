@@ -1,10 +1,12 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
+import { listPendingDetaches } from '../db/pending-detach.ts';
 import { poolOf } from '../db/prepared.ts';
+import { registerPartitionsReattached } from './partition-metrics.ts';
 import { outboxStats, partitionsAheadSeconds, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
 
 /** One read: the stats, and how far ahead the outbox's day partitions reach. */
-type Reading = OutboxStats & { partitionsAheadSeconds: number };
+type Reading = OutboxStats & { partitionsAheadSeconds: number; detachPending: number };
 
 export interface OutboxGaugeOptions {
   db: Db;
@@ -14,6 +16,24 @@ export interface OutboxGaugeOptions {
   now?: () => number;
   /** Told when a read fails (the scrape still succeeds, with stats_up 0). */
   onError?: (err: unknown) => void;
+}
+
+/** One read of the database's numbers, shared by the scrapes of `cacheMs` (and by those in flight). */
+function cachedReading(opts: OutboxGaugeOptions): () => Promise<Reading | null> {
+  const cacheMs = opts.cacheMs ?? 5_000;
+  const now = opts.now ?? Date.now;
+  let cached: { at: number; value: Promise<Reading | null> } | undefined;
+  return (): Promise<Reading | null> => {
+    if (cached && now() - cached.at < cacheMs) return cached.value;
+    const value = Promise.all([outboxStats(opts.db), partitionsAheadSeconds(poolOf(opts.db)), listPendingDetaches(poolOf(opts.db))])
+      .then(([stats, ahead, pending]): Reading => ({ ...stats, partitionsAheadSeconds: ahead, detachPending: pending.length }))
+      .catch((err: unknown) => {
+        opts.onError?.(err);
+        return null;
+      });
+    cached = { at: now(), value };
+    return value;
+  };
 }
 
 /**
@@ -26,21 +46,7 @@ export interface OutboxGaugeOptions {
  * for that scrape and `stayhub_outbox_stats_up` is 0: a stale number would look healthy.
  */
 export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOptions): void {
-  const cacheMs = opts.cacheMs ?? 5_000;
-  const now = opts.now ?? Date.now;
-
-  let cached: { at: number; value: Promise<Reading | null> } | undefined;
-  const read = (): Promise<Reading | null> => {
-    if (cached && now() - cached.at < cacheMs) return cached.value;
-    const value = Promise.all([outboxStats(opts.db), partitionsAheadSeconds(poolOf(opts.db))])
-      .then(([stats, ahead]): Reading => ({ ...stats, partitionsAheadSeconds: ahead }))
-      .catch((err: unknown) => {
-        opts.onError?.(err);
-        return null;
-      });
-    cached = { at: now(), value };
-    return value;
-  };
+  const read = cachedReading(opts);
 
   // prom-client starts every metric's collect() at once on a scrape and serialises each metric
   // after its own collect resolves. All these gauges await the same promise, which applies one
@@ -86,13 +92,20 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
     "Seconds until the end of the outbox's last day partition. Below 0 no message can be written (bookings fail); the worker keeps it about a week.",
     [],
   );
+  const detachPending = gauge(
+    'stayhub_outbox_partitions_detach_pending',
+    "Day partitions of the outbox an interrupted DETACH … CONCURRENTLY left marked: their messages out of sight, their day's writes refused until given back.",
+    [],
+  );
+  registerPartitionsReattached(registry, 'on a write that missed its day');
   const up = gauge('stayhub_outbox_stats_up', '1 if the last outbox stats read succeeded, 0 if the database could not be read.', []);
 
   function apply(s: Reading | null) {
-    for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic, partitionsAhead]) g.reset();
+    for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic, partitionsAhead, detachPending]) g.reset();
     up.set(s ? 1 : 0);
     if (!s) return;
     partitionsAhead.set(s.partitionsAheadSeconds);
+    detachPending.set(s.detachPending);
     const byTopic = new Map(s.byTopic.map((t) => [t.topic, t] as const));
     for (const topic of new Set([...opts.catalogue.topics(), ...byTopic.keys()])) {
       const t = byTopic.get(topic);

@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { partitionsReattached } from '../db/pending-detach.ts';
+import { registerPartitionsReattached } from './partition-metrics.ts';
 
 /**
  * The worker's events as this module reads them (the contract is documented in
@@ -119,15 +119,7 @@ function outboxMetrics(registry: Registry, source: WorkerEventSource, maxBatchSi
   const batchBuckets = [
     ...new Set([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000].filter((b) => b < maxBatchSize).concat(maxBatchSize)),
   ];
-  new Counter({
-    name: 'stayhub_outbox_partitions_reattached_total',
-    help: 'Half-detached day partitions this process gave back to the outbox (housekeeping, or a write that missed its day).',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(partitionsReattached());
-    },
-  });
+  registerPartitionsReattached(registry, 'housekeeping, or a write that missed its day');
   const batch = new Histogram({
     name: 'stayhub_worker_claim_batch_size',
     help: 'Messages per non-empty claim.',

@@ -88,7 +88,9 @@ export interface DroppedPartition {
  * row is never changed again. DETACH … CONCURRENTLY waits for every transaction that could still
  * see the partition, without blocking new ones; it cannot run inside a transaction block, so each
  * statement here is its own. If the process dies between its two phases, the partition stays
- * "detach pending" (invisible to new queries): the next round finishes it (FINALIZE) and drops it.
+ * "detach pending" (invisible to new queries): the next round finishes it (FINALIZE) and drops it,
+ * or gives it back if it holds anything but old DONE rows. A later day left so is given back by
+ * the housekeeping before the purge runs (src/db/pending-detach.ts).
  */
 export async function dropExpiredOutboxPartitions(
   pool: pg.Pool,
@@ -98,8 +100,14 @@ export async function dropExpiredOutboxPartitions(
   const expired = (await listOutboxPartitions(pool)).filter((p) => p.to.getTime() <= cutoff.getTime());
   const dropped: DroppedPartition[] = [];
   // Interrupted detaches first: PostgreSQL refuses a DETACH … CONCURRENTLY while another
-  // partition of the table is still pending detach.
-  for (const p of expired.filter((x) => x.detachPending)) dropped.push(await dropOutboxPartition(pool, p));
+  // partition of the table is still pending detach. Finished, then dropped only if it holds
+  // nothing the outbox owes: the detach may have been a person's, not the purge's. Otherwise it
+  // stays detached, and settleDetachedOutboxDays attaches it again.
+  for (const p of expired.filter((x) => x.detachPending)) {
+    await pool.query(`alter table outbox detach partition ${p.name} finalize`);
+    if (await allDoneBefore(pool, p.name, cutoff))
+      dropped.push(await dropOutboxPartition(pool, { name: p.name, detachPending: false, detached: true }));
+  }
   for (const p of expired.filter((x) => !x.detachPending)) {
     if (opts.stopping?.()) break;
     if (await allDoneBefore(pool, p.name, cutoff)) dropped.push(await dropOutboxPartition(pool, p));
@@ -114,13 +122,16 @@ export async function dropExpiredOutboxPartitions(
  * bench, and 1.2 s at five million, on the CPU the drain needs. Checks nothing:
  * dropExpiredOutboxPartitions decides what may go.
  */
-export async function dropOutboxPartition(pool: pg.Pool, p: Pick<OutboxPartition, 'name' | 'detachPending'>): Promise<DroppedPartition> {
+export async function dropOutboxPartition(
+  pool: pg.Pool,
+  p: Pick<OutboxPartition, 'name' | 'detachPending'> & { detached?: boolean },
+): Promise<DroppedPartition> {
   const { rows: stats } = await pool.query<{ n: number }>(
     `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
     [p.name],
   );
   const rows = stats[0]?.n ?? 0;
-  await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
+  if (!p.detached) await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
   await pool.query(`drop table ${p.name}`);
   return { name: p.name, rows };
 }

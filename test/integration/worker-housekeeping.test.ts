@@ -62,6 +62,7 @@ describe('housekeeping', () => {
     expect(counts).toEqual({
       outbox: 0,
       outboxPartitionsDropped: 0,
+      outboxPartitionsReattached: 0,
       idempotencyKeys: 2_500,
       sessions: 1_205,
       processedMessages: 0,

@@ -1,12 +1,15 @@
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
+import { reattachPendingDetaches } from '../../db/pending-detach.ts';
 import { poolOf } from '../../db/prepared.ts';
 import { ensureOutboxPartitions } from '../partitions.ts';
 import { purgeOutbox } from '../purge.ts';
 
 /*
  * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start). The outbox
- * first: its partitions for the days ahead are made (a missing day among them too), the days whose
+ * first: a day within the retention left half detached by an interrupted DETACH … CONCURRENTLY is
+ * given back (src/db/pending-detach.ts; one the purge meant to drop is the purge's to finish), its
+ * partitions for the days ahead are made (a missing day among them too), the days whose
  * every message is DONE and older than OUTBOX_RETENTION_DAYS are dropped whole, and a day a crash
  * left detached is dropped or given back (src/outbox/partitions.ts). Then rows
  * that nobody will read again are deleted in bounded batches (1,000 rows a statement, each its
@@ -26,9 +29,39 @@ export interface Chore {
 
 /**
  * Rows deleted per chore in one round. `outbox` is the DONE purge: the rows of the partitions
- * dropped (`outboxPartitionsDropped` of them) and the stragglers.
+ * dropped (`outboxPartitionsDropped` of them) and the stragglers. `outboxPartitionsReattached`: days
+ * found half detached and given back.
  */
-export type HousekeepingCounts = Record<string, number> & { outbox: number; outboxPartitionsDropped: number };
+export type HousekeepingCounts = Record<string, number> & {
+  outbox: number;
+  outboxPartitionsDropped: number;
+  outboxPartitionsReattached: number;
+};
+
+/** How long giving a half-detached day back waits for older transactions: past it, the next round tries again. */
+const REATTACH_LOCK_TIMEOUT_MS = 10_000;
+
+/**
+ * Gives back every day within the retention that an interrupted DETACH … CONCURRENTLY left marked;
+ * its names, or none when it must wait for a transaction older than it (logged: the next round and
+ * the next write that misses try again, and OutboxPartitionDetachPending fires meanwhile).
+ */
+async function reattachHalfDetachedDays(db: Db, retentionDays: number, log?: Logger): Promise<string[]> {
+  const cutoff = new Date(Date.now() - retentionDays * 86_400_000);
+  try {
+    const given = await reattachPendingDetaches(poolOf(db), { after: cutoff, lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
+    if (given.length) {
+      log?.warn(
+        { tables: given },
+        'outbox: days left half detached by an interrupted DETACH … CONCURRENTLY were given back to the outbox (FINALIZE, then ATTACH)',
+      );
+    }
+    return given;
+  } catch (err) {
+    log?.warn({ err }, 'outbox: a day left half detached could not be given back yet (an older transaction holds it); will try again');
+    return [];
+  }
+}
 
 /** One round: the outbox, then each chore batch after batch until a batch comes back short, or `stopping()`. */
 export async function housekeepOnce(
@@ -36,6 +69,8 @@ export async function housekeepOnce(
   opts: { retentionDays: number; chores?: readonly Chore[]; stopping?: () => boolean; log?: Logger },
 ): Promise<HousekeepingCounts> {
   const stopping = opts.stopping ?? (() => false);
+  // Before the days ahead: a marked day still counts as made, and no write can reach it.
+  const halfDetached = await reattachHalfDetachedDays(db, opts.retentionDays, opts.log);
   await ensureOutboxPartitions(poolOf(db));
   const outbox = await purgeOutbox(db, { retentionDays: opts.retentionDays, batchSize: BATCH, stopping });
   // A day the outbox cannot take back is left untouched, with its fix in the log, every round until someone acts.
@@ -43,7 +78,11 @@ export async function housekeepOnce(
   const { reattached } = outbox.detached;
   if (reattached.length)
     opts.log?.warn({ tables: reattached }, 'outbox: detached days that still held messages were given back to the outbox');
-  const counts: Record<string, number> = { outbox: outbox.rows, outboxPartitionsDropped: outbox.partitions.length };
+  const counts: Record<string, number> = {
+    outbox: outbox.rows,
+    outboxPartitionsDropped: outbox.partitions.length,
+    outboxPartitionsReattached: halfDetached.length,
+  };
   for (const chore of opts.chores ?? []) {
     let total = 0;
     while (!stopping()) {
