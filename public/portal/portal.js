@@ -235,7 +235,8 @@
       pending = {};
     }
     view = next;
-    for (const name of ['list', 'endpoint', 'links']) $(`view-${name}`).hidden = name !== view.name;
+    // A view that is new stays hidden until its data is there: nothing half-drawn, nothing stale.
+    for (const name of ['list', 'endpoint', 'links']) if (changedView || name !== view.name) $(`view-${name}`).hidden = true;
     $('nav-endpoints').setAttribute('aria-current', view.name === 'links' ? 'false' : 'page');
     $('nav-links').setAttribute('aria-current', view.name === 'links' ? 'page' : 'false');
     void refresh(changedView).then(() => {
@@ -246,21 +247,25 @@
   window.addEventListener('hashchange', route);
 
   function focusHeading() {
+    if (!view) return; // not found: the error is what there is to read
     const id = { list: 'list-title', endpoint: 'ep-title', links: 'links-title' }[view.name];
     $(id).focus();
   }
 
   async function refresh(first) {
+    if (!view) return;
     try {
       setStatus(first ? 'Loading…' : '');
       if (view.name === 'list') await showList();
       else if (view.name === 'endpoint') await showEndpoint();
       else if (view.name === 'links') await showLinks();
+      $(`view-${view.name}`).hidden = false;
       setStatus(`Updated ${new Date().toLocaleTimeString()}`);
     } catch (err) {
       if (err instanceof SignedOut) return signedOut(err.message);
       if (err.status === 404) {
         stopPolling();
+        view = null; // whatever comes next is a new view
         for (const name of ['list', 'endpoint', 'links']) $(`view-${name}`).hidden = true;
         $('error').textContent = 'Not found: there is no such endpoint or delivery among yours.';
         $('error').hidden = false;

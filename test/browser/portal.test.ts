@@ -105,7 +105,8 @@ async function waitForRow(page: Page, test: (cells: string[]) => boolean, what: 
 const wider = (page: Page) =>
   page.evaluate(() =>
     [...document.querySelectorAll('body *')]
-      .filter((e) => !e.closest('.table-wrap, [hidden]') && e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+      .filter((e) => !e.parentElement?.closest('.table-wrap') && !e.closest('[hidden]'))
+      .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
       .map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`),
   );
 
@@ -212,6 +213,8 @@ describe('the webhook portal in Chromium', () => {
     const html = await page.content();
     expect(html).not.toContain(newSecret);
     expect(html).not.toContain(firstSecret);
+    expect(t.logs.text).not.toContain(newSecret.slice(6));
+    expect(t.logs.text).not.toContain(firstSecret.slice(6));
 
     const before = receiver.received.length;
     await page.locator('#act-test').click();
@@ -254,11 +257,13 @@ describe('the webhook portal in Chromium', () => {
     expect(text).toMatch(/Success, last hour\d+% \(\d+ of \d+\)/);
     expect(text).toMatch(/Last failure.*HTTP 500/);
     expect(await wider(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
     await shot(page, 'portal-list-phone.png');
     await page.goto(`${base}/portal/?refresh=600#/endpoints/${made.endpointId}`);
     await page.locator('#ep-title').waitFor();
     await expect.poll(() => page.locator('#deliveries tbody tr').count()).toBeGreaterThan(0);
     expect(await wider(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
     expect(problems).toEqual([]);
     await page.context().close();
   }, 60_000);
@@ -293,8 +298,9 @@ describe('the webhook portal in Chromium', () => {
   it('shows another host none of it, by URL or by id, and lets it change nothing', async () => {
     const { page, problems } = await signIn(otherHost);
     expect(await page.locator('#endpoints').textContent()).not.toContain(made.url);
-    for (const hash of [`#/endpoints/${made.endpointId}`, `#/endpoints/${made.endpointId}/deliveries/${made.deliveryId}`]) {
-      await page.goto(`${base}/portal/?refresh=600${hash}`);
+    for (const [i, hash] of [`#/endpoints/${made.endpointId}`, `#/endpoints/${made.endpointId}/deliveries/${made.deliveryId}`].entries()) {
+      await page.goto(`${base}/portal/?refresh=${601 + i}${hash}`); // a new document each time, not a fragment change
+      await page.locator('#error').waitFor();
       await expect.poll(() => page.locator('#error').textContent()).toContain('Not found');
       expect(await page.locator('#view-endpoint').isHidden()).toBe(true);
       expect(await page.content()).not.toContain(made.url);
@@ -382,6 +388,7 @@ describe('the webhook portal in Chromium', () => {
     await late.locator('#link-ended').waitFor();
     expect(await late.locator('#app').isHidden()).toBe(true);
 
+    expect(t.logs.text).not.toContain('whpl_'); // the fragment never reaches the server, nor its logs
     expect(hostProblems).toEqual([]);
     // A revoked or expired link's requests are refused with a 401, which Chromium logs as a console error.
     expect([...devProblems, ...lateProblems].filter((p) => !p.includes('401'))).toEqual([]);

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Db } from '../db/client.ts';
-import { AppError } from '../errors.ts';
-import { bearerToken } from '../http/plugins/auth.ts';
-import type { PresentedLink } from './portal-links.repository.ts';
-import { LINK_TOKEN_PREFIX, presentedLink, recordUse } from './portal-links.service.ts';
+import type { Db } from '../../db/client.ts';
+import { AppError } from '../../errors.ts';
+import { bearerToken } from '../plugins/auth.ts';
+import type { PresentedLink } from '../../webhooks/portal-links.repository.ts';
+import { LINK_TOKEN_PREFIX, presentedLink, recordUse } from '../../webhooks/portal-links.service.ts';
 
 /*
  * The webhooks API accepts a portal link where it accepts a host's session: the same routes, the

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { idParams } from '../../properties/properties.schemas.ts';
 import { WEBHOOK_EVENT_TYPES, TEST_EVENT_TYPE } from '../../webhooks/event-types.ts';
-import { auditLinkUse, hostOrLink, linkOf } from '../../webhooks/portal-links.auth.ts';
+import { auditLinkUse, hostOrLink, linkOf } from './portal-link-auth.ts';
 import {
   createPortalLinkBody,
   portalLinkListResponse,

@@ -20,7 +20,7 @@ import {
   updateEndpointBody,
 } from '../../webhooks/webhooks.schemas.ts';
 import * as service from '../../webhooks/webhooks.service.ts';
-import { auditLinkUse, hostOrLink, type Need } from '../../webhooks/portal-links.auth.ts';
+import { auditLinkUse, hostOrLink, type Need } from './portal-link-auth.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext, ZodApp } from '../context.ts';
@@ -30,7 +30,7 @@ type RouteDeps = service.WebhooksDeps & { hostOrLink: (need: Need, roles?: ('hos
 
 /**
  * Webhooks to hosts' systems: a host manages their own endpoints, an admin everyone's
- * (docs/webhooks.md); a portal link acts as its host, read-only or in full (src/webhooks/portal-links.auth.ts).
+ * (docs/webhooks.md); a portal link acts as its host, read-only or in full (src/http/routes/portal-link-auth.ts).
  */
 export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   app.addHook('onResponse', auditLinkUse(ctx.db.db));
