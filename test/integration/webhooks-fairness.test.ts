@@ -21,6 +21,9 @@ const bookingEvent = async (propertyId: string) => (await kit.bookingEvent(prope
 
 afterEach(() => kit.closeAll());
 
+/** Earlier tests' endpoints, and what they still have due, out of the way: the sender sees this test's alone. */
+const onlyNewEndpoints = () => t.db.db.execute(sql`update webhook_endpoints set enabled = false`);
+
 let hostA: Session;
 let hostB: Session;
 let propertyA: string;
@@ -71,6 +74,7 @@ describe('fairness between hosts', () => {
   });
 
   it("ten hosts with ten hanging endpoints each leave slots for another host's first attempt", async () => {
+    await onlyNewEndpoints();
     // Each host under its own cap (8), together more than the 32 slots: 10 × 8 = 80.
     const hanging = await receiver(() => ({ hang: true }));
     const owners = await Promise.all(Array.from({ length: 10 }, (_, i) => signUp(t.app, 'host', `Owner ${i}`)));
@@ -105,6 +109,28 @@ describe('fairness between hosts', () => {
     expect(text).toMatch(/^stayhub_webhook_owners_at_cap 0$/m);
     expect(text).toMatch(/^stayhub_webhook_owner_slots_in_use\{rank="1"\} 3$/m);
     expect(text).toMatch(/^stayhub_webhook_owner_slots_in_use\{rank="5"\} 3$/m);
+  });
+
+  it('a host has exactly WEBHOOK_HOST_CONCURRENCY attempts in flight, not one more, and holds at most eight times that', async () => {
+    await onlyNewEndpoints();
+    const hanging = await receiver(() => ({ hang: true }));
+    const owner = await signUp(t.app, 'host');
+    const property = (await listProperty(t.app, owner)).id;
+    for (let e = 0; e < 10; e++) await register(owner, `${hanging.url}/cap/${e}`);
+    for (let b = 0; b < 10; b++) expect(await bookingEvent(property)).toBe(10); // 100 due, 10 endpoints
+    // Room to spare everywhere else: 32 slots, 4 per endpoint (40 for ten), none kept for quiet hosts.
+    const sender = startSender({ WEBHOOK_HOST_CONCURRENCY: '3', WEBHOOK_IDLE_OWNER_SLOTS: '0', WEBHOOK_TIMEOUT_MS: '15000' });
+    await waitFor(async () => hanging.received.length >= 3, 10_000, "the host's attempts");
+    // Attempts start synchronously, all that may start at once: a fourth would be in flight already.
+    expect(sender.events.slots()).toMatchObject({ inFlight: 3, ownersInFlight: 1, ownersAtCap: 1, topOwners: [3] });
+    // Claimed, in flight and queued together: the cap times the claim-ahead factor (8), no more.
+    expect(sender.events.slots().inFlight + sender.events.slots().queued).toBe(24);
+    const { rows } = await t.db.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+           where e.url like ${`${hanging.url}/cap/%`} and d.claim_id is not null and d.status = 'pending'`,
+    );
+    expect(rows[0]!.n).toBe(24);
+    expect(hanging.received).toHaveLength(3);
   });
 
   it('refuses an endpoint past WEBHOOK_MAX_ENDPOINTS_PER_HOST with a 409 naming the cap', async () => {

@@ -77,6 +77,23 @@ describe('hostile receivers', () => {
     expect(retry.statusCode).toBe(202); // not the endless 409 of an attempt that could never be recorded
   });
 
+  it('records an answer with NUL bytes throughout, every one of them replaced', async () => {
+    const r = await receiver(() => ({ status: 500, body: Buffer.from('\u0000a\u0000\u0000b\u0000', 'utf8') }));
+    const ep = await register(r.url);
+    await bookingEvent();
+    startSender();
+    const [failed] = await waitFor(
+      async () => {
+        const f = await deliveries(ep.id, 'failed');
+        return f.length === 1 && f;
+      },
+      10_000,
+      'the delivery to fail after its three attempts',
+    );
+    expect(r.received).toHaveLength(3);
+    expect(failed!.attempts.map((a) => a.responseBody)).toEqual(Array(3).fill('\uFFFDa\uFFFD\uFFFDb\uFFFD'));
+  });
+
   it('keeps WEBHOOK_ATTEMPTS_KEPT attempts per delivery, the newest', async () => {
     const r = await receiver((n) => ({ status: 503, body: `attempt ${n}` }));
     const ep = await register(r.url);
@@ -113,6 +130,15 @@ describe('addresses and URLs', () => {
     ]) {
       expect(await refuse(url)).toMatch(/public internet addresses only.*WEBHOOK_ALLOW_PRIVATE_NETWORKS=true/);
     }
+  });
+
+  it('refuses IPv6 site-local (fec0::/10), deprecated but still routed by some networks, at both ends of its range', async () => {
+    for (const url of ['http://[fec0::1]/hook', 'http://[fed0:1:2::3]/hook', 'http://[feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]/hook']) {
+      expect(await refuse(url)).toMatch(/public internet addresses only/);
+    }
+    // Its neighbours are judged by their own rules: link-local below it, multicast above it.
+    expect(await refuse('http://[febf::1]/hook')).toMatch(/public internet addresses only/);
+    expect(await refuse('http://[ff02::1]/hook')).toMatch(/public internet addresses only/);
   });
 
   it('refuses ports other than 80, 443 and 1024 and up', async () => {
