@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { createDatabase, type Database } from '../../src/db/client.ts';
 import { buildApp } from '../../src/http/app.ts';
+import { createLoadSignals } from '../../src/http/load-signals.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import type { SearchIndex } from '../../src/search/search-index.ts';
 import { daysFromNow, listProperty, signUp, testConfig, type Session } from '../helpers/app.ts';
@@ -233,7 +234,6 @@ describe('reads are refused before bookings, on each signal', () => {
       queue(400);
       expectOverloaded(await book(s));
       expectOverloaded(await search(s));
-      // /metrics reads the outbox through the pool: the queue goes first.
       await releaseAll();
       expect(await shedCount(s, 'writes', 'pool')).toBe(1);
     } finally {
@@ -320,5 +320,146 @@ describe('reads are refused before bookings, on each signal', () => {
     expect(() => loadConfig({ LOAD_SHED_READS_POOL_WAIT_MS: '600', LOAD_SHED_WRITES_POOL_WAIT_MS: '500' })).toThrow(
       /LOAD_SHED_READS_POOL_WAIT_MS/,
     );
+  });
+});
+
+/*
+ * One test a rule, each seen failing with the rule broken by hand. The expected wait is set up
+ * exactly: the test holds both of a two-connection pool's and queues n requests of its own; with
+ * few requests answered lately the rate taken is the floor, two connections each held 100 ms (20 a
+ * second), so every request queued adds 50 ms.
+ */
+describe('the rules of admission, one by one', () => {
+  /** Holds both connections of `s`'s pool and queues `n` connects; `queue(m)` adds up to m, `release()` gives all back. */
+  async function crowd(s: Served, n: number) {
+    const held = [await s.db.pool.connect(), await s.db.pool.connect()];
+    const waiters: Promise<pg.PoolClient>[] = [];
+    const queue = (m: number) => {
+      while (waiters.length < m) waiters.push(s.db.pool.connect());
+    };
+    queue(n);
+    await untilWaiting(s.db.pool, n);
+    return {
+      queue,
+      async release() {
+        for (const c of held.splice(0)) c.release();
+        for (const w of waiters.splice(0)) (await w).release();
+      },
+    };
+  }
+  const reads100 = {
+    ...ALL_OFF,
+    LOAD_SHED_READS_POOL_WAIT_MS: '100',
+    LOAD_SHED_WRITES_POOL_WAIT_MS: '10000',
+    LOAD_SHED_REFUSAL_DELAY_MS: '0',
+  };
+
+  it('a refusal says Retry-After: LOAD_SHED_RETRY_AFTER_SECONDS, 2 by default', async () => {
+    expect(loadConfig({}).LOAD_SHED_RETRY_AFTER_SECONDS).toBe(2);
+    for (const [env, expected] of [
+      [{}, '2'],
+      [{ LOAD_SHED_RETRY_AFTER_SECONDS: '7' }, '7'],
+    ] as const) {
+      const s = await serve({ ...reads100, ...env }, { max: 2, connectionTimeoutMs: 10_000 });
+      const c = await crowd(s, 8);
+      try {
+        const a = await search(s);
+        expectOverloaded(a);
+        expect(a.retryAfter).toBe(expected);
+      } finally {
+        await c.release();
+        await s.close();
+      }
+    }
+  });
+
+  it('HEAD is a read: refused at the reads threshold, as GET is, while bookings are let in', async () => {
+    const s = await serve(reads100, { max: 2, connectionTimeoutMs: 10_000 });
+    const c = await crowd(s, 8);
+    try {
+      const head = await fetch(`${s.base}/properties/${s.propertyId}`, { method: 'HEAD' });
+      expect(head.status).toBe(503);
+      expect(head.headers.get('retry-after')).toBe('2');
+      expect(await shedCount(s, 'reads', 'pool')).toBe(1);
+      const booking = book(s);
+      await untilWaiting(s.db.pool, 9);
+      await c.release();
+      expect((await booking).status).toBe(201);
+      expect(await shedCount(s, 'writes', 'pool')).toBe(0);
+    } finally {
+      await c.release();
+      await s.close();
+    }
+  });
+
+  it('a request exactly at its threshold is let in; the next, one queued request past it, is refused', async () => {
+    const s = await serve(reads100, { max: 2, connectionTimeoutMs: 10_000 });
+    const c = await crowd(s, 2); // 2 queued: 100 ms, the reads' threshold itself
+    try {
+      const atThreshold = call(s, 'GET', `/properties/${s.propertyId}`);
+      await untilWaiting(s.db.pool, 3); // it was let in, and queues for a connection: 150 ms now
+      expectOverloaded(await call(s, 'GET', `/properties/${s.propertyId}`));
+      await c.release();
+      expect((await atThreshold).status).toBe(200);
+    } finally {
+      await c.release();
+      await s.close();
+    }
+  });
+
+  it('by default bookings are refused past 250 ms of expected wait, not before', async () => {
+    // The defaults, but for the event loop, which the test runner's own work would move.
+    const s = await serve(
+      { LOAD_SHEDDING: 'true', LOAD_SHED_READS_EVENT_LOOP_DELAY_MS: '0', LOAD_SHED_REFUSAL_DELAY_MS: '0' },
+      { max: 2, connectionTimeoutMs: 10_000 },
+    );
+    const c = await crowd(s, 4); // 200 ms
+    try {
+      const first = book(s);
+      await untilWaiting(s.db.pool, 5); // 250 ms: at the threshold, still let in
+      const second = book(s);
+      await untilWaiting(s.db.pool, 6); // 300 ms: past it
+      expectOverloaded(await book(s));
+      await c.release();
+      expect((await first).status).toBe(201);
+      expect((await second).status).toBe(201);
+      expect(await shedCount(s, 'writes', 'pool')).toBe(1);
+      expect(loadConfig({}).LOAD_SHED_WRITES_POOL_WAIT_MS).toBe(250);
+    } finally {
+      await c.release();
+      await s.close();
+    }
+  });
+
+  it('up to twice the pool in flight is no queue; each request beyond it is one', async () => {
+    const db = createDatabase(tdb.url, { max: 2, applicationName: 'stayhub-test' });
+    // Not started: nothing answered yet, so the rate is the floor (2 connections × 10 a second).
+    const signals = createLoadSignals({ db: db.db, pool: db.pool, outboxCap: 0, outboxEveryMs: 1000 });
+    try {
+      const done: (() => void)[] = [];
+      for (let i = 0; i < 4; i++) done.push(signals.admitted());
+      expect(signals.poolWaitMs()).toBe(0);
+      done.push(signals.admitted());
+      expect(signals.poolWaitMs()).toBe(50);
+      done.push(signals.admitted());
+      expect(signals.poolWaitMs()).toBe(100);
+      // Answered, a request is no longer in flight (and answering it twice changes nothing).
+      done[0]!();
+      done[0]!();
+      expect(signals.poolWaitMs()).toBe(50);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a read threshold of 0 (never refuse reads) while writes have one is refused at start; both 0 is allowed', () => {
+    for (const [read, write] of [
+      ['LOAD_SHED_READS_POOL_WAIT_MS', 'LOAD_SHED_WRITES_POOL_WAIT_MS'],
+      ['LOAD_SHED_READS_EVENT_LOOP_DELAY_MS', 'LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS'],
+      ['LOAD_SHED_READS_OUTBOX_PENDING', 'LOAD_SHED_WRITES_OUTBOX_PENDING'],
+    ]) {
+      expect(() => loadConfig({ [read]: '0', [write]: '500' }), read).toThrow(new RegExp(`${read}: must be above 0`));
+      expect(loadConfig({ [read]: '0', [write]: '0' })[read as 'LOAD_SHED_READS_POOL_WAIT_MS']).toBe(0);
+    }
   });
 });
