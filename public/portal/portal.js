@@ -768,20 +768,28 @@ func main() {
 	os.Exit(1)
 }
 `,
-    shell: (id) => `# curl + openssl: check a request your receiver logged (body.json: its raw body).
+    shell: (id) => `#!/bin/sh
+# verify.sh — openssl and curl.  sh verify.sh < body.json   (REPLAY_TO=<url> also sends it there)
 WEBHOOK_ID=\${WEBHOOK_ID:-${id}}
+BODY=$(mktemp) && cat > "$BODY"   # the raw body, byte for byte
 KEY_HEX=$(printf %s "\${STAYHUB_WEBHOOK_SECRET#whsec_}" | base64 -d | od -An -vtx1 | tr -d ' \\n')
-EXPECTED="v1,$( { printf '%s.%s.' "$WEBHOOK_ID" "$WEBHOOK_TIMESTAMP"; cat body.json; } \\
+EXPECTED="v1,$( { printf '%s.%s.' "$WEBHOOK_ID" "$WEBHOOK_TIMESTAMP"; cat "$BODY"; } \\
   | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$KEY_HEX" -binary | base64)"
+AGE=$(( $(date +%s) - WEBHOOK_TIMESTAMP ))
 case " $WEBHOOK_SIGNATURE " in
-  *" $EXPECTED "*) echo "signature verified" ;;
-  *) echo "signature does not match" ;;
+  *" $EXPECTED "*) if [ "\${AGE#-}" -le 300 ]; then RESULT="signature verified"; else RESULT="stale timestamp"; fi ;;
+  *) RESULT="signature does not match" ;;
 esac
+echo "$RESULT"
 
-# Replay it to your own receiver (e.g. a local one) to test it, headers and body unchanged:
-curl -sS -X POST http://localhost:4000/stayhub -H 'content-type: application/json' \\
-  -H "webhook-id: $WEBHOOK_ID" -H "webhook-timestamp: $WEBHOOK_TIMESTAMP" \\
-  -H "webhook-signature: $WEBHOOK_SIGNATURE" --data-binary @body.json
+# Replay it, headers and body unchanged, to a receiver of yours (a local one, to test it):
+if [ -n "\${REPLAY_TO:-}" ]; then
+  curl -sS -o /dev/null -w 'replayed: HTTP %{http_code}\\n' -X POST "$REPLAY_TO" -H 'content-type: application/json' \\
+    -H "webhook-id: $WEBHOOK_ID" -H "webhook-timestamp: $WEBHOOK_TIMESTAMP" \\
+    -H "webhook-signature: $WEBHOOK_SIGNATURE" --data-binary @"$BODY"
+fi
+rm -f "$BODY"
+[ "$RESULT" = "signature verified" ]
 `,
   };
 

@@ -243,6 +243,23 @@ describe('the webhook portal in Chromium', () => {
     const py = await run('python3', [path.join(dir, 'verify.py')], { ...headers, STAYHUB_WEBHOOK_SECRET: newSecret }, got.body);
     expect(py).toEqual({ code: 0, out: 'signature verified\n' });
 
+    // curl + openssl: verifies, then replays the request unchanged to the receiver (REPLAY_TO).
+    await page.locator('#snippet-lang').selectOption('shell');
+    writeFileSync(path.join(dir, 'verify.sh'), (await page.locator('#snippet').textContent())!);
+    const received = receiver.received.length;
+    const shell = await run(
+      'sh',
+      [path.join(dir, 'verify.sh')],
+      { ...headers, STAYHUB_WEBHOOK_SECRET: newSecret, REPLAY_TO: receiver.url },
+      got.body,
+    );
+    expect(shell).toEqual({ code: 0, out: 'signature verified\nreplayed: HTTP 204\n' });
+    expect(receiver.received.length).toBe(received + 1);
+    expect(receiver.received.at(-1)!.body).toBe(got.body);
+    expect(receiver.received.at(-1)!.headers['webhook-signature']).toBe(got.headers['webhook-signature']);
+    const forged = await run('sh', [path.join(dir, 'verify.sh')], { ...headers, STAYHUB_WEBHOOK_SECRET: newSecret }, `${got.body} `);
+    expect(forged).toEqual({ code: 1, out: 'signature does not match\n' });
+
     // The one error the browser logged: the refused URL's 400, asked for above.
     expect(problems).toEqual(['console: Failed to load resource: the server responded with a status of 400 (Bad Request)']);
     await page.context().close();

@@ -216,7 +216,7 @@ describe('hosts kept apart on every route the portal uses', () => {
       for (const [method, url, payload] of routes) {
         if (url.includes('portal-links') && who === theirFullLink.auth) continue; // links need a session: 401, above
         const res = await inject(method, url, who, payload);
-        expect(res.statusCode, `${who.authorization.slice(7, 12)} ${method} ${url}`).toBe(404);
+        expect(res.statusCode, `${who === otherHost.auth ? 'other host' : "other host's link"}: ${method} ${url}`).toBe(404);
       }
       const list = (await inject('GET', '/webhooks/endpoints?limit=100', who)).json();
       expect(list.items.map((e: { id: string }) => e.id)).not.toContain(mine.id);
