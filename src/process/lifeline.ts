@@ -24,6 +24,12 @@ import { procStat } from './proc-stat.ts';
  * Polling, because Node has no prctl(PR_SET_PDEATHSIG); a read of our own ppid and of one /proc
  * file every 250 ms costs nothing measurable. A process whose parent is init (PID 1 in a
  * container: ppid 0; a systemd service: ppid 1) has nobody to lose and is not watched.
+ *
+ * npm can also be gone before this module has loaded (killed while node and tsx start, which takes
+ * a second or more): we were orphaned before the parent could be noted, and our parent (or the
+ * shell's, after a SIGKILL to npm) is already init. Started by npm, that is a parent gone, and the
+ * process stops as soon as its lifeline is armed, unless PID 1 is the npm itself (a container
+ * whose command is `npm run …`).
  */
 
 export interface LifelineOptions {
@@ -83,6 +89,14 @@ function logLine(level: number, name: string, msg: string, fields: Record<string
 /** The variable `lifelineEnv()` sets: `<pid>:<start time>` of the process whose end must stop us. */
 const LIFELINE_ENV = 'STAYHUB_LIFELINE';
 
+/**
+ * PID 1 is npm (or the node running it, or another package manager): a container whose command is
+ * `npm run …`. Our parent being PID 1 then means npm started us and lives, not that we were orphaned.
+ */
+function initIsNpm(): boolean {
+  return /^(npm|node|yarn|pnpm)\b/.test(procComm(1) ?? '');
+}
+
 /** STAYHUB_LIFELINE's process, or undefined when it is unset or not `<pid>:<start time>`. */
 export function parseLifelineEnv(value: string | undefined): Ancestor | undefined {
   const m = /^(\d+):(\d+)$/.exec(value ?? '');
@@ -94,23 +108,31 @@ export function parseLifelineEnv(value: string | undefined): Ancestor | undefine
  * Who started us, noted when this module loads (before the entry point's slow start-up: a parent
  * that dies while we connect to the database is still noticed at the first poll).
  */
-const startedBy: { parent: number | undefined; ancestors: Ancestor[] } = (() => {
+const startedBy: { parent: number | undefined; ancestors: Ancestor[]; goneBeforeArmed?: Record<string, unknown> } = (() => {
   let parent: number | undefined;
+  let goneBeforeArmed: Record<string, unknown> | undefined;
   const ancestors: Ancestor[] = [];
   // Only under npm (it sets npm_lifecycle_event for the script it runs): a process started with
   // `node … &` from a shell that then exits keeps the usual meaning and runs on.
-  if (process.ppid > 1 && process.env.npm_lifecycle_event) {
-    parent = process.ppid;
-    ancestors.push(describe(parent));
-    // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
-    // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
-    const comm = procComm(parent);
-    const grandparent = Number(procStat(parent)?.[1]);
-    if (comm && SHELLS.has(comm) && grandparent > 1) ancestors.push(describe(grandparent));
+  if (process.env.npm_lifecycle_event && process.pid !== 1) {
+    if (process.ppid > 1) {
+      parent = process.ppid;
+      ancestors.push(describe(parent));
+      // npm runs a script as `sh -c "<script>"`; dash does not exec the last command, so the shell
+      // is our parent and npm is its parent. A SIGKILLed npm leaves the shell alive: watch npm too.
+      const comm = procComm(parent);
+      const grandparent = Number(procStat(parent)?.[1]);
+      if (comm && SHELLS.has(comm)) {
+        if (grandparent > 1) ancestors.push(describe(grandparent));
+        else if (!initIsNpm()) goneBeforeArmed = { shellPid: parent, shellParentPid: grandparent };
+      }
+    } else if (!initIsNpm()) {
+      goneBeforeArmed = { parentPid: process.ppid };
+    }
   }
   const harness = parseLifelineEnv(process.env[LIFELINE_ENV]);
   if (harness && harness.pid !== process.pid) ancestors.push(harness);
-  return { parent, ancestors };
+  return { parent, ancestors, goneBeforeArmed };
 })();
 
 /**
@@ -129,7 +151,7 @@ export function lifelineEnv(): Record<string, string> {
  * second signal).
  */
 export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline {
-  const { parent, ancestors } = startedBy;
+  const { parent, ancestors, goneBeforeArmed } = startedBy;
   let fired = false;
   let timer: NodeJS.Timeout | undefined;
   const fire = (reason: string, fields: Record<string, unknown>) => {
@@ -143,7 +165,10 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
   };
   const onDisconnect = () => fire('the supervisor closed its IPC channel', {});
 
-  if (ancestors.length) {
+  if (goneBeforeArmed) {
+    // After the caller has finished arming (its stop must be ready to run).
+    setImmediate(() => fire('parent process gone before the lifeline was armed (npm exited while this process started)', goneBeforeArmed));
+  } else if (ancestors.length) {
     timer = setInterval(() => {
       if (parent !== undefined && process.ppid !== parent) return fire('parent process gone', { parentPid: parent });
       const gone = ancestors.find(isGone);
@@ -159,6 +184,7 @@ export function onParentGone(stop: () => void, opts: LifelineOptions): Lifeline 
   }
 
   function dispose() {
+    fired = true; // a stop scheduled before the command finished must not run after it
     if (timer) clearInterval(timer);
     timer = undefined;
     process.off('disconnect', onDisconnect);

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, watchRun, type NpmRun } from '../helpers/npm-run.ts';
 
@@ -13,8 +16,8 @@ const ENTRY = 'node --import tsx test/helpers/lifeline-entry.ts';
 const started: number[] = [];
 afterEach(() => killLeftovers(started.splice(0)));
 
-function fakeNpm(env: NodeJS.ProcessEnv): NpmRun {
-  const script = `require('child_process').spawn('sh', ['-c', ${JSON.stringify(ENTRY)}], { stdio: 'inherit' }); setInterval(() => {}, 1000);`;
+function fakeNpm(env: NodeJS.ProcessEnv, entry = ENTRY): NpmRun {
+  const script = `require('child_process').spawn('sh', ['-c', ${JSON.stringify(entry)}], { stdio: 'inherit' }); setInterval(() => {}, 1000);`;
   return watchRun(spawn(process.execPath, ['-e', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
@@ -79,4 +82,55 @@ describe('lifeline', () => {
     expect(run.lines).toContain('stopping');
     expect(run.json().find((l) => /parent process gone/.test(l.msg))).toMatchObject({ parentPid: run.npm.pid });
   }, 60_000);
+
+  describe('npm gone before the lifeline is armed (killed while node starts)', () => {
+    const LATE_ENTRY = 'node --import tsx test/helpers/lifeline-late-entry.ts';
+    const parentOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+
+    async function orphanedWhileStarting(kill: (npm: number, shell: number) => void, orphan: (shell: number, node: number) => number) {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-lifeline-'));
+      const go = path.join(dir, 'go');
+      try {
+        const run = fakeNpm({ ...process.env, npm_lifecycle_event: 'fixture', LIFELINE_GO_FILE: go }, LATE_ENTRY);
+        await run.waitForLine(/^starting$/, 30_000);
+        const pids = descendants(run.npm.pid!);
+        started.push(run.npm.pid!, ...pids);
+        const shell = pids.find((p) => commandOf(p) === `sh -c ${LATE_ENTRY}`)!;
+        const node = pids.find((p) => p !== shell)!;
+        kill(run.npm.pid!, shell);
+        // Orphaned before the lifeline module has loaded: whoever it noted as parent is init already.
+        for (const until = Date.now() + 10_000; orphan(shell, node) !== 1 && Date.now() < until;)
+          await new Promise((r) => setTimeout(r, 20));
+        expect(orphan(shell, node)).toBe(1);
+        writeFileSync(go, '');
+        await expectAllGone(
+          run,
+          pids.filter((p) => p !== shell || isRunning(p)),
+          30_000,
+        );
+        expect(run.lines).toContain('stopping');
+        expect(run.json().find((l) => /before the lifeline was armed/.test(l.msg))).toBeDefined();
+        expect(run.json().find((l) => l.msg === 'exited after its parent went away')).toMatchObject({ exitCode: 0 });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+
+    it('stops when npm was SIGKILLed and the shell between them waits on under init', async () => {
+      await orphanedWhileStarting(
+        (npm) => process.kill(npm, 'SIGKILL'),
+        (shell) => parentOf(shell),
+      );
+    }, 60_000);
+
+    it('stops when npm and its shell are gone and init is its parent', async () => {
+      await orphanedWhileStarting(
+        (npm, shell) => {
+          process.kill(npm, 'SIGKILL');
+          process.kill(shell, 'SIGKILL');
+        },
+        (_shell, node) => parentOf(node),
+      );
+    }, 60_000);
+  });
 });
