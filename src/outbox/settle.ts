@@ -2,6 +2,7 @@ import type { Db } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
 import type { ClaimedMessage } from './claim.ts';
+import { bringDaysIntoSight, markDoneInSight } from './days-in-sight.ts';
 import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
 import { retryWrite } from './retry-write.ts';
@@ -205,7 +206,8 @@ export class Settler {
     /** A line at info per message done (a person watching a terminal); otherwise only the per-minute progress line. */
     private readonly logEachMessage = false,
   ) {
-    this.done = new DoneBatcher((items) => markDoneMany(db, items));
+    // A DONE that finds no row is tried again once its day is in sight (src/outbox/days-in-sight.ts).
+    this.done = new DoneBatcher((items) => markDoneInSight(db, items, (some) => markDoneMany(db, some), log));
   }
 
   /**
@@ -216,7 +218,7 @@ export class Settler {
   async handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean> {
     let held: boolean;
     try {
-      held = await retryWrite(() => recordHandlerDone(this.db, msg.id, msg.claimId, handler));
+      held = await this.inSight(msg, () => retryWrite(() => recordHandlerDone(this.db, msg.id, msg.claimId, handler)));
     } catch (err) {
       this.log.error(
         { err, messageId: msg.publicId, handler },
@@ -280,7 +282,7 @@ export class Settler {
       held =
         verdict.kind === 'done'
           ? await this.done.add({ id: msg.id, claimId: msg.claimId, lastHandler: verdict.handler, createdAtMs: msg.createdAtMs })
-          : await retryWrite(() => this.write(msg, verdict));
+          : await this.inSight(msg, () => retryWrite(() => this.write(msg, verdict)));
     } catch (err) {
       this.log.error(
         { err, messageId: msg.publicId, outcome: verdict.kind },
@@ -294,6 +296,13 @@ export class Settler {
     }
     this.report(msg, verdict);
     return verdict.kind;
+  }
+
+  /** `write`, and once more if it found no row, after the message's day is brought into sight (src/outbox/days-in-sight.ts). */
+  private async inSight(msg: ClaimedMessage, write: () => Promise<boolean>): Promise<boolean> {
+    if (await write()) return true;
+    await bringDaysIntoSight(this.db, [msg.createdAtMs], this.log);
+    return write();
   }
 
   private write(msg: ClaimedMessage, verdict: Exclude<Verdict, { kind: 'done' }>): Promise<boolean> {

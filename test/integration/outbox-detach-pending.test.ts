@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { Registry } from 'prom-client';
@@ -6,16 +5,15 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { listPendingDetaches, partitionsReattached } from '../../src/db/pending-detach.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
-import { connectClaimClient } from '../../src/outbox/claim-connection.ts';
-import { claimOn } from '../../src/outbox/claim.ts';
-import { HandlerCatalogue } from '../../src/outbox/index.ts';
+import { createWorker as createOutboxWorker, HandlerCatalogue } from '../../src/outbox/index.ts';
+import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { listOutboxPartitions } from '../../src/outbox/partitions.ts';
 import { purgeOutbox } from '../../src/outbox/purge.ts';
 import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
-import { markDoneMany } from '../../src/outbox/settle.ts';
+import { runnerSettings } from '../../src/worker/outbox-worker.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { dayName, layOutPastDays, tableState } from '../helpers/outbox-partitions.ts';
-import { captureLogger } from '../helpers/worker.ts';
+import { captureLogger, testHandler, workerConfig } from '../helpers/worker.ts';
 
 /*
  * A day of the outbox left half detached: `DETACH PARTITION … CONCURRENTLY` cancelled while it waited
@@ -134,23 +132,47 @@ describe("today's day left half detached", () => {
     expect((await tdb.pool.query(`select count(*)::int as n from outbox`)).rows[0].n).toBe(2);
   });
 
-  it('a message claimed before and settled while its day is out of sight: the settle finds no row, so it is handled again', async () => {
-    // Why two emails went out twice with the same Message-ID: the handler ran, its DONE found no
-    // row (fenced settles take that as a lease lost to another worker), and once the day was back
-    // the message was PENDING with its lease, claimed again when the lease ran out.
+  it('a message its worker is handling when its day goes out of sight is settled once, not handled again', async () => {
+    // What sent two emails twice with the same Message-ID: the handler ran, its DONE found no row
+    // (a fenced settle takes that for a lease lost to another worker), and once the day was back
+    // the message was PENDING under a lease that ran out, and was claimed and handled again.
     const id = await insert();
-    const claimer = await connectClaimClient({ connectionString: tdb.url });
+    let ran = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let began!: () => void;
+    const running = new Promise<void>((r) => (began = r));
+    const { logger, entries } = captureLogger();
+    const worker = createOutboxWorker({
+      ...runnerSettings(workerConfig(tdb)),
+      db: tdb.db,
+      registry: new HandlerRegistry([
+        testHandler('h', 'test.t', async () => {
+          ran++;
+          began();
+          await gate;
+        }),
+      ]),
+      logger,
+      listen: false,
+      housekeeping: false,
+    });
     try {
-      const claimId = randomUUID();
-      expect((await claimOn(claimer, { limit: 10, leaseSeconds: 60, claimId })).map((m) => m.id)).toEqual([id]);
+      const run = worker.runUntilEmpty();
+      await running;
       await interruptDetach(dayName(0));
-      expect(await markDoneMany(tdb.db, [{ id, claimId, lastHandler: null }])).toEqual([false]);
-      await write(); // gives the day back
-      const { rows } = await tdb.pool.query(`select status, claim_id from outbox where id = $1`, [id]);
-      expect(rows).toEqual([{ status: 'PENDING', claim_id: claimId }]);
+      release();
+      await run;
     } finally {
-      await claimer.end();
+      release();
+      await worker.stop();
     }
+    expect(ran).toBe(1);
+    const { rows } = await tdb.pool.query(`select status, claim_id from outbox where id = $1`, [id]);
+    expect(rows).toEqual([{ status: 'DONE', claim_id: null }]);
+    expect(entries().filter((e) => /settle found its days half detached/.test(String(e.msg)))).toEqual([
+      expect.objectContaining({ level: 40, tables: [dayName(0)] }),
+    ]);
   });
 });
 
