@@ -152,8 +152,8 @@ export async function buildApp(opts: BuildAppOptions): Promise<FastifyInstance> 
   registerAuth(app, { db: ctx.db.db, sessionTtlHours: config.SESSION_TTL_HOURS });
   const routeCtx = { config, ...ctx, healthDb: healthDatabaseOf(app, { config, ...ctx }) };
   const metrics = registerMetrics(app, routeCtx); // GET /metrics and the request-duration hook (before the routes it times)
-  registerSlowClientGuards(app, { config, registry: metrics.registry }); // 429 past the uploads one address may have open
   const load = registerLoadShedding(app, { ...routeCtx, registry: metrics.registry }); // 503 overloaded before any work, reads first
+  registerSlowClientGuards(app, { config, registry: metrics.registry }); // 429 past the uploads one address may have open
   await app.register(rootRoutes); // GET /: the front door (HTML for browsers, JSON links otherwise)
   await app.register(healthRoutes, { ...routeCtx, load });
   await app.register(authRoutes, routeCtx);

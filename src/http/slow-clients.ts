@@ -24,9 +24,7 @@ import { problem, sendProblem } from './problem.ts';
 const checkEveryMs = (headersTimeoutMs: number) => Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4)));
 
 /** The timeouts, as Fastify's options (Fastify sets requestTimeout and keepAliveTimeout on the server over `http`'s). */
-export function slowClientTimeouts(
-  config: Config,
-): Pick<FastifyServerOptions, 'requestTimeout' | 'keepAliveTimeout'> & {
+export function slowClientTimeouts(config: Config): Pick<FastifyServerOptions, 'requestTimeout' | 'keepAliveTimeout'> & {
   http: { headersTimeout: number; connectionsCheckingInterval: number };
 } {
   return {
@@ -45,7 +43,8 @@ const TOO_MANY_UPLOADS = 'Too many requests from this address are still sending 
  * The cap on uploads per address, and a counter of the clients cut off. An upload is counted from
  * its headers (onRequest) until its body is in (preValidation) or its socket is gone. Behind a
  * proxy (TRUST_PROXY) the address is the client's from X-Forwarded-For, as `request.ip` says.
- * Registered before load shedding, so a request over the cap is refused before it is weighed.
+ * Registered after load shedding: a request refused there (its answer held back a second) is not
+ * counted as an upload meanwhile, or a busy API's refusals would fill the cap of a busy address.
  */
 export function registerSlowClientGuards(app: FastifyInstance, opts: { config: Config; registry: Registry }): void {
   const cap = opts.config.HTTP_MAX_UPLOADS_PER_ADDRESS;
