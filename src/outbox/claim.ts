@@ -64,9 +64,10 @@ const NONE: readonly string[] = Object.freeze([]);
  *   `turns`: first deliveries, through outbox_pending_turn_idx (priority desc, turn, id) WHERE
  *   PENDING AND turn IS NOT NULL, for what the first walk left of the limit. A higher priority (a
  *   topic's, registered by the application) is claimed before any lower one; within a priority the
- *   lowest turn first. Turns are given when a message is written (outbox_turn, src/outbox/turns.ts):
- *   a group's messages are one turn apart and a group with nothing waiting starts at the head, so
- *   groups take turns, one message each, however many one of them wrote. Every such row is due
+ *   lowest turn first. Turns are given when a message is written (outbox_turn, migrations/0015):
+ *   a group's messages are one turn apart, and so are an owner's (ADR 0039), and a group and owner
+ *   with nothing waiting start at the head, so groups and owners take turns, one message each,
+ *   however many one of them wrote or through however many groups. Every such row is due
  *   when written (its available_at is its creation time); the check stays for the one that is not.
  *   The order is only ever an order: the walks take whatever is due, so a lone flood still drains
  *   at full speed.
