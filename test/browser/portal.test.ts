@@ -165,6 +165,7 @@ describe('the webhook portal in Chromium', () => {
       body: Buffer.concat([
         Buffer.from('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">\u0000 \u202Eevil'),
         Buffer.from([0xff, 0xfe]),
+        Buffer.from('A'.repeat(1500)),
       ]),
     };
     await page.locator('#delivery-close').click();
@@ -183,6 +184,8 @@ describe('the webhook portal in Chromium', () => {
     expect(shown).toContain('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">');
     expect(shown).toContain('\uFFFD'); // the NUL and the invalid bytes, as the API stores them
     expect(shown).toContain('\\u{202E}evil'); // the direction override shown, not obeyed
+    expect(shown).toMatch(/A\n… \d+ more characters not shown$/); // the first KiB, and how much was left out
+    expect(shown.split('\n…')[0]!.replace('\\u{202E}', '\u202E').length).toBe(1024);
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await page.locator('#attempts script, #attempts img, #ep-health script, #ep-health img').count()).toBe(0);
     made.deliveryId = /deliveries\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
