@@ -2,7 +2,6 @@ import { sql } from 'drizzle-orm';
 import type { Db } from './client.ts';
 import { pgError, PG } from './pg-errors.ts';
 import { reattachPendingDetaches } from './pending-detach.ts';
-import { poolOf } from './prepared.ts';
 
 /*
  * A write that finds no partition for its row. The outbox is partitioned by day (ADR 0019) and has
@@ -36,7 +35,7 @@ export function isMissingOutboxPartition(err: unknown): boolean {
  * stray table holds a day's name). Returns the days given back and made.
  */
 export async function makeMissingOutboxDays(db: Db): Promise<string[]> {
-  const given = await reattachPendingDetaches(poolOf(db), { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
+  const given = await reattachPendingDetaches(db, { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
   const { rows } = await db.execute<{ made: string[] }>(sql`select outbox_ensure_partitions() as made`);
   return [...given, ...rows[0]!.made];
 }

@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { sql } from 'drizzle-orm';
+import type { Db } from './client.ts';
 
 /*
  * A day of the outbox left half detached, and how it is given back (ADR 0043).
@@ -23,13 +25,13 @@ import pg from 'pg';
  */
 
 /** A partition of the outbox marked "detach pending", and the created_at range it held, [from, to). */
-export interface PendingDetach {
+export type PendingDetach = {
   name: string;
   /** The bound as PostgreSQL prints it ('MINVALUE' has no quotes): reused verbatim when attaching again. */
   bound: string;
   /** The end of its range. */
   to: Date;
-}
+};
 
 /** The same advisory lock as outbox_ensure_partitions (migrations/0011): one process at a time changes the outbox's days. */
 const DAYS_LOCK = 727019;
@@ -44,17 +46,19 @@ export function partitionsReattached(): number {
   return reattached;
 }
 
-/** The outbox's partitions marked "detach pending" (an interrupted DETACH … CONCURRENTLY). */
-export async function listPendingDetaches(q: Client): Promise<PendingDetach[]> {
-  const { rows } = await q.query<PendingDetach>(`
+/** The outbox's partitions marked "detach pending", oldest first. */
+const LIST_PENDING = `
     select c.relname as name,
            pg_get_expr(c.relpartbound, c.oid) as bound,
            (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to"
       from pg_inherits i
       join pg_class c on c.oid = i.inhrelid
      where i.inhparent = 'outbox'::regclass and i.inhdetachpending
-     order by 3`);
-  return rows;
+     order by 3`;
+
+/** The outbox's partitions marked "detach pending" (an interrupted DETACH … CONCURRENTLY). */
+export async function listPendingDetaches(q: Client): Promise<PendingDetach[]> {
+  return (await q.query<PendingDetach>(LIST_PENDING)).rows;
 }
 
 /**
@@ -66,30 +70,21 @@ export async function listPendingDetaches(q: Client): Promise<PendingDetach[]> {
  * `lockTimeoutMs` the day is left marked, and the error (55P03, lock_not_available) goes to the caller:
  * the next write that misses, or the next housekeeping round, tries again.
  */
-export async function reattachPendingDetaches(pool: pg.Pool, opts: { after: Date; lockTimeoutMs: number }): Promise<string[]> {
-  const given: string[] = [];
-  if (!(await listPendingDetaches(pool)).some((p) => p.to.getTime() > opts.after.getTime())) return given;
-  const client = await pool.connect();
-  let failure: Error | undefined;
-  try {
-    await client.query('begin');
-    await client.query(`select set_config('lock_timeout', $1, true), pg_advisory_xact_lock(${DAYS_LOCK})`, [`${opts.lockTimeoutMs}ms`]);
+export async function reattachPendingDetaches(db: Db, opts: { after: Date; lockTimeoutMs: number }): Promise<string[]> {
+  const later = (rows: PendingDetach[]) => rows.filter((p) => new Date(p.to).getTime() > opts.after.getTime());
+  if (later((await db.execute<PendingDetach>(sql.raw(LIST_PENDING))).rows).length === 0) return [];
+  const given = await db.transaction(async (tx) => {
+    await tx.execute(sql`select set_config('lock_timeout', ${`${opts.lockTimeoutMs}ms`}, true), pg_advisory_xact_lock(${DAYS_LOCK})`);
     // Read again under the lock: another process may have given them back meanwhile.
-    for (const p of await listPendingDetaches(client)) {
-      if (p.to.getTime() <= opts.after.getTime()) continue;
+    const names: string[] = [];
+    for (const p of later((await tx.execute<PendingDetach>(sql.raw(LIST_PENDING))).rows)) {
       const name = pg.escapeIdentifier(p.name);
-      await client.query(`alter table outbox detach partition ${name} finalize`);
-      await client.query(`alter table outbox attach partition ${name} ${p.bound}`);
-      given.push(p.name);
+      await tx.execute(sql.raw(`alter table outbox detach partition ${name} finalize`));
+      await tx.execute(sql.raw(`alter table outbox attach partition ${name} ${p.bound}`));
+      names.push(p.name);
     }
-    await client.query('commit');
-    reattached += given.length;
-    return given;
-  } catch (err) {
-    failure = err as Error;
-    await client.query('rollback').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release(failure);
-  }
+    return names;
+  });
+  reattached += given.length;
+  return given;
 }

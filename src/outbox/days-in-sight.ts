@@ -1,6 +1,5 @@
 import type { Db } from '../db/client.ts';
 import { reattachPendingDetaches } from '../db/pending-detach.ts';
-import { poolOf } from '../db/prepared.ts';
 import type { Logger } from '../logger.ts';
 
 /*
@@ -24,7 +23,7 @@ const LOCK_TIMEOUT_MS = 5_000;
 export async function bringDaysIntoSight(db: Db, createdAtMs: readonly (number | undefined)[], log: Logger): Promise<void> {
   const oldest = Math.min(...createdAtMs.map((t) => t ?? 0));
   try {
-    const given = await reattachPendingDetaches(poolOf(db), { after: new Date(oldest), lockTimeoutMs: LOCK_TIMEOUT_MS });
+    const given = await reattachPendingDetaches(db, { after: new Date(oldest), lockTimeoutMs: LOCK_TIMEOUT_MS });
     if (given.length) log.warn({ tables: given }, 'outbox: a settle found its days half detached and gave them back to the outbox');
   } catch (err) {
     log.warn({ err }, 'outbox: a settle found its days half detached and could not give them back yet');

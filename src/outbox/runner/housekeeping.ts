@@ -49,7 +49,7 @@ const REATTACH_LOCK_TIMEOUT_MS = 10_000;
 async function reattachHalfDetachedDays(db: Db, retentionDays: number, log?: Logger): Promise<string[]> {
   const cutoff = new Date(Date.now() - retentionDays * 86_400_000);
   try {
-    const given = await reattachPendingDetaches(poolOf(db), { after: cutoff, lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
+    const given = await reattachPendingDetaches(db, { after: cutoff, lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
     if (given.length) {
       log?.warn(
         { tables: given },
