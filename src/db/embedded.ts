@@ -122,7 +122,8 @@ export function embeddedDataDir(opts: {
   const { root, configured, env = process.env, base = '/var/tmp' } = opts;
   const dataDir = path.resolve(root, configured);
   const given = env.EMBEDDED_PG_DIR;
-  if (given !== undefined && path.resolve(root, given) !== path.resolve(root, DEFAULT_DATA_DIR)) return { dataDir };
+  // Empty is unset (src/config-fields.ts): the default, chosen by nobody.
+  if (given?.trim() && path.resolve(root, given) !== path.resolve(root, DEFAULT_DATA_DIR)) return { dataDir };
   const ids = opts.ids ?? runAsIds();
   if (ids.uid === undefined || !unsearchableFolder(dataDir, ids.uid, ids.gid!)) return { dataDir };
   const hash = createHash('sha256').update(path.resolve(root)).digest('hex').slice(0, 12);

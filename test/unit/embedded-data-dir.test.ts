@@ -51,6 +51,8 @@ describe("the embedded server's data folder, as root", () => {
     // The same checkout finds the same folder again; another checkout gets its own.
     expect(choose({})).toEqual(chosen);
     expect(choose({ EMBEDDED_PG_DIR: '.data/postgres' })).toEqual(chosen); // a `.env` copied from .env.example
+    // EMBEDDED_PG_DIR= (empty) is unset, so config.ts gives the default: nobody's choice either.
+    expect(embeddedDataDir({ root, configured: '.data/postgres', env: { EMBEDDED_PG_DIR: '' }, ids, base })).toEqual(chosen);
     expect(choose({}, other).dataDir).not.toBe(chosen.dataDir);
   });
 
