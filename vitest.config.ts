@@ -14,6 +14,7 @@ const END_TO_END = [
   'test/integration/chaos-short.test.ts',
   'test/integration/bench-smoke.test.ts',
   'test/integration/start.test.ts',
+  'test/integration/start-twice.test.ts',
   'test/integration/overload.test.ts',
   'test/browser/**/*.test.ts',
 ];
