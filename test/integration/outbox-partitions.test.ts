@@ -226,7 +226,8 @@ describe('migrating an outbox that already holds messages', () => {
       expect(parts[0]!.name).toMatch(/^outbox_until_\d{8}$/);
       expect(parts.length).toBeGreaterThanOrEqual(8); // the first, and a week of days ahead
       // Every old row is in the first partition, and the old indexes serve it (attached, not
-      // duplicated); the claim's two and the groups' were made by migration 0014, named by PostgreSQL.
+      // duplicated); the claim's two and the groups' were made by migration 0014, the owners' by 0015,
+      // named by PostgreSQL.
       expect((await pool.query(`select count(*)::int as n from ${parts[0]!.name}`)).rows[0].n).toBe(1000);
       const { rows: idx } = await pool.query(`select indexname from pg_indexes where tablename = $1 order by 1`, [parts[0]!.name]);
       expect(idx.map((r) => r.indexname.replace(parts[0]!.name, 'P'))).toEqual([
@@ -236,6 +237,7 @@ describe('migrating an outbox that already holds messages', () => {
         'P_done_processed_idx',
         'P_group_id_priority_turn_idx',
         'P_key_id_idx',
+        'P_owner_id_priority_turn_idx',
         'P_pkey',
         'P_priority_turn_id_idx',
         'P_public_id_key',
