@@ -47,7 +47,7 @@ export interface WebhookAttemptSource {
 }
 
 /** Owners whose slots are reported one by one, by rank (never by id: an owner label would grow with every host). */
-export const TOP_OWNER_RANKS = 5;
+const TOP_OWNER_RANKS = 5;
 
 /** The worker's watch over the events stream as this module reads it (src/events/stream-watch.ts). */
 export interface StreamWatchSource {

@@ -2,7 +2,7 @@ import { isDatabaseUnavailable } from '../../db/pg-errors.ts';
 import type { Logger } from '../../logger.ts';
 
 /** While the database stays unreachable, one reminder this often (the sender retries every poll meanwhile). */
-export const OUTAGE_REMINDER_MS = 60_000;
+const OUTAGE_REMINDER_MS = 60_000;
 
 /** An error's code and first line: enough to tell a refused connection from a shutdown, without its stack. */
 function reasonOf(err: unknown): string {
