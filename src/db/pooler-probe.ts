@@ -53,7 +53,12 @@ export async function probeTransactionPooler(connectionString: string, opts: { t
     await Promise.all([a.connect(), b.connect()]);
     for (let round = 0; round < ROUNDS && !shared(); round++) {
       seen.a.push(await pid(a));
-      await b.query('begin');
+      // A statement-mode pool refuses transactions outright: it shares backends between statements.
+      const began = await b.query('begin').then(
+        () => true,
+        (err: Error) => (/statement pooling mode/.test(err.message) ? false : Promise.reject(err)),
+      );
+      if (!began) return { ...seen, transactionPooled: true };
       try {
         seen.b.push(await pid(b));
         // B may already hold A's backend: asking A now would wait for B behind a pool of one.
@@ -67,6 +72,12 @@ export async function probeTransactionPooler(connectionString: string, opts: { t
   } finally {
     await Promise.all([a.end().catch(() => undefined), b.end().catch(() => undefined)]);
   }
+}
+
+/** What gave the pool away, for the refusal's line. */
+function evidence(probe: PoolerProbe): string {
+  if (probe.b.length === 0) return 'it refuses transactions: a statement-mode pool';
+  return `one connection was served by backends ${[...new Set(probe.a)].join(', ')}, another by ${[...new Set(probe.b)].join(', ')} at the same time`;
 }
 
 /**
@@ -93,8 +104,7 @@ export async function refuseUndeclaredTransactionPooler(opts: {
   }
   if (!probe.transactionPooled) return;
   throw new ConfigError([
-    `DATABASE_POOLER=${opts.pooler}, but DATABASE_URL leads to a transaction-mode pooler (one connection was served by ` +
-      `backends ${[...new Set(probe.a)].join(', ')}, another by ${[...new Set(probe.b)].join(', ')} at the same time): ` +
+    `DATABASE_POOLER=${opts.pooler}, but DATABASE_URL leads to a transaction-mode pooler (${evidence(probe)}): ` +
       `${opts.process} would fail on its named statements and leave session settings on connections others get. ${opts.fix}: docs/scaling.md`,
   ]);
 }

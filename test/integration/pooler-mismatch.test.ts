@@ -125,7 +125,7 @@ const workerEnv = (url: string, pooler: string) => ({
 });
 
 describe.skipIf(skip)('what stands in front of DATABASE_URL', () => {
-  it('the probe sees a transaction-mode pool (default and round robin), and neither PostgreSQL, a session pool nor a TCP proxy', async () => {
+  it('the probe sees a transaction-mode pool (default and round robin) or a statement-mode one, and neither PostgreSQL, a session pool nor a TCP proxy', async () => {
     const proxy = await tcpProxy();
     try {
       const seen = {
@@ -139,8 +139,17 @@ describe.skipIf(skip)('what stands in front of DATABASE_URL', () => {
           )
         ).transactionPooled,
         ofOne: (await probeTransactionPooler(await bouncer({ pool_mode: 'transaction', default_pool_size: 1 }))).transactionPooled,
+        statement: (await probeTransactionPooler(await bouncer({ pool_mode: 'statement' }))).transactionPooled,
       };
-      expect(seen).toEqual({ direct: false, proxy: false, session: false, transaction: true, roundRobin: true, ofOne: true });
+      expect(seen).toEqual({
+        direct: false,
+        proxy: false,
+        session: false,
+        transaction: true,
+        roundRobin: true,
+        ofOne: true,
+        statement: true,
+      });
     } finally {
       await proxy.close();
     }
