@@ -292,13 +292,13 @@ describe('claims side by side', () => {
 
 describe('per-key order under the new order', () => {
   /*
-   * Any mix of keys, groups and priorities, written between claims, claimed in batches, each
+   * Any mix of keys, groups, owners and priorities, written between claims, claimed in batches, each
    * claimed message then handled (DONE), failed (retried at once) or lost with its worker (its
    * lease ends): a key's messages are handled in the order they were written, and never two of a
    * key at once.
    */
   type Step =
-    | { kind: 'write'; key: number | null; group: number | null; priority: number }
+    | { kind: 'write'; key: number | null; group: number | null; owner: number | null; priority: number }
     | { kind: 'claim'; limit: number }
     | { kind: 'settle'; pick: number; how: 'done' | 'retry' | 'lost' };
   const step: fc.Arbitrary<Step> = fc.oneof(
@@ -308,6 +308,7 @@ describe('per-key order under the new order', () => {
         kind: fc.constant('write' as const),
         key: fc.option(fc.integer({ min: 0, max: 3 })),
         group: fc.option(fc.integer({ min: 0, max: 2 })),
+        owner: fc.option(fc.integer({ min: 0, max: 2 })),
         priority: fc.integer({ min: 0, max: 2 }),
       }),
     },
@@ -344,12 +345,21 @@ describe('per-key order under the new order', () => {
         };
         for (const s of steps) {
           if (s.kind === 'write') {
-            // enqueue's INSERT, for topics of any priority.
+            // enqueue's INSERT, for topics of any priority; without an owner, as the previous
+            // release's API writes it during a rollout (outbox_turn(group, priority)).
             const key = s.key === null ? null : `k${s.key}`;
             const group = s.group === null ? null : `g${s.group}`;
-            await tdb.db.execute(sql`
-              insert into outbox (topic, payload, key, priority, group_id, turn)
-              values ('test.t', '{}', ${key}, ${s.priority}, ${group}, outbox_turn(${group}::text, ${s.priority}::int))`);
+            const owner = s.owner === null ? null : `o${s.owner}`;
+            await tdb.db.execute(
+              owner === null
+                ? sql`
+                  insert into outbox (topic, payload, key, priority, group_id, turn)
+                  values ('test.t', '{}', ${key}, ${s.priority}, ${group}, outbox_turn(${group}::text, ${s.priority}::int))`
+                : sql`
+                  insert into outbox (topic, payload, key, priority, group_id, owner_id, turn)
+                  values ('test.t', '{}', ${key}, ${s.priority}, ${group}, ${owner},
+                          outbox_turn(${group}::text, ${owner}::text, ${s.priority}::int))`,
+            );
           } else if (s.kind === 'claim') {
             take(await claim(s.limit));
           } else if (held.size > 0) {
