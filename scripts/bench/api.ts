@@ -97,7 +97,7 @@ export async function startApi(
       // Request logs off: this measures the write path, not pino writing two lines a request.
       LOG_LEVEL: 'warn',
       // Registration is rate-limited per address; the bench signs up its users from one.
-      RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+      RATE_LIMIT_AUTH_PER_MINUTE: '100000',
       SIGNUPS_PER_ADDRESS_PER_DAY: '1000000',
       // The write path's capacity is measured, not admission: on a busy machine load shedding
       // would turn bookings into 503s. The overload section measures it (overload.ts).

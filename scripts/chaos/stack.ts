@@ -166,7 +166,7 @@ export class ChaosStack {
         ...baseEnv,
         PORT: String(apiPort),
         HOST: '127.0.0.1',
-        RATE_LIMIT_AUTH_PER_MINUTE: '1000000',
+        RATE_LIMIT_AUTH_PER_MINUTE: '100000',
         SIGNUPS_PER_ADDRESS_PER_DAY: '1000000',
         SHUTDOWN_TIMEOUT_SECONDS: '5',
         LOG_LEVEL: 'warn',
