@@ -37,3 +37,34 @@ export async function deleteOldWebhookEvents(db: Db, retentionDays: number, batc
        limit ${batchSize} for update skip locked)`);
   return res.rowCount ?? 0;
 }
+
+/*
+ * Portal links (src/webhooks/portal-links.*.ts) and their uses: the host's record of who read its
+ * webhooks with a link, kept as long as the deliveries such a reader could have seen. Neither
+ * table has an index on its age column: like the chores above, a batch scans until it has its
+ * rows, once a housekeeping round.
+ */
+
+/** Uses of portal links (live ones included) made longer ago than the retention. */
+export async function deleteOldPortalLinkUses(db: Db, retentionDays: number, batchSize: number): Promise<number> {
+  const res = await db.execute(sql`
+    delete from webhook_portal_link_uses where id in (
+      select id from webhook_portal_link_uses
+       where at < now() - make_interval(days => ${retentionDays})
+       limit ${batchSize} for update skip locked)`);
+  return res.rowCount ?? 0;
+}
+
+/**
+ * Links that expired or were revoked longer ago than the retention; what is left of their uses (a
+ * refused try after the end) goes with them. Until then an ended link stays listed, with its uses,
+ * for the host to see who used it and when.
+ */
+export async function deleteEndedPortalLinks(db: Db, retentionDays: number, batchSize: number): Promise<number> {
+  const res = await db.execute(sql`
+    delete from webhook_portal_links where id in (
+      select id from webhook_portal_links
+       where least(expires_at, revoked_at) < now() - make_interval(days => ${retentionDays})
+       limit ${batchSize} for update skip locked)`);
+  return res.rowCount ?? 0;
+}

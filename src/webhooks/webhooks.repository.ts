@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import type { Tx } from '../db/transaction.ts';
+import type { ExchangedHeaders } from './delivery/exchanged-headers.ts';
 import { TEST_EVENT_TYPE } from './event-types.ts';
 
 /*
@@ -194,17 +195,25 @@ export type DeliveryRow = {
     responseBody: string | null;
     error: string | null;
     traceId: string | null;
+    /** Only in findDelivery's `withHeaders` read: webhook_attempts.headers, null before it was kept. */
+    headers?: ExchangedHeaders | null;
   }[];
 };
 
-const DELIVERY_COLUMNS = sql`
+/*
+ * An attempt's headers (up to ~16 KiB each) are read only for one delivery's detail, never for a
+ * page of deliveries, whose attempts stay as small as they were.
+ */
+const deliveryColumns = (withHeaders = false) => sql`
   d.id, e.host_id, d.public_id, e.public_id as endpoint_public_id, ev.public_id as event_public_id, ev.type, d.status, d.claim_id,
   d.created_at, d.finished_at, d.next_attempt_at,
   coalesce((
     select json_agg(json_build_object('at', a.attempted_at, 'responseStatus', a.response_status, 'durationMs', a.duration_ms,
-                                      'responseBody', a.response_body, 'error', a.error, 'traceId', a.trace_id) order by a.id)
+                                      'responseBody', a.response_body, 'error', a.error, 'traceId', a.trace_id
+                                      ${withHeaders ? sql`, 'headers', a.headers` : sql``}) order by a.id)
       from webhook_attempts a where a.delivery_id = d.id
   ), '[]') as attempts`;
+const DELIVERY_COLUMNS = deliveryColumns();
 
 export async function listDeliveries(
   db: Db,
@@ -229,9 +238,14 @@ export async function listDeliveries(
   return rows;
 }
 
-export async function findDelivery(db: Db, hostId: number | null, publicId: string): Promise<DeliveryRow | undefined> {
+export async function findDelivery(
+  db: Db,
+  hostId: number | null,
+  publicId: string,
+  opts: { withHeaders?: boolean } = {},
+): Promise<DeliveryRow | undefined> {
   const { rows } = await db.execute<DeliveryRow>(sql`
-    select ${DELIVERY_COLUMNS}
+    select ${deliveryColumns(opts.withHeaders)}
       from webhook_deliveries d
       join webhook_endpoints e on e.id = d.endpoint_id
       join webhook_events ev on ev.id = d.event_id

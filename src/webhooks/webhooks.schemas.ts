@@ -154,14 +154,39 @@ export const testEventBody = z
   // No body at all (as before the type could be chosen) arrives as null: a webhook.test then.
   .nullish();
 
+export const attemptDetailResponse = attemptResponse.extend({
+  requestHeaders: z
+    .record(z.string(), z.string())
+    .nullable()
+    .describe(
+      'The Standard Webhooks headers this attempt sent, exactly as the receiver got them: webhook-id, webhook-timestamp, webhook-signature. Null for an attempt recorded before they were kept.',
+    ),
+  responseHeaders: z
+    .array(
+      z.object({
+        name: z.string().describe('Lower case; at most 128 bytes.'),
+        value: z.string().describe('The first 1 KiB, decoded as UTF-8 (invalid bytes and NUL as U+FFFD).'),
+        omittedBytes: z.number().int().optional().describe('Bytes of the value past the first KiB, left out.'),
+      }),
+    )
+    .nullable()
+    .describe(
+      "The answer's first 32 headers, in the order they came. Null when no answer came, or for an attempt recorded before they were kept.",
+    ),
+  responseHeadersOmitted: z.number().int().describe('Headers of the answer past the first 32, left out.'),
+});
+
 export const deliveryDetailResponse = deliveryResponse.extend({
+  attempts: z.array(attemptDetailResponse),
   request: z
     .object({
       method: z.literal('POST'),
       url: z.string().describe("The endpoint's URL now (redacted as everywhere)."),
       headers: z
         .record(z.string(), z.string())
-        .describe('The headers every attempt carries; webhook-timestamp and webhook-signature are made per attempt and not kept.'),
+        .describe(
+          "The headers every attempt carries; webhook-timestamp and webhook-signature are made per attempt: see each attempt's requestHeaders.",
+        ),
       body: z.string().describe('The exact body every attempt sent and signed.'),
     })
     .describe('What every attempt of this delivery sent.'),

@@ -245,11 +245,18 @@ const SENT_HEADERS = { 'content-type': 'application/json', 'user-agent': 'StayHu
 
 /** One delivery with what its attempts sent: the portal's view of a request and its answers. */
 export async function getDelivery(deps: WebhooksDeps, user: UserRow, deliveryId: string) {
-  const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId);
+  const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId, { withHeaders: true });
   if (!row) throw new AppError('not_found', 'No such webhook delivery');
   const endpoint = (await repo.findEndpoint(deps.db, hostScope(user), row.endpoint_public_id))!;
   return {
     ...toDelivery(row),
+    attempts: row.attempts.map(({ headers, ...a }) => ({
+      ...a,
+      at: iso(a.at)!,
+      requestHeaders: headers?.request ?? null,
+      responseHeaders: headers?.response?.headers ?? null,
+      responseHeadersOmitted: headers?.response?.omitted ?? 0,
+    })),
     request: {
       method: 'POST' as const,
       url: redactUrl(endpoint.url),

@@ -4,7 +4,13 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import type { Chore } from '../outbox/index.ts';
 import { deleteEndedSessions } from '../users/users.repository.ts';
-import { deleteOldWebhookAttempts, deleteOldWebhookDeliveries, deleteOldWebhookEvents } from '../webhooks/purge.ts';
+import {
+  deleteEndedPortalLinks,
+  deleteOldPortalLinkUses,
+  deleteOldWebhookAttempts,
+  deleteOldWebhookDeliveries,
+  deleteOldWebhookEvents,
+} from '../webhooks/purge.ts';
 
 /**
  * The application's tables the worker's housekeeping keeps small, beside the outbox's own DONE
@@ -12,7 +18,8 @@ import { deleteOldWebhookAttempts, deleteOldWebhookDeliveries, deleteOldWebhookE
  * which are already refused when read, so deleting them changes no answer; and the events
  * consumers' inbox and resolved dead letters, each kept as long as it can still matter
  * (INBOX_MARGIN_SECONDS, RESOLVED_DEAD_LETTER_RETENTION_DAYS); and finished webhook deliveries,
- * their attempts and events after WEBHOOK_RETENTION_DAYS (src/webhooks/purge.ts).
+ * their attempts and events after WEBHOOK_RETENTION_DAYS, and so the webhook portal's links that
+ * ended and their uses (src/webhooks/purge.ts).
  */
 export function appChores(config: Pick<Config, 'EVENTS_MAX_AGE_SECONDS' | 'WEBHOOK_RETENTION_DAYS'>): readonly Chore[] {
   const webhookDays = config.WEBHOOK_RETENTION_DAYS;
@@ -28,6 +35,8 @@ export function appChores(config: Pick<Config, 'EVENTS_MAX_AGE_SECONDS' | 'WEBHO
     { name: 'webhookAttempts', deleteBatch: (db, batchSize) => deleteOldWebhookAttempts(db, webhookDays, batchSize) },
     { name: 'webhookDeliveries', deleteBatch: (db, batchSize) => deleteOldWebhookDeliveries(db, webhookDays, batchSize) },
     { name: 'webhookEvents', deleteBatch: (db, batchSize) => deleteOldWebhookEvents(db, webhookDays, batchSize) },
+    { name: 'portalLinkUses', deleteBatch: (db, batchSize) => deleteOldPortalLinkUses(db, webhookDays, batchSize) },
+    { name: 'portalLinks', deleteBatch: (db, batchSize) => deleteEndedPortalLinks(db, webhookDays, batchSize) },
   ];
 }
 

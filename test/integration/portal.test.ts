@@ -1,6 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { housekeepOnce } from '../../src/outbox/index.ts';
+import { appChores } from '../../src/worker/chores.ts';
 import { signUp, useTestApp, type Session } from '../helpers/app.ts';
+import type { Answer } from '../helpers/webhook-receiver.ts';
 import { waitFor } from '../helpers/worker.ts';
 import { webhookKit } from '../helpers/webhooks.ts';
 
@@ -66,6 +69,60 @@ describe('what the portal reads', () => {
       'webhook-id': receiver.received[0]!.headers['webhook-id'],
     });
     expect(d.attempts[0]).toMatchObject({ responseStatus: 500, responseBody: '<b>down</b>' });
+  });
+
+  it('shows each attempt with the signed headers the receiver got and the headers it answered, bounded and inert', async () => {
+    // Raw bytes on the wire (Node writes a header value as latin1): invalid UTF-8, markup, a direction override.
+    const hostile = `<img src=x onerror=alert(1)>\xff\xfe${Buffer.from('\u202Eevil', 'utf8').toString('latin1')}`;
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`x-many-${i}`, String(i)]));
+    const receiver = await kit.receiver((n): Answer =>
+      n === 1
+        ? { status: 503, headers: { 'X-Request-Id': 'req-1', 'x-hostile': hostile, 'x-long': 'A'.repeat(1500) }, body: 'busy' }
+        : { status: 200, headers: { 'x-request-id': 'req-2', ...many }, body: 'ok' },
+    );
+    kit.startSender();
+    const ep = await kit.register(host, { url: receiver.url });
+    const sent = await inject('POST', `/webhooks/endpoints/${ep.id}/test`, host.auth);
+    const d = await waitFor(
+      async () => {
+        const got = (await inject('GET', `/webhooks/deliveries/${sent.json().id}`, host.auth)).json();
+        return got.status === 'succeeded' ? got : undefined;
+      },
+      15_000,
+      'a failure, then a success',
+    );
+    expect(d.attempts).toHaveLength(2);
+    // The failure (recorded alone) and the success (recorded in a batch): each what its request carried.
+    for (const [i, a] of d.attempts.entries()) {
+      const got = receiver.received[i]!.headers;
+      expect(a.requestHeaders).toEqual({
+        'webhook-id': got['webhook-id'],
+        'webhook-timestamp': got['webhook-timestamp'],
+        'webhook-signature': got['webhook-signature'],
+      });
+    }
+    const [failure, success] = d.attempts;
+    expect(failure.responseHeaders.slice(0, 3)).toEqual([
+      { name: 'x-request-id', value: 'req-1' },
+      { name: 'x-hostile', value: '<img src=x onerror=alert(1)>\uFFFD\uFFFD\u202Eevil' },
+      { name: 'x-long', value: 'A'.repeat(1024), omittedBytes: 476 },
+    ]);
+    expect(failure.responseHeadersOmitted).toBe(0);
+    expect(success.responseHeaders).toHaveLength(32);
+    expect(success.responseHeaders.slice(0, 2)).toEqual([
+      { name: 'x-request-id', value: 'req-2' },
+      { name: 'x-many-0', value: '0' },
+    ]);
+    expect(success.responseHeadersOmitted).toBeGreaterThanOrEqual(41 - 32);
+
+    // The list of deliveries stays as it was: headers only in one delivery's detail.
+    const listed = await kit.deliveries(host, ep.id);
+    expect(Object.keys(listed[0]!.attempts[0]!)).not.toContain('responseHeaders');
+    // An attempt recorded without them (before they were kept, or by a worker of the release before).
+    await t.db.db.execute(sql`update webhook_attempts set headers = null
+                               where delivery_id = (select id from webhook_deliveries where public_id = ${d.id}::uuid)`);
+    const old = (await inject('GET', `/webhooks/deliveries/${d.id}`, host.auth)).json();
+    expect(old.attempts[0]).toMatchObject({ requestHeaders: null, responseHeaders: null, responseHeadersOmitted: 0 });
   });
 
   it("counts each endpoint's attempts and successes over the last hour and day, and names its last failure", async () => {
@@ -175,6 +232,51 @@ describe('portal links', () => {
       sql`update webhook_portal_links set expires_at = now() - interval '1 second' where public_id = ${expiring.id}::uuid`,
     );
     expect((await inject('GET', `/webhooks/endpoints/${ep.id}`, expiring.auth)).statusCode).toBe(401);
+  });
+
+  it('is deleted, with its uses, by the housekeeping once it ended longer ago than WEBHOOK_RETENTION_DAYS', async () => {
+    const ep = await kit.register(host, { url: 'https://hooks.example.test/purge' });
+    const live = await makeLink(host, 'read');
+    const expired = await makeLink(host, 'read');
+    const revoked = await makeLink(host, 'read');
+    const recent = await makeLink(host, 'read');
+    for (const l of [live, live, expired, revoked, recent])
+      expect((await inject('GET', `/webhooks/endpoints/${ep.id}`, l.auth)).statusCode).toBe(200);
+    const uses = async (id: string) =>
+      (
+        await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from webhook_portal_link_uses u
+                                                  join webhook_portal_links l on l.id = u.link_id where l.public_id = ${id}::uuid`)
+      ).rows[0]!.n;
+    await waitFor(
+      async () => (await uses(live.id)) === 2 && (await uses(expired.id)) + (await uses(revoked.id)) + (await uses(recent.id)) === 3,
+      5_000,
+      'the uses recorded',
+    );
+    // Forty days pass for one of the live link's uses and for three links; one link ended 5 days ago.
+    await t.db.db.execute(sql`update webhook_portal_link_uses set at = now() - interval '40 days'
+                               where id = (select min(u.id) from webhook_portal_link_uses u
+                                             join webhook_portal_links l on l.id = u.link_id where l.public_id = ${live.id}::uuid)`);
+    await t.db.db.execute(
+      sql`update webhook_portal_links set expires_at = now() - interval '40 days' where public_id = ${expired.id}::uuid`,
+    );
+    await t.db.db.execute(
+      sql`update webhook_portal_links set revoked_at = now() - interval '40 days' where public_id = ${revoked.id}::uuid`,
+    );
+    await t.db.db.execute(sql`update webhook_portal_links set expires_at = now() - interval '5 days' where public_id = ${recent.id}::uuid`);
+
+    const counts = await housekeepOnce(t.db.db, {
+      retentionDays: 7,
+      chores: appChores(kit.senderConfig({ WEBHOOK_RETENTION_DAYS: '30' })),
+    });
+    expect(counts).toMatchObject({ portalLinkUses: 1, portalLinks: 2 });
+    const left = (await inject('GET', '/webhooks/portal-links', host.auth)).json().items.map((l: { id: string }) => l.id);
+    expect(left).toEqual(expect.arrayContaining([live.id, recent.id]));
+    expect(left).not.toContain(expired.id);
+    expect(left).not.toContain(revoked.id);
+    expect([await uses(live.id), await uses(recent.id)]).toEqual([1, 1]);
+    const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from webhook_portal_link_uses u
+      where not exists (select 1 from webhook_portal_links l where l.id = u.link_id)`);
+    expect(rows[0]!.n).toBe(0);
   });
 
   it('is only for hosts, within WEBHOOK_PORTAL_LINK_MAX_MINUTES, and keeps only a hash of its token', async () => {

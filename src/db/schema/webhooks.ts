@@ -165,6 +165,13 @@ export const webhookAttempts = pgTable(
     error: text('error'),
     /** The trace this attempt was recorded in (shown beside it), null when tracing was off. */
     traceId: text('trace_id'),
+    /**
+     * What the receiver got and answered in its head: `{"request": {webhook-id, webhook-timestamp,
+     * webhook-signature}, "response": {"headers": [{name, value, omittedBytes?}], "omitted": n} | null}`,
+     * bounded (src/webhooks/delivery/exchanged-headers.ts). Null for attempts recorded before it
+     * was kept, and for those of a worker of the previous release during a rollout.
+     */
+    headers: jsonb('headers'),
   },
   (t) => [index('webhook_attempts_delivery_idx').on(t.deliveryId, t.id), index('webhook_attempts_attempted_idx').on(t.attemptedAt)],
 );

@@ -17,6 +17,7 @@ import type { Network } from '../address-policy.ts';
 import { signatureHeader } from '../secret.ts';
 import type { ClaimedDelivery } from './claim.ts';
 import type { ConnectionPool } from './connections.ts';
+import { signedHeaders } from './exchanged-headers.ts';
 import { recordAttempt, type Success } from './record.ts';
 import { judge, type Verdict } from './schedule.ts';
 import { sendOnce } from './send.ts';
@@ -105,15 +106,16 @@ async function attempt(deps: AttemptDeps, d: ClaimedDelivery, release: () => voi
   const { config } = deps;
   const timestamp = Math.floor(Date.now() / 1000);
   const send = config.WEBHOOK_TRACE_CONTEXT ? sendOnce : (o: Parameters<typeof sendOnce>[0]) => withoutPropagation(() => sendOnce(o));
-  const result = await send({
+  const headers = {
+    'user-agent': USER_AGENT,
+    'webhook-id': d.publicId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signatureHeader(d.secrets, d.publicId, timestamp, d.body),
+  };
+  const sent = await send({
     url: d.url,
     body: d.body,
-    headers: {
-      'user-agent': USER_AGENT,
-      'webhook-id': d.publicId,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signatureHeader(d.secrets, d.publicId, timestamp, d.body),
-    },
+    headers,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     connectTimeoutMs: config.WEBHOOK_CONNECT_TIMEOUT_MS,
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
@@ -123,6 +125,8 @@ async function attempt(deps: AttemptDeps, d: ClaimedDelivery, release: () => voi
     network: deps.network,
   });
   if (deps.signal.aborted) return {}; // forced stop: the lease brings it back
+  // Kept beside the attempt: the host sees what the receiver verified (the signature is no secret).
+  const result = { ...sent, requestHeaders: signedHeaders(headers) };
   const verdict = judge(result, d.attempt, config.WEBHOOK_RETRY_SCHEDULE_SECONDS);
   if (verdict.kind !== 'succeeded') markActiveSpanFailed(result.error ?? `answered ${result.status}`);
   // A success frees its slot now; a failure holds it until recorded, since recording it may

@@ -6,6 +6,7 @@ import { withTransaction } from '../../db/transaction.ts';
 import { enqueue } from '../../messages/enqueue.ts';
 import { activeTraceId } from '../../telemetry/tracing.ts';
 import type { ClaimedDelivery } from './claim.ts';
+import type { ExchangedHeaders } from './exchanged-headers.ts';
 import type { Verdict } from './schedule.ts';
 import type { AttemptResult } from './send.ts';
 
@@ -23,6 +24,16 @@ export interface RecordOptions {
  */
 export function storable(text: string | null): string | null {
   return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * webhook_attempts.headers: what the request was signed with and what the answer's head said, as
+ * JSON text (cast to jsonb in the insert). Null for a result that carries neither.
+ */
+export function exchangedHeaders(result: AttemptResult): string | null {
+  if (!result.requestHeaders && !result.responseHeaders) return null;
+  const headers: ExchangedHeaders = { request: result.requestHeaders ?? null, response: result.responseHeaders ?? null };
+  return JSON.stringify(headers);
 }
 
 /*
@@ -63,8 +74,9 @@ export async function recordAttempt(
   return withTransaction(db, async (tx) => {
     await tx.execute(trimAttempts(d.id, opts.attemptsKept));
     await tx.execute(sql`
-      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, ${storable(result.error)}, ${activeTraceId()})`);
+      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id, headers)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, ${storable(result.error)}, ${activeTraceId()},
+              ${exchangedHeaders(result)}::jsonb)`);
 
     const state =
       verdict.kind === 'retry'
@@ -136,8 +148,8 @@ export interface Success {
  */
 const RECORD_SUCCESSES_SQL = `
 with input as (
-  select * from unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::int[], $5::int[], $6::text[], $8::text[])
-    as i(delivery_id, claim_id, endpoint_id, status, duration_ms, body, trace_id)
+  select * from unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::int[], $5::int[], $6::text[], $8::text[], $9::text[])
+    as i(delivery_id, claim_id, endpoint_id, status, duration_ms, body, trace_id, headers)
 ),
 trimmed as (
   delete from webhook_attempts a
@@ -146,8 +158,8 @@ trimmed as (
      and a.id <= (select id from webhook_attempts where delivery_id = i.delivery_id order by id desc offset $7 limit 1)
 ),
 attempt as (
-  insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
-  select delivery_id, status, duration_ms, body, null, trace_id from input
+  insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id, headers)
+  select delivery_id, status, duration_ms, body, null, trace_id, headers::jsonb from input
 ),
 delivery as (
   update webhook_deliveries d set status = 'succeeded', finished_at = now(), claim_id = null
@@ -176,6 +188,7 @@ export async function recordSuccesses(pool: pg.Pool, items: readonly Success[], 
       items.map((s) => storable(s.result.body)),
       Math.max(attemptsKept - 1, 0),
       items.map((s) => s.traceId),
+      items.map((s) => exchangedHeaders(s.result)),
     ],
   });
   const settled = new Set((rows[0]?.settled ?? []).map(Number));
@@ -197,8 +210,8 @@ async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult, 
   const { rows } = await db.execute<{ settled: number }>(sql`
     with trimmed as (${trimAttempts(d.id, opts.attemptsKept)}),
     attempt as (
-      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id)
-      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null, ${activeTraceId()})
+      insert into webhook_attempts (delivery_id, response_status, duration_ms, response_body, error, trace_id, headers)
+      values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null, ${activeTraceId()}, ${exchangedHeaders(result)}::jsonb)
     ),
     delivery as (
       update webhook_deliveries set status = 'succeeded', finished_at = now(), claim_id = null

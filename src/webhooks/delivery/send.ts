@@ -3,6 +3,7 @@ import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { checkDestination, checkedLookup, hostOf, isAllowedPort, SYSTEM_NETWORK, type Network } from '../address-policy.ts';
 import { ConnectionPool, connectedToChecked, familyOf, fixedLookup, type CheckedAddress } from './connections.ts';
+import { keptResponseHeaders, type KeptResponseHeaders } from './exchanged-headers.ts';
 
 /** What one attempt learnt: the answer's status and the start of its body, or why there was none. */
 export interface AttemptResult {
@@ -14,6 +15,10 @@ export interface AttemptResult {
   durationMs: number;
   /** Set when no answer came: timeout, refused connection, address not allowed, TLS failure. */
   error: string | null;
+  /** The Standard Webhooks headers the request carried (set by the caller, which made them). */
+  requestHeaders?: Record<string, string>;
+  /** The answer's headers, bounded (exchanged-headers.ts); absent when no answer came. */
+  responseHeaders?: KeptResponseHeaders;
 }
 
 export interface SendOptions {
@@ -165,11 +170,12 @@ function exchange(
       answered = true;
       const status = res.statusCode ?? 0;
       const retryAfter = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : null;
+      const responseHeaders = keptResponseHeaders(res.rawHeaders);
       const chunks: Buffer[] = [];
       let kept = 0;
       const done = (keep: boolean) => {
         const body = Buffer.concat(chunks).subarray(0, RESPONSE_BODY_KEEP).toString('utf8');
-        finish({ status, body, retryAfterSeconds: retryAfter, durationMs: elapsed(), error: null }, keep);
+        finish({ status, body, retryAfterSeconds: retryAfter, durationMs: elapsed(), error: null, responseHeaders }, keep);
       };
       res.on('data', (chunk: Buffer) => {
         chunks.push(chunk);
