@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions, preParsingHookHandler } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { problem, sendProblem } from './problem.ts';
@@ -37,14 +37,16 @@ export function slowClientTimeouts(config: Config): Pick<FastifyServerOptions, '
   };
 }
 
+type RequestPayload = Parameters<preParsingHookHandler>[2];
+type PreParsingDone = Parameters<preParsingHookHandler>[3];
+
 const TOO_MANY_UPLOADS = 'Too many requests from this address are still sending their body';
 
 /**
  * The cap on uploads per address, and a counter of the clients cut off. An upload is counted from
- * its headers (onRequest) until its body is in (preValidation) or its socket is gone. Behind a
+ * when its body is read (preParsing) until it is in (preValidation) or its socket is gone. Behind a
  * proxy (TRUST_PROXY) the address is the client's from X-Forwarded-For, as `request.ip` says.
- * Registered after load shedding: a request refused there (its answer held back a second) is not
- * counted as an upload meanwhile, or a busy API's refusals would fill the cap of a busy address.
+ * A request refused by load shedding (its answer held back a second) never gets that far.
  */
 export function registerSlowClientGuards(app: FastifyInstance, opts: { config: Config; registry: Registry }): void {
   const cap = opts.config.HTTP_MAX_UPLOADS_PER_ADDRESS;
@@ -70,8 +72,12 @@ export function registerSlowClientGuards(app: FastifyInstance, opts: { config: C
     request[ended] = undefined;
   };
 
-  // Callback hooks, not async ones: they run on every request.
-  app.addHook('onRequest', (request: Tracked, reply: FastifyReply, done: () => void) => {
+  // Callback hooks, not async ones: they run on every request. From preParsing, after the onRequest
+  // hooks: a request waiting there (for its session, under load) is not waiting for its client.
+  app.addHook('preParsing', (request: Tracked, reply: FastifyReply, payload: RequestPayload, done: PreParsingDone) => {
+    // A client gone while the onRequest hooks ran (waiting for its session, under load): its
+    // 'close' has come and gone, and a count taken now would never be given back.
+    if (reply.raw.destroyed || request.raw.socket.destroyed) return done(null, payload);
     const ip = request.ip;
     const n = (uploads.get(ip) ?? 0) + 1;
     if (n > cap) {
@@ -93,7 +99,7 @@ export function registerSlowClientGuards(app: FastifyInstance, opts: { config: C
     request[ended] = release;
     // 'close' comes once the answer is sent or the socket is gone (a 408 included), whichever first.
     reply.raw.once('close', release);
-    done();
+    done(null, payload);
   });
   app.addHook('preValidation', (request: Tracked, _reply: FastifyReply, done: () => void) => {
     end(request);

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
@@ -9,9 +9,10 @@ import { problem, sendProblem } from '../problem.ts';
 /**
  * Admission control: a request is refused with 503 `overloaded` and Retry-After before it does
  * any work (before authentication, its body, a database connection) when the API is already
- * past what it can answer in time. A request let in counts as in flight from when its work starts
- * (preHandler: its body is in), not from its headers: a client that sends headers and stalls the
- * body holds no slot (ADR 0041; the timeouts that close it are src/http/slow-clients.ts). Queued instead, every request waits: under 1,000 clients
+ * past what it can answer in time. A request let in counts as in flight while it works (its
+ * onRequest hooks, authentication among them, then from preValidation, once its body is in), not
+ * while it waits for its client to send the body: a client that sends headers and stalls the body
+ * holds no slot (ADR 0041; the timeouts that close it are src/http/slow-clients.ts). Queued instead, every request waits: under 1,000 clients
  * bookings took 8 s each and timed out in the pool (ADR 0034).
  *
  * Three signals, each with a threshold per class of request:
@@ -91,6 +92,7 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
 
   app.addHook('onReady', async () => signals.start());
   app.addHook('onClose', async () => signals.stop());
+  const { working, idle } = inFlight(signals);
   const retryAfter = String(config.LOAD_SHED_RETRY_AFTER_SECONDS);
   const refusalDelayMs = config.LOAD_SHED_REFUSAL_DELAY_MS;
   const signalOver = (route: string | undefined, t: Thresholds): ShedSignal | undefined => {
@@ -108,7 +110,10 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
     const cls: RequestClass = request.method === 'GET' || request.method === 'HEAD' ? 'reads' : 'writes';
     // Off, every request is let in.
     const signal = config.LOAD_SHEDDING ? signalOver(route, thresholds[cls]) : undefined;
-    if (!signal) return done();
+    if (!signal) {
+      working(request, reply);
+      return done();
+    }
     shed.inc({ class: cls, signal });
     reply.header('retry-after', retryAfter);
     // Fastify sends this reply and skips the rest of the request (done is not called). After a
@@ -119,13 +124,16 @@ export function registerLoadShedding(app: FastifyInstance, opts: LoadSheddingOpt
     if (refusalDelayMs > 0) setTimeout(refuse, refusalDelayMs);
     else refuse();
   });
-  // In flight from here, once the body is in and the work starts; also with shedding off: the
-  // gauges say what the signals would be. A request refused above never gets here.
-  app.addHook('preHandler', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+  // Waiting for the body, a request is not in flight; once it is in (preValidation), it is again.
+  // A body already in memory is read within the same turn of the event loop: no other request is
+  // weighed meanwhile, so for every request but a slow one this changes nothing.
+  app.addHook('preParsing', (request: FastifyRequest, _reply: FastifyReply, payload: RequestPayload, done: PreParsingDone) => {
+    idle(request);
+    done(null, payload);
+  });
+  app.addHook('preValidation', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     const route = request.routeOptions.url;
-    if (route !== undefined && NEVER_REFUSED.has(route)) return done();
-    // A client gone while its body was parsed: its 'close' has come and gone, so it is not counted.
-    if (!reply.raw.destroyed) reply.raw.once('close', signals.admitted());
+    if (route === undefined || !NEVER_REFUSED.has(route)) working(request, reply);
     done();
   });
 
@@ -167,4 +175,27 @@ function registerMetrics(registry: Registry, signals: LoadSignals, mainWait: () 
     },
   });
   return shed;
+}
+
+type RequestPayload = Parameters<preParsingHookHandler>[2];
+type PreParsingDone = Parameters<preParsingHookHandler>[3];
+
+/** Marks a request in flight (`working`) or not (`idle`): each request holds at most one slot, given back once. */
+function inFlight(signals: LoadSignals) {
+  const slots = new WeakMap<FastifyRequest, () => void>();
+  const idle = (request: FastifyRequest) => {
+    slots.get(request)?.();
+    slots.delete(request);
+  };
+  return {
+    idle,
+    working: (request: FastifyRequest, reply: FastifyReply) => {
+      // A client gone meanwhile: its 'close' has come and gone, so it would never be given back.
+      if (reply.raw.destroyed || request.raw.socket.destroyed || slots.has(request)) return;
+      const release = signals.admitted();
+      slots.set(request, release);
+      // 'close' comes once the answer is sent or the client went away first, whichever happens.
+      reply.raw.once('close', () => idle(request));
+    },
+  };
 }
