@@ -370,7 +370,10 @@ describe('claim', () => {
     try {
       const query = c.query.bind(c) as (...args: unknown[]) => Promise<unknown>;
       (c as unknown as { query: typeof query }).query = (text: unknown, ...rest: unknown[]) =>
-        typeof text === 'string' && text.startsWith('set ') ? Promise.resolve({ rows: [] }) : query(text, ...rest);
+        typeof text === 'string' && text.startsWith('set ')
+          ? // The SETs land nowhere; the backend read in the same round trip is this one's.
+            (query('select pg_backend_pid() as pid') as Promise<unknown>).then((r) => [{ rows: [] }, r])
+          : query(text, ...rest);
       const failure = await applyClaimSettings(c).catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(ClaimSettingsError);
       expect((failure as Error).message).toMatch(/enable_seqscan is on, want off;.*session connection/);
