@@ -448,6 +448,23 @@
     void refresh(false);
   });
 
+  // What one attempt sent (its signature, as the receiver got it) and the headers that came back,
+  // as the server kept them (32 at most, values cut at 1 KiB): inert text, each value cut again here.
+  function attemptHeaders(a) {
+    if (!a.requestHeaders && !a.responseHeaders) return [el('p', { class: 'label', text: 'Headers: not recorded for this attempt' })];
+    const sent = Object.entries(a.requestHeaders ?? {}).map(([k, v]) => `${k}: ${inert(v, 300)}`);
+    const got = (a.responseHeaders ?? []).map(
+      (h) => `${inert(h.name, 128)}: ${inert(h.value)}${h.omittedBytes ? ` … ${h.omittedBytes} more bytes not kept` : ''}`,
+    );
+    if (a.responseHeadersOmitted) got.push(`… ${a.responseHeadersOmitted} more headers not kept`);
+    return [
+      el('p', { class: 'label', text: 'Request headers (signed, as the receiver got them)' }),
+      el('pre', { class: 'code request-headers', text: sent.join('\n') || '(none)' }),
+      el('p', { class: 'label', text: 'Response headers' }),
+      el('pre', { class: 'code response-headers', text: a.responseHeaders === null ? '(no answer)' : got.join('\n') || '(none)' }),
+    ];
+  }
+
   async function showDelivery(id) {
     const d = await api(`/webhooks/deliveries/${id}`);
     const firstShow = !delivered || delivered.id !== d.id;
@@ -469,7 +486,8 @@
         'li',
         { class: a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300 ? 'ok' : 'bad', 'data-attempt': String(i) },
         facts,
-        el('p', { class: 'label', text: 'Response body (first 1 KiB, as text; headers are not recorded)' }),
+        ...attemptHeaders(a),
+        el('p', { class: 'label', text: 'Response body (first 1 KiB, as text)' }),
         el('pre', { class: 'code response-body', text: a.responseBody === null ? '(none)' : inert(a.responseBody) }),
       );
     });

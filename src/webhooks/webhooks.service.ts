@@ -8,6 +8,7 @@ import { WEBHOOK_EVENT_TYPES } from './event-types.ts';
 import { takeManualToken, type ManualAction } from './manual-rate.ts';
 import { redactUrl } from './redact-url.ts';
 import * as repo from './webhooks.repository.ts';
+import { SIGNED_HEADERS } from './delivery/exchanged-headers.ts';
 import type { CreateEndpointBody, DeliveryResponse, EndpointResponse, UpdateEndpointBody } from './webhooks.schemas.ts';
 import { newSecret } from './secret.ts';
 
@@ -243,6 +244,11 @@ export async function endpointsForAdmin(deps: WebhooksDeps) {
 /** Sent with every attempt (src/webhooks/delivery/attempt.ts); shown beside a delivery as its request. */
 const SENT_HEADERS = { 'content-type': 'application/json', 'user-agent': 'StayHub-Webhooks/1.0' };
 
+/** jsonb keeps an object's keys in its own order: the signed headers are shown in the order they are sent. */
+function inSentOrder(request: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(SIGNED_HEADERS.filter((h) => request[h] !== undefined).map((h) => [h, request[h]!]));
+}
+
 /** One delivery with what its attempts sent: the portal's view of a request and its answers. */
 export async function getDelivery(deps: WebhooksDeps, user: UserRow, deliveryId: string) {
   const row = await repo.findDelivery(deps.db, hostScope(user), deliveryId, { withHeaders: true });
@@ -253,7 +259,7 @@ export async function getDelivery(deps: WebhooksDeps, user: UserRow, deliveryId:
     attempts: row.attempts.map(({ headers, ...a }) => ({
       ...a,
       at: iso(a.at)!,
-      requestHeaders: headers?.request ?? null,
+      requestHeaders: headers?.request ? inSentOrder(headers.request) : null,
       responseHeaders: headers?.response?.headers ?? null,
       responseHeadersOmitted: headers?.response?.omitted ?? 0,
     })),

@@ -161,7 +161,11 @@ describe('the webhook portal in Chromium', () => {
     // The receiver fails, hostile: markup, script, NUL, invalid UTF-8 and a direction override.
     answer = {
       status: 500,
-      headers: { 'content-type': 'text/html' },
+      // A header value's raw bytes (latin1 here): markup and a direction override, in UTF-8.
+      headers: {
+        'content-type': 'text/html',
+        'x-hostile': Buffer.from('<img src=x onerror="window.__pwned = 3">\u202Eevil').toString('latin1'),
+      },
       body: Buffer.concat([
         Buffer.from('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">\u0000 \u202Eevil'),
         Buffer.from([0xff, 0xfe]),
@@ -186,6 +190,14 @@ describe('the webhook portal in Chromium', () => {
     expect(shown).toContain('\\u{202E}evil'); // the direction override shown, not obeyed
     expect(shown).toMatch(/A\n… \d+ more characters not shown$/); // the first KiB, and how much was left out
     expect(shown.split('\n…')[0]!.replace('\\u{202E}', '\u202E').length).toBe(1024);
+    // The attempt's headers: the signature its receiver got, and what the receiver answered, inert.
+    const signed = receiver.received[1]!.headers;
+    expect(await page.locator('#attempts .request-headers').first().textContent()).toBe(
+      ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => `${h}: ${String(signed[h])}`).join('\n'),
+    );
+    const answered = (await page.locator('#attempts .response-headers').first().textContent())!;
+    expect(answered).toMatch(/^content-type: text\/html$/m);
+    expect(answered).toContain('x-hostile: <img src=x onerror="window.__pwned = 3">\\u{202E}evil');
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await page.locator('#attempts script, #attempts img, #ep-health script, #ep-health img').count()).toBe(0);
     made.deliveryId = /deliveries\/([0-9a-f-]{36})$/.exec(page.url())![1]!;

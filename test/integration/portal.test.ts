@@ -95,6 +95,7 @@ describe('what the portal reads', () => {
     // The failure (recorded alone) and the success (recorded in a batch): each what its request carried.
     for (const [i, a] of d.attempts.entries()) {
       const got = receiver.received[i]!.headers;
+      expect(Object.keys(a.requestHeaders)).toEqual(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
       expect(a.requestHeaders).toEqual({
         'webhook-id': got['webhook-id'],
         'webhook-timestamp': got['webhook-timestamp'],
