@@ -20,6 +20,18 @@ describe('OpenAPI', () => {
     );
   });
 
+  it("documents each attempt's signed and answered headers in one delivery's detail, not in the list", async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/docs/json' })).json();
+    const schemaOf = (path: string) => doc.paths[path].get.responses['200'].content['application/json'].schema;
+    const attempt = schemaOf('/webhooks/deliveries/{id}').properties.attempts.items;
+    expect(Object.keys(attempt.properties)).toEqual(
+      expect.arrayContaining(['requestHeaders', 'responseHeaders', 'responseHeadersOmitted']),
+    );
+    expect(attempt.properties.responseHeaders).toMatchObject({ type: 'array', nullable: true, items: { required: ['name', 'value'] } });
+    const listed = schemaOf('/webhooks/endpoints/{id}/deliveries').properties.items.items.properties.attempts.items;
+    expect(Object.keys(listed.properties)).not.toContain('responseHeaders');
+  });
+
   it("documents the admin view of the events stream's consumer groups", async () => {
     const doc = (await t.app.inject({ method: 'GET', url: '/docs/json' })).json();
     const op = doc.paths['/admin/events/groups'].get;
