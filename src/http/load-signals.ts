@@ -44,6 +44,7 @@ const ASSUMED_HOLD_MS = 100;
 const RATE_DECAY = 0.9;
 
 export interface LoadSignalOptions {
+  /** What the outbox is sampled through: the API's health pool, so a sample never queues behind requests. */
   db: Db;
   /** The pool every request uses (the main one). */
   pool: pg.Pool;
