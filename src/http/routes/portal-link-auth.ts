@@ -38,14 +38,16 @@ export function hostOrLink(app: FastifyInstance, db: Db, need: Need, roles: ('ho
 }
 
 /**
- * onResponse hook for the routes that accept links: one row per request made with a link. The
- * route's pattern and the id it named, never the URL (a query string may carry what must not be
- * kept). A failure to write is logged, not thrown: the answer has gone already.
+ * onSend hook for the routes that accept links: one row per request made with a link, written
+ * before the answer leaves, so a client that has its answer finds its use recorded (and the uses
+ * of one client's requests in the order it made them). The route's pattern and the id it named,
+ * never the URL (a query string may carry what must not be kept). A failure to write is logged,
+ * not thrown: the work is done, and the answer says how it went.
  */
 export function auditLinkUse(db: Db) {
-  return async (request: FastifyRequest, reply: FastifyReply) => {
+  return async <T>(request: FastifyRequest, reply: FastifyReply, payload: T): Promise<T> => {
     const link = links.get(request);
-    if (!link) return;
+    if (!link) return payload;
     const id = (request.params as { id?: unknown } | undefined)?.id;
     try {
       await recordUse(db, {
@@ -60,5 +62,6 @@ export function auditLinkUse(db: Db) {
     } catch (err) {
       request.log.error({ err, portalLink: link.public_id }, 'portal link use not recorded');
     }
+    return payload;
   };
 }

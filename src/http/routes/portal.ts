@@ -25,7 +25,7 @@ import type { AppContext, ZodApp } from '../context.ts';
  */
 export const portalRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
   const deps: links.PortalLinkDeps = { db: ctx.db.db, maxMinutes: ctx.config.WEBHOOK_PORTAL_LINK_MAX_MINUTES };
-  app.addHook('onResponse', auditLinkUse(ctx.db.db));
+  app.addHook('onSend', auditLinkUse(ctx.db.db));
   portalFiles(app);
   registerLinkRoutes(app, deps);
 

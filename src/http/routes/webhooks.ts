@@ -33,7 +33,7 @@ type RouteDeps = service.WebhooksDeps & { hostOrLink: (need: Need, roles?: ('hos
  * (docs/webhooks.md); a portal link acts as its host, read-only or in full (src/http/routes/portal-link-auth.ts).
  */
 export const webhookRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx) => {
-  app.addHook('onResponse', auditLinkUse(ctx.db.db));
+  app.addHook('onSend', auditLinkUse(ctx.db.db));
   const deps: RouteDeps = {
     hostOrLink: (need, roles) => hostOrLink(app, ctx.db.db, need, roles),
     db: ctx.db.db,
