@@ -50,8 +50,8 @@ interface Served {
 }
 
 /** An API listening on a port, load shedding on at its defaults and a pool of 10, with a guest and a property. */
-async function serve(env: Record<string, string>, poolMax = 10): Promise<Served> {
-  const db = createDatabase(tdb.url, { max: poolMax, applicationName: 'stayhub-test' });
+async function serve(env: Record<string, string>): Promise<Served> {
+  const db = createDatabase(tdb.url, { max: 10, applicationName: 'stayhub-test' });
   const config = testConfig(tdb, { LOG_LEVEL: 'silent', LOAD_SHEDDING: 'true', ...env });
   const app = await buildApp({ config, logger: pino({ level: 'silent' }), db });
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -223,31 +223,6 @@ describe('sockets that stall their body', () => {
       expect(await series(s, 'stayhub_http_slow_clients_total{reason="uploads"}')).toBe(4);
     } finally {
       for (const st of sockets) st.socket.destroy();
-      await s.close();
-    }
-  });
-
-  it('a client gone while its request waited for its session leaves no upload counted against its address', async () => {
-    const s = await serve({ HTTP_MAX_UPLOADS_PER_ADDRESS: '1', LOAD_SHEDDING: 'false' }, 1);
-    let held: { release(): void } | undefined = await s.db.pool.connect();
-    try {
-      // Its headers, not its body: it is waiting for its client when it goes.
-      const gone = stall(
-        s.port,
-        ATTACKER,
-        `POST /bookings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.guest.token}\r\nContent-Type: application/json\r\nContent-Length: 80\r\n\r\n`,
-      );
-      await until(async () => s.db.pool.waitingCount === 1, 'the booking waiting for a connection to check its session');
-      gone.socket.destroy();
-      await gone.closedAt;
-      held.release();
-      held = undefined;
-      await until(async () => s.db.pool.waitingCount === 0 && s.db.pool.idleCount === s.db.pool.totalCount, 'the session checked');
-      await sleep(100);
-      const next = stall(s.port, ATTACKER, `GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
-      expect(statusOf(await within(next.statusLine, 5000, 'answered'))).toBe(200);
-    } finally {
-      held?.release();
       await s.close();
     }
   });
