@@ -15,8 +15,8 @@ import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
  *   it; groups take turns in the claim, so one group's flood does not hold back another's
  *   messages. The outbox knows no host either: a group is a string.
  * - `owner`: who caused it (for the application, the public id of the account whose action wrote
- *   it), above the group: owners take turns too, so one owner writing through many groups (a guest
- *   booking the properties of 2,400 hosts) does not hold back another owner's messages (ADR 0039).
+ *   it), above the group: owners take turns too, so one owner writing through many groups (one
+ *   account acting on 2,400 others' groups) does not hold back another owner's messages (ADR 0039).
  *   Not given: the group is its own owner, as before owners existed.
  * - `turn`, not an option: outbox_turn(group, owner, priority) (migrations/0015_turns_per_owner.sql),
  *   in the same statement as the INSERT: the latest of the head of the priority's queue, the
