@@ -273,7 +273,7 @@ describe('npm run bench -- --smoke', () => {
     });
     expect(r.targets).toHaveLength(24);
     // The versions compared are in the results.
-    expect(r.versions.graphileWorker).toMatch(/^0\.18\./);
+    expect(r.versions.graphileWorker).toMatch(/^0\.17\./);
     expect(r.versions.pgBoss).toMatch(/^12\./);
 
     const md = readFileSync(path.join(out, 'bench-results.md'), 'utf8');
