@@ -457,7 +457,7 @@ describe('the rules of admission, one by one', () => {
       ['LOAD_SHED_READS_POOL_WAIT_MS', 'LOAD_SHED_WRITES_POOL_WAIT_MS'],
       ['LOAD_SHED_READS_EVENT_LOOP_DELAY_MS', 'LOAD_SHED_WRITES_EVENT_LOOP_DELAY_MS'],
       ['LOAD_SHED_READS_OUTBOX_PENDING', 'LOAD_SHED_WRITES_OUTBOX_PENDING'],
-    ]) {
+    ] as const) {
       expect(() => loadConfig({ [read]: '0', [write]: '500' }), read).toThrow(new RegExp(`${read}: must be above 0`));
       expect(loadConfig({ [read]: '0', [write]: '0' })[read as 'LOAD_SHED_READS_POOL_WAIT_MS']).toBe(0);
     }
