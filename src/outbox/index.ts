@@ -40,7 +40,7 @@ export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, ty
 export { createWorker, type Worker } from './runner/worker.ts';
 export type { RunnerSettings, WorkerOptions } from './runner/options.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
-export { DependencyUnavailableError, PermanentError } from './runner/failures.ts';
+export { DependencyUnavailableError, PermanentError, type FailureRules } from './runner/failures.ts';
 export type { WorkerSummary } from './runner/outcomes.ts';
 export type { Outcome, OutcomeEvent, PayloadSchema, WorkerEvents } from './types.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';

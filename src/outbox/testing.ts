@@ -335,3 +335,8 @@ export async function insertEventRow(
   );
   return rows[0]!.public_id;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The runner's pure parts, for unit tests.
+
+export { describeFailure, isPermanent, NEUTRAL_FAILURE_RULES } from './runner/failures.ts';
