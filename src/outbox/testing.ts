@@ -18,7 +18,7 @@ import { ensureOutboxPartitions, listOutboxPartitions } from './partitions.ts';
  */
 
 // Statements the bench measures, or measures against, as the worker and the housekeeping run them.
-export { claimOn, ClaimedMessage, type ClaimOptions } from './claim.ts';
+export { claimOn, ClaimedMessage } from './claim.ts';
 export { connectClaimClient, explainClaim } from './claim-connection.ts';
 export { markDoneMany } from './settle.ts';
 export { dayOf, dropOutboxPartition, listOutboxPartitions } from './partitions.ts';
@@ -340,3 +340,24 @@ export async function insertEventRow(
 // The runner's pure parts, for unit tests.
 
 export { describeFailure, isPermanent, NEUTRAL_FAILURE_RULES } from './runner/failures.ts';
+export { verdictAfterRun, verdictBeforeRun, postponeDelaySeconds, ALREADY_DONE } from './runner/verdict.ts';
+export { mergeByPriority } from './runner/local-queue.ts';
+export { ClaimSize } from './runner/claim-size.ts';
+
+// ---------------------------------------------------------------------------------------------
+// The store's statements, called one at a time by tests that check their SQL (fences, order, plans).
+
+export { CLAIM_SQL, CLAIM_STATEMENT } from './claim.ts';
+export {
+  applyClaimSettings,
+  CLAIM_SESSION_SETTINGS,
+  CLAIM_SET_STATEMENT,
+  ClaimConnection,
+  ClaimSettingsError,
+} from './claim-connection.ts';
+export { markDone, markDead, recordHandlerDone, releaseUnknownTopic, scheduleRetry } from './settle.ts';
+export { dropExpiredOutboxPartitions } from './partitions.ts';
+export { CoalescedWakeUp } from './wake-up.ts';
+export { intArray, textArray, uuidArray } from './sql.ts';
+export { extendLeases, handBack } from './lease.ts';
+export { deferToLanes } from './lanes.ts';

@@ -2,10 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { PermanentError } from '../../src/errors.ts';
-import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
 import { createWorker, runnerSettings, type WorkerOptions } from '../../src/worker/outbox-worker.ts';
-import { createWorker as createOutboxWorker, type OutcomeEvent, type PayloadSchema } from '../../src/outbox/index.ts';
-import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
+import {
+  createWorker as createOutboxWorker,
+  type OutcomeEvent,
+  type PayloadSchema,
+  backoffDelaySeconds,
+  HandlerRegistry,
+  type Handler,
+} from '../../src/outbox/index.ts';
 import { emptyOutbox } from '../../src/outbox/testing.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {

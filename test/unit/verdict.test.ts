@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { FAILURE_RULES } from '../../src/worker/failure-rules.ts';
-import { DependencyUnavailableError } from '../../src/outbox/runner/failures.ts';
-import { postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/runner/verdict.ts';
+import { DependencyUnavailableError } from '../../src/outbox/index.ts';
+import { postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/testing.ts';
 
 const backoff = { baseSeconds: 2, maxSeconds: 256, jitter: false };
 const fail = (handler: string, error: unknown, durationMs = 5) => ({ handler, error, durationMs });

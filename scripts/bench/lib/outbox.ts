@@ -38,7 +38,6 @@ export {
   analyzeOutbox,
   outboxSizes,
   storeTraceContext,
-  type Sizes,
 } from '../../../src/outbox/testing.ts';
 
 /**
