@@ -16,7 +16,7 @@ import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
  *   messages. The outbox knows no host either: a group is a string.
  * - `owner`: who caused it (for the application, the public id of the account whose action wrote
  *   it), above the group: owners take turns too, so one owner writing through many groups (a guest
- *   booking the properties of 2,400 hosts) does not hold back another owner's messages (ADR 0039).
+ *   reserving stays at 2,400 hosts) does not hold back another owner's messages (ADR 0039).
  *   Not given: the group is its own owner, as before owners existed.
  * - `turn`, not an option: outbox_turn(group, owner, priority) (migrations/0015_turns_per_owner.sql),
  *   in the same statement as the INSERT: the latest of the head of the priority's queue, the
