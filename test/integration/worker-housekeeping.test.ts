@@ -69,6 +69,8 @@ describe('housekeeping', () => {
       webhookAttempts: 0,
       webhookDeliveries: 0,
       webhookEvents: 0,
+      portalLinkUses: 0,
+      portalLinks: 0,
     });
     expect(await count('idempotency_keys')).toBe(3);
     expect(await count('idempotency_keys', sql`expires_at <= now()`)).toBe(0);
