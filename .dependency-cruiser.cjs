@@ -11,8 +11,10 @@
  *   src/db/                  the bottom: it sees only src/config.ts and src/logger.ts
  *
  * scripts/ (the bench, the chaos run, the commands) is cruised for cycles and for the outbox's
- * surface: it reaches src/outbox/ through its index, but for the bench's one door
- * (scripts/bench/lib/outbox.ts), which measures the statements behind it. test/ is not cruised.
+ * surface, and test/ for the outbox's surface: both reach src/outbox/ through its index, or through
+ * src/outbox/testing.ts (rows written and read directly, statements measured one at a time), never
+ * a file behind them. SQL naming the outbox's tables outside src/outbox/ is a test's to catch
+ * (test/unit/outbox-sql-stays-inside.test.ts): the cruiser sees imports only.
  */
 
 /** Domain modules: business rules, below the entry points. */
@@ -54,9 +56,17 @@ module.exports = {
       name: 'outbox-through-its-index',
       severity: 'error',
       comment:
-        "Outside src/outbox/, the outbox is src/outbox/index.ts (its public surface), never a file behind it; the bench's door measures what is behind it.",
-      from: { path: '^(src|scripts)/', pathNot: ['^src/outbox/', '^scripts/bench/lib/outbox\\.ts$'] },
-      to: { path: '^src/outbox/', pathNot: '^src/outbox/index\\.ts$' },
+        'Outside src/outbox/, the outbox is src/outbox/index.ts (its public surface), and for tests, the bench and the chaos run ' +
+        'src/outbox/testing.ts (direct rows, statements one at a time); never a file behind them.',
+      from: { path: '^(src|scripts|test)/', pathNot: '^src/outbox/' },
+      to: { path: '^src/outbox/', pathNot: '^src/outbox/(index|testing)\\.ts$' },
+    },
+    {
+      name: 'outbox-testing-not-in-production',
+      severity: 'error',
+      comment: "src/outbox/testing.ts writes rows the product never writes: the API's and the worker's code (src/) never imports it.",
+      from: { path: '^src/', pathNot: '^src/outbox/' },
+      to: { path: '^src/outbox/testing\\.ts$' },
     },
     {
       name: 'outbox-knows-no-feature',
@@ -75,8 +85,9 @@ module.exports = {
       severity: 'error',
       comment:
         'Inside the outbox the runner (src/outbox/runner/) uses the store (the SQL verbs, settle.ts), never the other way: ' +
-        'what both need is in src/outbox/types.ts. Only the public surface, src/outbox/index.ts, exports the runner.',
-      from: { path: '^src/outbox/', pathNot: ['^src/outbox/runner/', '^src/outbox/index\\.ts$'] },
+        'what both need is in src/outbox/types.ts. Only the public surface, src/outbox/index.ts, exports the runner ' +
+        '(and src/outbox/testing.ts its pure parts, for unit tests).',
+      from: { path: '^src/outbox/', pathNot: ['^src/outbox/runner/', '^src/outbox/(index|testing)\\.ts$'] },
       to: { path: '^src/outbox/runner/' },
     },
     {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
 import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
-import { fillBacklog, statusCounts, wakeUp } from './lib/outbox.ts';
+import { fillBacklog, outboxExists, statusCounts, wakeUp } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgBossConfig } from './params.ts';
@@ -104,8 +104,8 @@ function traceBurst(url: string, t0: number) {
   const done = (async () => {
     await c.connect();
     // Our outbox only: a peer's database has no such table.
-    const { rows: t } = await c.query<{ ours: boolean }>(`select to_regclass('outbox') is not null as ours`);
-    while (on && t[0]?.ours) {
+    const ours = await outboxExists(c);
+    while (on && ours) {
       const o = await statusCounts(c);
       const { rows: a } = await c.query(
         `select application_name app, state, wait_event_type || ':' || wait_event wait, round(extract(epoch from now() - query_start)::numeric, 2) secs, left(regexp_replace(query, '\\s+', ' ', 'g'), 50) q

@@ -21,6 +21,13 @@
  *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *   messagesAsWritten, pendingOfTopics, …       each message once, its lane work folded in (audits, the chaos run)
+ *
+ * What a handler finished (the events path's reconcile and audits ask these, never the table):
+ *   finishedPage, lastFinishedBefore            messages a handler finished in a window, lane work folded in
+ *   finishedPayloadValues                       a payload field's values of those messages, joined by the caller
+ *   messagesById                                messages as written (lane keys decoded), with payloads
+ *
+ * Tests, the bench and the chaos run write and read rows directly through src/outbox/testing.ts.
  */
 
 export { OUTBOX_CHANNEL } from './channel.ts';
@@ -33,7 +40,7 @@ export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, ty
 export { createWorker, type Worker } from './runner/worker.ts';
 export type { RunnerSettings, WorkerOptions } from './runner/options.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
-export { DependencyUnavailableError, PermanentError } from './runner/failures.ts';
+export { DependencyUnavailableError, PermanentError, type FailureRules } from './runner/failures.ts';
 export type { WorkerSummary } from './runner/outcomes.ts';
 export type { Outcome, OutcomeEvent, PayloadSchema, WorkerEvents } from './types.ts';
 export { housekeepOnce, type Chore, type HousekeepingCounts } from './runner/housekeeping.ts';
@@ -61,3 +68,9 @@ export { messagesAsWritten, pendingOfTopics, slowestMessages, latestOfTopic, typ
 export { requeueDead, type RequeueCriteria, type RequeueResult } from './requeue.ts';
 export { purgeDone, purgeOutbox, type PurgeResult } from './purge.ts';
 export { ensureOutboxPartitions, partitionsAheadSeconds } from './partitions.ts';
+
+// What a handler finished
+export { finishedPage, type FinishedMessage, type FinishedPageQuery } from './finished-page.ts';
+export { lastFinishedBefore } from './last-finished.ts';
+export { finishedPayloadValues, type FinishedPayloadValuesQuery } from './finished-payload-values.ts';
+export { messagesById, type MessageById } from './messages-by-id.ts';

@@ -92,3 +92,12 @@ export async function deferToLanes(db: Db, id: number, claimId: string, deferral
   ]);
   return (res.rows[0]?.held ?? 0) > 0;
 }
+
+/**
+ * The key a lane message's original was written with: a lane message is keyed
+ * `<handler>@<key>` (deferToLanes above, and the claim's lane probe in claim.ts), its `lane`
+ * being the handler. Any other message's key is its own.
+ */
+export function keyAsWritten(key: string | null, lane: string | null): string | null {
+  return lane !== null && key !== null ? key.slice(lane.length + 1) : key;
+}

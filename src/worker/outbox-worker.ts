@@ -1,11 +1,13 @@
 import type { Config } from '../config.ts';
 import { TOPICS } from '../messages/topics.ts';
 import * as outbox from '../outbox/index.ts';
+import { FAILURE_RULES } from './failure-rules.ts';
 
 /*
  * The outbox's runner as this application runs it: the one place where the configuration
  * (src/config.ts) becomes the runner's settings, and where the worker is given the topic
- * catalogue's payload schemas (src/messages/topics.ts) to check each message against.
+ * catalogue's payload schemas (src/messages/topics.ts) to check each message against, and the
+ * application's failure rules (failure-rules.ts: SMTP 5xx is permanent, email addresses redacted).
  */
 
 /** The runner's settings from the configuration: WORKER_*, LEASE_SECONDS, BACKOFF_*, … */
@@ -29,11 +31,13 @@ type Overridable = 'batchSize' | 'maxBatchSize' | 'concurrency';
 
 /** The runner's options with `config` in place of its settings; a flag may still set the claim sizes and concurrency. */
 export interface WorkerOptions
-  extends Omit<outbox.WorkerOptions, keyof outbox.RunnerSettings | 'payloadSchemas'>, Partial<Pick<outbox.RunnerSettings, Overridable>> {
+  extends
+    Omit<outbox.WorkerOptions, keyof outbox.RunnerSettings | 'payloadSchemas' | 'failureRules'>,
+    Partial<Pick<outbox.RunnerSettings, Overridable>> {
   config: Config;
 }
 
-/** The outbox worker with this application's settings and payload schemas. */
+/** The outbox worker with this application's settings, payload schemas and failure rules. */
 export function createWorker({ config, batchSize, maxBatchSize, concurrency, ...rest }: WorkerOptions): outbox.Worker {
   const settings = runnerSettings(config);
   return outbox.createWorker({
@@ -42,6 +46,7 @@ export function createWorker({ config, batchSize, maxBatchSize, concurrency, ...
     maxBatchSize: maxBatchSize ?? settings.maxBatchSize,
     concurrency: concurrency ?? settings.concurrency,
     payloadSchemas: TOPICS,
+    failureRules: FAILURE_RULES,
     ...rest,
   });
 }

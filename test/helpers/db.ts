@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/client.ts';
+import { countMessages } from '../../src/outbox/testing.ts';
 
 export interface TestDatabase extends Database {
   name: string;
@@ -71,7 +72,7 @@ export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions
 
 /**
  * A test file's own database: created before its tests (the object returned is filled in then),
- * dropped after them (the drop fails if a connection leaked), and with `truncate` ('outbox',
+ * dropped after them (the drop fails if a connection leaked), and with `truncate` (a list of tables,
  * 'outbox, outbox_audit') emptied before each test.
  */
 export function useTestDatabase(prefix: string, opts: TestDatabaseOptions & { truncate?: string } = {}): TestDatabase {
@@ -93,7 +94,6 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
            (select count(*) from sessions)::int as sessions,
            (select count(*) from properties)::int as properties,
            (select count(*) from bookings)::int as bookings,
-           (select count(*) from idempotency_keys)::int as idempotency_keys,
-           (select count(*) from outbox)::int as outbox`);
-  return rows[0];
+           (select count(*) from idempotency_keys)::int as idempotency_keys`);
+  return { ...rows[0], outbox: await countMessages(db.pool) };
 }

@@ -11,6 +11,7 @@ import type { PayloadOf, TopicName } from '../../src/messages/topics.ts';
 import type { Handler, HandlerContext } from '../../src/messages/handler.ts';
 import { LogCapture } from './app.ts';
 import type { TestDatabase } from './db.ts';
+import { getMessages, insertMessages, type MessageRow } from '../../src/outbox/testing.ts';
 
 /** Worker settings for tests: exact backoff (no jitter), quick polls, mail to a temporary folder. */
 export function workerConfig(db: Pick<TestDatabase, 'url'>, env: Record<string, string> = {}): Config {
@@ -53,69 +54,14 @@ export function bookingPayload(overrides: Partial<PayloadOf<'booking.created'>> 
   };
 }
 
-export type MessageRow = {
-  id: number;
-  public_id: string;
-  topic: string;
-  key: string | null;
-  status: 'PENDING' | 'DONE' | 'DEAD';
-  attempts: number;
-  handlers_done: string[];
-  claim_id: string | null;
-  last_error: string | null;
-  processed_at: Date | null;
-  /** Seconds from now until it may be claimed: available_at, or a lease's end (negative when due). */
-  due_in: number;
-  /** available_at − claimed_at in seconds: the delay a settle scheduled, counted from the claim. */
-  scheduled_after_claim: number | null;
-};
-
-/**
- * Writes messages straight into the table (any topic, even one no handler or schema knows), as
- * `enqueue` would but outside the API: the worker is what is under test here.
- */
-export async function insertMessages(db: Db, messages: { topic: string; payload?: unknown; key?: string | null }[]): Promise<MessageRow[]> {
-  const ids: number[] = [];
-  for (let i = 0; i < messages.length; i += 1000) {
-    const chunk = messages.slice(i, i + 1000);
-    const { rows } = await db.execute<{ id: string }>(sql`
-      insert into outbox (topic, key, payload)
-      select t, k, p::jsonb
-        from unnest(${sql.param(chunk.map((m) => m.topic))}::text[],
-                    ${sql.param(chunk.map((m) => m.key ?? null))}::text[],
-                    ${sql.param(chunk.map((m) => JSON.stringify(m.payload ?? {})))}::text[])
-             with ordinality as x(t, k, p, n)
-       order by n
-      returning id`);
-    ids.push(...rows.map((r) => Number(r.id)));
-  }
-  return ids.length ? getMessages(db, ids) : [];
-}
+export { getMessages, insertMessages, makeDue, scheduledDelays, type MessageRow } from '../../src/outbox/testing.ts';
 
 export async function insertMessage(db: Db, topic: string, payload: unknown = {}, key: string | null = null): Promise<MessageRow> {
   return (await insertMessages(db, [{ topic, payload, key }]))[0]!;
 }
 
-export async function getMessages(db: Db, ids: number[]): Promise<MessageRow[]> {
-  const { rows } = await db.execute<MessageRow>(sql`
-    select id::int as id, public_id, topic, key, status, attempts, handlers_done, claim_id, last_error, processed_at,
-           extract(epoch from greatest(available_at, leased_until) - now())::float8 as due_in,
-           extract(epoch from available_at - claimed_at)::float8 as scheduled_after_claim
-      from outbox where id = any(${sql.param(ids)}::bigint[]) order by id`);
-  return rows;
-}
-
 export async function getMessage(db: Db, id: number): Promise<MessageRow> {
   return (await getMessages(db, [id]))[0]!;
-}
-
-/** Time travel: makes PENDING messages (all, or the given ones) due now, as if their wait (backoff or lease) were over. */
-export async function makeDue(db: Db, ids?: number[]): Promise<void> {
-  await db.execute(
-    ids
-      ? sql`update outbox set available_at = now(), leased_until = null where status = 'PENDING' and id = any(${sql.param(ids)}::bigint[])`
-      : sql`update outbox set available_at = now(), leased_until = null where status = 'PENDING'`,
-  );
 }
 
 /** A handler for tests; topics outside TOPICS have no payload schema and are allowed here. */
@@ -147,18 +93,4 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false>, ti
 export async function dbClock(db: Db): Promise<string> {
   const { rows } = await db.execute<{ t: string }>(sql`select clock_timestamp()::text as t`);
   return rows[0]!.t;
-}
-
-/**
- * The backoff a settle scheduled, bracketed without wall-clock slack: the settle ran after the
- * claim and before `settledBy` (a `dbClock` read once the run was over), so the delay it added
- * to its own now() lies within [available_at − settledBy, available_at − claimed_at] seconds.
- */
-export async function scheduledDelays(db: Db, ids: number[], settledBy: string): Promise<{ id: number; min: number; max: number }[]> {
-  const { rows } = await db.execute<{ id: number; min: number; max: number }>(sql`
-    select id::int as id,
-           extract(epoch from available_at - ${settledBy}::timestamptz)::float8 as min,
-           extract(epoch from available_at - claimed_at)::float8 as max
-      from outbox where id = any(${sql.param(ids)}::bigint[]) order by id`);
-  return rows;
 }

@@ -6,7 +6,7 @@ import { PostgresSearchIndex } from '../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, book, listProperty, signUp, type TestApp } from '../helpers/app.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import {
   bookingPayload,
   captureLogger,

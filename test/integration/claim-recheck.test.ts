@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimOn } from '../../src/outbox/claim.ts';
-import { connectClaimClient } from '../../src/outbox/claim-connection.ts';
+import { claimOn, connectClaimClient } from '../../src/outbox/testing.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 /*

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
+import { housekeepOnce } from '../../src/outbox/index.ts';
 import { appChores, INBOX_MARGIN_SECONDS, RESOLVED_DEAD_LETTER_RETENTION_DAYS } from '../../src/worker/chores.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { workerConfig } from '../helpers/worker.ts';

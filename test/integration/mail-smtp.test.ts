@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { createMailer } from '../../src/mail/mailer.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from '../../src/worker/handlers/booking-emails.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';
 import { bookingPayload, captureLogger, getMessage, insertMessage, makeDue, workerConfig } from '../helpers/worker.ts';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { serveWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessages, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 import { freePort } from '../../src/net/free-port.ts';

@@ -5,11 +5,14 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { listPendingDetaches, partitionsReattached } from '../../src/db/pending-detach.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
-import { createWorker as createOutboxWorker, HandlerCatalogue } from '../../src/outbox/index.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
-import { listOutboxPartitions } from '../../src/outbox/partitions.ts';
-import { purgeOutbox } from '../../src/outbox/purge.ts';
-import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
+import {
+  createWorker as createOutboxWorker,
+  HandlerCatalogue,
+  HandlerRegistry,
+  purgeOutbox,
+  housekeepOnce,
+} from '../../src/outbox/index.ts';
+import { listOutboxPartitions } from '../../src/outbox/testing.ts';
 import { runnerSettings } from '../../src/worker/outbox-worker.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { dayName, layOutPastDays, tableState } from '../helpers/outbox-partitions.ts';

@@ -4,12 +4,18 @@ import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { withTransaction } from '../../src/db/transaction.ts';
-import { CLAIM_SQL, type ClaimedMessage } from '../../src/outbox/claim.ts';
-import { ClaimConnection, connectClaimClient, explainClaim } from '../../src/outbox/claim-connection.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
+import {
+  CLAIM_SQL,
+  type ClaimedMessage,
+  ClaimConnection,
+  connectClaimClient,
+  explainClaim,
+  markDoneMany,
+  scheduleRetry,
+} from '../../src/outbox/testing.ts';
 import { enqueue } from '../../src/messages/enqueue.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
-import * as settle from '../../src/outbox/settle.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { bookingPayload, captureLogger, insertMessages, sleep, testHandler, workerConfig } from '../helpers/worker.ts';
 
@@ -37,7 +43,7 @@ beforeEach(async () => {
 
 const claim = (limit: number) => claimer.claimBatch({ limit, leaseSeconds: 60, claimId: randomUUID() });
 const done = (batch: readonly ClaimedMessage[]) =>
-  settle.markDoneMany(
+  markDoneMany(
     tdb.db,
     batch.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null, createdAtMs: m.createdAtMs })),
   );
@@ -148,7 +154,7 @@ describe('turns between groups', () => {
     const failed = await bookingCreated('host-b');
     const [m] = await claim(1);
     expect(m!.publicId).toBe(failed);
-    expect(await settle.scheduleRetry(tdb.db, m!.id, m!.claimId, 0, 'test: smtp away')).toBe(true);
+    expect(await scheduleRetry(tdb.db, m!.id, m!.claimId, 0, 'test: smtp away')).toBe(true);
     const { rows } = await tdb.db.execute<{ turn: string | null }>(sql`select turn from outbox where id = ${m!.id}`);
     expect(rows[0]!.turn).toBeNull();
 
@@ -368,7 +374,7 @@ describe('per-key order under the new order', () => {
               await handle(m);
             } else if (s.how === 'retry') {
               held.delete(m.id);
-              expect(await settle.scheduleRetry(tdb.db, m.id, m.claimId, 0, 'test: failed')).toBe(true);
+              expect(await scheduleRetry(tdb.db, m.id, m.claimId, 0, 'test: failed')).toBe(true);
             } else {
               // Its worker is gone: the lease ends, and the message is due again.
               held.delete(m.id);

@@ -3,9 +3,8 @@ import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../src/errors.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import type { OutcomeEvent } from '../../src/outbox/index.ts';
-import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
-import { deferToLanes } from '../../src/outbox/lanes.ts';
-import { claimOn } from '../../src/outbox/claim.ts';
+import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
+import { deferToLanes, claimOn } from '../../src/outbox/testing.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessage, makeDue, testHandler, workerConfig } from '../helpers/worker.ts';
 

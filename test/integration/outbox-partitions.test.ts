@@ -6,18 +6,9 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { connectClaimClient } from '../../src/outbox/claim-connection.ts';
-import { claimOn } from '../../src/outbox/claim.ts';
+import { ensureOutboxPartitions, partitionsAheadSeconds, purgeOutbox, housekeepOnce } from '../../src/outbox/index.ts';
+import { connectClaimClient, claimOn, dropExpiredOutboxPartitions, listOutboxPartitions, markDoneMany } from '../../src/outbox/testing.ts';
 import { MIGRATIONS_DIR, runMigrations } from '../../src/db/migrate.ts';
-import {
-  dropExpiredOutboxPartitions,
-  ensureOutboxPartitions,
-  listOutboxPartitions,
-  partitionsAheadSeconds,
-} from '../../src/outbox/partitions.ts';
-import { purgeOutbox } from '../../src/outbox/purge.ts';
-import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
-import { markDoneMany } from '../../src/outbox/settle.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { migrateCommand } from '../../scripts/migrate.ts';
 import { book, buildTestApp, listProperty, signUp } from '../helpers/app.ts';

@@ -3,8 +3,7 @@ import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import * as schema from '../../src/db/schema.ts';
-import { requeueDead } from '../../src/outbox/requeue.ts';
-import { OUTBOX_CHANNEL } from '../../src/outbox/index.ts';
+import { OUTBOX_CHANNEL, requeueDead } from '../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { insertMessages, waitFor } from '../helpers/worker.ts';
 

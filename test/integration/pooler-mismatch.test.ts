@@ -6,7 +6,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeTransactionPooler } from '../../src/db/pooler-probe.ts';
-import { CLAIM_STATEMENT } from '../../src/outbox/claim.ts';
+import { CLAIM_STATEMENT } from '../../src/outbox/testing.ts';
 import { main as drainOutbox } from '../../src/worker/drain-outbox.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';

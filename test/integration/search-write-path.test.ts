@@ -10,7 +10,7 @@ import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../src/s
 import type { SearchDocument, TruthReader } from '../../src/search/search-index.ts';
 import { indexProperties, truthReader } from '../../src/search/source.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { searchIndexPropertyHandler } from '../../src/worker/handlers/search-index-property.ts';
 import type { PayloadOf } from '../../src/messages/topics.ts';
 

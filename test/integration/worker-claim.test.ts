@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { CLAIM_STATEMENT, claimOn } from '../../src/outbox/claim.ts';
 import {
+  CLAIM_STATEMENT,
+  claimOn,
   CLAIM_SESSION_SETTINGS,
   CLAIM_SET_STATEMENT,
   ClaimConnection,
@@ -11,9 +12,15 @@ import {
   applyClaimSettings,
   connectClaimClient,
   explainClaim,
-} from '../../src/outbox/claim-connection.ts';
-import * as settle from '../../src/outbox/settle.ts';
-import { extendLeases, handBack } from '../../src/outbox/lease.ts';
+  markDead,
+  markDone,
+  markDoneMany,
+  recordHandlerDone,
+  releaseUnknownTopic,
+  scheduleRetry,
+  extendLeases,
+  handBack,
+} from '../../src/outbox/testing.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { getMessage, getMessages, insertMessage, insertMessages, makeDue, waitFor } from '../helpers/worker.ts';
 
@@ -176,7 +183,7 @@ describe('claim', () => {
     expect(claimed).toHaveLength(100);
     const done = claimed.slice(0, 90);
     expect(
-      await settle.markDoneMany(
+      await markDoneMany(
         tdb.db,
         done.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null })),
       ),
@@ -413,14 +420,14 @@ describe('per-key order in the claim', () => {
     expect(await claim(10)).toEqual([]);
     // a1 fails and backs off: a2 still waits (its confirmation has not gone yet).
     const c1 = first.find((m) => m.id === a1!.id)!;
-    await settle.scheduleRetry(tdb.db, a1!.id, c1.claimId, 60, 'x');
+    await scheduleRetry(tdb.db, a1!.id, c1.claimId, 60, 'x');
     expect(await claim(10)).toEqual([]);
     // Its backoff over (time travel, not a sleep): a1 comes back, a2 still behind it.
     await makeDue(tdb.db, [a1!.id]);
     const second = await claim(10);
     expect(second.map((m) => m.id)).toEqual([a1!.id]);
     // a1 done: now a2.
-    await settle.markDone(tdb.db, a1!.id, second[0]!.claimId);
+    await markDone(tdb.db, a1!.id, second[0]!.claimId);
     expect((await claim(10)).map((m) => m.id)).toEqual([a2!.id]);
   });
 
@@ -431,7 +438,7 @@ describe('per-key order in the claim', () => {
     ]);
     const [c] = await claim(10);
     expect(c!.id).toBe(a1!.id);
-    await settle.markDead(tdb.db, a1!.id, c!.claimId, 'h: PermanentError: no');
+    await markDead(tdb.db, a1!.id, c!.claimId, 'h: PermanentError: no');
     expect((await claim(10)).map((m) => m.id)).toEqual([a2!.id]);
   });
 });
@@ -445,23 +452,23 @@ describe('fencing', () => {
     expect(current!.claimId).not.toBe(late!.claimId);
     const before = await getMessage(tdb.db, m.id);
 
-    expect(await settle.recordHandlerDone(tdb.db, m.id, late!.claimId, 'h1')).toBe(false);
-    expect(await settle.markDone(tdb.db, m.id, late!.claimId)).toBe(false);
-    expect(await settle.markDead(tdb.db, m.id, late!.claimId, 'late')).toBe(false);
-    expect(await settle.scheduleRetry(tdb.db, m.id, late!.claimId, 100, 'late')).toBe(false);
-    expect(await settle.releaseUnknownTopic(tdb.db, m.id, late!.claimId, 100)).toBe(false);
+    expect(await recordHandlerDone(tdb.db, m.id, late!.claimId, 'h1')).toBe(false);
+    expect(await markDone(tdb.db, m.id, late!.claimId)).toBe(false);
+    expect(await markDead(tdb.db, m.id, late!.claimId, 'late')).toBe(false);
+    expect(await scheduleRetry(tdb.db, m.id, late!.claimId, 100, 'late')).toBe(false);
+    expect(await releaseUnknownTopic(tdb.db, m.id, late!.claimId, 100)).toBe(false);
     expect(await handBack(tdb.db, [{ id: m.id, claimId: late!.claimId }])).toBe(0);
     const after = await getMessage(tdb.db, m.id);
     expect({ ...after, due_in: 0 }).toEqual({ ...before, due_in: 0 });
 
     // The current claim settles normally.
-    expect(await settle.recordHandlerDone(tdb.db, m.id, current!.claimId, 'h1')).toBe(true);
-    expect(await settle.markDone(tdb.db, m.id, current!.claimId)).toBe(true);
+    expect(await recordHandlerDone(tdb.db, m.id, current!.claimId, 'h1')).toBe(true);
+    expect(await markDone(tdb.db, m.id, current!.claimId)).toBe(true);
     const done = await getMessage(tdb.db, m.id);
     expect(done).toMatchObject({ status: 'DONE', handlers_done: ['h1'], claim_id: null });
     expect(done.processed_at).not.toBeNull();
     // And once DONE, even the claim that did it cannot change it again.
-    expect(await settle.markDead(tdb.db, m.id, current!.claimId, 'x')).toBe(false);
+    expect(await markDead(tdb.db, m.id, current!.claimId, 'x')).toBe(false);
   });
 
   it('marks DONE in one batch messages created minutes apart: the batch is bounded by its oldest message', async () => {
@@ -475,8 +482,8 @@ describe('fencing', () => {
     expect(claimed[1]!.createdAtMs - claimed[0]!.createdAtMs).toBeGreaterThan(1000);
 
     const items = claimed.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null, createdAtMs: m.createdAtMs }));
-    expect(await settle.markDoneMany(tdb.db, items)).toEqual([true, true]);
-    expect(await settle.markDoneMany(tdb.db, [...items].reverse())).toEqual([false, false]); // DONE already: fenced
+    expect(await markDoneMany(tdb.db, items)).toEqual([true, true]);
+    expect(await markDoneMany(tdb.db, [...items].reverse())).toEqual([false, false]); // DONE already: fenced
     expect((await getMessages(tdb.db, [older!.id, newer!.id])).map((m) => m.status)).toEqual(['DONE', 'DONE']);
   });
 

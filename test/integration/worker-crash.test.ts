@@ -8,7 +8,7 @@ import { EmbeddedPostgres } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { captureLogger, testHandler, waitFor, workerConfig } from '../helpers/worker.ts';
 
 /*

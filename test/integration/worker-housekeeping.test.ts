@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { deleteExpiredIdempotencyKeys } from '../../src/bookings/idempotency.ts';
-import { housekeepOnce } from '../../src/outbox/runner/housekeeping.ts';
+import { housekeepOnce, HandlerRegistry } from '../../src/outbox/index.ts';
 import { deleteEndedSessions } from '../../src/users/users.repository.ts';
 import { appChores } from '../../src/worker/chores.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { captureLogger, waitFor, workerConfig } from '../helpers/worker.ts';
 

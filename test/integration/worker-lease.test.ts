@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ClaimConnection } from '../../src/outbox/claim-connection.ts';
-import { markDoneMany } from '../../src/outbox/settle.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
+import { ClaimConnection, markDoneMany } from '../../src/outbox/testing.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {
   captureLogger,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
-import { HandlerRegistry } from '../../src/outbox/runner/registry.ts';
+import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import { captureLogger, insertMessage, testHandler, workerConfig } from '../helpers/worker.ts';
 

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { DependencyUnavailableError } from '../../src/outbox/index.ts';
+import { DependencyUnavailableError, HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import type { OutcomeEvent } from '../../src/outbox/index.ts';
-import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
 import { createWorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {

@@ -2,10 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { PermanentError } from '../../src/errors.ts';
-import { backoffDelaySeconds } from '../../src/outbox/backoff.ts';
 import { createWorker, runnerSettings, type WorkerOptions } from '../../src/worker/outbox-worker.ts';
-import { createWorker as createOutboxWorker, type OutcomeEvent, type PayloadSchema } from '../../src/outbox/index.ts';
-import { HandlerRegistry, type Handler } from '../../src/outbox/runner/registry.ts';
+import {
+  createWorker as createOutboxWorker,
+  type OutcomeEvent,
+  type PayloadSchema,
+  backoffDelaySeconds,
+  HandlerRegistry,
+  type Handler,
+} from '../../src/outbox/index.ts';
+import { emptyOutbox } from '../../src/outbox/testing.ts';
 import { useTestDatabase } from '../helpers/db.ts';
 import {
   bookingPayload,
@@ -201,6 +207,41 @@ describe('backoff and dead letters', () => {
     await bare.stop();
     expect(await getMessage(tdb.db, odd.id)).toMatchObject({ status: 'DONE' });
     expect(seen['booking.created']).toEqual([{ guestEmail: 'not an email' }]);
+  });
+
+  it("the failure rules are the application's: the bare runner retries an SMTP 5xx and keeps its text; this worker dead-letters it, addresses redacted", async () => {
+    const refusal = () => Object.assign(new Error('550 <anna@example.test> unknown mailbox'), { responseCode: 550 });
+    const handlers = () => [
+      testHandler('refused', 'test.refused', async () => {
+        throw refusal();
+      }),
+    ];
+    const bare = createOutboxWorker({
+      ...runnerSettings(workerConfig(tdb)),
+      db: tdb.db,
+      registry: new HandlerRegistry(handlers()),
+      logger: captureLogger().logger,
+      listen: false,
+      housekeeping: false,
+    });
+    const first = await insertMessage(tdb.db, 'test.refused');
+    await bare.runOnce();
+    await bare.stop();
+    expect(await getMessage(tdb.db, first.id)).toMatchObject({
+      status: 'PENDING',
+      last_error: 'refused: Error: 550 <anna@example.test> unknown mailbox',
+    });
+
+    await emptyOutbox(tdb.pool);
+    const { w } = worker(handlers());
+    const second = await insertMessage(tdb.db, 'test.refused');
+    await w.runOnce();
+    await w.stop();
+    expect(await getMessage(tdb.db, second.id)).toMatchObject({
+      status: 'DEAD',
+      attempts: 1,
+      last_error: 'refused: Error: 550 <[email]> unknown mailbox',
+    });
   });
 
   it('a message whose claims keep ending without an outcome (a worker crashing each time) reaches DEAD', async () => {

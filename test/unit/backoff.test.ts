@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { backoffDelaySeconds, retryDelaySeconds } from '../../src/outbox/backoff.ts';
+import { backoffDelaySeconds, retryDelaySeconds } from '../../src/outbox/index.ts';
 
 const defaults = { baseSeconds: 2, maxSeconds: 256 };
 

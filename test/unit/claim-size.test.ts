@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimSize } from '../../src/outbox/runner/claim-size.ts';
+import { ClaimSize } from '../../src/outbox/testing.ts';
 
 /**
  * Plays claims against a ClaimSize: each entry is how many the outbox had due for that claim; the

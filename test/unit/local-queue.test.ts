@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimedMessage } from '../../src/outbox/claim.ts';
-import { mergeByPriority } from '../../src/outbox/runner/local-queue.ts';
+import { ClaimedMessage, mergeByPriority } from '../../src/outbox/testing.ts';
 
 const msg = (id: number, priority: number) =>
   new ClaimedMessage(id, `m${id}`, 't', null, {}, 1, [], 'c', 0, 0, `m${id}`, null, [], null, null, priority);

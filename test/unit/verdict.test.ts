@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
-import { DependencyUnavailableError } from '../../src/outbox/runner/failures.ts';
-import { postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/runner/verdict.ts';
+import { FAILURE_RULES } from '../../src/worker/failure-rules.ts';
+import { DependencyUnavailableError } from '../../src/outbox/index.ts';
+import { postponeDelaySeconds, verdictAfterRun, verdictBeforeRun, ALREADY_DONE } from '../../src/outbox/testing.ts';
 
 const backoff = { baseSeconds: 2, maxSeconds: 256, jitter: false };
 const fail = (handler: string, error: unknown, durationMs = 5) => ({ handler, error, durationMs });
@@ -33,7 +34,8 @@ describe('verdictBeforeRun', () => {
 });
 
 describe('verdictAfterRun', () => {
-  const base = { attempts: 1, maxAttempts: 8, ran: ['guest', 'host'], backoff };
+  // The application's rules (SMTP 5xx permanent, addresses redacted), as src/worker/outbox-worker.ts gives them.
+  const base = { attempts: 1, maxAttempts: 8, ran: ['guest', 'host'], backoff, rules: FAILURE_RULES };
   it('no failure: done (the shared constant, nothing allocated)', () => {
     expect(verdictAfterRun({ ...base, failures: [] })).toBe(ALREADY_DONE);
   });
@@ -80,7 +82,7 @@ describe('verdictAfterRun', () => {
 });
 
 describe('a downstream unavailable (DependencyUnavailableError): postponed, not an attempt', () => {
-  const base = { attempts: 1, maxAttempts: 3, ran: ['guest', 'relay'], backoff };
+  const base = { attempts: 1, maxAttempts: 3, ran: ['guest', 'relay'], backoff, rules: FAILURE_RULES };
   const away = (seconds?: number) =>
     new DependencyUnavailableError('NATS at 127.0.0.1:4222 is not answering', { retryAfterSeconds: seconds });
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CoalescedWakeUp } from '../../src/outbox/wake-up.ts';
+import { CoalescedWakeUp } from '../../src/outbox/testing.ts';
 
 /** A send that the test completes by hand, recording when each started and finished (a logical clock). */
 function harness() {

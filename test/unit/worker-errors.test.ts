@@ -2,22 +2,32 @@ import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { emailMessageId, emlFileName } from '../../src/mail/mailer.ts';
 import { escapeHtml, formatDate, formatMoney, guestConfirmation } from '../../src/mail/templates.ts';
-import { describeFailure, isPermanent, redactEmails } from '../../src/outbox/runner/failures.ts';
+import { describeFailure, isPermanent, NEUTRAL_FAILURE_RULES } from '../../src/outbox/testing.ts';
+import { FAILURE_RULES, redactEmails } from '../../src/worker/failure-rules.ts';
 
 const smtpError = (responseCode: number | undefined, code = 'EENVELOPE') =>
   Object.assign(new Error(`reply ${responseCode}`), { code, responseCode });
 
 describe('failure classification', () => {
-  it('PermanentError and SMTP 5xx are permanent; SMTP 4xx, timeouts, connection errors and bugs are not', () => {
-    expect(isPermanent(new PermanentError('no'))).toBe(true);
-    expect(isPermanent(smtpError(550))).toBe(true);
-    expect(isPermanent(smtpError(554))).toBe(true);
-    expect(isPermanent(smtpError(451))).toBe(false);
-    expect(isPermanent(smtpError(421))).toBe(false);
-    expect(isPermanent(smtpError(undefined, 'ETIMEDOUT'))).toBe(false);
-    expect(isPermanent(smtpError(undefined, 'ECONNECTION'))).toBe(false);
-    expect(isPermanent(new TypeError('x is undefined'))).toBe(false);
-    expect(isPermanent(null)).toBe(false);
+  it("the outbox's own rules: only PermanentError is permanent, and an error's text is kept as is", () => {
+    expect(isPermanent(new PermanentError('no'), NEUTRAL_FAILURE_RULES)).toBe(true);
+    expect(isPermanent(smtpError(550), NEUTRAL_FAILURE_RULES)).toBe(false);
+    expect(isPermanent(new TypeError('x'))).toBe(false);
+    expect(describeFailure('h', new Error('to anna@example.com'))).toBe('h: Error: to anna@example.com');
+    expect(NEUTRAL_FAILURE_RULES.payloadErrorName).toBe('InvalidPayload');
+  });
+
+  it("the application's rules: PermanentError and SMTP 5xx are permanent; SMTP 4xx, timeouts, connection errors and bugs are not", () => {
+    const isPermanentHere = (err: unknown) => isPermanent(err, FAILURE_RULES);
+    expect(isPermanentHere(new PermanentError('no'))).toBe(true);
+    expect(isPermanentHere(smtpError(550))).toBe(true);
+    expect(isPermanentHere(smtpError(554))).toBe(true);
+    expect(isPermanentHere(smtpError(451))).toBe(false);
+    expect(isPermanentHere(smtpError(421))).toBe(false);
+    expect(isPermanentHere(smtpError(undefined, 'ETIMEDOUT'))).toBe(false);
+    expect(isPermanentHere(smtpError(undefined, 'ECONNECTION'))).toBe(false);
+    expect(isPermanentHere(new TypeError('x is undefined'))).toBe(false);
+    expect(isPermanentHere(null)).toBe(false);
   });
 
   it('describes a failure as "handler: ErrorClass: message", with email addresses removed', () => {
@@ -25,6 +35,9 @@ describe('failure classification', () => {
     expect(describeFailure('email.x', new TypeError('bad'))).toBe('email.x: TypeError: bad');
     expect(describeFailure('email.x', smtpError(550))).toBe('email.x: Error(EENVELOPE): reply 550');
     expect(describeFailure('h', 'a string')).toBe('h: Error: a string');
+    expect(describeFailure('email.x', new Error('550 <anna@example.com> unknown'), FAILURE_RULES)).toBe(
+      'email.x: Error: 550 <[email]> unknown',
+    );
     expect(redactEmails('550 <anna.b+x@mail.example.com>: unknown; cc bob@ex.org')).toBe('550 <[email]>: unknown; cc [email]');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { intArray, textArray, uuidArray } from '../../src/outbox/sql.ts';
+import { intArray, textArray, uuidArray } from '../../src/outbox/testing.ts';
 
 describe('array literals for the worker batched writes', () => {
   it('numbers and uuids as they are, text quoted and escaped, null as NULL', () => {

@@ -3,7 +3,8 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Db } from '../../db/client.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import type { Logger } from '../../logger.ts';
-import { RELAYED } from '../reconcile-outbox.ts';
+import { finishedPayloadValues } from '../../outbox/index.ts';
+import { RELAY_HANDLER } from '../relay.ts';
 import { countMissed, type MissedBookingEvent } from './ledger.ts';
 
 /*
@@ -44,27 +45,42 @@ export interface AuditResult {
   cancellations: number;
 }
 
-/** Relayed booking events processed in [since, until) that the group's ledger does not count. */
+const BOOKING_TOPICS = ['booking.created', 'booking.cancelled'] as const;
+
+/**
+ * Relayed booking events processed in [since, until) that the group's ledger does not count. The
+ * outbox gives the facts (each relayed event's topic and booking id, finishedPayloadValues); the
+ * bookings, their hosts and the ledger are joined here, on this side of the outbox's surface.
+ */
 async function missedEvents(db: Db, group: string, since: Date, until: Date): Promise<MissedBookingEvent[]> {
+  const relayed = await finishedPayloadValues(db, { handler: RELAY_HANDLER, topics: BOOKING_TOPICS, field: 'bookingId', since, until });
+  if (relayed.length === 0) return [];
+  // One probe of bookings_public_id_unique per booking; the ledger's row, if any, by its key.
   const { rows } = await db.execute<{
-    topic: MissedBookingEvent['topic'];
+    public_id: string;
     id: string;
     host_id: string;
     total: number;
     currency: string;
+    counted: boolean;
+    cancelled: boolean;
   }>(sql`
-    select distinct o.topic, b.id, p.host_id, b.total, b.currency
-      from outbox o
-      join bookings b on b.public_id = (o.payload->>'bookingId')::uuid
+    select b.public_id::text as public_id, b.id, p.host_id, b.total, b.currency,
+           e.booking_id is not null as counted, coalesce(e.cancelled, false) as cancelled
+      from bookings b
       join properties p on p.id = b.property_id
       left join earnings_bookings e on e.consumer_group = ${group} and e.booking_id = b.id
-     where o.status = 'DONE'
-       and o.processed_at >= ${since.toISOString()}::timestamptz
-       and o.processed_at < ${until.toISOString()}::timestamptz
-       and o.topic in ('booking.created', 'booking.cancelled')
-       and ${RELAYED}
-       and (e.booking_id is null or (o.topic = 'booking.cancelled' and not e.cancelled))`);
-  return rows.map((r) => ({ topic: r.topic, bookingId: Number(r.id), hostId: Number(r.host_id), total: r.total, currency: r.currency }));
+     where b.public_id = any(${sql.param([...new Set(relayed.map((r) => r.value))])}::uuid[])`);
+  const bookings = new Map(rows.map((r) => [r.public_id, r]));
+  const missed: MissedBookingEvent[] = [];
+  for (const r of relayed) {
+    const b = bookings.get(r.value.toLowerCase());
+    if (!b) continue;
+    const topic = r.topic as MissedBookingEvent['topic'];
+    if (b.counted && (topic !== 'booking.cancelled' || b.cancelled)) continue;
+    missed.push({ topic, bookingId: Number(b.id), hostId: Number(b.host_id), total: b.total, currency: b.currency });
+  }
+  return missed;
 }
 
 /** One audit: counts what the group should have applied and did not. */

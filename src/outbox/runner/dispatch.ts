@@ -2,7 +2,7 @@ import type { Logger } from '../../logger.ts';
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import type { HandlerFailure, LaneDeferral, PayloadIssue, PayloadSchema, Verdict } from '../types.ts';
-import { describeFailure, isPermanent, isPostponement, redactEmails } from './failures.ts';
+import { describeFailure, isPermanent, isPostponement, NEUTRAL_FAILURE_RULES, type FailureRules } from './failures.ts';
 import type { Handler, HandlerContext, HandlerRegistry } from './registry.ts';
 import { runHandlerInSpan, tracingOn } from './tracing.ts';
 import { ALREADY_DONE, postponeDelaySeconds, verdictAfterRun, verdictBeforeRun } from './verdict.ts';
@@ -15,6 +15,8 @@ export interface DispatchContext {
   signal: AbortSignal;
   maxAttempts: number;
   backoff: BackoffOptions;
+  /** The application's failure rules: what is permanent, what an error's text must not keep. */
+  failureRules: FailureRules;
   /**
    * Records a handler's success when another handler of the same message runs after it (the
    * settler, src/outbox/settle.ts: dispatch itself writes nothing). False: the claim is no longer
@@ -26,6 +28,11 @@ export interface DispatchContext {
    * reports the failures among them. False: the claim is no longer ours, stop here.
    */
   deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean>;
+}
+
+/** The failure rules dispatch applies: the application's (WorkerOptions.failureRules) over the neutral ones, a field at a time. */
+export function failureRules(given: Partial<FailureRules> | undefined): FailureRules {
+  return given ? { ...NEUTRAL_FAILURE_RULES, ...given } : NEUTRAL_FAILURE_RULES;
 }
 
 /**
@@ -68,9 +75,9 @@ class HandlerCall implements HandlerContext<never> {
   }
 }
 
-function describeIssues(topic: string, issues: readonly PayloadIssue[]): string {
+function describeIssues(topic: string, issues: readonly PayloadIssue[], rules: FailureRules): string {
   const text = issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ');
-  return redactEmails(`payload: ZodError: does not match the ${topic} schema: ${text}`).slice(0, 2000);
+  return rules.redact(`payload: ${rules.payloadErrorName}: does not match the ${topic} schema: ${text}`).slice(0, 2000);
 }
 
 /**
@@ -106,7 +113,7 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
   if (handlers.length > 0 && msg.attempts <= ctx.maxAttempts && schema !== undefined) {
     const parsed = schema.safeParse(msg.payload);
     if (parsed.success) payload = parsed.data;
-    else invalid = describeIssues(msg.topic, parsed.error.issues);
+    else invalid = describeIssues(msg.topic, parsed.error.issues, ctx.failureRules);
   }
   const early = verdictBeforeRun({
     handlerCount: handlers.length,
@@ -137,14 +144,14 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
     } catch (error) {
       const durationMs = Math.round(performance.now() - t0);
       // A permanent failure is not deferred: no retry helps it, in a lane or not (the message dead-letters).
-      if (ownLane && !isPermanent(error)) {
+      if (ownLane && !isPermanent(error, ctx.failureRules)) {
         // Its downstream away: the lane message starts with no attempt spent, and waits as a postponement does.
         const postponed = isPostponement(error);
         (deferred ??= []).push({
           handler: handler.name,
           delaySeconds: postponed ? postponeDelaySeconds(error.retryAfterSeconds, ctx.backoff) : retryDelaySeconds(1, ctx.backoff),
           attempts: postponed ? 0 : 1,
-          error: describeFailure(handler.name, error),
+          error: describeFailure(handler.name, error, ctx.failureRules),
           durationMs,
         });
       } else {
@@ -165,5 +172,6 @@ async function run(ctx: DispatchContext, msg: ClaimedMessage): Promise<Verdict |
     ran: pending.filter((h) => deferred === null || !deferred.some((d) => d.handler === h.name)).map((h) => h.name),
     failures,
     backoff: ctx.backoff,
+    rules: ctx.failureRules,
   });
 }

@@ -31,35 +31,47 @@ export class DependencyUnavailableError extends Error {
 export const isPostponement = (err: unknown): err is DependencyUnavailableError => err instanceof DependencyUnavailableError;
 
 /**
- * Which failures are worth retrying. Permanent (DEAD at once):
- * - PermanentError (above), thrown by a handler that knows no retry can help;
- * - an SMTP reply 5xx (nodemailer sets `responseCode`): the server refused for good (unknown
- *   mailbox, message rejected).
- * Everything else is transient and retried with backoff: SMTP 4xx (greylisting, mailbox busy),
- * timeouts (ETIMEDOUT), refused or dropped connections (ECONNECTION, ECONNREFUSED), database
- * blips, and any bug, which a deploy may fix before the attempts run out.
+ * The application's rules about failures, given to the worker (WorkerOptions.failureRules): the
+ * outbox knows no mail server and no schema library, so what makes a failure permanent beyond
+ * PermanentError, and what must not be kept from an error's text, are the application's to say.
+ */
+export interface FailureRules {
+  /**
+   * True for a failure no retry can fix, besides PermanentError (always permanent): DEAD at once.
+   * Everything else is transient and retried with backoff. Default: nothing more.
+   */
+  isPermanent(err: unknown): boolean;
+  /** Rewrites an error's text before it is kept (last_error, outcome events, logs). Default: as is. */
+  redact(text: string): string;
+  /** The error name a payload that fails its topic's schema is reported under. Default: InvalidPayload. */
+  payloadErrorName: string;
+}
+
+/** The outbox's own rules: only PermanentError is permanent, nothing is redacted. */
+export const NEUTRAL_FAILURE_RULES: FailureRules = Object.freeze({
+  isPermanent: () => false,
+  redact: (text: string) => text,
+  payloadErrorName: 'InvalidPayload',
+});
+
+/**
+ * Which failures are worth retrying. Permanent (DEAD at once): PermanentError (above), thrown by a
+ * handler that knows no retry can help, and whatever the application's rules call permanent.
+ * Everything else is transient and retried with backoff: timeouts, refused or dropped
+ * connections, database blips, and any bug, which a deploy may fix before the attempts run out.
  * (A payload that fails its topic's schema is also permanent; dispatch checks that before any
  * handler runs.)
  */
-export function isPermanent(err: unknown): boolean {
-  if (err instanceof PermanentError) return true;
-  const code = (err as { responseCode?: unknown } | null)?.responseCode;
-  return typeof code === 'number' && code >= 500 && code < 600;
+export function isPermanent(err: unknown, rules: FailureRules = NEUTRAL_FAILURE_RULES): boolean {
+  return err instanceof PermanentError || rules.isPermanent(err);
 }
 
-const EMAIL = /[^\s<>()"',;:@]+@[^\s<>()"',;:@]+\.[A-Za-z]{2,}/g;
-
-/** Replaces anything shaped like an email address: SMTP errors quote the recipient. */
-export function redactEmails(s: string): string {
-  return s.replace(EMAIL, '[email]');
-}
-
-/** "email.host-notice: Error: Can't send mail - all recipients were rejected: 550 …" for last_error and logs. */
-export function describeFailure(handler: string, err: unknown): string {
+/** "handler: Error(ECONNECTION): connection closed" for last_error and logs, after the rules' redaction. */
+export function describeFailure(handler: string, err: unknown, rules: FailureRules = NEUTRAL_FAILURE_RULES): string {
   const e = err instanceof Error ? err : new Error(String(err));
-  // nodemailer's errors are plain Errors with a code (ETIMEDOUT, ECONNECTION, EENVELOPE): keep it.
+  // A plain Error with a string code (ETIMEDOUT, ECONNECTION, EENVELOPE): keep the code.
   const code = (e as Error & { code?: unknown }).code;
   const name = e.name === 'Error' && typeof code === 'string' ? `Error(${code})` : e.name;
   const text = `${handler}: ${name}: ${e.message}`.replace(/\s+/g, ' ').trim();
-  return redactEmails(text).slice(0, 2000);
+  return rules.redact(text).slice(0, 2000);
 }

@@ -3,6 +3,7 @@ import type { Logger } from '../../logger.ts';
 import type { BackoffOptions } from '../backoff.ts';
 import type { ClaimConnection } from '../claim-connection.ts';
 import type { PayloadSchema } from '../types.ts';
+import type { FailureRules } from './failures.ts';
 import type { Chore } from './housekeeping.ts';
 import type { HandlerRegistry } from './registry.ts';
 
@@ -43,6 +44,12 @@ export interface WorkerOptions extends RunnerSettings {
    * is handed its payload as stored.
    */
   payloadSchemas?: Readonly<Record<string, PayloadSchema>>;
+  /**
+   * The application's rules about failures (runner/failures.ts): what else is permanent beyond
+   * PermanentError, what an error's text must not keep, what a bad payload is called. Each field
+   * left out keeps the neutral rule: nothing more is permanent, nothing is redacted.
+   */
+  failureRules?: Partial<FailureRules>;
   /** start() LISTENs on the outbox channel (default true). Without it the worker only polls. */
   listen?: boolean;
   /** start() runs the housekeeping every housekeepingIntervalSeconds (default true). */

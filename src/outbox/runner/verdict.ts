@@ -1,6 +1,6 @@
 import { retryDelaySeconds, type BackoffOptions } from '../backoff.ts';
 import type { HandlerFailure, Verdict } from '../types.ts';
-import { describeFailure, isPermanent, isPostponement } from './failures.ts';
+import { describeFailure, isPermanent, isPostponement, NEUTRAL_FAILURE_RULES, type FailureRules } from './failures.ts';
 
 /*
  * What happens to a message, decided from what its handlers did: the one place where the worker's
@@ -76,13 +76,16 @@ export function verdictAfterRun(facts: {
   ran: readonly string[];
   failures: readonly HandlerFailure[];
   backoff: BackoffOptions;
+  /** The application's failure rules (WorkerOptions.failureRules); the neutral ones when not given. */
+  rules?: FailureRules;
 }): Verdict {
   if (facts.failures.length === 0) return ALREADY_DONE;
+  const rules = facts.rules ?? NEUTRAL_FAILURE_RULES;
   const failed = new Set(facts.failures.map((f) => f.handler));
   const succeeded = facts.ran.filter((h) => !failed.has(h));
   const failures = facts.failures.map((f) => ({
     handler: f.handler,
-    error: describeFailure(f.handler, f.error),
+    error: describeFailure(f.handler, f.error, rules),
     durationMs: f.durationMs,
   }));
   const error = failures
@@ -94,7 +97,7 @@ export function verdictAfterRun(facts: {
     const delaySeconds = postponeDelaySeconds(requestedWait(facts.failures.map((f) => f.error)), facts.backoff);
     return { kind: 'postpone', delaySeconds, error, succeeded, failures };
   }
-  const permanent = own.every((f) => isPermanent(f.error));
+  const permanent = own.every((f) => isPermanent(f.error, rules));
   if (permanent || facts.attempts >= facts.maxAttempts) return { kind: 'dead', error, succeeded, failures };
   return { kind: 'retry', delaySeconds: retryDelaySeconds(facts.attempts, facts.backoff), error, succeeded, failures };
 }

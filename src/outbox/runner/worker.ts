@@ -8,7 +8,7 @@ import { ClaimConnection } from '../claim-connection.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
 import { OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
-import { dispatch, type DispatchContext } from './dispatch.ts';
+import { dispatch, failureRules, type DispatchContext } from './dispatch.ts';
 import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
@@ -85,7 +85,6 @@ class OutboxWorker implements Worker {
   private readonly counts = emptySummary();
   /** The handlers that keep their own lane (src/outbox/lanes.ts), for the claim. */
   private readonly lanes: readonly string[];
-
   /** Claimed, not started. */
   private queue: ClaimedMessage[] = [];
   /** While the queue holds anything: hands back what waited too long to start. */
@@ -130,6 +129,7 @@ class OutboxWorker implements Worker {
       signal: this.abortController.signal,
       maxAttempts: opts.maxAttempts,
       backoff: { ...opts.backoff, random: opts.random },
+      failureRules: failureRules(opts.failureRules),
       handlerDone: (msg, handler, durationMs) => this.settler.handlerDone(msg, handler, durationMs),
       deferToLanes: (msg, deferrals) => this.settler.deferToLanes(msg, deferrals),
     };
