@@ -1,7 +1,8 @@
 import type { Db } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import { countOpenDeadLettersByGroup } from '../events/dead-letters.ts';
-import { EventsUnavailableError, type EventsMonitor, type StreamGroups } from '../events/monitor.ts';
+import { EventsUnavailableError } from '../events/errors.ts';
+import type { EventsMonitor, StreamGroups } from '../events/monitor.ts';
 import type { EventGroupsResponse } from './event-groups.schemas.ts';
 
 export interface EventGroupsDeps {

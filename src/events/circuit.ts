@@ -1,4 +1,6 @@
-/**
+import { EventsUnavailableError } from './errors.ts';
+
+/*
  * The relay's circuit breaker: how the relay learns that NATS is away, and stops each relayed
  * message from holding a worker slot to find it out again. Every publish waiting on a NATS that
  * does not answer holds a slot; the guests' emails of other bookings wait for those slots.
@@ -28,18 +30,6 @@
  * outbox's DependencyUnavailableError, and the message waits without spending an attempt, for
  * about as long as NATS has been away (`awaySeconds`, capped by BACKOFF_MAX_SECONDS).
  */
-export class EventsUnavailableError extends Error {
-  readonly code = 'events_unavailable';
-  constructor(
-    message: string,
-    /** How long NATS has been away, in seconds: how long it is worth waiting before trying again. */
-    readonly awaySeconds: number,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'EventsUnavailableError';
-  }
-}
 
 export const MIN_COOL_DOWN_MS = 1_000;
 /**

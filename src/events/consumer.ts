@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  JetStreamApiCodes,
   JetStreamApiError,
   JetStreamError,
   jetstream,
@@ -73,16 +74,14 @@ export class GroupGoneError extends Error {
   }
 }
 
-const CONSUMER_NOT_FOUND = 10014;
-const STREAM_NOT_FOUND = 10059;
-
 /**
  * True for what a pull loop (consume with abort_on_missing_resource) ends with when the group's
  * durable or the stream is deleted: the server's 409 "consumer deleted" to the waiting pull, or
  * "not found" from the client's own check after missed heartbeats.
  */
 function groupMissing(err: unknown): boolean {
-  if (err instanceof JetStreamApiError) return err.code === CONSUMER_NOT_FOUND || err.code === STREAM_NOT_FOUND;
+  if (err instanceof JetStreamApiError)
+    return err.code === JetStreamApiCodes.ConsumerNotFound || err.code === JetStreamApiCodes.StreamNotFound;
   return err instanceof JetStreamError && (err as { code?: unknown }).code === 409 && /consumer deleted/i.test(err.message);
 }
 
@@ -192,7 +191,7 @@ async function recreateGroup(run: RunningGroup, cause: Error): Promise<void> {
       // chaos run, the stream answered for its info, then the durable's creation got "stream not
       // found"; the next try finds it gone and recreates it.)
       const answeredNo = err instanceof StreamConfigError || err instanceof GroupConfigError || err instanceof JetStreamApiError;
-      const deletedMeanwhile = err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND;
+      const deletedMeanwhile = err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
       if (answeredNo && !jetStreamElecting(err) && !deletedMeanwhile) {
         throw new GroupGoneError(
           `consumer group ${o.group} on stream ${o.stream} is gone (${cause.message}) and cannot be recreated: ${(err as Error).message}`,
@@ -213,7 +212,7 @@ async function recreateOnce(run: RunningGroup, cause: Error): Promise<void> {
       return false;
     },
     (err: unknown) => {
-      if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return true;
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return true;
       throw err;
     },
   );

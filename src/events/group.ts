@@ -1,6 +1,7 @@
 import {
   AckPolicy,
   DeliverPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   ReplayPolicy,
   type ConsumerConfig,
@@ -123,7 +124,7 @@ export async function ensureGroup(
   try {
     current = await jsm.consumers.info(o.stream, o.group);
   } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === 10014)) throw err; // 10014: consumer not found
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
     return jsm.consumers.add(o.stream, want);
   }
   const differences = groupDifferences(current.config, want);
@@ -153,7 +154,7 @@ export async function ensureGroup(
 /** Moves a group's position: deletes its durable consumer and creates it again at `start`. */
 export async function resetGroup(jsm: JetStreamManager, o: GroupOptions, start: StartAt): Promise<ConsumerInfo> {
   await jsm.consumers.delete(o.stream, o.group).catch((err) => {
-    if (!(err instanceof JetStreamApiError && err.code === 10014)) throw err;
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
   });
   return ensureGroup(jsm, o, start);
 }

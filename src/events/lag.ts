@@ -1,13 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { countOpenDeadLetters } from './dead-letters.ts';
 import type { EventOutcome } from './handle-event.ts';
 import { groupMissedEvents, streamHoldings, type StreamHoldings } from './retention.ts';
-
-const STREAM_NOT_FOUND = 10059;
 
 export interface GroupLag {
   group: string;
@@ -155,7 +153,7 @@ function sharedLagRead(jsm: JetStreamManager, stream: string): () => Promise<Gro
     // No stream: no group, not a failed scrape (which would silence every alert on this job).
     reading ??= readLag(jsm, stream)
       .catch((err: unknown) => {
-        if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return [];
         throw err;
       })
       .finally(() => (reading = undefined));

@@ -1,6 +1,7 @@
-import { JetStreamApiError, JetStreamError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, JetStreamError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { errors as natsErrors, type NatsConnection } from '@nats-io/transport-node';
 import { connectNats, describeNats } from './connection.ts';
+import { EventsUnavailableError } from './errors.ts';
 import { readStreamLag, type GroupLag } from './lag.ts';
 
 /*
@@ -9,15 +10,6 @@ import { readStreamLag, type GroupLag } from './lag.ts';
  * connections; this one is the API's, opened on the first read (an API that nobody asks about
  * consumer groups never connects) and kept for the next ones.
  */
-
-/** NATS refused, did not answer in time, or answered with an error. The API answers 503. */
-export class EventsUnavailableError extends Error {
-  readonly code = 'events_unavailable';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'EventsUnavailableError';
-  }
-}
 
 export interface StreamGroups {
   /**
@@ -43,7 +35,6 @@ export interface EventsMonitorOptions {
   connect?: (url: string, name: string) => Promise<NatsConnection>;
 }
 
-const STREAM_NOT_FOUND = 10059;
 const NATS_ERRORS: (abstract new (...args: never[]) => Error)[] = [...Object.values(natsErrors), JetStreamError, JetStreamApiError];
 
 /** An error from NATS or JetStream (refused, timeout, no responders, an API error): not a bug of ours. */
@@ -92,7 +83,7 @@ export function createEventsMonitor(o: EventsMonitorOptions): EventsMonitor {
       const { firstSeq, firstAt } = lag.holdings;
       return { stream: { name: o.stream, exists: true, messages: lag.messages, firstSeq, firstAt }, groups: lag.groups };
     } catch (err) {
-      if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) {
         return { stream: { name: o.stream, exists: false, messages: 0, firstSeq: 0, firstAt: null }, groups: [] };
       }
       throw err;
@@ -113,7 +104,7 @@ export function createEventsMonitor(o: EventsMonitorOptions): EventsMonitor {
         return await Promise.race([work, deadline]);
       } catch (err) {
         if (err instanceof EventsUnavailableError) throw err;
-        if (fromNats(err)) throw new EventsUnavailableError(`NATS at ${where}: ${(err as Error).message}`, { cause: err });
+        if (fromNats(err)) throw new EventsUnavailableError(`NATS at ${where}: ${(err as Error).message}`, 0, { cause: err });
         throw err;
       } finally {
         clearTimeout(timer);

@@ -1,6 +1,6 @@
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { JetStreamApiError } from '@nats-io/jetstream';
-import { EventsUnavailableError } from './circuit.ts';
+import { EventsUnavailableError } from './errors.ts';
 import { StreamConfigError } from './stream.ts';
 import { jetStreamNotNow } from './connection.ts';
 
@@ -48,8 +48,6 @@ export function nobodyAnswered(err: unknown): boolean {
   const cause = (err as { cause?: unknown } | null)?.cause;
   return cause instanceof natsErrors.RequestError && cause.isNoResponders();
 }
-
-export const STREAM_NOT_FOUND = 10059;
 
 /** The failures that say NATS is away, not that it refused this event. */
 const NATS_AWAY = [

@@ -1,19 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { injectTraceContext, inSpan, MESSAGING, SpanKind, tracingOn } from '../telemetry/tracing.ts';
-import { jetstream, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  jetstream,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
-import { EventsUnavailableError, PublishCircuit } from './circuit.ts';
+import { PublishCircuit } from './circuit.ts';
+import { EventsUnavailableError } from './errors.ts';
 import { closeNats, connectNats, describeNats, describeNatsFailure, jetStreamNotNow } from './connection.ts';
-import {
-  EventsStreamMissingError,
-  EventsStreamUnavailableError,
-  natsAway,
-  nobodyAnswered,
-  refused,
-  STREAM_NOT_FOUND,
-} from './publish-failures.ts';
+import { EventsStreamMissingError, EventsStreamUnavailableError, natsAway, nobodyAnswered, refused } from './publish-failures.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 
@@ -245,7 +246,7 @@ async function streamExists(p: Publisher, probe: JetStreamManager, subject: stri
     await probe.streams.info(name);
     return true;
   } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) {
       // Only "not found" means deleted; silence is a stream between leaders, and passes.
       throw new EventsStreamUnavailableError(
         `no stream took the event on ${subject}, and JetStream at ${p.where} does not answer for stream ${name} ` +

@@ -1,4 +1,11 @@
-import { DeliverPolicy, JetStreamApiError, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigError, type Config } from '../config.ts';
 import { createDatabase } from '../db/client.ts';
@@ -86,8 +93,6 @@ export interface ReconcileResult extends ReconcileCounts {
   /** True when stopped before the end (a signal). */
   stopped: boolean;
 }
-
-const STREAM_NOT_FOUND = 10059;
 
 /** Compares the stream with the outbox's relayed events since `since`, and republishes what it lacks. */
 export async function reconcileStream(o: ReconcileOptions): Promise<ReconcileResult> {
@@ -199,7 +204,7 @@ async function lastSeq(jsm: JetStreamManager, stream: string): Promise<number> {
     return info.state.messages === 0 ? 0 : info.state.last_seq;
   } catch (err) {
     // No stream: everything relayed is missing; the publisher creates the stream again.
-    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return 0;
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return 0;
     throw err;
   }
 }

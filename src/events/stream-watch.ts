@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { JetStreamApiError, jetstreamManager, type JetStreamManager, type StreamInfo } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamManager, type StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
@@ -65,8 +65,6 @@ export interface StreamWatch {
 export function reconcileWindowSeconds(config: Config): number {
   return duplicateWindowSeconds(config) + 2 * config.EVENTS_RECONCILE_INTERVAL_SECONDS;
 }
-
-const STREAM_NOT_FOUND = 10059;
 
 export function startStreamWatch(o: { config: Config; db: Db; logger: Logger; connect?: typeof connectNats }): StreamWatch {
   const { config } = o;
@@ -141,7 +139,7 @@ async function checkStreamSettings(w: Watch): Promise<SettingDifference[]> {
   try {
     current = await jsm.streams.info(want.name);
   } catch (err) {
-    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return [];
     throw err;
   }
   const differences = streamDifferences(current.config, want, 'relay', config.EVENTS_ALLOW_SHORTER_MAX_AGE);

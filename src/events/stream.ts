@@ -1,6 +1,7 @@
 import { nanos } from '@nats-io/transport-node';
 import {
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -233,7 +234,6 @@ export async function bringBack(
  */
 export const DELETED_STREAM_SETTLE_MS = 2000;
 
-const STREAM_NOT_FOUND = 10059;
 /** "stream name already in use with a different configuration": another process created it first. */
 const STREAM_NAME_IN_USE = 10058;
 
@@ -259,7 +259,7 @@ export async function ensureStream(
       try {
         current = await jsm.streams.info(want.name);
       } catch (err) {
-        if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) throw err;
+        if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
         try {
           return await jsm.streams.add(want);
         } catch (addErr) {

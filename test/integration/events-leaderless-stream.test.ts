@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { EventsUnavailableError } from '../../src/events/circuit.ts';
+import { EventsUnavailableError } from '../../src/events/errors.ts';
 import { EventsStreamUnavailableError } from '../../src/events/publish-failures.ts';
 import { createJetStreamPublisher } from '../../src/events/publisher.ts';
 import { desiredStream } from '../../src/events/stream.ts';

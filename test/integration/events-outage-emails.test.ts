@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../src/config.ts';
-import { EventsUnavailableError, MAX_COOL_DOWN_MS } from '../../src/events/circuit.ts';
+import { MAX_COOL_DOWN_MS } from '../../src/events/circuit.ts';
+import { EventsUnavailableError } from '../../src/events/errors.ts';
 import { createJetStreamPublisher } from '../../src/events/publisher.ts';
 import { relayMessage } from '../../src/events/relay.ts';
 import { HandlerRegistry } from '../../src/outbox/index.ts';

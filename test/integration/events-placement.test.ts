@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JetStreamApiError } from '@nats-io/jetstream';
-import { EventsUnavailableError } from '../../src/events/circuit.ts';
+import { EventsUnavailableError } from '../../src/events/errors.ts';
 import { NO_SUITABLE_PEERS } from '../../src/events/connection.ts';
 import { createJetStreamPublisher } from '../../src/events/publisher.ts';
 import {

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { EventsUnavailableError, MAX_COOL_DOWN_MS, MIN_COOL_DOWN_MS, PublishCircuit, type Ticket } from '../../src/events/circuit.ts';
+import { MAX_COOL_DOWN_MS, MIN_COOL_DOWN_MS, PublishCircuit, type Ticket } from '../../src/events/circuit.ts';
+import { EventsUnavailableError } from '../../src/events/errors.ts';
 
 /* The relay's circuit breaker: when it lets publishes through, and when it fails them at once. */
 

@@ -1,4 +1,4 @@
-import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { createDatabase, type Db } from '../../../src/db/client.ts';
@@ -21,9 +21,6 @@ import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
  *   forged         every forged event was refused (a dead letter), none applied
  */
 
-/** No message at a sequence (deleted from the stream, or never stored there). */
-const NO_MESSAGE_FOUND = 10037;
-
 /**
  * Message id → how many times it is in the stream, for subjects under `filter`: every sequence
  * from the stream's first to its last, asked of the stream's leader (STREAM.MSG.GET), 64 at a
@@ -42,7 +39,7 @@ async function countStream(natsUrl: string, stream: string, filter: string): Pro
     const prefix = filter.replace(/>$/, '');
     const read = async (seq: number) => {
       const m = await jsm.streams.getMessage(stream, { seq }).catch((err: unknown) => {
-        if (err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND) return null;
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound) return null;
         throw err;
       });
       if (!m || !m.subject.startsWith(prefix)) return;

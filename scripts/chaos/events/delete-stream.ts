@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { onceJetStreamAnswers } from '../../../src/events/connection.ts';
 import type { StreamDeleteObserved } from './observed.ts';
@@ -22,7 +22,7 @@ export async function deleteStream(s: EventsStage, backWithinMs = 45_000): Promi
     // A delete whose answer was lost to a timeout has happened: the retry's "not found" says so.
     const deleted = await onceJetStreamAnswers('stream delete', () =>
       jsm.streams.delete(s.stream).catch((err: unknown) => {
-        if (err instanceof JetStreamApiError && err.code === 10059) return true;
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return true;
         throw err;
       }),
     );

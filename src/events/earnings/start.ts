@@ -1,4 +1,4 @@
-import { JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import type { Db } from '../../db/client.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import type { Logger } from '../../logger.ts';
@@ -150,7 +150,7 @@ async function groupExists(jsm: JetStreamManager, stream: string, group: string)
   return jsm.consumers.info(stream, group).then(
     () => true,
     (err: unknown) => {
-      if (err instanceof JetStreamApiError && err.code === 10014) return false; // consumer not found
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound) return false;
       throw err;
     },
   );

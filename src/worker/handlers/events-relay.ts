@@ -3,7 +3,7 @@ import type { Logger } from '../../logger.ts';
 import type { Handler } from '../../messages/handler.ts';
 import type { TopicName } from '../../messages/topics.ts';
 import { DependencyUnavailableError } from '../../outbox/index.ts';
-import { EventsUnavailableError } from '../../events/circuit.ts';
+import { EventsUnavailableError } from '../../events/errors.ts';
 import { createJetStreamPublisher, type EventPublisher } from '../../events/publisher.ts';
 import { RELAY_HANDLER, relayedTopics, relayMessage } from '../../events/relay.ts';
 
