@@ -10,7 +10,7 @@ import { firstJobMarker } from './lib/marks.ts';
  *   bench.noop   returns at once: the drain measures the queue's own overhead
  *   bench.sleep  waits BENCH_SLEEP_MS (20 ms): a handler bound by I/O, like an email provider
  *
- * Topics outside src/outbox/topics.ts have no payload schema, so no validation runs for them,
+ * Topics outside src/messages/topics.ts have no payload schema, so no validation runs for them,
  * as for the peers' jobs.
  */
 const sleepMs = Number(process.env.BENCH_SLEEP_MS ?? 20);

@@ -10,9 +10,10 @@ import { ASYNC_COMMIT, intArray, notAhead, textArray, uuidArray } from './sql.ts
 import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
 
 /*
- * Settling a claimed message: recording its outcome. This module is the only writer of outcomes:
- * the Settler below turns a verdict (src/outbox/runner/verdict.ts) into one of these statements,
- * and nothing else in the worker updates a claimed row except the lease verbs (src/outbox/lease.ts).
+ * Settling a claimed message: recording its outcome. The Settler below turns a verdict
+ * (src/outbox/runner/verdict.ts) into one of these statements, or hands a deferral to
+ * src/outbox/lanes.ts (the original's handler counted done and its lane rows, one statement);
+ * nothing else in the worker updates a claimed row except the lease verbs (src/outbox/lease.ts).
  *
  * Every statement here is one autocommitted
  * UPDATE, so each message's outcome is committed on its own: one message's failure never rolls

@@ -24,7 +24,7 @@ import { BODY_PROBLEMS, problems } from '../plugins/openapi.ts';
 import type { AppContext, ZodApp } from '../context.ts';
 
 export interface AdminRoutesOptions extends AppContext {
-  /** Which topics the worker handles, and with which handlers. Defaults to the worker's handler list (src/outbox/subscriptions.ts). */
+  /** Which topics the worker handles, and with which handlers. Defaults to the worker's handler list (src/messages/subscriptions.ts). */
   handlerCatalogue?: HandlerCatalogue;
 }
 

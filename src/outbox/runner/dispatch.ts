@@ -19,7 +19,7 @@ export interface DispatchContext {
   failureRules: FailureRules;
   /**
    * Records a handler's success when another handler of the same message runs after it (the
-   * settler, src/outbox/settle.ts: dispatch itself writes nothing). False: the claim is no longer
+   * settler, src/outbox/settle.ts: dispatch holds no connection of its own). False: the claim is no longer
    * ours, stop here.
    */
   handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean>;

@@ -33,7 +33,7 @@ import { LoopWaits } from './waits.ts';
  * One message's way, each step a file, each file once:
  *   claim (src/outbox/claim.ts: a batch per statement, into the local queue)
  *   → dispatch (./dispatch.ts: its handlers, when a slot is free and enough lease is left; returns a verdict)
- *   → settle (src/outbox/settle.ts: records the verdict, the only writer; DONE batched)
+ *   → settle (src/outbox/settle.ts: records the verdict, a deferral through src/outbox/lanes.ts; DONE batched)
  *   → the message is no longer held; the next message of its key may now be due.
  * The heartbeat (./heartbeat.ts) keeps what is held leased; outcome events and logs: ./outcomes.ts.
  */
