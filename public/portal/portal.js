@@ -300,6 +300,8 @@
     const select = $('f-type');
     select.replaceChildren(el('option', { value: '', text: 'any' }), ...me.eventTypes.map((t) => el('option', { value: t, text: t })));
   }
+  // What was typed, as a number: the API names anything it refuses (a fraction, 0, over 1000).
+  const rateOf = (id) => Number($(id).value);
   const checkedTypes = (id) => [...$(id).querySelectorAll('input:checked')].map((i) => i.value);
 
   async function showList() {
@@ -322,6 +324,7 @@
     const facts = el('dl', { class: 'facts' });
     const fact = (k, v, cls) => facts.append(el('dt', { text: k }), el('dd', { text: v, class: cls }));
     fact('State', stateText(e), `state-${e.enabled ? e.health.state : 'disabled'}`);
+    fact('Rate limit', e.rateLimitPerSecond ? `${e.rateLimitPerSecond} per second` : 'no limit');
     if (a) {
       fact('Success, last hour', rate(a.lastHour));
       fact('Success, last day', rate(a.lastDay));
@@ -357,6 +360,7 @@
     $('create-error').textContent = '';
     const body = { url: $('create-url').value, eventTypes: checkedTypes('create-types') };
     if ($('create-description').value) body.description = $('create-description').value;
+    if ($('create-rate').value) body.rateLimitPerSecond = rateOf('create-rate');
     try {
       const created = await api('/webhooks/endpoints', { method: 'POST', body });
       $('create-form').reset();
@@ -645,6 +649,7 @@
     hideForms();
     $('edit-url').value = current.url;
     $('edit-description').value = current.description;
+    $('edit-rate').value = current.rateLimitPerSecond ?? '';
     for (const box of $('edit-types').querySelectorAll('input')) box.checked = current.eventTypes.includes(box.value);
     $('edit-error').textContent = '';
     $('edit-form').hidden = false;
@@ -656,7 +661,11 @@
   });
   $('edit-form').addEventListener('submit', async (event) => {
     event.preventDefault();
-    const body = { eventTypes: checkedTypes('edit-types'), description: $('edit-description').value };
+    const body = {
+      eventTypes: checkedTypes('edit-types'),
+      description: $('edit-description').value,
+      rateLimitPerSecond: $('edit-rate').value ? rateOf('edit-rate') : null,
+    };
     if ($('edit-url').value !== current.url) body.url = $('edit-url').value;
     try {
       const e = await api(`/webhooks/endpoints/${current.id}`, { method: 'PATCH', body });

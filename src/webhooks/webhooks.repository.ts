@@ -20,6 +20,7 @@ export type EndpointRow = {
   description: string;
   enabled: boolean;
   disabled_reason: string | null;
+  rate_limit_per_second: number | null;
   created_at: Date;
   updated_at: Date;
   failing_since: Date | null;
@@ -34,8 +35,8 @@ const scope = (hostId: number | null): SQL => (hostId === null ? sql`true` : sql
 
 /** An endpoint's columns and its health, read from its deliveries (webhook_deliveries_due_idx covers the pending ones). */
 const ENDPOINT_COLUMNS = sql`
-  e.id, e.public_id, e.host_id, e.url, e.event_types, e.description, e.enabled, e.disabled_reason, e.created_at,
-  e.updated_at, e.failing_since, e.last_success_at, e.last_failure_at,
+  e.id, e.public_id, e.host_id, e.url, e.event_types, e.description, e.enabled, e.disabled_reason, e.rate_limit_per_second,
+  e.created_at, e.updated_at, e.failing_since, e.last_success_at, e.last_failure_at,
   (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending') as pending,
   (select min(d.created_at) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending') as oldest_pending_at,
   (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'failed') as failed`;
@@ -47,13 +48,21 @@ const ENDPOINT_COLUMNS = sql`
  */
 export async function insertEndpoint(
   tx: Tx,
-  v: { hostId: number; url: string; eventTypes: string[]; description: string; secret: string; maxPerHost: number },
+  v: {
+    hostId: number;
+    url: string;
+    eventTypes: string[];
+    description: string;
+    rateLimitPerSecond: number | null;
+    secret: string;
+    maxPerHost: number;
+  },
 ): Promise<EndpointRow | null> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('webhook-endpoints-of-host', ${v.hostId}))`);
   const { rows } = await tx.execute<EndpointRow>(sql`
     with e as (
-      insert into webhook_endpoints (host_id, url, event_types, description, secret)
-      select ${v.hostId}, ${v.url}, ${sql.param(v.eventTypes)}::text[], ${v.description}, ${v.secret}
+      insert into webhook_endpoints (host_id, url, event_types, description, rate_limit_per_second, secret)
+      select ${v.hostId}, ${v.url}, ${sql.param(v.eventTypes)}::text[], ${v.description}, ${v.rateLimitPerSecond}::int, ${v.secret}
        where (select count(*) from webhook_endpoints where host_id = ${v.hostId}) < ${v.maxPerHost}
       returning *
     )
@@ -78,12 +87,13 @@ export async function listEndpoints(db: Db, hostId: number | null, limit: number
 export async function updateEndpoint(
   db: Db,
   id: string,
-  v: { url?: string; eventTypes?: string[]; description?: string; enabled?: boolean },
+  v: { url?: string; eventTypes?: string[]; description?: string; enabled?: boolean; rateLimitPerSecond?: number | null },
 ): Promise<void> {
   const sets: SQL[] = [sql`updated_at = now()`];
   if (v.url !== undefined) sets.push(sql`url = ${v.url}`);
   if (v.eventTypes !== undefined) sets.push(sql`event_types = ${sql.param(v.eventTypes)}::text[]`);
   if (v.description !== undefined) sets.push(sql`description = ${v.description}`);
+  if (v.rateLimitPerSecond !== undefined) sets.push(sql`rate_limit_per_second = ${v.rateLimitPerSecond}::int`);
   if (v.enabled === true) sets.push(sql`enabled = true, disabled_reason = null, failing_since = null`);
   if (v.enabled === false) sets.push(sql`enabled = false, disabled_reason = null`);
   await db.execute(sql`update webhook_endpoints set ${sql.join(sets, sql`, `)} where id = ${id}`);

@@ -30,10 +30,21 @@ const eventTypes = z
 
 const description = displayText(0, 500);
 
+const rateLimitPerSecond = z
+  .number()
+  .int()
+  .min(1)
+  .max(1000)
+  .nullable()
+  .describe(
+    'At most this many delivery attempts start per second for this endpoint, across every worker; null: no limit (the default). Deliveries held back by it wait their turn, in order, and are not counted as failed attempts.',
+  );
+
 export const createEndpointBody = z.strictObject({
   url: endpointUrl,
   eventTypes: eventTypes.optional(),
   description: description.optional(),
+  rateLimitPerSecond: rateLimitPerSecond.optional(),
 });
 export type CreateEndpointBody = z.infer<typeof createEndpointBody>;
 
@@ -43,8 +54,9 @@ export const updateEndpointBody = z
     eventTypes: eventTypes.optional(),
     description: description.optional(),
     enabled: z.boolean().optional().describe('true re-enables an endpoint the system disabled; its failing clock starts afresh.'),
+    rateLimitPerSecond: rateLimitPerSecond.optional(),
   })
-  .refine((b) => Object.keys(b).length > 0, 'must change at least one of url, eventTypes, description, enabled');
+  .refine((b) => Object.keys(b).length > 0, 'must change at least one of url, eventTypes, description, enabled, rateLimitPerSecond');
 export type UpdateEndpointBody = z.infer<typeof updateEndpointBody>;
 
 export const endpointHealth = z.object({
@@ -64,6 +76,7 @@ export const endpointResponse = z.object({
   description: z.string(),
   enabled: z.boolean(),
   disabledReason: z.string().nullable(),
+  rateLimitPerSecond: z.number().int().nullable().describe('Attempts that may start per second; null: no limit.'),
   createdAt: z.string(),
   updatedAt: z.string(),
   health: endpointHealth,

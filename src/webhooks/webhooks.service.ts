@@ -60,6 +60,7 @@ function toEndpoint(r: repo.EndpointRow): EndpointResponse {
     description: r.description,
     enabled: r.enabled,
     disabledReason: r.disabled_reason,
+    rateLimitPerSecond: r.rate_limit_per_second,
     createdAt: iso(r.created_at)!,
     updatedAt: iso(r.updated_at)!,
     health: {
@@ -141,6 +142,7 @@ export async function createEndpoint(deps: WebhooksDeps, user: UserRow, body: Cr
       url: body.url,
       eventTypes: body.eventTypes ?? [...WEBHOOK_EVENT_TYPES],
       description: body.description ?? '',
+      rateLimitPerSecond: body.rateLimitPerSecond ?? null,
       secret,
       maxPerHost: deps.maxEndpointsPerHost,
     }),

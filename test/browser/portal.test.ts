@@ -133,6 +133,11 @@ describe('the webhook portal in Chromium', () => {
     await expect.poll(() => page.locator('#create-error').textContent()).toBe('body.url: must be an http or https URL');
     await page.locator('#create-url').fill(receiver.url);
     await page.locator('#create-description').fill('Channel manager');
+    // The rate is the next field by keyboard, described by its hint.
+    await page.locator('#create-description').press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('create-rate');
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('aria-describedby'))).toBe('create-rate-hint');
+    await page.keyboard.type('5');
     await page.locator('#create-submit').click();
     await page.locator('#secret-panel').waitFor();
     const firstSecret = (await page.locator('#secret-value').textContent())!;
@@ -288,6 +293,7 @@ describe('the webhook portal in Chromium', () => {
     expect(text).toContain(made.url);
     expect(text).toMatch(/Success, last hour\d+% \(\d+ of \d+\)/);
     expect(text).toMatch(/Last failure.*HTTP 500/);
+    expect(text).toContain('Rate limit5 per second');
     expect(await wider(page)).toEqual([]);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
     await shot(page, 'portal-list-phone.png');

@@ -59,6 +59,16 @@ export const webhookEndpoints = pgTable(
      */
     previousSecret: text('previous_secret'),
     previousSecretExpiresAt: ts('previous_secret_expires_at'),
+    /**
+     * Attempts that may start per second, across every worker; null: no limit. Nullable so that a
+     * worker of the previous release, which neither reads nor writes it, runs beside this schema.
+     */
+    rateLimitPerSecond: integer('rate_limit_per_second'),
+    /**
+     * When the endpoint's next attempt may start at the earliest (the rate's schedule): the claim
+     * moves it forward by 1/rate for every delivery it takes (src/webhooks/delivery/claim.ts).
+     */
+    rateNextAt: ts('rate_next_at'),
     /** First failure since the last success: the clock of WEBHOOK_DISABLE_AFTER_HOURS and the "failing" alert. */
     failingSince: ts('failing_since'),
     lastSuccessAt: ts('last_success_at'),
@@ -66,7 +76,10 @@ export const webhookEndpoints = pgTable(
     createdAt: ts('created_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
-  (t) => [index('webhook_endpoints_host_idx').on(t.hostId, t.id)],
+  (t) => [
+    index('webhook_endpoints_host_idx').on(t.hostId, t.id),
+    check('webhook_endpoints_rate_limit_range', sql`${t.rateLimitPerSecond} between 1 and 1000`),
+  ],
 );
 
 /**

@@ -18,6 +18,12 @@ export interface ClaimedDelivery {
   body: string;
   /** When it fell due (ms since the epoch), before the claim moved next_attempt_at to the lease: the local queue's order. */
   dueAt: number;
+  /**
+   * How long after the claim it may start, ms: its place in its endpoint's rate schedule (0 for an
+   * endpoint without a rate). Relative to the database's clock at the claim, so a worker whose
+   * clock differs still keeps the spacing.
+   */
+  startInMs?: number;
   /** The trace context of the fan-out that made the delivery; null when tracing was off then. */
   traceparent: string | null;
   tracestate: string | null;
@@ -44,6 +50,14 @@ export interface ClaimedDelivery {
  *    reaches the local queue, and a slot kept for it, without waiting for the others' timeouts
  *    (docs/adr/0040-webhook-slots-fair-between-owners.md).
  *
+ * 5. rate: an endpoint with a rate (rate_limit_per_second) has a schedule, rate_next_at, the
+ *    earliest its next attempt may start. Its room is cut to what the schedule admits within the
+ *    next second, and the deliveries locked are given start times 1/rate apart from there, read and
+ *    moved forward under the endpoint row's lock in this same statement: claims of several workers
+ *    take turns on the schedule, so the rate holds across processes, at no extra round trip. What
+ *    would start a second or more from now is left pending, unclaimed, its attempts not counted
+ *    (docs/adr/0047-webhook-rate-per-endpoint.md).
+ *
  * FOR UPDATE SKIP LOCKED makes claims of several worker processes disjoint; the claim moves
  * next_attempt_at to the lease deadline, so a worker killed mid-attempt leaves a delivery that is
  * due again when the lease ends, and is sent again with the same webhook-id.
@@ -53,7 +67,11 @@ with host_busy as (
   select * from unnest($7::bigint[], $8::int[]) as b(host_id, n)
 ),
 capacity as (
-  select e.id as endpoint_id, e.host_id, $1::int - coalesce(busy.n, 0) as room
+  select e.id as endpoint_id, e.host_id,
+         least($1::int - coalesce(busy.n, 0),
+               -- no more than the rate admits within the next second (checked again, under the lock, below)
+               ceil(extract(epoch from now() + interval '1 second' - greatest(e.rate_next_at, now()))
+                    * e.rate_limit_per_second)::int) as room
     from webhook_endpoints e
     left join unnest($2::bigint[], $3::int[]) as busy(endpoint_id, n) on busy.endpoint_id = e.id
    where e.enabled
@@ -88,16 +106,41 @@ chosen as (
    limit $4
 ),
 locked as (
-  select w.id, w.next_attempt_at as due_at
+  select w.id, w.endpoint_id, w.next_attempt_at as due_at
     from webhook_deliveries w
    where w.id in (select id from chosen) and w.status = 'pending' and w.next_attempt_at <= now()
      for update skip locked
+),
+-- Waits for another claim holding the same endpoint's schedule, then reads the schedule it left.
+-- NO KEY UPDATE: a fan-out inserting deliveries (KEY SHARE on the endpoint) is not held up.
+paced as (
+  select e.id, e.rate_limit_per_second as rate, greatest(e.rate_next_at, now()) as base
+    from webhook_endpoints e
+   where e.id in (select endpoint_id from locked) and e.rate_limit_per_second is not null
+     for no key update
+),
+slotted as (
+  select l.id, l.endpoint_id, l.due_at, p.rate,
+         extract(epoch from p.base - now())::double precision
+           + (row_number() over (partition by l.endpoint_id order by l.due_at, l.id) - 1) / p.rate::double precision as start_in
+    from locked l
+    left join paced p on p.id = l.endpoint_id
+),
+admitted as (
+  select * from slotted where start_in is null or start_in < 1
+),
+scheduled as (
+  update webhook_endpoints e
+     set rate_next_at = now() + make_interval(secs => s.last_start + 1 / s.rate::double precision)
+    from (select endpoint_id, max(start_in) as last_start, min(rate) as rate
+            from admitted where rate is not null group by endpoint_id) s
+   where e.id = s.endpoint_id
 )
 update webhook_deliveries d
    set next_attempt_at = now() + make_interval(secs => $5::double precision),
        claim_id = gen_random_uuid(),
        attempts = d.attempts + 1
-  from locked, webhook_endpoints e, webhook_events ev,
+  from admitted locked, webhook_endpoints e, webhook_events ev,
        -- asynchronous commit (ADR 0005, as the outbox's claim): a claim lost in a database crash
        -- leaves the delivery due as before it, to be sent again with the same webhook-id
        (select set_config('synchronous_commit', 'off', true)) as async_commit
@@ -108,7 +151,7 @@ returning d.id, d.public_id, d.claim_id, d.attempts, d.endpoint_id, e.host_id, e
                 union all
                 select s->>'secret' from jsonb_array_elements(e.retired_secrets) s
                  where (s->>'expiresAt')::timestamptz > now()) as secrets,
-          ev.type, ev.body, d.traceparent, d.tracestate, locked.due_at`;
+          ev.type, ev.body, d.traceparent, d.tracestate, locked.due_at, coalesce(locked.start_in, 0) as start_in`;
 
 export async function claimDeliveries(
   pool: pg.Pool,
@@ -143,6 +186,7 @@ export async function claimDeliveries(
     traceparent: string | null;
     tracestate: string | null;
     due_at: Date;
+    start_in: number;
   }>({
     // Named: each connection parses and plans it once, not on every claim.
     name: 'webhooks-claim',
@@ -172,6 +216,7 @@ export async function claimDeliveries(
     eventType: r.type,
     body: r.body,
     dueAt: r.due_at.getTime(),
+    startInMs: Math.max(0, r.start_in * 1000),
     traceparent: r.traceparent,
     tracestate: r.tracestate,
   }));

@@ -5,6 +5,8 @@ export interface Queued {
   d: ClaimedDelivery;
   /** performance.now() past which it may not start: its lease no longer covers a whole attempt. */
   startBy: number;
+  /** performance.now() before which it may not start: its place in its endpoint's rate schedule (claim.ts). */
+  notBefore?: number;
 }
 
 export interface SlotLimits {
@@ -77,6 +79,8 @@ export class LocalQueue {
   /** Attempts in their HTTP exchange: what the slots count. */
   sending = 0;
   queued = 0;
+  /** Queued deliveries with a start time (a rated endpoint's): only then is the queue scanned for the next one due. */
+  private paced = 0;
 
   constructor(readonly limits: SlotLimits) {}
 
@@ -92,13 +96,14 @@ export class LocalQueue {
       }
       list.push(q);
       this.queued++;
+      if (q.notBefore !== undefined) this.paced++;
       bump(this.claimedByEndpoint, q.d.endpointId, 1);
       bump(this.claimedByHost, q.d.hostId, 1);
     }
   }
 
   /** The next delivery that may start now, marked in flight; undefined when none may. */
-  next(): ClaimedDelivery | undefined {
+  next(now = performance.now()): ClaimedDelivery | undefined {
     const free = this.limits.slots - this.sending;
     if (free <= 0) return undefined;
     const reserved = Math.min(this.limits.idleOwnerSlots ?? 0, this.limits.slots - 1);
@@ -111,7 +116,11 @@ export class LocalQueue {
       // Fewest in flight first: an owner already holding as few as the best found cannot do better.
       if (held >= bestHeld || held >= this.limits.perHost) continue;
       if (held > 0 && free <= reserved) continue; // the reserved slots are for owners with nothing in flight
-      const at = this.byHost.get(host)!.findIndex((q) => (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint);
+      const at = this.byHost
+        .get(host)!
+        .findIndex(
+          (q) => (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint && (q.notBefore === undefined || q.notBefore <= now),
+        );
       if (at < 0) continue;
       best = i;
       bestAt = at;
@@ -127,6 +136,7 @@ export class LocalQueue {
     if (list.length > 0) this.turns.push(host);
     else this.byHost.delete(host);
     this.queued--;
+    if (q!.notBefore !== undefined) this.paced--;
     bump(this.inFlight, q!.d.endpointId, 1);
     bump(this.hostInFlight, host, 1);
     this.sending++;
@@ -171,7 +181,14 @@ export class LocalQueue {
   remove(match: (q: Queued) => boolean): ClaimedDelivery[] {
     const out: ClaimedDelivery[] = [];
     for (const [host, list] of this.byHost) {
-      const kept = list.filter((q) => !match(q) || (out.push(q.d), false));
+      const kept: Queued[] = [];
+      for (const q of list) {
+        if (!match(q)) kept.push(q);
+        else {
+          out.push(q.d);
+          if (q.notBefore !== undefined) this.paced--;
+        }
+      }
       if (kept.length > 0) this.byHost.set(host, kept);
       else this.byHost.delete(host);
     }
@@ -179,6 +196,18 @@ export class LocalQueue {
     for (const d of out) this.unclaimed(d);
     this.queued -= out.length;
     return out;
+  }
+
+  /** The earliest start time still ahead among the queued deliveries (performance.now()), or undefined. */
+  nextStartAt(now: number): number | undefined {
+    if (this.paced === 0) return undefined;
+    let earliest: number | undefined;
+    for (const list of this.byHost.values()) {
+      for (const q of list) {
+        if (q.notBefore !== undefined && q.notBefore > now && (earliest === undefined || q.notBefore < earliest)) earliest = q.notBefore;
+      }
+    }
+    return earliest;
   }
 
   /** Queued deliveries that may no longer start (their lease would end during the attempt). */

@@ -55,6 +55,9 @@ export class SenderSlots {
   private closed = false;
   private lastExpiryCheck = 0;
   private change = changeSignal();
+  /** Wakes startReady when a rated endpoint's next start time comes (nothing else would). */
+  private paceTimer: NodeJS.Timeout | undefined;
+  private paceAt = Infinity;
 
   constructor(
     private readonly deps: { pool: pg.Pool; config: SlotsConfig; outage: OutageLog },
@@ -117,7 +120,16 @@ export class SenderSlots {
       await this.giveBack(claimed);
       return 0;
     }
-    this.queue.add(claimed.map((d) => ({ d, startBy: claimedAt + this.attemptMs })));
+    // A rated endpoint's start times count from when the claim's answer is here: never earlier
+    // than the schedule the database holds, whatever this process's clock.
+    const answeredAt = performance.now();
+    this.queue.add(
+      claimed.map((d) => {
+        if (!d.startInMs) return { d, startBy: claimedAt + this.attemptMs };
+        const notBefore = answeredAt + d.startInMs;
+        return { d, notBefore, startBy: notBefore + this.attemptMs };
+      }),
+    );
     this.startReady();
     return claimed.length;
   }
@@ -125,6 +137,7 @@ export class SenderSlots {
   /** Starts nothing more from the queue and gives what it holds back to the table. */
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.paceTimer);
     await this.giveBack(this.queue.remove(() => true));
   }
 
@@ -138,10 +151,26 @@ export class SenderSlots {
     }
     // At most 2 × WEBHOOK_CONCURRENCY attempts started and not yet recorded.
     while (this.running.size < 2 * this.deps.config.WEBHOOK_CONCURRENCY) {
-      const d = this.queue.next();
-      if (!d) return;
+      const d = this.queue.next(now);
+      if (!d) break;
       this.launch(d);
     }
+    this.pace(now);
+  }
+
+  /** Sets the timer for the next start time still ahead, unless one already fires by then. */
+  private pace(now: number): void {
+    const at = this.queue.nextStartAt(now);
+    if (at === undefined || at >= this.paceAt) return;
+    clearTimeout(this.paceTimer);
+    this.paceAt = at;
+    this.paceTimer = setTimeout(
+      () => {
+        this.paceAt = Infinity;
+        this.startReady();
+      },
+      Math.max(1, Math.ceil(at - now)),
+    );
   }
 
   private launch(d: ClaimedDelivery): void {
