@@ -80,14 +80,15 @@ export default defineConfig(
     },
   },
 
-  // Size: a function that reads on one screen, a module read in one sitting; every line counts,
-  // comments included. A long one is split by meaning, never squeezed. Tests are exempt: a table
-  // of cases is long by nature.
+  // Size: a function that reads on one screen, a module read in one sitting, counted in lines of
+  // code: comments and blank lines are not counted, so a comment that says why never pushes code
+  // into a split. A long one is split by meaning, never squeezed. Tests are exempt: a table of
+  // cases is long by nature.
   {
     files: ['src/**/*.ts', 'scripts/**/*.ts'],
     rules: {
-      'max-lines-per-function': ['error', { max: 80 }],
-      'max-lines': ['error', { max: 400 }],
+      'max-lines-per-function': ['error', { max: 80, skipComments: true, skipBlankLines: true }],
+      'max-lines': ['error', { max: 400, skipComments: true, skipBlankLines: true }],
     },
   },
 
