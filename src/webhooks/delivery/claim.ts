@@ -24,6 +24,8 @@ export interface ClaimedDelivery {
    * clock differs still keeps the spacing.
    */
   startInMs?: number;
+  /** The endpoint's rate at the claim, attempts per second; absent: no limit. */
+  rate?: number;
   /** The trace context of the fan-out that made the delivery; null when tracing was off then. */
   traceparent: string | null;
   tracestate: string | null;
@@ -151,7 +153,8 @@ returning d.id, d.public_id, d.claim_id, d.attempts, d.endpoint_id, e.host_id, e
                 union all
                 select s->>'secret' from jsonb_array_elements(e.retired_secrets) s
                  where (s->>'expiresAt')::timestamptz > now()) as secrets,
-          ev.type, ev.body, d.traceparent, d.tracestate, locked.due_at, coalesce(locked.start_in, 0) as start_in`;
+          ev.type, ev.body, d.traceparent, d.tracestate, locked.due_at, coalesce(locked.start_in, 0) as start_in,
+          locked.rate`;
 
 export async function claimDeliveries(
   pool: pg.Pool,
@@ -187,6 +190,7 @@ export async function claimDeliveries(
     tracestate: string | null;
     due_at: Date;
     start_in: number;
+    rate: number | null;
   }>({
     // Named: each connection parses and plans it once, not on every claim.
     name: 'webhooks-claim',
@@ -216,7 +220,7 @@ export async function claimDeliveries(
     eventType: r.type,
     body: r.body,
     dueAt: r.due_at.getTime(),
-    startInMs: Math.max(0, r.start_in * 1000),
+    ...(r.rate === null ? {} : { rate: r.rate, startInMs: Math.max(0, r.start_in * 1000) }),
     traceparent: r.traceparent,
     tracestate: r.tracestate,
   }));

@@ -7,6 +7,12 @@ export interface Queued {
   startBy: number;
   /** performance.now() before which it may not start: its place in its endpoint's rate schedule (claim.ts). */
   notBefore?: number;
+  /**
+   * 1000 / rate: starts of its endpoint in this process at least this far apart, besides the
+   * schedule. Claims take varying times, so two claims' start times, each counted from its own
+   * answer, can come closer than the schedule's; this keeps this process's starts to the rate.
+   */
+  gapMs?: number;
 }
 
 export interface SlotLimits {
@@ -81,6 +87,8 @@ export class LocalQueue {
   queued = 0;
   /** Queued deliveries with a start time (a rated endpoint's): only then is the queue scanned for the next one due. */
   private paced = 0;
+  /** When each rated endpoint last started an attempt here (performance.now()). */
+  private readonly lastStart = new Map<number, number>();
 
   constructor(readonly limits: SlotLimits) {}
 
@@ -119,7 +127,8 @@ export class LocalQueue {
       const at = this.byHost
         .get(host)!
         .findIndex(
-          (q) => (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint && (q.notBefore === undefined || q.notBefore <= now),
+          (q) =>
+            (this.inFlight.get(q.d.endpointId) ?? 0) < this.limits.perEndpoint && (q.notBefore === undefined || this.startAt(q) <= now),
         );
       if (at < 0) continue;
       best = i;
@@ -136,7 +145,11 @@ export class LocalQueue {
     if (list.length > 0) this.turns.push(host);
     else this.byHost.delete(host);
     this.queued--;
-    if (q!.notBefore !== undefined) this.paced--;
+    if (q!.notBefore !== undefined) {
+      this.paced--;
+      this.lastStart.set(q!.d.endpointId, now);
+      if (this.paced === 0) this.forgetStarts(now);
+    }
     bump(this.inFlight, q!.d.endpointId, 1);
     bump(this.hostInFlight, host, 1);
     this.sending++;
@@ -195,6 +208,7 @@ export class LocalQueue {
     this.turns = this.turns.filter((h) => this.byHost.has(h));
     for (const d of out) this.unclaimed(d);
     this.queued -= out.length;
+    if (this.paced === 0) this.forgetStarts(performance.now());
     return out;
   }
 
@@ -204,10 +218,23 @@ export class LocalQueue {
     let earliest: number | undefined;
     for (const list of this.byHost.values()) {
       for (const q of list) {
-        if (q.notBefore !== undefined && q.notBefore > now && (earliest === undefined || q.notBefore < earliest)) earliest = q.notBefore;
+        if (q.notBefore === undefined) continue;
+        const at = this.startAt(q);
+        if (at > now && (earliest === undefined || at < earliest)) earliest = at;
       }
     }
     return earliest;
+  }
+
+  /** The earliest a paced delivery may start: its place in the schedule, and its endpoint's gap since its last start here. */
+  private startAt(q: Queued): number {
+    const last = this.lastStart.get(q.d.endpointId);
+    return last === undefined ? q.notBefore! : Math.max(q.notBefore!, last + q.gapMs!);
+  }
+
+  /** A start a second ago constrains nothing (a gap is at most a second): only recent ones are kept. */
+  private forgetStarts(now: number): void {
+    for (const [endpoint, at] of this.lastStart) if (now - at >= 1000) this.lastStart.delete(endpoint);
   }
 
   /** Queued deliveries that may no longer start (their lease would end during the attempt). */

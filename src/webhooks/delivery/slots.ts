@@ -125,9 +125,9 @@ export class SenderSlots {
     const answeredAt = performance.now();
     this.queue.add(
       claimed.map((d) => {
-        if (!d.startInMs) return { d, startBy: claimedAt + this.attemptMs };
-        const notBefore = answeredAt + d.startInMs;
-        return { d, notBefore, startBy: notBefore + this.attemptMs };
+        if (!d.rate) return { d, startBy: claimedAt + this.attemptMs };
+        const notBefore = answeredAt + (d.startInMs ?? 0);
+        return { d, notBefore, gapMs: 1000 / d.rate, startBy: notBefore + this.attemptMs };
       }),
     );
     this.startReady();
