@@ -3,6 +3,7 @@ import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { createDatabase, type Database } from '../src/db/client.ts';
 import { runMigrations } from '../src/db/migrate.ts';
+import { registerOutboxHooks } from '../src/outbox/index.ts';
 import { buildApp } from '../src/http/app.ts';
 import { createPostgresSearchIndex } from '../src/search/postgres-search-index.ts';
 import { reindex } from '../src/search/reindex.ts';
@@ -173,6 +174,7 @@ async function main() {
     server = await startThrowawayPostgres({ name: 'measure' });
     url = await server.createDatabase('measure');
   }
+  registerOutboxHooks();
   await runMigrations(url);
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' });
   const db = createDatabase(url, { max: 10, applicationName: 'measure' });

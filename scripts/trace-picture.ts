@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runMigrations } from '../src/db/migrate.ts';
+import { registerOutboxHooks } from '../src/outbox/index.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
 import { freePort, startNodeProcess, type NodeProcess } from './lib/processes.ts';
 
@@ -188,6 +189,7 @@ async function main(): Promise<void> {
   try {
     postgres = await startThrowawayPostgres({ name: 'trace', dir: path.join(dir, 'pg') });
     const databaseUrl = await postgres.createDatabase('stayhub');
+    registerOutboxHooks();
     await runMigrations(databaseUrl);
     const port = await freePort();
     const env: NodeJS.ProcessEnv = {

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { createPool } from '../../src/db/client.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
@@ -133,6 +134,7 @@ export class ChaosStack {
       logFile: path.join(this.logs, 'postgres.log'),
     });
     const databaseUrl = await this.postgres.createDatabase('stayhub');
+    registerOutboxHooks();
     await runMigrations(databaseUrl);
     this.admin = createPool(databaseUrl, { max: 3, applicationName: 'stayhub-chaos' });
     this.say(`embedded Postgres on ${this.postgres.pg.opts.port}, migrated`);

@@ -4,7 +4,7 @@ import type { ExtractTablesWithRelations } from 'drizzle-orm';
 import type * as schema from './schema.ts';
 import type { Db } from './client.ts';
 import { isRetryableTransactionError } from './pg-errors.ts';
-import { isMissingOutboxPartition, makeMissingOutboxDays } from './missing-partition.ts';
+import { retryableWriteFault } from './write-faults.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
@@ -49,8 +49,8 @@ export function runAtEnd(tx: Tx, fn: () => void): boolean {
 /**
  * Runs `work` in one transaction and commits it. A deadlock (40P01) or serialization failure
  * (40001) rolls back everything `work` did, so it is safe to run again from the start: it is
- * retried a few times before it surfaces. So is a write refused because the outbox has no
- * partition for today, once the missing day is made (src/db/missing-partition.ts). Any other error
+ * retried a few times before it surfaces. So is a write refused for a fault a module registered
+ * (write-faults.ts: the outbox's missing day), once the fault has repaired it. Any other error
  * rolls back and is rethrown.
  */
 export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, attempts = 5): Promise<T> {
@@ -70,8 +70,9 @@ export async function withTransaction<T>(db: Db, work: (tx: Tx) => Promise<T>, a
       for (const hook of hooks.values()) await hook(db).catch(() => undefined);
       return result;
     } catch (err) {
-      if (attempt < attempts && isMissingOutboxPartition(err)) {
-        await makeMissingOutboxDays(db);
+      const fault = attempt < attempts ? retryableWriteFault(err) : undefined;
+      if (fault) {
+        await fault.repair(db);
         continue;
       }
       if (attempt >= attempts || !isRetryableTransactionError(err)) throw err;

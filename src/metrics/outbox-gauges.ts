@@ -1,9 +1,8 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import { listPendingDetaches } from '../db/pending-detach.ts';
 import { poolOf } from '../db/prepared.ts';
 import { registerPartitionsReattached } from './partition-metrics.ts';
-import { outboxStats, partitionsAheadSeconds, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
+import { listPendingDetaches, outboxStats, partitionsAheadSeconds, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
 
 /** One read: the stats, and how far ahead the outbox's day partitions reach. */
 type Reading = OutboxStats & { partitionsAheadSeconds: number; detachPending: number };

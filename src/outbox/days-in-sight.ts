@@ -1,12 +1,12 @@
 import type { Db } from '../db/client.ts';
-import { reattachPendingDetaches } from '../db/pending-detach.ts';
+import { reattachPendingDetaches } from './half-detached-days.ts';
 import type { Logger } from '../logger.ts';
 
 /*
  * A settle that finds no row for a message its worker holds. Usually the lease ran out and another
  * claim took the message: the fenced write (src/outbox/settle.ts) is right to leave it. But the row
  * may only be out of sight: an interrupted DETACH … CONCURRENTLY left its day marked "detach
- * pending" (src/db/pending-detach.ts), and every new statement plans the outbox without that day.
+ * pending" (half-detached-days.ts), and every new statement plans the outbox without that day.
  * Leaving the message then meant running its handlers again once the day was back and the lease
  * had run out: an email sent twice, with the same Message-ID (ADR 0043). So a write that missed
  * first gives back the days from the message's on, then is tried once more.

@@ -19,6 +19,11 @@
  * Operating:
  *   outboxStats, pendingUpTo, listMessages, findMessage, depthHistory, auditFor, requeueDead, purgeOutbox, probeOutbox
  *   ensureOutboxPartitions                      the days ahead of the partitioned outbox
+ *   listPendingDetaches, partitionsReattached   days left half detached, and how many this process gave back
+ *
+ * Composing (once per process, by whatever builds the application):
+ *   registerOutboxHooks                         a write that misses its day is repaired and retried
+ *                                               (withTransaction), migrate makes the days ahead
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *   messagesAsWritten, pendingOfTopics, …       each message once, its lane work folded in (audits, the chaos run)
  *
@@ -68,6 +73,10 @@ export { messagesAsWritten, pendingOfTopics, slowestMessages, latestOfTopic, typ
 export { requeueDead, type RequeueCriteria, type RequeueResult } from './requeue.ts';
 export { purgeDone, purgeOutbox, type PurgeResult } from './purge.ts';
 export { ensureOutboxPartitions, partitionsAheadSeconds } from './partitions.ts';
+export { listPendingDetaches, partitionsReattached } from './half-detached-days.ts';
+
+// Composing
+export { registerOutboxHooks } from './database-hooks.ts';
 
 // What a handler finished
 export { finishedPage, type FinishedMessage, type FinishedPageQuery } from './finished-page.ts';

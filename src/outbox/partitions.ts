@@ -13,7 +13,7 @@ import type pg from 'pg';
  *
  * There is no DEFAULT partition (DETACH … CONCURRENTLY refuses a table that has one), so a row
  * whose day has no partition is refused; withTransaction then makes the day and runs the
- * transaction again (src/db/missing-partition.ts, ADR 0025). The days ahead are made by every
+ * transaction again (src/outbox/missing-day.ts, ADR 0025). The days ahead are made by every
  * migration run and by the worker's housekeeping, each time up to a week past today (the SQL
  * function's default), so no business write pays for making its day while either runs;
  * `stayhub_outbox_partitions_ahead_seconds` and the OutboxPartitionsRunningOut alert say when that
@@ -90,7 +90,7 @@ export interface DroppedPartition {
  * statement here is its own. If the process dies between its two phases, the partition stays
  * "detach pending" (invisible to new queries): the next round finishes it (FINALIZE) and drops it,
  * or gives it back if it holds anything but old DONE rows. A later day left so is given back by
- * the housekeeping before the purge runs (src/db/pending-detach.ts).
+ * the housekeeping before the purge runs (src/outbox/half-detached-days.ts).
  */
 export async function dropExpiredOutboxPartitions(
   pool: pg.Pool,

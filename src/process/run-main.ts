@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { describeDb } from '../db/client.ts';
 import { isDatabaseUnavailable } from '../db/pg-errors.ts';
 import { createLogger, type Logger } from '../logger.ts';
+import { registerOutboxHooks } from '../outbox/index.ts';
 import { onParentGone } from './lifeline.ts';
 import { startProcessTelemetry } from './telemetry.ts';
 
@@ -27,6 +28,9 @@ import { startProcessTelemetry } from './telemetry.ts';
  *   logs              pino with LOG_LEVEL and LOG_FORMAT, named after the command
  *   traces            with OTEL_TRACES_EXPORTER set, the OpenTelemetry SDK (src/telemetry/) from
  *                     before the command runs until after it returned (its last spans flushed)
+ *   the database      the outbox's hooks registered with src/db before the command runs: a write
+ *                     that finds its day missing is repaired and retried, migrate makes the days
+ *                     ahead (src/outbox/database-hooks.ts)
  *
  * (graphile-worker's CLI and close-with-grace are the models.)
  */
@@ -113,6 +117,7 @@ export async function runCommand(command: Command, opts: RunOptions): Promise<nu
   const telemetry = command.traced === false ? undefined : await startProcessTelemetry(config, command.logName ?? command.name);
   const logger = createLogger(config.LOG_LEVEL, command.logName ?? command.name, { format: config.LOG_FORMAT });
   for (const line of config.deprecations) logger.warn(line);
+  registerOutboxHooks();
 
   const stop = new StopControl(command, config, logger, opts.exitOnForcedStop ?? true);
   let code = 1;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/client.ts';
+import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { countMessages } from '../../src/outbox/testing.ts';
 
 export interface TestDatabase extends Database {
@@ -38,8 +39,13 @@ export interface TestDatabaseOptions {
   lockTimeoutMs?: number;
 }
 
-/** A fresh, migrated database cloned from the template (milliseconds), with a pool on it. */
+/**
+ * A fresh, migrated database cloned from the template (milliseconds), with a pool on it. The
+ * outbox's hooks are registered with src/db as every command of the application registers them
+ * (src/process/run-main.ts), so a test's withTransaction and runMigrations behave as the product's.
+ */
 export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions = {}): Promise<TestDatabase> {
+  registerOutboxHooks();
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   await admin((c) => c.query(`create database ${name} template ${inject('templateDb')}`));
   const url = urlFor(name);

@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { EmbeddedPostgres, ensureDatabase } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
+import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { lifelineEnv, onParentGone } from '../../src/process/lifeline.ts';
 import { freePort } from '../../src/net/free-port.ts';
 
@@ -89,6 +90,7 @@ export default async function setup(project: TestProject) {
   await ensureDatabase(serverUrl, templateDb);
   const templateUrl = new URL(serverUrl);
   templateUrl.pathname = `/${templateDb}`;
+  registerOutboxHooks(); // the template's days ahead, as `npm run migrate` makes them
   await runMigrations(templateUrl.toString());
 
   project.provide('pgServerUrl', serverUrl);

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { Registry } from 'prom-client';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { listPendingDetaches, partitionsReattached } from '../../src/db/pending-detach.ts';
+import { listPendingDetaches, partitionsReattached } from '../../src/outbox/index.ts';
 import { withTransaction } from '../../src/db/transaction.ts';
 import { registerOutboxGauges } from '../../src/metrics/outbox-gauges.ts';
 import {

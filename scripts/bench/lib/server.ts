@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { runMigrations } from '../../../src/db/migrate.ts';
+import { registerOutboxHooks } from '../../../src/outbox/index.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../lib/postgres.ts';
 import { ROOT } from '../../lib/processes.ts';
 
@@ -19,6 +20,7 @@ export interface BenchServer extends ThrowawayPostgres {
 export async function startServer(log: (msg: string) => void): Promise<BenchServer> {
   const server = await startThrowawayPostgres({ name: 'bench', log });
   const ourTemplate = 'stayhub_bench_template';
+  registerOutboxHooks();
   await runMigrations(await server.createDatabase(ourTemplate));
   return { ...server, ourTemplate };
 }

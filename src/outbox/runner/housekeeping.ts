@@ -1,14 +1,14 @@
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
-import { reattachPendingDetaches } from '../../db/pending-detach.ts';
 import { poolOf } from '../../db/prepared.ts';
+import { reattachPendingDetaches } from '../half-detached-days.ts';
 import { ensureOutboxPartitions } from '../partitions.ts';
 import { purgeOutbox } from '../purge.ts';
 
 /*
  * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start). The outbox
  * first: a day within the retention left half detached by an interrupted DETACH … CONCURRENTLY is
- * given back (src/db/pending-detach.ts; one the purge meant to drop is the purge's to finish), its
+ * given back (src/outbox/half-detached-days.ts; one the purge meant to drop is the purge's to finish), its
  * partitions for the days ahead are made (a missing day among them too), the days whose
  * every message is DONE and older than OUTBOX_RETENTION_DAYS are dropped whole, and a day a crash
  * left detached is dropped or given back (src/outbox/partitions.ts). Then rows

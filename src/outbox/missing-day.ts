@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from './client.ts';
-import { pgError, PG } from './pg-errors.ts';
-import { reattachPendingDetaches } from './pending-detach.ts';
+import type { Db } from '../db/client.ts';
+import { pgError, PG } from '../db/pg-errors.ts';
+import type { RetryableWriteFault } from '../db/write-faults.ts';
+import { reattachPendingDetaches } from './half-detached-days.ts';
 
 /*
  * A write that finds no partition for its row. The outbox is partitioned by day (ADR 0019) and has
@@ -9,10 +10,11 @@ import { reattachPendingDetaches } from './pending-detach.ts';
  * no partition is refused (23514, "no partition of relation "outbox" found for row"). That happens
  * only when a day is missing, dropped by hand or never made; the day is then made on the miss, and
  * the transaction, rolled back whole by the error, is run again (withTransaction,
- * src/db/transaction.ts). A write whose day exists pays nothing for this.
+ * src/db/transaction.ts, repairs it as a retryable write fault the outbox registers:
+ * database-hooks.ts). A write whose day exists pays nothing for this.
  *
  * A day can also be there and out of sight: marked "detach pending" by an interrupted
- * DETACH … CONCURRENTLY (src/db/pending-detach.ts). Making the day cannot help (the marked partition
+ * DETACH … CONCURRENTLY (half-detached-days.ts). Making the day cannot help (the marked partition
  * still covers it), so today's and the coming days are first given back; the write then finds its
  * day within the same retry instead of failing until someone finishes the detach by hand.
  */
@@ -23,7 +25,7 @@ const REATTACH_LOCK_TIMEOUT_MS = 5_000;
 const NO_PARTITION = /^no partition of relation "outbox" found for row/;
 
 /** True for a write refused because the outbox has no partition for its row's day. */
-export function isMissingOutboxPartition(err: unknown): boolean {
+function isMissingOutboxPartition(err: unknown): boolean {
   const e = pgError(err);
   return e?.code === PG.checkViolation && NO_PARTITION.test(e.message);
 }
@@ -34,8 +36,15 @@ export function isMissingOutboxPartition(err: unknown): boolean {
  * takes turns with other callers on an advisory lock, and fails with one line naming the fix if a
  * stray table holds a day's name). Returns the days given back and made.
  */
-export async function makeMissingOutboxDays(db: Db): Promise<string[]> {
+async function makeMissingOutboxDays(db: Db): Promise<string[]> {
   const given = await reattachPendingDetaches(db, { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
   const { rows } = await db.execute<{ made: string[] }>(sql`select outbox_ensure_partitions() as made`);
   return [...given, ...rows[0]!.made];
 }
+
+/** A write refused for its missing day, repaired by making the day: what withTransaction retries. */
+export const missingOutboxDay: RetryableWriteFault = {
+  name: 'outbox: a day with no partition',
+  recognises: isMissingOutboxPartition,
+  repair: makeMissingOutboxDays,
+};

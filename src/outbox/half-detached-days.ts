@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
-import type { Db } from './client.ts';
+import type { Db } from '../db/client.ts';
 
 /*
  * A day of the outbox left half detached, and how it is given back (ADR 0043).
@@ -16,7 +16,7 @@ import type { Db } from './client.ts';
  * way out is to finish the detach.
  *
  * What is right after that depends on the day. A day the purge meant to drop (past the retention)
- * is finished and then dropped or attached again by the purge's own rules (src/outbox/partitions.ts).
+ * is finished and then dropped or attached again by the purge's own rules (partitions.ts).
  * Any later day is one the outbox still owns: today's and the coming days are where bookings write,
  * and a day within the retention holds messages it keeps; so FINALIZE and ATTACH run in one
  * transaction, and the day is never seen missing by a statement that starts after it. ATTACH does
