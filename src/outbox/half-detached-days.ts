@@ -17,7 +17,7 @@ import type { Db } from '../db/client.ts';
  *
  * What is right after that depends on the day. A day the purge meant to drop (past the retention)
  * is finished and then dropped or attached again by the purge's own rules (partitions.ts).
- * Any later day is one the outbox still owns: today's and the coming days are where bookings write,
+ * Any later day is one the outbox still owns: today's and the coming days are where writes go,
  * and a day within the retention holds messages it keeps; so FINALIZE and ATTACH run in one
  * transaction, and the day is never seen missing by a statement that starts after it. ATTACH does
  * not read the rows: the first phase left a CHECK constraint equal to the day's bounds, which
