@@ -14,7 +14,7 @@
  * surface, and test/ for the outbox's surface: both reach src/outbox/ through its index, or through
  * src/outbox/testing.ts (rows written and read directly, statements measured one at a time), never
  * a file behind them. SQL naming the outbox's tables outside src/outbox/ is a test's to catch
- * (test/unit/outbox-sql-stays-inside.test.ts): the cruiser sees imports only.
+ * (test/unit/outbox/sql-stays-inside.test.ts): the cruiser sees imports only.
  */
 
 /** Domain modules: business rules, below the entry points. */

@@ -11,11 +11,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * (maxWorkers 1), so they never compete with other files on a two-core machine.
  */
 const END_TO_END = [
-  'test/integration/chaos-short.test.ts',
-  'test/integration/bench-smoke.test.ts',
-  'test/integration/start.test.ts',
-  'test/integration/start-twice.test.ts',
-  'test/integration/overload.test.ts',
+  'test/integration/harness/chaos-short.test.ts',
+  'test/integration/harness/bench-smoke.test.ts',
+  'test/integration/process/start.test.ts',
+  'test/integration/process/start-twice.test.ts',
+  'test/integration/http/overload.test.ts',
   'test/browser/**/*.test.ts',
 ];
 

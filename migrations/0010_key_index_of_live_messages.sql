@@ -10,7 +10,7 @@
 -- is since written so that no other index can serve it (its predicate is this index's, which the
 -- PENDING indexes do not imply, and its row comparison needs (key, id)), and the claim's connection
 -- leaves the planner no scan but an index probe (src/outbox/claim-connection.ts). An index that
--- looks empty is then probed by key all the same: test/integration/worker-claim.test.ts makes the
+-- looks empty is then probed by key all the same: test/integration/outbox/claim.test.ts makes the
 -- plan on a quiet, a tiny and a never-analyzed outbox and checks it.
 --
 -- Our worker's drain, one process, 20,000 keyed no-op messages, seven alternating runs: 25,971

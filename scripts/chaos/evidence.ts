@@ -7,7 +7,7 @@ import type { SinkRecord } from './smtp-sink.ts';
  * What the chaos run gathers for its judge (gather.ts, the SMTP server's record, the clients'
  * notes, the fault log, the supervisor's exit log), as plain data: nothing here talks to a
  * process or a database, so every way the run could be fooled can be fed to the judge in a unit
- * test (test/unit/chaos-verdict.test.ts, test/unit/chaos-judge-golden.test.ts).
+ * test (test/unit/harness/chaos-verdict.test.ts, test/unit/harness/chaos-judge-golden.test.ts).
  *
  * Three sources, none of them the system's own account of itself:
  * - the database says which bookings exist, whose they are (guest and host addresses, joined

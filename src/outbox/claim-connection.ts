@@ -28,7 +28,7 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  * outbox_pending_available_idx and outbox_pending_turn_idx, each stopping at its limit, the per-key check as a probe of
  * outbox_key_idx by key (written so that no other index can serve it: src/outbox/claim.ts), and
  * index lookups for the update. The outer `order by c.id` of at most a batch keeps its sort:
- * nothing else can do it. test/integration/worker-claim.test.ts makes the plan on a tiny, a quiet
+ * nothing else can do it. test/integration/outbox/claim.test.ts makes the plan on a tiny, a quiet
  * and a never-analyzed outbox and checks the plan a burst is then claimed with.
  *
  * The other settings: `synchronous_commit = off`, the claim's commit does not wait for its WAL

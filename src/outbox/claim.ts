@@ -118,7 +118,7 @@ const NONE: readonly string[] = Object.freeze([]);
  *   ExecInitPartitionExecPruning, or "pfree called with invalid pointer"; every connection is
  *   then reset). Pruning only on what is known when the statement starts (now(), parameters) is
  *   safe. What skipping those days saved: about 7 % of a claim of 500 with a week of DONE history
- *   (ADR 0019); test/integration/claim-recheck.test.ts races claims into that re-check.
+ *   (ADR 0019); test/integration/outbox/claim-recheck.test.ts races claims into that re-check.
  *
  * - The lease: leased_until moves to now() + lease, which hides the row from every other claim
  *   until then. A worker that dies needs no cleanup: the lease simply ends.

@@ -27,7 +27,7 @@
  *     settle is then refused by the claim fence, so the row's final state stays right.
  *   - a lost hand-back or unknown-topic release: the message waits for its lease to end.
  * Nothing is ever lost: every change of the worker only moves a message forward (claimed → DONE)
- * or back to PENDING, and a lost write leaves it PENDING (test/integration/worker-crash.test.ts).
+ * or back to PENDING, and a lost write leaves it PENDING (test/integration/outbox/crash.test.ts).
  */
 export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true)) as async_commit`;
 

@@ -9,7 +9,7 @@ import { ensureOutboxPartitions, listOutboxPartitions } from './partitions.ts';
  * never writes (any topic, a backlog of N messages in one statement, a DONE history), read rows as
  * the worker left them, and measure statements behind src/outbox/index.ts (the claim, the DONE
  * write, the purge's batch, a partition's drop). Everything here is SQL the outbox owns, so nothing
- * outside src/outbox/ names its tables or functions (test/unit/outbox-sql-stays-inside.test.ts).
+ * outside src/outbox/ names its tables or functions (test/unit/outbox/sql-stays-inside.test.ts).
  * Never imported by the API or the worker.
  *
  * Each insert writes what `enqueue` would (one row a message, a time-ordered unique key from

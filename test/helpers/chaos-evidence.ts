@@ -11,7 +11,7 @@ import { BOOKING_EMAILS, expectedMessageId } from '../../scripts/chaos/mail.ts';
  * events missing or doubled, messages DEAD for no reason, 500s, crashes, faults without effect or
  * on one target at once, NATS outages that slow the mail down, checks of the events path or of
  * the webhooks not made). Every seed is a different mix, so a handful of seeds reach every branch
- * of every rule. test/unit/chaos-judge-golden.test.ts feeds these to the judge.
+ * of every rule. test/unit/harness/chaos-judge-golden.test.ts feeds these to the judge.
  */
 
 const DOMAIN = 'stayhub.test';

@@ -10,7 +10,7 @@ import * as schema from '../../src/db/schema.ts';
 
 /*
  * Whether the migrations, their saved snapshots and the schema (src/db/schema/) still agree, checked two ways
- * (test/integration/schema-drift.test.ts): drizzle-kit, run on a copy of the tree, finds nothing to
+ * (test/integration/db/schema-drift.test.ts): drizzle-kit, run on a copy of the tree, finds nothing to
  * generate (the snapshots match the schema); and a migrated database holds the tables, columns and
  * indexes the schema declares, no fewer and no more (the SQL matches the schema, which matters
  * because several migrations are written by hand).

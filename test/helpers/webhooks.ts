@@ -6,7 +6,9 @@ import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import type { Session, TestApp } from './app.ts';
 import type { TestDatabase } from './db.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './webhook-receiver.ts';
-import { bookingPayload, captureLogger, workerConfig } from './worker.ts';
+import { workerConfig } from './worker-config.ts';
+import { captureLogger } from './capture-logger.ts';
+import { bookingPayload } from './booking-payload.ts';
 
 /** A delivery as its host reads it (GET /webhooks/endpoints/:id/deliveries). */
 export interface DeliveryView {

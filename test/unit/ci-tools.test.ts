@@ -8,10 +8,10 @@ import { hasTool, inCI } from '../helpers/tools.ts';
  * into skips and still pass.
  */
 const TOOLS = [
-  { name: 'promtool', versionArgs: ['--version'], debian: 'prometheus', usedBy: 'test/integration/metrics-alerts.test.ts' },
-  { name: 'pgbench', versionArgs: ['--version'], debian: 'postgresql-client', usedBy: 'test/integration/bench-smoke.test.ts' },
+  { name: 'promtool', versionArgs: ['--version'], debian: 'prometheus', usedBy: 'test/integration/metrics/alerts.test.ts' },
+  { name: 'pgbench', versionArgs: ['--version'], debian: 'postgresql-client', usedBy: 'test/integration/harness/bench-smoke.test.ts' },
   { name: 'nats-server', versionArgs: ['--version'], debian: 'nats-server', usedBy: 'the JetStream tests' },
-  { name: 'pgbouncer', versionArgs: ['--version'], debian: 'pgbouncer', usedBy: 'test/integration/claim-pgbouncer.test.ts' },
+  { name: 'pgbouncer', versionArgs: ['--version'], debian: 'pgbouncer', usedBy: 'test/integration/outbox/claim-pgbouncer.test.ts' },
 ];
 
 describe('tools the suite calls', () => {

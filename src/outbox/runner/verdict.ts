@@ -5,7 +5,7 @@ import { describeFailure, isPermanent, isPostponement, NEUTRAL_FAILURE_RULES, ty
 /*
  * What happens to a message, decided from what its handlers did: the one place where the worker's
  * rules live. Pure: no database, no clock, no logger (the jitter's random source comes in with
- * `backoff`), so it is tested on its own (test/unit/verdict.test.ts). Recording a verdict is
+ * `backoff`), so it is tested on its own (test/unit/outbox/verdict.test.ts). Recording a verdict is
  * src/outbox/settle.ts's job.
  */
 

@@ -1,0 +1,202 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import pino from 'pino';
+import { createDatabase } from '../../../src/db/client.ts';
+import { withTransaction } from '../../../src/db/transaction.ts';
+import { enqueue } from '../../../src/messages/enqueue.ts';
+import { purgeDone, HandlerRegistry } from '../../../src/outbox/index.ts';
+import { ClaimConnection } from '../../../src/outbox/testing.ts';
+import { layOutPastDays } from '../../helpers/outbox-partitions.ts';
+import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import { workerConfig } from '../../helpers/worker-config.ts';
+import { captureLogger } from '../../helpers/capture-logger.ts';
+import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { testHandler } from '../../helpers/test-handler.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { recordStatements, type LoggedStatement } from '../../helpers/statement-log.ts';
+
+/*
+ * Wake-up by LISTEN/NOTIFY (with the fallback poll set to a minute, only the notification can
+ * explain a pick-up by the first claim after the commit), the listener surviving its connection
+ * being killed, and housekeeping.
+ */
+
+let tdb: TestDatabase;
+beforeAll(async () => {
+  tdb = await createTestDatabase('wlisten');
+});
+afterAll(async () => {
+  await tdb?.drop();
+});
+
+async function enqueueBooking() {
+  const payload = bookingPayload();
+  await withTransaction(tdb.db, async (tx) => {
+    await enqueue(tx, 'booking.created', payload, { key: payload.bookingId });
+  });
+  return { payload };
+}
+
+/** The worker's claim query (FOR UPDATE SKIP LOCKED), recognised in a statement log. */
+const isClaim = (s: LoggedStatement) => /skip locked/i.test(s.text);
+
+describe('LISTEN/NOTIFY', () => {
+  it('a committed message is claimed by the wake-up right after its commit although the poll interval is a minute, and again after the listener connection is killed', async () => {
+    // The worker runs on a pool of its own whose statements are logged: the test waits until the
+    // worker's last claim came back empty (the loop then sleeps for a minute) before it commits,
+    // and reads which claim picked the message up. No sleeps, no wall-clock bounds.
+    const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
+    const log = recordStatements(traced.pool);
+    const handled = new Set<string>();
+    const entries: Record<string, unknown>[] = [];
+    let reconnectedAt: number | undefined;
+    const logger = pino(
+      { level: 'info' },
+      {
+        write(line: string) {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          entries.push(entry);
+          // Logged just before the listener wakes the loop for a catch-up claim.
+          if (entry.msg === 'listener reconnected') reconnectedAt = log.mark();
+        },
+      },
+    );
+    const worker = createWorker({
+      db: traced.db,
+      claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
+      config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
+      registry: new HandlerRegistry([
+        testHandler('record', 'booking.created', async ({ payload }) => {
+          handled.add((payload as { bookingId: string }).bookingId);
+        }),
+      ]),
+      logger,
+      housekeeping: false,
+    });
+    /** The worker is asleep: its last claim since `after` came back empty and nothing is running. */
+    const asleepAfter = (after: number) => () =>
+      waitFor(
+        async () => {
+          const claims = log.statements.filter((s) => isClaim(s) && s.startSeq > after);
+          const last = claims.at(-1);
+          return last !== undefined && last.endSeq !== undefined && last.rowCount === 0 && log.inFlight() === 0;
+        },
+        20_000,
+        'the worker to sleep after an empty claim',
+      );
+    /** Commits a message, and checks the very next claim took it: the wake-up, not a poll. */
+    const commitAndSeeItWoken = async () => {
+      const before = log.mark();
+      const { payload } = await enqueueBooking();
+      // Well inside the one-minute poll interval: only the notification can explain it.
+      await waitFor(async () => handled.has(payload.bookingId), 20_000, 'the message handled');
+      const next = log.statements.find((s) => isClaim(s) && s.startSeq > before);
+      expect(next?.rowCount, 'the first claim after the commit took the message').toBe(1);
+    };
+    try {
+      await worker.start();
+      await asleepAfter(0)();
+      await commitAndSeeItWoken();
+
+      // The database kills the listener's session (as on a restart or failover).
+      const { rows } = await tdb.db.execute<{ pid: number }>(
+        sql`select pid from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
+      );
+      expect(rows).toHaveLength(1);
+      await tdb.db.execute(sql`select pg_terminate_backend(${rows[0]!.pid})`);
+      // Reconnected: a new session has run its LISTEN, and the catch-up claim that follows came back empty.
+      await waitFor(
+        async () => {
+          const r = await tdb.db.execute<{ pid: number; state: string; query: string }>(
+            sql`select pid, state, query from pg_stat_activity where datname = current_database() and application_name = 'stayhub-worker-listen'`,
+          );
+          return r.rows.length === 1 && r.rows[0]!.pid !== rows[0]!.pid && r.rows[0]!.state === 'idle' && /^listen/i.test(r.rows[0]!.query);
+        },
+        30_000,
+        'listener to reconnect',
+      );
+      await waitFor(async () => reconnectedAt, 30_000, 'the reconnection logged');
+      await asleepAfter(reconnectedAt!)();
+
+      await commitAndSeeItWoken();
+      expect(entries.some((e) => e.msg === 'listener connection lost; reconnecting')).toBe(true);
+    } finally {
+      await worker.stop();
+      await traced.close();
+    }
+  });
+
+  it('a rolled-back enqueue wakes nobody and leaves nothing', async () => {
+    await expect(
+      withTransaction(tdb.db, async (tx) => {
+        await enqueue(tx, 'booking.created', bookingPayload());
+        throw new Error('rollback');
+      }),
+    ).rejects.toThrow('rollback');
+    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'PENDING'`);
+    expect(rows[0]!.n).toBe(0);
+  });
+});
+
+describe('housekeeping', () => {
+  it("deletes a day's DONE rows in bounded batches when a DEAD letter keeps the day from going whole, and nothing else", async () => {
+    await tdb.db.execute(sql`truncate outbox`);
+    await layOutPastDays(tdb.pool, 12);
+    // Nine days ago: 2,500 DONE rows past the retention, and a DEAD letter, which stays.
+    await tdb.db.execute(sql`
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      select 't', '{}', 'DONE', now() - interval '8 days', now() - interval '9 days' from generate_series(1, 2500)`);
+    await tdb.db.execute(sql`
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      values ('t', '{}', 'DEAD', now() - interval '8 days', now() - interval '9 days'),
+             ('t', '{}', 'DONE', now() - interval '6 days', now() - interval '6 days'),
+             ('t', '{}', 'DONE', now() - interval '8 days', now()),
+             ('t', '{}', 'PENDING', null, now() - interval '9 days')`);
+    const statements: number[] = [];
+    // One batch at a time, to see that no statement deletes more than the batch size.
+    for (;;) {
+      const n = await purgeDone(tdb.db, { retentionDays: 7, batchSize: 1000, maxBatches: 1 });
+      statements.push(n);
+      if (n < 1000) break;
+    }
+    expect(statements).toEqual([1000, 1000, 500]);
+    const { rows } = await tdb.db.execute<{ status: string; n: number }>(
+      sql`select status, count(*)::int as n from outbox group by status order by status`,
+    );
+    // Left: the DEAD letter, the PENDING message, a row within the retention, and one past it
+    // whose day (today) has not ended: its partition goes whole later.
+    expect(rows).toEqual([
+      { status: 'DEAD', n: 1 },
+      { status: 'DONE', n: 2 },
+      { status: 'PENDING', n: 1 },
+    ]);
+  });
+
+  it('the running worker purges on its schedule, a whole day at a time', async () => {
+    await tdb.db.execute(sql`truncate outbox`);
+    await layOutPastDays(tdb.pool, 5);
+    await tdb.db.execute(sql`
+      insert into outbox (topic, payload, status, processed_at, created_at)
+      select 't', '{}', 'DONE', now() - interval '2 days', now() - interval '3 days' from generate_series(1, 1500)`);
+    await tdb.pool.query('analyze outbox'); // a dropped day's rows are counted from its statistics
+    const day = (await tdb.pool.query(`select tableoid::regclass::text as name from outbox limit 1`)).rows[0].name;
+    const { logger } = captureLogger();
+    const worker = createWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { OUTBOX_RETENTION_DAYS: '1' }),
+      registry: new HandlerRegistry([]),
+      logger,
+      listen: false,
+    });
+    await worker.start();
+    try {
+      await waitFor(async () => worker.summary().purged === 1500, 30_000, 'purge');
+    } finally {
+      await worker.stop();
+    }
+    const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox`);
+    expect(rows[0]!.n).toBe(0);
+    expect((await tdb.pool.query(`select to_regclass($1) as t`, [day])).rows[0].t).toBeNull(); // dropped, not emptied
+  });
+});
