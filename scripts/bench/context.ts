@@ -1,7 +1,7 @@
 import { loadBefore } from './lib/trace.ts';
 import type { BenchServer } from './lib/server.ts';
 import { historyClones, type HistoryClones } from './lib/history-clones.ts';
-import type { BenchParams, PgBossConfig, SectionName } from './params.ts';
+import type { BenchParams, PgBossConfig } from './params.ts';
 import { PEERS } from './peers/guarantees.ts';
 import { setupGraphile } from './peers/graphile.ts';
 import { setupPgBoss } from './peers/pgboss.ts';
@@ -9,8 +9,8 @@ import type { BenchResults } from './results.ts';
 
 /*
  * What every section of the bench is given (BenchContext) and what it is (BenchSection): a name
- * `--only` selects, and `run(ctx)`, which measures and returns its part of the results. Each
- * section's part of bench-results.md is its module's `markdown(results)` (report.ts orders them).
+ * `--only` selects, `run(ctx)`, which measures and returns its part of the results, and
+ * `markdown`, its parts of bench-results.md. sections/index.ts lists the sections.
  */
 
 export interface BenchContext {
@@ -32,8 +32,22 @@ export interface BenchContext {
 }
 
 export interface BenchSection {
-  name: SectionName;
+  /** What `--only` selects it by and the load line calls it. */
+  name: string;
   run(ctx: BenchContext): Promise<Partial<BenchResults>>;
+  /** Its parts of bench-results.md: one a measurement, so the api section has three. */
+  markdown: ReportPart[];
+}
+
+/**
+ * One part of bench-results.md and its place there. The report is ordered as the docs cite it
+ * (docs/performance.md's table), not as the sections run, so each part carries its number: 1b is
+ * 1.5; the unnumbered parts stand where the docs put them, tracing and the noisy neighbour after
+ * the webhooks (9.1, 9.2), the overload last (13, as the table numbers it).
+ */
+export interface ReportPart {
+  place: number;
+  render(r: BenchResults): string[];
 }
 
 /** Where the API is also compared with pgbench -M prepared: the target's connection count. */

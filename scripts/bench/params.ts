@@ -181,24 +181,3 @@ export const SMOKE: BenchParams = {
 
 /** Where a run writes bench-results.json and bench-results.md without --out: under var/, which git ignores. */
 export const DEFAULT_OUT = path.join(ROOT, 'var', 'bench');
-
-/** The sections of a run, in the order they run; --only picks some of them. */
-export const SECTIONS = [
-  'claim',
-  'drain',
-  'burst',
-  'latency',
-  'io',
-  'relay',
-  'webhooks',
-  'noisy',
-  'api',
-  'purge',
-  'growth',
-  'api-history',
-  'tracing',
-  'overload',
-] as const;
-
-/** A section's name, as --only and the load line name it. */
-export type SectionName = (typeof SECTIONS)[number];

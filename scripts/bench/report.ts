@@ -1,45 +1,13 @@
 import type { BenchResults } from './results.ts';
-import { apiHistoryMarkdown } from './sections/api-history.ts';
-import { apiMarkdown } from './sections/api.ts';
-import { burstMarkdown } from './sections/burst.ts';
-import { claimMarkdown } from './sections/claim.ts';
-import { conflictsMarkdown } from './sections/conflicts.ts';
-import { drainMarkdown } from './sections/drain.ts';
-import { growthMarkdown } from './sections/growth.ts';
-import { ioMarkdown } from './sections/io.ts';
-import { latencyMarkdown } from './sections/latency.ts';
-import { noisyMarkdown } from './sections/noisy.ts';
-import { outboxCostMarkdown } from './sections/outbox-cost.ts';
-import { overloadMarkdown } from './sections/overload.ts';
-import { purgeMarkdown } from './sections/purge-report.ts';
-import { relayMarkdown } from './sections/relay.ts';
-import { tracingMarkdown } from './sections/tracing.ts';
-import { webhooksMarkdown } from './sections/webhooks.ts';
+import { SECTIONS } from './sections/index.ts';
 
 /** bench-results.md: the same figures as the JSON, as tables a person reads. */
 
-/** The sections' parts, in the report's order (numbered as the docs cite them, not in the order they run). */
-const PARTS: ((r: BenchResults) => string[])[] = [
-  drainMarkdown,
-  burstMarkdown,
-  latencyMarkdown,
-  apiMarkdown,
-  outboxCostMarkdown,
-  claimMarkdown,
-  ioMarkdown,
-  conflictsMarkdown,
-  relayMarkdown,
-  webhooksMarkdown,
-  tracingMarkdown,
-  noisyMarkdown,
-  purgeMarkdown,
-  growthMarkdown,
-  apiHistoryMarkdown,
-  overloadMarkdown,
-];
+/** Every section's parts, in the report's order (numbered as the docs cite them, not in the order they run). */
+const PARTS = SECTIONS.flatMap((s) => s.markdown).sort((a, b) => a.place - b.place);
 
 export function renderMarkdown(r: BenchResults): string {
-  const L = [...header(r), ...PARTS.flatMap((part) => part(r)), ...footer(r)];
+  const L = [...header(r), ...PARTS.flatMap((part) => part.render(r)), ...footer(r)];
   return `${L.join('\n')}\n`;
 }
 

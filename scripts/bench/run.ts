@@ -1,29 +1,16 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { useFixedRequestCounts } from './api.ts';
-import { createContext, runSection, type BenchSection } from './context.ts';
+import { createContext, runSection } from './context.ts';
 import { parseFlags, usageError } from './lib/cli.ts';
 import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
 import { codeVersion } from './lib/trace.ts';
-import { DEFAULT_OUT, FULL, SECTIONS, SMOKE, type BenchParams } from './params.ts';
+import { DEFAULT_OUT, FULL, SMOKE, type BenchParams } from './params.ts';
 import { NATS_INSTALL_HINT, natsServerVersion } from './relay.ts';
 import { renderMarkdown } from './report.ts';
 import type { BenchResults } from './results.ts';
-import { apiHistorySection } from './sections/api-history.ts';
-import { apiSection } from './sections/api.ts';
-import { burstSection } from './sections/burst.ts';
-import { claimSection } from './sections/claim.ts';
-import { drainSection } from './sections/drain.ts';
-import { growthSection } from './sections/growth.ts';
-import { ioSection } from './sections/io.ts';
-import { latencySection } from './sections/latency.ts';
-import { noisySection } from './sections/noisy.ts';
-import { overloadSection } from './sections/overload.ts';
-import { purgeSection } from './sections/purge.ts';
-import { relaySection } from './sections/relay.ts';
-import { tracingSection } from './sections/tracing.ts';
-import { webhooksSection } from './sections/webhooks.ts';
+import { SECTION_NAMES, SECTIONS } from './sections/index.ts';
 import { benchSetup } from './setup.ts';
 import { evaluateTargets } from './targets.ts';
 
@@ -54,7 +41,7 @@ pgbench on one embedded PostgreSQL, and writes bench-results.json and bench-resu
 
   --smoke               every measurement once, on tiny inputs (about 30-60 s; npm run bench:smoke)
   --out DIR             where to write the two result files (default: var/bench)
-  --only SECTION,...    only these sections: ${SECTIONS.join(', ')}
+  --only SECTION,...    only these sections: ${SECTION_NAMES.join(', ')}
   -h, --help            print this and exit
 
 Environment:
@@ -65,24 +52,6 @@ Environment:
   BENCH_WORKER_STDIO=inherit    show our burst workers' own logs
 `;
 
-/** The sections in the order they run (the webhooks compare with the drain, so the drain comes first). */
-const RUN_ORDER: BenchSection[] = [
-  claimSection,
-  drainSection,
-  burstSection,
-  latencySection,
-  ioSection,
-  relaySection,
-  webhooksSection,
-  tracingSection,
-  noisySection,
-  apiSection,
-  purgeSection,
-  growthSection,
-  apiHistorySection,
-  overloadSection,
-];
-
 const t0 = Date.now();
 const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 
@@ -91,7 +60,7 @@ function readFlags(): { P: BenchParams; smoke: boolean; only?: Set<string>; outD
   const flags = parseFlags('bench', USAGE, { smoke: { type: 'boolean' }, out: { type: 'string' }, only: { type: 'string' } });
   const only = flags.only === undefined ? undefined : new Set(flags.only.split(',').map((s) => s.trim()));
   for (const name of only ?? []) {
-    if (!(SECTIONS as readonly string[]).includes(name)) usageError('bench', USAGE, `--only: unknown section "${name}"`);
+    if (!SECTION_NAMES.includes(name)) usageError('bench', USAGE, `--only: unknown section "${name}"`);
   }
   const P: BenchParams = { ...(flags.smoke ? SMOKE : FULL), ...(process.env.BENCH_RUNS ? { runs: Number(process.env.BENCH_RUNS) } : {}) };
   if (!(Number.isInteger(P.runs) && P.runs > 0))
@@ -149,7 +118,7 @@ async function main(): Promise<number> {
   try {
     results.postgresSettings = await postgresSettings(server.url('postgres'));
     results.versions = versions(results.postgresSettings.server_version ?? 'unknown', pgbench, natsServer);
-    for (const section of RUN_ORDER) await runSection(ctx, section, only);
+    for (const section of SECTIONS) await runSection(ctx, section, only);
   } finally {
     const t = Date.now();
     await server.stop();

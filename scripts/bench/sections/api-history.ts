@@ -10,6 +10,7 @@ import type { ApiLat, BenchResults } from '../results.ts';
 /** POST /bookings on an empty bookings table and on one holding a long history of past stays. */
 export const apiHistorySection: BenchSection = {
   name: 'api-history',
+  markdown: [{ place: 12, render: apiHistoryMarkdown }],
   async run(ctx: BenchContext) {
     const { P, server, log } = ctx;
     const t = Date.now();
@@ -69,7 +70,7 @@ async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, 
   return result;
 }
 
-export function apiHistoryMarkdown(r: BenchResults): string[] {
+function apiHistoryMarkdown(r: BenchResults): string[] {
   if (!r.apiHistory) return [];
   const ah = r.apiHistory;
   const L = [

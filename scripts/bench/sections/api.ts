@@ -4,8 +4,8 @@ import { mm, targetLines, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
 import type { BenchResults } from '../results.ts';
-import { conflicts } from './conflicts.ts';
-import { outboxCost } from './outbox-cost.ts';
+import { conflicts, conflictsMarkdown } from './conflicts.ts';
+import { outboxCost, outboxCostMarkdown } from './outbox-cost.ts';
 
 type Rps = { rps: number; p99: number };
 type Tps = { tps: number; p99: number };
@@ -17,6 +17,11 @@ type Tps = { tps: number; p99: number };
  */
 export const apiSection: BenchSection = {
   name: 'api',
+  markdown: [
+    { place: 3, render: apiMarkdown },
+    { place: 4, render: outboxCostMarkdown },
+    { place: 7, render: conflictsMarkdown },
+  ],
   async run(ctx: BenchContext) {
     const { P, server, log } = ctx;
     const sizes = { guests: P.apiGuests, properties: P.apiProperties };
@@ -121,7 +126,7 @@ function writePathResult(
   return result;
 }
 
-export function apiMarkdown(r: BenchResults): string[] {
+function apiMarkdown(r: BenchResults): string[] {
   if (!r.api) return [];
   const p = r.params;
   const L = [`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, ''];

@@ -10,6 +10,7 @@ import type { BenchResults } from '../results.ts';
 /** Idle long-running workers of each system hit by one burst committed in one statement. */
 export const burstSection: BenchSection = {
   name: 'burst',
+  markdown: [{ place: 1.5, render: burstMarkdown }],
   async run(ctx: BenchContext) {
     const { P, log } = ctx;
     const rec = recorder<Burst>(log, (b) => `${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
@@ -52,7 +53,7 @@ async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst
   }
 }
 
-export function burstMarkdown(r: BenchResults): string[] {
+function burstMarkdown(r: BenchResults): string[] {
   if (!r.burst) return [];
   const b = r.burst;
   const L: string[] = [];

@@ -7,6 +7,7 @@ import type { BenchResults } from '../results.ts';
 /** Our claim on an outbox without history and on one holding a DONE history. */
 export const claimSection: BenchSection = {
   name: 'claim',
+  markdown: [{ place: 5, render: claimMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
     const emptyUrl = await freshOurs();
     const historyUrl = await freshOurs();
@@ -22,7 +23,7 @@ export const claimSection: BenchSection = {
   },
 };
 
-export function claimMarkdown(r: BenchResults): string[] {
+function claimMarkdown(r: BenchResults): string[] {
   if (!r.claim) return [];
   const p = r.params;
   const c = r.claim.runs.median;

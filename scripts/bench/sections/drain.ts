@@ -12,6 +12,7 @@ import type { BenchResults, Drain } from '../results.ts';
 /** A backlog committed before the clock starts, drained by ours, the floors and each peer's configurations. */
 export const drainSection: BenchSection = {
   name: 'drain',
+  markdown: [{ place: 1, render: drainMarkdown }],
   async run(ctx: BenchContext) {
     const { P, log, freshOurs } = ctx;
     const rec = recorder<Drain>(log, (d) => `${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`);
@@ -64,7 +65,7 @@ async function peerDrains({ P, freshGraphile, freshPgBoss }: BenchContext, rec: 
   }
 }
 
-export function drainMarkdown(r: BenchResults): string[] {
+function drainMarkdown(r: BenchResults): string[] {
   if (!r.drain) return [];
   const d = r.drain;
   const L: string[] = [];

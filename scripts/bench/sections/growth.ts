@@ -9,6 +9,7 @@ import { drainOurs } from './purge.ts';
 /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
 export const growthSection: BenchSection = {
   name: 'growth',
+  markdown: [{ place: 11, render: growthMarkdown }],
   async run({ P, log, history: clones }: BenchContext) {
     const drains: Record<number, Record<number, Drain[]>> = {};
     const claims: Record<number, { ms: number }[]> = {};
@@ -41,7 +42,7 @@ export const growthSection: BenchSection = {
   },
 };
 
-export function growthMarkdown(r: BenchResults): string[] {
+function growthMarkdown(r: BenchResults): string[] {
   if (!r.growth) return [];
   const g = r.growth;
   const p = r.params;

@@ -7,6 +7,7 @@ import type { BenchResults, Drain } from '../results.ts';
 /** Our drain when each handler waits on I/O (sleeps), at several process counts. */
 export const ioSection: BenchSection = {
   name: 'io',
+  markdown: [{ place: 6, render: ioMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
     const by: Record<string, Drain[]> = {};
     for (let r = 0; r < P.runs; r++) {
@@ -32,7 +33,7 @@ export const ioSection: BenchSection = {
   },
 };
 
-export function ioMarkdown(r: BenchResults): string[] {
+function ioMarkdown(r: BenchResults): string[] {
   if (!r.io) return [];
   const p = r.params;
   const L = [`## 6. Scaling when handlers wait on I/O (${n(p.ioMessages)} messages, handler sleeps ${p.ioSleepMs} ms)`, ''];

@@ -13,6 +13,7 @@ type Who = 'ours' | 'floor' | 'graphile' | 'pgBoss' | 'graphileKeyed' | 'pgBossK
 /** Commit → handler on an idle worker of each system, and the bare LISTEN/NOTIFY round trip. */
 export const latencySection: BenchSection = {
   name: 'latency',
+  markdown: [{ place: 2, render: latencyMarkdown }],
   async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
     const runs: Record<Who, Lat[]> = { ours: [], floor: [], graphile: [], pgBoss: [], graphileKeyed: [], pgBossKeyed: [] };
     const measure = async (who: Who, label: string, fn: () => Promise<Lat>) => {
@@ -48,7 +49,7 @@ export const latencySection: BenchSection = {
   },
 };
 
-export function latencyMarkdown(r: BenchResults): string[] {
+function latencyMarkdown(r: BenchResults): string[] {
   if (!r.latency) return [];
   const l = r.latency;
   const p = r.params;

@@ -6,6 +6,7 @@ import type { BenchResults } from '../results.ts';
 /** Quiet hosts' booking emails beside one host's flood: with priorities and turns, and FIFO (noisy.ts). */
 export const noisySection: BenchSection = {
   name: 'noisy',
+  markdown: [{ place: 9.2, render: noisyMarkdown }],
   async run({ P, smoke, log, freshOurs }: BenchContext) {
     const np = smoke ? NOISY_SMOKE : NOISY_FULL;
     const runs: Record<NoisyMode, NoisyRun[]> = { quiet: [], fair: [], fifo: [] };
@@ -22,4 +23,6 @@ export const noisySection: BenchSection = {
   },
 };
 
-export const noisyMarkdown = (r: BenchResults): string[] => (r.noisy ? renderNoisy(r.noisy, mm) : []);
+function noisyMarkdown(r: BenchResults): string[] {
+  return r.noisy ? renderNoisy(r.noisy, mm) : [];
+}

@@ -9,6 +9,7 @@ import type { BenchResults } from '../results.ts';
 /** Half the clients booking, half searching, with and without load shedding (overload.ts). */
 export const overloadSection: BenchSection = {
   name: 'overload',
+  markdown: [{ place: 13, render: overloadMarkdown }],
   async run({ smoke, server, log, results }: BenchContext) {
     results.setup.overload = OVERLOAD_SETUP;
     const freshDb = (name: string) => server.createDatabase(name, server.ourTemplate);
@@ -16,7 +17,9 @@ export const overloadSection: BenchSection = {
   },
 };
 
-export const overloadMarkdown = (r: BenchResults): string[] => (r.overload ? renderOverload(r.overload) : []);
+function overloadMarkdown(r: BenchResults): string[] {
+  return r.overload ? renderOverload(r.overload) : [];
+}
 
 const line = (label: string, r: OverloadRun) =>
   `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;

@@ -4,6 +4,7 @@ import { percentile, repeatOf, round } from '../lib/stats.ts';
 import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
 import { claimTimes, oursDrain } from '../ours.ts';
 import type { ClaimLat, Drain } from '../results.ts';
+import { purgeMarkdown } from './purge-report.ts';
 
 /*
  * A long DONE history and its purge: deleted row by row and the partition dropped, each alone on
@@ -56,6 +57,7 @@ interface PurgeRuns {
 
 export const purgeSection: BenchSection = {
   name: 'purge',
+  markdown: [{ place: 10, render: purgeMarkdown }],
   async run(ctx: BenchContext) {
     const { P, history } = ctx;
     const m: PurgeRuns = {

@@ -7,6 +7,7 @@ import type { BenchResults, Drain } from '../results.ts';
 /** The events relay into JetStream against a bare JetStream client, and into a three-node cluster. */
 export const relaySection: BenchSection = {
   name: 'relay',
+  markdown: [{ place: 8, render: relayMarkdown }],
   async run(ctx: BenchContext) {
     const { P, log, natsServer } = ctx;
     if (!natsServer) return { relay: null };
@@ -77,7 +78,7 @@ async function relayRun({ P, freshOurs }: BenchContext, r: number): Promise<Reco
   }
 }
 
-export function relayMarkdown(r: BenchResults): string[] {
+function relayMarkdown(r: BenchResults): string[] {
   if (r.relay === undefined) return [];
   const L = [
     `## 8. Relaying the outbox into JetStream (${n(r.params.relayMessages)} booking.created messages, committed before the clock starts)`,

@@ -5,6 +5,7 @@ import { renderTracing, tracingSection as measureTracing } from '../tracing.ts';
 /** What tracing costs the API and the drain: off, sampled at 0, every trace exported (tracing.ts). */
 export const tracingSection: BenchSection = {
   name: 'tracing',
+  markdown: [{ place: 9.1, render: tracingMarkdown }],
   async run({ P, server, log }: BenchContext) {
     return {
       tracing: await measureTracing({
@@ -21,4 +22,6 @@ export const tracingSection: BenchSection = {
   },
 };
 
-export const tracingMarkdown = (r: BenchResults): string[] => (r.tracing ? renderTracing(r.tracing) : []);
+function tracingMarkdown(r: BenchResults): string[] {
+  return r.tracing ? renderTracing(r.tracing) : [];
+}

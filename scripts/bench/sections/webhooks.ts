@@ -12,6 +12,7 @@ type Isolation = { aloneP50: number; aloneP99: number; besideP50: number; beside
 /** Deliveries/s to a no-op receiver (kept-alive and a connection per attempt), and a healthy endpoint beside a hanging one. */
 export const webhooksSection: BenchSection = {
   name: 'webhooks',
+  markdown: [{ place: 9, render: webhooksMarkdown }],
   async run({ P, log, freshOurs, results }: BenchContext) {
     const throughput: Throughput[] = [];
     const isolation: Isolation[] = [];
@@ -63,7 +64,7 @@ const cpuCell = (c: Repeated<Cpu>) => {
   return `${n(m.sender)} / ${n(m.receiver)} / ${n(m.postgres)} (${n(m.sender + m.receiver + m.postgres)} in all)`;
 };
 
-export function webhooksMarkdown(r: BenchResults): string[] {
+function webhooksMarkdown(r: BenchResults): string[] {
   if (!r.webhooks) return [];
   const w = r.webhooks;
   const p = r.params;
