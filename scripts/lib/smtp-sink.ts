@@ -43,9 +43,9 @@ export interface SmtpSink {
   /** The messages accepted, in the order their 250 went out, each with when (ms since the epoch). */
   accepted: (SmtpMessage & { at: number })[];
   /** How many DATA commands began: a handler in flight shows here before its message is accepted. */
-  dataStarted(): number;
+  dataStarted: () => number;
   /** Stops listening; resolves once the open sessions have ended (a pooled idle one can hold it). */
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 const REFUSED = { 4: 'Mailbox busy, try again later', 5: 'Mailbox unavailable' } as const;
