@@ -9,6 +9,7 @@ import { runMigrations } from '../src/db/migrate.ts';
 import { registerOutboxHooks } from '../src/outbox/index.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
 import { freePort, startNodeProcess, type NodeProcess } from './lib/processes.ts';
+import { startWebhookReceiver } from './lib/webhook-receiver.ts';
 
 /*
  * `node --import tsx scripts/trace-picture.ts [OUT.svg]`: the picture of one booking's trace in
@@ -141,7 +142,7 @@ function render(trace: Span[]): string {
 }
 
 /** A host with a property and a webhook endpoint on the local receiver, and a guest to book it. */
-async function hostAndGuest(base: string, hooksPort: number): Promise<{ guest: string; propertyId: string }> {
+async function hostAndGuest(base: string, hooksUrl: string): Promise<{ guest: string; propertyId: string }> {
   const reg = (role: string) =>
     api<{ token: string }>(base, 'POST', '/auth/register', {
       email: `${role}@example.test`,
@@ -158,7 +159,7 @@ async function hostAndGuest(base: string, hooksPort: number): Promise<{ guest: s
     { title: 'Sea-view flat in Porto', city: 'Porto', country: 'PT', nightlyPrice: 10_000, maxGuests: 4 },
     host,
   );
-  await api(base, 'POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${hooksPort}/hooks` }, host);
+  await api(base, 'POST', '/webhooks/endpoints', { url: hooksUrl }, host);
   return { guest, propertyId: property.id };
 }
 
@@ -183,8 +184,7 @@ async function main(): Promise<void> {
   let postgres: ThrowawayPostgres | undefined;
   const natsPort = await freePort();
   const nats = spawn('nats-server', ['-js', '-p', String(natsPort), '-sd', path.join(dir, 'nats')], { stdio: 'ignore' });
-  const hooks = http.createServer((_req, res) => res.writeHead(204).end());
-  await new Promise<void>((r) => hooks.listen(0, '127.0.0.1', r));
+  const hooks = await startWebhookReceiver();
   let apiProcess: NodeProcess | undefined;
   try {
     postgres = await startThrowawayPostgres({ name: 'trace', dir: path.join(dir, 'pg') });
@@ -216,7 +216,7 @@ async function main(): Promise<void> {
       if (i > 300) throw new Error('the API did not start');
       await new Promise((r) => setTimeout(r, 100));
     }
-    const { guest, propertyId } = await hostAndGuest(base, (hooks.address() as AddressInfo).port);
+    const { guest, propertyId } = await hostAndGuest(base, hooks.url);
     // The worker and the consumer running, as in production: the booking's effects follow it at once.
     const worker = run('src/worker/drain-outbox.ts', 'worker', { LOG_LEVEL: 'info' });
     const consumer = run('src/events/earnings/main.ts', 'consumer', { LOG_LEVEL: 'info' });
@@ -233,7 +233,7 @@ async function main(): Promise<void> {
     draw(spans);
   } finally {
     await apiProcess?.stop(0);
-    hooks.close();
+    await hooks.close();
     nats.kill();
     await postgres?.stop();
     await sink.close();

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,6 +9,7 @@ import { createWebhookSender } from '../../src/webhooks/delivery/sender.ts';
 import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { newSecret } from '../../src/webhooks/secret.ts';
 import { startNodeProcess } from '../lib/processes.ts';
+import { startWebhookReceiver } from '../lib/webhook-receiver.ts';
 import { postmasterOf, serverCpuMicros } from './lib/cpu.ts';
 import { percentile, round } from './lib/stats.ts';
 
@@ -46,30 +45,6 @@ export interface WebhookBenchResult {
 
 export function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
-}
-
-/** A local receiver in this process (the latency figures: its clock is the bench's): answers 204 at once, or never (`hang`); calls `onRequest` with each body. */
-async function receiver(opts: { hang?: boolean; onRequest?: (body: string, at: number) => void }) {
-  const open = new Set<http.ServerResponse>();
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      opts.onRequest?.(Buffer.concat(chunks).toString(), performance.now());
-      if (opts.hang) open.add(res);
-      else res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    inFlight: () => open.size,
-    async close() {
-      for (const r of open) r.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 async function reset(db: Database): Promise<{ hostId: string; propertyId: string }> {
@@ -209,14 +184,13 @@ async function healthyLatency(databaseUrl: string, opts: { hanging: boolean; rat
   const db = createDatabase(databaseUrl, { max: 10, applicationName: 'bench-webhooks' });
   const sentAt = new Map<string, number>();
   const latencies: number[] = [];
-  const healthy = await receiver({
-    onRequest: (body, at) => {
-      const id = (JSON.parse(body) as { eventId: string }).eventId;
-      const t0 = sentAt.get(id);
-      if (t0 !== undefined) latencies.push(at - t0);
-    },
+  // In this process: the latency is read on the bench's clock, when the request's body is in.
+  const healthy = await startWebhookReceiver((_n, req) => {
+    const t0 = sentAt.get((JSON.parse(req.body) as { eventId: string }).eventId);
+    if (t0 !== undefined) latencies.push(performance.now() - t0);
+    return { status: 204 };
   });
-  const hanging = await receiver({ hang: true });
+  const hanging = await startWebhookReceiver(() => ({ hang: true }));
   const config = benchConfig(databaseUrl);
   const sender = createWebhookSender({ db: db.db, pool: db.pool, config, logger: pino({ level: 'silent' }) });
   try {
@@ -237,10 +211,8 @@ async function healthyLatency(databaseUrl: string, opts: { hanging: boolean; rat
       await recordBookingEvent(db.db, { type: 'booking.created', eventId, occurredAt: new Date(), payload: payload(propertyId) });
       sender.wake();
     }
-    const until = performance.now() + 10_000;
-    while (latencies.length < events && performance.now() < until) await sleep(20);
-    if (latencies.length < events) throw new Error(`webhook bench: the healthy endpoint got ${latencies.length} of ${events}`);
-    return { p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), hangingInFlight: hanging.inFlight() };
+    await healthy.waitForRequests(events, 10_000);
+    return { p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), hangingInFlight: hanging.hanging() };
   } finally {
     await sender.stop(0);
     await healthy.close();

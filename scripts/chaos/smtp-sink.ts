@@ -1,10 +1,11 @@
 import { appendFileSync } from 'node:fs';
-import { SMTPServer } from 'smtp-server';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { onParentGone } from '../../src/process/lifeline.ts';
+import { startSmtpSink } from '../lib/smtp-sink.ts';
 import { Rng } from './rng.ts';
 
 /*
- * The chaos run's mail provider: a real SMTP server (the `smtp-server` package) in its own
+ * The chaos run's mail provider: the shared SMTP sink (scripts/lib/smtp-sink.ts) in its own
  * process, so the run can SIGKILL it and start it again on the same port.
  *
  * Every accepted message is appended to a JSON-lines file BEFORE the 250 reply: "recorded" means
@@ -43,54 +44,33 @@ function header(raw: string, name: string): string | null {
   return m ? m[1]!.trim() : null;
 }
 
-function smtpError(code: number, message: string): Error {
-  return Object.assign(new Error(message), { responseCode: code });
-}
-
-const server = new SMTPServer({
-  secure: false,
-  authOptional: true,
-  disabledCommands: ['AUTH', 'STARTTLS'],
-  logger: false,
-  size: 1024 * 1024,
-  onRcptTo(address, _conn, callback) {
-    if (reject.has(address.address.toLowerCase())) {
-      record({ kind: 'rejected', at: Date.now(), code: 550, messageId: null, to: [address.address] });
-      return callback(smtpError(550, '5.1.1 Mailbox does not exist (chaos)'));
+const sink = await startSmtpSink({
+  port: opts.port,
+  onRecipient(address) {
+    if (!reject.has(address.toLowerCase())) return undefined;
+    record({ kind: 'rejected', at: Date.now(), code: 550, messageId: null, to: [address] });
+    return { code: 550, message: '5.1.1 Mailbox does not exist (chaos)' };
+  },
+  async onMessage({ to, raw: bytes }) {
+    const raw = bytes.toString('utf8');
+    const messageId = header(raw, 'Message-ID');
+    const [lo, hi] = opts.latencyMs;
+    await sleep(rng.between(lo, hi));
+    if (rng.chance(opts.tempFailRate)) {
+      record({ kind: 'rejected', at: Date.now(), code: 451, messageId, to });
+      return { code: 451, message: '4.3.0 Try again later (chaos)' };
     }
-    callback();
+    record({ kind: 'accepted', at: Date.now(), messageId, idempotencyKey: header(raw, 'X-Idempotency-Key'), to });
+    return { code: 250, message: 'Queued (chaos sink)' };
   },
-  onData(stream, conn, callback) {
-    const chunks: Buffer[] = [];
-    stream.on('data', (c: Buffer) => chunks.push(c));
-    stream.on('end', () => {
-      const raw = Buffer.concat(chunks).toString('utf8');
-      const messageId = header(raw, 'Message-ID');
-      const to = conn.envelope.rcptTo.map((r) => r.address);
-      const [lo, hi] = opts.latencyMs;
-      setTimeout(
-        () => {
-          if (rng.chance(opts.tempFailRate)) {
-            record({ kind: 'rejected', at: Date.now(), code: 451, messageId, to });
-            return callback(smtpError(451, '4.3.0 Try again later (chaos)'));
-          }
-          record({ kind: 'accepted', at: Date.now(), messageId, idempotencyKey: header(raw, 'X-Idempotency-Key'), to });
-          callback(null, 'Queued (chaos sink)');
-        },
-        rng.between(lo, hi),
-      );
-    });
-  },
+  onError: (err) => process.stderr.write(`smtp-sink: ${String(err)}\n`),
 });
+process.stdout.write(`smtp-sink listening on ${opts.port}\n`);
+process.send?.({ ready: true });
 
-server.on('error', (err) => process.stderr.write(`smtp-sink: ${String(err)}\n`));
-server.listen(opts.port, '127.0.0.1', () => {
-  process.stdout.write(`smtp-sink listening on ${opts.port}\n`);
-  process.send?.({ ready: true });
-});
 // close() waits for open sessions to end: a worker's idle pooled connection would hold it open.
 const stop = () => {
-  server.close(() => process.exit(0));
+  void sink.close().then(() => process.exit(0));
   setTimeout(() => process.exit(0), 1_000).unref();
 };
 process.on('SIGTERM', stop);

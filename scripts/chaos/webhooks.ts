@@ -1,8 +1,7 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startWebhookReceiver, type Answer, type ReceivedWebhook, type WebhookReceiver } from '../lib/webhook-receiver.ts';
 import type { ApiClient } from './client.ts';
 import type { User } from './load.ts';
 import type { Rng } from './rng.ts';
@@ -46,12 +45,12 @@ interface Endpoint {
   hostEmail: string;
 }
 
+/** One of the shared receivers (scripts/lib/webhook-receiver.ts), misbehaving its way, stood up again on its port after a down window. */
 class Receiver {
   readonly receipts: Receipt[] = [];
-  private server: http.Server | undefined;
+  private server: WebhookReceiver | undefined;
   private port = 0;
   private readonly endpoints = new Map<string, Endpoint>(); // path → endpoint
-  private readonly open = new Set<http.ServerResponse>();
   requests = 0;
 
   constructor(
@@ -68,64 +67,43 @@ class Receiver {
   }
 
   async listen(): Promise<void> {
-    const server = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => void this.handle(req, res, Buffer.concat(chunks).toString('utf8')));
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.port, '127.0.0.1', () => resolve());
-    });
-    this.port = (server.address() as AddressInfo).port;
-    this.server = server;
+    this.server = await startWebhookReceiver((_n, req) => this.handle(req), { port: this.port, record: false });
+    this.port = Number(new URL(this.server.origin).port);
   }
 
   /** Stops accepting connections (the "down" window); requests in flight are cut. */
   async close(): Promise<void> {
     const s = this.server;
     this.server = undefined;
-    if (!s) return;
-    for (const r of this.open) r.destroy();
-    s.closeAllConnections();
-    await new Promise<void>((resolve) => s.close(() => resolve()));
+    await s?.close();
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse, body: string) {
+  private handle(req: ReceivedWebhook): Answer {
     this.requests++;
-    const endpoint = this.endpoints.get(req.url ?? '');
-    if (!endpoint) {
-      res.writeHead(404).end();
-      return;
-    }
+    const endpoint = this.endpoints.get(req.path);
+    if (!endpoint) return { status: 404 };
     let valid = true;
     let parsed: { type?: string; data?: { bookingId?: string } } = {};
     try {
-      parsed = new Webhook(endpoint.secret).verify(body, req.headers as Record<string, string>) as typeof parsed;
+      parsed = new Webhook(endpoint.secret).verify(req.body, req.headers as Record<string, string>) as typeof parsed;
     } catch {
       valid = false;
       try {
-        parsed = JSON.parse(body) as typeof parsed;
+        parsed = JSON.parse(req.body) as typeof parsed;
       } catch {
         /* not JSON */
       }
     }
     const answer = this.answer();
-    this.open.add(res);
-    if (answer.delayMs > 0) await sleep(answer.delayMs);
-    this.open.delete(res);
-    if (res.destroyed) return;
     // Recorded as received only when answered 2xx: what a real receiver would have processed.
-    if (answer.status < 300) {
-      this.receipts.push({
-        endpointId: endpoint.id,
-        webhookId: String(req.headers['webhook-id'] ?? ''),
-        type: parsed.type ?? '?',
-        bookingId: parsed.data?.bookingId ?? null,
-        valid,
-      });
-    }
-    res.writeHead(answer.status).end();
+    const receipt = {
+      endpointId: endpoint.id,
+      webhookId: String(req.headers['webhook-id'] ?? ''),
+      type: parsed.type ?? '?',
+      bookingId: parsed.data?.bookingId ?? null,
+      valid,
+    };
+    return { ...answer, onSent: answer.status < 300 ? () => this.receipts.push(receipt) : undefined };
   }
 
   private answer(): { status: number; delayMs: number } {

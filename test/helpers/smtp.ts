@@ -1,6 +1,11 @@
-import type { AddressInfo, Server } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { simpleParser, type ParsedMail } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
+import { startSmtpSink } from '../../scripts/lib/smtp-sink.ts';
+
+/*
+ * The tests' faces of the shared SMTP sink (scripts/lib/smtp-sink.ts): one that parses what it
+ * accepts and refuses on demand, one that holds every message (a handler in flight).
+ */
 
 export interface ReceivedMail {
   to: string[];
@@ -16,80 +21,42 @@ export interface TestSmtpServer {
   close(): Promise<void>;
 }
 
-/**
- * A real SMTP server in the test process (the smtp-server package): no STARTTLS, no AUTH. Every
- * accepted message is parsed with mailparser. `reject` makes it answer RCPT TO with a 4xx or 5xx
- * reply, which nodemailer turns into an error carrying `responseCode`.
- */
+/** Every accepted message parsed with mailparser, before its 250 goes out. */
 export async function startSmtpServer(): Promise<TestSmtpServer> {
   const received: ReceivedMail[] = [];
   const rejections: { code: number; times: number; recipient?: string }[] = [];
-  const server = new SMTPServer({
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    authOptional: true,
-    logger: false,
-    onRcptTo(address, _session, callback) {
-      const rule = rejections.find((r) => r.times > 0 && (!r.recipient || r.recipient === address.address));
-      if (rule) {
-        rule.times--;
-        const err = new Error(rule.code >= 500 ? 'Mailbox unavailable' : 'Mailbox busy, try again later') as Error & {
-          responseCode: number;
-        };
-        err.responseCode = rule.code;
-        return callback(err);
-      }
-      callback();
+  const sink = await startSmtpSink({
+    onRecipient(address) {
+      const rule = rejections.find((r) => r.times > 0 && (!r.recipient || r.recipient === address));
+      if (!rule) return undefined;
+      rule.times--;
+      return { code: rule.code };
     },
-    onData(stream, session, callback) {
-      simpleParser(stream).then(
-        (parsed) => {
-          received.push({ to: session.envelope.rcptTo.map((r) => r.address), parsed });
-          callback();
-        },
-        (err) => callback(err),
-      );
+    async onMessage({ to, raw }) {
+      received.push({ to, parsed: await simpleParser(raw) });
+      return undefined;
     },
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = (server as unknown as { server: { address(): AddressInfo } }).server.address();
   return {
-    url: `smtp://127.0.0.1:${port}?ignoreTLS=true`,
+    url: sink.url,
     received,
     reject(code, times, recipient) {
       rejections.push({ code, times, recipient });
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: sink.close,
   };
 }
 
 /** An SMTP server that holds every message's DATA for `holdMs`: a handler in flight for that long. */
 export async function slowSmtp(holdMs: number) {
-  const accepted: number[] = [];
-  let dataStarted = 0;
-  const server = new SMTPServer({
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    authOptional: true,
-    logger: false,
-    onData(stream, _session, callback) {
-      dataStarted++;
-      stream.resume();
-      stream.on('end', () =>
-        setTimeout(() => {
-          accepted.push(Date.now());
-          callback();
-        }, holdMs),
-      );
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = (server as unknown as { server: Server }).server.address() as AddressInfo;
+  const sink = await startSmtpSink({ onMessage: () => sleep(holdMs, undefined) });
   return {
-    url: `smtp://127.0.0.1:${port}?ignoreTLS=true`,
-    accepted,
-    started: () => dataStarted,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    url: sink.url,
+    /** When each message was accepted (ms since the epoch). */
+    get accepted(): number[] {
+      return sink.accepted.map((m) => m.at);
+    },
+    started: sink.dataStarted,
+    close: sink.close,
   };
 }
