@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { natsServerAvailable, startNatsCluster, type NatsServerProcess } from '../../lib/nats.ts';
+import { natsServerAvailable, startNatsCluster, type NatsCluster, type NatsServerProcess } from '../../lib/nats.ts';
 import { portOpen } from '../../../src/net/port-open.ts';
 import type { ExitObserved } from '../processes.ts';
 
@@ -33,6 +33,8 @@ export interface ChaosNats {
   readonly running: boolean;
   /** Exits the run did not cause, any node's; the node is started again, as a process manager would. */
   readonly unplannedExits: { at: number; code: number | null; signal: string | null; lastLines: string[] }[];
+  /** Index of the node that leads `stream` (or its durable `consumer`) now; undefined while it has none. */
+  leaderOf: NatsCluster['leaderOf'];
   /** Node `i`: its server name (as stream info names its leader) and pid. */
   node(i: number): { name: string; pid: number | undefined };
   /** SIGKILL node `i` and await its exit; null when it was not running. The store stays. */
@@ -85,6 +87,7 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
       const seen = await cluster.stop();
       return seen.every((e) => e !== null) ? seen[0]! : null;
     },
+    leaderOf: (jsm, stream, consumer) => cluster.leaderOf(jsm, stream, consumer),
     node: (i) => ({ name: nodes[i]!.name, pid: nodes[i]!.pid }),
     killNode: (i) => nodes[i]!.stop('SIGKILL'),
     startNode: (i) => nodes[i]!.start(),
