@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runMigrations } from '../src/db/migrate.ts';
 import { registerOutboxHooks } from '../src/outbox/index.ts';
+import { startNatsServer } from './lib/nats.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
 import { freePort, startNodeProcess, type NodeProcess } from './lib/processes.ts';
 import { startWebhookReceiver } from './lib/webhook-receiver.ts';
@@ -182,8 +182,7 @@ async function main(): Promise<void> {
   const spans: Span[] = [];
   const sink = await receiver(spans);
   let postgres: ThrowawayPostgres | undefined;
-  const natsPort = await freePort();
-  const nats = spawn('nats-server', ['-js', '-p', String(natsPort), '-sd', path.join(dir, 'nats')], { stdio: 'ignore' });
+  const nats = await startNatsServer({ name: 'trace', dir: path.join(dir, 'nats') });
   const hooks = await startWebhookReceiver();
   let apiProcess: NodeProcess | undefined;
   try {
@@ -196,7 +195,7 @@ async function main(): Promise<void> {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       DATABASE_URL: databaseUrl,
-      NATS_URL: `nats://127.0.0.1:${natsPort}`,
+      NATS_URL: nats.url,
       PORT: String(port),
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
@@ -234,7 +233,7 @@ async function main(): Promise<void> {
   } finally {
     await apiProcess?.stop(0);
     await hooks.close();
-    nats.kill();
+    await nats.destroy();
     await postgres?.stop();
     await sink.close();
     rmSync(dir, { recursive: true, force: true });

@@ -1,19 +1,12 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
-import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
-import { onceJetStreamAnswers } from '../../src/events/connection.ts';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import { freePort } from '../../src/net/free-port.ts';
-import { portOpen } from '../../src/net/port-open.ts';
 import type { Handler } from '../../src/messages/handler.ts';
 import { HandlerRegistry } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
@@ -21,7 +14,7 @@ import { payloadAsRelayed } from '../../src/events/relay.ts';
 import { desiredStream } from '../../src/events/stream.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { startNatsServer } from '../lib/nats.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
@@ -30,9 +23,9 @@ import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
  * bench) whose only handler is
  *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck, or
  *   - noop:  does nothing (the outbox's own cost: claim + settle),
- * against a nats-server started here (file storage, its own store directory). Beside it, the relay
- * floor (`relayFloor`): the same COUNT messages (subject, headers, body, Nats-Msg-Id as the relay
- * builds them) published by a bare JetStream client into a stream with the relay's settings, with
+ * against a nats-server started here (scripts/lib/nats.ts: file storage, its own store
+ * directory). Beside it, the relay floor (`relayFloor`): the same COUNT messages (subject,
+ * headers, body, Nats-Msg-Id as the relay builds them) published by a bare JetStream client into a stream with the relay's settings, with
  * the relay's concurrency (RELAY_CONCURRENCY publishes in flight, each awaiting its PubAck): what
  * JetStream itself accepts on this machine. The section reports relay / floor (target ≥ 0.8).
  *
@@ -87,102 +80,6 @@ async function fill(url: string, count: number) {
   } finally {
     await c.end();
   }
-}
-
-/** nats-server's version line, or null when it is not installed. */
-export function natsServerVersion(): string | null {
-  const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : null;
-}
-
-export const NATS_INSTALL_HINT =
-  'nats-server was not found (on Debian/Ubuntu: apt-get install -y nats-server). The relay figures are skipped.';
-
-/** A nats-server -js on a free port with a fresh store; stop() removes the store. */
-export async function startNatsServer(): Promise<{ url: string; stop(): Promise<void> }> {
-  if (natsServerVersion() === null) {
-    throw new Error('nats-server not found (Debian: apt-get install -y nats-server)');
-  }
-  const port = await freePort();
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-nats-'));
-  const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
-  for (let i = 0; ; i++) {
-    if (await portOpen(port)) break;
-    if (i > 500) throw new Error('nats-server did not start');
-    await sleep(20);
-  }
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    async stop() {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-/**
- * Three nats-server -js processes as one JetStream cluster on free ports, each with a fresh store;
- * resolves once the cluster's leader knows all three (a stream at three replicas can be placed).
- * stop() removes the stores. Debian's nats-server 2.9 cannot flush every write (no sync_interval): this measures
- * replication, not fsync.
- */
-export async function startNatsCluster(): Promise<{ url: string; stop(): Promise<void> }> {
-  if (natsServerVersion() === null) throw new Error('nats-server not found (Debian: apt-get install -y nats-server)');
-  const nodes = await Promise.all(
-    ['b1', 'b2', 'b3'].map(async (name) => ({
-      name,
-      port: await freePort(),
-      routePort: await freePort(),
-      dir: mkdtempSync(path.join(os.tmpdir(), `bench-nats-${name}-`)),
-    })),
-  );
-  const routes = nodes.map((n) => `nats://127.0.0.1:${n.routePort}`).join(',');
-  const cluster = `bench-${randomUUID().slice(0, 8)}`;
-  const children = nodes.map((n) => {
-    const node = ['-js', '-n', n.name, '-a', '127.0.0.1', '-p', String(n.port), '-sd', n.dir];
-    const clustering = ['--cluster_name', cluster, '--cluster', `nats://127.0.0.1:${n.routePort}`, '--routes', routes];
-    return spawn('nats-server', [...node, ...clustering], { stdio: 'ignore' });
-  });
-  const stop = async () => {
-    const running = children.filter((c) => c.exitCode === null && c.signalCode === null);
-    await Promise.all(
-      running.map((c) => {
-        const exited = new Promise((r) => c.once('exit', r));
-        c.kill('SIGTERM');
-        return exited;
-      }),
-    );
-    for (const n of nodes) rmSync(n.dir, { recursive: true, force: true });
-  };
-  const url = nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(',');
-  try {
-    const nc = await connect({ servers: nodes.map((n) => `127.0.0.1:${n.port}`), maxReconnectAttempts: -1, waitOnFirstConnect: true });
-    try {
-      for (let i = 0; ; i++) {
-        try {
-          await (await jetstreamManager(nc, { timeout: 1000 })).getAccountInfo();
-          break;
-        } catch (err) {
-          if (i > 60) throw new Error(`the JetStream cluster elected no leader within a minute: ${(err as Error).message}`);
-          await sleep(500);
-        }
-      }
-      // A leader answers before it knows every node: a stream at three replicas waits for all three.
-      await onceJetStreamAnswers('a stream placed on all three nodes', async () => {
-        const jsm = await jetstreamManager(nc, { timeout: 1000 });
-        await jsm.streams.add({ name: 'PLACEMENT', subjects: ['placement'], num_replicas: 3, storage: StorageType.Memory });
-        await jsm.streams.delete('PLACEMENT');
-      });
-    } finally {
-      await nc.close();
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  return { url, stop };
 }
 
 /** The relay's configuration for one measurement: a stream and subject prefix of its own, at `replicas`. */
@@ -258,8 +155,8 @@ export async function relayFloor(opts: { databaseUrl: string; natsUrl: string; c
 /**
  * One drain of a fresh backlog of `count` messages: `noop` (the outbox's own cost) or `relay`
  * (into JetStream at `natsUrl`, a stream of its own at `replicas`, 1 by default: 3 needs a
- * cluster, startNatsCluster). The clock runs from the first claim to nothing pending; the relay's
- * connection and stream are set up before it starts.
+ * cluster, scripts/lib/nats.ts's startNatsCluster). The clock runs from the first claim to
+ * nothing pending; the relay's connection and stream are set up before it starts.
  */
 export async function relayDrain(
   opts:
@@ -314,7 +211,7 @@ export async function benchRelay(opts: {
 }): Promise<RelayBenchResult> {
   const count = opts.count ?? 20_000;
   const log = opts.log ?? (() => {});
-  const nats = opts.natsUrl ? { url: opts.natsUrl, stop: async () => {} } : await startNatsServer();
+  const nats = opts.natsUrl ? { url: opts.natsUrl, destroy: async () => {} } : await startNatsServer({ name: 'bench' });
   try {
     const { streamMessages: _none, ...noop } = await relayDrain({ databaseUrl: opts.databaseUrl, count, handler: 'noop' });
     log(`noop drain: ${noop.perSecond} msg/s`);
@@ -330,7 +227,7 @@ export async function benchRelay(opts: {
       ratio: Math.round((relayRun.perSecond / floor.perSecond) * 100) / 100,
     };
   } finally {
-    await nats.stop();
+    await nats.destroy();
   }
 }
 

@@ -7,7 +7,7 @@ import { pgbenchVersion, PGBENCH_INSTALL_HINT } from './lib/pgbench.ts';
 import { machine, postgresSettings, startServer, versions, type BenchServer } from './lib/server.ts';
 import { codeVersion } from './lib/trace.ts';
 import { DEFAULT_OUT, FULL, SMOKE, type BenchParams } from './params.ts';
-import { NATS_INSTALL_HINT, natsServerVersion } from './relay.ts';
+import { NATS_INSTALL_HINT, natsServerVersion } from '../lib/nats.ts';
 import { renderMarkdown } from './report.ts';
 import type { BenchResults } from './results.ts';
 import { SECTION_NAMES, SECTIONS } from './sections/index.ts';
@@ -98,7 +98,7 @@ async function main(): Promise<number> {
   const pgbench = await pgbenchVersion();
   if (!pgbench) log(PGBENCH_INSTALL_HINT);
   const natsServer = natsServerVersion();
-  if (!natsServer && (!only || only.has('relay'))) log(NATS_INSTALL_HINT);
+  if (!natsServer && (!only || only.has('relay'))) log(`${NATS_INSTALL_HINT}. The relay figures are skipped.`);
 
   const server = await startServer(log);
   stopOnSignal(server);

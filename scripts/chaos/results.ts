@@ -13,7 +13,7 @@ import { retryWindowMs, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { ChaosStack } from './stack.ts';
 import type { Verdict } from './verdict.ts';
 import type { WebhookFigures } from './webhooks.ts';
-import { NATS_INSTALL_HINT } from './events/nats-cluster.ts';
+import { NATS_INSTALL_HINT } from '../lib/nats.ts';
 
 /*
  * chaos-results.json: the verdict's checks and figures with what the run did and how the system

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { onParentGone } from '../../src/process/lifeline.ts';
 import { collect } from './collect.ts';
 import { drive } from './drive.ts';
-import { NATS_INSTALL_HINT, natsServerAvailable } from './events/nats-cluster.ts';
+import { NATS_INSTALL_HINT, natsServerAvailable } from '../lib/nats.ts';
 import { readFlags, type Flags } from './flags.ts';
 import { writeReport } from './report.ts';
 import { buildResults, gitVersion } from './results.ts';

@@ -1,34 +1,38 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { StorageType, type JetStreamManager, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
+import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
+import {
+  NATS_INSTALL_HINT,
+  natsServerAvailable,
+  startNatsCluster as startClusterProcesses,
+  startNatsServer,
+  until,
+} from '../../scripts/lib/nats.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { ConsumedEvent } from '../../src/events/event.ts';
 import type { OutgoingEvent } from '../../src/events/publisher.ts';
-import { guardChild } from '../../src/db/orphan-watchdog.ts';
 import { freePort } from '../../src/net/free-port.ts';
-import { portOpen } from '../../src/net/port-open.ts';
 import { inCI, recordSkip } from './tools.ts';
 
+export { placedOnAll } from '../../scripts/lib/nats.ts';
+
 /*
- * A real `nats-server -js` per test file: its own free port and its own store directory, so files
- * run in parallel and a file can stop and restart "its" server on the same port and store.
+ * A real `nats-server -js` per test file (started by scripts/lib/nats.ts): its own free port and
+ * its own store directory, so files run in parallel and a file can stop and restart "its" server
+ * on the same port and store.
  *
  * nats-server is a Debian package (`apt-get install -y nats-server`; .ci/run installs it). Where it
  * is missing these tests skip and say so (and the run's last lines say it again); under CI=1 or
  * CI=true a missing binary fails instead, so CI can never go green by skipping them.
  */
 
-const BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
-export const hasNatsServer = spawnSync(BIN, ['--version']).status === 0;
-export const NATS_MISSING =
-  'nats-server not found: these tests need a real NATS JetStream server (Debian: `apt-get install -y nats-server`, ' +
-  'or set NATS_SERVER_BIN to a nats-server binary)';
+export const hasNatsServer = natsServerAvailable();
+export const NATS_MISSING = `${NATS_INSTALL_HINT}: these tests need a real NATS JetStream server`;
 
 /**
  * Call at the top of a test file; returns true when the file's tests must skip, and then records
@@ -59,51 +63,17 @@ export interface NatsServer {
 
 /** `jetstream: false` starts a plain server, as Debian's nats-server service runs as installed. */
 export async function startNats(opts: { jetstream?: boolean } = {}): Promise<NatsServer> {
-  const port = await freePort();
-  const storeDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-nats-'));
-  let child: ChildProcess | undefined;
-  let output = '';
-
-  const start = async () => {
-    output = '';
-    const js = opts.jetstream === false ? [] : ['-js'];
-    child = spawn(BIN, [...js, '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    // Not a node process: if the test process dies without stopping it, a watchdog does.
-    if (child.pid !== undefined) guardChild(child.pid);
-    child.stdout!.on('data', (d) => (output += d));
-    child.stderr!.on('data', (d) => (output += d));
-    const until = Date.now() + 10_000;
-    while (!(await portOpen(port))) {
-      if (child.exitCode !== null) throw new Error(`nats-server exited at start (${child.exitCode}): ${output}`);
-      if (Date.now() > until) throw new Error(`nats-server did not listen on ${port} within 10 s: ${output}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  const stop = async () => {
-    const c = child;
-    child = undefined;
-    if (!c || c.exitCode !== null) return;
-    const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGCONT'); // a paused server would not act on SIGTERM
-    c.kill('SIGTERM');
-    const t = setTimeout(() => c.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(t);
-  };
-
-  await start();
+  const server = await startNatsServer({ name: 'test', jetstream: opts.jetstream });
+  const { node } = server;
   return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
-    storeDir,
-    stop,
-    start,
-    pause: () => void child?.kill('SIGSTOP'),
-    resume: () => void child?.kill('SIGCONT'),
-    async destroy() {
-      await stop();
-      rmSync(storeDir, { recursive: true, force: true });
-    },
+    url: server.url,
+    port: node.port,
+    storeDir: node.storeDir,
+    stop: async () => void (await node.stop('SIGTERM', 5_000)),
+    start: () => node.start(),
+    pause: () => node.pause(),
+    resume: () => node.resume(),
+    destroy: () => server.destroy(),
   };
 }
 
@@ -303,31 +273,6 @@ export interface NatsCluster {
   destroy(): Promise<void>;
 }
 
-const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${last ? ` (last: ${(last as Error).message})` : ''}`);
-    await sleepMs(100);
-  }
-}
-
-/** Whether a stream at `replicas` can be placed now (one is created in memory and removed), else throws why. */
-export async function placedOnAll(jsm: JetStreamManager, replicas: number): Promise<true> {
-  const name = `PLACEMENT_${randomUUID().slice(0, 8)}`;
-  await jsm.streams.add({ name, subjects: [`placement.${name}`], num_replicas: replicas, storage: StorageType.Memory });
-  await jsm.streams.delete(name);
-  return true;
-}
-
 /**
  * Three (or `size`) nats-server processes as one JetStream cluster on 127.0.0.1, each with its
  * own client port, route port and store. Returns once the cluster has a meta leader that knows
@@ -340,89 +285,17 @@ export async function startNatsCluster(
 ): Promise<NatsCluster> {
   const size = opts.size ?? 3;
   const started = opts.started ?? size;
-  const cluster = `stayhub-${randomUUID().slice(0, 8)}`;
-  const specs = await Promise.all(
-    Array.from({ length: size }, async (_, i) => ({
-      name: `n${i + 1}`,
-      port: await freePort(),
-      routePort: await freePort(),
-      monitorPort: await freePort(),
-      storeDir: mkdtempSync(path.join(os.tmpdir(), `stayhub-nats-n${i + 1}-`)),
-    })),
-  );
-  const routes = specs.map((s) => `nats://127.0.0.1:${s.routePort}`).join(',');
-  const children: (ChildProcess | undefined)[] = specs.map(() => undefined);
-  const outputs: string[] = specs.map(() => '');
-
-  const start = async (i: number) => {
-    const s = specs[i]!;
-    if (children[i]?.exitCode === null) return;
-    outputs[i] = '';
-    const child = spawn(
-      BIN,
-      [
-        '-js',
-        '-n',
-        s.name,
-        '-a',
-        '127.0.0.1',
-        '-p',
-        String(s.port),
-        '-m',
-        String(s.monitorPort),
-        '-sd',
-        s.storeDir,
-        '--cluster_name',
-        cluster,
-        '--cluster',
-        `nats://127.0.0.1:${s.routePort}`,
-        '--routes',
-        routes,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    children[i] = child;
-    child.stdout!.on('data', (d) => (outputs[i] += d));
-    child.stderr!.on('data', (d) => (outputs[i] += d));
-    await until(`nats-server ${s.name} listening on ${s.port}`, 10_000, async () => {
-      if (child.exitCode !== null) throw new Error(`exited at start (${child.exitCode}): ${outputs[i]}`);
-      return (await portOpen(s.port)) || undefined;
-    });
-  };
-  const kill = async (i: number) => {
-    const c = children[i];
-    children[i] = undefined;
-    if (!c || c.exitCode !== null) return;
-    const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGKILL');
-    await exited;
-  };
-
-  await Promise.all(specs.slice(0, started).map((_, i) => start(i)));
-  const url = specs.map((s) => `nats://127.0.0.1:${s.port}`).join(',');
+  const cluster = await startClusterProcesses({ name: 'test', size, started });
+  const { nodes } = cluster;
+  await cluster.waitForPlacement(started);
   const { connect } = await import('@nats-io/transport-node');
   const { jetstreamManager } = await import('@nats-io/jetstream');
-  const nc = await connect({ servers: specs.map((s) => `127.0.0.1:${s.port}`), maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-  // The JetStream API answers only once the nodes have elected a meta leader.
-  const jsm = await until('a JetStream meta leader', 20_000, async () => {
-    const m = await jetstreamManager(nc, { timeout: 2000 });
-    await m.getAccountInfo();
-    return m;
-  });
-  // A leader answers before it knows every node: until then a stream on all of them has "no
-  // suitable peers for placement". Placed once, in memory, and removed.
-  await until(`a stream placed on all ${started} nodes started`, 30_000, () => placedOnAll(jsm, started));
+  const nc = await connect({ servers: cluster.servers, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+  const jsm = await jetstreamManager(nc, { timeout: 2_000 });
 
   const replicaOf = async (i: number, stream: string) => {
-    type Jsz = { account_details?: { stream_detail?: { name: string; state: { messages: number; last_seq: number } }[] }[] };
-    try {
-      const res = await fetch(`http://127.0.0.1:${specs[i]!.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2000) });
-      const jsz = (await res.json()) as Jsz;
-      const s = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream);
-      return s ? { lastSeq: s.state.last_seq, messages: s.state.messages } : null;
-    } catch {
-      return null;
-    }
+    const r = await nodes[i]!.replicaOf(stream);
+    return r && { lastSeq: r.lastSeq, messages: r.messages };
   };
 
   // A node back from a wiped store catches up at NATS's own pace: 0.6 to 10.5 s here on a quiet
@@ -431,8 +304,8 @@ export async function startNatsCluster(
     until(`stream ${stream} led, every running node holding it to the leader's last sequence`, timeoutMs, async () => {
       const info = await jsm.streams.info(stream);
       if (!info.cluster?.leader) return undefined;
-      for (const [i] of specs.entries()) {
-        if (children[i]?.exitCode !== null) continue;
+      for (const [i, node] of nodes.entries()) {
+        if (!node.running) continue;
         const mine = await replicaOf(i, stream);
         if (!mine || mine.lastSeq < info.state.last_seq) return undefined;
       }
@@ -455,43 +328,28 @@ export async function startNatsCluster(
     }
   }
 
+  const kill = async (i: number) => void (await nodes[i]!.stop('SIGKILL'));
+  const start = (i: number) => nodes[i]!.start();
   return {
-    nodes: specs.map((s, i) => ({
-      name: s.name,
-      port: s.port,
-      url: `nats://127.0.0.1:${s.port}`,
-      storeDir: s.storeDir,
-      running: () => children[i]?.exitCode === null,
-    })),
-    url,
+    nodes: nodes.map((n) => ({ name: n.name, port: n.port, url: n.url, storeDir: n.storeDir, running: () => n.running })),
+    url: cluster.url,
     nc,
     jsm,
     kill,
     start,
     async wipe(i) {
       await kill(i);
-      rmSync(specs[i]!.storeDir, { recursive: true, force: true });
-      mkdirSync(specs[i]!.storeDir, { recursive: true });
+      nodes[i]!.wipeStore();
       await start(i);
     },
-    streamLeader: (stream) =>
-      until(`a leader for stream ${stream}`, 20_000, async () => {
-        const leader = (await jsm.streams.info(stream)).cluster?.leader;
-        const i = specs.findIndex((s) => s.name === leader);
-        return i >= 0 ? i : undefined;
-      }),
+    streamLeader: (stream) => until(`a leader for stream ${stream}`, 20_000, () => cluster.leaderOf(jsm, stream)),
     consumerLeader: (stream, consumer) =>
-      until(`a leader for consumer ${consumer} of ${stream}`, 20_000, async () => {
-        const leader = (await jsm.consumers.info(stream, consumer)).cluster?.leader;
-        const i = specs.findIndex((s) => s.name === leader);
-        return i >= 0 ? i : undefined;
-      }),
+      until(`a leader for consumer ${consumer} of ${stream}`, 20_000, () => cluster.leaderOf(jsm, stream, consumer)),
     replicaOf,
     waitForStream,
     async destroy() {
       await nc.close().catch(() => undefined);
-      await Promise.all(specs.map((_, i) => kill(i)));
-      for (const s of specs) rmSync(s.storeDir, { recursive: true, force: true });
+      await cluster.destroy();
     },
   };
 }

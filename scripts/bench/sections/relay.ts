@@ -1,7 +1,8 @@
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
-import { RELAY_CONCURRENCY, relayDrain, relayFloor, startNatsCluster, startNatsServer } from '../relay.ts';
+import { startNatsCluster, startNatsServer } from '../../lib/nats.ts';
+import { RELAY_CONCURRENCY, relayDrain, relayFloor } from '../relay.ts';
 import type { BenchResults, Drain } from '../results.ts';
 
 /** The events relay into JetStream against a bare JetStream client, and into a three-node cluster. */
@@ -39,11 +40,11 @@ export const relaySection: BenchSection = {
 /** Interleaved; each measurement on a fresh database and into a fresh nats-server (empty store). */
 async function relayRun({ P, freshOurs }: BenchContext, r: number): Promise<Record<'relay' | 'floor' | 'replicated', Drain>> {
   const withNats = async <T>(fn: (url: string) => Promise<T>) => {
-    const nats = await startNatsServer();
+    const nats = await startNatsServer({ name: 'bench' });
     try {
       return await fn(nats.url);
     } finally {
-      await nats.stop();
+      await nats.destroy();
     }
   };
   // A run that lost or doubled messages is not measured, it is broken.
@@ -57,9 +58,11 @@ async function relayRun({ P, freshOurs }: BenchContext, r: number): Promise<Reco
   const f = await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count: P.relayMessages }));
   check('relay floor', f.streamMessages);
   // The same relay into a fresh three-node cluster, the stream at three replicas: each PubAck
-  // waits for a majority of the replicas (in memory: Debian's 2.9 cannot fsync every write).
-  const cluster = await startNatsCluster();
+  // waits for a majority of the replicas (in memory: Debian's 2.9 cannot fsync every write, so
+  // this measures replication, not fsync).
+  const cluster = await startNatsCluster({ name: 'bench', size: 3 });
   try {
+    await cluster.waitForPlacement(3);
     const c = await relayDrain({
       databaseUrl: await freshOurs(),
       count: P.relayMessages,
@@ -74,7 +77,7 @@ async function relayRun({ P, freshOurs }: BenchContext, r: number): Promise<Reco
       replicated: { perSecond: c.perSecond, drainSeconds: c.seconds },
     };
   } finally {
-    await cluster.stop();
+    await cluster.destroy();
   }
 }
 

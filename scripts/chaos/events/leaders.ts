@@ -9,10 +9,7 @@ async function leaderOf(s: EventsStage, what: 'stream' | 'group'): Promise<numbe
   if (!nc) return undefined;
   try {
     const jsm = await jetstreamManager(nc, { timeout: 3_000, checkAPI: false });
-    const info = what === 'stream' ? await jsm.streams.info(s.stream) : await jsm.consumers.info(s.stream, s.group);
-    const leader = info.cluster?.leader;
-    for (let i = 0; i < s.nats.size; i++) if (s.nats.node(i).name === leader) return i;
-    return undefined;
+    return await s.nats.leaderOf(jsm, s.stream, what === 'group' ? s.group : undefined);
   } catch {
     return undefined;
   } finally {
