@@ -72,6 +72,10 @@ interface NodeSpec {
   /** The monitoring port, for replicaOf (cluster nodes only). */
   monitorPort?: number;
   cluster?: { name: string; routePort: number; routes: string };
+  /** Flags after the launcher's own: a config file (`-c`; nats-server lets flags override it), TLS, users. */
+  extraArgs?: readonly string[];
+  /** Added to this process's environment (variables a config file reads). */
+  env?: Readonly<Record<string, string>>;
   onUnplannedExit?: (exit: NatsExit, lastLines: string[]) => void;
 }
 
@@ -123,7 +127,7 @@ export class NatsServerProcess {
     const s = this.spec;
     mkdirSync(s.storeDir, { recursive: true });
     const log = openSync(s.logFile, 'a');
-    const c = spawn(BIN, this.args(), { stdio: ['ignore', log, log] });
+    const c = spawn(BIN, this.args(), { stdio: ['ignore', log, log], env: { ...process.env, ...s.env } });
     closeSync(log);
     // Not a node process, so no lifeline: a watchdog stops it if this process dies without doing so.
     if (c.pid !== undefined) guardChild(c.pid);
@@ -149,7 +153,7 @@ export class NatsServerProcess {
       const { name, routePort, routes } = s.cluster;
       args.push('--cluster_name', name, '--cluster', `nats://127.0.0.1:${routePort}`, '--routes', routes);
     }
-    return args;
+    return [...args, ...(s.extraArgs ?? [])];
   }
 
   /**
@@ -247,7 +251,9 @@ export interface NatsServer {
 }
 
 /** One nats-server (`-js` unless `jetstream: false`, as Debian's service runs as installed) on a free port; waits until it listens. */
-export async function startNatsServer(opts: NatsOptions & { jetstream?: boolean }): Promise<NatsServer> {
+export async function startNatsServer(
+  opts: NatsOptions & { jetstream?: boolean } & Pick<NodeSpec, 'extraArgs' | 'env'>,
+): Promise<NatsServer> {
   if (!natsServerAvailable()) throw new Error(NATS_INSTALL_HINT);
   const folder = nodesFolder(opts);
   const node = new NatsServerProcess({
@@ -256,6 +262,8 @@ export async function startNatsServer(opts: NatsOptions & { jetstream?: boolean 
     storeDir: path.join(folder.dir, 'n1'),
     logFile: path.join(folder.dir, 'nats-n1.log'),
     jetstream: opts.jetstream ?? true,
+    extraArgs: opts.extraArgs,
+    env: opts.env,
   });
   try {
     await node.start();

@@ -1,4 +1,4 @@
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,12 +11,10 @@ import { connectNats, describeNats, natsConnectionOptions } from '../../../src/e
 import { earningsMain } from '../../../src/events/earnings/main.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { createEventsMonitor } from '../../../src/events/monitor.ts';
-import { freePort } from '../../../src/net/free-port.ts';
-import { portOpen } from '../../../src/net/port-open.ts';
 import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
 import { book, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
+import { startNatsServer, type NatsServer } from '../../../scripts/lib/nats.ts';
 import { skipWithoutNats } from '../../helpers/nats.ts';
-import { stopChildren } from '../../helpers/npm-run.ts';
 import { hasTool, recordSkip } from '../../helpers/tools.ts';
 
 /*
@@ -34,11 +32,11 @@ const PASSWORDS = { worker: 'w0rker-secret', earnings: 'earn1ngs-secret', api: '
 const STREAM = 'AUTHZ';
 const t = useTestApp();
 const dirs: string[] = [];
-const servers: ChildProcess[] = [];
+const servers: NatsServer[] = [];
 let port = 0;
 
 afterAll(async () => {
-  await stopChildren(servers);
+  await Promise.all(servers.map((s) => s.destroy()));
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
@@ -48,23 +46,14 @@ const tmp = (prefix: string) => {
   return d;
 };
 
-/** nats-server with `args`, on a free port of 127.0.0.1; resolves once it listens. */
-async function natsServer(args: string[], env: Record<string, string> = {}): Promise<number> {
-  const p = await freePort();
-  let output = '';
-  const child = spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', [...args, '-a', '127.0.0.1', '-p', String(p)], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  servers.push(child);
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  for (const until = Date.now() + 10_000; !(await portOpen(p));) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited at start (${child.exitCode}): ${output}`);
-    if (Date.now() > until) throw new Error(`nats-server did not listen within 10 s: ${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return p;
+/**
+ * nats-server with `args` after the shared launcher's own (scripts/lib/nats.ts: a free port of
+ * 127.0.0.1, a store of its own); resolves with its port once it listens.
+ */
+async function natsServer(name: string, args: string[], env: Record<string, string> = {}, jetstream = true): Promise<number> {
+  const server = await startNatsServer({ name, jetstream, extraArgs: args, env });
+  servers.push(server);
+  return server.node.port;
 }
 
 const urlFor = (user: keyof typeof PASSWORDS | null, password?: string) =>
@@ -105,11 +94,13 @@ async function publishFails(nc: NatsConnection, subject: string): Promise<Error>
 
 describe.skipIf(skip)('NATS with the users of nats/nats.conf', () => {
   beforeAll(async () => {
-    port = await natsServer(['-c', CONF, '-sd', tmp('stayhub-nats-')], {
-      NATS_WORKER_PASSWORD: PASSWORDS.worker,
-      NATS_EARNINGS_PASSWORD: PASSWORDS.earnings,
-      NATS_API_PASSWORD: PASSWORDS.api,
-    });
+    // JetStream as the file sets it up, not by the launcher's -js.
+    port = await natsServer(
+      'auth',
+      ['-c', CONF],
+      { NATS_WORKER_PASSWORD: PASSWORDS.worker, NATS_EARNINGS_PASSWORD: PASSWORDS.earnings, NATS_API_PASSWORD: PASSWORDS.api },
+      false,
+    );
   });
 
   it('refuses a client without a user, and a wrong password', async () => {
@@ -220,7 +211,7 @@ describe('NATS_URL', () => {
   });
 
   it.skipIf(skip)('tls:// refuses a server without TLS instead of sending the password in plain text', async () => {
-    const plain = await natsServer(['-js', '-sd', tmp('stayhub-nats-plain-')]);
+    const plain = await natsServer('plain', []);
     await expect(connectNats(`tls://someone:pw@127.0.0.1:${plain}`, 'tls-test')).rejects.toThrow(/tls/i);
     // The same server as nats:// is fine: that scheme takes what the server offers.
     await (await connectNats(`nats://127.0.0.1:${plain}`, 'plain-test')).close();
@@ -269,10 +260,7 @@ describe('NATS_URL', () => {
       '-extfile',
       writeExt(dir),
     );
-    const tlsPort = await natsServer([
-      '-js',
-      '-sd',
-      tmp('stayhub-nats-tlsstore-'),
+    const tlsPort = await natsServer('tls', [
       '--tls',
       '--tlscert',
       path.join(dir, 'server.pem'),
