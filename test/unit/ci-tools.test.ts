@@ -12,6 +12,12 @@ const TOOLS = [
   { name: 'pgbench', versionArgs: ['--version'], debian: 'postgresql-client', usedBy: 'test/integration/harness/bench-smoke.test.ts' },
   { name: 'nats-server', versionArgs: ['--version'], debian: 'nats-server', usedBy: 'the JetStream tests' },
   { name: 'pgbouncer', versionArgs: ['--version'], debian: 'pgbouncer', usedBy: 'test/integration/outbox/claim-pgbouncer.test.ts' },
+  {
+    name: 'docker-compose',
+    versionArgs: ['version'],
+    debian: '--no-install-recommends docker-compose',
+    usedBy: 'test/integration/stream/nats-auth.test.ts',
+  },
 ];
 
 describe('tools the suite calls', () => {
