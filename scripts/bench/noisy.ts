@@ -10,6 +10,7 @@ import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
+import { bookingPayload } from '../lib/booking-payload.ts';
 
 /*
  * Noisy neighbour: one host floods the outbox while other hosts book at a steady pace; what the
@@ -65,22 +66,7 @@ export interface NoisyResult {
   fifoToQuietP99: number;
 }
 
-const BOOKING = JSON.stringify({
-  bookingId: randomUUID(),
-  propertyId: randomUUID(),
-  propertyTitle: 'Cabin by the lake',
-  guestEmail: 'guest@example.test',
-  guestName: 'Gina Guest',
-  hostEmail: 'host@example.test',
-  hostName: 'Hal Host',
-  checkIn: '2026-12-04',
-  checkOut: '2026-12-07',
-  guests: 2,
-  nights: 3,
-  total: 45_678,
-  currency: 'EUR',
-  idempotencyKey: 'bench',
-});
+const BOOKING = JSON.stringify(bookingPayload({ idempotencyKey: 'bench' }));
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
 
 /** What the handlers saw: each booking's latency from its commit, the flood handled, a wake-up once all bookings are. */

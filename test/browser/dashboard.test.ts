@@ -9,7 +9,7 @@ import { createUser } from '../../src/users/auth.service.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
 import { launchChromium, watchedPage } from '../helpers/chromium.ts';
-import { bookingPayload } from '../helpers/booking-payload.ts';
+import { bookingPayload } from '../../scripts/lib/booking-payload.ts';
 
 /*
  * The dashboard in real headless Chromium (driven by playwright-core; a system Chromium when there

@@ -168,16 +168,6 @@ export async function runInProcess(command: Command, argv: string[], env: NodeJS
   return { code, stdout, stderr };
 }
 
-/** SIGTERM to each of `children` still running (servers a test started: pgbouncer, nats-server), waiting for each to exit. */
-export async function stopChildren(children: ChildProcess[]): Promise<void> {
-  for (const c of children) {
-    if (c.exitCode !== null) continue;
-    const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGTERM');
-    await exited;
-  }
-}
-
 /**
  * Waits for `closed` and for every one of `pids` to be gone, or fails naming what is still running
  * after `timeoutMs`; kills leftovers so no test leaks them. A process closes its pipes while it

@@ -8,7 +8,7 @@ import type { TestDatabase } from './db.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './webhook-receiver.ts';
 import { workerConfig } from './worker-config.ts';
 import { captureLogger } from './capture-logger.ts';
-import { bookingPayload } from './booking-payload.ts';
+import { bookingPayload } from '../../scripts/lib/booking-payload.ts';
 
 /** A delivery as its host reads it (GET /webhooks/endpoints/:id/deliveries). */
 export interface DeliveryView {

@@ -7,7 +7,7 @@ import type { TestDatabase } from '../../helpers/db.ts';
 import { recordStatements, type LoggedStatement } from '../../helpers/statement-log.ts';
 import { bookingInsert, toBookingRow } from '../../../src/bookings/bookings.repository.ts';
 import { insertWithEvent } from '../../../src/messages/enqueue.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { OUTBOX_CHANNEL } from '../../../src/outbox/index.ts';
 import { waitFor } from '../../helpers/wait.ts';
 

@@ -9,7 +9,7 @@ import { createWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessage, insertMessage, makeDue } from '../../helpers/outbox-rows.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { waitFor } from '../../helpers/wait.ts';

@@ -11,7 +11,7 @@ import { useTestDatabase } from '../../helpers/db.ts';
 import { runScript, scriptEnv } from '../../helpers/npm-run.ts';
 import { dayName, tableState } from '../../helpers/outbox-partitions.ts';
 import { inCI, recordSkip } from '../../helpers/tools.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 

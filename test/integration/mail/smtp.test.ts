@@ -12,7 +12,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { startSmtpServer, type TestSmtpServer } from '../../helpers/smtp.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessage, insertMessage, makeDue } from '../../helpers/outbox-rows.ts';
 
 /*

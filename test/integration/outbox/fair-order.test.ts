@@ -19,7 +19,7 @@ import { createWorker } from '../../../src/worker/outbox-worker.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { sleep } from '../../helpers/wait.ts';

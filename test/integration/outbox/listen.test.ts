@@ -11,7 +11,7 @@ import { createWorker } from '../../../src/worker/outbox-worker.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { recordStatements, type LoggedStatement } from '../../helpers/statement-log.ts';

@@ -15,7 +15,7 @@ import { emptyOutbox } from '../../../src/outbox/testing.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessage, getMessages, insertMessage, insertMessages, makeDue, scheduledDelays } from '../../helpers/outbox-rows.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { sleep, waitFor } from '../../helpers/wait.ts';

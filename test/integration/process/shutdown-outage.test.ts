@@ -11,7 +11,7 @@ import { useTestDatabase } from '../../helpers/db.ts';
 import { slowSmtp } from '../../helpers/smtp.ts';
 import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { killLeftovers, lineMatching, ROOT } from '../../helpers/npm-run.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 
 /*

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../src/net/free-port.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { slowSmtp } from '../../helpers/smtp.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessage, insertMessage } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { descendants, expectAllGone, killLeftovers, npmRun, scriptEnv } from '../../helpers/npm-run.ts';

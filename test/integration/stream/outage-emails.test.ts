@@ -12,7 +12,7 @@ import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import type { OutcomeEvent } from '../../../src/outbox/index.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { sleep, waitFor } from '../../helpers/wait.ts';

@@ -7,7 +7,7 @@ import { UsageError } from '../../../src/process/run-main.ts';
 import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
 import { bookStays, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { sleep } from '../../helpers/wait.ts';
 
 /*

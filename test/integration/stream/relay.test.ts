@@ -11,7 +11,7 @@ import { main } from '../../../src/worker/drain-outbox.ts';
 import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../../src/events/stream.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, slowProxy, useNats } from '../../helpers/nats.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 

@@ -17,7 +17,7 @@ import {
 import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 

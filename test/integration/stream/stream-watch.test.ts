@@ -17,7 +17,7 @@ import { useTestApp } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { skipWithout } from '../../helpers/tools.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { sleep, waitFor } from '../../helpers/wait.ts';
 
 /*

@@ -12,7 +12,7 @@ import { defaultHandlers } from '../../../src/worker/handlers/index.ts';
 import { createUser } from '../../../src/users/auth.service.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, uniqueEmail, useTestApp, type Session } from '../../helpers/app.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { webhookKit } from '../../helpers/webhooks.ts';
 

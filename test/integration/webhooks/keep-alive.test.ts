@@ -8,7 +8,7 @@ import { recordBookingEvent } from '../../../src/webhooks/fan-out.ts';
 import { listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
-import { bookingPayload } from '../../helpers/booking-payload.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 /*
