@@ -81,66 +81,7 @@ export interface JetStreamPublisherOptions {
  * takes the event, the stream has no leader: EventsStreamUnavailableError, NATS away for now.
  */
 export function createJetStreamPublisher(config: Config, logger: Logger, options: JetStreamPublisherOptions = {}): EventPublisher {
-  const url = config.NATS_URL;
-  if (!url) throw new Error('createJetStreamPublisher needs NATS_URL');
-  const where = describeNats(url);
-  const log = logger.child({ component: 'events-relay', nats: where });
-  const p: Publisher = {
-    config,
-    url,
-    where,
-    log,
-    options,
-    role: options.ownsStream === false ? 'reader' : 'relay',
-    ready: undefined,
-    restoring: undefined,
-    closed: false,
-    circuit: new PublishCircuit(where, {
-      stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
-      onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
-      onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
-    }),
-  };
-  return {
-    async prepare() {
-      try {
-        await connection(p);
-      } catch (err) {
-        if (err instanceof StreamConfigError || options.requireServerAtStart) throw err;
-        // Unreachable or not ready at start is not fatal: messages wait and retry until it is.
-        if (jetStreamNotNow(err)) {
-          log.warn(
-            { err, replicas: config.EVENTS_REPLICAS },
-            'JetStream cannot take the events stream yet (a cluster electing, or fewer nodes up than EVENTS_REPLICAS); relayed messages wait',
-          );
-        } else log.warn({ err }, 'NATS unreachable at start; relayed messages will retry');
-      }
-    },
-    publish: (event) => publishInSpan(p, event),
-    async close() {
-      p.closed = true;
-      p.circuit.stop();
-      const current = p.ready;
-      p.ready = undefined;
-      const c = await current?.catch(() => undefined);
-      if (c) await closeNats(c.nc);
-    },
-  };
-}
-
-/** What one publisher keeps: its settings, its connection once made, its circuit. */
-interface Publisher {
-  config: Config;
-  url: string;
-  /** The server as logs and errors name it (no credentials). */
-  where: string;
-  log: Logger;
-  options: JetStreamPublisherOptions;
-  role: 'reader' | 'relay';
-  ready: Promise<Connection> | undefined;
-  restoring: Promise<void> | undefined;
-  closed: boolean;
-  circuit: PublishCircuit;
+  return new JetStreamPublisher(config, logger, options);
 }
 
 interface Connection {
@@ -150,112 +91,256 @@ interface Connection {
   probe: JetStreamManager;
 }
 
-/** The connection, made on first use and again on the next use after it failed or closed. */
-function connection(p: Publisher): Promise<Connection> {
-  if (p.closed) return Promise.reject(new Error('publisher closed'));
-  p.ready ??= open(p).catch((err) => {
-    p.ready = undefined; // try again on the next message
-    throw err;
-  });
-  return p.ready;
-}
+class JetStreamPublisher implements EventPublisher {
+  private readonly url: string;
+  /** The server as logs and errors name it (no credentials). */
+  private readonly where: string;
+  private readonly log: Logger;
+  private readonly role: 'reader' | 'relay';
+  private readonly circuit: PublishCircuit;
+  private ready: Promise<Connection> | undefined;
+  private restoring: Promise<void> | undefined;
+  private closed = false;
 
-/** Ensures (publisher role) the stream as this configuration declares it. */
-function declareStream(p: Publisher, jsm: JetStreamManager) {
-  return ensureStream(jsm, desiredStream(p.config), {
-    role: p.role,
-    log: p.log,
-    allowShorterMaxAge: p.config.EVENTS_ALLOW_SHORTER_MAX_AGE,
-  });
-}
-
-async function open(p: Publisher): Promise<Connection> {
-  const { config, log } = p;
-  const nc = await connectNats(p.url, p.options.connectionName ?? 'stayhub-relay');
-  let jsm: JetStreamManager;
-  try {
-    jsm = await jetstreamManager(nc);
-    const info = await declareStream(p, jsm);
-    log.info(
-      { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
-      'events stream ready',
-    );
-  } catch (err) {
-    await nc.close().catch(() => undefined);
-    throw err;
+  constructor(
+    private readonly config: Config,
+    logger: Logger,
+    private readonly options: JetStreamPublisherOptions,
+  ) {
+    const url = config.NATS_URL;
+    if (!url) throw new Error('createJetStreamPublisher needs NATS_URL');
+    this.url = url;
+    this.where = describeNats(url);
+    const log = logger.child({ component: 'events-relay', nats: this.where });
+    this.log = log;
+    this.role = options.ownsStream === false ? 'reader' : 'relay';
+    this.circuit = new PublishCircuit(this.where, {
+      stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
+      onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
+      onClose: (awayMs) => log.info({ awaySeconds: Math.round(awayMs / 1000) }, 'NATS answers again: relaying'),
+    });
   }
-  void nc.closed().then(() => {
-    if (!p.closed) p.ready = undefined;
-  });
-  // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
-  void (async () => {
-    for await (const status of nc.status()) {
-      if (status.type === 'disconnect') p.circuit.disconnected();
-      else if (status.type === 'reconnect') p.circuit.reconnected();
-    }
-  })().catch(() => undefined);
-  return {
-    nc,
-    js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }),
-    jsm,
-    // Asks after the stream when a publish found nobody: within the publish's own bound, because
-    // a stream without a leader (a cluster's election) leaves the question unanswered.
-    probe: await jetstreamManager(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS, checkAPI: false }),
-  };
-}
 
-/**
- * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
- * in flight all fail together, and all wait for the one recreation.
- */
-function restoreStream(p: Publisher, c: Connection, subject: string): Promise<void> {
-  p.restoring ??= (async () => {
-    const name = p.config.EVENTS_STREAM;
-    const exists = await streamExists(p, c.probe, subject);
-    p.log.error(
-      { stream: name, subject },
-      exists
-        ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
-        : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
-    );
-    if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
+  async prepare(): Promise<void> {
     try {
-      const info = await declareStream(p, c.jsm);
-      p.log.warn(
-        { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
-        'events stream ready again',
+      await this.connection();
+    } catch (err) {
+      if (err instanceof StreamConfigError || this.options.requireServerAtStart) throw err;
+      // Unreachable or not ready at start is not fatal: messages wait and retry until it is.
+      if (jetStreamNotNow(err)) {
+        this.log.warn(
+          { err, replicas: this.config.EVENTS_REPLICAS },
+          'JetStream cannot take the events stream yet (a cluster electing, or fewer nodes up than EVENTS_REPLICAS); relayed messages wait',
+        );
+      } else this.log.warn({ err }, 'NATS unreachable at start; relayed messages will retry');
+    }
+  }
+
+  /** The publish, in a producer span when tracing is on. */
+  publish(event: OutgoingEvent): Promise<PublishResult> {
+    if (!tracingOn()) return this.publishThroughCircuit(event);
+    return inSpan(
+      `publish ${event.subject}`,
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: {
+          [MESSAGING.system]: 'nats',
+          [MESSAGING.operationType]: 'send',
+          [MESSAGING.destination]: event.subject,
+          [MESSAGING.messageId]: event.messageId,
+        },
+      },
+      async (span) => {
+        const result = await this.publishThroughCircuit(event);
+        span?.setAttributes({ 'messaging.nats.stream.sequence': result.seq, 'stayhub.events.duplicate': result.duplicate });
+        return result;
+      },
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.circuit.stop();
+    const current = this.ready;
+    this.ready = undefined;
+    const c = await current?.catch(() => undefined);
+    if (c) await closeNats(c.nc);
+  }
+
+  /** The connection, made on first use and again on the next use after it failed or closed. */
+  private connection(): Promise<Connection> {
+    if (this.closed) return Promise.reject(new Error('publisher closed'));
+    this.ready ??= this.open().catch((err) => {
+      this.ready = undefined; // try again on the next message
+      throw err;
+    });
+    return this.ready;
+  }
+
+  /** Ensures (publisher role) the stream as this configuration declares it. */
+  private declareStream(jsm: JetStreamManager) {
+    return ensureStream(jsm, desiredStream(this.config), {
+      role: this.role,
+      log: this.log,
+      allowShorterMaxAge: this.config.EVENTS_ALLOW_SHORTER_MAX_AGE,
+    });
+  }
+
+  private async open(): Promise<Connection> {
+    const { config, log } = this;
+    const nc = await connectNats(this.url, this.options.connectionName ?? 'stayhub-relay');
+    let jsm: JetStreamManager;
+    try {
+      jsm = await jetstreamManager(nc);
+      const info = await this.declareStream(jsm);
+      log.info(
+        { stream: info.config.name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
+        'events stream ready',
       );
     } catch (err) {
-      // A cluster short of nodes for the replicas, or electing: away for now, not missing.
-      if (jetStreamNotNow(err)) throw err;
-      throw new EventsStreamMissingError(
-        `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
-        { cause: err },
-      );
+      await nc.close().catch(() => undefined);
+      throw err;
     }
-  })().finally(() => {
-    p.restoring = undefined;
-  });
-  return p.restoring;
-}
+    void nc.closed().then(() => {
+      if (!this.closed) this.ready = undefined;
+    });
+    // The connection's own view of NATS opens and closes the circuit (src/events/circuit.ts).
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === 'disconnect') this.circuit.disconnected();
+        else if (status.type === 'reconnect') this.circuit.reconnected();
+      }
+    })().catch(() => undefined);
+    return {
+      nc,
+      js: jetstream(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS }),
+      jsm,
+      // Asks after the stream when a publish found nobody: within the publish's own bound, because
+      // a stream without a leader (a cluster's election) leaves the question unanswered.
+      probe: await jetstreamManager(nc, { timeout: config.EVENTS_PUBLISH_TIMEOUT_MS, checkAPI: false }),
+    };
+  }
 
-/** Whether the stream exists (it lost the subject) or was deleted; JetStream silent is neither. */
-async function streamExists(p: Publisher, probe: JetStreamManager, subject: string): Promise<boolean> {
-  const name = p.config.EVENTS_STREAM;
-  try {
-    await probe.streams.info(name);
-    return true;
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) {
-      // Only "not found" means deleted; silence is a stream between leaders, and passes.
-      throw new EventsStreamUnavailableError(
-        `no stream took the event on ${subject}, and JetStream at ${p.where} does not answer for stream ${name} ` +
-          `either (${(err as Error).message}): its cluster may be electing a leader after losing a node, ` +
-          `or JetStream is not ready (is it enabled on the server?). The event is retried`,
+  /**
+   * Brings the stream back after a publish to `subject` found none. One at a time: the publishes
+   * in flight all fail together, and all wait for the one recreation.
+   */
+  private restoreStream(c: Connection, subject: string): Promise<void> {
+    this.restoring ??= (async () => {
+      const name = this.config.EVENTS_STREAM;
+      const exists = await this.streamExists(c.probe, subject);
+      this.log.error(
+        { stream: name, subject },
+        exists
+          ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
+          : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
+      );
+      if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
+      try {
+        const info = await this.declareStream(c.jsm);
+        this.log.warn(
+          { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
+          'events stream ready again',
+        );
+      } catch (err) {
+        // A cluster short of nodes for the replicas, or electing: away for now, not missing.
+        if (jetStreamNotNow(err)) throw err;
+        throw new EventsStreamMissingError(
+          `stream ${name} is missing${exists ? ` the subject ${subject}` : ''} and could not be recreated: ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
+    })().finally(() => {
+      this.restoring = undefined;
+    });
+    return this.restoring;
+  }
+
+  /** Whether the stream exists (it lost the subject) or was deleted; JetStream silent is neither. */
+  private async streamExists(probe: JetStreamManager, subject: string): Promise<boolean> {
+    const name = this.config.EVENTS_STREAM;
+    try {
+      await probe.streams.info(name);
+      return true;
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) {
+        // Only "not found" means deleted; silence is a stream between leaders, and passes.
+        throw new EventsStreamUnavailableError(
+          `no stream took the event on ${subject}, and JetStream at ${this.where} does not answer for stream ${name} ` +
+            `either (${(err as Error).message}): its cluster may be electing a leader after losing a node, ` +
+            `or JetStream is not ready (is it enabled on the server?). The event is retried`,
+          { cause: err },
+        );
+      }
+      return false;
+    }
+  }
+
+  /**
+   * The stream is declared again with our subject, and still nobody takes the publish: the stream
+   * is there and has no leader. Away, not refused: seen in a chaos run on nats-server 2.9.10, a
+   * stream recreated while one of its nodes was down and never caught up answered for its info and
+   * its update but took no publish for 90 s; counted as refusals, 1,169 events spent all 12 of
+   * their attempts on it and went DEAD. As away, they wait without spending attempts (the circuit).
+   */
+  private streamWithoutLeader(subject: string, cause: unknown): EventsStreamUnavailableError {
+    return new EventsStreamUnavailableError(
+      `stream ${this.config.EVENTS_STREAM} is declared with ${subject}, but nobody takes the event: the stream has no leader ` +
+        `(its cluster electing one, or a node that has not caught up). The event is retried`,
+      { cause },
+    );
+  }
+
+  /** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
+  private async publishOnce(event: OutgoingEvent): Promise<PublishResult> {
+    const c = await this.connection();
+    const h = eventHeaders(event);
+    const send = () =>
+      c.js.publish(event.subject, JSON.stringify(event.body), {
+        msgID: event.messageId,
+        headers: h,
+        timeout: this.config.EVENTS_PUBLISH_TIMEOUT_MS,
+      });
+    let ack;
+    try {
+      ack = await send();
+    } catch (err) {
+      if (!nobodyAnswered(err)) throw err;
+      await this.restoreStream(c, event.subject);
+      try {
+        ack = await send();
+      } catch (again) {
+        if (!nobodyAnswered(again)) throw again;
+        throw this.streamWithoutLeader(event.subject, again);
+      }
+    }
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */
+  private async publishThroughCircuit(event: OutgoingEvent): Promise<PublishResult> {
+    const { circuit } = this;
+    const t = circuit.enter();
+    const work = this.publishOnce(event);
+    // The circuit learns from every publish's own end, even one it let go before that end.
+    work.then(
+      () => circuit.answered(t),
+      (err: unknown) => {
+        if (refused(err)) circuit.answered(t);
+        else if (!natsAway(err)) circuit.forget(t);
+        else circuit.failed(t, (err as Error).message);
+      },
+    );
+    try {
+      return await circuit.unlessTripped(t, work);
+    } catch (err) {
+      if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
+      throw new EventsUnavailableError(
+        `NATS at ${this.where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
+        circuit.awaySeconds(),
         { cause: err },
       );
     }
-    return false;
   }
 }
 
@@ -269,95 +354,6 @@ function eventHeaders(event: OutgoingEvent): MsgHdrs {
   // The publish span's context (tracing on): the consumer continues the trace from these headers.
   injectTraceContext(h, (carrier, key, value) => carrier.set(key, value));
   return h;
-}
-
-/**
- * The stream is declared again with our subject, and still nobody takes the publish: the stream
- * is there and has no leader. Away, not refused: seen in a chaos run on nats-server 2.9.10, a
- * stream recreated while one of its nodes was down and never caught up answered for its info and
- * its update but took no publish for 90 s; counted as refusals, 1,169 events spent all 12 of
- * their attempts on it and went DEAD. As away, they wait without spending attempts (the circuit).
- */
-function streamWithoutLeader(p: Publisher, subject: string, cause: unknown): EventsStreamUnavailableError {
-  return new EventsStreamUnavailableError(
-    `stream ${p.config.EVENTS_STREAM} is declared with ${subject}, but nobody takes the event: the stream has no leader ` +
-      `(its cluster electing one, or a node that has not caught up). The event is retried`,
-    { cause },
-  );
-}
-
-/** One publish: the event with its headers, awaiting the PubAck; a missing stream is brought back once. */
-async function publishOnce(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
-  const c = await connection(p);
-  const h = eventHeaders(event);
-  const send = () =>
-    c.js.publish(event.subject, JSON.stringify(event.body), {
-      msgID: event.messageId,
-      headers: h,
-      timeout: p.config.EVENTS_PUBLISH_TIMEOUT_MS,
-    });
-  let ack;
-  try {
-    ack = await send();
-  } catch (err) {
-    if (!nobodyAnswered(err)) throw err;
-    await restoreStream(p, c, event.subject);
-    try {
-      ack = await send();
-    } catch (again) {
-      if (!nobodyAnswered(again)) throw again;
-      throw streamWithoutLeader(p, event.subject, again);
-    }
-  }
-  return { seq: ack.seq, duplicate: ack.duplicate };
-}
-
-/** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */
-async function publishThroughCircuit(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
-  const { circuit } = p;
-  const t = circuit.enter();
-  const work = publishOnce(p, event);
-  // The circuit learns from every publish's own end, even one it let go before that end.
-  work.then(
-    () => circuit.answered(t),
-    (err: unknown) => {
-      if (refused(err)) circuit.answered(t);
-      else if (!natsAway(err)) circuit.forget(t);
-      else circuit.failed(t, (err as Error).message);
-    },
-  );
-  try {
-    return await circuit.unlessTripped(t, work);
-  } catch (err) {
-    if (err instanceof EventsUnavailableError || !natsAway(err)) throw err;
-    throw new EventsUnavailableError(
-      `NATS at ${p.where} did not take the event (${(err as Error).message}): the event waits in the outbox and is relayed once NATS answers`,
-      circuit.awaySeconds(),
-      { cause: err },
-    );
-  }
-}
-
-/** The publish, in a producer span when tracing is on. */
-function publishInSpan(p: Publisher, event: OutgoingEvent): Promise<PublishResult> {
-  if (!tracingOn()) return publishThroughCircuit(p, event);
-  return inSpan(
-    `publish ${event.subject}`,
-    {
-      kind: SpanKind.PRODUCER,
-      attributes: {
-        [MESSAGING.system]: 'nats',
-        [MESSAGING.operationType]: 'send',
-        [MESSAGING.destination]: event.subject,
-        [MESSAGING.messageId]: event.messageId,
-      },
-    },
-    async (span) => {
-      const result = await publishThroughCircuit(p, event);
-      span?.setAttributes({ 'messaging.nats.stream.sequence': result.seq, 'stayhub.events.duplicate': result.duplicate });
-      return result;
-    },
-  );
 }
 
 /**

@@ -66,167 +66,174 @@ export function reconcileWindowSeconds(config: Config): number {
   return duplicateWindowSeconds(config) + 2 * config.EVENTS_RECONCILE_INTERVAL_SECONDS;
 }
 
-export function startStreamWatch(o: { config: Config; db: Db; logger: Logger; connect?: typeof connectNats }): StreamWatch {
-  const { config } = o;
-  if (!config.NATS_URL) throw new Error('startStreamWatch needs NATS_URL');
-  const w: Watch = {
-    config,
-    db: o.db,
-    url: config.NATS_URL,
-    connect: o.connect ?? connectNats,
-    logger: o.logger,
-    log: o.logger.child({ component: 'events-stream-watch', stream: config.EVENTS_STREAM }),
-    events: new EventEmitter<StreamWatchEvents>(),
-    nc: undefined,
-    publisher: undefined,
-    stopped: false,
-    timers: new Set(),
-    running: new Set(),
-  };
-  const checkSettings = () => checkStreamSettings(w);
-  const reconcile = () => reconcileRound(w);
-  every(w, config.EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS, 'the events stream settings check', checkSettings);
-  if (config.EVENTS_RECONCILE_INTERVAL_SECONDS > 0) every(w, config.EVENTS_RECONCILE_INTERVAL_SECONDS, 'the events reconcile', reconcile);
-
-  return {
-    events: w.events,
-    checkSettings,
-    reconcile,
-    async stop() {
-      w.stopped = true;
-      for (const t of w.timers) clearTimeout(t);
-      w.timers.clear();
-      // A round in progress stops at its next message (isStopping) or fails on the closed connection.
-      await Promise.all(w.running);
-      await w.publisher?.close();
-      const c = await w.nc?.catch(() => undefined);
-      if (c) await closeNats(c);
-    },
-  };
-}
-
-/** What the watch keeps between its rounds. */
-interface Watch {
+interface StreamWatchDeps {
   config: Config;
   db: Db;
-  url: string;
-  connect: typeof connectNats;
-  /** The caller's logger (the publisher's parent); `log` is the watch's own child of it. */
   logger: Logger;
-  log: Logger;
-  events: EventEmitter<StreamWatchEvents>;
-  nc: Promise<NatsConnection> | undefined;
-  publisher: EventPublisher | undefined;
-  stopped: boolean;
-  timers: Set<NodeJS.Timeout>;
-  running: Set<Promise<unknown>>;
+  /** How the watch reaches NATS (default connectNats). */
+  connect?: typeof connectNats;
 }
 
-function connection(w: Watch): Promise<NatsConnection> {
-  w.nc ??= w.connect(w.url, 'stayhub-stream-watch').catch((err: unknown) => {
-    w.nc = undefined;
-    throw err;
-  });
-  return w.nc;
+export function startStreamWatch(o: StreamWatchDeps): StreamWatch {
+  const watch = new JetStreamWatch(o);
+  watch.schedule();
+  return watch;
 }
 
-/** One settings round: the live stream against the relay's settings; what can be is brought back. */
-async function checkStreamSettings(w: Watch): Promise<SettingDifference[]> {
-  const { config, log, events } = w;
-  const jsm = await jetstreamManager(await connection(w), { timeout: 5000 });
-  const want = desiredStream(config);
-  let current;
-  try {
-    current = await jsm.streams.info(want.name);
-  } catch (err) {
-    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return [];
-    throw err;
+class JetStreamWatch implements StreamWatch {
+  readonly events = new EventEmitter<StreamWatchEvents>();
+  private readonly config: Config;
+  private readonly db: Db;
+  private readonly url: string;
+  private readonly connect: typeof connectNats;
+  /** The caller's logger (the publisher's parent); `log` is the watch's own child of it. */
+  private readonly logger: Logger;
+  private readonly log: Logger;
+  private nc: Promise<NatsConnection> | undefined;
+  private publisher: EventPublisher | undefined;
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly running = new Set<Promise<unknown>>();
+
+  constructor(o: StreamWatchDeps) {
+    const { config } = o;
+    if (!config.NATS_URL) throw new Error('startStreamWatch needs NATS_URL');
+    this.config = config;
+    this.db = o.db;
+    this.url = config.NATS_URL;
+    this.connect = o.connect ?? connectNats;
+    this.logger = o.logger;
+    this.log = o.logger.child({ component: 'events-stream-watch', stream: config.EVENTS_STREAM });
   }
-  const differences = streamDifferences(current.config, want, 'relay', config.EVENTS_ALLOW_SHORTER_MAX_AGE);
-  // A sealed stream takes no change at all (sealing also sets discard "new" and max age 0).
-  const sealed = current.config.sealed === true;
-  const fixable = differences.filter((d) => d.fixedInPlace && !sealed);
-  const unfixable = differences.filter((d) => !d.fixedInPlace || sealed);
-  if (fixable.length > 0) unfixable.push(...(await bringBackInPlace(w, jsm, { current, want, fixable })));
-  if (unfixable.length > 0) {
-    log.error(
-      { differences: describeDifferences(unfixable) },
-      'events stream settings differ from the configuration and cannot be brought back in place: events may be lost or refused until someone fixes them',
-    );
-    events.emit('settings', { differences: unfixable, fixed: false });
+
+  /** Starts both timers (the reconcile's only when its interval is not 0). */
+  schedule(): void {
+    const { config } = this;
+    this.every(config.EVENTS_SETTINGS_CHECK_INTERVAL_SECONDS, 'the events stream settings check', () => this.checkSettings());
+    if (config.EVENTS_RECONCILE_INTERVAL_SECONDS > 0) {
+      this.every(config.EVENTS_RECONCILE_INTERVAL_SECONDS, 'the events reconcile', () => this.reconcile());
+    }
   }
-  events.emit('unfixable', unfixable.length);
-  return differences;
-}
 
-/** Brings the fixable differences back; returns them as unfixable (with why) when JetStream refuses. */
-async function bringBackInPlace(
-  w: Watch,
-  jsm: JetStreamManager,
-  { current, want, fixable }: { current: StreamInfo; want: ReturnType<typeof desiredStream>; fixable: SettingDifference[] },
-): Promise<SettingDifference[]> {
-  try {
-    await bringBack(jsm, current, want, fixable);
-    w.log.warn(
-      { changed: describeDifferences(fixable) },
-      'events stream settings changed on the live stream; brought back to the configuration',
-    );
-    w.events.emit('settings', { differences: fixable, fixed: true });
-    return [];
-  } catch (err) {
-    w.log.error(
-      { err, changed: describeDifferences(fixable) },
-      'events stream settings changed on the live stream, and JetStream refused to bring them back',
-    );
-    return fixable.map((d) => ({ ...d, fixedInPlace: false, why: (err as Error).message }));
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    // A round in progress stops at its next message (isStopping) or fails on the closed connection.
+    await Promise.all(this.running);
+    await this.publisher?.close();
+    const c = await this.nc?.catch(() => undefined);
+    if (c) await closeNats(c);
   }
-}
 
-/** One reconcile round over the last reconcileWindowSeconds; undefined when stopped before its end. */
-async function reconcileRound(w: Watch): Promise<ReconcileCounts | undefined> {
-  const { config, log } = w;
-  w.publisher ??= createJetStreamPublisher(config, w.logger, { connectionName: 'stayhub-stream-watch-publisher', ownsStream: false });
-  const since = new Date(Date.now() - reconcileWindowSeconds(config) * 1000);
-  const result = await reconcileStream({
-    db: w.db,
-    nc: await connection(w),
-    publisher: w.publisher,
-    config,
-    log,
-    since,
-    isStopping: () => w.stopped,
-  });
-  if (result.stopped) return undefined;
-  const { checked, present, republished, inWindow, failed } = result;
-  const counts = { checked, present, republished, inWindow, failed };
-  if (republished + inWindow + failed > 0) {
-    log.error(
-      { ...counts, since: since.toISOString(), missing: result.missingIds.slice(0, 20) },
-      'the stream lacked events the outbox relayed; published again what it could',
-    );
-  } else log.debug({ ...counts, since: since.toISOString() }, 'the stream holds every event the outbox relayed');
-  w.events.emit('reconciled', counts);
-  return counts;
-}
+  /** One settings round: the live stream against the relay's settings; what can be is brought back. */
+  async checkSettings(): Promise<SettingDifference[]> {
+    const { config, log, events } = this;
+    const jsm = await jetstreamManager(await this.connection(), { timeout: 5000 });
+    const want = desiredStream(config);
+    let current;
+    try {
+      current = await jsm.streams.info(want.name);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return [];
+      throw err;
+    }
+    const differences = streamDifferences(current.config, want, 'relay', config.EVENTS_ALLOW_SHORTER_MAX_AGE);
+    // A sealed stream takes no change at all (sealing also sets discard "new" and max age 0).
+    const sealed = current.config.sealed === true;
+    const fixable = differences.filter((d) => d.fixedInPlace && !sealed);
+    const unfixable = differences.filter((d) => !d.fixedInPlace || sealed);
+    if (fixable.length > 0) unfixable.push(...(await this.bringBackInPlace(jsm, { current, want, fixable })));
+    if (unfixable.length > 0) {
+      log.error(
+        { differences: describeDifferences(unfixable) },
+        'events stream settings differ from the configuration and cannot be brought back in place: events may be lost or refused until someone fixes them',
+      );
+      events.emit('settings', { differences: unfixable, fixed: false });
+    }
+    events.emit('unfixable', unfixable.length);
+    return differences;
+  }
 
-/** Runs `round` every `seconds`, each after the previous one ended; a failure is logged and retried next time. */
-function every(w: Watch, seconds: number, what: string, round: () => Promise<unknown>): void {
-  const schedule = () => {
-    if (w.stopped) return;
-    const timer = setTimeout(() => {
-      w.timers.delete(timer);
-      const r = round()
-        .catch((err: unknown) => {
-          if (!w.stopped) w.log.warn({ err }, `${what} failed; trying again in ${seconds} s`);
-        })
-        .finally(() => {
-          w.running.delete(r);
-          schedule();
-        });
-      w.running.add(r);
-    }, seconds * 1000);
-    timer.unref();
-    w.timers.add(timer);
-  };
-  schedule();
+  /** One reconcile round over the last reconcileWindowSeconds; undefined when stopped before its end. */
+  async reconcile(): Promise<ReconcileCounts | undefined> {
+    const { config, log } = this;
+    this.publisher ??= createJetStreamPublisher(config, this.logger, {
+      connectionName: 'stayhub-stream-watch-publisher',
+      ownsStream: false,
+    });
+    const since = new Date(Date.now() - reconcileWindowSeconds(config) * 1000);
+    const result = await reconcileStream({
+      db: this.db,
+      nc: await this.connection(),
+      publisher: this.publisher,
+      config,
+      log,
+      since,
+      isStopping: () => this.stopped,
+    });
+    if (result.stopped) return undefined;
+    const { checked, present, republished, inWindow, failed } = result;
+    const counts = { checked, present, republished, inWindow, failed };
+    if (republished + inWindow + failed > 0) {
+      log.error(
+        { ...counts, since: since.toISOString(), missing: result.missingIds.slice(0, 20) },
+        'the stream lacked events the outbox relayed; published again what it could',
+      );
+    } else log.debug({ ...counts, since: since.toISOString() }, 'the stream holds every event the outbox relayed');
+    this.events.emit('reconciled', counts);
+    return counts;
+  }
+
+  private connection(): Promise<NatsConnection> {
+    this.nc ??= this.connect(this.url, 'stayhub-stream-watch').catch((err: unknown) => {
+      this.nc = undefined;
+      throw err;
+    });
+    return this.nc;
+  }
+
+  /** Brings the fixable differences back; returns them as unfixable (with why) when JetStream refuses. */
+  private async bringBackInPlace(
+    jsm: JetStreamManager,
+    { current, want, fixable }: { current: StreamInfo; want: ReturnType<typeof desiredStream>; fixable: SettingDifference[] },
+  ): Promise<SettingDifference[]> {
+    try {
+      await bringBack(jsm, current, want, fixable);
+      this.log.warn(
+        { changed: describeDifferences(fixable) },
+        'events stream settings changed on the live stream; brought back to the configuration',
+      );
+      this.events.emit('settings', { differences: fixable, fixed: true });
+      return [];
+    } catch (err) {
+      this.log.error(
+        { err, changed: describeDifferences(fixable) },
+        'events stream settings changed on the live stream, and JetStream refused to bring them back',
+      );
+      return fixable.map((d) => ({ ...d, fixedInPlace: false, why: (err as Error).message }));
+    }
+  }
+
+  /** Runs `round` every `seconds`, each after the previous one ended; a failure is logged and retried next time. */
+  private every(seconds: number, what: string, round: () => Promise<unknown>): void {
+    const schedule = () => {
+      if (this.stopped) return;
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        const r = round()
+          .catch((err: unknown) => {
+            if (!this.stopped) this.log.warn({ err }, `${what} failed; trying again in ${seconds} s`);
+          })
+          .finally(() => {
+            this.running.delete(r);
+            schedule();
+          });
+        this.running.add(r);
+      }, seconds * 1000);
+      timer.unref();
+      this.timers.add(timer);
+    };
+    schedule();
+  }
 }
