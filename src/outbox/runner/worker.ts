@@ -12,8 +12,7 @@ import { dispatch, failureRules, type DispatchContext } from './dispatch.ts';
 import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
-import { mergeByPriority } from './local-queue.ts';
-import { StaleSweep } from './stale-sweep.ts';
+import { InFlight } from './in-flight.ts';
 import { OutboxListener } from './listener.ts';
 import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
@@ -85,12 +84,8 @@ class OutboxWorker implements Worker {
   private readonly counts = emptySummary();
   /** The handlers that keep their own lane (src/outbox/lanes.ts), for the claim. */
   private readonly lanes: readonly string[];
-  /** Claimed, not started. */
-  private queue: ClaimedMessage[] = [];
-  /** While the queue holds anything: hands back what waited too long to start. */
-  private readonly staleSweep: StaleSweep;
-  /** Handlers running (a slot each). */
-  private running = 0;
+  /** Claimed and not yet settled: the local queue, the slots, the hand-backs (./in-flight.ts). */
+  private readonly inFlight: InFlight;
   private stopping = false;
   private stopPromise: Promise<WorkerSummary> | undefined;
   private loopPromise: Promise<unknown> | undefined;
@@ -98,8 +93,6 @@ class OutboxWorker implements Worker {
   private listener: OutboxListener | undefined;
   private housekeeping: Housekeeping | undefined;
   private progress: ProgressLog | undefined;
-  /** Claimed messages going back unstarted (./hand-back.ts). */
-  private readonly handBacks: HandBacks;
   /** Wake-ups and waiters: a notification or a settled message, a slot come free (./waits.ts). */
   private readonly waits = new LoopWaits();
   private readonly unknownWarnedAt = new Map<string, number>();
@@ -112,16 +105,16 @@ class OutboxWorker implements Worker {
     this.reporter = new OutcomeReporter(this.log);
     this.settler = new Settler(this.db, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
     this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
-    this.staleSweep = new StaleSweep((opts.leaseSeconds * 1000) / 4, () => this.handBackStale());
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
-    this.handBacks = new HandBacks(
+    const handBacks = new HandBacks(
       this.db,
       this.log,
       this.reporter,
       (n) => (this.counts.handedBack += n),
       () => this.waits.changed(),
     );
+    this.inFlight = new InFlight(this.concurrency, this.heartbeat, handBacks, (opts.leaseSeconds * 1000) / 4);
     this.dispatchCtx = {
       registry: opts.registry,
       payloadSchemas: opts.payloadSchemas ?? {},
@@ -145,50 +138,25 @@ class OutboxWorker implements Worker {
 
   // --- one message: dispatch → settle ---------------------------------------------------------
 
-  /**
-   * Starts queued messages while slots are free. Nothing new starts once stopping. A message with
-   * less than half its lease left (it waited behind slow handlers) is handed back instead: started
-   * that late, its lease could end mid-handler and another worker could run it in parallel.
-   */
+  /** Starts queued messages while slots are free (InFlight.startWhileFree); nothing new once stopping. */
   private pump() {
-    let stale: ClaimedMessage[] | undefined;
     const now = Date.now();
-    while (!this.stopping && this.running < this.concurrency && this.queue.length > 0) {
-      const msg = this.queue.shift()!;
-      if (!this.heartbeat.canStart(msg, now)) {
-        (stale ??= []).push(msg);
-        continue;
-      }
+    this.inFlight.startWhileFree(now, (msg) => {
       this.claimSize.started(msg.leaseUntilMs, now);
-      this.running++;
-      this.heartbeat.hold(msg);
       void this.process(msg);
-    }
-    if (stale) this.handBacks.later(stale);
-  }
-
-  /** Hands back the queued messages that can no longer start (./stale-sweep.ts); whether any still wait. */
-  private handBackStale(): boolean {
-    const now = Date.now();
-    const keep: ClaimedMessage[] = [];
-    const stale: ClaimedMessage[] = [];
-    for (const m of this.queue) (this.heartbeat.canStart(m, now) ? keep : stale).push(m);
-    if (stale.length === 0) return keep.length > 0;
-    this.queue = keep;
-    this.handBacks.later(stale);
-    return keep.length > 0;
+    });
   }
 
   /** One message from its slot to its recorded outcome. Never throws: dispatch and settle catch their own. */
   private async process(msg: ClaimedMessage): Promise<void> {
     const verdict = await (tracingOn() ? handleInSpan(msg, () => dispatch(this.dispatchCtx, msg)) : dispatch(this.dispatchCtx, msg));
     // The slot is free as soon as the handlers are: the next message starts while this one is written.
-    this.running--;
+    this.inFlight.freeSlot();
     this.pump();
     this.waits.changed();
     if (verdict?.kind === 'unknown_topic') this.warnUnknownTopic(msg.topic);
     const outcome: MessageOutcome = await this.settler.settle(msg, verdict);
-    this.heartbeat.release(msg);
+    this.inFlight.settled(msg);
     this.counts[COUNT_KEY[outcome]]++;
     this.waits.changed();
     // A settled message may make the next message of its key due: look again.
@@ -229,14 +197,14 @@ class OutboxWorker implements Worker {
       lanes: this.lanes,
     });
     const n = batch.length;
-    this.claimSize.claimed(limit, n, this.queue.length);
+    this.claimSize.claimed(limit, n, this.inFlight.queued);
     if (n === 0) return 0;
     if (tracingOn()) recordClaim(sentAt, batch, limit);
     this.counts.claimed += n;
-    this.queue = this.queue.length === 0 ? batch : mergeByPriority(this.queue, batch);
+    this.inFlight.add(batch);
     this.reporter.claimed(n);
     this.pump();
-    if (this.queue.length > 0) this.staleSweep.ensure();
+    this.inFlight.sweepWhileQueued();
     return n;
   }
 
@@ -248,7 +216,8 @@ class OutboxWorker implements Worker {
    */
   private wantsMore(): boolean {
     const batch = this.claimSize.next;
-    return this.queue.length < batch && this.queue.length + this.heartbeat.size < 2 * batch + this.concurrency;
+    const { queued, held } = this.inFlight;
+    return queued < batch && queued + held < 2 * batch + this.concurrency;
   }
 
   /**
@@ -292,7 +261,7 @@ class OutboxWorker implements Worker {
       // Empty means empty only when nothing we hold could still make a message due, and nothing
       // settled while the claim ran: its snapshot may predate that settle, and so have seen the
       // next message of the settled one's key as still held up by it.
-      if (this.heartbeat.size === 0 && this.queue.length === 0 && this.handBacks.pending === 0 && !this.waits.pending) break;
+      if (this.inFlight.idle && !this.waits.pending) break;
       await this.drained();
     }
     if (mode === 'until-empty') await this.drained();
@@ -361,8 +330,8 @@ class OutboxWorker implements Worker {
 
   /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */
   private async drained(): Promise<void> {
-    while (this.heartbeat.size > 0 || (this.queue.length > 0 && !this.stopping)) await this.waits.nextChange();
-    await this.handBacks.settled;
+    while (this.inFlight.held > 0 || (this.inFlight.queued > 0 && !this.stopping)) await this.waits.nextChange();
+    await this.inFlight.handedBack;
   }
 
   // --- stopping -------------------------------------------------------------------------------
@@ -373,6 +342,7 @@ class OutboxWorker implements Worker {
 
   private async doStop(): Promise<WorkerSummary> {
     this.stopping = true;
+    this.inFlight.stopStarting();
     this.waits.wake();
     this.waits.changed();
     this.progress?.stop();
@@ -380,13 +350,11 @@ class OutboxWorker implements Worker {
     // A claim in progress completes; what it brought in is handed back below, not started.
     await this.loopPromise;
     await this.claiming?.catch(() => 0);
-    const rest = this.queue;
-    this.queue = [];
-    this.staleSweep.stop();
-    this.handBacks.later(rest);
-    await this.handBacks.settled;
+    this.inFlight.handBackQueued();
+    await this.inFlight.handedBack;
     this.waits.changed();
-    while (this.heartbeat.size > 0) await this.waits.nextChange();
+    // The queue is empty and every hand-back written: idle once the started messages are settled.
+    while (!this.inFlight.idle) await this.waits.nextChange();
     await this.heartbeat.stop();
     await housekeeping;
     await this.listener?.close();
