@@ -6,7 +6,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';

@@ -2,7 +2,7 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import { SUBSCRIPTIONS, type SubscriptionName } from '../../messages/subscriptions.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking, hostWebhookDisabled } from './booking-emails.ts';
@@ -29,7 +29,7 @@ export interface HandlerDeps {
  * nothing else: no import side effects, so a forgotten import cannot silently leave a topic
  * without handlers (`npm run drain-outbox -- --list-topics` prints what this gives).
  */
-const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) => Handler<any> } = {
+const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) => TopicHandler<any> } = {
   'email.guest-confirmation': guestConfirmation,
   'email.host-new-booking': hostNewBooking,
   'email.guest-cancellation': guestCancellation,
@@ -41,7 +41,7 @@ const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) =
 };
 
 /** Every handler the worker runs: the subscriptions in their order, then the events relay when NATS_URL is set. */
-export function defaultHandlers(deps: HandlerDeps): Handler<any>[] {
+export function defaultHandlers(deps: HandlerDeps): TopicHandler<any>[] {
   const handlers = SUBSCRIPTIONS.map((s) => {
     const handler = IMPLEMENTATIONS[s.name](deps);
     if (handler.name !== s.name || handler.topic !== s.topic) {

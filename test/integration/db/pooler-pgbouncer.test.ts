@@ -13,7 +13,7 @@ import { earningsMain } from '../../../src/events/earnings/main.ts';
 import { buildApp } from '../../../src/http/app.ts';
 import { createMailer } from '../../../src/mail/mailer.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../../src/search/postgres-search-index.ts';
 import { defaultHandlers } from '../../../src/worker/handlers/index.ts';
 import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
@@ -154,7 +154,7 @@ describe.skipIf(skip).each<Pooler>(['session', 'transaction'])('StayHub through 
     const registry = new HandlerRegistry(defaultHandlers(deps));
     try {
       await registry.prepare(); // the events relay's stream
-      const worker = createWorker({ db: tdb.db, config, registry, logger: silent });
+      const worker = createConfiguredWorker({ db: tdb.db, config, registry, logger: silent });
       await worker.runUntilEmpty();
     } finally {
       await registry.close();

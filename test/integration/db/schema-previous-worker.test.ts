@@ -6,7 +6,7 @@ import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR } from '../../../src/db/migrate.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
-import { enqueue } from '../../../src/messages/enqueue.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { runScript, scriptEnv } from '../../helpers/npm-run.ts';
 import { dayName, tableState } from '../../helpers/outbox-partitions.ts';
@@ -79,7 +79,7 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
       // before the workers are restarted.
       const current = bookingPayload();
       const written = await withTransaction(tdb.db, (tx) =>
-        enqueue(tx, 'booking.created', current, { key: current.bookingId, group: 'host-a', owner: 'guest-a' }),
+        enqueueTopic(tx, 'booking.created', current, { key: current.bookingId, group: 'host-a', owner: 'guest-a' }),
       );
       // A hole in the days ahead: its housekeeping's first round (at start) mends it, which shows the round ran.
       const hole = dayName(5);
