@@ -28,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
- * is src/worker/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
+ * is src/commands/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
  * graphile-worker's `--once` processes (lib/marks.ts). Latency runs the same loop in-process
  * (createWorker, LISTEN/NOTIFY), like the peers'.
  */

@@ -10,7 +10,7 @@ import { eventsRelayHandlers } from './events-relay.ts';
 import { searchIndexPropertyHandler } from './search-index-property.ts';
 import { webhooksBookingCancelled, webhooksBookingCreated } from './webhooks-fan-out.ts';
 
-/** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
+/** What handlers may use. Built once by the worker's entry point (src/commands/drain-outbox.ts). */
 export interface HandlerDeps {
   config: Config;
   /** The worker's pool. A handler that writes to the database does so in its own short transaction. */

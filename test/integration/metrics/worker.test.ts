@@ -107,7 +107,7 @@ describe('worker metrics', () => {
 describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
   it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts'], {
       env: {
         ...process.env,
         DATABASE_URL: tdb.url,

@@ -9,10 +9,10 @@ import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { probeOutbox, type HandlerRegistry, type Worker } from '../outbox/index.ts';
 import { optionalWholeNumberFlag } from '../process/flags.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { appChores } from './chores.ts';
-import type { HandlerDeps } from './handlers/index.ts';
-import { createConfiguredWorker } from './outbox-worker.ts';
-import { openWorkerResources, type WorkerResources } from './resources.ts';
+import { appChores } from '../worker/chores.ts';
+import type { HandlerDeps } from '../worker/handlers/index.ts';
+import { createConfiguredWorker } from '../worker/outbox-worker.ts';
+import { openWorkerResources, type WorkerResources } from '../worker/resources.ts';
 
 /*
  * `npm run drain-outbox -- [flags]`: the outbox worker, a process of its own. Safe to stop and
