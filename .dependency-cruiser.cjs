@@ -3,14 +3,15 @@
  * the check exits non-zero on any violation. Type-only imports count (tsPreCompilationDeps): a
  * `import type` cycle or layer breach is still one.
  *
- *   src/http/, src/worker/   the top: the two entry points, imported by nothing else in src/
+ *   src/commands/            the commands (one file per npm script), imported by nothing in src/
+ *   src/http/, src/worker/   the API and the worker, imported by nothing else in src/ but the commands
  *   src/messages/            the application's topics, payload schemas and subscriptions: the
  *                            API<->worker contract, registered with the outbox, below both sides
  *   src/outbox/              a library with one public surface, src/outbox/index.ts; inside it the
  *                            runner (runner/) sits above the store (the SQL verbs, settle.ts)
  *   src/db/                  the bottom: it sees only src/config.ts and src/logger.ts
  *
- * scripts/ (the bench, the chaos run, the commands) is cruised for cycles and for the outbox's
+ * scripts/ (the developer's tools, the bench, the chaos run) is cruised for cycles and for the outbox's
  * surface, and test/ for the outbox's surface: both reach src/outbox/ through its index, or through
  * src/outbox/testing.ts (rows written and read directly, statements measured one at a time), never
  * a file behind them. SQL naming the outbox's tables outside src/outbox/ is a test's to catch
@@ -32,6 +33,15 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'commands-are-the-top',
+      severity: 'error',
+      comment:
+        'src/commands/ holds the processes a person or an image starts (runMain): nothing in src/, another command ' +
+        'included, imports one. Tests and the bench may, to run a command in-process.',
+      from: { path: '^src/' },
+      to: { path: '^src/commands/' },
+    },
+    {
       name: 'domain-not-to-entry-points',
       severity: 'error',
       comment: 'A domain module never imports the HTTP layer or the worker: they import it.',
@@ -41,8 +51,10 @@ module.exports = {
     {
       name: 'entry-points-are-the-top',
       severity: 'error',
-      comment: 'src/http/ and src/worker/ are entry points: nothing else in src/ (src/process/ included) imports them.',
-      from: { path: '^src/', pathNot: ['^src/(http|worker)/', DOMAIN] },
+      comment:
+        'src/http/ and src/worker/ are the API and the worker: nothing else in src/ (src/process/ included) imports them, ' +
+        'but the commands that start them.',
+      from: { path: '^src/', pathNot: ['^src/(http|worker|commands)/', DOMAIN] },
       to: { path: '^src/(http|worker)/' },
     },
     {

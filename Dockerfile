@@ -25,4 +25,4 @@ EXPOSE 3000 9465
 # node itself is PID 1 (never `npm run …`: npm passes no SIGTERM on, so `docker stop` would end in
 # a SIGKILL with messages in flight). Node drains on SIGTERM; the compose file adds `init: true`
 # so an init reaps zombies and forwards the signal.
-CMD ["node", "dist/src/http/server.js"]
+CMD ["node", "dist/src/commands/api.js"]

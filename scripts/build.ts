@@ -10,9 +10,9 @@ import { runMain, type Command } from '../src/process/run-main.ts';
  * tsc with tsconfig.build.json (type-checked, `.ts` imports rewritten to `.js`), then the files the
  * code reads at run time beside it, at the same relative places as in the source tree:
  * migrations/ (src/db/migrate.ts) and public/ (the admin dashboard, src/http/routes/admin.ts).
- * The result runs with plain node: `node dist/src/http/server.js`, `node dist/src/worker/drain-outbox.js`,
- * `node dist/scripts/migrate.js`, `node dist/scripts/start.js`,
- * `node dist/src/events/earnings/main.js`.
+ * The result runs with plain node: `node dist/src/commands/api.js`, `node dist/src/commands/drain-outbox.js`,
+ * `node dist/src/commands/migrate.js`, `node dist/src/commands/start.js`,
+ * `node dist/src/commands/consume-earnings.js`.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

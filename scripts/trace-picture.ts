@@ -207,7 +207,7 @@ async function main(): Promise<void> {
     };
     const run = (entry: string, name: string, extra: NodeJS.ProcessEnv = {}) =>
       startNodeProcess({ entry, env: { ...env, ...extra }, logFile: path.join(dir, `${name}.log`) });
-    const apiRun = run('src/http/server.ts', 'api');
+    const apiRun = run('src/commands/api.ts', 'api');
     apiProcess = apiRun;
     const base = `http://127.0.0.1:${port}`;
     for (let i = 0; ; i++) {
@@ -217,8 +217,8 @@ async function main(): Promise<void> {
     }
     const { guest, propertyId } = await hostAndGuest(base, hooks.url);
     // The worker and the consumer running, as in production: the booking's effects follow it at once.
-    const worker = run('src/worker/drain-outbox.ts', 'worker', { LOG_LEVEL: 'info' });
-    const consumer = run('src/events/earnings/main.ts', 'consumer', { LOG_LEVEL: 'info' });
+    const worker = run('src/commands/drain-outbox.ts', 'worker', { LOG_LEVEL: 'info' });
+    const consumer = run('src/commands/consume-earnings.ts', 'consumer', { LOG_LEVEL: 'info' });
     await worker.waitForOutput('outbox worker started');
     await consumer.waitForOutput('earnings consumer running');
     spans.length = 0;

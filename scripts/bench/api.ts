@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { round } from './lib/stats.ts';
 
 /**
- * The booking write path. The API runs as its own process (`node --import tsx src/http/server.ts`,
+ * The booking write path. The API runs as its own process (`node --import tsx src/commands/api.ts`,
  * exactly what `npm run api` starts) so autocannon, in this process, never shares its event loop.
  * Users and properties are created through the HTTP API; every POST /bookings asks for a stay no
  * one else asked for, so every answer should be a 201.
@@ -87,7 +87,7 @@ export async function startApi(
   const port = await freePort();
   const logFile = path.join(logDir, through ? `api-${through.pooler}-pooler.log` : 'api.log');
   const api = startNodeProcess({
-    entry: 'src/http/server.ts',
+    entry: 'src/commands/api.ts',
     env: {
       ...process.env,
       DATABASE_URL: through?.url ?? url,

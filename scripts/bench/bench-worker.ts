@@ -1,10 +1,10 @@
-import { main } from '../../src/worker/drain-outbox.ts';
+import { main } from '../../src/commands/drain-outbox.ts';
 import type { Handler } from '../../src/outbox/index.ts';
 import { firstJobMarker } from './lib/marks.ts';
 
 /**
  * `node --import tsx scripts/bench/bench-worker.ts --until-empty`: our real worker entry point
- * (src/worker/drain-outbox.ts `main`, its flags, config and loop) with two benchmark handlers
+ * (src/commands/drain-outbox.ts `main`, its flags, config and loop) with two benchmark handlers
  * added to the production list, for topics no producer writes:
  *
  *   bench.noop   returns at once: the drain measures the queue's own overhead

@@ -29,7 +29,7 @@ import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss, workAll } from './
  * compiled, plans cached) and without one (started, then 1 s idle); the report compares each
  * peer's stronger configuration.
  *
- *   ours                      scripts/bench/bench-worker.ts (src/worker/drain-outbox.ts) with no
+ *   ours                      scripts/bench/bench-worker.ts (src/commands/drain-outbox.ts) with no
  *                             mode flag, 1 or 2 processes, LISTEN/NOTIFY; the wake-up sent after
  *                             COMMIT as enqueue does
  *   graphile-worker CLI       `graphile-worker --config` without --once, 1 or 2 processes, perfTest settings

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';

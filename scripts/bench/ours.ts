@@ -6,7 +6,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
@@ -28,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
- * is src/worker/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
+ * is src/commands/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
  * graphile-worker's `--once` processes (lib/marks.ts). Latency runs the same loop in-process
  * (createWorker, LISTEN/NOTIFY), like the peers'.
  */

@@ -44,7 +44,7 @@ export const OVERLOAD_SMOKE: OverloadParams = {
 
 /** How the section runs, for the results' setup list. */
 export const OVERLOAD_SETUP =
-  'two APIs (node --import tsx src/http/server.ts, LOG_LEVEL=warn, defaults) started together on databases of their own, LOAD_SHEDDING=true and false; two autocannon instances in the bench process, half the connections POSTing /bookings (every stay new; a stay refused with 503 asked for again) and half GETting /search?city=Porto&limit=10; runs alternating between the APIs; accepted latency from the request built to its 201';
+  'two APIs (node --import tsx src/commands/api.ts, LOG_LEVEL=warn, defaults) started together on databases of their own, LOAD_SHEDDING=true and false; two autocannon instances in the bench process, half the connections POSTing /bookings (every stay new; a stay refused with 503 asked for again) and half GETting /search?city=Porto&limit=10; runs alternating between the APIs; accepted latency from the request built to its 201';
 
 // A run's figures and what its 503s said: their shape is the tally's (overload-tally.ts).
 export type { OverloadDetail, OverloadRun } from './overload-tally.ts';

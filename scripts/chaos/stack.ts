@@ -41,7 +41,7 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: n
 
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */
 function listTopics(env: NodeJS.ProcessEnv): Promise<string[]> {
-  const { cmd, args } = nodeTsx('src/worker/drain-outbox.ts', '--list-topics');
+  const { cmd, args } = nodeTsx('src/commands/drain-outbox.ts', '--list-topics');
   // Not scripts/lib's runProcess: that one adds this process's environment, and the run's
   // processes get the run's settings only.
   return new Promise<string>((resolve, reject) =>
@@ -163,7 +163,7 @@ export class ChaosStack {
     this.apiUrl = `http://127.0.0.1:${apiPort}`;
     this.api = this.supervise({
       name: 'api',
-      entry: path.join(ROOT, 'src/http/server.ts'),
+      entry: path.join(ROOT, 'src/commands/api.ts'),
       env: {
         ...baseEnv,
         PORT: String(apiPort),
@@ -196,7 +196,7 @@ export class ChaosStack {
     this.workers = [0, 1].map((i) =>
       this.supervise({
         name: `worker-${i}`,
-        entry: path.join(ROOT, 'src/worker/drain-outbox.ts'),
+        entry: path.join(ROOT, 'src/commands/drain-outbox.ts'),
         env: workerEnv,
         logFile: path.join(this.logs, `worker-${i}.log`),
         onLine: (line) => {

@@ -10,7 +10,7 @@ import { freePort } from './processes.ts';
  * measure-search, the trace picture): a fresh data folder under the temp folder, a free port, the
  * server's default settings (fsync on, synchronous_commit on: what a real deployment pays), and
  * everything deleted on stop. `npm start`'s database is the product's persistent one
- * (scripts/start.ts, src/db/embedded.ts's embeddedDataDir): it is not this.
+ * (src/commands/start.ts, src/db/embedded.ts's embeddedDataDir): it is not this.
  */
 
 export interface ThrowawayPostgres {

@@ -2,7 +2,7 @@ import type { Db } from '../db/client.ts';
 import { withTransaction } from '../db/transaction.ts';
 import { uuidV7 } from '../db/uuid-v7.ts';
 import { AppError } from '../errors.ts';
-import { enqueue, insertWithEvent } from '../messages/enqueue.ts';
+import { enqueueTopic, insertWithTopicEvent } from '../messages/enqueue.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './bookings.repository.ts';
 import type { BookingResponse, CreateBookingBody } from './bookings.schemas.ts';
@@ -136,7 +136,7 @@ export async function createBooking(
     const event = bookingEventPayload({ booking: values, ...people }, `booking-created:${values.publicId}`);
     // Grouped by host, owned by the guest who books: one host's flood of work takes turns with the
     // others' (ADR 0033), and so does one guest's, however many hosts it books (ADR 0039).
-    const inserted = await insertWithEvent(tx, repo.bookingInsert(values), 'booking.created', event, {
+    const inserted = await insertWithTopicEvent(tx, repo.bookingInsert(values), 'booking.created', event, {
       key: values.publicId,
       group: host.publicId,
       owner: guest.publicId,
@@ -182,7 +182,7 @@ export async function cancelBooking(deps: BookingDeps, user: UserRow, publicId: 
     if (v.booking.status === 'cancelled') return toBookingResponse(v);
     const booking = await repo.markCancelled(tx, v.booking.id);
     const updated = { ...v, booking };
-    await enqueue(
+    await enqueueTopic(
       tx,
       'booking.cancelled',
       {

@@ -6,7 +6,7 @@ import { SCHEMA_VERSIONS, publicBody, subjectFor } from './subjects.ts';
 /*
  * What the relay makes of one outbox message, in one place. The worker's handler
  * (src/worker/handlers/events-relay.ts) runs it for each message it claims, and
- * `npm run events:backfill` (backfill.ts) for messages already settled: the same message gives the
+ * `npm run events:backfill` (src/commands/events-backfill.ts) for messages already settled: the same message gives the
  * same subject, headers, body and Nats-Msg-Id either way, so the stream's deduplication sees one
  * event, whichever of the two published it first.
  */

@@ -76,7 +76,7 @@ function healthDatabaseOf(app: FastifyInstance, ctx: AppContext): Database {
 }
 
 /**
- * Builds the API without listening, so tests can `inject` requests into it. `server.ts` is the
+ * Builds the API without listening, so tests can `inject` requests into it. `src/commands/api.ts` is the
  * only place that binds a port.
  */
 declare module 'fastify' {

@@ -11,25 +11,25 @@ import { priorityOf, TOPICS, type PayloadOf, type TopicName } from './topics.ts'
  */
 
 /** `key` orders a key's messages; `group` and `owner` make groups and owners take turns in the claim (src/outbox/enqueue.ts). */
-export type EnqueueOptions = Omit<outbox.EnqueueOptions, 'priority'>;
+export type TopicEnqueueOptions = Omit<outbox.EnqueueOptions, 'priority'>;
 
 /** Writes an event of a known topic into the outbox, inside `tx`; never commits. */
-export function enqueue<T extends TopicName>(
+export function enqueueTopic<T extends TopicName>(
   tx: Tx,
   topic: T,
   payload: PayloadOf<T>,
-  opts: EnqueueOptions = {},
+  opts: TopicEnqueueOptions = {},
 ): Promise<outbox.EnqueuedMessage> {
   return outbox.enqueue(tx, topic, snapshot(topic, payload), { ...opts, priority: priorityOf(topic) });
 }
 
-/** `enqueue` folded into the business row's INSERT: both in one round trip (src/outbox/enqueue.ts). */
-export function insertWithEvent<T extends TopicName>(
+/** `enqueueTopic` folded into the business row's INSERT: both in one round trip (src/outbox/enqueue.ts). */
+export function insertWithTopicEvent<T extends TopicName>(
   tx: Tx,
   insert: outbox.RowInsert,
   topic: T,
   payload: PayloadOf<T>,
-  opts: EnqueueOptions = {},
+  opts: TopicEnqueueOptions = {},
 ): Promise<Record<string, any> | undefined> {
   return outbox.insertWithEvent(tx, insert, topic, snapshot(topic, payload), { ...opts, priority: priorityOf(topic) });
 }

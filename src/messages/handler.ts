@@ -7,7 +7,7 @@ import type { PayloadOf, TopicName } from './topics.ts';
  */
 
 /** What a handler of topic T is given (src/outbox/runner/registry.ts). */
-export type HandlerContext<T extends TopicName> = outbox.HandlerContext<PayloadOf<T>, T>;
+export type TopicHandlerContext<T extends TopicName> = outbox.HandlerContext<PayloadOf<T>, T>;
 
 /** A handler of topic T: a stable name, the topic, and what it does with each message. */
-export type Handler<T extends TopicName = TopicName> = outbox.Handler<PayloadOf<T>, T>;
+export type TopicHandler<T extends TopicName = TopicName> = outbox.Handler<PayloadOf<T>, T>;

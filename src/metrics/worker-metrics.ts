@@ -340,7 +340,7 @@ export async function startMetricsServer(registry: Registry, port: number, host 
   };
 }
 
-/** The worker's metrics, served on `port`: what src/worker/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
+/** The worker's metrics, served on `port`: what src/commands/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
 export async function serveWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
   opts: { port: number; host?: string; maxBatchSize?: number; webhooks?: WebhookAttemptSource; stream?: StreamWatchSource },

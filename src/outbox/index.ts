@@ -42,7 +42,7 @@ export { HandlerCatalogue } from './catalogue.ts';
 export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, type RowInsert } from './enqueue.ts';
 
 // Consuming
-export { createWorker, type Worker } from './runner/worker.ts';
+export { createWorker, type Worker } from './runner/loop.ts';
 export type { RunnerSettings, WorkerOptions } from './runner/options.ts';
 export { HandlerRegistry, type Handler, type HandlerContext } from './runner/registry.ts';
 export { DependencyUnavailableError, PermanentError, type FailureRules } from './runner/failures.ts';

@@ -9,7 +9,7 @@ import { procStat } from './proc-stat.ts';
  *   once; npm runs the script through `sh -c`, which dies with it (or, if npm was SIGKILLed, stays
  *   waiting), and node lives on, orphaned. The container or the terminal that stopped npm believes
  *   the service stopped; the worker is then SIGKILLed later with its messages in flight.
- * - `npm start`'s children (scripts/start.ts opens an IPC channel to each): the supervisor died
+ * - `npm start`'s children (src/commands/start.ts opens an IPC channel to each): the supervisor died
  *   without stopping them.
  * - a harness (the chaos run, the bench, a test run) SIGKILLed, or stopped by a time limit that
  *   signals only it: the processes it started, detached, run on.

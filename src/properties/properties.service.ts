@@ -1,7 +1,7 @@
 import type { Db } from '../db/client.ts';
 import { withTransaction, type Tx } from '../db/transaction.ts';
 import { AppError } from '../errors.ts';
-import { enqueue } from '../messages/enqueue.ts';
+import { enqueueTopic } from '../messages/enqueue.ts';
 import type { UserRow } from '../users/users.repository.ts';
 import * as repo from './properties.repository.ts';
 import type { PropertyBody, PropertyPatchBody, PropertyResponse } from './properties.schemas.ts';
@@ -34,7 +34,7 @@ export interface PropertyDeps {
 
 /** Grouped by host: a host's bulk edit takes turns with other hosts' work in the worker (ADR 0033). */
 function writePropertyChanged(tx: Tx, publicId: string, reason: 'created' | 'updated', hostPublicId: string) {
-  return enqueue(tx, 'property.changed', { propertyId: publicId, reason }, { key: publicId, group: hostPublicId });
+  return enqueueTopic(tx, 'property.changed', { propertyId: publicId, reason }, { key: publicId, group: hostPublicId });
 }
 
 export async function createProperty(deps: PropertyDeps, host: UserRow, body: PropertyBody) {

@@ -30,7 +30,7 @@ export function runnerSettings(config: Config): outbox.RunnerSettings {
 type Overridable = 'batchSize' | 'maxBatchSize' | 'concurrency';
 
 /** The runner's options with `config` in place of its settings; a flag may still set the claim sizes and concurrency. */
-export interface WorkerOptions
+export interface ConfiguredWorkerOptions
   extends
     Omit<outbox.WorkerOptions, keyof outbox.RunnerSettings | 'payloadSchemas' | 'failureRules'>,
     Partial<Pick<outbox.RunnerSettings, Overridable>> {
@@ -38,7 +38,7 @@ export interface WorkerOptions
 }
 
 /** The outbox worker with this application's settings, payload schemas and failure rules. */
-export function createWorker({ config, batchSize, maxBatchSize, concurrency, ...rest }: WorkerOptions): outbox.Worker {
+export function createConfiguredWorker({ config, batchSize, maxBatchSize, concurrency, ...rest }: ConfiguredWorkerOptions): outbox.Worker {
   const settings = runnerSettings(config);
   return outbox.createWorker({
     ...settings,

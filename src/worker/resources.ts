@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import { createDatabase, type Database } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { createMailer } from '../mail/mailer.ts';
-import type { Handler } from '../messages/handler.ts';
+import type { TopicHandler } from '../messages/handler.ts';
 import { HandlerRegistry } from '../outbox/index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
 import { createWebhookSender, type WebhookSender } from '../webhooks/delivery/sender.ts';
@@ -23,7 +23,7 @@ export function openWorkerResources(
   config: Config,
   logger: Logger,
   concurrency: number,
-  extraHandlers?: (deps: HandlerDeps) => Handler<any>[],
+  extraHandlers?: (deps: HandlerDeps) => TopicHandler<any>[],
 ): WorkerResources {
   // Claims, settles and purges need connections besides the handlers that use the database.
   const database = createDatabase(config.DATABASE_URL, {

@@ -15,7 +15,7 @@ import { bookingPayload } from '../../scripts/lib/booking-payload.ts';
  * The dashboard in real headless Chromium (driven by playwright-core; a system Chromium when there
  * is one, else the one packaged in @sparticuz/chromium: test/helpers/chromium.ts): an admin signs
  * in, sees a dead letter, retries it with a confirmation, and watches it leave the dead list and
- * then be delivered by the real worker (src/worker/drain-outbox.ts with the file mail sink).
+ * then be delivered by the real worker (src/commands/drain-outbox.ts with the file mail sink).
  *
  * The worker runs as its own process — the real entry point, as `npm start` runs it — rather than
  * through `main()` in this test process. (In-process, `main()` once unref'd the test runner's IPC
@@ -98,7 +98,7 @@ async function seedHour(): Promise<{ deadBooking: string; deadProperty: string }
 
 function runWorkerUntilEmpty(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts', '--until-empty'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts', '--until-empty'], {
       env: { ...process.env, DATABASE_URL: db.url, MAIL_DIR: mailDir, LOG_LEVEL: 'warn', BACKOFF_JITTER: 'false' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,4 +1,4 @@
-import { earningsMain } from '../../src/events/earnings/main.ts';
+import { earningsMain } from '../../src/commands/consume-earnings.ts';
 
 /*
  * TEST-ONLY entry point: the real earnings consumer (`earningsMain`, same flags and exit codes)

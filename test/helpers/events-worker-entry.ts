@@ -1,6 +1,6 @@
 import { appendFileSync } from 'node:fs';
 import { createJetStreamPublisher, type EventPublisher } from '../../src/events/publisher.ts';
-import { main } from '../../src/worker/drain-outbox.ts';
+import { main } from '../../src/commands/drain-outbox.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 
 /*

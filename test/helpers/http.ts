@@ -1,5 +1,5 @@
 /*
- * Requests to an API that a test started as a process of its own (`npm start`, scripts/start.ts),
+ * Requests to an API that a test started as a process of its own (`npm start`, src/commands/start.ts),
  * over its real port, as a person's curl sends them. A test of the built app calls `app.inject`
  * instead (helpers/app.ts).
  */

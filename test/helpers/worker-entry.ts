@@ -1,10 +1,10 @@
 import { appendFileSync } from 'node:fs';
-import { main } from '../../src/worker/drain-outbox.ts';
+import { main } from '../../src/commands/drain-outbox.ts';
 import type { TopicName } from '../../src/messages/topics.ts';
-import type { Handler } from '../../src/messages/handler.ts';
+import type { TopicHandler } from '../../src/messages/handler.ts';
 
 /*
- * TEST-ONLY entry point: the real worker (`main()` of src/worker/drain-outbox.ts, same flags,
+ * TEST-ONLY entry point: the real worker (`main()` of src/commands/drain-outbox.ts, same flags,
  * signals and exit codes) with two extra handlers, so process-level tests can hold a handler in
  * flight. Production never loads this file; nothing in src/ knows these topics.
  *
@@ -17,7 +17,7 @@ import type { Handler } from '../../src/messages/handler.ts';
 const effects = process.env.TEST_EFFECTS_FILE;
 const record = (line: string) => effects && appendFileSync(effects, `${line}\n`);
 
-const testHandlers = (): Handler<any>[] => [
+const testHandlers = (): TopicHandler<any>[] => [
   {
     name: 'test.slow-handler',
     topic: 'test.slow' as TopicName,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bannerLines } from '../../scripts/start-console.ts';
+import { bannerLines } from '../../src/process/start-console.ts';
 
 /* `npm start`'s ready banner: an Events line only when NATS_URL is set, never a password, and a warning when webhooks may call private addresses. */
 

@@ -6,7 +6,7 @@ import { problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
 
 /**
- * GET /search. Public, like GET /properties/:id. The index comes from the caller (server.ts, or a
+ * GET /search. Public, like GET /properties/:id. The index comes from the caller (src/commands/api.ts, or a
  * test) so that the direct write after a save and the search share one pool; an app built without
  * one gets its own here, on the search pool settings, closed with the app.
  */

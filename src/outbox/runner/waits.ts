@@ -1,5 +1,5 @@
 /**
- * The loop's two ways of waiting (./worker.ts), and what ends each:
+ * The loop's two ways of waiting (./loop.ts), and what ends each:
  * - a pause (the poll interval, a failed claim's backoff), ended early by a wake-up: a
  *   notification, a settled message (the next message of its key may be due), stop();
  * - the next change (a slot came free, a message settled, a hand-back finished), for a loop that

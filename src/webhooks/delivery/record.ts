@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
 import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
-import { enqueue } from '../../messages/enqueue.ts';
+import { enqueueTopic } from '../../messages/enqueue.ts';
 import { activeTraceId } from '../../telemetry/tracing.ts';
 import type { ClaimedDelivery } from './claim.ts';
 import type { ExchangedHeaders } from './exchanged-headers.ts';
@@ -113,7 +113,7 @@ export async function recordAttempt(
       returning u.email, u.name, e.url, e.public_id`);
     const h = host[0];
     if (h) {
-      await enqueue(
+      await enqueueTopic(
         tx,
         'webhook.endpoint-disabled',
         {

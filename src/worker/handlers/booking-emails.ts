@@ -1,7 +1,7 @@
 import type { Config } from '../../config.ts';
 import { emailMessageId, type Mailer } from '../../mail/mailer.ts';
 import * as templates from '../../mail/templates.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import type { PayloadOf } from '../../messages/topics.ts';
 
 /**
@@ -21,7 +21,7 @@ function emailHandler<T extends 'booking.created' | 'booking.cancelled'>(
   name: string,
   recipient: 'guest' | 'host',
   render: (p: PayloadOf<T>) => templates.RenderedEmail,
-): Handler<T> {
+): TopicHandler<T> {
   return {
     name,
     topic,
@@ -34,7 +34,7 @@ function emailHandler<T extends 'booking.created' | 'booking.cancelled'>(
         messageId,
         idempotencyKey: p.idempotencyKey,
       });
-      // Debug: a line per email would cost a busy worker (src/outbox/runner/worker.ts, logEachMessage).
+      // Debug: a line per email would cost a busy worker (src/outbox/runner/loop.ts, logEachMessage).
       if (log.isLevelEnabled('debug')) log.debug({ recipient, emailMessageId: messageId }, 'email sent');
     },
   };
@@ -55,7 +55,7 @@ export const hostCancellation = (d: EmailHandlerDeps) =>
   emailHandler(d, 'booking.cancelled', 'email.host-cancellation', 'host', templates.hostCancellation);
 
 /** A host's webhook endpoint was disabled by the system: the host learns why and how to resume. */
-export const hostWebhookDisabled = (deps: EmailHandlerDeps): Handler<'webhook.endpoint-disabled'> => ({
+export const hostWebhookDisabled = (deps: EmailHandlerDeps): TopicHandler<'webhook.endpoint-disabled'> => ({
   name: 'email.host-webhook-disabled',
   topic: 'webhook.endpoint-disabled',
   async handle({ payload: p }) {

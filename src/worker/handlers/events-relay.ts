@@ -1,6 +1,6 @@
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import type { TopicName } from '../../messages/topics.ts';
 import { DependencyUnavailableError } from '../../outbox/index.ts';
 import { EventsUnavailableError } from '../../events/errors.ts';
@@ -39,12 +39,12 @@ export interface EventsRelayDeps {
  * message, while the message's emails and webhooks, and the key's later messages, go on. The key's
  * later events queue in the lane behind it, so the stream still receives them in order.
  */
-export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPublisher): Handler<any>[] {
+export function eventsRelayHandlers(deps: EventsRelayDeps, publisher?: EventPublisher): TopicHandler<any>[] {
   const topics = relayedTopics(deps.config);
   const pub = publisher ?? createJetStreamPublisher(deps.config, deps.logger);
   let prepared: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
-  return topics.map((topic): Handler<TopicName> => ({
+  return topics.map((topic): TopicHandler<TopicName> => ({
     name: EVENTS_RELAY,
     topic,
     // NATS away must not hold the message's emails or a later message's (src/outbox/lanes.ts).

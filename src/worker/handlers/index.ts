@@ -2,7 +2,7 @@ import type { Config } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
 import type { Mailer } from '../../mail/mailer.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import { SUBSCRIPTIONS, type SubscriptionName } from '../../messages/subscriptions.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking, hostWebhookDisabled } from './booking-emails.ts';
@@ -10,7 +10,7 @@ import { eventsRelayHandlers } from './events-relay.ts';
 import { searchIndexPropertyHandler } from './search-index-property.ts';
 import { webhooksBookingCancelled, webhooksBookingCreated } from './webhooks-fan-out.ts';
 
-/** What handlers may use. Built once by the worker's entry point (src/worker/drain-outbox.ts). */
+/** What handlers may use. Built once by the worker's entry point (src/commands/drain-outbox.ts). */
 export interface HandlerDeps {
   config: Config;
   /** The worker's pool. A handler that writes to the database does so in its own short transaction. */
@@ -29,7 +29,7 @@ export interface HandlerDeps {
  * nothing else: no import side effects, so a forgotten import cannot silently leave a topic
  * without handlers (`npm run drain-outbox -- --list-topics` prints what this gives).
  */
-const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) => Handler<any> } = {
+const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) => TopicHandler<any> } = {
   'email.guest-confirmation': guestConfirmation,
   'email.host-new-booking': hostNewBooking,
   'email.guest-cancellation': guestCancellation,
@@ -41,7 +41,7 @@ const IMPLEMENTATIONS: { readonly [N in SubscriptionName]: (deps: HandlerDeps) =
 };
 
 /** Every handler the worker runs: the subscriptions in their order, then the events relay when NATS_URL is set. */
-export function defaultHandlers(deps: HandlerDeps): Handler<any>[] {
+export function defaultHandlers(deps: HandlerDeps): TopicHandler<any>[] {
   const handlers = SUBSCRIPTIONS.map((s) => {
     const handler = IMPLEMENTATIONS[s.name](deps);
     if (handler.name !== s.name || handler.topic !== s.topic) {

@@ -1,7 +1,7 @@
 import type { Db } from '../../db/client.ts';
 import type { SearchIndex } from '../../search/search-index.ts';
 import { indexProperties } from '../../search/source.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import { inSpan } from '../../telemetry/tracing.ts';
 
 export const SEARCH_INDEX_PROPERTY = 'search.index-property';
@@ -22,7 +22,7 @@ export interface SearchIndexPropertyDeps {
  * message goes DEAD, which for this derived data means "stale until requeued or reindexed", not a
  * lost fact.
  */
-export function searchIndexPropertyHandler(deps: SearchIndexPropertyDeps): Handler<'property.changed'> {
+export function searchIndexPropertyHandler(deps: SearchIndexPropertyDeps): TopicHandler<'property.changed'> {
   return {
     name: SEARCH_INDEX_PROPERTY,
     topic: 'property.changed',

@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.ts';
-import type { Handler } from '../../messages/handler.ts';
+import type { TopicHandler } from '../../messages/handler.ts';
 import { recordBookingEvent } from '../../webhooks/fan-out.ts';
 
 export interface WebhooksFanOutDeps {
@@ -13,7 +13,7 @@ export interface WebhooksFanOutDeps {
  * Only database writes: the HTTP calls are the webhook sender's (src/webhooks/delivery/), so a host's
  * slow server never holds an outbox slot or the booking's other handlers.
  */
-function fanOut<T extends 'booking.created' | 'booking.cancelled'>(deps: WebhooksFanOutDeps, topic: T, name: string): Handler<T> {
+function fanOut<T extends 'booking.created' | 'booking.cancelled'>(deps: WebhooksFanOutDeps, topic: T, name: string): TopicHandler<T> {
   return {
     name,
     topic,

@@ -6,7 +6,7 @@ import { buildTestApp, daysFromNow, listProperty, signUp, useTestApp } from '../
 import type { TestDatabase } from '../../helpers/db.ts';
 import { recordStatements, type LoggedStatement } from '../../helpers/statement-log.ts';
 import { bookingInsert, toBookingRow } from '../../../src/bookings/bookings.repository.ts';
-import { insertWithEvent } from '../../../src/messages/enqueue.ts';
+import { insertWithTopicEvent } from '../../../src/messages/enqueue.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { OUTBOX_CHANNEL } from '../../../src/outbox/index.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -60,7 +60,7 @@ describe('the booking and its event in one statement, outside withTransaction (n
       const rolledBack = values(propertyId, guestId);
       await expect(
         t.db.db.transaction(async (tx) => {
-          await insertWithEvent(tx, bookingInsert(rolledBack), 'booking.created', bookingPayload(), { key: rolledBack.publicId });
+          await insertWithTopicEvent(tx, bookingInsert(rolledBack), 'booking.created', bookingPayload(), { key: rolledBack.publicId });
           throw new Error('roll back');
         }),
       ).rejects.toThrow('roll back');
@@ -68,7 +68,7 @@ describe('the booking and its event in one statement, outside withTransaction (n
       const kept = values(propertyId, guestId);
       const event = bookingPayload({ bookingId: kept.publicId });
       const row = await t.db.db.transaction((tx) =>
-        insertWithEvent(tx, bookingInsert(kept), 'booking.created', event, { key: kept.publicId }).then((r) => r && toBookingRow(r)),
+        insertWithTopicEvent(tx, bookingInsert(kept), 'booking.created', event, { key: kept.publicId }).then((r) => r && toBookingRow(r)),
       );
       expect(row?.publicId).toBe(kept.publicId);
       expect(row?.id).toBeGreaterThan(0);

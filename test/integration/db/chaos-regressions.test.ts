@@ -5,7 +5,7 @@ import { createDatabase, createPool, type Database } from '../../../src/db/clien
 import { PostgresSearchIndex } from '../../../src/search/postgres-search-index.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { buildTestApp, book, listProperty, signUp, type TestApp } from '../../helpers/app.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -166,7 +166,7 @@ describe("a permanent failure does not cancel another handler's retry (chaos: ho
     let hostCalls = 0;
     let guestCalls = 0;
     const { logger } = captureLogger();
-    const w = createWorker({
+    const w = createConfiguredWorker({
       db: db.db,
       config: workerConfig(db),
       registry: new HandlerRegistry([

@@ -108,7 +108,7 @@ describe('migrate refuses an order drizzle would get wrong', () => {
     await db.pool.query('delete from drizzle.__drizzle_migrations where created_at = $1', [last.when]);
     await db.pool.query(`insert into drizzle.__drizzle_migrations (hash, created_at) values ('elsewhere', $1)`, [last.when + 1000]);
 
-    const run = await runScript('scripts/migrate.ts', [], scriptEnv({ DATABASE_URL: db.url, ENV_FILE: '' }));
+    const run = await runScript('src/commands/migrate.ts', [], scriptEnv({ DATABASE_URL: db.url, ENV_FILE: '' }));
     expect(run.code, run.stderr).toBe(1);
     expect(run.stdout).not.toContain('migrations applied');
     expect(run.stderr).toContain(
@@ -120,7 +120,7 @@ describe('migrate refuses an order drizzle would get wrong', () => {
   it('migrates a database at the head of the journal as before', async () => {
     const db = await database();
     const before = await appliedCount(db);
-    const run = await runScript('scripts/migrate.ts', [], scriptEnv({ DATABASE_URL: db.url, ENV_FILE: '' }));
+    const run = await runScript('src/commands/migrate.ts', [], scriptEnv({ DATABASE_URL: db.url, ENV_FILE: '' }));
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('migrations applied');
     expect(await appliedCount(db)).toBe(before);

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeTransactionPooler } from '../../../src/db/pooler-probe.ts';
 import { CLAIM_STATEMENT } from '../../../src/outbox/testing.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { freePort } from '../../../src/net/free-port.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { ROOT } from '../../helpers/npm-run.ts';
@@ -179,7 +179,7 @@ describe.skipIf(skip)('what stands in front of DATABASE_URL', () => {
 
   it('an API told DATABASE_POOLER=none behind a transaction-mode pool refuses to start, in one line', async () => {
     const url = await bouncer({ pool_mode: 'transaction', default_pool_size: 4 });
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/http/server.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/api.ts'], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH,

@@ -9,16 +9,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../../../src/config.ts';
 import { createDatabase, type Database } from '../../../src/db/client.ts';
 import type { Pooler } from '../../../src/db/pooler.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { buildApp } from '../../../src/http/app.ts';
 import { createMailer } from '../../../src/mail/mailer.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../../src/search/postgres-search-index.ts';
 import { defaultHandlers } from '../../../src/worker/handlers/index.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
-import { migrateCommand } from '../../../scripts/migrate.ts';
-import { seedCommand } from '../../../scripts/seed.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
+import { migrateCommand } from '../../../src/commands/migrate.ts';
+import { seedCommand } from '../../../src/commands/seed.ts';
 import { daysFromNow, listProperty, signUp, type Session } from '../../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { ROOT, runInProcess } from '../../helpers/npm-run.ts';
@@ -154,7 +154,7 @@ describe.skipIf(skip).each<Pooler>(['session', 'transaction'])('StayHub through 
     const registry = new HandlerRegistry(defaultHandlers(deps));
     try {
       await registry.prepare(); // the events relay's stream
-      const worker = createWorker({ db: tdb.db, config, registry, logger: silent });
+      const worker = createConfiguredWorker({ db: tdb.db, config, registry, logger: silent });
       await worker.runUntilEmpty();
     } finally {
       await registry.close();

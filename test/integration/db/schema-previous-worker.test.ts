@@ -6,7 +6,7 @@ import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR } from '../../../src/db/migrate.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
-import { enqueue } from '../../../src/messages/enqueue.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { runScript, scriptEnv } from '../../helpers/npm-run.ts';
 import { dayName, tableState } from '../../helpers/outbox-partitions.ts';
@@ -65,13 +65,21 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
     if (tree) rmSync(tree, { recursive: true, force: true });
   });
 
+  /** The file an npm script of that release runs: its package.json says, wherever its entry points lived then. */
+  const entryOf = (script: string): string => {
+    const scripts = (JSON.parse(readFileSync(path.join(tree, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    const entry = /^node --import tsx (\S+\.ts)/.exec(scripts[script] ?? '')?.[1];
+    if (!entry) throw new Error(`the previous release has no npm script ${script} that runs a .ts file`);
+    return entry;
+  };
+
   it('its migrate finds nothing to do, and its worker sends a booking’s emails, settles, keeps house and stops cleanly', async () => {
     const mailDir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-mail-'));
     const env = scriptEnv({ DATABASE_URL: tdb.url, ENV_FILE: '', MAIL_DIR: mailDir, POLL_INTERVAL_MS: '100', BACKOFF_JITTER: 'false' });
     try {
       // Its migrations stop before HEAD's: the migrator sees the newer ones applied and runs none.
       expect(readdirSync(path.join(tree, 'migrations')).includes(`${release!.newest}.sql`)).toBe(false);
-      const migrated = await runScript(path.join(tree, 'scripts/migrate.ts'), [], env);
+      const migrated = await runScript(path.join(tree, entryOf('migrate')), [], env);
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
 
       const [message] = await insertMessages(tdb.db, [{ topic: 'booking.created', payload: bookingPayload() }]);
@@ -79,13 +87,13 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
       // before the workers are restarted.
       const current = bookingPayload();
       const written = await withTransaction(tdb.db, (tx) =>
-        enqueue(tx, 'booking.created', current, { key: current.bookingId, group: 'host-a', owner: 'guest-a' }),
+        enqueueTopic(tx, 'booking.created', current, { key: current.bookingId, group: 'host-a', owner: 'guest-a' }),
       );
       // A hole in the days ahead: its housekeeping's first round (at start) mends it, which shows the round ran.
       const hole = dayName(5);
       await tdb.pool.query(`alter table outbox detach partition ${hole}`);
       await tdb.pool.query(`drop table ${hole}`);
-      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(tree, 'src/worker/drain-outbox.ts')], {
+      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(tree, entryOf('drain-outbox'))], {
         cwd: tree,
         env,
         stdio: ['ignore', 'pipe', 'pipe'],

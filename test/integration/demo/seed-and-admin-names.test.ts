@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 const runSeed = (args: string[] = []) =>
-  runScript('scripts/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
+  runScript('src/commands/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
 
 const register = (email: string, role: 'guest' | 'host', password: string) =>
   app.app.inject({ method: 'POST', url: '/auth/register', payload: { email, password, name: 'Early bird', role } });
@@ -67,7 +67,7 @@ describe('npm run seed and demo addresses registered before it', () => {
 });
 
 const createAdmin = (args: string[], stdin: string) =>
-  runScript('scripts/create-admin.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url }, stdin);
+  runScript('src/commands/create-admin.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: db.url }, stdin);
 
 describe('npm run create-admin and the name', () => {
   it.each([

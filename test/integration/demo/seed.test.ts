@@ -14,7 +14,7 @@ import {
 import { createBooking } from '../../../src/bookings/booking.service.ts';
 import { createProperty } from '../../../src/properties/properties.service.ts';
 import { createUser } from '../../../src/users/auth.service.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { buildTestApp, signUp, type TestApp } from '../../helpers/app.ts';
 import { createTestDatabase, tableCounts, type TestDatabase } from '../../helpers/db.ts';
 import { runScript } from '../../helpers/npm-run.ts';
@@ -48,7 +48,7 @@ async function outboxByTopic(d: TestDatabase) {
 }
 
 const runSeed = (d: TestDatabase, args: string[] = []) =>
-  runScript('scripts/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: d.url, LOG_LEVEL: 'warn' });
+  runScript('src/commands/seed.ts', args, { ...process.env, ENV_FILE: '', DATABASE_URL: d.url, LOG_LEVEL: 'warn' });
 
 describe('npm run seed', () => {
   it('creates the demo accounts, a dozen properties, bookings and one cancellation, with their outbox rows', async () => {

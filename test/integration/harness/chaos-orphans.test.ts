@@ -53,8 +53,8 @@ describe('chaos run SIGKILLed', () => {
     if (stage?.includes('stayhub-chaos-')) stages.push(stage);
     // The whole stack was up: the test kills what it means to.
     expect(postgres, commands.join('\n')).toBeDefined();
-    const expected = ['src/http/server.ts', 'src/worker/drain-outbox.ts', 'scripts/chaos/smtp-sink.ts'];
-    if (natsServerAvailable()) expected.push('nats-server -js', 'src/events/earnings/main.ts');
+    const expected = ['src/commands/api.ts', 'src/commands/drain-outbox.ts', 'scripts/chaos/smtp-sink.ts'];
+    if (natsServerAvailable()) expected.push('nats-server -js', 'src/commands/consume-earnings.ts');
     for (const entry of expected) {
       expect(
         commands.some((c) => c.includes(entry)),

@@ -28,7 +28,7 @@ describe.skipIf(skip)('events chaos', () => {
   it('keeps every booking event in the stream once and the ledger right through consumer kills, a NATS outage, node losses, forgeries and a deleted stream', async () => {
     const events = await startEventsChaos({ databaseUrl: t.db.url, root: ROOT });
     const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-    const worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
+    const worker = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts'], {
       cwd: ROOT,
       env: {
         ...inherited,

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { resolveLogFormat } from '../../../src/logger.ts';
-import { childLogEnv } from '../../../scripts/start-console.ts';
+import { childLogEnv } from '../../../src/process/start-console.ts';
 
 /*
  * Logs a person can read at a terminal, one JSON object a line everywhere else. The probe logs

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createMailer } from '../../../src/mail/mailer.ts';
 import { guestCancellation, guestConfirmation, hostCancellation, hostNewBooking } from '../../../src/worker/handlers/booking-emails.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { startSmtpServer, type TestSmtpServer } from '../../helpers/smtp.ts';
@@ -39,7 +39,7 @@ function emailWorker(env: Record<string, string>) {
   const config = workerConfig(tdb, env);
   const mailer = createMailer(config);
   const { logger, entries } = captureLogger();
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: tdb.db,
     config,
     // The four email handlers of the production list (src/worker/handlers/index.ts).

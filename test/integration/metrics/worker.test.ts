@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../../src/errors.ts';
 import { serveWorkerMetrics } from '../../../src/metrics/worker-metrics.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
@@ -37,7 +37,7 @@ function value(text: string, series: string): number | undefined {
 describe('worker metrics', () => {
   it('count outcomes by topic and handler, time handlers, and record claim batch sizes', async () => {
     const { logger } = captureLogger();
-    const worker = createWorker({
+    const worker = createConfiguredWorker({
       db: tdb.db,
       config: workerConfig(tdb, { MAX_ATTEMPTS: '3' }),
       registry: new HandlerRegistry([
@@ -107,7 +107,7 @@ describe('worker metrics', () => {
 describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
   it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/drain-outbox.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts'], {
       env: {
         ...process.env,
         DATABASE_URL: tdb.url,

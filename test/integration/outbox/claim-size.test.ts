@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
@@ -23,7 +23,7 @@ function makeWorker(
 ) {
   const { logger } = captureLogger();
   const handled = new Map<number, number>();
-  const w = createWorker({
+  const w = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb, env),
     registry: new HandlerRegistry([

@@ -7,7 +7,7 @@ import { createDatabase, type Database } from '../../../src/db/client.ts';
 import { EmbeddedPostgres } from '../../../src/db/embedded.ts';
 import { runMigrations } from '../../../src/db/migrate.ts';
 import { freePort } from '../../../src/net/free-port.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -61,7 +61,7 @@ describe('a database crash mid-drain', () => {
       [total],
     );
     const handled = new Map<string, number>();
-    const w = createWorker({
+    const w = createConfiguredWorker({
       db: database.db,
       config: workerConfig({ url }, { LEASE_SECONDS: '2', POLL_INTERVAL_MS: '50' }),
       registry: new HandlerRegistry([

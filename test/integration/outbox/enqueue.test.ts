@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../../src/db/client.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
-import { enqueue } from '../../../src/messages/enqueue.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { OUTBOX_CHANNEL } from '../../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { recordStatements, type LoggedStatement, type StatementLog } from '../../helpers/statement-log.ts';
@@ -67,8 +67,8 @@ describe('enqueue', () => {
   it('writes the rows in the caller’s transaction; alone, it carries the wake-up inside it (delivered at COMMIT)', async () => {
     const before = await count();
     await withTransaction(traced.db, async (tx) => {
-      const a = await enqueue(tx, 'property.changed', payload());
-      const b = await enqueue(tx, 'property.changed', payload());
+      const a = await enqueueTopic(tx, 'property.changed', payload());
+      const b = await enqueueTopic(tx, 'property.changed', payload());
       expect(b.id).toBeGreaterThan(a.id);
       // Not committed yet: nobody else sees the rows, and nobody has been woken.
       expect(await count()).toBe(before);
@@ -97,12 +97,12 @@ describe('enqueue', () => {
     const carried = new Promise<void>((r) => (carrying = r));
     // The carrier: its insert (with the notify) is sent, then it waits, uncommitted.
     const carrier = withTransaction(traced.db, async (tx) => {
-      await enqueue(tx, 'property.changed', payload());
+      await enqueueTopic(tx, 'property.changed', payload());
       carrying();
       await held;
     });
     await carried;
-    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
     // The other's wake-up arrives while the carrier has not committed: it did not ride in a COMMIT
     // still to come, it was sent after its own.
     await waitFor(async () => heard.includes('property.changed'), 10_000, 'the after-commit wake-up');
@@ -122,7 +122,7 @@ describe('enqueue', () => {
 
     // The carrier has ended: the next transaction carries its wake-up inside again.
     log.clear();
-    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
     expect(await heardUpToNow()).toEqual(['property.changed', 'property.changed', 'property.changed']);
   });
@@ -131,7 +131,7 @@ describe('enqueue', () => {
     const before = await count();
     await expect(
       withTransaction(traced.db, async (tx) => {
-        await enqueue(tx, 'property.changed', payload());
+        await enqueueTopic(tx, 'property.changed', payload());
         throw new Error('the business change failed');
       }),
     ).rejects.toThrow('the business change failed');
@@ -143,14 +143,14 @@ describe('enqueue', () => {
 
     // The rollback ended the carrier too: the next transaction carries its wake-up inside.
     log.clear();
-    await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', payload()));
+    await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
     expect(await heardUpToNow()).toEqual(['property.changed']);
   });
 
   it('inside a transaction it did not start, the notify goes in the transaction (delivered at COMMIT)', async () => {
     await traced.db.transaction(async (tx) => {
-      await enqueue(tx, 'property.changed', payload());
+      await enqueueTopic(tx, 'property.changed', payload());
     });
     expect(await heardUpToNow()).toEqual(['property.changed']);
     // No after-commit hook to run it: the notify is sent inside the transaction, before the COMMIT.
@@ -162,7 +162,7 @@ describe('enqueue', () => {
   it('refuses a payload that does not match its topic, writing nothing', async () => {
     const before = await count();
     await expect(
-      withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', { propertyId: 'not-a-uuid' } as never)),
+      withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', { propertyId: 'not-a-uuid' } as never)),
     ).rejects.toThrow();
     expect(await count()).toBe(before);
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))).toEqual([]);
@@ -171,7 +171,7 @@ describe('enqueue', () => {
   it('gives each message a time-ordered id (a UUIDv7 carrying its creation time), increasing with the messages', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const m = await withTransaction(traced.db, (tx) => enqueue(tx, 'property.changed', { propertyId: randomUUID() }));
+      const m = await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', { propertyId: randomUUID() }));
       ids.push(m.publicId);
     }
     const { rows } = await db.pool.query<{ version: string; variant: string; lag_ms: number }>(

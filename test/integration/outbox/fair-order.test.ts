@@ -14,8 +14,8 @@ import {
   markDoneMany,
   scheduleRetry,
 } from '../../../src/outbox/testing.ts';
-import { enqueue } from '../../../src/messages/enqueue.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -60,7 +60,7 @@ async function propertyChanges(group: string, count: number, perTransaction = 10
     await withTransaction(tdb.db, async (tx) => {
       for (let j = i; j < Math.min(count, i + perTransaction); j++) {
         const propertyId = randomUUID();
-        ids.push((await enqueue(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, group })).publicId);
+        ids.push((await enqueueTopic(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, group })).publicId);
       }
     });
   }
@@ -71,7 +71,7 @@ async function bookingCreated(group: string, owner?: string): Promise<string> {
   const payload = bookingPayload();
   return withTransaction(
     tdb.db,
-    async (tx) => (await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group, owner })).publicId,
+    async (tx) => (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group, owner })).publicId,
   );
 }
 
@@ -82,7 +82,9 @@ async function bookingsAcrossHosts(owner: string, count: number, perTransaction 
     await withTransaction(tdb.db, async (tx) => {
       for (let j = i; j < Math.min(count, i + perTransaction); j++) {
         const payload = bookingPayload();
-        ids.add((await enqueue(tx, 'booking.created', payload, { key: payload.bookingId, group: `${owner}-host-${j}`, owner })).publicId);
+        ids.add(
+          (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group: `${owner}-host-${j}`, owner })).publicId,
+        );
       }
     });
   }
@@ -101,7 +103,7 @@ describe('priorities', () => {
     const handled: string[] = [];
     const record = async (ctx: { messageId: string }) => void handled.push(ctx.messageId);
     const { logger } = captureLogger('warn');
-    const w = createWorker({
+    const w = createConfiguredWorker({
       db: tdb.db,
       config: workerConfig(tdb, { WORKER_CONCURRENCY: '1', LOG_LEVEL: 'warn' }),
       registry: new HandlerRegistry([
@@ -226,7 +228,7 @@ describe('turns between owners', () => {
     await bookingsAcrossHosts('guest-flood', 2400);
 
     const { logger } = captureLogger('warn');
-    const w = createWorker({
+    const w = createConfiguredWorker({
       db: tdb.db,
       config: workerConfig(tdb, { WORKER_CONCURRENCY: '8', LOG_LEVEL: 'warn' }),
       registry: new HandlerRegistry([testHandler('test.email', 'booking.created', () => sleep(HANDLER_MS))]),

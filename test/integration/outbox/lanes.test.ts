@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PermanentError } from '../../../src/errors.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import type { OutcomeEvent } from '../../../src/outbox/index.ts';
 import { HandlerRegistry, type Handler } from '../../../src/outbox/index.ts';
 import { deferToLanes, claimOn } from '../../../src/outbox/testing.ts';
@@ -41,7 +41,7 @@ function handlers(opts: { ownLane?: boolean } = {}) {
 
 function worker(list: Handler<any>[]) {
   const { logger } = captureLogger();
-  const w = createWorker({
+  const w = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb, { MAX_ATTEMPTS: '3' }),
     registry: new HandlerRegistry(list),

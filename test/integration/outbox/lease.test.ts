@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { ClaimConnection, markDoneMany } from '../../../src/outbox/testing.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -36,7 +36,7 @@ function makeWorker(
   opts: { batchSize?: number; concurrency?: number } = {},
 ) {
   const { logger, entries } = captureLogger();
-  const w = createWorker({
+  const w = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb, env),
     registry: new HandlerRegistry([testHandler('slow', 'test.slow', handle)]),

@@ -3,11 +3,11 @@ import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { createDatabase } from '../../../src/db/client.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
-import { enqueue } from '../../../src/messages/enqueue.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { purgeDone, HandlerRegistry } from '../../../src/outbox/index.ts';
 import { ClaimConnection } from '../../../src/outbox/testing.ts';
 import { layOutPastDays } from '../../helpers/outbox-partitions.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -33,7 +33,7 @@ afterAll(async () => {
 async function enqueueBooking() {
   const payload = bookingPayload();
   await withTransaction(tdb.db, async (tx) => {
-    await enqueue(tx, 'booking.created', payload, { key: payload.bookingId });
+    await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId });
   });
   return { payload };
 }
@@ -62,7 +62,7 @@ describe('LISTEN/NOTIFY', () => {
         },
       },
     );
-    const worker = createWorker({
+    const worker = createConfiguredWorker({
       db: traced.db,
       claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
       config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
@@ -130,7 +130,7 @@ describe('LISTEN/NOTIFY', () => {
   it('a rolled-back enqueue wakes nobody and leaves nothing', async () => {
     await expect(
       withTransaction(tdb.db, async (tx) => {
-        await enqueue(tx, 'booking.created', bookingPayload());
+        await enqueueTopic(tx, 'booking.created', bookingPayload());
         throw new Error('rollback');
       }),
     ).rejects.toThrow('rollback');
@@ -182,7 +182,7 @@ describe('housekeeping', () => {
     await tdb.pool.query('analyze outbox'); // a dropped day's rows are counted from its statistics
     const day = (await tdb.pool.query(`select tableoid::regclass::text as name from outbox limit 1`)).rows[0].name;
     const { logger } = captureLogger();
-    const worker = createWorker({
+    const worker = createConfiguredWorker({
       db: tdb.db,
       config: workerConfig(tdb, { OUTBOX_RETENTION_DAYS: '1' }),
       registry: new HandlerRegistry([]),

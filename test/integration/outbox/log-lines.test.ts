@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
@@ -18,7 +18,7 @@ const tdb = useTestDatabase('worker_log');
 async function runOne(logEachMessage: boolean) {
   const { logger, entries } = captureLogger('info');
   const registry = new HandlerRegistry([testHandler('log.first', 'test.log'), testHandler('log.second', 'test.log')]);
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb),
     registry,

@@ -15,8 +15,8 @@ import {
   markDoneMany,
 } from '../../../src/outbox/testing.ts';
 import { MIGRATIONS_DIR, runMigrations } from '../../../src/db/migrate.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
-import { migrateCommand } from '../../../scripts/migrate.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
+import { migrateCommand } from '../../../src/commands/migrate.ts';
 import { book, buildTestApp, listProperty, signUp } from '../../helpers/app.ts';
 import { urlFor, useTestDatabase } from '../../helpers/db.ts';
 import { runInProcess } from '../../helpers/npm-run.ts';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { DependencyUnavailableError, HandlerRegistry, type Handler } from '../../../src/outbox/index.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import type { OutcomeEvent } from '../../../src/outbox/index.ts';
 import { createWorkerMetrics } from '../../../src/metrics/worker-metrics.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
@@ -21,7 +21,7 @@ const tdb = useTestDatabase('wpostpone', { truncate: 'outbox' });
 
 function worker(handlers: Handler<any>[], env: Record<string, string> = {}) {
   const { logger } = captureLogger('warn');
-  const w = createWorker({
+  const w = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb, { MAX_ATTEMPTS: '2', BACKOFF_BASE_SECONDS: '2', BACKOFF_MAX_SECONDS: '30', ...env }),
     registry: new HandlerRegistry(handlers),

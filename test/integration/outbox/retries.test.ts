@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { PermanentError } from '../../../src/errors.ts';
-import { createWorker, runnerSettings, type WorkerOptions } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker, runnerSettings, type ConfiguredWorkerOptions } from '../../../src/worker/outbox-worker.ts';
 import {
   createWorker as createOutboxWorker,
   type OutcomeEvent,
@@ -31,9 +31,9 @@ import { dbClock } from '../../helpers/db-clock.ts';
 // fails with a lock timeout rather than hanging (test/helpers/db.ts).
 const tdb = useTestDatabase('wretry', { lockTimeoutMs: 5_000, truncate: 'outbox' });
 
-function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extra: Partial<WorkerOptions> = {}, level = 'info') {
+function worker(handlers: Handler<any>[], env: Record<string, string> = {}, extra: Partial<ConfiguredWorkerOptions> = {}, level = 'info') {
   const { logger, entries } = captureLogger(level);
-  const w = createWorker({
+  const w = createConfiguredWorker({
     db: tdb.db,
     config: workerConfig(tdb, env),
     registry: new HandlerRegistry(handlers),

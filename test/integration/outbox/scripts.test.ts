@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { purgeCommand } from '../../../scripts/outbox-purge.ts';
-import { requeueCommand } from '../../../scripts/outbox-requeue.ts';
-import { statsCommand } from '../../../scripts/outbox-stats.ts';
-import { reindexCommand } from '../../../scripts/reindex.ts';
+import { purgeCommand } from '../../../src/commands/outbox-purge.ts';
+import { requeueCommand } from '../../../src/commands/outbox-requeue.ts';
+import { statsCommand } from '../../../src/commands/outbox-stats.ts';
+import { reindexCommand } from '../../../src/commands/reindex.ts';
 import type { Command } from '../../../src/process/run-main.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { runInProcess, runScript } from '../../helpers/npm-run.ts';
@@ -30,7 +30,7 @@ describe('outbox scripts', () => {
       update outbox set status = case when topic = 'c.done' then 'DONE' else 'DEAD' end,
                         attempts = 8, processed_at = now(), last_error = 'h: Error: x'`);
 
-    let r = await runScript('scripts/outbox-requeue.ts', ['--id', rows[0]!.public_id], { ...env(), LOG_LEVEL: 'info' });
+    let r = await runScript('src/commands/outbox-requeue.ts', ['--id', rows[0]!.public_id], { ...env(), LOG_LEVEL: 'info' });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('1 DEAD message(s) back to PENDING');
     expect(r.stdout).toContain(rows[0]!.public_id);
@@ -112,7 +112,7 @@ describe('outbox scripts', () => {
 
   it('outbox:purge --days out of range is a usage error (exit 2), the longest range a purge', { timeout: 120_000 }, async () => {
     // As a process: the exit code is the process's own. It used to be 1, with "Invalid time value".
-    const bad = await runScript('scripts/outbox-purge.ts', ['--days', '99999999'], env());
+    const bad = await runScript('src/commands/outbox-purge.ts', ['--days', '99999999'], env());
     expect(bad.code, bad.stderr).toBe(2);
     expect(bad.stderr.split('\n')[0]).toBe('outbox:purge: --days must be a whole number from 0 to 36500 (got "99999999")');
     expect(bad.stderr).toContain('usage: npm run outbox:purge');

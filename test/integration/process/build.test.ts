@@ -35,12 +35,12 @@ const env = (extra: Record<string, string> = {}) => {
 
 describe('npm run build', () => {
   it('emits JavaScript the worker runs with plain node (no tsx loaded)', async () => {
-    const { stdout } = await run(process.execPath, [path.join(out, 'src/worker/drain-outbox.js'), '--list-topics'], {
+    const { stdout } = await run(process.execPath, [path.join(out, 'src/commands/drain-outbox.js'), '--list-topics'], {
       cwd: root,
       env: env(),
     });
     expect(stdout).toMatch(/^booking\.created: email\.guest-confirmation, email\.host-new-booking, webhooks\.booking-created$/m);
-    expect(existsSync(path.join(out, 'src/worker/drain-outbox.ts'))).toBe(false);
+    expect(existsSync(path.join(out, 'src/commands/drain-outbox.ts'))).toBe(false);
   });
 
   it("emits the API's whole module graph, loadable with plain node", async () => {
@@ -55,7 +55,7 @@ describe('npm run build', () => {
 
   it('the migrate script finds the migrations beside the build', async () => {
     // An already migrated database: every migration is found and none is pending.
-    const { stdout } = await run(process.execPath, [path.join(out, 'scripts/migrate.js')], { cwd: '/', env: env() });
+    const { stdout } = await run(process.execPath, [path.join(out, 'src/commands/migrate.js')], { cwd: '/', env: env() });
     expect(stdout).toContain('migrations applied');
   });
 

@@ -72,7 +72,7 @@ describe('.env', () => {
   it('reaches a real script: outbox:stats reads DATABASE_URL from .env, and the environment overrides it', async () => {
     db = await createTestDatabase();
     const dir = folderWithEnv(`DATABASE_URL=${db.url}\n`);
-    const entry = path.join(root, 'scripts/outbox-stats.ts');
+    const entry = path.join(root, 'src/commands/outbox-stats.ts');
     const ok = await run(process.execPath, ['--import', tsx, entry], { cwd: dir, env: bareEnv() });
     expect(ok.stdout).toContain('TOTAL');
     // Port 1: nothing listens there. The environment's value is the one used, so the script fails.

@@ -58,8 +58,8 @@ function startEntry(entry: string, env: Record<string, string>) {
 describe.skipIf(skip)('SIGTERM after NATS went away', () => {
   it(`the worker and the consumer exit 0 within SHUTDOWN_TIMEOUT_SECONDS (${TIMEOUT_SECONDS})`, async () => {
     const env = eventsEnv(tdb.url, nats.url, freshStream('S'), { LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_SECONDS: String(TIMEOUT_SECONDS) });
-    const worker = startEntry('src/worker/drain-outbox.ts', env);
-    const consumer = startEntry('src/events/earnings/main.ts', env);
+    const worker = startEntry('src/commands/drain-outbox.ts', env);
+    const consumer = startEntry('src/commands/consume-earnings.ts', env);
     // The worker declares the stream the consumer reads: each is connected and running.
     await worker.waitFor(/outbox worker started/);
     await consumer.waitFor(/earnings consumer running/);
@@ -106,7 +106,7 @@ describe('SIGTERM after the database went away mid-drain', () => {
     // An SMTP server that holds each message 3 s: the worker's handlers are in flight when it dies.
     const smtp = await slowSmtp(3_000);
     try {
-      const worker = startEntry('src/worker/drain-outbox.ts', {
+      const worker = startEntry('src/commands/drain-outbox.ts', {
         DATABASE_URL: url,
         SMTP_URL: smtp.url,
         MAIL_DIR: path.join(dir, 'mail'),

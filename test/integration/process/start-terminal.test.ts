@@ -34,7 +34,7 @@ describe('npm start in a terminal', () => {
     // `exec`: script(1) runs the command through $SHELL, or /bin/sh when SHELL is unset (as in CI).
     // dash stays in the terminal's foreground group as node's parent, and Ctrl-C kills it (130)
     // while node is still stopping; a person's interactive shell execs the job, so we do too.
-    const child = spawn('script', ['-qec', 'exec node --import tsx scripts/start.ts', '/dev/null'], {
+    const child = spawn('script', ['-qec', 'exec node --import tsx src/commands/start.ts', '/dev/null'], {
       cwd: root,
       env,
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -65,7 +65,7 @@ describe('npm start twice in one folder', () => {
     started.push(first.npm.pid!);
     try {
       await healthy(env);
-      const supervisor = descendants(first.npm.pid!).find((p) => /^\S*node .*scripts\/start\.ts/.test(commandOf(p)))!;
+      const supervisor = descendants(first.npm.pid!).find((p) => /^\S*node .*src\/commands\/start\.ts/.test(commandOf(p)))!;
       const postmaster = postmasterPid();
       started.push(...descendants(first.npm.pid!));
 

@@ -146,7 +146,7 @@ describe('reindex', () => {
   });
 
   it('`npm run reindex` without a terminal prints one summary line', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/reindex.ts', '--batch-size', '25'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/reindex.ts', '--batch-size', '25'], {
       env: { ...process.env, DATABASE_URL: db.url, SEARCH_DATABASE_URL: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

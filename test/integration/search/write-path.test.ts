@@ -9,7 +9,7 @@ import { createDirectIndexer } from '../../../src/search/direct-index.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../../src/search/postgres-search-index.ts';
 import type { SearchDocument, TruthReader } from '../../../src/search/search-index.ts';
 import { indexProperties, truthReader } from '../../../src/search/source.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import { searchIndexPropertyHandler } from '../../../src/worker/handlers/search-index-property.ts';
 import type { PayloadOf } from '../../../src/messages/topics.ts';
@@ -72,7 +72,7 @@ const handle = (m: { public_id: string; payload: PayloadOf<'property.changed'> }
   });
 
 async function runWorkerUntilEmpty() {
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: db.db,
     config: testConfig(db),
     registry: new HandlerRegistry([searchIndexPropertyHandler({ db: db.db, searchIndex: index })]),

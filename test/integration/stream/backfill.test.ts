@@ -6,10 +6,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { backfillMain } from '../../../src/events/backfill.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { backfillMain } from '../../../src/commands/events-backfill.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { readStream, skipWithoutNats, startNats, useNats } from '../../helpers/nats.ts';
 

@@ -113,8 +113,8 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
     const host = await signUp(t.app, 'host');
     const guest = await signUp(t.app, 'guest');
     let wiped = -1;
-    const worker = startProcess('src/worker/drain-outbox.ts');
-    const consumer = startProcess('src/events/earnings/main.ts');
+    const worker = startProcess('src/commands/drain-outbox.ts');
+    const consumer = startProcess('src/commands/consume-earnings.ts');
     try {
       await makeBookings(host, guest, 4);
       await waitFor(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0 || undefined, 30_000, 'first bookings counted');

@@ -6,9 +6,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { headers as natsHeaders, connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 
@@ -325,7 +325,7 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
 describe.skipIf(skip)('events consumers: outages', () => {
   it('a running consumer rides out a nats-server restart and applies what was published after it', async () => {
     if (hosts.length === 0) hosts = [await signUp(t.app, 'host')];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/events/earnings/main.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/consume-earnings.ts'], {
       cwd: ROOT,
       env: { ...process.env, ...env({ LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn' }) },
       stdio: ['ignore', process.env.DEBUG_EVENTS ? 'inherit' : 'ignore', 'inherit'],

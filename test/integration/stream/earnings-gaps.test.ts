@@ -7,12 +7,12 @@ import pino from 'pino';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { nanos } from '@nats-io/transport-node';
-import { backfillMain } from '../../../src/events/backfill.ts';
+import { backfillMain } from '../../../src/commands/events-backfill.ts';
 import { applyOnce } from '../../../src/events/handle-event.ts';
 import { applyEarningsEvent, ledgerDifferences, rebuildLedger } from '../../../src/events/earnings/ledger.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { createUser } from '../../../src/users/auth.service.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { bookStays, signUp, uniqueEmail, useTestApp, type Session } from '../../helpers/app.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { consumedEvent, eventsEnv, freshStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
@@ -147,7 +147,7 @@ const group = (name: string) => `${name}-${randomUUID().slice(0, 6)}`;
 /** `consume:earnings --group NAME` as a process of its own, running until stop(); its JSON log lines. */
 function spawnConsumer(g: string, extra: Record<string, string> = {}) {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/events/earnings/main.ts', '--group', g], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/consume-earnings.ts', '--group', g], {
     cwd: ROOT,
     env: { ...inherited, ...env({ LOG_FORMAT: 'json', ...extra }) },
     stdio: ['ignore', 'pipe', 'inherit'],

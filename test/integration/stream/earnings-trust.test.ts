@@ -9,7 +9,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { applyOnce } from '../../../src/events/handle-event.ts';
 import { applyEarningsEvent } from '../../../src/events/earnings/ledger.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { PermanentError } from '../../../src/errors.ts';
 import { book, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { consumedEvent, skipWithoutNats, startNats, type NatsServer } from '../../helpers/nats.ts';

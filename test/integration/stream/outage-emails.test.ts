@@ -6,7 +6,7 @@ import { EventsUnavailableError } from '../../../src/events/errors.ts';
 import { createJetStreamPublisher } from '../../../src/events/publisher.ts';
 import { relayMessage } from '../../../src/events/relay.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { eventsRelayHandlers } from '../../../src/worker/handlers/events-relay.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
@@ -62,7 +62,7 @@ describe.skipIf(skip)('a NATS outage', () => {
         tdb.db,
         Array.from({ length: 24 }, (_, i) => ({ topic: 'booking.created', key: `booking-${i}`, payload: bookingPayload() })),
       );
-      const worker = createWorker({
+      const worker = createConfiguredWorker({
         db: tdb.db,
         config,
         registry,
@@ -113,7 +113,7 @@ describe.skipIf(skip)('a NATS outage', () => {
       ...eventsRelayHandlers({ config, logger }),
     ]);
     await registry.prepare();
-    const worker = createWorker({ db: tdb.db, config, registry, logger, listen: false, housekeeping: false });
+    const worker = createConfiguredWorker({ db: tdb.db, config, registry, logger, listen: false, housekeeping: false });
     const payload = bookingPayload();
     await nats.stop();
     let created: string | undefined;
@@ -181,7 +181,7 @@ describe.skipIf(skip)('a NATS outage', () => {
       ...eventsRelayHandlers({ config, logger }),
     ]);
     await registry.prepare();
-    const worker = createWorker({ db: tdb.db, config, registry, logger, concurrency: 8, listen: false, housekeeping: false });
+    const worker = createConfiguredWorker({ db: tdb.db, config, registry, logger, concurrency: 8, listen: false, housekeeping: false });
     await worker.start();
     const book = async (n: number) => {
       const ids: string[] = [];
@@ -245,7 +245,7 @@ describe.skipIf(skip)('a NATS outage', () => {
     ]);
     await registry.prepare();
     const postponed = new Map<string, number>();
-    const worker = createWorker({ db: tdb.db, config, registry, logger, listen: false, housekeeping: false });
+    const worker = createConfiguredWorker({ db: tdb.db, config, registry, logger, listen: false, housekeeping: false });
     worker.events.on('outcome', (e: OutcomeEvent) => {
       if (e.outcome === 'postponed') postponed.set(e.messageId, (postponed.get(e.messageId) ?? 0) + 1);
     });

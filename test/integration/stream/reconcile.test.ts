@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { parseSince, reconcileMain } from '../../../src/events/reconcile.ts';
 import { UsageError } from '../../../src/process/run-main.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { bookStays, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';

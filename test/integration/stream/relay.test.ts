@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { loadConfig } from '../../../src/config.ts';
-import { main } from '../../../src/worker/drain-outbox.ts';
+import { main } from '../../../src/commands/drain-outbox.ts';
 import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../../src/events/stream.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, slowProxy, useNats } from '../../helpers/nats.ts';
@@ -268,7 +268,7 @@ describe.skipIf(skip)('events relay', () => {
 
   it('loses nothing when nats-server is stopped and restarted mid-run', async () => {
     const msgs = await insertMessages(tdb.db, bookings(300, 20));
-    const proc = spawnWorker('src/worker/drain-outbox.ts', [], {
+    const proc = spawnWorker('src/commands/drain-outbox.ts', [], {
       ...env({
         BACKOFF_BASE_SECONDS: '0.2',
         BACKOFF_MAX_SECONDS: '1',

@@ -261,7 +261,7 @@ describe.skipIf(skip)('a running consumer group, when its durable or the stream 
 
   it('the consumer process exits non-zero naming why when its group cannot be recreated', async () => {
     // Serving metrics, as deployed: the server must not keep the process up.
-    const child = spawnProcess('src/events/earnings/main.ts', env({ EVENTS_METRICS_PORT: '0' }));
+    const child = spawnProcess('src/commands/consume-earnings.ts', env({ EVENTS_METRICS_PORT: '0' }));
     try {
       // Pulling: the group runs.
       await waitFor(
@@ -316,7 +316,7 @@ describe.skipIf(skip)('bookings, when the stream is deleted while the worker and
     };
     const caughtUp = async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0 && !(await outbox()).PENDING;
 
-    const worker = spawnProcess('src/worker/drain-outbox.ts', env());
+    const worker = spawnProcess('src/commands/drain-outbox.ts', env());
     const consumer = spawnConsumer();
     try {
       await book(3);
@@ -343,7 +343,7 @@ describe.skipIf(skip)('a consumer that was down while the stream was deleted', (
     };
     const inLedger = async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0;
 
-    const worker = spawnProcess('src/worker/drain-outbox.ts', env());
+    const worker = spawnProcess('src/commands/drain-outbox.ts', env());
     let consumer = spawnConsumer();
     try {
       await book(2);
@@ -392,7 +392,7 @@ async function bookingsOfOneGuest(): Promise<(n: number) => Promise<void>> {
 }
 
 function spawnConsumer() {
-  return spawnProcess('src/events/earnings/main.ts', env());
+  return spawnProcess('src/commands/consume-earnings.ts', env());
 }
 
 function spawnProcess(entry: string, envVars: Record<string, string>) {

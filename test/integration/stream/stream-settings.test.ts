@@ -6,7 +6,7 @@ import pino from 'pino';
 import { loadConfig, type Config } from '../../../src/config.ts';
 import { runGroup } from '../../../src/events/consumer.ts';
 import { ensureGroup, GroupConfigError, type GroupOptions } from '../../../src/events/group.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import {
   desiredStream,
   duplicateWindowSeconds,
@@ -14,7 +14,7 @@ import {
   outboxRetrySpanSeconds,
   StreamConfigError,
 } from '../../../src/events/stream.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';

@@ -12,7 +12,7 @@ import { payloadAsRelayed, relayMessage } from '../../../src/events/relay.ts';
 import { startStreamWatch, type StreamWatch } from '../../../src/events/stream-watch.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../../../src/events/stream.ts';
 import { createWorkerMetrics } from '../../../src/metrics/worker-metrics.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { useTestApp } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { skipWithout } from '../../helpers/tools.ts';

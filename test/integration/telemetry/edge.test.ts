@@ -8,7 +8,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EdgePropagator } from '../../../src/telemetry/edge.ts';
 import { startTelemetry, type Telemetry } from '../../../src/telemetry/sdk.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.ts';
 import { waitFor } from '../../helpers/wait.ts';

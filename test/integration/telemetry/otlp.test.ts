@@ -133,7 +133,7 @@ describe('OTLP over HTTP (http/json) from the API and worker processes', () => {
       OTEL_BSP_SCHEDULE_DELAY: '200',
     };
     const port = await freePort();
-    const api = start('src/http/server.ts', [], {
+    const api = start('src/commands/api.ts', [], {
       ...tracing,
       DATABASE_URL: t.db.url,
       HOST: '127.0.0.1',
@@ -154,7 +154,7 @@ describe('OTLP over HTTP (http/json) from the API and worker processes', () => {
     });
     expect(res.status).toBe(201);
 
-    const worker = start('src/worker/drain-outbox.ts', ['--until-empty'], {
+    const worker = start('src/commands/drain-outbox.ts', ['--until-empty'], {
       ...tracing,
       DATABASE_URL: t.db.url,
       LOG_FORMAT: 'json',

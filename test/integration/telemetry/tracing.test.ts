@@ -4,11 +4,11 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { replayDeadLetters } from '../../../src/events/handle-event.ts';
 import { openDeadLetters, recordDeadLetter } from '../../../src/events/dead-letters.ts';
-import { earningsMain } from '../../../src/events/earnings/main.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { fromParts } from '../../../src/events/event.ts';
 import type { Handler } from '../../../src/outbox/index.ts';
 import { startTelemetry, type Telemetry } from '../../../src/telemetry/sdk.ts';
-import { main as drainOutbox } from '../../../src/worker/drain-outbox.ts';
+import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.ts';

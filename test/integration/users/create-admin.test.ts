@@ -10,7 +10,7 @@ import { runScript } from '../../helpers/npm-run.ts';
 const t = useTestApp();
 
 const createAdmin = (args: string[], stdin: string, databaseUrl = t.db.url) =>
-  runScript('scripts/create-admin.ts', args, { ...process.env, DATABASE_URL: databaseUrl }, stdin);
+  runScript('src/commands/create-admin.ts', args, { ...process.env, DATABASE_URL: databaseUrl }, stdin);
 
 describe('npm run create-admin', () => {
   it('creates an admin who signs in like everyone else and reaches the admin API', async () => {

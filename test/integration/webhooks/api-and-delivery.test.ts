@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMailer } from '../../../src/mail/mailer.ts';
 import { HandlerRegistry, housekeepOnce } from '../../../src/outbox/index.ts';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../../../src/search/postgres-search-index.ts';
 import { recordBookingEvent } from '../../../src/webhooks/fan-out.ts';
 import { appChores } from '../../../src/worker/chores.ts';
@@ -190,7 +190,7 @@ describe('delivery', () => {
     const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'test-search' });
     const sender = startSender();
     const registry = new HandlerRegistry(defaultHandlers({ config, db: t.db.db, mailer, logger, searchIndex, webhooks: sender }));
-    const worker = createWorker({ db: t.db.db, config, registry, logger, listen: false, housekeeping: false });
+    const worker = createConfiguredWorker({ db: t.db.db, config, registry, logger, listen: false, housekeeping: false });
     try {
       await worker.runUntilEmpty();
       await worker.stop();

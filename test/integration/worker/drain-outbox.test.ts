@@ -18,7 +18,7 @@ import { waitFor } from '../../helpers/wait.ts';
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
-const REAL = 'src/worker/drain-outbox.ts';
+const REAL = 'src/commands/drain-outbox.ts';
 const TEST_ENTRY = 'test/helpers/worker-entry.ts';
 
 const tdb = useTestDatabase('wproc', { truncate: 'outbox' });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { createWorker } from '../../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { deleteExpiredIdempotencyKeys } from '../../../src/bookings/idempotency.ts';
 import { housekeepOnce, HandlerRegistry } from '../../../src/outbox/index.ts';
 import { deleteEndedSessions } from '../../../src/users/users.repository.ts';
@@ -83,7 +83,7 @@ describe('housekeeping', () => {
   it('a running worker does it at start, with the DONE purge, and logs what went', async () => {
     await seed({ expiredKeys: 3, liveKeys: 1, expiredSessions: 2, revokedSessions: 1, liveSessions: 1 });
     const { logger, entries } = captureLogger();
-    const w = createWorker({
+    const w = createConfiguredWorker({
       db: tdb.db,
       config: workerConfig(tdb),
       registry: new HandlerRegistry([]),

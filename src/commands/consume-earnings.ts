@@ -1,5 +1,5 @@
-import { ConfigError } from '../../config.ts';
-import { createDatabase, type Db } from '../../db/client.ts';
+import { ConfigError } from '../config.ts';
+import { createDatabase, type Db } from '../db/client.ts';
 import {
   runCommand,
   runMain,
@@ -7,22 +7,22 @@ import {
   type Command,
   type CommandContext,
   type RunOptions as MainRunOptions,
-} from '../../process/run-main.ts';
-import type { Logger } from '../../logger.ts';
-import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../connection.ts';
+} from '../process/run-main.ts';
+import type { Logger } from '../logger.ts';
+import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../events/connection.ts';
 import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager, runGroup, type RunOptions } from '../consumer.ts';
-import { openDeadLetters } from '../dead-letters.ts';
-import type { GroupOptions } from '../group.ts';
-import { replayDeadLetters, type GroupHandler } from '../handle-event.ts';
-import { createConsumerMetrics, serveMetrics } from '../lag.ts';
-import { streamHoldings, withRelayHistory, type StreamHoldings } from '../retention.ts';
-import { desiredStream, ensureStream, StreamConfigError } from '../stream.ts';
-import { startLedgerAudit } from './audit.ts';
-import { applyEarningsEvent, earningsFilter, rebuildLedger } from './ledger.ts';
-import { positionGroup, type StartOutcome, type StartRequest } from './start.ts';
-import { traceIdOf } from '../../telemetry/tracing.ts';
+import { jetstreamManager, runGroup, type RunOptions } from '../events/consumer.ts';
+import { openDeadLetters } from '../events/dead-letters.ts';
+import type { GroupOptions } from '../events/group.ts';
+import { replayDeadLetters, type GroupHandler } from '../events/handle-event.ts';
+import { createConsumerMetrics, serveMetrics } from '../events/lag.ts';
+import { streamHoldings, withRelayHistory, type StreamHoldings } from '../events/retention.ts';
+import { desiredStream, ensureStream, StreamConfigError } from '../events/stream.ts';
+import { startLedgerAudit } from '../events/earnings/audit.ts';
+import { applyEarningsEvent, earningsFilter, rebuildLedger } from '../events/earnings/ledger.ts';
+import { positionGroup, type StartOutcome, type StartRequest } from '../events/earnings/start.ts';
+import { traceIdOf } from '../telemetry/tracing.ts';
 
 /*
  * `npm run consume:earnings -- [flags]`: the hosts' earnings ledger, a consumer group of the events

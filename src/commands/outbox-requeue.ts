@@ -1,7 +1,7 @@
 import os from 'node:os';
-import { createDatabase } from '../src/db/client.ts';
-import { requeueDead, type RequeueCriteria } from '../src/outbox/index.ts';
-import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
+import { createDatabase } from '../db/client.ts';
+import { requeueDead, type RequeueCriteria } from '../outbox/index.ts';
+import { runMain, UsageError, type Command } from '../process/run-main.ts';
 
 /*
  * `npm run outbox:requeue -- --id <publicId> [--id …] | --topic <t> | --all-dead`

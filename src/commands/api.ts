@@ -2,7 +2,7 @@ import { createDatabase } from '../db/client.ts';
 import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { createDirectIndexer } from '../search/direct-index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
-import { buildApp } from './app.ts';
+import { buildApp } from '../http/app.ts';
 import { runMain, type Command } from '../process/run-main.ts';
 
 /*

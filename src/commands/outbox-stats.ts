@@ -1,6 +1,6 @@
-import { createDatabase } from '../src/db/client.ts';
-import { outboxStats, type OutboxStats } from '../src/outbox/index.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
+import { createDatabase } from '../db/client.ts';
+import { outboxStats, type OutboxStats } from '../outbox/index.ts';
+import { runMain, type Command } from '../process/run-main.ts';
 
 /*
  * `npm run outbox:stats [-- --json]`: the outbox's numbers, per topic and in total, the same ones

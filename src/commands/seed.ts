@@ -1,10 +1,10 @@
-import { ConfigError, type Config } from '../src/config.ts';
-import { createDatabase, describeDb } from '../src/db/client.ts';
-import { runMigrations } from '../src/db/migrate.ts';
-import { refuseTransactionPooler } from '../src/db/pooler.ts';
-import { isDatabaseUnavailable } from '../src/db/pg-errors.ts';
-import { SeedRefusedError, seedDemo } from '../src/demo/seed.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
+import { ConfigError, type Config } from '../config.ts';
+import { createDatabase, describeDb } from '../db/client.ts';
+import { runMigrations } from '../db/migrate.ts';
+import { refuseTransactionPooler } from '../db/pooler.ts';
+import { isDatabaseUnavailable } from '../db/pg-errors.ts';
+import { SeedRefusedError, seedDemo } from '../demo/seed.ts';
+import { runMain, type Command } from '../process/run-main.ts';
 
 /*
  * `npm run seed [-- --force]`: demo data (src/demo/seed.ts) in the database `npm start` runs (or

@@ -1,8 +1,8 @@
-import { createDatabase } from '../src/db/client.ts';
-import { createPostgresSearchIndex, searchIndexOptions } from '../src/search/postgres-search-index.ts';
-import { wholeNumberFlag } from '../src/process/flags.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
-import { reindex, type ReindexProgress, type ReindexSummary } from '../src/search/reindex.ts';
+import { createDatabase } from '../db/client.ts';
+import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
+import { wholeNumberFlag } from '../process/flags.ts';
+import { runMain, type Command } from '../process/run-main.ts';
+import { reindex, type ReindexProgress, type ReindexSummary } from '../search/reindex.ts';
 
 /*
  * `npm run reindex [-- --batch-size N]`: rebuilds the search index from the properties table,

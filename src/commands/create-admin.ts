@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import type { Config } from '../src/config.ts';
-import { runMain, UsageError, type Command } from '../src/process/run-main.ts';
-import { createDatabase } from '../src/db/client.ts';
-import { AppError } from '../src/errors.ts';
-import { createUser } from '../src/users/auth.service.ts';
-import { emailSchema, userName } from '../src/users/users.schemas.ts';
+import type { Config } from '../config.ts';
+import { runMain, UsageError, type Command } from '../process/run-main.ts';
+import { createDatabase } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import { createUser } from '../users/auth.service.ts';
+import { emailSchema, userName } from '../users/users.schemas.ts';
 
 /*
  * `npm run create-admin -- --email ops@example.com --name "Olga Ops"`

@@ -1,8 +1,8 @@
-import { MAX_RETENTION_DAYS } from '../src/config.ts';
-import { createDatabase } from '../src/db/client.ts';
-import { purgeOutbox } from '../src/outbox/index.ts';
-import { optionalWholeNumberFlag } from '../src/process/flags.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
+import { MAX_RETENTION_DAYS } from '../config.ts';
+import { createDatabase } from '../db/client.ts';
+import { purgeOutbox } from '../outbox/index.ts';
+import { optionalWholeNumberFlag } from '../process/flags.ts';
+import { runMain, type Command } from '../process/run-main.ts';
 
 /*
  * `npm run outbox:purge [-- --days N]`: removes DONE messages processed more than N days ago

@@ -2,13 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { EMBEDDED_DEFAULTS, type Config } from '../src/config.ts';
-import { lockDataDir } from '../src/process/data-dir-lock.ts';
-import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../src/db/embedded.ts';
-import { runMigrations } from '../src/db/migrate.ts';
-import { runMain, type Command, type CommandContext } from '../src/process/run-main.ts';
-import { describeTraceDestination } from '../src/process/telemetry.ts';
-import { announceWhenReady, childLogEnv } from './start-console.ts';
+import { EMBEDDED_DEFAULTS, type Config } from '../config.ts';
+import { lockDataDir } from '../process/data-dir-lock.ts';
+import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../db/embedded.ts';
+import { runMigrations } from '../db/migrate.ts';
+import { runMain, type Command, type CommandContext } from '../process/run-main.ts';
+import { describeTraceDestination } from '../process/telemetry.ts';
+import { announceWhenReady, childLogEnv } from '../process/start-console.ts';
 
 /*
  * `npm start`: the whole system on one machine. Starts the embedded PostgreSQL (unless
@@ -20,10 +20,11 @@ import { announceWhenReady, childLogEnv } from './start-console.ts';
  * and so does the exit of the npm that ran us (npm passes no SIGTERM on: src/process/lifeline.ts).
  */
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// The repository's root (dist/ when built): the children's entries are named from it.
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const say = (msg: string) => process.stdout.write(`[start] ${msg}\n`);
 
-// Built (`npm run build`: dist/scripts/start.js) the children are the built JavaScript too.
+// Built (`npm run build`: dist/src/commands/start.js) the children are the built JavaScript too.
 const built = import.meta.url.endsWith('.js');
 
 function run(name: string, entry: string, env: NodeJS.ProcessEnv): ChildProcess {
@@ -118,10 +119,10 @@ function startChildren(config: Config, children: Child[]): ChildProcess {
   // first it acks what it applied while the stream is still fed. The worker before the API: its
   // handlers may still call the API's database.
   if (config.NATS_URL) {
-    children.push({ name: 'earnings', label: 'the earnings consumer', child: run('earnings', 'src/events/earnings/main.ts', env) });
+    children.push({ name: 'earnings', label: 'the earnings consumer', child: run('earnings', 'src/commands/consume-earnings.ts', env) });
   }
-  children.push({ name: 'worker', label: 'the worker', child: run('worker', 'src/worker/drain-outbox.ts', env) });
-  const api = run('api', 'src/http/server.ts', env);
+  children.push({ name: 'worker', label: 'the worker', child: run('worker', 'src/commands/drain-outbox.ts', env) });
+  const api = run('api', 'src/commands/api.ts', env);
   children.push({ name: 'api', label: 'the API', child: api });
   return api;
 }

@@ -3,21 +3,21 @@ import { refuseTransactionPooler } from '../db/pooler.ts';
 import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { startStreamWatch, type StreamWatch } from '../events/stream-watch.ts';
 import { resolveLogFormat } from '../logger.ts';
-import type { Handler } from '../messages/handler.ts';
+import type { TopicHandler } from '../messages/handler.ts';
 import { TOPIC_NAMES } from '../messages/topics.ts';
 import { serveWorkerMetrics } from '../metrics/worker-metrics.ts';
 import { probeOutbox, type HandlerRegistry, type Worker } from '../outbox/index.ts';
 import { optionalWholeNumberFlag } from '../process/flags.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { appChores } from './chores.ts';
-import type { HandlerDeps } from './handlers/index.ts';
-import { createWorker } from './outbox-worker.ts';
-import { openWorkerResources, type WorkerResources } from './resources.ts';
+import { appChores } from '../worker/chores.ts';
+import type { HandlerDeps } from '../worker/handlers/index.ts';
+import { createConfiguredWorker } from '../worker/outbox-worker.ts';
+import { openWorkerResources, type WorkerResources } from '../worker/resources.ts';
 
 /*
  * `npm run drain-outbox -- [flags]`: the outbox worker, a process of its own. Safe to stop and
  * restart at any moment: while it is down, messages wait as PENDING; a message it was holding when
- * killed comes back when its lease ends. The runner itself is src/outbox/runner/worker.ts, set up
+ * killed comes back when its lease ends. The runner itself is src/outbox/runner/loop.ts, set up
  * for this application by ./outbox-worker.ts.
  */
 
@@ -37,7 +37,7 @@ Exit codes: 0 clean stop · 1 database unreachable or not migrated at start, or 
 2 bad flags or configuration.`;
 
 type Mode = 'once' | 'until-empty' | 'list-topics';
-type ExtraHandlers = (deps: HandlerDeps) => Handler<any>[];
+type ExtraHandlers = (deps: HandlerDeps) => TopicHandler<any>[];
 
 /** The worker as a command; `extraHandlers` is for the test entry (test/helpers/worker-entry.ts) only. */
 export function drainOutboxCommand(extraHandlers?: ExtraHandlers): Command {
@@ -119,7 +119,7 @@ async function runWorker(
   sizes: { batchSize: number | undefined; concurrency: number },
 ): Promise<number> {
   const { config, logger } = ctx;
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: database.db,
     config,
     registry,

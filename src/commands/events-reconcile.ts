@@ -1,5 +1,5 @@
 import { runMain } from '../process/run-main.ts';
-import { reconcileCommand } from './reconcile.ts';
+import { reconcileCommand } from '../events/reconcile.ts';
 
 /* `npm run events:reconcile -- --since T`: the command is src/events/reconcile.ts. */
 export { reconcileCommand };

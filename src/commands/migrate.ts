@@ -1,7 +1,7 @@
-import { ConfigError } from '../src/config.ts';
-import { runMigrations } from '../src/db/migrate.ts';
-import { refuseTransactionPooler } from '../src/db/pooler.ts';
-import { runMain, type Command } from '../src/process/run-main.ts';
+import { ConfigError } from '../config.ts';
+import { runMigrations } from '../db/migrate.ts';
+import { refuseTransactionPooler } from '../db/pooler.ts';
+import { runMain, type Command } from '../process/run-main.ts';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL (or the embedded server's address). */
 export const migrateCommand: Command = {

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { Config } from '../src/config.ts';
-import { resolveLogFormat } from '../src/logger.ts';
+import type { Config } from '../config.ts';
+import { resolveLogFormat } from '../logger.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /*

@@ -3,8 +3,8 @@ import { createDatabase, type Db } from '../db/client.ts';
 import { isTopicName, type TopicName } from '../messages/topics.ts';
 import { messagesCreatedBetween, probeOutbox } from '../outbox/index.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
-import { readyCommandPublisher, type EventPublisher } from './publisher.ts';
-import { payloadAsRelayed, relayedTopics, relayMessage } from './relay.ts';
+import { readyCommandPublisher, type EventPublisher } from '../events/publisher.ts';
+import { payloadAsRelayed, relayedTopics, relayMessage } from '../events/relay.ts';
 
 /*
  * `npm run events:backfill -- --since T [--until T] [--topic T …] [--dry-run]`: the events of
