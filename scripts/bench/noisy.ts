@@ -7,7 +7,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';
@@ -23,7 +23,7 @@ import { bookingPayload } from '../lib/booking-payload.ts';
  *   - fifo: beside the same flood, every message written without a priority, group or turn: the
  *     claim then takes them as it took every message before, oldest first (available_at, id).
  *
- * The worker: in-process (createWorker, the defaults: claims of 20 growing to 1,000, 8 in flight,
+ * The worker: in-process (createConfiguredWorker, the defaults: claims of 20 growing to 1,000, 8 in flight,
  * LISTEN/NOTIFY), a handler per topic that waits HANDLER_MS (a search index write, an SMTP send).
  * The flood: FLOOD property.changed messages of one host, keyed per property, written at the start
  * as a bulk edit writes them, 1,000 a transaction (each row's turn as enqueue gives it one by one:
@@ -124,7 +124,7 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
   const { started, latencies } = seen;
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
   const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 4, applicationName: 'bench-noisy-worker' });
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: database.db,
     config,
     registry: new HandlerRegistry(noisyHandlers(seen, p)),

@@ -6,7 +6,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
-import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
 import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
@@ -30,7 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
  * is src/commands/drain-outbox.ts plus two bench handlers), `--until-empty`, timed like
  * graphile-worker's `--once` processes (lib/marks.ts). Latency runs the same loop in-process
- * (createWorker, LISTEN/NOTIFY), like the peers'.
+ * (createConfiguredWorker, LISTEN/NOTIFY), like the peers'.
  */
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
@@ -126,7 +126,7 @@ export async function oursLatency(url: string, samples: number) {
     topic: 'bench.latency' as never,
     handle: async (ctx) => probe.arrived((ctx.payload as { id: number }).id),
   };
-  const worker = createWorker({
+  const worker = createConfiguredWorker({
     db: database.db,
     config,
     registry: new HandlerRegistry([handler]),

@@ -7,9 +7,9 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
-import type { TopicHandler as Handler } from '../../src/messages/handler.ts';
+import type { TopicHandler } from '../../src/messages/handler.ts';
 import { HandlerRegistry } from '../../src/outbox/index.ts';
-import { createConfiguredWorker as createWorker } from '../../src/worker/outbox-worker.ts';
+import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { payloadAsRelayed } from '../../src/events/relay.ts';
 import { desiredStream } from '../../src/events/stream.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
@@ -19,7 +19,7 @@ import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
- * starts, drained by the worker (in-process createWorker, batch 500, concurrency 32, as the drain
+ * starts, drained by the worker (in-process createConfiguredWorker, batch 500, concurrency 32, as the drain
  * bench) whose only handler is
  *   - relay: the events relay, publishing each into JetStream and awaiting its PubAck, or
  *   - noop:  does nothing (the outbox's own cost: claim + settle),
@@ -174,14 +174,14 @@ export async function relayDrain(
   const logger = pino({ level: 'warn' });
   const database = createDatabase(opts.databaseUrl, { max: 40, applicationName: 'bench-relay' });
   try {
-    const handlers: Handler<any>[] =
+    const handlers: TopicHandler<any>[] =
       opts.handler === 'relay'
         ? eventsRelayHandlers({ config, logger })
         : [{ name: 'bench.noop', topic: 'booking.created', handle: async () => {} }];
     await fill(opts.databaseUrl, opts.count);
     const registry = new HandlerRegistry(handlers);
     await registry.prepare();
-    const worker = createWorker({
+    const worker = createConfiguredWorker({
       db: database.db,
       config,
       registry,
