@@ -11,7 +11,7 @@ import { ROOT } from '../lib/processes.ts';
 import { peak, steadyAfter, timeline, type Sample } from './sampler.ts';
 import { retryWindowMs, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { ChaosStack } from './stack.ts';
-import type { Verdict } from './verdict.ts';
+import type { ChaosVerdict } from './verdict.ts';
 import type { WebhookFigures } from './webhooks.ts';
 import { NATS_INSTALL_HINT } from '../lib/nats.ts';
 
@@ -33,16 +33,16 @@ export interface ChaosResults {
   /** The events path: covered (relay into JetStream, earnings consumer, their faults and checks) or skipped, and why. */
   events: { covered: true; figures: EventsFigures | null; consumerKills: number } | { covered: false; skipped: string };
   /** Emails' pace during NATS outages against outside them (null: the events part did not run). */
-  emailPace: Verdict['emailPace'];
+  emailPace: ChaosVerdict['emailPace'];
   /** The webhook receivers: endpoints, events owed and received, requests per receiver. */
   webhooks: WebhookFigures | null;
   /** The verdict's checks: `ok` is exactly "every one of these held". */
-  checks: Verdict['checks'];
+  checks: ChaosVerdict['checks'];
   /** What the run had to contain for its checks to mean anything (scaled to the duration). */
-  minimums: Verdict['minimums'];
+  minimums: ChaosVerdict['minimums'];
   figures: {
     bookingsMade: number;
-    bookingsInDatabase: Verdict['bookings'];
+    bookingsInDatabase: ChaosVerdict['bookings'];
     load: Load['figures'];
     requests: number;
     clientRetries: number;
@@ -53,8 +53,8 @@ export interface ChaosResults {
     /** Faults carried out with no effect seen (not counted). */
     faultsWithoutEffect: number;
     workerKillsMidHandlers: number;
-    mail: Verdict['mail'];
-    outbox: Verdict['outbox'];
+    mail: ChaosVerdict['mail'];
+    outbox: ChaosVerdict['outbox'];
     drainSecondsAfterLoad: number | null;
     secondsFromLastFaultToSteadyState: number | null;
     maxOldestPendingAgeSeconds: number;
@@ -94,7 +94,7 @@ export interface RunRecord {
   stack: ChaosStack;
   driven: Driven;
   collected: Collected;
-  verdict: Verdict;
+  verdict: ChaosVerdict;
   samples: Sample[];
 }
 

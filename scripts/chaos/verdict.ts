@@ -62,7 +62,7 @@ export interface MailFigures {
   refused550: number;
 }
 
-export interface Verdict {
+export interface ChaosVerdict {
   ok: boolean;
   checks: CheckResult[];
   minimums: Minimums;
@@ -74,7 +74,7 @@ export interface Verdict {
   emailPace: EmailPaceFigures | null;
 }
 
-export function judge(input: JudgeInput): Verdict {
+export function judge(input: JudgeInput): ChaosVerdict {
   const c = openCaseFile(input);
   const checks = RULES.flatMap((rule) => rule(c));
   const byTopicStatus: Record<string, number> = {};

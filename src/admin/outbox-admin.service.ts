@@ -78,7 +78,7 @@ function summary(catalogue: HandlerCatalogue, m: outbox.OutboxMessageRow): Summa
 const badCursor = (message: string) => new AppError('validation_failed', 'Invalid cursor', [{ path: 'querystring.cursor', message }]);
 
 /** Same cursor convention as GET /bookings: the last item's public id, base64url-encoded. */
-async function decodeCursor(db: Db, cursor: string): Promise<number> {
+async function idOfCursor(db: Db, cursor: string): Promise<number> {
   const publicId = publicIdOfCursor(cursor);
   if (publicId === undefined) throw badCursor('invalid cursor');
   const id = await outbox.idOf(db, publicId);
@@ -87,8 +87,8 @@ async function decodeCursor(db: Db, cursor: string): Promise<number> {
   return id;
 }
 
-export async function listMessages(deps: OutboxAdminDeps, q: ListMessagesQuery) {
-  const beforeId = q.cursor ? await decodeCursor(deps.db, q.cursor) : undefined;
+export async function listMessagesPage(deps: OutboxAdminDeps, q: ListMessagesQuery) {
+  const beforeId = q.cursor ? await idOfCursor(deps.db, q.cursor) : undefined;
   const rows = await outbox.listMessages(deps.db, { status: q.status, topic: q.topic, beforeId, limit: q.limit + 1 });
   const page = rows.slice(0, q.limit);
   const last = page.at(-1);

@@ -1,18 +1,11 @@
 import { ConfigError } from '../config.ts';
 import { createDatabase, type Db } from '../db/client.ts';
-import {
-  runCommand,
-  runMain,
-  UsageError,
-  type Command,
-  type CommandContext,
-  type RunOptions as MainRunOptions,
-} from '../process/run-main.ts';
+import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
 import type { Logger } from '../logger.ts';
 import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../events/connection.ts';
 import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager, runGroup, type RunOptions } from '../events/consumer.ts';
+import { jetstreamManager, runGroup, type GroupRunOptions } from '../events/consumer.ts';
 import { openDeadLetters } from '../events/dead-letters.ts';
 import type { GroupOptions } from '../events/group.ts';
 import { replayDeadLetters, type GroupHandler } from '../events/handle-event.ts';
@@ -76,12 +69,12 @@ const EXIT_REFUSED = 3;
 
 export interface EarningsHooks {
   /** Test hook (test/helpers/earnings-entry.ts): runs inside each event's transaction, before COMMIT. */
-  afterEffect?: RunOptions['afterEffect'];
+  afterEffect?: GroupRunOptions['afterEffect'];
   /** Test hook: runs after an event's COMMIT, before its ack. */
-  beforeAck?: RunOptions['beforeAck'];
+  beforeAck?: GroupRunOptions['beforeAck'];
 }
 
-export type EarningsMainOptions = MainRunOptions & EarningsHooks;
+export type EarningsMainOptions = RunOptions & EarningsHooks;
 
 /** The consumer in-process (tests and the test entry): the same flags, signals and exit codes as the process. */
 export function earningsMain(opts: EarningsMainOptions): Promise<number> {

@@ -43,7 +43,7 @@ export interface GroupRunner {
   done: Promise<void>;
 }
 
-export interface RunOptions extends GroupOptions, EventHandling {
+export interface GroupRunOptions extends GroupOptions, EventHandling {
   nc: NatsConnection;
   onOutcome?: (outcome: EventOutcome, event: ConsumedEvent | null) => void;
   /**
@@ -97,7 +97,7 @@ function groupMissing(err: unknown): boolean {
  * group on it. What cannot be recreated (a sealed stream, settings JetStream cannot change, an API
  * error) ends `done` with a GroupGoneError; the server unreachable meanwhile is waited out.
  */
-export async function runGroup(o: RunOptions): Promise<GroupRunner> {
+export async function runGroup(o: GroupRunOptions): Promise<GroupRunner> {
   const jsm = await onceJetStreamAnswers('JetStream API', () => jetstreamManager(o.nc), { log: o.log });
   const run: RunningGroup = {
     o,
@@ -125,7 +125,7 @@ export async function runGroup(o: RunOptions): Promise<GroupRunner> {
 
 /** What a running group keeps between its pulls. */
 interface RunningGroup {
-  o: RunOptions;
+  o: GroupRunOptions;
   js: JetStreamClient;
   jsm: JetStreamManager;
   streamConfig: StreamConfig | undefined;

@@ -21,7 +21,7 @@ export type GroupHandler = (tx: Tx, event: ConsumedEvent, log: Logger) => Promis
 
 export type EventOutcome = 'applied' | 'duplicate' | 'retry' | 'dead';
 
-/** What handling one event needs (src/events/consumer.ts's RunOptions carry it). */
+/** What handling one event needs (src/events/consumer.ts's GroupRunOptions carry it). */
 export interface EventHandling {
   db: Db;
   group: string;

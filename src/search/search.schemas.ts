@@ -40,12 +40,12 @@ function isRank(r: string): boolean {
  * The cursor is opaque to clients: base64url of the last returned hit's ordering key, (rank, id)
  * when searching by text, (id) otherwise. Anything that does not decode to one is a 400.
  */
-export function encodeCursor(key: IndexKey): string {
+export function encodeSearchCursor(key: IndexKey): string {
   const raw = key.rank !== undefined ? { r: key.rank, i: key.propertyId } : { i: key.propertyId };
   return Buffer.from(JSON.stringify(raw)).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): IndexKey | undefined {
+export function decodeSearchCursor(cursor: string): IndexKey | undefined {
   try {
     const raw = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
     if (typeof raw !== 'object' || raw === null) return undefined;
@@ -64,7 +64,7 @@ export function decodeCursor(cursor: string): IndexKey | undefined {
  * cursor carries the ordering it came from: a text-search cursor cannot continue an id-ordered list.
  */
 export function cursorKey(cursor: string, q: string | undefined): IndexKey {
-  const key = decodeCursor(cursor);
+  const key = decodeSearchCursor(cursor);
   const refuse = (message: string) => new AppError('invalid_cursor', undefined, [{ path: 'querystring.cursor', message }]);
   if (!key) throw refuse('is not a cursor this endpoint returned');
   if ((key.rank !== undefined) !== (q !== undefined)) throw refuse('belongs to a search with a different q');

@@ -4,7 +4,7 @@ import { AppError } from '../errors.ts';
 import { toPropertyResponse } from '../properties/properties.service.ts';
 import type { PropertyWithHost } from '../properties/properties.repository.ts';
 import type { IndexHit, IndexKey, SearchIndex } from './search-index.ts';
-import { cursorKey, encodeCursor, type SearchQuery, type SearchResponse } from './search.schemas.ts';
+import { cursorKey, encodeSearchCursor, type SearchQuery, type SearchResponse } from './search.schemas.ts';
 import { loadMatchingProperties, type TruthFilter } from './source.ts';
 
 export interface SearchDeps {
@@ -83,8 +83,8 @@ export async function searchProperties(deps: SearchDeps, p: SearchQuery): Promis
 
   const page = kept.slice(0, p.limit);
   let nextCursor: string | null = null;
-  if (kept.length > p.limit) nextCursor = encodeCursor(page[page.length - 1]!.hit.key);
-  else if (!exhausted && after) nextCursor = encodeCursor(after); // stopped by MAX_HITS_EXAMINED
+  if (kept.length > p.limit) nextCursor = encodeSearchCursor(page[page.length - 1]!.hit.key);
+  else if (!exhausted && after) nextCursor = encodeSearchCursor(after); // stopped by MAX_HITS_EXAMINED
 
   return {
     items: page.map(({ hit, property }) => ({

@@ -268,7 +268,7 @@ export interface EarningsLine {
 }
 
 /** One host's ledger lines, by currency. */
-export async function hostEarnings(db: Db, group: string, hostId: number): Promise<EarningsLine[]> {
+export async function earningsLinesOfHost(db: Db, group: string, hostId: number): Promise<EarningsLine[]> {
   const { rows } = await db.execute<{
     currency: string;
     confirmed: string;

@@ -121,7 +121,7 @@ function registerOutboxReads(app: ZodApp, deps: service.OutboxAdminDeps) {
         },
       },
     },
-    async (request) => service.listMessages(deps, request.query),
+    async (request) => service.listMessagesPage(deps, request.query),
   );
 
   app.get(

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { hostEarnings } from '../../events/earnings/ledger.ts';
+import { earningsLinesOfHost } from '../../events/earnings/ledger.ts';
 import { currentUser } from '../plugins/auth.ts';
 import { bearerAuth, problems } from '../plugins/openapi.ts';
 import type { AppContext } from '../context.ts';
@@ -46,7 +46,7 @@ export const earningsRoutes: FastifyPluginAsyncZod<AppContext> = async (app, ctx
     },
     async (request) => {
       const group = ctx.config.EVENTS_EARNINGS_GROUP;
-      return { group, earnings: await hostEarnings(ctx.db.db, group, currentUser(request).id) };
+      return { group, earnings: await earningsLinesOfHost(ctx.db.db, group, currentUser(request).id) };
     },
   );
 };

@@ -19,14 +19,14 @@ import type { ClaimedDelivery } from './claim.ts';
 import type { ConnectionPool } from './connections.ts';
 import { signedHeaders } from './exchanged-headers.ts';
 import { recordAttempt, type Success } from './record.ts';
-import { judge, type Verdict } from './schedule.ts';
+import { judge, type AttemptVerdict } from './schedule.ts';
 import { sendOnce } from './send.ts';
 
 /** One attempt's outcome, for metrics and tests. */
 export interface AttemptEvent {
   endpointId: string;
   eventType: string;
-  outcome: Verdict['kind'];
+  outcome: AttemptVerdict['kind'];
   status: number | null;
   durationMs: number;
 }

@@ -64,7 +64,7 @@ export interface ClaimedDelivery {
  * next_attempt_at to the lease deadline, so a worker killed mid-attempt leaves a delivery that is
  * due again when the lease ends, and is sent again with the same webhook-id.
  */
-export const CLAIM_SQL = `
+export const DELIVERY_CLAIM_SQL = `
 with host_busy as (
   select * from unnest($7::bigint[], $8::int[]) as b(host_id, n)
 ),
@@ -194,7 +194,7 @@ export async function claimDeliveries(
   }>({
     // Named: each connection parses and plans it once, not on every claim.
     name: 'webhooks-claim',
-    text: CLAIM_SQL,
+    text: DELIVERY_CLAIM_SQL,
     values: [
       opts.perEndpoint,
       busy.map(([id]) => id),

@@ -7,7 +7,7 @@ import { enqueueTopic } from '../../messages/enqueue.ts';
 import { activeTraceId } from '../../telemetry/tracing.ts';
 import type { ClaimedDelivery } from './claim.ts';
 import type { ExchangedHeaders } from './exchanged-headers.ts';
-import type { Verdict } from './schedule.ts';
+import type { AttemptVerdict } from './schedule.ts';
 import type { AttemptResult } from './send.ts';
 
 export interface RecordOptions {
@@ -67,7 +67,7 @@ export async function recordAttempt(
   db: Db,
   d: ClaimedDelivery,
   result: AttemptResult,
-  verdict: Verdict,
+  verdict: AttemptVerdict,
   opts: RecordOptions,
 ): Promise<Recorded> {
   if (verdict.kind === 'succeeded') return recordSuccess(db, d, result, opts);

@@ -1,7 +1,7 @@
 import type { AttemptResult } from './send.ts';
 
 /** What an attempt's result means for its delivery. */
-export type Verdict =
+export type AttemptVerdict =
   | { kind: 'succeeded' }
   | { kind: 'retry'; delaySeconds: number }
   /** The last attempt of the round failed: the delivery is kept as failed, and can be retried by hand. */
@@ -15,7 +15,12 @@ export type Verdict =
  * come back together). A 429 or 503 with Retry-After waits at least that long, capped at the
  * schedule's longest delay so a receiver cannot park a delivery for a year.
  */
-export function judge(result: AttemptResult, attempt: number, schedule: readonly number[], random: () => number = Math.random): Verdict {
+export function judge(
+  result: AttemptResult,
+  attempt: number,
+  schedule: readonly number[],
+  random: () => number = Math.random,
+): AttemptVerdict {
   if (result.status !== null && result.status >= 200 && result.status < 300) return { kind: 'succeeded' };
   if (result.status === 410) return { kind: 'gone' };
   if (attempt > schedule.length) return { kind: 'failed' };

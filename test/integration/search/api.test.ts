@@ -4,7 +4,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { buildTestApp, daysFromNow, listProperty, signUp, type Session, type TestApp } from '../../helpers/app.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../../src/search/postgres-search-index.ts';
 import { reindex } from '../../../src/search/reindex.ts';
-import { encodeCursor } from '../../../src/search/search.schemas.ts';
+import { encodeSearchCursor } from '../../../src/search/search.schemas.ts';
 
 /*
  * GET /search on real Postgres. Properties are created through the API; the index is brought up
@@ -305,8 +305,8 @@ describe('GET /search: bad parameters are 400 problem details', () => {
   }
 
   it('a cursor from a text search cannot continue a list without q, nor the reverse', async () => {
-    const rankCursor = encodeCursor({ rank: '0.1', propertyId: '00000000-0000-4000-8000-000000000000' });
-    const idCursor = encodeCursor({ propertyId: '00000000-0000-4000-8000-000000000000' });
+    const rankCursor = encodeSearchCursor({ rank: '0.1', propertyId: '00000000-0000-4000-8000-000000000000' });
+    const idCursor = encodeSearchCursor({ propertyId: '00000000-0000-4000-8000-000000000000' });
     expect((await t.app.inject({ method: 'GET', url: `/search?cursor=${rankCursor}` })).statusCode).toBe(400);
     expect((await t.app.inject({ method: 'GET', url: `/search?q=x&cursor=${idCursor}` })).statusCode).toBe(400);
     expect((await t.app.inject({ method: 'GET', url: `/search?q=x&cursor=${rankCursor}` })).statusCode).toBe(200);
