@@ -8,7 +8,8 @@ import { outbox } from '../../src/db/schema/outbox.ts';
 
 /*
  * Docs that cannot drift from the tree: a path a page or a comment names exists, the outbox
- * table's page lists every column and index the schema has, and the ADR index lists every record.
+ * table's page lists every column and index the schema has, the two paths are drawn on one page
+ * only, and the ADR index lists every record.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -131,6 +132,16 @@ describe("architecture.md's outbox table", () => {
   it('names every index of the schema', () => {
     const names = config.indexes.map((i) => i.config.name ?? '(unnamed)');
     expect(names.filter((n) => !section.includes(`\`${n}\``))).toEqual([]);
+  });
+});
+
+describe('the two paths', () => {
+  // Drawn once, in architecture.md, which owns the file map; the README and worker.md link to it.
+  const pages = ['README.md', 'CONTRIBUTING.md', ...filesUnder('docs', '.md')];
+  const DRAWING = /^\s*(request|worker)\s+→/m;
+
+  it('are drawn in docs/architecture.md and nowhere else', () => {
+    expect(pages.filter((p) => DRAWING.test(read(p)))).toEqual(['docs/architecture.md']);
   });
 });
 
