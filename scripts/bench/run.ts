@@ -107,6 +107,7 @@ async function main(): Promise<number> {
     startedAt: new Date(t0).toISOString(),
     code: codeVersion(),
     load: {},
+    seconds: {},
     machine: machine(),
     versions: versions('', pgbench, natsServer),
     postgresSettings: {},
