@@ -5,16 +5,19 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * only, so it runs once): a template database is migrated once, and each test file clones its
  * own database from it.
  *
- * Two projects. "suite": every ordinary file, two at a time. "end-to-end": the heavy files, each
- * of which starts processes of its own (the chaos run, the bench smoke, `npm start`, the browser)
- * and needs the machine to itself; they run after the suite (sequence.groupOrder 1), one at a time
- * (maxWorkers 1), so they never compete with other files on a two-core machine.
+ * Two projects. "suite": every ordinary file, two at a time. "end-to-end": the heavy files that
+ * need the machine to themselves (the chaos run, 20 s of load with faults on a timetable; 1,000
+ * clients against the API, whose latency is checked; the browser) or would take it from others
+ * (the bench smoke keeps both cores busy for two minutes with pgbench and HTTP load: beside it,
+ * the suite's files that judge a wait or a rate would be judged on a machine it starves); they run
+ * after the suite (sequence.groupOrder 1), one at a time (maxWorkers 1).
+ *
+ * Heavy but in the suite: the two `npm start` files (what they check is what the processes did,
+ * with hang guards of a minute; other `npm start` files already run in the suite).
  */
 const END_TO_END = [
   'test/integration/harness/chaos-short.test.ts',
   'test/integration/harness/bench-smoke.test.ts',
-  'test/integration/process/start.test.ts',
-  'test/integration/process/start-twice.test.ts',
   'test/integration/http/overload.test.ts',
   'test/browser/**/*.test.ts',
 ];

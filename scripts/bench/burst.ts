@@ -24,10 +24,10 @@ import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss, workAll } from './
  * Every system is started in its long-running mode and left idle (connected, listening or
  * polling), then `count` no-op messages are committed in ONE statement, and the clock runs from
  * that COMMIT to the moment nothing is pending (lib/settled.ts, the same observer for every
- * system). Each run gets a fresh database. Every configuration is measured two ways (`warm`):
- * after a warm-up batch (100 messages handled to the end, then 1 s idle: connections open, code
- * compiled, plans cached) and without one (started, then 1 s idle); the report compares each
- * peer's stronger configuration.
+ * system). Each run gets a fresh database. Every configuration is measured two ways (IdleSpell):
+ * after a warm-up batch (100 messages handled to the end, then idle: connections open, code
+ * compiled, plans cached) and without one (started, then idle); the report compares each peer's
+ * stronger configuration. Idle for 1 s (BenchParams.burstIdleMs).
  *
  *   ours                      scripts/bench/bench-worker.ts (src/commands/drain-outbox.ts) with no
  *                             mode flag, 1 or 2 processes, LISTEN/NOTIFY; the wake-up sent after
@@ -40,6 +40,12 @@ import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss, workAll } from './
  */
 
 export type Burst = { perSecond: number; seconds: number };
+
+/** The spell before a burst: a warm-up batch first or not, then `idleMs` idle. */
+export interface IdleSpell {
+  warm: boolean;
+  idleMs: number;
+}
 
 const tracing = () => process.env.BENCH_BURST_TRACE === '1';
 
@@ -126,11 +132,11 @@ function traceBurst(url: string, t0: number) {
 
 /**
  * The idle spell before a burst: with `warm`, a warm-up batch handled to the end first
- * (connections open, code paths compiled), then 1 s idle either way.
+ * (connections open, code paths compiled), then idle either way.
  */
-async function idle(warm: boolean, url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
-  if (warm) await timeBurst(url, 1, pending, insert);
-  await sleep(1_000);
+async function idle(spell: IdleSpell, url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
+  if (spell.warm) await timeBurst(url, 1, pending, insert);
+  await sleep(spell.idleMs);
 }
 
 /** The burst's figures without the COMMIT time used for the trace. */
@@ -139,7 +145,13 @@ const figures = ({ perSecond, seconds }: Burst): Burst => ({ perSecond, seconds 
 const oursInsert = (n: number) => (c: pg.Client) => fillBacklog(c, 'bench.noop', n);
 const oursNotify = (c: pg.Client) => wakeUp(c, 'bench.noop');
 
-export async function oursBurst(url: string, count: number, processes: number, env: Record<string, string>, warm: boolean): Promise<Burst> {
+export async function oursBurst(
+  url: string,
+  count: number,
+  processes: number,
+  env: Record<string, string>,
+  spell: IdleSpell,
+): Promise<Burst> {
   const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts');
   const procs = Array.from({ length: processes }, () =>
     spawn(cmd, args, {
@@ -151,7 +163,7 @@ export async function oursBurst(url: string, count: number, processes: number, e
   );
   try {
     await waitListening(url, processes, procs);
-    await idle(warm, url, { sql: PENDING.ours }, oursInsert(100));
+    await idle(spell, url, { sql: PENDING.ours }, oursInsert(100));
     return figures(await timeBurst(url, count, { sql: PENDING.ours }, oursInsert(count), oursNotify));
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
@@ -163,7 +175,7 @@ const graphileInsert = (n: number, keyed: boolean) => async (c: pg.Client) => {
 };
 
 /** graphile-worker's CLI, `processes` long-running processes with the perfTest settings; `keyed`: a queue per key. */
-export async function graphileCliBurst(url: string, count: number, processes: number, warm: boolean, keyed = false): Promise<Burst> {
+export async function graphileCliBurst(url: string, count: number, processes: number, spell: IdleSpell, keyed = false): Promise<Burst> {
   const trace = tracing() ? traceFile() : undefined;
   const procs = Array.from({ length: processes }, () =>
     spawn(process.execPath, [GRAPHILE_CLI, '--config', GRAPHILE_CONFIG, '-c', url], {
@@ -174,7 +186,7 @@ export async function graphileCliBurst(url: string, count: number, processes: nu
   );
   try {
     await waitListening(url, processes, procs);
-    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
+    await idle(spell, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
     const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
     if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
     return figures(b);
@@ -185,12 +197,12 @@ export async function graphileCliBurst(url: string, count: number, processes: nu
 }
 
 /** graphile-worker in-process: `run({ preset, taskList })` in this process, the same perfTest preset; `keyed`: a queue per key. */
-export async function graphileRunBurst(url: string, count: number, warm: boolean, keyed = false): Promise<Burst> {
+export async function graphileRunBurst(url: string, count: number, spell: IdleSpell, keyed = false): Promise<Burst> {
   const trace = tracing() ? traceFile() : undefined;
   const runner = await startGraphileRunner(url, { trace: trace?.file });
   try {
     await waitListening(url, 1, []);
-    await idle(warm, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
+    await idle(spell, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
     const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
     if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
     return figures(b);
@@ -211,7 +223,7 @@ function traceFile() {
 }
 
 /** pg-boss in this process: one work() of `cfg.workers` loops fetching `cfg.batchSize` jobs, woken by NOTIFY, polling every 0.5 s behind it. */
-export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig, warm: boolean): Promise<Burst> {
+export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig, spell: IdleSpell): Promise<Burst> {
   const boss = await startBoss(url);
   const name = `burst_${Date.now()}`;
   await boss.createQueue(name, queueOptions(cfg));
@@ -226,7 +238,7 @@ export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig,
   const pending = { sql: PENDING.pgBoss, values: [name] };
   try {
     await workAll(boss, name, cfg, PGBOSS_POLL_SECONDS, async () => {});
-    await idle(warm, url, pending, insert(100));
+    await idle(spell, url, pending, insert(100));
     return figures(await timeBurst(url, count, pending, insert(count)));
   } finally {
     await boss.stop({ graceful: false });

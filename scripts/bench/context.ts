@@ -90,8 +90,9 @@ export function createContext(
 }
 
 /**
- * Runs one section, unless `--only` leaves it out: logs the load average before it (and keeps it
- * in the results), keeps what it returns, and records its failure without stopping the run.
+ * Runs one section, unless `--only` leaves it out: logs the load average before it and the time it
+ * took (and keeps both in the results), keeps what it returns, and records its failure without
+ * stopping the run.
  */
 export async function runSection(ctx: BenchContext, section: BenchSection, only: Set<string> | undefined): Promise<void> {
   const { name } = section;
@@ -110,5 +111,6 @@ export async function runSection(ctx: BenchContext, section: BenchSection, only:
     results.errors.push({ section: name, message });
     log(`!! ${name} failed: ${message}`);
   }
-  log(`   ${name}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  results.seconds[name] = Math.round((Date.now() - t) / 100) / 10;
+  log(`   ${name}: ${results.seconds[name]} s`);
 }

@@ -42,10 +42,12 @@ export interface BenchParams {
   /** graphile-worker CLI process counts in the burst section (in-process run() is one runner). */
   burstGraphileProcesses: number[];
   /**
-   * Each burst configuration is measured after a warm-up batch (100 messages handled, then 1 s
-   * idle) and without one (started, idle 1 s, then the burst): the stronger is the one compared.
+   * Each burst configuration is measured after a warm-up batch (100 messages handled, then
+   * burstIdleMs idle) and without one (started, idle, then the burst): the stronger is the one compared.
    */
   burstWarmUps: boolean[];
+  /** How long every burst configuration sits idle before its burst (after the warm-up, if any). */
+  burstIdleMs: number;
   /** Samples of the bare LISTEN/NOTIFY round trip (the latency floor) per run. */
   latencyFloorSamples: number;
   /** pgbench needs a little longer to be meaningful: with 32 clients, connecting alone takes most of a second. */
@@ -110,6 +112,7 @@ export const FULL: BenchParams = {
   httpSeconds: 8,
   burstGraphileProcesses: [1, 2],
   burstWarmUps: [true, false],
+  burstIdleMs: 1_000,
   latencyFloorSamples: 500,
   pgbenchSeconds: 8,
   outboxCostClients: 8,
@@ -138,8 +141,9 @@ export const SMOKE: BenchParams = {
   drainMessages: 1_000,
   burstMessages: 1_000,
   graphileProcesses: 2,
+  // Each kind once, a standard queue and a keyed one (a configuration costs a drain and two bursts),
+  // between them several work() loops and one.
   pgBossConfigs: [
-    { batchSize: 5_000, workers: 1 },
     { batchSize: 500, workers: 2 },
     { batchSize: 5_000, workers: 1, keyed: true },
   ],
@@ -157,6 +161,8 @@ export const SMOKE: BenchParams = {
   httpRequestsPerConnection: 3,
   burstGraphileProcesses: [1],
   burstWarmUps: [true, false],
+  // The workers are idle once they listen (burst.ts waits for that); a second each for 16 configurations was a tenth of the smoke.
+  burstIdleMs: 250,
   latencyFloorSamples: 20,
   pgbenchSeconds: 2,
   pgbenchTransactions: 10,

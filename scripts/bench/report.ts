@@ -29,6 +29,8 @@ function header(r: BenchResults): string[] {
       '',
     );
   }
+  const times = Object.entries(r.seconds);
+  if (times.length) L.push(`Time per section (s): ${times.map(([k, s]) => `${k} ${s}`).join(' · ')}.`, '');
   L.push('## Machine and versions', '');
   L.push(
     `- CPU: ${r.machine.cpuModel}, ${r.machine.cores} cores; memory ${r.machine.memoryGiB} GiB; ${r.machine.os}; load average at start ${r.machine.loadAverageAtStart.join(' / ')}`,

@@ -40,6 +40,8 @@ export interface BenchResults {
   code: ReturnType<typeof codeVersion>;
   /** The 1-minute load average before each section; `overloaded` when it exceeded the cores. */
   load: Record<string, ReturnType<typeof loadBefore>>;
+  /** Each section's wall-clock time, failures included: where a run's minutes go (the smoke's too). */
+  seconds: Record<string, number>;
   machine: ReturnType<typeof machine>;
   versions: ReturnType<typeof versions>;
   postgresSettings: Record<string, string>;

@@ -39,7 +39,7 @@ const USAGE = `usage: npm run bench -- [--smoke] [--out DIR] [--only SECTION,...
 Measures the outbox worker, the API and the events relay against graphile-worker, pg-boss and
 pgbench on one embedded PostgreSQL, and writes bench-results.json and bench-results.md.
 
-  --smoke               every measurement once, on tiny inputs (about 30-60 s; npm run bench:smoke)
+  --smoke               every measurement once, on tiny inputs (about 2 min on two cores; npm run bench:smoke)
   --out DIR             where to write the two result files (default: var/bench)
   --only SECTION,...    only these sections: ${SECTION_NAMES.join(', ')}
   -h, --help            print this and exit
@@ -107,6 +107,7 @@ async function main(): Promise<number> {
     startedAt: new Date(t0).toISOString(),
     code: codeVersion(),
     load: {},
+    seconds: {},
     machine: machine(),
     versions: versions('', pgbench, natsServer),
     postgresSettings: {},

@@ -1,4 +1,4 @@
-import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst } from '../burst.ts';
+import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst, type IdleSpell } from '../burst.ts';
 import { configTable, guaranteeLines, n, ratioTable, targetLines } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs } from '../lib/stats.ts';
@@ -27,28 +27,29 @@ export const burstSection: BenchSection = {
 async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst>>, warm: boolean) {
   const { P, freshOurs, freshGraphile, freshPgBoss } = ctx;
   const n = P.burstMessages;
+  const spell: IdleSpell = { warm, idleMs: P.burstIdleMs };
   // Keys and labels: the warm-up run is the plain one, the other is "cold".
   const k = (key: string) => (warm ? key : `${key}Cold`);
   const l = (label: string) => (warm ? label : `${label}, cold`);
   for (const processes of [1, 2]) {
     await rec.measure(k(`ours${processes}`), 'ours', l(`ours ×${processes}`), async () =>
-      oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, warm),
+      oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, spell),
     );
   }
   for (const keyed of [false, true]) {
     const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
     for (const processes of P.burstGraphileProcesses) {
       await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
-        graphileCliBurst(await freshGraphile(), n, processes, warm, keyed),
+        graphileCliBurst(await freshGraphile(), n, processes, spell, keyed),
       );
     }
     await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
-      graphileRunBurst(await freshGraphile(), n, warm, keyed),
+      graphileRunBurst(await freshGraphile(), n, spell, keyed),
     );
   }
   for (const cfg of P.pgBossConfigs) {
     await rec.measure(k(pgBossKey(cfg)), pgBossSystem(cfg), l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
-      pgBossBurst(await freshPgBoss(), n, cfg, warm),
+      pgBossBurst(await freshPgBoss(), n, cfg, spell),
     );
   }
 }
@@ -63,7 +64,7 @@ function burstMarkdown(r: BenchResults): string[] {
   );
   configTable(L, b, 'perSecond', 'seconds', 'Seconds from COMMIT');
   L.push(
-    'Each configuration after a warm-up batch (100 handled, then 1 s idle) and "cold" (started, 1 s idle, no warm-up).',
+    `Each configuration after a warm-up batch (100 handled, then ${idleSeconds(r)} s idle) and "cold" (started, ${idleSeconds(r)} s idle, no warm-up).`,
     '',
     "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
     '',
@@ -73,3 +74,5 @@ function burstMarkdown(r: BenchResults): string[] {
   targetLines(L, r.targets, 'Burst');
   return L;
 }
+
+const idleSeconds = (r: BenchResults) => r.params.burstIdleMs / 1000;

@@ -57,11 +57,12 @@ describe('npm run bench -- --smoke', () => {
     expect(r.machine.cores).toBeGreaterThan(0);
     expect(r.postgresSettings.fsync).toBe('on');
     expect(r.postgresSettings.synchronous_commit).toBe('on');
-    // Traceable: the commit measured, and the load before each section (flagged above the cores).
+    // Traceable: the commit measured, the load before each section (flagged above the cores) and its time.
     expect(r.code.commit).toMatch(/^[0-9a-f]{40}$/);
     expect(typeof r.code.dirty).toBe('boolean');
     for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api']) {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
+      expect(r.seconds[section], section).toBeGreaterThanOrEqual(0);
     }
 
     // Every configuration measured (ours, the floors, each peer's), each with its median and spread.
