@@ -9,7 +9,7 @@ import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../contex
 import { newestRowIndexEntries } from '../lib/outbox.ts';
 import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
-import { walLsn, walSince } from '../lib/wal.ts';
+import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import type { BenchResults, FanoutDrain, HotPathRun } from '../results.ts';
 
@@ -46,16 +46,17 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 }
 
 /**
- * `fn` between a CHECKPOINT and the WAL position after it: every run starts with the same
- * full-page writes ahead of it, rather than a checkpoint landing in whichever run it falls on.
- * The WAL is the whole server's: nothing else runs during a section.
+ * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
+ * autovacuum left out). After a CHECKPOINT: every run starts with the same full-page writes
+ * ahead of it, rather than a checkpoint landing in whichever run it falls on.
  */
 async function walAround<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; walBytes: number }> {
   return withClient(url, async (c) => {
+    await inspectWal(c);
     await c.query('checkpoint');
     const from = await walLsn(c);
     const result = await fn();
-    return { result, walBytes: await walSince(c, from) };
+    return { result, walBytes: await walOfDatabaseSince(c, from) };
   });
 }
 
@@ -116,8 +117,8 @@ async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
  * M messages of a topic with K no-op handlers, one row each (the worker runs the K in turn,
  * recording each but the last in handlers_done, the last with DONE), against M×K rows of a topic
  * with one no-op handler. Our throughput settings, one process, a fresh database each run;
- * interleaved. WAL from before the backlog's insert to the last DONE (the worker's start included,
- * the same for both).
+ * interleaved. WAL of the drain's database from before the backlog's insert to the last DONE (the
+ * worker's start included, the same for both).
  */
 async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
   const { P, log, freshOurs } = ctx;
@@ -187,7 +188,7 @@ function fanoutMarkdown(r: BenchResults): string[] {
     L.push('The hot path is not measured (pgbench missing).', '');
   }
   L.push(
-    `The drain: ${n(f.drain.messages)} messages of a topic with K no-op handlers on one row each, against ${n(f.drain.messages)}×K rows of one no-op handler each; one worker process, our throughput settings, medians of ${r.params.fanoutRuns} interleaved rounds (min–max). Effects: handler runs. WAL: from the backlog's insert to the last DONE:`,
+    `The drain: ${n(f.drain.messages)} messages of a topic with K no-op handlers on one row each, against ${n(f.drain.messages)}×K rows of one no-op handler each; one worker process, our throughput settings, medians of ${r.params.fanoutRuns} interleaved rounds (min–max). Effects: handler runs. WAL: the drain's database's, from the backlog's insert to the last DONE:`,
     '',
     '| K | effects/s, per message | effects/s, per subscription | ratio | WAL B/effect, per message | WAL B/effect, per subscription | ratio |',
     '|---:|---:|---:|---:|---:|---:|---:|',
