@@ -19,10 +19,20 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
  * client_id, so no two ever overlap.
+ *
+ * `fanOutTo`: the outbox written one row per subscription instead of one per message, as a queue
+ * that fans out at enqueue would write it (pg-boss: a job per subscribed queue; the fanout
+ * section): a row per handler named, each with the same payload, the handler in `lane`, the
+ * event's id in `origin_id` (what the relay's Nats-Msg-Id needs when rows are many) and the key
+ * `<handler>@<booking>`, as a lane row is keyed, so each handler keeps its own order per booking.
  */
 export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'none';
 
-export function bookingScript(withOutbox: boolean, variant: OutboxVariant = withOutbox ? 'notify-after-commit' : 'none'): string {
+export function bookingScript(
+  withOutbox: boolean,
+  variant: OutboxVariant = withOutbox ? 'notify-after-commit' : 'none',
+  fanOutTo: readonly string[] = [],
+): string {
   withOutbox = variant !== 'none';
   const lines = [
     '\\set k :k + 1',
@@ -39,13 +49,23 @@ export function bookingScript(withOutbox: boolean, variant: OutboxVariant = with
     `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
   if (withOutbox) {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
+    // One row per message (what the service writes), or one per subscribed handler.
+    const [columns, key, values, from] =
+      fanOutTo.length === 0
+        ? ['', 'b.public_id', '', 'FROM b']
+        : [
+            ', lane, origin_id',
+            "h.name || '@' || b.public_id",
+            ', h.name, b.public_id',
+            `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
+          ];
     lines.push(
       `WITH b AS (${insertBooking}), ` +
-        "o AS (INSERT INTO outbox (topic, key, payload) SELECT 'booking.created', b.public_id, jsonb_build_object(" +
+        `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, jsonb_build_object(` +
         "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
         "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-        "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text) FROM b " +
+        `'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)${values} ${from} ` +
         `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
     );
   } else {
@@ -79,11 +99,12 @@ export async function pgbenchBookings(
   variant?: OutboxVariant,
   transactionsPerClient?: number,
   mode?: PgbenchMode,
+  fanOutTo: readonly string[] = [],
 ): Promise<PgbenchRun> {
   const base = await pgbenchBaseDay(f);
   const r = await runPgbench({
     url: f.url,
-    script: bookingScript(withOutbox, variant),
+    script: bookingScript(withOutbox, variant, fanOutTo),
     clients,
     seconds,
     transactionsPerClient,

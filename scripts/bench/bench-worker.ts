@@ -9,11 +9,14 @@ import { firstJobMarker } from './lib/marks.ts';
  *
  *   bench.noop   returns at once: the drain measures the queue's own overhead
  *   bench.sleep  waits BENCH_SLEEP_MS (20 ms): a handler bound by I/O, like an email provider
+ *   bench.fanout BENCH_FANOUT_HANDLERS (3) handlers that return at once: one row carrying several
+ *                subscriptions, as booking.created does (the fanout section)
  *
  * Topics outside src/messages/topics.ts have no payload schema, so no validation runs for them,
  * as for the peers' jobs.
  */
 const sleepMs = Number(process.env.BENCH_SLEEP_MS ?? 20);
+const fanoutHandlers = Number(process.env.BENCH_FANOUT_HANDLERS ?? 3);
 // Records when this process entered its first handler (scripts/bench/lib/marks.ts).
 const mark = firstJobMarker(process.env.BENCH_MARK_DIR);
 
@@ -33,6 +36,11 @@ const benchHandlers = (): Handler<any>[] => [
         });
       }),
   },
+  ...Array.from({ length: fanoutHandlers }, (_, i) => ({
+    name: `bench-fanout-${i + 1}`,
+    topic: 'bench.fanout' as never,
+    handle: async () => mark(),
+  })),
 ];
 
 main({ argv: process.argv.slice(2), extraHandlers: benchHandlers }).then(

@@ -15,6 +15,7 @@ import {
   purgeDoneBatch,
 } from './lib/outbox.ts';
 import { median, msSince } from './lib/stats.ts';
+import { walLsn, walSince } from './lib/wal.ts';
 
 /*
  * Where the cost grows: an outbox holding a long DONE history, the two ways it goes (the
@@ -123,11 +124,6 @@ const PURGE_BATCH = 1000;
 
 const sizes = outboxSizes;
 const pendingCount = countPending;
-
-/** The server's WAL position; two of them give the bytes written in between (by anyone: run this alone). */
-const walLsn = async (c: pg.Client) => (await c.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn')).rows[0]!.lsn;
-const walSince = async (c: pg.Client, from: string) =>
-  Number((await c.query<{ b: string }>('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn) as b', [from])).rows[0]!.b);
 
 export type PurgeCost = {
   rows: number;

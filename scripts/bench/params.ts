@@ -55,6 +55,14 @@ export interface BenchParams {
   /** When set, pgbench runs this many transactions per client instead of pgbenchSeconds (smoke). */
   pgbenchTransactions?: number;
   outboxCostClients: number;
+  /**
+   * The fanout section: the handlers a message's subscriptions come to (booking.created's three,
+   * four with the events relay), the messages of each drain (×handlers effects), and its
+   * interleaved rounds (the hot path's pgbench runs too, at outboxCostClients).
+   */
+  fanoutHandlers: number[];
+  fanoutMessages: number;
+  fanoutRuns: number;
   conflictConnections: number;
   claimPending: number;
   claimDone: number;
@@ -116,6 +124,9 @@ export const FULL: BenchParams = {
   latencyFloorSamples: 500,
   pgbenchSeconds: 8,
   outboxCostClients: 8,
+  fanoutHandlers: [3, 4],
+  fanoutMessages: 10_000,
+  fanoutRuns: 3,
   conflictConnections: 32,
   claimPending: 10_000,
   claimDone: 1_000_000,
@@ -167,6 +178,9 @@ export const SMOKE: BenchParams = {
   pgbenchSeconds: 2,
   pgbenchTransactions: 10,
   outboxCostClients: 8,
+  fanoutHandlers: [3],
+  fanoutMessages: 200,
+  fanoutRuns: 1,
   conflictConnections: 32,
   claimPending: 1_000,
   claimDone: 20_000,

@@ -15,6 +15,12 @@ import type { TracingResults } from './tracing.ts';
 
 export type Drain = { perSecond: number; drainSeconds: number };
 
+/** A pgbench run of the booking transaction, with the WAL it wrote per transaction. */
+export type HotPathRun = { tps: number; p99: number; walBytesPerTransaction: number };
+
+/** A drain counted in effects (handler runs), with the WAL from the first insert through the last DONE per effect. */
+export type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesPerEffect: number };
+
 export type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export type ClaimLat = { p50: number; p99: number };
@@ -142,6 +148,33 @@ export interface BenchResults {
       notifyInTransactionCostPercent: number;
     };
   } | null;
+  /**
+   * One outbox row per message (as written) against one row per subscription (fan-out at
+   * enqueue), on the booking's hot path (pgbench; null without it) and in the drain (fanout.ts).
+   */
+  fanout?: {
+    handlers: number[];
+    hotPath: {
+      clients: number;
+      /** `none`, `perMessage`, and `perSubscription<K>` for each K of `handlers`. */
+      variants: Record<string, Repeated<HotPathRun>>;
+      /** Index entries the variant's outbox rows write per booking: per row (the partial indexes a new row enters) × rows. */
+      indexEntriesPerTransaction: Record<string, number>;
+      /** The indexes of the partition the rows went to (the entries above count only those a new row enters). */
+      indexesOnPartition: number;
+    } | null;
+    drain: {
+      messages: number;
+      byHandlers: {
+        handlers: number;
+        perMessage: Repeated<FanoutDrain>;
+        perSubscription: Repeated<FanoutDrain>;
+        /** Medians, per subscription over per message: effects/s, and WAL bytes per effect. */
+        effectsRatio: number;
+        walRatio: number;
+      }[];
+    };
+  };
   conflicts?: {
     connections: number;
     runs: Repeated<{

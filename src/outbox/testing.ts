@@ -245,6 +245,27 @@ export const outboxSizes = async (c: Queryable): Promise<Sizes> => {
 };
 
 /**
+ * How many index entries the newest message wrote, and how many indexes its partition has. The
+ * indexes are partial (src/db/schema/outbox.ts), so a row enters only those whose predicate it
+ * meets: each predicate is evaluated on the row itself, which must still be as it was written
+ * (nothing has claimed it). Null on an empty outbox.
+ */
+export async function newestRowIndexEntries(c: Queryable): Promise<{ entries: number; indexes: number } | null> {
+  const newest = await c.query<{ id: string; part: string }>(
+    `select id, tableoid::regclass::text as part from outbox order by id desc limit 1`,
+  );
+  const row = newest.rows[0];
+  if (!row) return null;
+  const { rows: preds } = await c.query<{ pred: string | null }>(
+    `select pg_get_expr(indpred, indrelid) as pred from pg_index where indrelid = $1::regclass`,
+    [row.part],
+  );
+  const terms = preds.map((p) => (p.pred === null ? '1' : `(case when ${p.pred} then 1 else 0 end)`));
+  const { rows } = await c.query<{ n: number }>(`select (${terms.join(' + ')})::int as n from ${row.part} where id = $1`, [row.id]);
+  return { entries: rows[0]!.n, indexes: preds.length };
+}
+
+/**
  * Gives the PENDING messages the trace context a traced producer stores: `flags` '-01' sampled,
  * '-00' not.
  */

@@ -37,6 +37,7 @@ export {
   emptyOutbox,
   analyzeOutbox,
   outboxSizes,
+  newestRowIndexEntries,
   storeTraceContext,
 } from '../../../src/outbox/testing.ts';
 

@@ -4,6 +4,7 @@ import { apiSection } from './api.ts';
 import { burstSection } from './burst.ts';
 import { claimSection } from './claim.ts';
 import { drainSection } from './drain.ts';
+import { fanoutSection } from './fanout.ts';
 import { growthSection } from './growth.ts';
 import { ioSection } from './io.ts';
 import { latencySection } from './latency.ts';
@@ -30,6 +31,7 @@ export const SECTIONS: readonly BenchSection[] = [
   tracingSection,
   noisySection,
   apiSection,
+  fanoutSection,
   purgeSection,
   growthSection,
   apiHistorySection,

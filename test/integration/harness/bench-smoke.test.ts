@@ -60,7 +60,7 @@ describe('npm run bench -- --smoke', () => {
     // Traceable: the commit measured, the load before each section (flagged above the cores) and its time.
     expect(r.code.commit).toMatch(/^[0-9a-f]{40}$/);
     expect(typeof r.code.dirty).toBe('boolean');
-    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api']) {
+    for (const section of ['claim', 'drain', 'burst', 'latency', 'io', 'relay', 'webhooks', 'api', 'fanout']) {
       expect(r.load[section].overloaded, section).toBe(r.load[section].loadAverage1m > r.load[section].cores);
       expect(r.seconds[section], section).toBeGreaterThanOrEqual(0);
     }
@@ -205,12 +205,31 @@ describe('npm run bench -- --smoke', () => {
       expect(finitePositive(r.api.prepared.ratio)).toBe(true);
       expect(readFileSync(path.join(out, 'bench-results.md'), 'utf8')).toContain('pgbench `-M prepared` at 8 connections');
       expect(finitePositive(r.outboxCost.ratio)).toBe(true);
+      // One outbox row per booking or one per subscribed handler: every variant's figures, and K
+      // rows of one shape write K times the index entries of one.
+      for (const [key, v] of Object.entries(r.fanout.hotPath.variants) as [string, { median: Record<string, number> }][]) {
+        for (const k of ['tps', 'p99', 'walBytesPerTransaction']) expect(finitePositive(v.median[k]), `fanout ${key} ${k}`).toBe(true);
+      }
+      const entries = r.fanout.hotPath.indexEntriesPerTransaction;
+      expect(entries.none).toBe(0);
+      expect(finitePositive(entries.perMessage)).toBe(true);
+      for (const k of r.params.fanoutHandlers) expect(entries[`perSubscription${k}`], `fanout ${k} rows`).toBe(k * entries.perMessage);
       const needNats = (t: { name: string }) => t.name.startsWith('Relay into JetStream');
       expect(r.targets.filter((t: { name: string; met: boolean | null }) => !needNats(t) && t.met === null)).toEqual([]);
     } else {
       // Without pgbench the run says how to install it and leaves those figures out.
       expect(run.stdout).toContain('apt-get install -y postgresql-client');
       expect(r.outboxCost).toBeNull();
+      expect(r.fanout.hotPath).toBeNull();
+    }
+    // The drain both ways, in handler runs: every figure comes out, for every K.
+    expect(r.fanout.drain.byHandlers.map((d: { handlers: number }) => d.handlers)).toEqual(r.params.fanoutHandlers);
+    for (const d of r.fanout.drain.byHandlers) {
+      for (const side of ['perMessage', 'perSubscription']) {
+        for (const k of ['effectsPerSecond', 'walBytesPerEffect'])
+          expect(finitePositive(d[side].median[k]), `fanout ${side} ${k}`).toBe(true);
+      }
+      for (const k of ['effectsRatio', 'walRatio']) expect(finitePositive(d[k]), `fanout ${k}`).toBe(true);
     }
     // A long history: one day's DONE rows deleted row by row and dropped as a partition, each
     // taking every row of the day and nothing else, and the drop of a larger day; the drain and
@@ -287,6 +306,7 @@ describe('npm run bench -- --smoke', () => {
       'latency floor: a bare LISTEN/NOTIFY round trip',
       '## 3. The booking',
       '## 4. What the outbox',
+      '## 4b. One outbox row per message',
       '## 5. Claim',
       '## 6. Scaling',
       '## 7. Conflicts',

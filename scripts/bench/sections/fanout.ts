@@ -1,0 +1,209 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { RELAY_HANDLER } from '../../../src/events/relay.ts';
+import { SUBSCRIPTIONS } from '../../../src/messages/subscriptions.ts';
+import { startApi, type ApiFixture } from '../api.ts';
+import { pgbenchBookings } from '../api-pgbench.ts';
+import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { newestRowIndexEntries } from '../lib/outbox.ts';
+import { mm, n, x } from '../lib/markdown.ts';
+import { repeatOf, round } from '../lib/stats.ts';
+import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
+import { oursDrain } from '../ours.ts';
+import type { BenchResults, FanoutDrain, HotPathRun } from '../results.ts';
+
+/*
+ * One outbox row per message, as the outbox writes it (every handler of the topic on one row,
+ * handlers_done tracking each), against one row per subscription, as a queue that fans out at
+ * enqueue writes it (pg-boss: a job per subscribed queue). The two paths where the choice costs:
+ * the booking's transaction (pgbench: tps, p99, WAL and index entries per booking) and the drain
+ * (the real worker: handler runs per second, WAL per handler run). ADR 0048 decides on them.
+ */
+
+type Fanout = NonNullable<BenchResults['fanout']>;
+
+/** booking.created's handlers, in the order of subscriptions.ts, then the events relay: the first K are a booking's K rows. */
+const BOOKING_CREATED_HANDLERS = [...SUBSCRIPTIONS.filter((s) => s.topic === 'booking.created').map((s) => s.name), RELAY_HANDLER];
+
+export const fanoutSection: BenchSection = {
+  name: 'fanout',
+  markdown: [{ place: 4.5, render: fanoutMarkdown }],
+  async run(ctx: BenchContext) {
+    const fanout: Fanout = { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) };
+    return { fanout };
+  },
+};
+
+async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
+ * autovacuum left out). After a CHECKPOINT: every run starts with the same full-page writes
+ * ahead of it, rather than a checkpoint landing in whichever run it falls on.
+ */
+async function walAround<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; walBytes: number }> {
+  return withClient(url, async (c) => {
+    await inspectWal(c);
+    await c.query('checkpoint');
+    const from = await walLsn(c);
+    const result = await fn();
+    return { result, walBytes: await walOfDatabaseSince(c, from) };
+  });
+}
+
+/** The booking transaction's variants: no outbox row, today's one row, and K rows for each K. */
+function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOutTo: readonly string[] | null }[] {
+  return [
+    { key: 'none', rows: 0, fanOutTo: null },
+    { key: 'perMessage', rows: 1, fanOutTo: [] },
+    ...handlers.map((k) => ({ key: `perSubscription${k}`, rows: k, fanOutTo: BOOKING_CREATED_HANDLERS.slice(0, k) })),
+  ];
+}
+
+/** pgbench's booking transaction in each variant, interleaved (A B C … A B C …), on a database of its own. */
+async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
+  const { P, server, log, pgbench } = ctx;
+  if (!pgbench) return null;
+  const logDir = path.join(server.dir, 'fanout');
+  mkdirSync(logDir, { recursive: true });
+  // The API only signs up the guests and properties pgbench books; it is stopped before measuring.
+  const fixture: ApiFixture = await startApi(
+    await server.createDatabase('stayhub_fanout', server.ourTemplate),
+    { guests: P.apiGuests, properties: P.apiProperties },
+    logDir,
+  );
+  await fixture.close();
+  const variants = hotPathVariants(P.fanoutHandlers);
+  const runs: Record<string, HotPathRun[]> = Object.fromEntries(variants.map((v) => [v.key, []]));
+  const indexEntriesPerTransaction: Record<string, number> = {};
+  let indexesOnPartition = 0;
+  const c = P.outboxCostClients;
+  for (let r = 0; r < P.fanoutRuns; r++) {
+    for (const v of variants) {
+      const { result, walBytes } = await walAround(fixture.url, () =>
+        pgbenchBookings(fixture, c, P.pgbenchSeconds, v.fanOutTo !== null, undefined, P.pgbenchTransactions, undefined, v.fanOutTo ?? []),
+      );
+      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: walBytes / result.transactions });
+      if (r === 0) {
+        // The newest outbox row is one of this variant's (none writes no row: nothing to count).
+        const newest = v.rows > 0 ? await withClient(fixture.url, newestRowIndexEntries) : null;
+        indexEntriesPerTransaction[v.key] = (newest?.entries ?? 0) * v.rows;
+        indexesOnPartition = newest?.indexes ?? indexesOnPartition;
+      }
+    }
+    const line = variants.map(
+      (v) => `${v.key} ${runs[v.key]!.at(-1)!.tps} tps ${Math.round(runs[v.key]!.at(-1)!.walBytesPerTransaction)} B`,
+    );
+    log(`   fanout hot path: ${line.join(', ')}`);
+  }
+  return {
+    clients: c,
+    variants: Object.fromEntries(variants.map((v) => [v.key, repeatOf(runs[v.key]!)])),
+    indexEntriesPerTransaction,
+    indexesOnPartition,
+  };
+}
+
+/**
+ * M messages of a topic with K no-op handlers, one row each (the worker runs the K in turn,
+ * recording each but the last in handlers_done, the last with DONE), against M×K rows of a topic
+ * with one no-op handler. Our throughput settings, one process, a fresh database each run;
+ * interleaved. WAL of the drain's database from before the backlog's insert to the last DONE (the
+ * worker's start included, the same for both).
+ */
+async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
+  const { P, log, freshOurs } = ctx;
+  const M = P.fanoutMessages;
+  const runs = new Map<number, { perMessage: FanoutDrain[]; perSubscription: FanoutDrain[] }>(
+    P.fanoutHandlers.map((k) => [k, { perMessage: [], perSubscription: [] }]),
+  );
+  const measure = async (rows: number, effects: number, topic: string, env: Record<string, string>): Promise<FanoutDrain> => {
+    const url = await freshOurs();
+    const { result, walBytes } = await walAround(url, () =>
+      oursDrain(url, { topic, count: rows, processes: 1, env: { ...OURS_THROUGHPUT, ...env } }),
+    );
+    return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: walBytes / effects };
+  };
+  for (let r = 0; r < P.fanoutRuns; r++) {
+    for (const k of P.fanoutHandlers) {
+      const one = await measure(M, M * k, 'bench.fanout', { BENCH_FANOUT_HANDLERS: String(k) });
+      const many = await measure(M * k, M * k, 'bench.noop', {});
+      runs.get(k)!.perMessage.push(one);
+      runs.get(k)!.perSubscription.push(many);
+      log(
+        `   fanout drain K=${k}: per message ${Math.round(one.effectsPerSecond)} effects/s ${Math.round(one.walBytesPerEffect)} B, ` +
+          `per subscription ${Math.round(many.effectsPerSecond)} effects/s ${Math.round(many.walBytesPerEffect)} B`,
+      );
+    }
+  }
+  return {
+    messages: M,
+    byHandlers: P.fanoutHandlers.map((k) => {
+      const perMessage = repeatOf(runs.get(k)!.perMessage);
+      const perSubscription = repeatOf(runs.get(k)!.perSubscription);
+      return {
+        handlers: k,
+        perMessage,
+        perSubscription,
+        effectsRatio: round(perSubscription.median.effectsPerSecond / perMessage.median.effectsPerSecond, 3),
+        walRatio: round(perSubscription.median.walBytesPerEffect / perMessage.median.walBytesPerEffect, 3),
+      };
+    }),
+  };
+}
+
+/** Always written: a run without the figures says why. */
+function fanoutMarkdown(r: BenchResults): string[] {
+  const L = ['## 4b. One outbox row per message, or one per subscription (fan-out at enqueue; ADR 0048)', ''];
+  const f = r.fanout;
+  if (!f) return [...L, 'Not measured (the section failed or was left out).', ''];
+  const load = r.load.fanout;
+  if (load)
+    L.push(`Load average before the section: ${load.loadAverage1m} on ${load.cores} cores: read the ratios, not the absolute figures.`, '');
+  if (f.hotPath) {
+    const h = f.hotPath;
+    const none = h.variants.none!.median.tps;
+    L.push(
+      `The booking transaction in pgbench, ${h.clients} clients, medians of ${r.params.fanoutRuns} interleaved rounds (min–max); index entries: the partial indexes (of ${h.indexesOnPartition} on the partition) a new row enters, × rows:`,
+      '',
+      '| Outbox rows per booking | tps | vs no row | p99 (ms) | WAL bytes / booking | index entries / booking |',
+      '|---|---:|---:|---:|---:|---:|',
+    );
+    for (const [key, v] of Object.entries(h.variants)) {
+      L.push(
+        `| ${variantLabel(key)} | ${mm(v, 'tps')} | ${x(v.median.tps / none)} | ${mm(v, 'p99', 1)} | ${mm(v, 'walBytesPerTransaction')} | ${n(h.indexEntriesPerTransaction[key])} |`,
+      );
+    }
+    L.push('');
+  } else {
+    L.push('The hot path is not measured (pgbench missing).', '');
+  }
+  L.push(
+    `The drain: ${n(f.drain.messages)} messages of a topic with K no-op handlers on one row each, against ${n(f.drain.messages)}×K rows of one no-op handler each; one worker process, our throughput settings, medians of ${r.params.fanoutRuns} interleaved rounds (min–max). Effects: handler runs. WAL: the drain's database's, from the backlog's insert to the last DONE:`,
+    '',
+    '| K | effects/s, per message | effects/s, per subscription | ratio | WAL B/effect, per message | WAL B/effect, per subscription | ratio |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const d of f.drain.byHandlers) {
+    L.push(
+      `| ${d.handlers} | ${mm(d.perMessage, 'effectsPerSecond')} | ${mm(d.perSubscription, 'effectsPerSecond')} | ${x(d.effectsRatio)} | ${mm(d.perMessage, 'walBytesPerEffect')} | ${mm(d.perSubscription, 'walBytesPerEffect')} | ${x(d.walRatio)} |`,
+    );
+  }
+  L.push('');
+  return L;
+}
+
+function variantLabel(key: string): string {
+  if (key === 'none') return 'none (no outbox)';
+  if (key === 'perMessage') return '1, every handler on it (today)';
+  return `${key.slice('perSubscription'.length)}, one per handler (fan-out)`;
+}
