@@ -9,7 +9,8 @@ import { jetstreamManager, runGroup, type GroupRunOptions } from '../events/cons
 import { openDeadLetters } from '../events/dead-letters.ts';
 import type { GroupOptions } from '../events/group.ts';
 import { replayDeadLetters, type GroupHandler } from '../events/handle-event.ts';
-import { createConsumerMetrics, serveMetrics } from '../events/lag.ts';
+import { createConsumerMetrics } from '../events/lag.ts';
+import { serveMetrics } from '../metrics/metrics-server.ts';
 import { streamHoldings, withRelayHistory, type StreamHoldings } from '../events/retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../events/stream.ts';
 import { startLedgerAudit } from '../events/earnings/audit.ts';
@@ -263,7 +264,9 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
   if (p.start.agedOut) metrics.eventsAgedOut();
   if (p.start.ledgerRebuilt) metrics.ledgerRebuilt();
   const metricsServer =
-    config.EVENTS_METRICS_PORT !== undefined ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST) : undefined;
+    config.EVENTS_METRICS_PORT !== undefined
+      ? await serveMetrics(metrics.registry, config.EVENTS_METRICS_PORT, config.HOST, { unref: true })
+      : undefined;
   if (metricsServer) logger.info({ port: metricsServer.port }, 'consumer metrics on /metrics');
 
   const runner = await runGroup({

@@ -1,5 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
@@ -218,31 +216,5 @@ function registerAgedOutGauge(registry: Registry, group: string, lag: () => Prom
     latch: () => {
       ownAgedOut = true;
     },
-  };
-}
-
-/** GET /metrics on `port` (0 = any free port). */
-export async function serveMetrics(registry: Registry, port: number, host: string): Promise<{ port: number; close(): Promise<void> }> {
-  const answer = async (req: http.IncomingMessage, res: http.ServerResponse) => {
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    try {
-      const body = await registry.metrics();
-      res.writeHead(200, { 'content-type': registry.contentType }).end(body);
-    } catch (err) {
-      res.writeHead(503, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${(err as Error).message}\n`);
-    }
-  };
-  // `answer` catches its own errors: nothing awaits the promise.
-  const server = http.createServer((req, res) => void answer(req, res));
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
-  // The consumer lives as long as its work, not its metrics: a group that ends with an error must
-  // let the process exit with it even if nobody closes this server.
-  server.unref();
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

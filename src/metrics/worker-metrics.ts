@@ -1,7 +1,6 @@
 import type { EventEmitter } from 'node:events';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { serveMetrics, type MetricsServer } from './metrics-server.ts';
 import { registerPartitionsReattached } from './partition-metrics.ts';
 
 /**
@@ -303,43 +302,6 @@ function streamMetrics(registry: Registry, stream: StreamWatchSource | undefined
   };
 }
 
-export interface MetricsServer {
-  port: number;
-  close(): Promise<void>;
-}
-
-/**
- * A tiny HTTP server for Prometheus: GET /metrics and nothing else. Separate from the worker's
- * work, so a scrape never waits for a handler; it holds no database connection.
- */
-export async function startMetricsServer(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsServer> {
-  const server = http.createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-      return;
-    }
-    registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics unavailable\n'),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 /** The worker's metrics, served on `port`: what src/commands/drain-outbox.ts starts when WORKER_METRICS_PORT is set. */
 export async function serveWorkerMetrics(
   events: WorkerEventSource | EventEmitter,
@@ -348,7 +310,7 @@ export async function serveWorkerMetrics(
   const metrics = createWorkerMetrics(events, { maxBatchSize: opts.maxBatchSize, webhooks: opts.webhooks, stream: opts.stream });
   let server: MetricsServer;
   try {
-    server = await startMetricsServer(metrics.registry, opts.port, opts.host);
+    server = await serveMetrics(metrics.registry, opts.port, opts.host ?? '127.0.0.1');
   } catch (err) {
     metrics.detach();
     throw err;
