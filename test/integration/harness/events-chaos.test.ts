@@ -18,6 +18,9 @@ import { skipWithoutNats } from '../../helpers/nats.ts';
  * leader SIGKILLed, the group's leader back with its store wiped, forged events published and the
  * stream deleted under both; then every invariant holds. And the checker itself catches what it is there
  * to catch.
+ *
+ * Slow (about 40 s alone) because the faults are real: a three-node cluster elects leaders and
+ * catches up a wiped node in its own time, and the checker waits for it.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');

@@ -30,6 +30,9 @@ import { sleep } from '../../helpers/wait.ts';
  * (their priority from TOPIC_PRIORITY, their turn from outbox_turn) and claimed by the worker's
  * claim statement. The claims run with a lock_timeout (the test database's): a claim that waited
  * for another claim's row locks instead of skipping them fails with a lock-timeout error.
+ *
+ * Slow (about 25 s alone): two of its rules are about floods (2,400 groups, 1,000 bulk messages),
+ * which only show at their size.
  */
 
 let tdb: TestDatabase;

@@ -12,6 +12,8 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
  * Built once into a folder inside the repository (bare imports resolve from its node_modules, as
  * in the image), then each kind of entry point is run from it: the worker, a script, and the
  * files the code reads at run time (migrations, the dashboard) are where the compiled code looks.
+ *
+ * Slow (about 15 s alone): one real build of the whole tree, as the image's build stage runs it.
  */
 
 const run = promisify(execFile);

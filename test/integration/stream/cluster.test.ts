@@ -16,6 +16,8 @@ import { waitFor } from '../../helpers/wait.ts';
  * after the stream leader is SIGKILLed, after it comes back, and after a node comes back with its
  * store wiped. At the end every relayed outbox message is in the stream exactly once (by
  * Nats-Msg-Id), and the ledger equals the bookings table. DEBUG_EVENTS=1 shows the processes' logs.
+ *
+ * Slow (about 30 s alone): every step waits for the real cluster to elect a leader or catch a node up.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');

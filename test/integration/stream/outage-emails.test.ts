@@ -28,6 +28,9 @@ import { sleep, waitFor } from '../../helpers/wait.ts';
  * - a hung NATS (SIGSTOP) answers nothing and refuses nothing: the circuit learns it from silence;
  * - NATS away is not the messages' fault: their relay is postponed, no attempt spent, so an outage
  *   of any length leaves them PENDING, never DEAD.
+ *
+ * Slow (about 30 s alone): the outages are a real nats-server stopped or SIGSTOPped, and the circuit
+ * learns of them from the client's own timeouts.
  */
 
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;

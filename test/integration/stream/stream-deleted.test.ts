@@ -23,6 +23,9 @@ import { waitFor } from '../../helpers/wait.ts';
  * relay recreates the stream on its next publish, a consumer recreates its group (and the stream),
  * and what cannot be recreated stops the process naming why, with a metric and an alert for a
  * group that is gone. DEBUG_EVENTS=1 shows the worker's and the consumer's logs.
+ *
+ * Slow (about 28 s alone): each deletion is answered by real processes noticing it and recreating
+ * what was deleted, on their own timers.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
