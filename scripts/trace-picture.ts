@@ -1,12 +1,11 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runMigrations } from '../src/db/migrate.ts';
 import { registerOutboxHooks } from '../src/outbox/index.ts';
 import { startNatsServer } from './lib/nats.ts';
+import { startOtlpReceiver, type ReceivedSpan as Span } from './lib/otlp-receiver.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './lib/postgres.ts';
 import { freePort, startNodeProcess, type NodeProcess } from './lib/processes.ts';
 import { startWebhookReceiver } from './lib/webhook-receiver.ts';
@@ -25,64 +24,6 @@ import { startWebhookReceiver } from './lib/webhook-receiver.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.resolve(process.argv[2] ?? path.join(root, 'docs/img/booking-trace.svg'));
 const say = (line: string) => process.stdout.write(`[trace-picture] ${line}\n`);
-
-interface Span {
-  service: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId: string;
-  name: string;
-  start: number;
-  end: number;
-}
-
-type OtlpJson = {
-  resourceSpans?: {
-    resource?: { attributes?: { key: string; value: { stringValue?: string } }[] };
-    scopeSpans?: {
-      spans?: {
-        traceId: string;
-        spanId: string;
-        parentSpanId?: string;
-        name: string;
-        startTimeUnixNano: string;
-        endTimeUnixNano: string;
-      }[];
-    }[];
-  }[];
-};
-
-async function receiver(spans: Span[]): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      if (req.url === '/v1/traces') {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpJson;
-        for (const rs of body.resourceSpans ?? []) {
-          const service = rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue ?? '?';
-          for (const s of (rs.scopeSpans ?? []).flatMap((ss) => ss.spans ?? [])) {
-            spans.push({
-              service,
-              traceId: s.traceId,
-              spanId: s.spanId,
-              parentSpanId: s.parentSpanId ?? '',
-              name: s.name,
-              start: Number(BigInt(s.startTimeUnixNano) / 1000n) / 1000,
-              end: Number(BigInt(s.endTimeUnixNano) / 1000n) / 1000,
-            });
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
 
 async function api<T>(base: string, method: string, url: string, body?: unknown, token?: string): Promise<T> {
   const res = await fetch(base + url, {
@@ -179,8 +120,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-trace-'));
   // PostgreSQL runs as the "postgres" user when we are root: it must be able to reach its folder.
   chmodSync(dir, 0o755);
-  const spans: Span[] = [];
-  const sink = await receiver(spans);
+  const sink = await startOtlpReceiver();
   let postgres: ThrowawayPostgres | undefined;
   const nats = await startNatsServer({ name: 'trace', dir: path.join(dir, 'nats') });
   const hooks = await startWebhookReceiver();
@@ -221,15 +161,15 @@ async function main(): Promise<void> {
     const consumer = run('src/commands/consume-earnings.ts', 'consumer', { LOG_LEVEL: 'info' });
     await worker.waitForOutput('outbox worker started');
     await consumer.waitForOutput('earnings consumer running');
-    spans.length = 0;
+    sink.spans.length = 0;
     const checkIn = new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10);
     const checkOut = new Date(Date.now() + 23 * 86_400_000).toISOString().slice(0, 10);
     await api(base, 'POST', '/bookings', { propertyId, checkIn, checkOut, guests: 2 }, guest);
     say('booked; letting the worker and the consumer do their work');
-    for (let i = 0; i < 100 && !spans.some((s) => s.service === 'stayhub-earnings'); i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 100 && !sink.spans.some((s) => s.service === 'stayhub-earnings'); i++) await new Promise((r) => setTimeout(r, 100));
     // Each process exports what it still holds as it stops.
     for (const p of [consumer, worker, apiRun]) await p.stop();
-    draw(spans);
+    draw(sink.spans);
   } finally {
     await apiProcess?.stop(0);
     await hooks.close();

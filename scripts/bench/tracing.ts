@@ -1,6 +1,5 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { startOtlpReceiver, type OtlpReceiver } from '../lib/otlp-receiver.ts';
 import { apiBookings, startApi, type ApiFixture } from './api.ts';
 import { oursDrain } from './ours.ts';
 import { repeatOf, round, type Repeated } from './lib/stats.ts';
@@ -14,7 +13,8 @@ import { storeTraceContext } from './lib/outbox.ts';
  *   sampled 0  OTEL_TRACES_EXPORTER=otlp, OTEL_TRACES_SAMPLER=parentbased_traceidratio, ARG 0: every
  *              span made and dropped at once, the context still stored and propagated
  *   exported   the same sampler at 1 (every trace), OTLP http/protobuf (the SDK's default) to a
- *              local receiver in this process that answers 200 to everything it is posted
+ *              local receiver in this process (scripts/lib/otlp-receiver.ts) that counts what it
+ *              is posted and answers 200
  *
  * The drain's messages carry a stored traceparent as a traced booking leaves one (sampled flag
  * 00 for "sampled 0", 01 for "exported", none for "off"): its handling continues that trace.
@@ -23,34 +23,7 @@ import { storeTraceContext } from './lib/outbox.ts';
 export const TRACING_MODES = ['off', 'sampled0', 'exported'] as const;
 export type TracingMode = (typeof TRACING_MODES)[number];
 
-export interface OtlpSink {
-  url: string;
-  requests: number;
-  bytes: number;
-  close(): Promise<void>;
-}
-
-/** The local OTLP receiver: counts what it is posted, decodes nothing. */
-export async function startOtlpSink(): Promise<OtlpSink> {
-  const sink = { url: '', requests: 0, bytes: 0, close: async () => undefined } as OtlpSink;
-  const server = http.createServer((req, res) => {
-    req.on('data', (c: Buffer) => (sink.bytes += c.length));
-    req.on('end', () => {
-      sink.requests++;
-      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  sink.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  sink.close = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return sink;
-}
-
-export function tracingEnv(mode: TracingMode, sink: OtlpSink): Record<string, string> {
+export function tracingEnv(mode: TracingMode, sink: OtlpReceiver): Record<string, string> {
   if (mode === 'off') return {};
   return {
     OTEL_TRACES_EXPORTER: 'otlp',
@@ -97,7 +70,8 @@ async function storeContext(url: string, mode: TracingMode): Promise<void> {
 }
 
 export async function tracingSection(o: TracingSectionOptions): Promise<TracingResults> {
-  const sink = await startOtlpSink();
+  // Counting only: the exporters post http/protobuf, and a section's worth of spans is not kept.
+  const sink = await startOtlpReceiver({ record: false });
   const apis = {} as Record<TracingMode, ApiFixture>;
   try {
     for (const mode of TRACING_MODES) {
@@ -143,7 +117,7 @@ export async function tracingSection(o: TracingSectionOptions): Promise<TracingR
         sampled0: round(d.sampled0.median.perSecond / d.off.median.perSecond, 3),
         exported: round(d.exported.median.perSecond / d.off.median.perSecond, 3),
       },
-      exported: { requests: sink.requests, mib: round(sink.bytes / 2 ** 20, 1) },
+      exported: { requests: sink.requests(), mib: round(sink.bytes() / 2 ** 20, 1) },
     };
   } finally {
     for (const f of Object.values(apis)) await f.close();

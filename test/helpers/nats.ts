@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
@@ -16,7 +15,6 @@ import {
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { ConsumedEvent } from '../../src/events/event.ts';
 import type { OutgoingEvent } from '../../src/events/publisher.ts';
-import { freePort } from '../../src/net/free-port.ts';
 import { inCI, recordSkip } from './tools.ts';
 
 export { placedOnAll } from '../../scripts/lib/nats.ts';
@@ -200,37 +198,6 @@ export async function readStream(url: string, stream: string): Promise<StoredEve
   } finally {
     await nc.close();
   }
-}
-
-/**
- * A TCP proxy in front of a NATS server that delays everything the server sends by `delayMs`:
- * every PubAck arrives that much later, so publishes made one at a time take delayMs each, and
- * pipelined ones share the wait.
- */
-export async function slowProxy(targetPort: number, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    sockets.add(client).add(upstream);
-    client.on('data', (d) => upstream.write(d));
-    upstream.on('data', (d) => setTimeout(() => client.writable && client.write(d), delayMs));
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
-  });
-  const port = await freePort();
-  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
 }
 
 type StreamConfigWithName = Partial<StreamConfig> & { name: string };

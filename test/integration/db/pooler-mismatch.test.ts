@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTcpProxy } from '../../../scripts/lib/tcp-proxy.ts';
 import { probeTransactionPooler } from '../../../src/db/pooler-probe.ts';
 import { CLAIM_STATEMENT } from '../../../src/outbox/testing.ts';
 import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
@@ -89,33 +89,6 @@ async function serverDefaults(): Promise<{ sync: string; seqscan: string; prepar
   }
 }
 
-/** A plain TCP proxy to the test's server: one upstream connection per client, as a load balancer. */
-async function tcpProxy(): Promise<{ url: string; close(): Promise<void> }> {
-  const upstream = new URL(tdb.url);
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const server = net.connect(Number(upstream.port), upstream.hostname);
-    for (const s of [client, server]) {
-      sockets.add(s);
-      s.on('error', () => s.destroy());
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(server).pipe(client);
-  });
-  const port = await freePort();
-  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
-  const url = new URL(tdb.url);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
-  };
-}
-
 /** The worker's environment: the database through `url`, nothing else it needs from outside. */
 const workerEnv = (url: string, pooler: string) => ({
   DATABASE_URL: url,
@@ -126,7 +99,7 @@ const workerEnv = (url: string, pooler: string) => ({
 
 describe.skipIf(skip)('what stands in front of DATABASE_URL', () => {
   it('the probe sees a transaction-mode pool (default and round robin) or a statement-mode one, and neither PostgreSQL, a session pool nor a TCP proxy', async () => {
-    const proxy = await tcpProxy();
+    const proxy = await startTcpProxy(tdb.url);
     try {
       const seen = {
         direct: (await probeTransactionPooler(tdb.url)).transactionPooled,

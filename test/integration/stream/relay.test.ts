@@ -10,8 +10,9 @@ import { loadConfig } from '../../../src/config.ts';
 import { main } from '../../../src/commands/drain-outbox.ts';
 import { duplicateWindowSeconds, outboxRetrySpanSeconds } from '../../../src/events/stream.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
-import { eventsEnv, freshStream, readStream, skipWithoutNats, slowProxy, useNats } from '../../helpers/nats.ts';
+import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
+import { startTcpProxy } from '../../../scripts/lib/tcp-proxy.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
@@ -159,7 +160,7 @@ describe.skipIf(skip)('events relay', () => {
     // takes about 4 × 200 ms plus the slower connect and stream check, so a busy machine has
     // seconds to spare before the bound.
     await insertMessages(tdb.db, bookings(64, 64));
-    const proxy = await slowProxy(nats.port, 200);
+    const proxy = await startTcpProxy(`nats://127.0.0.1:${nats.port}`, { replyDelayMs: 200 });
     let seconds: number;
     try {
       const started = performance.now();

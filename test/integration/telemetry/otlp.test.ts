@@ -1,11 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startOtlpReceiver, type OtlpReceiver } from '../../../scripts/lib/otlp-receiver.ts';
 import { freePort } from '../../../src/net/free-port.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -19,65 +17,6 @@ import { waitFor } from '../../helpers/wait.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const t = useTestApp();
-
-interface ReceivedSpan {
-  service: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId: string;
-  name: string;
-}
-
-interface OtlpReceiver {
-  url: string;
-  spans: ReceivedSpan[];
-  contentTypes: string[];
-  close(): Promise<void>;
-}
-
-type AnyValue = { stringValue?: string };
-interface ExportRequest {
-  resourceSpans?: {
-    resource?: { attributes?: { key: string; value: AnyValue }[] };
-    scopeSpans?: { spans?: { traceId: string; spanId: string; parentSpanId?: string; name: string }[] }[];
-  }[];
-}
-
-/** An OTLP/HTTP receiver: POST /v1/traces with a JSON ExportTraceServiceRequest, decoded into spans. */
-async function startOtlpReceiver(): Promise<OtlpReceiver> {
-  const spans: ReceivedSpan[] = [];
-  const contentTypes: string[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces') {
-        res.writeHead(404).end();
-        return;
-      }
-      contentTypes.push(String(req.headers['content-type']));
-      let raw = Buffer.concat(chunks);
-      if (req.headers['content-encoding'] === 'gzip') raw = gunzipSync(raw);
-      const body = JSON.parse(raw.toString('utf8')) as ExportRequest;
-      for (const rs of body.resourceSpans ?? []) {
-        const service = rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue ?? '';
-        for (const ss of rs.scopeSpans ?? []) {
-          for (const s of ss.spans ?? []) {
-            spans.push({ service, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId ?? '', name: s.name });
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    spans,
-    contentTypes,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
 
 const children: ChildProcess[] = [];
 afterEach(() => {

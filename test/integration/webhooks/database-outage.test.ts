@@ -1,6 +1,5 @@
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startTcpProxy } from '../../../scripts/lib/tcp-proxy.ts';
 import { createDatabase, type Database } from '../../../src/db/client.ts';
 import { createWebhookSender } from '../../../src/webhooks/delivery/sender.ts';
 import { OutageLog } from '../../../src/webhooks/delivery/outage-log.ts';
@@ -19,47 +18,6 @@ import { waitFor } from '../../helpers/wait.ts';
 const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
 const kit = webhookKit(t);
 
-/**
- * A TCP proxy to the test's PostgreSQL that can play an outage: while `down`, it cuts every
- * connection it holds and every new one at once (the database restarting, from a client's side),
- * counting the ones it refused.
- */
-async function outageProxy(target: URL) {
-  const sockets = new Set<net.Socket>();
-  let down = false;
-  let refused = 0;
-  const server = net.createServer((client) => {
-    if (down) {
-      refused++;
-      client.destroy();
-      return;
-    }
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => s.destroy());
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(target);
-  url.port = String((server.address() as AddressInfo).port);
-  return {
-    url: url.toString(),
-    refused: () => refused,
-    setDown(value: boolean) {
-      down = value;
-      if (value) for (const s of sockets) s.destroy();
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 let cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await kit.closeAll();
@@ -74,7 +32,7 @@ describe('the webhook sender while the database is down', () => {
     const healthy = await kit.receiver();
     await kit.register(host, { url: healthy.url });
 
-    const proxy = await outageProxy(new URL(t.db.url));
+    const proxy = await startTcpProxy(t.db.url);
     const database: Database = createDatabase(proxy.url, { max: 4 });
     const { logger, entries } = captureLogger();
     const sender = createWebhookSender({
