@@ -16,6 +16,7 @@ import {
 } from './lib/outbox.ts';
 import { median, msSince } from './lib/stats.ts';
 import { walLsn, walSince } from './lib/wal.ts';
+import { withClient as withPgClient } from '../lib/postgres.ts';
 
 /*
  * Where the cost grows: an outbox holding a long DONE history, the two ways it goes (the
@@ -47,15 +48,8 @@ const HISTORY_DAYS_AHEAD = 3;
  */
 const BUILD_LANES = 2;
 
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url, application_name: 'bench-history' });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+/** A connection of its own, named in pg_stat_activity as the history builder's. */
+const withClient = <T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> => withPgClient(url, fn, 'bench-history');
 
 /** OUTBOX_RETENTION_DAYS as the worker reads it (its default: nothing here sets it). */
 const retentionDays = () =>

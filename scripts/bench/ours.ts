@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
@@ -25,6 +24,7 @@ import {
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { median, msSince } from './lib/stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { withClient } from '../lib/postgres.ts';
 
 /**
  * Our worker. Drains run the real entry point as separate processes (scripts/bench/bench-worker.ts
@@ -32,16 +32,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * graphile-worker's `--once` processes (lib/marks.ts). Latency runs the same loop in-process
  * (createConfiguredWorker, LISTEN/NOTIFY), like the peers'.
  */
-
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /**
  * Messages as `enqueue` writes them (one row each, a unique key as a booking's events have, a

@@ -95,3 +95,14 @@ async function stopImmediately(server: EmbeddedPostgres): Promise<void> {
   }
   await server.stop();
 }
+
+/** `fn` with a connection of its own to `url`, closed after it whatever it does. */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>, applicationName?: string): Promise<T> {
+  const c = new pg.Client({ connectionString: url, application_name: applicationName });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}

@@ -1,6 +1,5 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import pg from 'pg';
 import { RELAY_HANDLER } from '../../../src/events/relay.ts';
 import { SUBSCRIPTIONS } from '../../../src/messages/subscriptions.ts';
 import { startApi, type ApiFixture } from '../api.ts';
@@ -12,6 +11,7 @@ import { repeatOf, round } from '../lib/stats.ts';
 import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import type { BenchResults, FanoutDrain, HotPathRun } from '../results.ts';
+import { withClient } from '../../lib/postgres.ts';
 
 /*
  * One outbox row per message, as the outbox writes it (every handler of the topic on one row,
@@ -34,16 +34,6 @@ export const fanoutSection: BenchSection = {
     return { fanout };
   },
 };
-
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /**
  * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
