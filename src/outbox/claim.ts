@@ -1,5 +1,7 @@
 import type { Queryable } from '../db/prepared.ts';
+import { dueNow, takeLease } from './lease/leased-table.ts';
 import { notAhead, textArray } from './sql.ts';
+import { OUTBOX } from './lease/outbox-table.ts';
 
 /**
  * A claimed message, built straight from its row: what the worker dispatches. Read-only: the
@@ -150,9 +152,7 @@ export const CLAIM_SQL = `
   with aged as (
     select o.id
       from outbox o
-     where o.status = 'PENDING' and o.turn is null
-       and o.available_at <= now()
-       and (o.leased_until is null or o.leased_until <= now())
+     where ${dueNow(OUTBOX, 'o')} and o.turn is null
        and ${notAhead('o')}
        and ${keyIsFree('o')}
      order by o.available_at, o.id
@@ -161,9 +161,7 @@ export const CLAIM_SQL = `
   ), turns as (
     select o.id
       from outbox o
-     where o.status = 'PENDING' and o.turn is not null
-       and o.available_at <= now()
-       and (o.leased_until is null or o.leased_until <= now())
+     where ${dueNow(OUTBOX, 'o')} and o.turn is not null
        and ${notAhead('o')}
        and ${keyIsFree('o')}
      order by o.priority desc nulls last, o.turn, o.id
@@ -171,10 +169,7 @@ export const CLAIM_SQL = `
        for update skip locked
   ), claimed as (
     update outbox
-       set attempts = outbox.attempts + 1,
-           claim_id = $2::uuid,
-           claimed_at = now(),
-           leased_until = now() + make_interval(secs => $3::float8)
+       set ${takeLease(OUTBOX, 'outbox', '$2::uuid', '$3::float8')}, claimed_at = now()
      where outbox.id = any(array(select id from aged union all select id from turns))
        and ${notAhead('outbox')}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,

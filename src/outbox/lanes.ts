@@ -1,6 +1,8 @@
 import type { Db } from '../db/client.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
-import { ASYNC_COMMIT, floatArray, intArray, notAhead, textArray } from './sql.ts';
+import { fence } from './lease/leased-table.ts';
+import { ASYNC_COMMIT, floatArray, intArray, textArray } from './sql.ts';
+import { OUTBOX } from './lease/outbox-table.ts';
 
 /*
  * Handler lanes: per-(key, handler) order for the handlers that ask for it.
@@ -64,7 +66,7 @@ const DEFER = statement(
      update outbox
         set handlers_done = handlers_done || $3::text[]
        from ${ASYNC_COMMIT}
-      where id = $1 and claim_id = $2::uuid and status = 'PENDING' and key is not null and ${notAhead()}
+      where ${fence(OUTBOX, undefined, '$1', '$2::uuid')} and key is not null
         and not (handlers_done && $3::text[])
      returning public_id, topic, key, payload, created_at, traceparent, tracestate
    ), lane as (

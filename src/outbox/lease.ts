@@ -1,11 +1,14 @@
 import type { Db } from '../db/client.ts';
 import { execute, poolOf, statement } from '../db/prepared.ts';
-import { ASYNC_COMMIT, intArray, notAhead, uuidArray } from './sql.ts';
+import { extendStatement, handBackStatement } from './lease/leased-table.ts';
+import { intArray, uuidArray } from './sql.ts';
+import { OUTBOX } from './lease/outbox-table.ts';
 
 /*
  * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
  * never started. Fenced on (id, claim id) like every settle (src/outbox/settle.ts), batched (one
- * statement for every message a worker holds), asynchronous commit (src/outbox/sql.ts).
+ * statement for every message a worker holds), asynchronous commit (src/outbox/sql.ts). Their SQL
+ * is the lease core's (src/outbox/lease/leased-table.ts), the one the webhook deliveries use too.
  */
 
 export interface Claim {
@@ -23,13 +26,7 @@ function arrays(claims: readonly Claim[]): [string, string] {
   return [intArray(ids), uuidArray(tokens)];
 }
 
-const EXTEND_LEASES = statement(
-  'outbox-extend-leases',
-  `update outbox o set leased_until = now() + make_interval(secs => $3)
-     from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
-    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}
-   returning c.n`,
-);
+const EXTEND_LEASES = statement('outbox-extend-leases', extendStatement(OUTBOX));
 
 /**
  * Moves the lease deadline (leased_until, in no index: no index entry written, ADR 0022) of every
@@ -48,13 +45,7 @@ export async function extendLeases(db: Db, claims: readonly Claim[], leaseSecond
   return held;
 }
 
-const HAND_BACK = statement(
-  'outbox-hand-back',
-  `update outbox o
-      set attempts = greatest(o.attempts - 1, 0), claim_id = null, leased_until = null
-     from unnest($1::bigint[], $2::uuid[]) as c(id, claim_id), ${ASYNC_COMMIT}
-    where o.id = c.id and o.claim_id = c.claim_id and o.status = 'PENDING' and ${notAhead('o')}`,
-);
+const HAND_BACK = statement('outbox-hand-back', handBackStatement(OUTBOX));
 
 /**
  * Messages claimed but never started go back as they were (attempt not counted, due at once, in

@@ -6,7 +6,9 @@ import { bringDaysIntoSight, markDoneInSight } from './days-in-sight.ts';
 import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
 import { retryWrite } from './retry-write.ts';
-import { ASYNC_COMMIT, intArray, notAhead, textArray, uuidArray } from './sql.ts';
+import { fence, release } from './lease/leased-table.ts';
+import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
+import { OUTBOX } from './lease/outbox-table.ts';
 import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
 
 /*
@@ -28,7 +30,8 @@ import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
  * The lease verbs (extend, hand back) are in src/outbox/lease.ts.
  */
 
-const FENCE = `id = $1 and claim_id = $2::uuid and status = 'PENDING' and ${notAhead()}`;
+const FENCE = fence(OUTBOX, undefined, '$1', '$2::uuid');
+const RELEASE = release(OUTBOX);
 
 async function fenced(db: Db, s: ReturnType<typeof statement>, values: unknown[]): Promise<boolean> {
   const res = await execute(poolOf(db), s, values);
@@ -65,13 +68,13 @@ export interface DoneItem {
 const MARK_DONE = statement(
   'outbox-mark-done',
   `update outbox o
-     set status = 'DONE', processed_at = now(), claim_id = null, leased_until = null,
+     set status = 'DONE', processed_at = now(), ${RELEASE},
          handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
                               else array_append(o.handlers_done, v.handler) end
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
-   where o.id = v.id and o.claim_id = v.claim_id and o.status = 'PENDING'
-     and o.created_at >= $4::timestamptz and ${notAhead('o')}
+   where ${fence(OUTBOX, 'o', 'v.id', 'v.claim_id')}
+     and o.created_at >= $4::timestamptz
   returning v.n`,
 );
 
@@ -122,7 +125,7 @@ export async function markDone(db: Db, id: number, claimId: string, lastHandler?
 const RETRY = statement(
   'outbox-retry',
   `update outbox
-      set available_at = now() + make_interval(secs => $3), turn = null, claim_id = null, leased_until = null, last_error = $4
+      set available_at = now() + make_interval(secs => $3), turn = null, ${RELEASE}, last_error = $4
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
@@ -141,7 +144,7 @@ const POSTPONE = statement(
   'outbox-postpone',
   `update outbox
       set attempts = greatest(attempts - 1, 0), available_at = now() + make_interval(secs => $3), turn = null,
-          claim_id = null, leased_until = null, last_error = $4
+          ${RELEASE}, last_error = $4
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
@@ -159,7 +162,7 @@ export function postpone(db: Db, id: number, claimId: string, delaySeconds: numb
 const DEAD = statement(
   'outbox-dead',
   `update outbox
-      set status = 'DEAD', processed_at = now(), claim_id = null, leased_until = null, last_error = $3
+      set status = 'DEAD', processed_at = now(), ${RELEASE}, last_error = $3
      from ${ASYNC_COMMIT}
     where ${FENCE}`,
 );
@@ -172,7 +175,7 @@ export function markDead(db: Db, id: number, claimId: string, lastError: string)
 const UNKNOWN_TOPIC = statement(
   'outbox-unknown-topic',
   `update outbox
-      set attempts = greatest(attempts - 1, 0), claim_id = null, leased_until = null,
+      set attempts = greatest(attempts - 1, 0), ${RELEASE},
           available_at = now() + make_interval(secs => $3), turn = null
      from ${ASYNC_COMMIT}
     where ${FENCE}`,

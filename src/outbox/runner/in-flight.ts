@@ -1,8 +1,8 @@
 import type { ClaimedMessage } from '../claim.ts';
-import type { HandBacks } from './hand-back.ts';
+import type { HandBacks } from '../lease/hand-backs.ts';
+import { StaleSweep } from '../lease/stale-sweep.ts';
 import type { Heartbeat } from './heartbeat.ts';
 import { mergeByPriority } from './local-queue.ts';
-import { StaleSweep } from './stale-sweep.ts';
 
 /**
  * Everything the worker has claimed and not yet settled, in one place: the local queue (claimed,
@@ -24,7 +24,7 @@ export class InFlight {
     private readonly concurrency: number,
     /** Holds the started messages' leases until they are settled. */
     private readonly heartbeat: Heartbeat,
-    private readonly handBacks: HandBacks,
+    private readonly handBacks: HandBacks<ClaimedMessage>,
     sweepEveryMs: number,
   ) {
     this.staleSweep = new StaleSweep(sweepEveryMs, () => this.handBackStale());
@@ -104,7 +104,7 @@ export class InFlight {
     this.handBacks.later(rest);
   }
 
-  /** Hands back the queued messages that can no longer start (./stale-sweep.ts); whether any still wait. */
+  /** Hands back the queued messages that can no longer start (src/outbox/lease/stale-sweep.ts); whether any still wait. */
   private handBackStale(): boolean {
     const now = Date.now();
     const keep: ClaimedMessage[] = [];

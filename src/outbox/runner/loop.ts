@@ -5,11 +5,12 @@ import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
+import { handBack } from '../lease.ts';
+import { HandBacks } from '../lease/hand-backs.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
 import { OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
 import { dispatch, failureRules, type DispatchContext } from './dispatch.ts';
-import { HandBacks } from './hand-back.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { InFlight } from './in-flight.ts';
@@ -107,13 +108,15 @@ class OutboxWorker implements Worker {
     this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
     this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
     this.lanes = opts.registry.ownLanes();
-    const handBacks = new HandBacks(
-      this.db,
-      this.log,
-      this.reporter,
-      (n) => (this.counts.handedBack += n),
-      () => this.waits.changed(),
-    );
+    const handBacks = new HandBacks<ClaimedMessage>({
+      write: (msgs) => handBack(this.db, msgs),
+      done: (msgs, n) => {
+        this.counts.handedBack += n;
+        this.reporter.handedBack(msgs);
+      },
+      failed: (err, msgs) => this.log.warn({ err, count: msgs.length }, 'could not hand back claimed messages'),
+      finished: () => this.waits.changed(),
+    });
     this.inFlight = new InFlight(this.concurrency, this.heartbeat, handBacks, (opts.leaseSeconds * 1000) / 4);
     this.dispatchCtx = {
       registry: opts.registry,

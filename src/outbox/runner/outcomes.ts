@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../logger.ts';
+import type { ClaimedMessage } from '../claim.ts';
 import type { Outcome, OutcomeEvent, OutcomeSink, WorkerEvents } from '../types.ts';
 
 /**
@@ -57,6 +58,21 @@ export class OutcomeReporter implements OutcomeSink {
       this.events.emit('outcome', event);
     } catch (err) {
       this.log.error({ err }, 'an outcome listener threw');
+    }
+  }
+
+  /** Claimed messages went back unstarted (src/outbox/lease/hand-backs.ts). */
+  handedBack(msgs: readonly ClaimedMessage[]): void {
+    if (!this.wants('handed_back')) return;
+    for (const m of msgs) {
+      this.outcome({
+        messageId: m.publicId,
+        topic: m.topic,
+        handler: null,
+        attempt: m.attempts,
+        outcome: 'handed_back',
+        durationMs: 0,
+      });
     }
   }
 

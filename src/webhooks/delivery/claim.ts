@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { fence, handBackStatement, lockChosen, takeLease, type LeasedTable } from '../../outbox/index.ts';
 
 /** One delivery, claimed: everything an attempt needs, read in the claim's own statement. */
 export interface ClaimedDelivery {
@@ -31,8 +32,20 @@ export interface ClaimedDelivery {
   tracestate: string | null;
 }
 
+/**
+ * The deliveries as the lease core sees them (src/outbox/lease/leased-table.ts): the lease sits in
+ * next_attempt_at itself, so a claimed delivery drops out of the due index's range until its lease
+ * ends, and a hand-back puts it back where it was.
+ */
+export const DELIVERIES: LeasedTable = { table: 'webhook_deliveries', pending: 'pending', due: 'next_attempt_at', leaseColumn: null };
+
+/** The fence of every write of a claimed delivery (src/webhooks/delivery/record.ts). */
+export const deliveryFence = (alias: string | undefined, id: string, token: string) => fence(DELIVERIES, alias, id, token);
+
 /*
- * The claim, shared fairly between hosts.
+ * The claim, shared fairly between hosts: which due deliveries it takes, in what order, is the
+ * webhooks' own policy (below); the lock and the lease are the lease core's, the outbox's own
+ * (lockChosen, takeLease: src/outbox/lease/leased-table.ts).
  *
  * 1. capacity: each enabled endpoint's room, what it may hold claimed (the sender's local queue:
  *    WEBHOOK_ENDPOINT_CONCURRENCY times the claim-ahead factor) minus what it holds in this process
@@ -60,7 +73,7 @@ export interface ClaimedDelivery {
  *    would start a second or more from now is left pending, unclaimed, its attempts not counted
  *    (docs/adr/0047-webhook-rate-per-endpoint.md).
  *
- * FOR UPDATE SKIP LOCKED makes claims of several worker processes disjoint; the claim moves
+ * The lock (FOR UPDATE SKIP LOCKED) makes claims of several worker processes disjoint; the claim moves
  * next_attempt_at to the lease deadline, so a worker killed mid-attempt leaves a delivery that is
  * due again when the lease ends, and is sent again with the same webhook-id.
  */
@@ -108,10 +121,7 @@ chosen as (
    limit $4
 ),
 locked as (
-  select w.id, w.endpoint_id, w.next_attempt_at as due_at
-    from webhook_deliveries w
-   where w.id in (select id from chosen) and w.status = 'pending' and w.next_attempt_at <= now()
-     for update skip locked
+  ${lockChosen(DELIVERIES, 'w', 'w.id, w.endpoint_id, w.next_attempt_at as due_at', 'select id from chosen')}
 ),
 -- Waits for another claim holding the same endpoint's schedule, then reads the schedule it left.
 -- NO KEY UPDATE: a fan-out inserting deliveries (KEY SHARE on the endpoint) is not held up.
@@ -139,9 +149,7 @@ scheduled as (
    where e.id = s.endpoint_id
 )
 update webhook_deliveries d
-   set next_attempt_at = now() + make_interval(secs => $5::double precision),
-       claim_id = gen_random_uuid(),
-       attempts = d.attempts + 1
+   set ${takeLease(DELIVERIES, 'd', 'gen_random_uuid()', '$5::double precision')}
   from admitted locked, webhook_endpoints e, webhook_events ev,
        -- asynchronous commit (ADR 0005, as the outbox's claim): a claim lost in a database crash
        -- leaves the delivery due as before it, to be sent again with the same webhook-id
@@ -228,22 +236,18 @@ export async function claimDeliveries(
 
 /*
  * Gives claimed deliveries back that were never attempted (the sender stopped, their endpoint was
- * disabled, or they waited in the local queue past what their lease covers): due again when they
- * were due before the claim (so they keep their place among the others), the claim's attempt
- * count undone, fenced on the claim as every write of a claimed delivery is.
+ * disabled, or they waited in the local queue past what their lease covers): the lease core's
+ * hand-back, due again when they were due before the claim (so they keep their place among the
+ * others), the claim's attempt count undone, fenced on the claim.
  */
-const UNCLAIM_SQL = `
-update webhook_deliveries d
-   set next_attempt_at = u.due_at, claim_id = null, attempts = d.attempts - 1
-  from unnest($1::bigint[], $2::uuid[], $3::timestamptz[]) as u(id, claim_id, due_at),
-       (select set_config('synchronous_commit', 'off', true)) as async_commit
- where d.id = u.id and d.claim_id = u.claim_id and d.status = 'pending'`;
+const HAND_BACK_SQL = handBackStatement(DELIVERIES);
 
-export async function unclaimDeliveries(pool: pg.Pool, deliveries: readonly ClaimedDelivery[]): Promise<void> {
-  if (deliveries.length === 0) return;
-  await pool.query({
-    name: 'webhooks-unclaim',
-    text: UNCLAIM_SQL,
+export async function handBackDeliveries(pool: pg.Pool, deliveries: readonly ClaimedDelivery[]): Promise<number> {
+  if (deliveries.length === 0) return 0;
+  const res = await pool.query({
+    name: 'webhooks-hand-back',
+    text: HAND_BACK_SQL,
     values: [deliveries.map((d) => d.id), deliveries.map((d) => d.claimId), deliveries.map((d) => new Date(d.dueAt))],
   });
+  return res.rowCount ?? 0;
 }

@@ -5,7 +5,8 @@ import { redactUrl } from '../redact-url.ts';
 import { withTransaction } from '../../db/transaction.ts';
 import { enqueueTopic } from '../../messages/enqueue.ts';
 import { activeTraceId } from '../../telemetry/tracing.ts';
-import type { ClaimedDelivery } from './claim.ts';
+import { release } from '../../outbox/index.ts';
+import { DELIVERIES, deliveryFence, type ClaimedDelivery } from './claim.ts';
 import type { ExchangedHeaders } from './exchanged-headers.ts';
 import type { AttemptVerdict } from './schedule.ts';
 import type { AttemptResult } from './send.ts';
@@ -46,6 +47,13 @@ const trimAttempts = (deliveryId: number, kept: number) => sql`
    where delivery_id = ${deliveryId}
      and id <= (select id from webhook_attempts where delivery_id = ${deliveryId} order by id desc offset ${Math.max(kept - 1, 0)} limit 1)`;
 
+/*
+ * A claimed delivery's writes go through the lease core's fence and release, as the outbox's
+ * settles do (src/outbox/lease/leased-table.ts): the claim to match comes in as a one-row `claim`.
+ */
+const FENCED_ON_CLAIM = sql.raw(deliveryFence('d', 'claim.id', 'claim.claim_id'));
+const RELEASE = sql.raw(release(DELIVERIES));
+
 export interface Recorded {
   /** False when the lease ran out and another worker claimed the delivery meanwhile: only the attempt was kept. */
   settled: boolean;
@@ -80,12 +88,13 @@ export async function recordAttempt(
 
     const state =
       verdict.kind === 'retry'
-        ? sql`next_attempt_at = now() + make_interval(secs => ${verdict.delaySeconds}::double precision), claim_id = null`
-        : sql`status = 'failed', finished_at = now(), claim_id = null`;
+        ? sql`next_attempt_at = now() + make_interval(secs => ${verdict.delaySeconds}::double precision), ${RELEASE}`
+        : sql`status = 'failed', finished_at = now(), ${RELEASE}`;
     const settled = await tx.execute(sql`
-      update webhook_deliveries set ${state}
-       where id = ${d.id} and claim_id = ${d.claimId}::uuid and status = 'pending'
-      returning id`);
+      update webhook_deliveries d set ${state}
+        from (select ${d.id}::bigint as id, ${d.claimId}::uuid as claim_id) claim
+       where ${FENCED_ON_CLAIM}
+      returning d.id`);
 
     // A failure. Disable at once on 410; otherwise when failing_since is older than the limit.
     const { rows } = await tx.execute<{ disable_reason: string | null; was_enabled: boolean }>(sql`
@@ -162,9 +171,9 @@ attempt as (
   select delivery_id, status, duration_ms, body, null, trace_id, headers::jsonb from input
 ),
 delivery as (
-  update webhook_deliveries d set status = 'succeeded', finished_at = now(), claim_id = null
+  update webhook_deliveries d set status = 'succeeded', finished_at = now(), ${release(DELIVERIES)}
     from input i
-   where d.id = i.delivery_id and d.claim_id = i.claim_id and d.status = 'pending'
+   where ${deliveryFence('d', 'i.delivery_id', 'i.claim_id')}
   returning d.id
 ),
 endpoint as (
@@ -214,9 +223,10 @@ async function recordSuccess(db: Db, d: ClaimedDelivery, result: AttemptResult, 
       values (${d.id}, ${result.status}, ${result.durationMs}, ${storable(result.body)}, null, ${activeTraceId()}, ${exchangedHeaders(result)}::jsonb)
     ),
     delivery as (
-      update webhook_deliveries set status = 'succeeded', finished_at = now(), claim_id = null
-       where id = ${d.id} and claim_id = ${d.claimId}::uuid and status = 'pending'
-      returning id
+      update webhook_deliveries d set status = 'succeeded', finished_at = now(), ${RELEASE}
+        from (select ${d.id}::bigint as id, ${d.claimId}::uuid as claim_id) claim
+       where ${FENCED_ON_CLAIM}
+      returning d.id
     ),
     endpoint as (
       update webhook_endpoints set failing_since = null, last_success_at = now()

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { Config } from '../../config.ts';
 import type { AttemptDone } from './attempt.ts';
-import { claimDeliveries, unclaimDeliveries, type ClaimedDelivery } from './claim.ts';
+import { HandBacks, StaleSweep } from '../../outbox/index.ts';
+import { claimDeliveries, handBackDeliveries, type ClaimedDelivery } from './claim.ts';
 import { LocalQueue, type SlotStats } from './local-queue.ts';
 import type { OutageLog } from './outage-log.ts';
 
@@ -53,7 +54,10 @@ export class SenderSlots {
    */
   private readonly leaseSeconds: number;
   private closed = false;
-  private lastExpiryCheck = 0;
+  /** What is given back goes through the lease core's hand-backs, one batch after another. */
+  private readonly handBacks: HandBacks<ClaimedDelivery>;
+  /** While anything is queued: gives back, each second, what waited past its start deadline. */
+  private readonly staleSweep: StaleSweep;
   private change = changeSignal();
   /** Wakes startReady when a rated endpoint's next start time comes (nothing else would). */
   private paceTimer: NodeJS.Timeout | undefined;
@@ -75,11 +79,24 @@ export class SenderSlots {
     });
     this.attemptMs = config.WEBHOOK_TIMEOUT_MS + config.WEBHOOK_CONNECT_TIMEOUT_MS;
     this.leaseSeconds = Math.ceil((2 * this.attemptMs) / 1000) + 30;
+    this.handBacks = new HandBacks({
+      write: (list) => handBackDeliveries(deps.pool, list),
+      failed: (err, list) =>
+        deps.outage.failed(err, 'give back', 'claimed webhook deliveries could not be given back; their lease will', {
+          deliveries: list.length,
+        }),
+      // Given back, it may be due at once: a sender waiting for a change claims again.
+      finished: () => this.signalChange(),
+    });
+    this.staleSweep = new StaleSweep(1000, () => {
+      this.handBacks.later(this.queue.expired(performance.now()));
+      return this.queue.queued > 0;
+    });
   }
 
-  /** Something is in flight, being recorded, or queued. */
+  /** Something is in flight, being recorded, queued, or being given back. */
   busy(): boolean {
-    return this.running.size > 0 || this.queue.queued > 0;
+    return this.running.size > 0 || this.queue.queued > 0 || this.handBacks.pending > 0;
   }
 
   /** Room for a claim: slots free, or what comes after them not queued yet, or a quiet owner's first delivery. */
@@ -117,7 +134,8 @@ export class SenderSlots {
       newcomersOnly,
     });
     if (this.closed) {
-      await this.giveBack(claimed);
+      this.handBacks.later(claimed);
+      await this.handBacks.settled;
       return 0;
     }
     // A rated endpoint's start times count from when the claim's answer is here: never earlier
@@ -138,17 +156,16 @@ export class SenderSlots {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.paceTimer);
-    await this.giveBack(this.queue.remove(() => true));
+    this.staleSweep.stop();
+    this.handBacks.later(this.queue.remove(() => true));
+    await this.handBacks.settled;
   }
 
   /** Starts what may start: free slots, endpoint and host below their caps, records not too far behind. */
   private startReady(): void {
     if (this.closed || this.queue.queued === 0) return;
     const now = performance.now();
-    if (now - this.lastExpiryCheck > 1000) {
-      this.lastExpiryCheck = now;
-      void this.giveBack(this.queue.expired(now));
-    }
+    this.staleSweep.ensure();
     // At most 2 × WEBHOOK_CONCURRENCY attempts started and not yet recorded.
     while (this.running.size < 2 * this.deps.config.WEBHOOK_CONCURRENCY) {
       const d = this.queue.next(now);
@@ -186,7 +203,7 @@ export class SenderSlots {
       .then((done) => {
         // Nothing more of an endpoint its own answer disabled: its queued deliveries go back
         // (before `release` below could start one).
-        if (done.disabled) void this.giveBack(this.queue.remove((q) => q.d.endpointId === d.endpointId));
+        if (done.disabled) this.handBacks.later(this.queue.remove((q) => q.d.endpointId === d.endpointId));
       })
       .catch((err: unknown) => {
         this.deps.outage.failed(err, 'record', 'webhook attempt could not be recorded; its lease will bring it back', {
@@ -205,16 +222,5 @@ export class SenderSlots {
     this.change.resolve();
     this.change = changeSignal();
     this.onFree();
-  }
-
-  private giveBack(list: readonly ClaimedDelivery[]): Promise<void> {
-    return unclaimDeliveries(this.deps.pool, list).then(
-      () => undefined,
-      (err: unknown) => {
-        this.deps.outage.failed(err, 'give back', 'claimed webhook deliveries could not be given back; their lease will', {
-          deliveries: list.length,
-        });
-      },
-    );
   }
 }
