@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import SlowFirstSequencer from './test/helpers/slow-first-sequencer.ts';
 
 /*
  * One embedded PostgreSQL for the whole run (test/helpers/global-setup.ts, on the root config
@@ -34,6 +35,9 @@ const shared = {
 export default defineConfig({
   test: {
     globalSetup: ['test/helpers/global-setup.ts'],
+    // The slow files first, by the `Slow (about N s alone)` line of their header: a fresh clone has
+    // no timings, and a long file started last keeps the run waiting on one worker.
+    sequence: { sequencer: SlowFirstSequencer },
     // After vitest's summary, what was skipped and why (a missing nats-server or promtool), so a
     // run that checked less than usual says so in its last lines: test/helpers/skip-summary.ts.
     reporters: ['default', './test/helpers/skip-summary.ts'],

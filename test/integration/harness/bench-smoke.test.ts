@@ -17,6 +17,9 @@ import { DEFAULT_OUT } from '../../../scripts/bench/params.ts';
  * A run's outputs are data, not source: the results go to --out (var/bench/ by default, which git
  * ignores) and nothing else lands in the repository. The smoke run is checked against
  * `git status` before and after (so nothing else may edit the tree while it runs).
+ *
+ * Slow (about 120 s alone): every section of the bench runs once, end to end, with its own
+ * PostgreSQL, the peers and pgbench.
  */
 
 const root = path.resolve(import.meta.dirname, '../../..');

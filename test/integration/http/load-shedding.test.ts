@@ -22,6 +22,9 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
  *
  * The pools are made small here (two connections) and held by the test, so that "the pool is
  * busy" is a state the test sets up, not a race it hopes to win.
+ *
+ * Slow (about 17 s alone): each signal is built up for real against a running API: held pools, a
+ * blocked event loop, a written backlog.
  */
 
 /** Load shedding on (the test helpers turn it off), every signal off: each test turns on the one it is about. */

@@ -23,6 +23,9 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
  * The suite runs with short timeouts. SLOW_CLIENTS_FULL=1 runs the scenario at the production
  * defaults with the sockets held (reopened as they are closed) for 60 s, and prints the bookings'
  * latencies (ADR 0041 quotes them); SLOW_CLIENTS_PRINT=1 prints the short run's.
+ *
+ * Slow (about 13 s alone): the timeouts are the behaviour: stalled sockets are held until the
+ * server's timeouts close them.
  */
 
 const FULL = process.env.SLOW_CLIENTS_FULL === '1';

@@ -26,6 +26,9 @@ import { waitFor } from '../../helpers/wait.ts';
  * beginning is refused, a rebuild from the bookings table (--replay --accept-gap) meets the
  * stream's events without counting anything twice, a cancellation of a booking the ledger does
  * not count counts its creation first, and a group that lost events is reported.
+ *
+ * Slow (about 14 s alone): every scenario runs the relay and the earnings consumer against a real
+ * nats-server and waits for them to catch up.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');

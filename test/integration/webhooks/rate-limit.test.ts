@@ -10,6 +10,9 @@ import { waitFor } from '../../helpers/wait.ts';
  * says, across every sender; what it holds back waits its turn and is no failed attempt; the
  * host's other endpoints go at full speed. Timing is the behaviour, measured at real receivers on
  * 127.0.0.1, with margins for a busy machine.
+ *
+ * Slow (about 12 s alone): timing is the behaviour: attempts are counted per second at real
+ * receivers, over seconds.
  */
 
 const t = useTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
