@@ -45,7 +45,9 @@ describe('npm run bench -- --smoke', () => {
 
   it('runs every measurement and writes every figure, and nothing into the repository', { timeout: 600_000 }, () => {
     const before = new Set(gitStatus());
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench/run.ts', '--smoke', '--out', out], {
+    // At the lowest priority but one (its PostgreSQL, pgbench and load generators inherit it): it runs
+    // beside the suite's other files, which judge waits and rates and so get the cores first.
+    const run = spawnSync('nice', ['-n', '15', process.execPath, '--import', 'tsx', 'scripts/bench/run.ts', '--smoke', '--out', out], {
       cwd: root,
       encoding: 'utf8',
       timeout: 590_000, // a hang, not slowness: on a loaded machine the smoke takes minutes
