@@ -3,7 +3,7 @@ import { createDatabase, type Db } from '../db/client.ts';
 import { runCommand, runMain, UsageError, type Command, type CommandContext, type RunOptions } from '../process/run-main.ts';
 import type { Logger } from '../logger.ts';
 import { closeNats, connectNats, describeNatsFailure, onceJetStreamAnswers } from '../events/connection.ts';
-import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, runGroup, type GroupRunOptions } from '../events/consumer.ts';
 import { openDeadLetters } from '../events/dead-letters.ts';
@@ -73,6 +73,8 @@ export interface EarningsHooks {
   afterEffect?: GroupRunOptions['afterEffect'];
   /** Test hook: runs after an event's COMMIT, before its ack. */
   beforeAck?: GroupRunOptions['beforeAck'];
+  /** Test hook: runs at start-up once the stream is open, before the group is positioned on it. */
+  afterStreamOpened?: () => Promise<void>;
 }
 
 export type EarningsMainOptions = RunOptions & EarningsHooks;
@@ -189,6 +191,9 @@ async function listDeadLetters(db: Db, group: string, out: (line: string) => voi
   return 0;
 }
 
+/** How many times start-up opens the stream again when it is deleted under it. */
+const START_ATTEMPTS = 3;
+
 /** Connects, opens the stream, positions the group, then consumes until asked to stop. */
 async function consumeStream(run: Run): Promise<number> {
   const { ctx, natsUrl, logger } = run;
@@ -218,19 +223,34 @@ async function consumeStream(run: Run): Promise<number> {
       maxDeliver: config.EVENTS_MAX_DELIVER,
       batchSize: config.EVENTS_BATCH_SIZE,
     };
-    let stream;
-    try {
-      stream = await openStream(jsm, run);
-    } catch (e) {
-      if (e instanceof StreamConfigError) {
-        errOut(`consume:earnings: ${e.message}`);
-        return 2;
+    for (let attempt = 1; ; attempt++) {
+      let stream;
+      try {
+        stream = await openStream(jsm, run);
+      } catch (e) {
+        if (e instanceof StreamConfigError) {
+          errOut(`consume:earnings: ${e.message}`);
+          return 2;
+        }
+        throw e;
       }
-      throw e;
+      let start;
+      try {
+        await run.hooks.afterStreamOpened?.();
+        start = await positionGroup({ jsm, db: run.db, groupOptions, holdings: stream.holdings, logger, errOut }, run.flags);
+      } catch (e) {
+        // The stream deleted between opening it and positioning the group on it (an operator, or
+        // the chaos run's stream-delete, just as this starts: seen in a chaos run, the consumer
+        // then exited 1 "stream not found"). Open it again, as the running group recreates it
+        // (src/events/consumer.ts), a few times before failing as before.
+        const deleted = e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound;
+        if (!deleted || attempt >= START_ATTEMPTS) throw e;
+        logger.warn({ err: e, attempt }, 'the events stream was deleted while the consumer started; opening it again');
+        continue;
+      }
+      if (start.refused) return EXIT_REFUSED;
+      return await consumeUntilStopped(run, { nc, jsm, groupOptions, streamAtStart: stream.config, start });
     }
-    const start = await positionGroup({ jsm, db: run.db, groupOptions, holdings: stream.holdings, logger, errOut }, run.flags);
-    if (start.refused) return EXIT_REFUSED;
-    return await consumeUntilStopped(run, { nc, jsm, groupOptions, streamAtStart: stream.config, start });
   } finally {
     await closeNats(nc);
   }

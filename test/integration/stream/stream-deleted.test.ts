@@ -8,6 +8,7 @@ import pino from 'pino';
 import { loadConfig, type Config } from '../../../src/config.ts';
 import { runGroup, type GroupRunner } from '../../../src/events/consumer.ts';
 import { ensureGroup, type GroupOptions } from '../../../src/events/group.ts';
+import { earningsMain } from '../../../src/commands/consume-earnings.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { createConsumerMetrics } from '../../../src/events/lag.ts';
 import { serveMetrics } from '../../../src/metrics/metrics-server.ts';
@@ -371,6 +372,38 @@ describe.skipIf(skip)('a consumer that was down while the stream was deleted', (
       expect(rows[0]!.rebuilt).toBe(rows[0]!.bookings);
     } finally {
       await consumer.stop();
+      await worker.stop();
+    }
+  }, 120_000);
+});
+
+describe.skipIf(skip)('a consumer starting just as the stream is deleted', () => {
+  it('opens it again and starts, its ledger rebuilt, instead of exiting 1 "stream not found"', async () => {
+    const book = await bookingsOfOneGuest();
+    const worker = spawnProcess('src/commands/drain-outbox.ts', env());
+    try {
+      await book(2);
+      await waitFor(
+        async () => {
+          const { rows } = await t.db.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status <> 'DONE'`);
+          return rows[0]!.n === 0;
+        },
+        30_000,
+        'relayed',
+      );
+      // A first run makes the group and its ledger, so the next start finds a ledger to position.
+      const consume = (afterStreamOpened?: () => Promise<void>) =>
+        earningsMain({ argv: ['--until-empty'], env: env(), out: () => {}, err: () => {}, exitOnForcedStop: false, afterStreamOpened });
+      expect(await consume()).toBe(0);
+      let deletes = 0;
+      const code = await consume(async () => {
+        // Between the stream's open and the group's position, once.
+        if (deletes++ === 0) await nats.jsm.streams.delete(stream);
+      });
+      expect(deletes).toBe(2); // opened twice: the second time after the delete
+      expect(code).toBe(0);
+      expect(await ledgerDifferences(t.db.db, 'earnings')).toEqual([]);
+    } finally {
       await worker.stop();
     }
   }, 120_000);
