@@ -7,15 +7,16 @@ import SlowFirstSequencer from './test/helpers/slow-first-sequencer.ts';
  * own database from it.
  *
  * Two projects. "suite": every ordinary file, three at a time on two cores: most files spend their
- * time waiting on processes, sockets and timers, not computing. The bench smoke runs there too,
- * at a low priority (nice 15, its PostgreSQL and load generators with it): it keeps the cores busy
- * for two minutes but asserts nothing a busy machine changes, and the files beside it, which judge
- * waits and rates, get the cores first. "end-to-end": the files that need the machine to
- * themselves (the chaos run, 20 s of load with faults on a timetable; 1,000 clients against the
- * API, whose latency is checked; the browser); they run after the suite (sequence.groupOrder 1),
- * one at a time (maxWorkers 1).
+ * time waiting on processes, sockets and timers, not computing. The bench smoke and the short
+ * chaos run are there too, at a low priority (nice 15, their PostgreSQL, load generators and
+ * stacks with them): each keeps the cores busy for a minute or two but judges nothing a busy
+ * machine changes (the chaos verdict judges losses and duplicates, and fails a run too slowed
+ * down to judge), and the files beside them, which judge waits and rates, get the cores first.
+ * "end-to-end": the files that need the machine to themselves (1,000 clients against the API,
+ * whose latency is checked; the browser); they run after the suite (sequence.groupOrder 1), one at
+ * a time (maxWorkers 1).
  */
-const END_TO_END = ['test/integration/harness/chaos-short.test.ts', 'test/integration/http/overload.test.ts', 'test/browser/**/*.test.ts'];
+const END_TO_END = ['test/integration/http/overload.test.ts', 'test/browser/**/*.test.ts'];
 
 const shared = {
   pool: 'forks',

@@ -24,6 +24,8 @@ import { hasTool, inCI } from '../../helpers/tools.ts';
  * and makes well over the verdict's minimum of bookings (≥ 10; 38 made on a 2-core machine at
  * load 16). The verdict itself fails a run below its minimums (scripts/chaos/minimums.ts), so a
  * run too short or too slowed down to judge is red, not vacuously green.
+ *
+ * Slow (about 60 s alone): a whole stack starts, takes 20 s of load and faults, and is judged.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -35,9 +37,12 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 function runChaos(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
+    // At nice 15, its whole stack with it (PostgreSQL, nats-server, the API and workers inherit it):
+    // it runs beside the suite's other files, which judge waits and rates and get the cores first.
+    // Its verdict judges what was lost or done twice, and fails a run too slowed down to judge.
     const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out],
+      'nice',
+      ['-n', '15', process.execPath, '--import', 'tsx', 'scripts/chaos/run.ts', '--duration', duration, '--seed', seed, '--out', out],
       {
         cwd: root,
         env: {
