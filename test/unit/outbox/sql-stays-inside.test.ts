@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { matchingCodeLines, repoRoot as root, sourceFiles } from '../../helpers/source-lines.ts';
 
 /*
  * The outbox's tables and SQL functions are the outbox's: outside src/outbox/ (and the migrations
@@ -20,7 +20,6 @@ import { describe, expect, it } from 'vitest';
  *   must stay one script pgbench runs.
  */
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const SCANNED = ['src', 'scripts', 'test/helpers'];
 const OWNER = 'src/outbox/';
 const EXCEPTIONS = new Set(['src/db/schema/outbox.ts', 'scripts/bench/api-pgbench.ts']);
@@ -46,19 +45,7 @@ const SQL_NAMING_OUTBOX = [
 ];
 
 /** The lines of `text` that name an outbox object in SQL, comments left out. */
-function offendingLines(text: string): string[] {
-  return text.split('\n').filter((line) => {
-    const t = line.trim();
-    if (t.startsWith('*') || t.startsWith('/*') || t.startsWith('//')) return false;
-    return SQL_NAMING_OUTBOX.some((re) => re.test(line));
-  });
-}
-
-function sourceFiles(dir: string): string[] {
-  return (readdirSync(path.join(root, dir), { recursive: true }) as string[])
-    .filter((f) => f.endsWith('.ts'))
-    .map((f) => `${dir}/${f.split(path.sep).join('/')}`);
-}
+const offendingLines = (text: string): string[] => matchingCodeLines(text, SQL_NAMING_OUTBOX);
 
 describe('SQL naming the outbox stays in src/outbox/', () => {
   it('knows the outbox objects the migrations make, and recognises SQL that names them', () => {

@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { matchingCodeLines as offendingLines, repoRoot as root, sourceFiles } from '../../helpers/source-lines.ts';
 
 /*
  * One lease for every queue: the webhook deliveries are locked, leased, fenced, released and handed
@@ -11,8 +11,6 @@ import { describe, expect, it } from 'vitest';
  * (`claim_id is null`: not in flight) is anyone's. Comments are left out.
  */
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-
 const LEASE_WRITES = [
   // setting or matching the fencing token: `claim_id = gen_random_uuid()`, `claim_id = null`, `and d.claim_id = $2`
   /\bclaim_id\s*=(?!=)/i,
@@ -21,20 +19,6 @@ const LEASE_WRITES = [
 ];
 /** Batch deletes (retention) lock with SKIP LOCKED too; only the delivery path must not lock of its own. */
 const CLAIM_LOCK = /\bfor\s+(no\s+key\s+)?update\b.*\bskip\s+locked\b/i;
-
-function offendingLines(text: string, patterns: readonly RegExp[]): string[] {
-  return text.split('\n').filter((line) => {
-    const t = line.trim();
-    if (t.startsWith('*') || t.startsWith('/*') || t.startsWith('//')) return false;
-    return patterns.some((re) => re.test(line));
-  });
-}
-
-function sourceFiles(dir: string): string[] {
-  return (readdirSync(path.join(root, dir), { recursive: true }) as string[])
-    .filter((f) => f.endsWith('.ts'))
-    .map((f) => `${dir}/${f.split(path.sep).join('/')}`);
-}
 
 describe('leases are the lease core’s', () => {
   it('recognises lease SQL written by hand, and lets reads and other updates be', () => {
