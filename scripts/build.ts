@@ -9,7 +9,8 @@ import { runMain, type Command } from '../src/process/run-main.ts';
  * `npm run build [-- --out-dir DIR]`: the JavaScript the production image runs, in dist/ (or DIR):
  * tsc with tsconfig.build.json (type-checked, `.ts` imports rewritten to `.js`), then the files the
  * code reads at run time beside it, at the same relative places as in the source tree:
- * migrations/ (src/db/migrate.ts) and public/ (the admin dashboard, src/http/routes/admin.ts).
+ * migrations/ (src/db/migrate.ts), src/outbox/migrations/ (src/outbox/migrate.ts) and public/ (the
+ * admin dashboard, src/http/routes/admin.ts).
  * The result runs with plain node: `node dist/src/commands/api.js`, `node dist/src/commands/drain-outbox.js`,
  * `node dist/src/commands/migrate.js`, `node dist/src/commands/start.js`,
  * `node dist/src/commands/consume-earnings.js`.
@@ -34,7 +35,8 @@ export const buildCommand: Command = {
       err('build: tsc failed');
       return compiled.status ?? 1;
     }
-    for (const dir of ['migrations', 'public']) cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
+    for (const dir of ['migrations', 'src/outbox/migrations', 'public'])
+      cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
     out(`build: ${path.relative(root, outDir) || '.'} ready`);
     return 0;
   },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { OUTBOX_STATUSES } from '../db/schema.ts';
+import { OUTBOX_STATUSES } from '../outbox/index.ts';
 
 /** Topic names are dotted lower-case words ('booking.created'); anything else cannot match a row. */
 const topicName = z

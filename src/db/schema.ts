@@ -11,7 +11,6 @@
 export * from './schema/users.ts';
 export * from './schema/properties.ts';
 export * from './schema/bookings.ts';
-export * from './schema/outbox.ts';
 export * from './schema/search.ts';
 export * from './schema/events.ts';
 export * from './schema/webhooks.ts';

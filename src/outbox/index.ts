@@ -1,5 +1,6 @@
 /*
- * The outbox: its table, its SQL and its runner, as one module. Everything outside src/outbox/
+ * The outbox: its tables (schema.ts) and their migrations (migrations/, migrate.ts), its SQL and
+ * its runner, as one module. Everything outside src/outbox/
  * goes through this file; nothing outside it writes SQL that names the outbox tables
  * (`npm run depcheck` enforces the imports, and the dependency rules in .dependency-cruiser.cjs).
  *
@@ -23,7 +24,8 @@
  *
  * Composing (once per process, by whatever builds the application):
  *   registerOutboxHooks                         a write that misses its day is repaired and retried
- *                                               (withTransaction), migrate makes the days ahead
+ *                                               (withTransaction), migrate runs migrateOutbox
+ *   migrateOutbox                               the outbox's own migrations, then the days ahead
  *   messagesCreatedBetween                      a time window of messages, any status (events backfill)
  *   messagesAsWritten, pendingOfTopics, …       each message once, its lane work folded in (audits, the chaos run)
  *
@@ -81,6 +83,8 @@ export { listPendingDetaches, partitionsReattached } from './half-detached-days.
 
 // Composing
 export { registerOutboxHooks } from './database-hooks.ts';
+export { migrateOutbox, OUTBOX_MIGRATIONS_DIR, type OutboxMigrationRun } from './migrate.ts';
+export { OUTBOX_STATUSES, type OutboxStatus } from './schema.ts';
 
 // What a handler finished
 export { finishedPage, type FinishedMessage, type FinishedPageQuery } from './finished-page.ts';

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import type { OutboxStatus } from '../db/schema.ts';
+import type { OutboxStatus } from './schema.ts';
 
 /** An outbox row as the admin side reads it (internal id kept only for paging). */
 export interface OutboxMessageRow {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { runAfterCommit, withTransaction } from '../db/transaction.ts';
-import { outboxAudit } from '../db/schema.ts';
+import { outboxAudit } from './schema.ts';
 import { OUTBOX_CHANNEL } from './channel.ts';
 
 export type RequeueCriteria = { ids: string[] } | { topic: string } | { allDead: true };

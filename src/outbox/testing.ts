@@ -24,6 +24,10 @@ export { markDoneMany } from './settle.ts';
 export { dayOf, dropOutboxPartition, listOutboxPartitions } from './partitions.ts';
 export { purgeDoneBatch } from './purge.ts';
 
+// The outbox's tables as drizzle declares them (the schema-drift check compares a database with them).
+export { outbox, outboxAudit, outboxMigrationRecords } from './schema.ts';
+export { outboxMigrations } from './migrate.ts';
+
 // ---------------------------------------------------------------------------------------------
 // Tests: messages written straight into the table, read back as the worker left them.
 
@@ -246,7 +250,7 @@ export const outboxSizes = async (c: Queryable): Promise<Sizes> => {
 
 /**
  * How many index entries the newest message wrote, and how many indexes its partition has. The
- * indexes are partial (src/db/schema/outbox.ts), so a row enters only those whose predicate it
+ * indexes are partial (src/outbox/schema.ts), so a row enters only those whose predicate it
  * meets: each predicate is evaluated on the row itself, which must still be as it was written
  * (nothing has claimed it). Null on an empty outbox.
  */

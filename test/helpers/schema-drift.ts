@@ -6,7 +6,11 @@ import { promisify } from 'node:util';
 import { is, SQL } from 'drizzle-orm';
 import { getTableConfig, PgDialect, PgTable, type IndexedColumn } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
-import * as schema from '../../src/db/schema.ts';
+import * as appSchema from '../../src/db/schema.ts';
+import { outbox, outboxAudit, outboxMigrationRecords } from '../../src/outbox/testing.ts';
+
+/** Every table a migrated database should hold: the application's and the outbox's own. */
+const schema = { ...appSchema, outbox, outboxAudit, outboxMigrationRecords };
 
 /*
  * Whether the migrations, their saved snapshots and the schema (src/db/schema/) still agree, checked two ways
@@ -25,7 +29,7 @@ export interface GenerateResult {
   output: string;
 }
 
-/** A change to one module of the copy's src/db/schema/ (e.g. 'outbox.ts'), made before generating. */
+/** A change to one module of the copy's src/db/schema/ (e.g. 'bookings.ts'), made before generating. */
 export interface SchemaEdit {
   file: string;
   change: (source: string) => string;
@@ -94,7 +98,8 @@ function indexPart(part: Partial<SQL | IndexedColumn>): string {
 }
 
 /**
- * Every difference between the database `q` is connected to and src/db/schema.ts, one line each:
+ * Every difference between the database `q` is connected to and the declared tables (src/db/schema.ts
+ * and the outbox's src/outbox/schema.ts), one line each:
  * tables, columns (name, type, NOT NULL), indexes (each declared index made again on the table in
  * a savepoint and its definition as PostgreSQL prints it compared, so predicates and expressions
  * are compared in PostgreSQL's own words), primary keys and unique constraints. An empty list is

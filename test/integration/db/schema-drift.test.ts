@@ -6,7 +6,7 @@ import { useTestDatabase } from '../../helpers/db.ts';
 import { generateInCopy, schemaDrift } from '../../helpers/schema-drift.ts';
 
 /*
- * The schema (src/db/schema/), the migrations' saved snapshots and the migrations' SQL say the same thing
+ * The schema (src/db/schema/, and the outbox's src/outbox/schema.ts), the migrations' saved snapshots and the migrations' SQL say the same thing
  * (test/helpers/schema-drift.ts). When they drift, `npx drizzle-kit generate` writes a migration
  * that undoes or repeats work, or a database ends up other than the code expects. Each check is
  * also shown to catch a deliberate drift, so that a check that cannot fail is noticed here.
@@ -40,8 +40,9 @@ describe('drizzle-kit generate', () => {
 
   it('writes a migration for a column added to the schema (the check can fail)', async () => {
     const { written } = await generateInCopy({
-      file: 'outbox.ts',
-      change: (s) => s.replace("lane: text('lane'),", "lane: text('lane'), drift: text('drift'),"),
+      file: 'bookings.ts',
+      change: (s) =>
+        s.replace("requestHash: text('request_hash').notNull(),", "requestHash: text('request_hash').notNull(), drift: text('drift'),"),
     });
     expect(written.filter((f) => /^\d{4}_.*\.sql$/.test(f))).toHaveLength(1);
   });

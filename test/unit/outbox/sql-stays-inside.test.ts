@@ -4,8 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { matchingCodeLines, repoRoot as root, sourceFiles } from '../../helpers/source-lines.ts';
 
 /*
- * The outbox's tables and SQL functions are the outbox's: outside src/outbox/ (and the migrations
- * that make them) nothing writes SQL that names them. The events path asks outbox verbs
+ * The outbox's tables and SQL functions are the outbox's: outside src/outbox/ (which holds their
+ * definition, src/outbox/schema.ts, and their migrations, src/outbox/migrations/) nothing writes
+ * SQL that names them, the application's migrations from the one that handed them over included. The events path asks outbox verbs
  * (src/outbox/index.ts), tests, the bench and the chaos run write and read rows through
  * src/outbox/testing.ts. The dependency rules (.dependency-cruiser.cjs) keep the imports to those
  * two files; this keeps the SQL: it greps src/, scripts/ and test/helpers/ for statements naming
@@ -13,21 +14,23 @@ import { matchingCodeLines, repoRoot as root, sourceFiles } from '../../helpers/
  * as the migrations make them), comments left out.
  *
  * The exceptions, each for a reason:
- * - src/db/schema/outbox.ts: the table's definition, the source drizzle-kit generates the
- *   migrations from. src/db/schema.ts builds the Db and Tx types from every table, and src/db/ sits
- *   below the outbox in the layers, so the definition stays with the other tables;
  * - scripts/bench/api-pgbench.ts: pgbench's plain-SQL replica of the booking transaction, which
  *   must stay one script pgbench runs.
  */
 
 const SCANNED = ['src', 'scripts', 'test/helpers'];
 const OWNER = 'src/outbox/';
-const EXCEPTIONS = new Set(['src/db/schema/outbox.ts', 'scripts/bench/api-pgbench.ts']);
+const EXCEPTIONS = new Set(['scripts/bench/api-pgbench.ts']);
 
-const migrations = readdirSync(path.join(root, 'migrations'))
-  .filter((f) => f.endsWith('.sql'))
-  .map((f) => readFileSync(path.join(root, 'migrations', f), 'utf8'))
-  .join('\n');
+const sqlFiles = (dir: string) =>
+  readdirSync(path.join(root, dir))
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .map((f) => ({ file: `${dir}/${f}`, text: readFileSync(path.join(root, dir, f), 'utf8') }));
+/** The application's migrations from the one that handed the outbox's tables to the outbox. */
+const HANDED_OVER = '0019_outbox_keeps_its_own_tables.sql';
+const appMigrations = sqlFiles('migrations');
+const migrations = [...appMigrations, ...sqlFiles('src/outbox/migrations')].map((m) => m.text).join('\n');
 /** The SQL functions the migrations make: outbox_turn, outbox_ensure_partitions, outbox_uuid_v7, … */
 const FUNCTIONS = [
   ...new Set([...migrations.matchAll(/create\s+(?:or\s+replace\s+)?function\s+(outbox\w*)/gi)].map((m) => m[1]!.toLowerCase())),
@@ -83,6 +86,18 @@ describe('SQL naming the outbox stays in src/outbox/', () => {
       .filter((f) => !f.startsWith(OWNER) && !EXCEPTIONS.has(f))
       .flatMap((f) => offendingLines(readFileSync(path.join(root, f), 'utf8')).map((line) => `${f}: ${line.trim()}`));
     expect(offenders).toEqual([]);
+  });
+
+  it("appears in no application migration since the outbox's own took over", () => {
+    const since = appMigrations.findIndex((m) => m.file.endsWith(HANDED_OVER));
+    expect(since).toBeGreaterThan(0);
+    const offenders = appMigrations
+      .slice(since)
+      .flatMap((m) => offendingLines(m.text.replace(/--.*$/gm, '')).map((line) => `${m.file}: ${line.trim()}`));
+    expect(offenders).toEqual([]);
+    // and the check reads SQL: the statement that made the outbox's claim index would be caught
+    const before = appMigrations.find((m) => m.file.includes('0014_'))!.text.replace(/--.*$/gm, '');
+    expect(offendingLines(before)).not.toEqual([]);
   });
 
   it('its exceptions still name the outbox (an exception that no longer needs to be one is removed)', () => {

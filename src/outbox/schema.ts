@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, check, index, integer, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
-import { ts } from './columns.ts';
-import { users } from './users.ts';
+import { ts } from '../db/schema/columns.ts';
 
 export const OUTBOX_STATUSES = ['PENDING', 'DONE', 'DEAD'] as const;
 export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
@@ -28,10 +27,10 @@ export const outbox = pgTable(
       .notNull()
       .default(sql`outbox_uuid_v7()`)
       .unique(),
-    /** An event name in the past tense ('booking.created'), never a command. */
+    /** An event name in the past tense ('order.placed'), never a command. */
     topic: text('topic').notNull(),
     /**
-     * The aggregate the event is about (a booking's or property's public id). Messages sharing a
+     * The aggregate the event is about (an application's public id of it). Messages sharing a
      * key are handled in the order they were written; different keys run in parallel.
      */
     key: text('key'),
@@ -78,7 +77,7 @@ export const outbox = pgTable(
     /** A lane message's original: the public id its handler sees as the message id (the relay's Nats-Msg-Id). */
     originId: uuid('origin_id'),
     /**
-     * The W3C trace context of the span that wrote the event (the booking's request), so the
+     * The W3C trace context of the span that wrote the event (the request that caused it), so the
      * worker's handling continues that trace (src/telemetry/tracing.ts, placeAfterHop). Null when
      * tracing was off. A lane message carries its original's.
      */
@@ -165,8 +164,11 @@ export const outbox = pgTable(
 /** Who replayed which dead letters, when (admin API and `npm run outbox:requeue`). */
 export const outboxAudit = pgTable('outbox_audit', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
-  /** The admin's user id, or null for a command-line run. */
-  actorUserId: bigint('actor_user_id', { mode: 'number' }).references(() => users.id),
+  /**
+   * The admin's user id, or null for a command-line run. The application's migrations make it a
+   * foreign key to its users; the outbox knows no users table.
+   */
+  actorUserId: bigint('actor_user_id', { mode: 'number' }),
   actor: text('actor').notNull(),
   action: text('action').notNull(),
   /** What was asked for: {ids}, {topic} or {allDead}. */
@@ -174,4 +176,15 @@ export const outboxAudit = pgTable('outbox_audit', {
   affected: integer('affected').notNull(),
   messageIds: uuid('message_ids').array().notNull(),
   createdAt: ts('created_at').notNull().defaultNow(),
+});
+
+/**
+ * The outbox's migrations this database has applied (src/outbox/migrate.ts makes this table
+ * itself, before the first of them, with the same columns).
+ */
+export const outboxMigrationRecords = pgTable('outbox_migrations', {
+  /** The file's number: src/outbox/migrations/NNNN_name.sql. */
+  id: integer('id').primaryKey(),
+  name: text('name').notNull(),
+  appliedAt: ts('applied_at').notNull().defaultNow(),
 });
