@@ -1,10 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS_DIR } from '../../../src/db/migrate.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { useTestDatabase } from '../../helpers/db.ts';
@@ -22,7 +21,8 @@ import { waitFor } from '../../helpers/wait.ts';
  * migrated to HEAD: claim, run its handlers, settle, and do its housekeeping.
  *
  * "The release before the newest migration" is the commit before the one that added the newest
- * migration file (or HEAD, while that file is not committed yet): its src/, scripts/ and
+ * migration file, the application's (migrations/) or the outbox's own (src/outbox/migrations/), or
+ * HEAD while such a file is not committed yet: its src/, scripts/ and
  * migrations/, taken with `git archive` into a temporary folder beside this checkout's
  * node_modules. It needs the git history: a shallow clone skips this file on a developer's machine
  * and fails it in CI.
@@ -31,16 +31,29 @@ import { waitFor } from '../../helpers/wait.ts';
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
 
+/** Migration files, the application's and the outbox's own, as paths from the repository's root. */
+const MIGRATION_FOLDERS = ['migrations', 'src/outbox/migrations'];
+
 function previousRelease(): { commit: string; newest: string } | undefined {
   try {
     if (git('rev-parse', '--is-shallow-repository') === 'true') return undefined;
   } catch {
     return undefined; // not a git checkout
   }
-  const journal = JSON.parse(readFileSync(path.join(MIGRATIONS_DIR, 'meta/_journal.json'), 'utf8')) as { entries: { tag: string }[] };
-  const newest = journal.entries.at(-1)!.tag;
-  const added = git('log', '-1', '--format=%H', '--diff-filter=A', '--', `migrations/${newest}.sql`);
-  return { commit: added ? git('rev-parse', `${added}^`) : git('rev-parse', 'HEAD'), newest };
+  const files = MIGRATION_FOLDERS.flatMap((dir) =>
+    readdirSync(path.join(ROOT, dir))
+      .filter((f) => f.endsWith('.sql'))
+      .map((f) => `${dir}/${f}`),
+  );
+  // A migration file not committed yet is the newest; else the one whose adding commit is newest.
+  const uncommitted = files.find((f) => !git('log', '-1', '--format=%H', '--', f));
+  if (uncommitted) return { commit: git('rev-parse', 'HEAD'), newest: uncommitted };
+  const added = git('log', '-1', '--format=%H', '--diff-filter=A', '--', ...files);
+  const newest = git('show', '--format=', '--name-only', '--diff-filter=A', added, '--', ...files)
+    .split('\n')
+    .sort()
+    .at(-1)!;
+  return { commit: git('rev-parse', `${added}^`), newest };
 }
 
 const release = previousRelease();
@@ -78,7 +91,7 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
     const env = scriptEnv({ DATABASE_URL: tdb.url, ENV_FILE: '', MAIL_DIR: mailDir, POLL_INTERVAL_MS: '100', BACKOFF_JITTER: 'false' });
     try {
       // Its migrations stop before HEAD's: the migrator sees the newer ones applied and runs none.
-      expect(readdirSync(path.join(tree, 'migrations')).includes(`${release!.newest}.sql`)).toBe(false);
+      expect(existsSync(path.join(tree, release!.newest)), release!.newest).toBe(false);
       const migrated = await runScript(path.join(tree, entryOf('migrate')), [], env);
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
 
