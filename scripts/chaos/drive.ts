@@ -31,7 +31,6 @@ export interface Driven {
 
 /** What the injector acts on: the stack's processes, and the events path when it runs. */
 function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): InjectorDeps {
-  const events = stack.ev;
   return {
     workers: stack.workers,
     api: stack.api,
@@ -41,14 +40,7 @@ function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): Inj
     lastWorkerActivity: stack.lastWorkerActivity,
     waitApiUp: stack.waitApiUp,
     waitSmtpUp: stack.waitSmtpUp,
-    events: events && {
-      killConsumer: (ms) => events.killConsumer(ms),
-      natsOutage: (ms) => events.natsOutage(ms),
-      deleteStream: () => events.deleteStream(),
-      forgeEvent: (kind, pick) => events.forgeEvent(kind, pick),
-      killNatsNode: (target, ms) => events.killNatsNode(target, ms),
-      wipeNatsNode: (target) => events.wipeNatsNode(target),
-    },
+    events: stack.ev,
     // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
     // gets an attempt between an SMTP outage and a NATS one.
     downstreamGapMs,

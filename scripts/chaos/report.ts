@@ -1,5 +1,6 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { EVENT_FAULT_KINDS, FAULT_KINDS, reportName } from './fault-kinds.ts';
 import type { ChaosResults } from './results.ts';
 import type { PaceFigures } from './rules/email-pace.ts';
 
@@ -46,23 +47,10 @@ function loadRows(r: R): string[] {
 /** Faults with evidence against planned, by kind (the events kinds when that part ran). */
 function faultRows(r: R): string[] {
   const f = r.figures;
-  return [
-    `| faults with evidence / planned: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} / ${f.faultsPlanned['worker-kill']} (${f.workerKillsMidHandlers}) |`,
-    `| faults with evidence / planned: API SIGKILL | ${f.faults['api-kill']} / ${f.faultsPlanned['api-kill']} |`,
-    `| faults with evidence / planned: SMTP server down | ${f.faults['smtp-outage']} / ${f.faultsPlanned['smtp-outage']} |`,
-    `| faults with evidence / planned: Postgres restart (postmaster start time changed) | ${f.faults['pg-restart']} / ${f.faultsPlanned['pg-restart']} |`,
-    `| faults with evidence / planned: pg_terminate_backend on worker connections (backends ended) | ${f.faults['pg-terminate-workers']} / ${f.faultsPlanned['pg-terminate-workers']} |`,
-    ...(r.events.covered
-      ? [
-          `| faults with evidence / planned: earnings consumer SIGKILL | ${f.faults['consumer-kill']} / ${f.faultsPlanned['consumer-kill']} |`,
-          `| faults with evidence / planned: nats-server down (exit seen, port refused) | ${f.faults['nats-outage']} / ${f.faultsPlanned['nats-outage']} |`,
-          `| faults with evidence / planned: events stream deleted (recreated: its creation time changed) | ${f.faults['stream-delete']} / ${f.faultsPlanned['stream-delete']} |`,
-          `| faults with evidence / planned: forged booking.created published (PubAck) | ${f.faults['forged-event']} / ${f.faultsPlanned['forged-event']} |`,
-          `| faults with evidence / planned: one NATS node SIGKILLed (back, current again) | ${f.faults['nats-node-kill']} / ${f.faultsPlanned['nats-node-kill']} |`,
-          `| faults with evidence / planned: one NATS node back with its store wiped (current again) | ${f.faults['nats-node-wipe']} / ${f.faultsPlanned['nats-node-wipe']} |`,
-        ]
-      : []),
-  ];
+  return (r.events.covered ? FAULT_KINDS : FAULT_KINDS.filter((k) => !EVENT_FAULT_KINDS.includes(k))).map(
+    (k) =>
+      `| faults with evidence / planned: ${reportName(k)} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
+  );
 }
 
 /** Mail, the outbox, the drain and the pace of the system. */

@@ -11,8 +11,8 @@ import type { ExitObserved } from '../processes.ts';
 
 /*
  * What a fault is (planned from the seed, carried out by the injector) and what carrying one out
- * may touch: the running processes and the admin pool (InjectorDeps). Each kind of fault is a
- * module of its own beside this one (carry-out.ts lists them).
+ * may touch: the running processes and the admin pool (InjectorDeps). carry-out.ts carries out
+ * each kind.
  */
 
 export interface PlannedFault {
@@ -88,7 +88,3 @@ export interface FaultEffect {
   detail: string;
   evidence: string | null;
 }
-
-/** The evidence of a kill: the exit seen was by the signal sent. */
-export const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
-  seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;
