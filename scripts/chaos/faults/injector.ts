@@ -15,7 +15,7 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * (by the signal sent), more than zero backends that actually ended, a postmaster start time that
  * changed, a nats-server whose exit was seen and whose port refused connections. One without (a
  * kill with nothing running, no connection to terminate) is recorded with `evidence: null`,
- * reported, and not counted (rules/something-to-judge.ts).
+ * reported, and not counted (rules/run.ts, somethingToJudge).
  *
  * The workers' two downstreams, the SMTP server and nats-server, are also never down close
  * together: an outage of one waits until the other has been back for `downstreamGapMs`. A message

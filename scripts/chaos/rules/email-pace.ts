@@ -6,7 +6,7 @@ import type { SinkRecord } from '../smtp-sink.ts';
 
 /*
  * Rule: emails kept their pace during NATS outages (EVENT_CHECKS.emailPace; judged only when the
- * events path ran, rules/events-path.ts puts it in the list).
+ * events path ran, rules/run.ts's eventsPath puts it in the list).
  *
  * Like with like: only the isolated outages are judged (plan.ts marks one in three; the injector
  * starts no fault that holds mail up by itself from faults/injector.ts QUIET_MS before such an
@@ -203,7 +203,7 @@ function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'fau
       const to = lc(e.to === 'guest' ? c.guestEmail : c.hostEmail);
       if (bounce.has(to)) continue;
       const delivered = firstAccepted.get(`${expectedMessageId(topic, c.id, e.handler, input.mailDomain)} ${to}`);
-      if (delivered === undefined) continue; // lost mail is rules/nothing-lost.ts's business
+      if (delivered === undefined) continue; // lost mail is rules/mail.ts's business (nothingLost)
       if (holdsUp(at, delivered)) {
         excluded++;
         continue;
