@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiClient } from './client.ts';
 import type { Flags } from './flags.ts';
 import { FaultInjector } from './faults/injector.ts';
@@ -6,6 +5,7 @@ import { planFaults } from './faults/plan.ts';
 import type { InjectorDeps, PlannedFault } from './faults/types.ts';
 import { Load } from './load.ts';
 import { pendingOfTopics } from '../../src/outbox/index.ts';
+import { poll } from './poll.ts';
 import type { Rng } from './rng.ts';
 import { retryWindowMs } from './settings.ts';
 import type { ChaosStack, Say } from './stack.ts';
@@ -109,13 +109,10 @@ export async function drive(
 
 /** Waits until nothing the workers handle is PENDING; when, or null at the deadline. */
 async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
-  while (Date.now() < deadline) {
-    try {
-      if ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0) return Date.now();
-    } catch {
-      /* retry */
-    }
-    await sleep(250);
-  }
-  return null;
+  const at = await poll(
+    async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined),
+    deadline,
+    250,
+  );
+  return at ?? null;
 }

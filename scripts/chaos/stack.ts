@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { createPool } from '../../src/db/client.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
@@ -12,6 +11,7 @@ import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
 import { freePort, nodeTsx, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
+import { poll } from './poll.ts';
 import { Supervised } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
@@ -27,16 +27,8 @@ import { WEBHOOK_ENV } from './webhooks.ts';
 export type Say = (msg: string) => void;
 
 async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if (await probe()) return;
-    } catch {
-      /* not yet */
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what} not ready within ${timeoutMs} ms`);
+  const ready = await poll(async () => (await probe()) || undefined, Date.now() + timeoutMs, 100);
+  if (!ready) throw new Error(`${what} not ready within ${timeoutMs} ms`);
 }
 
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FaultKind } from '../fault-kinds.ts';
+import { poll } from '../poll.ts';
 import type { ExitObserved } from '../processes.ts';
 import type { FaultEffect, InjectorDeps, Killable, PlannedFault, Queryable } from './types.ts';
 
@@ -63,14 +64,12 @@ async function pgRestart(f: PlannedFault, d: InjectorDeps): Promise<FaultEffect>
 async function pgTerminateWorkers(_f: PlannedFault, d: InjectorDeps): Promise<FaultEffect> {
   // Right after a restart or a worker kill there may be no worker connection yet: wait
   // (bounded) for one, so the fault severs live connections rather than nothing.
-  const until = Date.now() + (d.connectionWaitMs ?? 10_000);
-  for (;;) {
-    const { rows: live } = await d.admin
-      .query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where application_name like 'stayhub-worker%'`)
-      .catch(() => ({ rows: [{ n: 0 }] }));
-    if ((live[0]?.n ?? 0) > 0 || Date.now() > until) break;
-    await sleep(100);
-  }
+  const live = `select count(*)::int as n from pg_stat_activity where application_name like 'stayhub-worker%'`;
+  await poll(
+    async () => ((await d.admin.query<{ n: number }>(live)).rows[0]?.n ? true : undefined),
+    Date.now() + (d.connectionWaitMs ?? 10_000),
+    100,
+  );
   const { rows } = await d.admin.query<{ pid: number; name: string }>(
     // Materialized first, so pg_terminate_backend is only ever called on the workers' backends.
     `with w as materialized (
