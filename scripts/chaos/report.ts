@@ -2,7 +2,7 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { EVENT_FAULT_KINDS, FAULT_KINDS, reportName } from './fault-kinds.ts';
 import type { ChaosResults } from './results.ts';
-import type { PaceFigures } from './rules/email-pace.ts';
+import { seconds as s, type PaceFigures } from './rules/email-pace.ts';
 
 /*
  * The short markdown report written beside chaos-results.json (and printed at the end of a run):
@@ -73,10 +73,8 @@ function mailAndOutboxRows(r: R): string[] {
   ];
 }
 
-/** The events path's, the email pace's and the webhooks' figures, when each ran. */
 /** The email pace: the isolated NATS outage closest to its limit, then each one. */
 function paceRows(pace: NonNullable<R['emailPace']>): string[] {
-  const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
   const cell = (p: PaceFigures) =>
     `${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.beside.p95Ms)} (${p.beside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'}`;
   return [
@@ -91,6 +89,7 @@ function paceRows(pace: NonNullable<R['emailPace']>): string[] {
   ];
 }
 
+/** The events path's, the email pace's and the webhooks' figures, when each ran. */
 function pathRows(r: R): string[] {
   return [
     ...(r.events.covered && r.events.figures

@@ -226,7 +226,8 @@ function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'fau
   return { perOutage, excluded };
 }
 
-const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+/** A duration for the report: seconds to two places, 'n/a' when there is none. */
+export const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
 
 /** One kind's figures for the outage started `at`; a violation pushed when it is judged and too slow. */
 function paceFigure(which: Which, at: string, s: Sample, violations: string[]): PaceFigures {
