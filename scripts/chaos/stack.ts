@@ -12,7 +12,7 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.
 import { freePort, nodeTsx, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
 import { poll } from './poll.ts';
-import { Supervised } from './processes.ts';
+import { Supervised, type ChildSpec } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
 import { WEBHOOK_ENV } from './webhooks.ts';
@@ -147,7 +147,6 @@ export class ChaosStack {
       entry: path.join(ROOT, 'scripts/chaos/smtp-sink.ts'),
       args: [JSON.stringify(sinkOptions)],
       env: baseEnv,
-      logFile: path.join(this.logs, 'smtp.log'),
     });
   }
 
@@ -165,7 +164,6 @@ export class ChaosStack {
         SHUTDOWN_TIMEOUT_SECONDS: '5',
         LOG_LEVEL: 'warn',
       },
-      logFile: path.join(this.logs, 'api.log'),
     });
   }
 
@@ -190,7 +188,6 @@ export class ChaosStack {
         name: `worker-${i}`,
         entry: path.join(ROOT, 'src/commands/drain-outbox.ts'),
         env: workerEnv,
-        logFile: path.join(this.logs, `worker-${i}.log`),
         onLine: (line) => {
           if (line.includes('"outbox handler outcome"')) this.lastWorkerActivity[i] = Date.now();
         },
@@ -198,8 +195,9 @@ export class ChaosStack {
     );
   }
 
-  private supervise(spec: ConstructorParameters<typeof Supervised>[0]): Supervised {
-    const s = new Supervised(spec);
+  /** Starts a process under supervision, its log named after it in the run's logs folder. */
+  private supervise(spec: Omit<ChildSpec, 'logFile'>): Supervised {
+    const s = new Supervised({ ...spec, logFile: path.join(this.logs, `${spec.name}.log`) });
     this.children.push(s);
     s.start();
     return s;
