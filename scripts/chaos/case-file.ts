@@ -25,6 +25,12 @@ export interface CaseFile {
   pace: ReturnType<typeof emailPace> | null;
 }
 
+/** A rule of the judge (rules/): the invariant it checks, and what breaks it in the case file. */
+export interface Rule {
+  name: string;
+  violations(c: CaseFile): string[];
+}
+
 export function openCaseFile(input: JudgeInput): CaseFile {
   const bounce = new Set(input.bounceEmails.map(lc));
   return {

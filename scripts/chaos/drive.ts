@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiClient } from './client.ts';
 import type { Flags } from './flags.ts';
 import { FaultInjector } from './faults/injector.ts';
@@ -6,6 +5,7 @@ import { planFaults } from './faults/plan.ts';
 import type { InjectorDeps, PlannedFault } from './faults/types.ts';
 import { Load } from './load.ts';
 import { pendingOfTopics } from '../../src/outbox/index.ts';
+import { poll } from './poll.ts';
 import type { Rng } from './rng.ts';
 import { retryWindowMs } from './settings.ts';
 import type { ChaosStack, Say } from './stack.ts';
@@ -31,7 +31,6 @@ export interface Driven {
 
 /** What the injector acts on: the stack's processes, and the events path when it runs. */
 function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): InjectorDeps {
-  const events = stack.ev;
   return {
     workers: stack.workers,
     api: stack.api,
@@ -41,14 +40,7 @@ function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): Inj
     lastWorkerActivity: stack.lastWorkerActivity,
     waitApiUp: stack.waitApiUp,
     waitSmtpUp: stack.waitSmtpUp,
-    events: events && {
-      killConsumer: (ms) => events.killConsumer(ms),
-      natsOutage: (ms) => events.natsOutage(ms),
-      deleteStream: () => events.deleteStream(),
-      forgeEvent: (kind, pick) => events.forgeEvent(kind, pick),
-      killNatsNode: (target, ms) => events.killNatsNode(target, ms),
-      wipeNatsNode: (target) => events.wipeNatsNode(target),
-    },
+    events: stack.ev,
     // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
     // gets an attempt between an SMTP outage and a NATS one.
     downstreamGapMs,
@@ -117,13 +109,10 @@ export async function drive(
 
 /** Waits until nothing the workers handle is PENDING; when, or null at the deadline. */
 async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
-  while (Date.now() < deadline) {
-    try {
-      if ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0) return Date.now();
-    } catch {
-      /* retry */
-    }
-    await sleep(250);
-  }
-  return null;
+  const at = await poll(
+    async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined),
+    deadline,
+    250,
+  );
+  return at ?? null;
 }

@@ -3,35 +3,38 @@
  * told of each one carried out.
  */
 
-export type FaultKind =
-  | 'worker-kill'
-  | 'api-kill'
-  | 'smtp-outage'
-  | 'pg-restart'
-  | 'pg-terminate-workers'
-  | 'consumer-kill'
-  | 'nats-outage'
-  | 'stream-delete'
-  | 'forged-event'
-  | 'nats-node-kill'
-  | 'nats-node-wipe';
-/** The faults of the events path (JetStream relay and earnings consumer): planned and required only when that part runs. */
-export const EVENT_FAULT_KINDS: FaultKind[] = [
-  'consumer-kill',
-  'nats-outage',
-  'stream-delete',
-  'forged-event',
-  'nats-node-kill',
-  'nats-node-wipe',
-];
-export const FAULT_KINDS: FaultKind[] = [
-  'worker-kill',
-  'api-kill',
-  'smtp-outage',
-  'pg-restart',
-  'pg-terminate-workers',
-  ...EVENT_FAULT_KINDS,
-];
+/**
+ * Each kind, in the order of the report: what it hits (no two faults on one target at once; a
+ * worker kill hits its own worker, pg_terminate_backend and a restart both act on the server),
+ * whether it is a fault of the events path (JetStream relay and earnings consumer: planned and
+ * required only when that part runs), and what the report calls it.
+ */
+const KINDS = {
+  'worker-kill': { target: 'worker', events: false, report: 'worker SIGKILL (mid-handlers)' },
+  'api-kill': { target: 'api', events: false, report: 'API SIGKILL' },
+  'smtp-outage': { target: 'smtp', events: false, report: 'SMTP server down' },
+  'pg-restart': { target: 'postgres', events: false, report: 'Postgres restart (postmaster start time changed)' },
+  'pg-terminate-workers': {
+    target: 'postgres',
+    events: false,
+    report: 'pg_terminate_backend on worker connections (backends ended)',
+  },
+  'consumer-kill': { target: 'earnings-consumer', events: true, report: 'earnings consumer SIGKILL' },
+  'nats-outage': { target: 'nats', events: true, report: 'nats-server down (exit seen, port refused)' },
+  'stream-delete': { target: 'events stream', events: true, report: 'events stream deleted (recreated: its creation time changed)' },
+  'forged-event': { target: 'events stream', events: true, report: 'forged booking.created published (PubAck)' },
+  'nats-node-kill': { target: 'nats', events: true, report: 'one NATS node SIGKILLed (back, current again)' },
+  'nats-node-wipe': { target: 'nats', events: true, report: 'one NATS node back with its store wiped (current again)' },
+} as const;
+
+export type FaultKind = keyof typeof KINDS;
+export const FAULT_KINDS = Object.keys(KINDS) as FaultKind[];
+/** The faults of the events path: planned and required only when that part runs. */
+export const EVENT_FAULT_KINDS: FaultKind[] = FAULT_KINDS.filter((k) => KINDS[k].events);
+/** What the report calls each kind. */
+export const reportName = (k: FaultKind): string => KINDS[k].report;
+/** The target of a kind ('worker' for a worker kill, whose target is the worker it kills). */
+export const targetOf = (k: FaultKind): string => KINDS[k].target;
 
 /** A fault as the injector carried it out. Only one with `evidence` counts as injected. */
 export interface FaultOutcome {

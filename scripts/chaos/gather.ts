@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { ApiClient } from './client.ts';
 import type { ClientBooking, User } from './load.ts';
-import type { BookingRow, ClientRecord, Lookup, OutboxRow } from './evidence.ts';
+import type { BookingRow, ClientRecord, JudgeInput, Lookup, OutboxRow } from './evidence.ts';
 import { messagesAsWritten, slowestMessages } from '../../src/outbox/index.ts';
 
 /*
@@ -9,14 +9,10 @@ import { messagesAsWritten, slowestMessages } from '../../src/outbox/index.ts';
  * what the API answers each client about its booking. verdict.ts judges it; nothing here decides.
  */
 
-export interface Gathered {
-  bookings: BookingRow[];
-  outbox: OutboxRow[];
-  overlaps: { a: string; b: string; propertyId: string }[];
-  lookups: Lookup[];
+export type Gathered = Pick<JudgeInput, 'bookings' | 'outbox' | 'overlaps' | 'lookups'> & {
   /** The messages that took longest from commit to DONE/DEAD: where the max pending age came from. */
   slowest: { topic: string; status: string; attempts: number; seconds: number; createdAt: string; lastError: string | null }[];
-}
+};
 
 /** The client's notes as plain data: addresses from what the client itself signed up with. */
 export function clientRecords(bookings: Iterable<ClientBooking>): ClientRecord[] {
@@ -46,7 +42,7 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
   // The judge's input keeps the fields it judges (judge-input.json, the golden verdicts).
   const outbox = (await messagesAsWritten(db)).map(({ laneOpen: _lane, createdMs: _created, ...row }): OutboxRow => row);
   // Our own self-join, not trust in the exclusion constraint that is supposed to guarantee it.
-  const { rows: overlaps } = await db.query<{ a: string; b: string; propertyId: string }>(
+  const { rows: overlaps } = await db.query<JudgeInput['overlaps'][number]>(
     `select a.public_id as a, b.public_id as b, a.property_id::text as "propertyId"
        from bookings a
        join bookings b on b.property_id = a.property_id and b.id > a.id

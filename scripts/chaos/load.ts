@@ -40,26 +40,6 @@ export interface ClientBooking {
   cancelledAt?: number;
 }
 
-export interface LoadFigures {
-  bookingAttempts: number;
-  bookingsCreated: number;
-  replays: number;
-  conflicts409: number;
-  rejected422: number;
-  overlapStorms: number;
-  cancellations: number;
-  propertyEdits: number;
-  propertiesCreated: number;
-  usersRegistered: number;
-  reads: number;
-  gaveUp: number;
-  /** Bookings sent twice at once with the same Idempotency-Key (a double-click, a resend). */
-  doubleSubmits: number;
-  /** Double submits whose two answers disagree (different booking, or one 201 and one refusal). */
-  idempotencyMismatches: string[];
-  otherUnexpected: { route: string; status: number; body: string }[];
-}
-
 export interface LoadOptions {
   api: ApiClient;
   rng: Rng;
@@ -87,7 +67,7 @@ export class Load {
   readonly users: User[] = [];
   readonly properties: Property[] = [];
   readonly bookings = new Map<string, ClientBooking>();
-  readonly figures: LoadFigures = {
+  readonly figures = {
     bookingAttempts: 0,
     bookingsCreated: 0,
     replays: 0,
@@ -100,9 +80,11 @@ export class Load {
     usersRegistered: 0,
     reads: 0,
     gaveUp: 0,
+    /** Bookings sent twice at once with the same Idempotency-Key (a double-click, a resend). */
     doubleSubmits: 0,
-    idempotencyMismatches: [],
-    otherUnexpected: [],
+    /** Double submits whose two answers disagree (different booking, or one 201 and one refusal). */
+    idempotencyMismatches: [] as string[],
+    otherUnexpected: [] as { route: string; status: number; body: string }[],
   };
   private startedAt = 0;
   private userSeq = 0;

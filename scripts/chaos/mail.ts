@@ -4,7 +4,7 @@ import type { SinkRecord } from './smtp-sink.ts';
 /*
  * The mail the chaos run owes, and the mail the SMTP server took. An expected email is a
  * (Message-ID, recipient) pair; it counts as delivered only if the server accepted that
- * Message-ID for that recipient. Mail to anyone else is a violation (rules/no-stray-mail.ts).
+ * Message-ID for that recipient. Mail to anyone else is a violation (rules/mail.ts).
  */
 
 /** The emails each booking event must produce: handler name and which party gets it. */

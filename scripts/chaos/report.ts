@@ -1,7 +1,8 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { EVENT_FAULT_KINDS, FAULT_KINDS, reportName } from './fault-kinds.ts';
 import type { ChaosResults } from './results.ts';
-import type { PaceFigures } from './rules/email-pace.ts';
+import { seconds as s, type PaceFigures } from './rules/email-pace.ts';
 
 /*
  * The short markdown report written beside chaos-results.json (and printed at the end of a run):
@@ -46,23 +47,10 @@ function loadRows(r: R): string[] {
 /** Faults with evidence against planned, by kind (the events kinds when that part ran). */
 function faultRows(r: R): string[] {
   const f = r.figures;
-  return [
-    `| faults with evidence / planned: worker SIGKILL (mid-handlers) | ${f.faults['worker-kill']} / ${f.faultsPlanned['worker-kill']} (${f.workerKillsMidHandlers}) |`,
-    `| faults with evidence / planned: API SIGKILL | ${f.faults['api-kill']} / ${f.faultsPlanned['api-kill']} |`,
-    `| faults with evidence / planned: SMTP server down | ${f.faults['smtp-outage']} / ${f.faultsPlanned['smtp-outage']} |`,
-    `| faults with evidence / planned: Postgres restart (postmaster start time changed) | ${f.faults['pg-restart']} / ${f.faultsPlanned['pg-restart']} |`,
-    `| faults with evidence / planned: pg_terminate_backend on worker connections (backends ended) | ${f.faults['pg-terminate-workers']} / ${f.faultsPlanned['pg-terminate-workers']} |`,
-    ...(r.events.covered
-      ? [
-          `| faults with evidence / planned: earnings consumer SIGKILL | ${f.faults['consumer-kill']} / ${f.faultsPlanned['consumer-kill']} |`,
-          `| faults with evidence / planned: nats-server down (exit seen, port refused) | ${f.faults['nats-outage']} / ${f.faultsPlanned['nats-outage']} |`,
-          `| faults with evidence / planned: events stream deleted (recreated: its creation time changed) | ${f.faults['stream-delete']} / ${f.faultsPlanned['stream-delete']} |`,
-          `| faults with evidence / planned: forged booking.created published (PubAck) | ${f.faults['forged-event']} / ${f.faultsPlanned['forged-event']} |`,
-          `| faults with evidence / planned: one NATS node SIGKILLed (back, current again) | ${f.faults['nats-node-kill']} / ${f.faultsPlanned['nats-node-kill']} |`,
-          `| faults with evidence / planned: one NATS node back with its store wiped (current again) | ${f.faults['nats-node-wipe']} / ${f.faultsPlanned['nats-node-wipe']} |`,
-        ]
-      : []),
-  ];
+  return (r.events.covered ? FAULT_KINDS : FAULT_KINDS.filter((k) => !EVENT_FAULT_KINDS.includes(k))).map(
+    (k) =>
+      `| faults with evidence / planned: ${reportName(k)} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
+  );
 }
 
 /** Mail, the outbox, the drain and the pace of the system. */
@@ -85,10 +73,8 @@ function mailAndOutboxRows(r: R): string[] {
   ];
 }
 
-/** The events path's, the email pace's and the webhooks' figures, when each ran. */
 /** The email pace: the isolated NATS outage closest to its limit, then each one. */
 function paceRows(pace: NonNullable<R['emailPace']>): string[] {
-  const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
   const cell = (p: PaceFigures) =>
     `${s(p.during.p95Ms)} (${p.during.n}) / ${s(p.beside.p95Ms)} (${p.beside.n}) / ${p.judged ? s(p.limitMs) : 'not judged: too few emails'}`;
   return [
@@ -103,6 +89,7 @@ function paceRows(pace: NonNullable<R['emailPace']>): string[] {
   ];
 }
 
+/** The events path's, the email pace's and the webhooks' figures, when each ran. */
 function pathRows(r: R): string[] {
   return [
     ...(r.events.covered && r.events.figures

@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { createPool } from '../../src/db/client.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
@@ -12,7 +11,8 @@ import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
 import { freePort, nodeTsx, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
-import { Supervised } from './processes.ts';
+import { poll } from './poll.ts';
+import { Supervised, type ChildSpec } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
 import { WEBHOOK_ENV } from './webhooks.ts';
@@ -27,16 +27,8 @@ import { WEBHOOK_ENV } from './webhooks.ts';
 export type Say = (msg: string) => void;
 
 async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if (await probe()) return;
-    } catch {
-      /* not yet */
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what} not ready within ${timeoutMs} ms`);
+  const ready = await poll(async () => (await probe()) || undefined, Date.now() + timeoutMs, 100);
+  if (!ready) throw new Error(`${what} not ready within ${timeoutMs} ms`);
 }
 
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */
@@ -155,7 +147,6 @@ export class ChaosStack {
       entry: path.join(ROOT, 'scripts/chaos/smtp-sink.ts'),
       args: [JSON.stringify(sinkOptions)],
       env: baseEnv,
-      logFile: path.join(this.logs, 'smtp.log'),
     });
   }
 
@@ -173,7 +164,6 @@ export class ChaosStack {
         SHUTDOWN_TIMEOUT_SECONDS: '5',
         LOG_LEVEL: 'warn',
       },
-      logFile: path.join(this.logs, 'api.log'),
     });
   }
 
@@ -198,7 +188,6 @@ export class ChaosStack {
         name: `worker-${i}`,
         entry: path.join(ROOT, 'src/commands/drain-outbox.ts'),
         env: workerEnv,
-        logFile: path.join(this.logs, `worker-${i}.log`),
         onLine: (line) => {
           if (line.includes('"outbox handler outcome"')) this.lastWorkerActivity[i] = Date.now();
         },
@@ -206,8 +195,9 @@ export class ChaosStack {
     );
   }
 
-  private supervise(spec: ConstructorParameters<typeof Supervised>[0]): Supervised {
-    const s = new Supervised(spec);
+  /** Starts a process under supervision, its log named after it in the run's logs folder. */
+  private supervise(spec: Omit<ChildSpec, 'logFile'>): Supervised {
+    const s = new Supervised({ ...spec, logFile: path.join(this.logs, `${spec.name}.log`) });
     this.children.push(s);
     s.start();
     return s;

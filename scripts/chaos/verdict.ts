@@ -1,34 +1,26 @@
-import { openCaseFile, type CaseFile } from './case-file.ts';
-import type { CheckResult } from './checks.ts';
+import { openCaseFile, type CaseFile, type Rule } from './case-file.ts';
+import { checkResult, type CheckResult } from './checks.ts';
 import type { JudgeInput } from './evidence.ts';
 import type { FaultKind } from './fault-kinds.ts';
 import { deliveriesOwed } from './mail.ts';
 import type { Minimums } from './minimums.ts';
-import { clientsFindBookings } from './rules/clients-find-bookings.ts';
-import { deadOnlyBounces } from './rules/dead-only-bounces.ts';
+import { clientsFindBookings, idempotency, no500, noOverlaps } from './rules/clients.ts';
 import type { EmailPaceFigures } from './rules/email-pace.ts';
-import { eventsInOutbox } from './rules/events-in-outbox.ts';
-import { faultsOneAtATime } from './rules/faults-one-at-a-time.ts';
-import { idempotency } from './rules/idempotency.ts';
-import { eventsPath, webhooks } from './rules/made-elsewhere.ts';
-import { no500 } from './rules/no-500.ts';
-import { noCrash } from './rules/no-crash.ts';
-import { noOverlaps } from './rules/no-overlaps.ts';
-import { noStrayMail, strayMail } from './rules/no-stray-mail.ts';
-import { lostMail, nothingLost } from './rules/nothing-lost.ts';
-import { drained, nothingPending, pendingAtEnd } from './rules/nothing-pending.ts';
-import { somethingToJudge } from './rules/something-to-judge.ts';
+import { deadOnlyBounces, lostMail, nothingLost, noStrayMail, strayMail } from './rules/mail.ts';
+import { drained, eventsInOutbox, nothingPending, pendingAtEnd } from './rules/outbox.ts';
+import { eventsPath, faultsOneAtATime, noCrash, somethingToJudge, webhooks } from './rules/run.ts';
 
 /*
  * The chaos run's judge: a pure function from what was gathered (evidence.ts) to the list of
- * checks and the verdict. Each rule is a module of its own under rules/, a function from the case
- * file (case-file.ts: the evidence and the views of it the rules share) to its row or rows; the
- * judge runs them in order. The verdict is `every check ok`, computed from the final list: there
+ * checks and the verdict. The rules live under rules/, by what they judge: most are a Rule, a name
+ * and the violations found in the case file (case-file.ts: the evidence and the views of it the
+ * rules share), one row each; the few that make several rows are functions. The judge runs them
+ * in order. The verdict is `every check ok`, computed from the final list: there
  * is no check that is reported but not counted.
  */
 
 /** The rules, in the order of the report. */
-const RULES: ((c: CaseFile) => CheckResult | CheckResult[])[] = [
+const RULES: (Rule | ((c: CaseFile) => CheckResult[]))[] = [
   somethingToJudge,
   eventsInOutbox,
   nothingLost,
@@ -76,7 +68,7 @@ export interface ChaosVerdict {
 
 export function judge(input: JudgeInput): ChaosVerdict {
   const c = openCaseFile(input);
-  const checks = RULES.flatMap((rule) => rule(c));
+  const checks = RULES.flatMap((rule) => (typeof rule === 'function' ? rule(c) : checkResult(rule.name, rule.violations(c))));
   const byTopicStatus: Record<string, number> = {};
   for (const m of input.outbox) byTopicStatus[`${m.topic} ${m.status}`] = (byTopicStatus[`${m.topic} ${m.status}`] ?? 0) + 1;
   const pending = pendingAtEnd(c);

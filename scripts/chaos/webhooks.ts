@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { Webhook } from 'standardwebhooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startWebhookReceiver, type Answer, type ReceivedWebhook, type WebhookReceiver } from '../lib/webhook-receiver.ts';
 import type { ApiClient } from './client.ts';
 import type { User } from './load.ts';
+import { poll } from './poll.ts';
 import type { Rng } from './rng.ts';
 import { checkResult, WEBHOOK_CHECKS, type CheckResult } from './checks.ts';
 
@@ -183,16 +183,9 @@ export class ChaosWebhooks {
 
   /** Waits (bounded) until no delivery is pending. */
   async drain(db: pg.Pool, deadline: number): Promise<boolean> {
-    while (Date.now() < deadline) {
-      try {
-        const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'pending'`);
-        if (rows[0]!.n === 0) return true;
-      } catch {
-        /* PostgreSQL restarting */
-      }
-      await sleep(250);
-    }
-    return false;
+    const pending = async () =>
+      (await db.query<{ n: number }>(`select count(*)::int as n from webhook_deliveries where status = 'pending'`)).rows[0]!.n;
+    return (await poll(async () => ((await pending()) === 0 ? true : undefined), deadline, 250)) ?? false;
   }
 
   async check(db: pg.Pool): Promise<CheckResult[]> {

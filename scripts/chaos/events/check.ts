@@ -5,7 +5,7 @@ import { createDatabase, type Db } from '../../../src/db/client.ts';
 import { openDeadLetters } from '../../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
-import { EVENT_CHECKS, type CheckResult } from '../checks.ts';
+import { checkResult, EVENT_CHECKS, type CheckResult } from '../checks.ts';
 import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
 import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
 
@@ -152,13 +152,6 @@ async function deadLetterChecks(db: Db, group: string, h: StreamHistory, inStrea
   return { deadViolations, forgedViolations, dead: dead.length, refused, applied: applied.size, gone };
 }
 
-const result = (name: string, v: string[], count = v.length): CheckResult => ({
-  name,
-  ok: count === 0,
-  violations: v.slice(0, 10),
-  violationCount: count,
-});
-
 export async function checkEvents(o: {
   databaseUrl: string;
   natsUrl: string;
@@ -187,10 +180,10 @@ export async function checkEvents(o: {
     );
     return {
       checks: [
-        result(EVENT_CHECKS.exactlyOnce, once.violations),
-        result(EVENT_CHECKS.ledger, ledger.violations, ledger.count),
-        result(EVENT_CHECKS.deadLetters, dl.deadViolations),
-        result(EVENT_CHECKS.forgedRefused, dl.forgedViolations),
+        checkResult(EVENT_CHECKS.exactlyOnce, once.violations),
+        checkResult(EVENT_CHECKS.ledger, ledger.violations, ledger.count),
+        checkResult(EVENT_CHECKS.deadLetters, dl.deadViolations),
+        checkResult(EVENT_CHECKS.forgedRefused, dl.forgedViolations),
       ],
       figures: {
         bookingEventsInOutbox: rows.length,

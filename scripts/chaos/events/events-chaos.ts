@@ -9,7 +9,7 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
-import type { EventsFigures, ForgedEvent, ForgeryKind, StreamDeletion } from './observed.ts';
+import type { EventsFigures, ForgeryKind } from './observed.ts';
 import type { EventsStage } from './stage.ts';
 
 /*
@@ -103,13 +103,6 @@ export async function startEventsChaos(o: {
     forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
     /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
     consumerLogTail: (lines = 40) => consumer.logTail(lines),
-    /** The forged events the stream accepted, and the stream's deletions, so far. */
-    get forged(): readonly ForgedEvent[] {
-      return stage.forged;
-    },
-    get deletions(): readonly StreamDeletion[] {
-      return stage.deletions;
-    },
     async check(): Promise<CheckResult[]> {
       const { stream, subjectPrefix, group, forged, deletions } = stage;
       const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group, forged, deletions });

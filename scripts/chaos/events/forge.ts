@@ -7,6 +7,7 @@ import { jetStreamElecting } from '../../../src/events/connection.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../../src/events/subjects.ts';
 import { latestOfTopic } from '../../../src/outbox/index.ts';
 import type { ForgedEvent, ForgedEventObserved, ForgeryKind } from './observed.ts';
+import { poll } from '../poll.ts';
 import type { EventsStage } from './stage.ts';
 
 type BookingBody = { bookingId: string; propertyId: string; total: number; currency: string };
@@ -59,17 +60,19 @@ async function publishForged(s: EventsStage, nc: NatsConnection, lie: BookingBod
 
 /** Waits (up to `withinMs`) for the group's dead letter of `messageId`. */
 async function deadLettered(s: EventsStage, messageId: string, publishedAt: number, withinMs: number) {
-  while (Date.now() - publishedAt < withinMs) {
-    const { rows } = await s
-      .database()
-      .db.execute<{ last_error: string }>(
-        sql`select last_error from consumer_dead_letters where consumer_group = ${s.group} and message_id = ${messageId}`,
-      )
-      .catch(() => ({ rows: [] as { last_error: string }[] }));
-    if (rows[0]) return { deadLetteredAfterMs: Date.now() - publishedAt, lastError: rows[0].last_error };
-    await sleep(100);
-  }
-  return { deadLetteredAfterMs: null, lastError: null };
+  const found = await poll(
+    async () => {
+      const { rows } = await s
+        .database()
+        .db.execute<{ last_error: string }>(
+          sql`select last_error from consumer_dead_letters where consumer_group = ${s.group} and message_id = ${messageId}`,
+        );
+      return rows[0] && { deadLetteredAfterMs: Date.now() - publishedAt, lastError: rows[0].last_error };
+    },
+    publishedAt + withinMs,
+    100,
+  );
+  return found ?? { deadLetteredAfterMs: null, lastError: null };
 }
 
 /**

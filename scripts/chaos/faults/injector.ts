@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EVENT_FAULT_KINDS, type FaultKind } from '../fault-kinds.ts';
+import { EVENT_FAULT_KINDS, targetOf, type FaultKind } from '../fault-kinds.ts';
 import { HOLDS_MAIL_UP, PACE_BESIDE_MS } from '../rules/email-pace.ts';
 import { CARRY_OUT } from './carry-out.ts';
 import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
@@ -15,7 +15,7 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * (by the signal sent), more than zero backends that actually ended, a postmaster start time that
  * changed, a nats-server whose exit was seen and whose port refused connections. One without (a
  * kill with nothing running, no connection to terminate) is recorded with `evidence: null`,
- * reported, and not counted (rules/something-to-judge.ts).
+ * reported, and not counted (rules/run.ts, somethingToJudge).
  *
  * The workers' two downstreams, the SMTP server and nats-server, are also never down close
  * together: an outage of one waits until the other has been back for `downstreamGapMs`. A message
@@ -45,29 +45,8 @@ async function pauseAtLeast(ms: number): Promise<void> {
   for (let left = ms; left > 0; left = until - Date.now()) await sleep(left);
 }
 
-/** What a fault hits. pg_terminate_backend and a restart both act on the server: one at a time. */
-export function faultTarget(f: PlannedFault): string {
-  switch (f.kind) {
-    case 'worker-kill':
-      return `worker-${f.worker ?? 0}`;
-    case 'api-kill':
-      return 'api';
-    case 'smtp-outage':
-      return 'smtp';
-    case 'pg-restart':
-    case 'pg-terminate-workers':
-      return 'postgres';
-    case 'consumer-kill':
-      return 'earnings-consumer';
-    case 'nats-outage':
-    case 'nats-node-kill':
-    case 'nats-node-wipe':
-      return 'nats';
-    case 'stream-delete':
-    case 'forged-event':
-      return 'events stream';
-  }
-}
+/** What a fault hits: a worker kill its worker, every other kind the target of its kind. */
+const faultTarget = (f: PlannedFault): string => (f.kind === 'worker-kill' ? `worker-${f.worker ?? 0}` : targetOf(f.kind));
 
 /** The workers' downstreams: their outages are kept apart (downstreamGapMs). */
 const DOWNSTREAM_OUTAGES = new Set<FaultKind>(['smtp-outage', 'nats-outage']);
@@ -214,7 +193,7 @@ export class FaultInjector {
     // One end time for the fault's record and for the gap and the quiet counted from it: read twice,
     // the clock once moved a millisecond between, and a gap of 150 ms measured 149 in the record.
     let endedAt = startedAt;
-    const { detail, evidence } = await this.run(f).finally(() => {
+    const { detail, evidence } = await CARRY_OUT[f.kind](f, this.d).finally(() => {
       endedAt = Date.now();
       // Its turn was taken in downstreamTurn().
       if (DOWNSTREAM_OUTAGES.has(f.kind)) {
@@ -232,9 +211,5 @@ export class FaultInjector {
     this.d.log(
       `fault ${f.kind} on ${target} (${((fault.endedAt - startedAt) / 1000).toFixed(1)} s${waited}): ${detail}${evidence ? '' : ' [NO EFFECT SEEN: not counted]'}`,
     );
-  }
-
-  private async run(f: PlannedFault) {
-    return CARRY_OUT[f.kind](f, this.d);
   }
 }

@@ -26,58 +26,55 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
   const when = (from = 0.08, to = 0.75) => Math.round(rng.between(from * d, to * d));
   const seconds = d / 1000;
   const plan: PlannedFault[] = [];
-  for (let i = 0; i < Math.max(4, Math.round(seconds / 15)); i++) {
-    plan.push({ kind: 'worker-kill', at: when(), downMs: rng.int(300, 3_000), worker: rng.int(0, o.workers - 1) });
-  }
-  for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
-    plan.push({ kind: 'api-kill', at: when(), downMs: rng.int(200, 2_000) });
-  }
-  for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
-    plan.push({ kind: 'smtp-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.maxSmtpOutageMs)) });
-  }
+  // As many of a kind as the run's length asks, one per `everySeconds`, at least `min`; each
+  // fault's draws in the order written.
+  const add = (min: number, everySeconds: number, fault: (i: number) => PlannedFault) => {
+    for (let i = 0; i < Math.max(min, Math.round(seconds / everySeconds)); i++) plan.push(fault(i));
+  };
+  add(4, 15, () => ({ kind: 'worker-kill', at: when(), downMs: rng.int(300, 3_000), worker: rng.int(0, o.workers - 1) }));
+  add(1, 90, () => ({ kind: 'api-kill', at: when(), downMs: rng.int(200, 2_000) }));
+  add(1, 120, () => ({ kind: 'smtp-outage', at: when(), downMs: rng.int(1_000, Math.max(1_000, o.maxSmtpOutageMs)) }));
   plan.push({ kind: 'pg-restart', at: when(0.3, 0.6), downMs: rng.int(0, 1_500) });
-  for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
-    plan.push({ kind: 'pg-terminate-workers', at: when(), downMs: 0 });
-  }
+  add(2, 30, () => ({ kind: 'pg-terminate-workers', at: when(), downMs: 0 }));
   // Drawn last, so the faults above are the same for a seed whether or not the events part runs.
   if (o.events) {
-    for (let i = 0; i < Math.max(2, Math.round(seconds / 30)); i++) {
-      plan.push({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) });
-    }
-    for (let i = 0; i < Math.max(1, Math.round(seconds / 90)); i++) {
-      plan.push({
-        kind: 'nats-outage',
-        at: when(0.08, NODES_RESTART_BY),
-        downMs: rng.int(1_000, Math.max(1_000, o.events.maxNatsOutageMs)),
-        // The first and every third one after it: the email pace is judged on these alone.
-        ...(i % ISOLATE_EVERY === 0 && d >= ISOLATING_RUN_MS ? { isolated: true } : {}),
-      });
-    }
+    const maxNatsOutageMs = o.events.maxNatsOutageMs;
+    add(2, 30, () => ({ kind: 'consumer-kill', at: when(), downMs: rng.int(200, 2_000) }));
+    add(1, 90, (i) => ({
+      kind: 'nats-outage',
+      at: when(0.08, NODES_RESTART_BY),
+      downMs: rng.int(1_000, Math.max(1_000, maxNatsOutageMs)),
+      // The first and every third one after it: the email pace is judged on these alone.
+      ...(i % ISOLATE_EVERY === 0 && d >= ISOLATING_RUN_MS ? { isolated: true } : {}),
+    }));
     // Drawn after the events faults above, so those stay the same for a seed.
-    for (let i = 0; i < Math.max(1, Math.round(seconds / 180)); i++) {
-      plan.push({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 });
-    }
+    add(1, 180, () => ({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 }));
     // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
     const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
-    for (let i = 0; i < Math.max(2, Math.round(seconds / 60)); i++) {
+    add(2, 60, (i) => {
       const forgery: ForgeryKind =
         i === 0 ? first : i === 1 ? (first === 'unknown-booking' ? 'wrong-amount' : 'unknown-booking') : rng.pick(FORGERIES);
-      plan.push({ kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() });
-    }
+      return { kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() };
+    });
     // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
     // the kills and wipes hit a leader: a leader lost is an election, the hardest moment.
-    for (let i = 0; i < Math.max(1, Math.round(seconds / 45)); i++) {
-      plan.push({
-        kind: 'nats-node-kill',
-        at: when(0.08, NODES_RESTART_BY),
-        downMs: rng.int(500, 4_000),
-        leader: rng.chance(0.5),
-        node: rng.int(0, 2),
-      });
-    }
-    for (let i = 0; i < Math.max(1, Math.round(seconds / 120)); i++) {
-      plan.push({ kind: 'nats-node-wipe', at: when(0.08, NODES_RESTART_BY), downMs: 0, leader: rng.chance(0.5), node: rng.int(0, 2) });
-    }
+    const node = (kind: 'nats-node-kill' | 'nats-node-wipe', downMs: () => number) => () => ({
+      kind,
+      at: when(0.08, NODES_RESTART_BY),
+      downMs: downMs(),
+      leader: rng.chance(0.5),
+      node: rng.int(0, 2),
+    });
+    add(
+      1,
+      45,
+      node('nats-node-kill', () => rng.int(500, 4_000)),
+    );
+    add(
+      1,
+      120,
+      node('nats-node-wipe', () => 0),
+    );
   }
   return plan.sort((a, b) => a.at - b.at);
 }

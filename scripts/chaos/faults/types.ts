@@ -1,18 +1,12 @@
-import type {
-  ConsumerKillObserved,
-  ForgedEventObserved,
-  ForgeryKind,
-  NatsNodeObserved,
-  NatsOutageObserved,
-  StreamDeleteObserved,
-} from '../events/observed.ts';
+import type { EventsChaos } from '../events/events-chaos.ts';
+import type { ForgeryKind } from '../events/observed.ts';
 import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
 import type { ExitObserved } from '../processes.ts';
 
 /*
  * What a fault is (planned from the seed, carried out by the injector) and what carrying one out
- * may touch: the running processes and the admin pool (InjectorDeps). Each kind of fault is a
- * module of its own beside this one (carry-out.ts lists them).
+ * may touch: the running processes and the admin pool (InjectorDeps). carry-out.ts carries out
+ * each kind.
  */
 
 export interface PlannedFault {
@@ -57,21 +51,8 @@ export interface InjectorDeps {
   /** Resolves once the process answers again (API: /health; SMTP: its port). */
   waitApiUp(): Promise<void>;
   waitSmtpUp(): Promise<void>;
-  /** The events path (scripts/chaos/events/), when it runs. */
-  events?: {
-    /** SIGKILL the earnings consumer (once it is pulling, within a bound), start it again after `downMs`. */
-    killConsumer(downMs: number): Promise<ConsumerKillObserved>;
-    /** nats-server down for `ms`, then back on the same store. */
-    natsOutage(ms: number): Promise<NatsOutageObserved>;
-    /** Delete the events stream; resolves once the relay or the consumer has recreated it (bounded). */
-    deleteStream(): Promise<StreamDeleteObserved>;
-    /** Publish a forged booking.created on the stream; resolves once the consumer refused it (bounded). */
-    forgeEvent(kind: ForgeryKind, pick: number): Promise<ForgedEventObserved>;
-    /** SIGKILL one NATS node, start it after `downMs`; resolves once it is current again (bounded). */
-    killNatsNode(target: { leader: boolean; index: number }, downMs: number): Promise<NatsNodeObserved>;
-    /** SIGKILL one NATS node, remove its store, start it; resolves once it is current again (bounded). */
-    wipeNatsNode(target: { leader: boolean; index: number }): Promise<NatsNodeObserved>;
-  };
+  /** The events path's faults (events/events-chaos.ts), when that part runs. */
+  events?: Pick<EventsChaos, 'killConsumer' | 'natsOutage' | 'deleteStream' | 'forgeEvent' | 'killNatsNode' | 'wipeNatsNode'>;
   /** How long the SMTP server and nats-server stay up between an outage of one and of the other (default 0). */
   downstreamGapMs?: number;
   /** How long before an isolated NATS outage and after it nothing that holds mail up starts (default injector.ts QUIET_MS). */
@@ -88,7 +69,3 @@ export interface FaultEffect {
   detail: string;
   evidence: string | null;
 }
-
-/** The evidence of a kill: the exit seen was by the signal sent. */
-export const killEvidence = (seen: ExitObserved | null, signal: NodeJS.Signals) =>
-  seen && seen.signal === signal ? `pid ${seen.pid} exited by ${signal}` : null;

@@ -6,7 +6,7 @@ import type { SinkRecord } from '../smtp-sink.ts';
 
 /*
  * Rule: emails kept their pace during NATS outages (EVENT_CHECKS.emailPace; judged only when the
- * events path ran, rules/events-path.ts puts it in the list).
+ * events path ran, rules/run.ts's eventsPath puts it in the list).
  *
  * Like with like: only the isolated outages are judged (plan.ts marks one in three; the injector
  * starts no fault that holds mail up by itself from faults/injector.ts QUIET_MS before such an
@@ -203,7 +203,7 @@ function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'fau
       const to = lc(e.to === 'guest' ? c.guestEmail : c.hostEmail);
       if (bounce.has(to)) continue;
       const delivered = firstAccepted.get(`${expectedMessageId(topic, c.id, e.handler, input.mailDomain)} ${to}`);
-      if (delivered === undefined) continue; // lost mail is rules/nothing-lost.ts's business
+      if (delivered === undefined) continue; // lost mail is rules/mail.ts's business (nothingLost)
       if (holdsUp(at, delivered)) {
         excluded++;
         continue;
@@ -226,7 +226,8 @@ function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'fau
   return { perOutage, excluded };
 }
 
-const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+/** A duration for the report: seconds to two places, 'n/a' when there is none. */
+export const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
 
 /** One kind's figures for the outage started `at`; a violation pushed when it is judged and too slow. */
 function paceFigure(which: Which, at: string, s: Sample, violations: string[]): PaceFigures {
