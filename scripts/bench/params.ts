@@ -63,6 +63,9 @@ export interface BenchParams {
   fanoutHandlers: number[];
   fanoutMessages: number;
   fanoutRuns: number;
+  /** The wal section: the backlog each system inserts and drains, and its interleaved rounds. */
+  walMessages: number;
+  walRuns: number;
   conflictConnections: number;
   claimPending: number;
   claimDone: number;
@@ -127,6 +130,8 @@ export const FULL: BenchParams = {
   fanoutHandlers: [3, 4],
   fanoutMessages: 10_000,
   fanoutRuns: 3,
+  walMessages: 20_000,
+  walRuns: 3,
   conflictConnections: 32,
   claimPending: 10_000,
   claimDone: 1_000_000,
@@ -181,6 +186,8 @@ export const SMOKE: BenchParams = {
   fanoutHandlers: [3],
   fanoutMessages: 200,
   fanoutRuns: 1,
+  walMessages: 200,
+  walRuns: 1,
   conflictConnections: 32,
   claimPending: 1_000,
   claimDone: 20_000,

@@ -20,6 +20,8 @@ export type HotPathRun = { tps: number; p99: number; walBytesPerTransaction: num
 
 /** A drain counted in effects (handler runs), with the WAL from the first insert through the last DONE per effect. */
 export type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesPerEffect: number };
+/** One system's insert-to-completion writes, per message (the wal section). */
+export type WalPerMessage = { walBytes: number; indexEntries: number; records: number };
 
 export type Lat = { p50: number; p99: number; max: number; mean: number };
 
@@ -152,6 +154,8 @@ export interface BenchResults {
    * One outbox row per message (as written) against one row per subscription (fan-out at
    * enqueue), on the booking's hot path (pgbench; null without it) and in the drain (fanout.ts).
    */
+  /** Each system's WAL bytes, index entries and WAL records per message, insert to completion (sections/wal.ts). */
+  wal?: { messages: number; systems: Record<string, Repeated<WalPerMessage> & { label: string }> };
   fanout?: {
     handlers: number[];
     hotPath: {

@@ -270,6 +270,31 @@ export async function newestRowIndexEntries(c: Queryable): Promise<{ entries: nu
 }
 
 /**
+ * Ways the outbox's storage could write fewer index entries a message, each as DDL applied to an
+ * outbox before anything is written (the bench's wal section measures each against the storage as
+ * it is). Measurements of a design, not the product: what reads each dropped index serves (the
+ * queue's age, a message by public id, finished messages by time) would need another way first.
+ */
+export const STORAGE_CANDIDATES = {
+  /** Depth and age read elsewhere: one entry less at insert. */
+  noPendingCreatedIndex: 'drop index outbox_pending_created_idx',
+  /** Finished messages by time through a BRIN index (summaries, no entry a row): one entry less at DONE. */
+  processedAtBrin: `drop index outbox_done_processed_idx;
+    create index outbox_done_processed_brin on outbox using brin (processed_at) where status = 'DONE'`,
+  /** A public id derived from the id, no unique index of its own: one entry less at insert and at DONE. */
+  noPublicIdIndex: `do $$ declare r record; begin
+      for r in select conrelid::regclass::text as t, conname from pg_constraint where conname like 'outbox%public_id_key' loop
+        execute format('alter table %s drop constraint %I', r.t, r.conname);
+      end loop;
+    end $$`,
+} as const;
+
+/** Applies the named candidates' DDL (STORAGE_CANDIDATES) to the outbox `c` is connected to. */
+export async function applyStorageCandidates(c: Queryable, names: readonly (keyof typeof STORAGE_CANDIDATES)[]): Promise<void> {
+  for (const name of names) await c.query(STORAGE_CANDIDATES[name]);
+}
+
+/**
  * Gives the PENDING messages the trace context a traced producer stores: `flags` '-01' sampled,
  * '-00' not.
  */

@@ -39,6 +39,8 @@ export {
   outboxSizes,
   newestRowIndexEntries,
   storeTraceContext,
+  applyStorageCandidates,
+  STORAGE_CANDIDATES,
 } from '../../../src/outbox/testing.ts';
 
 /**

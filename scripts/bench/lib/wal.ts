@@ -34,3 +34,30 @@ export async function walOfDatabaseSince(c: pg.Client, from: string): Promise<nu
   );
   return Number(rows[0]!.b);
 }
+
+/**
+ * What walOfDatabaseSince counts, and in it the B-tree entries written (leaf inserts, plain or into
+ * a posting list; page splits left out) and the records: this database's WAL since `from`.
+ */
+export async function walRecordsOfDatabaseSince(
+  c: pg.Client,
+  from: string,
+): Promise<{ bytes: number; btreeEntries: number; records: number }> {
+  const { rows } = await c.query<{ bytes: string; btree: string; records: string }>(
+    `with upto as (select pg_current_wal_lsn() as lsn),
+          mine as (select distinct b.start_lsn, b.xid
+                     from upto, pg_get_wal_block_info($1::pg_lsn, upto.lsn, false) b
+                    where b.reldatabase = (select oid from pg_database where datname = current_database())),
+          xids as (select distinct xid from mine where xid <> 0),
+          r as (select r.*
+                  from upto, pg_get_wal_records_info($1::pg_lsn, upto.lsn) r
+                 where r.start_lsn in (select start_lsn from mine)
+                    or (r.resource_manager = 'Transaction' and r.xid in (select xid from xids)))
+     select coalesce(sum(record_length), 0) as bytes,
+            count(*) filter (where resource_manager = 'Btree' and record_type in ('INSERT_LEAF', 'INSERT_POST')) as btree,
+            count(*) as records
+       from r`,
+    [from],
+  );
+  return { bytes: Number(rows[0]!.bytes), btreeEntries: Number(rows[0]!.btree), records: Number(rows[0]!.records) };
+}

@@ -13,6 +13,7 @@ import { overloadSection } from './overload.ts';
 import { purgeSection } from './purge.ts';
 import { relaySection } from './relay.ts';
 import { tracingSection } from './tracing.ts';
+import { walSection } from './wal.ts';
 import { webhooksSection } from './webhooks.ts';
 
 /**
@@ -32,6 +33,7 @@ export const SECTIONS: readonly BenchSection[] = [
   noisySection,
   apiSection,
   fanoutSection,
+  walSection,
   purgeSection,
   growthSection,
   apiHistorySection,

@@ -1,0 +1,123 @@
+import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { mm, n } from '../lib/markdown.ts';
+import { repeatOf } from '../lib/stats.ts';
+import { inspectWal, walLsn, walRecordsOfDatabaseSince } from '../lib/wal.ts';
+import { oursDrain } from '../ours.ts';
+import { graphileRunDrain } from '../peers/graphile.ts';
+import { pgBossDrain } from '../peers/pgboss.ts';
+import { applyStorageCandidates, STORAGE_CANDIDATES } from '../lib/outbox.ts';
+import type { BenchResults, WalPerMessage } from '../results.ts';
+import { withClient } from '../../lib/postgres.ts';
+
+/*
+ * What a message costs PostgreSQL's write-ahead log, from its insert to its completion, for ours
+ * and for the peers with the same guarantees (pg-boss's key_strict_fifo queue, graphile-worker with
+ * a queue per key) and without them: WAL bytes, B-tree entries written (leaf inserts, splits left
+ * out) and WAL records, per message. Each system drains the same backlog on a fresh database with
+ * its own drain (the drain section's runs, one process); the WAL is read back with pg_walinspect,
+ * this database's records only (lib/wal.ts), after a CHECKPOINT so that each run starts with the
+ * same full-page writes ahead of it. Every index entry is a WAL record and a page change: fewer
+ * writes per message is what the lean storage is to reach (docs/performance.md, 4c).
+ */
+
+type Wal = NonNullable<BenchResults['wal']>;
+
+interface WalSystem {
+  key: string;
+  label: string;
+  /** DDL before the clock (ours with storage candidates applied). */
+  prepare?: (url: string) => Promise<void>;
+  drain: (url: string, count: number, run: number) => Promise<unknown>;
+}
+
+/** Our storage with candidates of src/outbox/testing.ts applied: what each would save. */
+const CANDIDATE_ROWS: { key: string; label: string; candidates: (keyof typeof STORAGE_CANDIDATES)[] }[] = [
+  { key: 'oursNoCreated', label: 'ours, candidate: no pending created_at index', candidates: ['noPendingCreatedIndex'] },
+  { key: 'oursBrin', label: 'ours, candidate: processed_at as BRIN', candidates: ['processedAtBrin'] },
+  { key: 'oursNoPublicId', label: 'ours, candidate: no public_id index', candidates: ['noPublicIdIndex'] },
+  {
+    key: 'oursAllThree',
+    label: 'ours, candidate: the three together',
+    candidates: ['noPendingCreatedIndex', 'processedAtBrin', 'noPublicIdIndex'],
+  },
+];
+
+/** The systems measured, in the report's order; a label and a drain of `count` messages on `url`. */
+function systems(ctx: BenchContext): WalSystem[] {
+  const { P } = ctx;
+  const keyed = P.pgBossConfigs.find((c) => c.keyed) ?? { batchSize: 5_000, workers: 1, keyed: true };
+  const plain = P.pgBossConfigs.find((c) => !c.keyed && c.workers === 1) ?? { batchSize: 5_000, workers: 1 };
+  return [
+    {
+      key: 'ours',
+      label: 'ours (a key per message)',
+      drain: (url, count) => oursDrain(url, { topic: 'bench.noop', count, processes: 1, env: OURS_THROUGHPUT }),
+    },
+    {
+      key: 'pgBossKeyed',
+      label: `pg-boss key_strict_fifo, completed kept (batch ${n(keyed.batchSize)})`,
+      drain: (url, count, run) => pgBossDrain(url, count, run, keyed),
+    },
+    { key: 'graphileKeyed', label: 'graphile-worker, a queue per key', drain: (url, count) => graphileRunDrain(url, count, true) },
+    {
+      key: 'pgBoss',
+      label: `pg-boss standard queue (batch ${n(plain.batchSize)})`,
+      drain: (url, count, run) => pgBossDrain(url, count, run, plain),
+    },
+    { key: 'graphile', label: 'graphile-worker, no queue', drain: (url, count) => graphileRunDrain(url, count, false) },
+    ...CANDIDATE_ROWS.map((c) => ({
+      key: c.key,
+      label: c.label,
+      prepare: (url: string) => withClient(url, (client) => applyStorageCandidates(client, c.candidates)),
+      drain: (url: string, count: number) => oursDrain(url, { topic: 'bench.noop', count, processes: 1, env: OURS_THROUGHPUT }),
+    })),
+  ];
+}
+
+export const walSection: BenchSection = {
+  name: 'wal',
+  markdown: [{ place: 4.6, render: walMarkdown }],
+  async run(ctx: BenchContext) {
+    const { P, log } = ctx;
+    const M = P.walMessages;
+    const all = systems(ctx);
+    const runs: Record<string, WalPerMessage[]> = Object.fromEntries(all.map((s) => [s.key, []]));
+    const fresh = { ours: ctx.freshOurs, pgBoss: ctx.freshPgBoss, graphile: ctx.freshGraphile };
+    for (let r = 0; r < P.walRuns; r++) {
+      for (const s of all) {
+        const url = await (s.key.startsWith('ours') ? fresh.ours : s.key.startsWith('pgBoss') ? fresh.pgBoss : fresh.graphile)();
+        await s.prepare?.(url);
+        const wal = await withClient(url, async (c) => {
+          await inspectWal(c);
+          await c.query('checkpoint');
+          const from = await walLsn(c);
+          await s.drain(url, M, r);
+          return walRecordsOfDatabaseSince(c, from);
+        });
+        runs[s.key]!.push({ walBytes: wal.bytes / M, indexEntries: wal.btreeEntries / M, records: wal.records / M });
+        log(`   wal ${s.key}: ${Math.round(wal.bytes / M)} B, ${(wal.btreeEntries / M).toFixed(1)} index entries a message`);
+      }
+    }
+    const wal: Wal = { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) };
+    return { wal };
+  },
+};
+
+function walMarkdown(r: BenchResults): string[] {
+  const L = ['## 4c. What a message writes, insert to completion (WAL and index entries)', ''];
+  const w = r.wal;
+  if (!w) return [...L, 'Not measured (the section failed or was left out).', ''];
+  const ours = w.systems.ours?.median.walBytes;
+  L.push(
+    `${n(w.messages)} messages ({ i }, a key each where the system has keys) inserted in bulk and drained by one process, on a fresh database; this database's WAL only (pg_walinspect), after a CHECKPOINT; medians of ${r.params.walRuns} interleaved runs (min–max). Index entries: B-tree leaf inserts.`,
+    '',
+    '| System | WAL bytes / message | vs ours | index entries / message | WAL records / message |',
+    '|---|---:|---:|---:|---:|',
+  );
+  for (const s of Object.values(w.systems)) {
+    const ratio = ours ? `${n(s.median.walBytes / ours, 2)}×` : '—';
+    L.push(`| ${s.label} | ${mm(s, 'walBytes')} | ${ratio} | ${mm(s, 'indexEntries', 1)} | ${mm(s, 'records', 1)} |`);
+  }
+  L.push('');
+  return L;
+}
