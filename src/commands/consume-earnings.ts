@@ -9,6 +9,7 @@ import { jetstreamManager, runGroup, type GroupRunOptions } from '../events/cons
 import { openDeadLetters } from '../events/dead-letters.ts';
 import type { GroupOptions } from '../events/group.ts';
 import { replayDeadLetters, type GroupHandler } from '../events/handle-event.ts';
+import { notCaughtUp } from '../events/caught-up.ts';
 import { createConsumerMetrics } from '../events/lag.ts';
 import { serveMetrics } from '../metrics/metrics-server.ts';
 import { streamHoldings, withRelayHistory, type StreamHoldings } from '../events/retention.ts';
@@ -339,14 +340,23 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
   return 0;
 }
 
-/** --until-empty: calls `stop` once the group has nothing pending or unacked. */
+/**
+ * --until-empty: calls `stop` once the group has nothing pending or unacked, as told by a whole
+ * cluster (src/events/caught-up.ts), twice in a row a poll apart.
+ */
 function watchUntilEmpty(jsm: JetStreamManager, stream: string, group: string, stop: () => void): { cancel(): void } {
   let poll: NodeJS.Timeout | undefined;
   let finished = false;
+  let caughtUpBefore = false;
   const check = async () => {
-    const c = await jsm.consumers.info(stream, group).catch(() => undefined);
-    if (c && c.num_pending === 0 && c.num_ack_pending === 0) stop();
-    else if (!finished) poll = setTimeout(() => void check(), 200);
+    const [c, s] = await Promise.all([
+      jsm.consumers.info(stream, group).catch(() => undefined),
+      jsm.streams.info(stream).catch(() => undefined),
+    ]);
+    const caughtUp = c !== undefined && s !== undefined && notCaughtUp(c, s) === null;
+    if (caughtUp && caughtUpBefore) return stop();
+    caughtUpBefore = caughtUp;
+    if (!finished) poll = setTimeout(() => void check(), 200);
   };
   poll = setTimeout(() => void check(), 200);
   return {
