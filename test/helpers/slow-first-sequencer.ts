@@ -34,8 +34,6 @@ export default class SlowFirstSequencer extends BaseSequencer {
       return f.project.config.isolate === false ? 1 : 0;
     };
     // Array.prototype.sort is stable: within a rank, vitest's order stays.
-    return sorted.sort(
-      (a, b) => a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder || rank(a) - rank(b),
-    );
+    return sorted.sort((a, b) => a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder || rank(a) - rank(b));
   }
 }
