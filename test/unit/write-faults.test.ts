@@ -6,8 +6,8 @@ import { registerRetryableWriteFault } from '../../src/db/write-faults.ts';
 /*
  * withTransaction's seam for faults registered by the modules above src/db/ (src/db/write-faults.ts):
  * a recognised fault is repaired and the work runs again; anything else is the caller's. No
- * database: a stand-in whose transactions fail as the test says. Each test file has its own
- * modules (vitest isolates files), so what is registered here stays here.
+ * database: a stand-in whose transactions fail as the test says. This file has a process of its
+ * own (OWN_PROCESS in vitest.config.ts), so what is registered here stays here.
  */
 
 class DayMissing extends Error {}
