@@ -66,6 +66,10 @@ export interface BenchParams {
   /** The wal section: the backlog each system inserts and drains, and its interleaved rounds. */
   walMessages: number;
   walRuns: number;
+  /** The held-snapshot section: messages a second, the load before the snapshot, and how long it is held. */
+  heldRate: number;
+  heldBeforeSeconds: number;
+  heldSeconds: number;
   conflictConnections: number;
   claimPending: number;
   claimDone: number;
@@ -132,6 +136,9 @@ export const FULL: BenchParams = {
   fanoutRuns: 3,
   walMessages: 20_000,
   walRuns: 3,
+  heldRate: 100,
+  heldBeforeSeconds: 60,
+  heldSeconds: 240,
   conflictConnections: 32,
   claimPending: 10_000,
   claimDone: 1_000_000,
@@ -188,6 +195,9 @@ export const SMOKE: BenchParams = {
   fanoutRuns: 1,
   walMessages: 200,
   walRuns: 1,
+  heldRate: 50,
+  heldBeforeSeconds: 3,
+  heldSeconds: 6,
   conflictConnections: 32,
   claimPending: 1_000,
   claimDone: 20_000,

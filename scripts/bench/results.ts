@@ -20,6 +20,17 @@ export type HotPathRun = { tps: number; p99: number; walBytesPerTransaction: num
 
 /** A drain counted in effects (handler runs), with the WAL from the first insert through the last DONE per effect. */
 export type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesPerEffect: number };
+/** One system under a held snapshot (sections/held-snapshot.ts): latencies in ms, counts of messages. */
+export type HeldSnapshotRun = {
+  produced: number;
+  skipped: number;
+  left: number;
+  p50Before: number;
+  p99Before: number;
+  p50Held: number;
+  p99Held: number;
+  ratio: number;
+};
 /** One system's insert-to-completion writes, per message (the wal section). */
 export type WalPerMessage = { walBytes: number; indexEntries: number; records: number };
 
@@ -155,6 +166,12 @@ export interface BenchResults {
    * enqueue), on the booking's hot path (pgbench; null without it) and in the drain (fanout.ts).
    */
   /** Each system's WAL bytes, index entries and WAL records per message, insert to completion (sections/wal.ts). */
+  heldSnapshot?: {
+    rate: number;
+    beforeSeconds: number;
+    heldSeconds: number;
+    systems: Record<string, HeldSnapshotRun & { label: string }>;
+  };
   wal?: { messages: number; systems: Record<string, Repeated<WalPerMessage> & { label: string }> };
   fanout?: {
     handlers: number[];

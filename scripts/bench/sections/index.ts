@@ -6,6 +6,7 @@ import { claimSection } from './claim.ts';
 import { drainSection } from './drain.ts';
 import { fanoutSection } from './fanout.ts';
 import { growthSection } from './growth.ts';
+import { heldSnapshotSection } from './held-snapshot.ts';
 import { ioSection } from './io.ts';
 import { latencySection } from './latency.ts';
 import { noisySection } from './noisy.ts';
@@ -34,6 +35,7 @@ export const SECTIONS: readonly BenchSection[] = [
   apiSection,
   fanoutSection,
   walSection,
+  heldSnapshotSection,
   purgeSection,
   growthSection,
   apiHistorySection,

@@ -1,0 +1,239 @@
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import pino from 'pino';
+import { run as runGraphile, Logger } from 'graphile-worker';
+import { loadConfig } from '../../../src/config.ts';
+import { createDatabase } from '../../../src/db/client.ts';
+import { HandlerRegistry, type Handler } from '../../../src/outbox/index.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
+import type { BenchContext, BenchSection } from '../context.ts';
+import { insertOne } from '../lib/outbox.ts';
+import { n } from '../lib/markdown.ts';
+import { percentile, round } from '../lib/stats.ts';
+import { graphileQueueName } from '../peers/graphile.ts';
+import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss } from '../peers/pgboss.ts';
+import type { BenchResults, HeldSnapshotRun } from '../results.ts';
+
+/*
+ * A snapshot held open (a long report, pg_dump, a transaction left idle) while messages arrive at
+ * a steady rate: every dead version of every row claimed and completed since it began stays
+ * reachable, in the table and in its indexes, and each claim walks past them. Each system gets the
+ * same load on a fresh database: one message a transaction at a steady rate, its worker in-process
+ * as the latency section runs it (LISTEN/NOTIFY), a minute of it, then a REPEATABLE READ
+ * transaction that has read a row holds its snapshot for four minutes, then a little more load.
+ * Commit → handler latency (the clock starts just before COMMIT) of the messages committed in the
+ * minute before the snapshot against those committed in the second half of its hold; and what was
+ * left behind once the load stopped (every message must arrive).
+ */
+
+/** What each system's worker looks like to the load: how a message is written, how the worker stops. */
+interface Consumer {
+  insert(client: pg.Client, id: number): Promise<void>;
+  stop(): Promise<void>;
+}
+type StartConsumer = (url: string, arrived: (id: number) => void) => Promise<Consumer>;
+
+const startOurs: StartConsumer = async (url, arrived) => {
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
+  const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 2, applicationName: 'bench-worker' });
+  const handler: Handler<any> = {
+    name: 'bench-latency',
+    topic: 'bench.latency' as never,
+    handle: async (ctx) => arrived((ctx.payload as { id: number }).id),
+  };
+  const worker = createConfiguredWorker({
+    db: database.db,
+    config,
+    registry: new HandlerRegistry([handler]),
+    logger: pino({ level: 'warn' }),
+    housekeeping: false,
+  });
+  await worker.start();
+  return {
+    insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }),
+    async stop() {
+      await worker.stop();
+      await database.close();
+    },
+  };
+};
+
+/** pg-boss's same-guarantee queue (key_strict_fifo, a key per job), woken by LISTEN/NOTIFY, as in the latency section. */
+const startPgBossKeyed: StartConsumer = async (url, arrived) => {
+  const boss = await startBoss(url);
+  const name = `held_${Date.now()}`;
+  await boss.createQueue(name, queueOptions({ keyed: true }));
+  await boss.work(
+    name,
+    { batchSize: 1, pollingIntervalSeconds: PGBOSS_POLL_SECONDS, notifyPollingIntervalSeconds: PGBOSS_POLL_SECONDS },
+    async ([job]) => arrived((job!.data as { id: number }).id),
+  );
+  return {
+    async insert(client, id) {
+      const job = jobOf({ keyed: true }, { id });
+      await boss.send(name, job.data, {
+        ...('singletonKey' in job ? { singletonKey: job.singletonKey } : {}),
+        db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values) },
+      });
+    },
+    stop: () => boss.stop({ graceful: false }),
+  };
+};
+
+/** graphile-worker with a queue per key, an in-process runner at its defaults, as in the latency section. */
+const startGraphileKeyed: StartConsumer = async (url, arrived) => {
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', () => {});
+  const runner = await runGraphile({
+    pgPool: pool,
+    concurrency: 1,
+    noHandleSignals: true,
+    logger: new Logger(() => () => {}),
+    taskList: { held: async (payload) => arrived((payload as { id: number }).id) },
+  });
+  return {
+    async insert(client, id) {
+      await client.query(`select graphile_worker.add_job('held', json_build_object('id', $1::int), ${graphileQueueName(true)})`, [id]);
+    },
+    async stop() {
+      await runner.stop();
+      await pool.end();
+    },
+  };
+};
+
+/** One system under the load, the snapshot held in its middle. */
+async function underHeldSnapshot(
+  url: string,
+  start: StartConsumer,
+  p: { rate: number; beforeMs: number; heldMs: number; afterMs: number },
+): Promise<HeldSnapshotRun> {
+  const committed = new Map<number, number>();
+  const latency = new Map<number, number>();
+  const t0 = performance.now();
+  const consumer = await start(url, (id) => {
+    const at = committed.get(id);
+    if (at !== undefined) latency.set(id, performance.now() - t0 - at);
+  });
+  const producers = await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      const c = new pg.Client({ connectionString: url, application_name: 'bench-held-producer' });
+      await c.connect();
+      return c;
+    }),
+  );
+  const holder = new pg.Client({ connectionString: url, application_name: 'bench-held-snapshot' });
+  await holder.connect();
+  const free = [...producers];
+  let produced = 0;
+  let skipped = 0;
+  const inFlight = new Set<Promise<void>>();
+  const send = async (c: pg.Client, id: number) => {
+    await c.query('begin');
+    await consumer.insert(c, id);
+    // Recorded before COMMIT is sent: the worker may handle the message before this continues.
+    committed.set(id, performance.now() - t0);
+    await c.query('commit');
+  };
+  try {
+    const end = p.beforeMs + p.heldMs + p.afterMs;
+    let snapshot: 'not yet' | 'held' | 'released' = 'not yet';
+    for (let i = 0; ; i++) {
+      const due = (i * 1000) / p.rate;
+      if (due >= end) break;
+      const wait = due - (performance.now() - t0);
+      if (wait > 0) await sleep(wait);
+      const now = performance.now() - t0;
+      if (snapshot === 'not yet' && now >= p.beforeMs) {
+        snapshot = 'held';
+        await holder.query('begin isolation level repeatable read');
+        await holder.query('select 1 from pg_class limit 1'); // the snapshot is taken by the first read
+      } else if (snapshot === 'held' && now >= p.beforeMs + p.heldMs) {
+        snapshot = 'released';
+        await holder.query('commit');
+      }
+      const c = free.pop();
+      if (!c) {
+        skipped++; // every producer is still committing: the rate is the database's, not ours
+        continue;
+      }
+      const id = produced++;
+      const sent = send(c, id).finally(() => {
+        free.push(c);
+        inFlight.delete(sent);
+      });
+      inFlight.add(sent);
+    }
+    await Promise.all(inFlight);
+    for (const until = performance.now() + 60_000; latency.size < produced && performance.now() < until;) await sleep(50);
+  } finally {
+    await consumer.stop();
+    for (const c of [...producers, holder]) await c.end().catch(() => {});
+  }
+  // Latencies by when each message was committed: before the snapshot, and in its hold's second half.
+  const within = (from: number, to: number) =>
+    [...latency].filter(([id]) => committed.get(id)! >= from && committed.get(id)! < to).map(([, ms]) => ms);
+  const before = within(0, p.beforeMs);
+  const heldLate = within(p.beforeMs + p.heldMs / 2, p.beforeMs + p.heldMs);
+  const p99Before = round(percentile(before, 99), 2);
+  const p99Held = round(percentile(heldLate, 99), 2);
+  return {
+    produced,
+    skipped,
+    left: produced - latency.size,
+    p50Before: round(percentile(before, 50), 2),
+    p99Before,
+    p50Held: round(percentile(heldLate, 50), 2),
+    p99Held,
+    ratio: round(p99Held / p99Before, 2),
+  };
+}
+
+export const heldSnapshotSection: BenchSection = {
+  name: 'held-snapshot',
+  markdown: [{ place: 5.5, render: heldSnapshotMarkdown }],
+  async run(ctx: BenchContext) {
+    const { P, log } = ctx;
+    const phases = { rate: P.heldRate, beforeMs: P.heldBeforeSeconds * 1000, heldMs: P.heldSeconds * 1000, afterMs: 5_000 };
+    const systems: { key: string; label: string; fresh: () => Promise<string>; start: StartConsumer }[] = [
+      { key: 'ours', label: 'ours', fresh: ctx.freshOurs, start: startOurs },
+      { key: 'pgBossKeyed', label: 'pg-boss key_strict_fifo (batch 1)', fresh: ctx.freshPgBoss, start: startPgBossKeyed },
+      { key: 'graphileKeyed', label: 'graphile-worker, a queue per key', fresh: ctx.freshGraphile, start: startGraphileKeyed },
+    ];
+    const out: NonNullable<BenchResults['heldSnapshot']> = {
+      rate: P.heldRate,
+      beforeSeconds: P.heldBeforeSeconds,
+      heldSeconds: P.heldSeconds,
+      systems: {},
+    };
+    for (const s of systems) {
+      const runFigures = await underHeldSnapshot(await s.fresh(), s.start, phases);
+      out.systems[s.key] = { label: s.label, ...runFigures };
+      log(
+        `   held-snapshot ${s.key}: p99 ${runFigures.p99Before} ms before, ${runFigures.p99Held} ms in the hold's second half (${runFigures.ratio}×), ${runFigures.left} left`,
+      );
+    }
+    return { heldSnapshot: out };
+  },
+};
+
+function heldSnapshotMarkdown(r: BenchResults): string[] {
+  const L = ['## 5b. A snapshot held open while messages arrive', ''];
+  const h = r.heldSnapshot;
+  if (!h) return [...L, 'Not measured (the section failed or was left out).', ''];
+  L.push(
+    `One message a transaction at ${n(h.rate)}/s, the worker in-process (LISTEN/NOTIFY); after ${n(h.beforeSeconds)} s a REPEATABLE READ transaction holds its snapshot for ${n(h.heldSeconds)} s. Commit → handler latency (ms) of the messages committed in the ${n(h.beforeSeconds)} s before and in the hold's second half; one run each:`,
+    '',
+    '| System | p50 before | p99 before | p50 held | p99 held | p99 held / before | sent | left behind |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const s of Object.values(h.systems)) {
+    L.push(
+      `| ${s.label} | ${n(s.p50Before, 2)} | ${n(s.p99Before, 2)} | ${n(s.p50Held, 2)} | ${n(s.p99Held, 2)} | ${n(s.ratio, 2)}× | ${n(s.produced)} | ${n(s.left)} |`,
+    );
+  }
+  L.push('');
+  return L;
+}
