@@ -6,7 +6,6 @@ import type { Compared, Repeated } from './lib/stats.ts';
 import type { NoisyResult } from './noisy.ts';
 import type { OverloadResults } from './overload.ts';
 import type { BenchParams } from './params.ts';
-import type { TracingResults } from './tracing.ts';
 
 /*
  * bench-results.json's shape: what each section measured, the run's conditions and the targets.
@@ -24,6 +23,20 @@ export type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesP
 export type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export type ClaimLat = { p50: number; p99: number };
+
+/** Tracing off, on with sampling at 0, and on with every trace exported (tracing.ts). */
+export type TracingMode = 'off' | 'sampled0' | 'exported';
+
+export interface TracingResults {
+  connections: number;
+  api: Record<TracingMode, Repeated<{ rps: number; p99: number }>>;
+  drain: Record<TracingMode, Repeated<{ perSecond: number }>>;
+  /** Medians, each over off. */
+  apiRatio: { sampled0: number; exported: number };
+  drainRatio: { sampled0: number; exported: number };
+  /** What the receiver got over the whole section (requests, MiB). */
+  exported: { requests: number; mib: number };
+}
 
 export type ApiLat = { rps: number; p50: number; p99: number };
 

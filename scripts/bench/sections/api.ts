@@ -70,11 +70,11 @@ async function writePath(
         line += ` | through PgBouncer ${p.rps} req/s p99 ${p.p99} ms`;
       }
       if (pgbench) {
-        const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
+        const b = await pgbenchBookings(fixture, P, c);
         (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
         line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
         if (c === PREPARED_CONNECTIONS) {
-          const bp = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions, 'prepared');
+          const bp = await pgbenchBookings(fixture, P, c, { mode: 'prepared' });
           prepared.push({ tps: bp.tps, p99: bp.p99 });
           line += ` | pgbench -M prepared ${bp.tps} tps`;
         }
