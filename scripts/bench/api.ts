@@ -1,9 +1,9 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
-import pg from 'pg';
 import type { Pooler } from '../../src/db/pooler.ts';
 import { startPgBouncer } from '../../test/helpers/pgbouncer.ts';
+import { withClient } from '../lib/postgres.ts';
 import { freePort, startNodeProcess } from '../lib/processes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { round } from './lib/stats.ts';
@@ -55,10 +55,8 @@ const property = (i: number) => ({
   maxGuests: 4,
 });
 
-async function contiguousIds(url: string, table: 'properties' | 'users', publicIds: string[]) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+const contiguousIds = (url: string, table: 'properties' | 'users', publicIds: string[]) =>
+  withClient(url, async (c) => {
     const { rows } = await c.query<{ min: string; max: string; n: number }>(
       `select min(id) as min, max(id) as max, count(*)::int as n from ${table} where public_id = any($1::uuid[])`,
       [publicIds],
@@ -66,10 +64,7 @@ async function contiguousIds(url: string, table: 'properties' | 'users', publicI
     const r = rows[0]!;
     if (Number(r.max) - Number(r.min) + 1 !== r.n) throw new Error(`${table} ids for pgbench are not contiguous`);
     return { min: Number(r.min), n: r.n };
-  } finally {
-    await c.end();
-  }
-}
+  });
 
 /**
  * Starts the API on the database at `url` and fills it. With `through`, the API connects through a
@@ -290,10 +285,7 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
   // What the database kept of this run: at most one booking per round's dates, and exactly one
   // for every 201 (a winner the client was told about). Holds under any load, unlike "one 201 per
   // round": on a busy machine a round can end with every request refused or timed out.
-  const c = new pg.Client({ connectionString: f.url });
-  await c.connect();
-  let kept: { winners: number; maxPerRound: number };
-  try {
+  const kept = await withClient(f.url, async (c) => {
     const { rows } = await c.query<{ winners: number; max_per_round: number }>(
       `select count(*)::int as winners, coalesce(max(n), 0)::int as max_per_round
          from (select check_in, count(*)::int as n from bookings b join properties p on p.id = b.property_id
@@ -302,10 +294,8 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
                 group by check_in) r`,
       [f.conflictProperty, base, base + STAY_NIGHTS * rounds],
     );
-    kept = { winners: rows[0]!.winners, maxPerRound: rows[0]!.max_per_round };
-  } finally {
-    await c.end();
-  }
+    return { winners: rows[0]!.winners, maxPerRound: rows[0]!.max_per_round };
+  });
   return {
     rps: s.rps,
     p99: s.p99,

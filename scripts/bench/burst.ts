@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
+import { withClient } from '../lib/postgres.ts';
 import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
 import { fillBacklog, outboxExists, statusCounts, wakeUp } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
@@ -51,9 +52,7 @@ const tracing = () => process.env.BENCH_BURST_TRACE === '1';
 
 /** Waits until `n` connections to this database sit on LISTEN (the worker is up and idle). */
 async function waitListening(url: string, n: number, procs: ChildProcess[], timeoutMs = 60_000): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+  await withClient(url, async (c) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       for (const p of procs) if (p.exitCode !== null) throw new Error(`a worker exited (${p.exitCode}) before it was idle`);
@@ -64,9 +63,7 @@ async function waitListening(url: string, n: number, procs: ChildProcess[], time
       if (Date.now() > deadline) throw new Error(`${rows[0]!.n} of ${n} workers listening after ${timeoutMs} ms`);
       await sleep(50);
     }
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 /** Commits `insertSql` (one statement) and times from COMMIT until nothing is pending. */

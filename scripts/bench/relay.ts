@@ -1,7 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import pino from 'pino';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
@@ -15,6 +14,7 @@ import { desiredStream } from '../../src/events/stream.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { startNatsServer } from '../lib/nats.ts';
+import { withClient } from '../lib/postgres.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
@@ -67,20 +67,14 @@ const payload = (i: number) => ({
   idempotencyKey: `bench-${i}`,
 });
 
-async function fill(url: string, count: number) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+const fill = (url: string, count: number) =>
+  withClient(url, async (c) => {
     await emptyOutbox(c);
     for (let i = 0; i < count; i += 5000) {
-      const n = Math.min(5000, count - i);
-      const rows = Array.from({ length: n }, (_, j) => JSON.stringify(payload(i + j)));
+      const rows = Array.from({ length: Math.min(5000, count - i) }, (_, j) => JSON.stringify(payload(i + j)));
       await insertPayloads(c, 'booking.created', rows, 'bench-', i);
     }
-  } finally {
-    await c.end();
-  }
-}
+  });
 
 /** The relay's configuration for one measurement: a stream and subject prefix of its own, at `replicas`. */
 function relayConfig(databaseUrl: string, natsUrl: string | undefined, replicas = 1): Config {
