@@ -1,4 +1,4 @@
-import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst, type IdleSpell } from '../burst.ts';
+import { graphileBurst, oursBurst, pgBossBurst, type Burst, type IdleSpell } from '../burst.ts';
 import { configTable, guaranteeLines, n, ratioTable, targetLines } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs } from '../lib/stats.ts';
@@ -40,11 +40,11 @@ async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst
     const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
     for (const processes of P.burstGraphileProcesses) {
       await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
-        graphileCliBurst(await freshGraphile(), n, processes, spell, keyed),
+        graphileBurst(await freshGraphile(), n, spell, { processes, keyed }),
       );
     }
     await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
-      graphileRunBurst(await freshGraphile(), n, spell, keyed),
+      graphileBurst(await freshGraphile(), n, spell, { keyed }),
     );
   }
   for (const cfg of P.pgBossConfigs) {
