@@ -41,9 +41,9 @@ async function http<T>(baseUrl: string, method: string, url: string, body?: unkn
   return json as T;
 }
 
-async function register(baseUrl: string, role: 'guest' | 'host', i: number): Promise<string> {
+async function register(baseUrl: string, role: 'guest' | 'host', i: number) {
   const body = { email: `bench-${role}-${i}@example.test`, password: 'correct horse battery', name: `Bench ${role} ${i}`, role };
-  return (await http<{ token: string }>(baseUrl, 'POST', '/auth/register', body)).token;
+  return http<{ token: string; user: { id: string } }>(baseUrl, 'POST', '/auth/register', body);
 }
 
 const property = (i: number) => ({
@@ -113,18 +113,13 @@ export async function startApi(
     await sleep(100);
   }
 
-  const hostToken = await register(baseUrl, 'host', 0);
+  const hostToken = (await register(baseUrl, 'host', 0)).token;
   const guests: string[] = [];
   const guestIds: string[] = [];
   for (let i = 0; i < sizes.guests; i++) {
-    const body = await http<{ token: string; user: { id: string } }>(baseUrl, 'POST', '/auth/register', {
-      email: `bench-guest-${i}@example.test`,
-      password: 'correct horse battery',
-      name: `Bench guest ${i}`,
-      role: 'guest',
-    });
-    guests.push(body.token);
-    guestIds.push(body.user.id);
+    const { token, user } = await register(baseUrl, 'guest', i);
+    guests.push(token);
+    guestIds.push(user.id);
   }
   const create = async (i: number) => (await http<{ id: string }>(baseUrl, 'POST', '/properties', property(i), hostToken)).id;
   const apiProperties: string[] = [];
@@ -178,7 +173,7 @@ export async function startPooledApi(
 }
 
 /** 'YYYY-MM-DD', `days` from today (UTC): the service's calendar. */
-function day(days: number): string {
+export function day(days: number): string {
   const d = new Date();
   d.setUTCDate(d.getUTCDate() + days);
   return d.toISOString().slice(0, 10);
