@@ -3,7 +3,6 @@ import type { Beside, DropCost, PurgeCost } from './history.ts';
 import type { codeVersion, loadBefore } from './lib/trace.ts';
 import type { machine, versions } from './lib/server.ts';
 import type { Compared, Repeated } from './lib/stats.ts';
-import type { NoisyResult } from './noisy.ts';
 import type { OverloadResults } from './overload.ts';
 import type { BenchParams } from './params.ts';
 
@@ -23,6 +22,38 @@ export type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesP
 export type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export type ClaimLat = { p50: number; p99: number };
+
+/** The noisy neighbour's sizes (noisy.ts NOISY_FULL, NOISY_SMOKE). */
+export interface NoisyParams {
+  flood: number;
+  hosts: number;
+  rate: number;
+  seconds: number;
+  handlerMs: number;
+}
+
+export type NoisyMode = 'quiet' | 'fair' | 'fifo';
+
+export type NoisyRun = {
+  bookings: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Flood messages handled while the bookings were being written, per second. */
+  floodPerSecond: number;
+  /** How long writing the flood took (0 without one). */
+  floodWriteMs: number;
+};
+
+export interface NoisyResult {
+  params: NoisyParams;
+  quiet: Repeated<NoisyRun>;
+  fair: Repeated<NoisyRun>;
+  fifo: Repeated<NoisyRun>;
+  /** Medians: fair p99 / quiet p99, fifo p99 / quiet p99. */
+  fairToQuietP99: number;
+  fifoToQuietP99: number;
+}
 
 /** Tracing off, on with sampling at 0, and on with every trace exported (tracing.ts). */
 export type TracingMode = 'off' | 'sampled0' | 'exported';
