@@ -1,5 +1,3 @@
-import { pathToFileURL } from 'node:url';
-import { realpathSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -15,6 +13,7 @@ import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/even
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { startNatsServer } from '../lib/nats.ts';
 import { withClient } from '../lib/postgres.ts';
+import { runIfEntry } from './lib/cli.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
@@ -225,29 +224,8 @@ export async function benchRelay(opts: {
   }
 }
 
-function isEntry(): boolean {
-  try {
-    return !!process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-  } catch {
-    return false;
-  }
-}
-
-if (isEntry()) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    process.stderr.write('usage: node --import tsx scripts/bench/relay.ts --database-url URL [--count N]\n');
-    process.exit(2);
-  }
-  benchRelay({ databaseUrl, count: Number(arg('count') ?? 20_000), log: (l) => process.stderr.write(`${l}\n`) }).then(
-    (r) => process.stdout.write(`${JSON.stringify(r)}\n`),
-    (err) => {
-      process.stderr.write(`bench relay: ${(err as Error).stack}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfEntry(
+  import.meta.url,
+  { command: 'bench relay', usage: 'usage: node --import tsx scripts/bench/relay.ts --database-url URL [--count N]' },
+  (databaseUrl, flag) => benchRelay({ databaseUrl, count: Number(flag('count') ?? 20_000), log: (l) => process.stderr.write(`${l}\n`) }),
+);

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -10,6 +8,7 @@ import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { newSecret } from '../../src/webhooks/secret.ts';
 import { startNodeProcess } from '../lib/processes.ts';
 import { startWebhookReceiver } from '../lib/webhook-receiver.ts';
+import { runIfEntry } from './lib/cli.ts';
 import { postmasterOf, serverCpuMicros } from './lib/cpu.ts';
 import { percentile, round } from './lib/stats.ts';
 
@@ -245,26 +244,18 @@ export async function benchWebhooks(opts: {
   };
 }
 
-if (process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    process.stderr.write('usage: node --import tsx scripts/bench/webhooks.ts --database-url URL [--count N] [--rate N] [--seconds N]\n');
-    process.exit(2);
-  }
-  benchWebhooks({
-    databaseUrl,
-    count: Number(arg('count') ?? 5000),
-    rate: arg('rate') ? Number(arg('rate')) : undefined,
-    seconds: arg('seconds') ? Number(arg('seconds')) : undefined,
-  }).then(
-    (r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`),
-    (err) => {
-      process.stderr.write(`bench webhooks: ${(err as Error).stack}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfEntry(
+  import.meta.url,
+  {
+    command: 'bench webhooks',
+    usage: 'usage: node --import tsx scripts/bench/webhooks.ts --database-url URL [--count N] [--rate N] [--seconds N]',
+    indent: 2,
+  },
+  (databaseUrl, flag) =>
+    benchWebhooks({
+      databaseUrl,
+      count: Number(flag('count') ?? 5000),
+      rate: flag('rate') ? Number(flag('rate')) : undefined,
+      seconds: flag('seconds') ? Number(flag('seconds')) : undefined,
+    }),
+);
