@@ -119,6 +119,16 @@ const PURGE_BATCH = 1000;
 const sizes = outboxSizes;
 const pendingCount = countPending;
 
+/**
+ * The outbox's sizes at a moment (`When`: Before, After …) as the results name them: the table
+ * (pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index) and
+ * the two indexes a purge shrinks.
+ */
+type SizesAt<When extends string> = Record<`${'table' | 'pendingIdx' | 'keyIdx'}Bytes${When}`, number>;
+
+const sizesAt = <When extends string>(s: Awaited<ReturnType<typeof sizes>>, when: When) =>
+  ({ [`tableBytes${when}`]: s.table, [`pendingIdxBytes${when}`]: s.pendingIdx, [`keyIdxBytes${when}`]: s.keyIdx }) as SizesAt<When>;
+
 export type PurgeCost = {
   rows: number;
   seconds: number;
@@ -128,17 +138,9 @@ export type PurgeCost = {
   walBytes: number;
   vacuumSeconds: number;
   vacuumWalBytes: number;
-  /** pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index. */
-  tableBytesBefore: number;
-  tableBytesAfter: number;
-  tableBytesAfterVacuum: number;
-  pendingIdxBytesBefore: number;
-  pendingIdxBytesAfter: number;
-  pendingIdxBytesAfterVacuum: number;
-  keyIdxBytesBefore: number;
-  keyIdxBytesAfter: number;
-  keyIdxBytesAfterVacuum: number;
-};
+} & SizesAt<'Before'> &
+  SizesAt<'After'> &
+  SizesAt<'AfterVacuum'>;
 
 /**
  * The history deleted row by row, the path of a day that cannot go whole (and what the purge
@@ -188,15 +190,9 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
         walBytes,
         vacuumSeconds,
         vacuumWalBytes,
-        tableBytesBefore: before.table,
-        tableBytesAfter: after.table,
-        tableBytesAfterVacuum: vacuumed.table,
-        pendingIdxBytesBefore: before.pendingIdx,
-        pendingIdxBytesAfter: after.pendingIdx,
-        pendingIdxBytesAfterVacuum: vacuumed.pendingIdx,
-        keyIdxBytesBefore: before.keyIdx,
-        keyIdxBytesAfter: after.keyIdx,
-        keyIdxBytesAfterVacuum: vacuumed.keyIdx,
+        ...sizesAt(before, 'Before'),
+        ...sizesAt(after, 'After'),
+        ...sizesAt(vacuumed, 'AfterVacuum'),
       };
     });
   } finally {
@@ -216,10 +212,7 @@ export type DropCost = {
   dropMs: number;
   walBytes: number;
   tableBytesBefore: number;
-  tableBytesAfter: number;
-  pendingIdxBytesAfter: number;
-  keyIdxBytesAfter: number;
-};
+} & SizesAt<'After'>;
 
 /** A pool whose queries are each timed, in order: where a product function's time goes, statement by statement. */
 function timedPool(pool: pg.Pool, ms: number[]): pg.Pool {
@@ -267,9 +260,7 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
         dropMs,
         walBytes,
         tableBytesBefore: before.table,
-        tableBytesAfter: after.table,
-        pendingIdxBytesAfter: after.pendingIdx,
-        keyIdxBytesAfter: after.keyIdx,
+        ...sizesAt(after, 'After'),
       };
     });
   } finally {
@@ -292,6 +283,11 @@ export type Beside = {
   ranThrough: number;
 };
 
+/** Rows in the history's day now: counted outside any measurement. */
+export async function rowsInDay(url: string, history: HistoryDay): Promise<number> {
+  return withClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n));
+}
+
 /**
  * A purge of the history beside a measurement, on its own connection, at the clock where the
  * history's day has expired:
@@ -305,11 +301,6 @@ export type Beside = {
  * - 'delete': purgeDoneBatch, 1,000 rows a statement, until the history is gone or the
  *   measurement ends (stopped between two batches): the purge before partitions.
  */
-/** Rows in the history's day now: counted outside any measurement. */
-export async function rowsInDay(url: string, history: HistoryDay): Promise<number> {
-  return withClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n));
-}
-
 export function concurrentPurge(url: string, history: HistoryDay, way: PurgeWay, rowsInDay = history.rows) {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge-beside' });
   const now = expiredAt(history);
