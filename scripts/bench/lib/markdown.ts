@@ -9,16 +9,18 @@ export const n = (v: number | null | undefined, digits = 0) =>
     ? '—'
     : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 export const x = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${n(v, 2)}×`);
-/** A median with its spread over the runs: "1,234 (1,100–1,300)". */
-export const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0) =>
-  rep.runs.length > 1 ? `${n(rep.median[k], digits)} (${n(rep.min[k], digits)}–${n(rep.max[k], digits)})` : n(rep.median[k], digits);
+/** A median with its spread over the runs, each divided by `unit`: "1,234 (1,100–1,300)". */
+export const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0, unit = 1) => {
+  const v = (t: T) => n(unit === 1 ? (t[k] as number) : (t[k] as number) / unit, digits);
+  return rep.runs.length > 1 ? `${v(rep.median)} (${v(rep.min)}–${v(rep.max)})` : v(rep.median);
+};
 
 export const MIB = 2 ** 20;
 /** A byte count's median and spread in MiB. */
-export const mmMiB = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T) =>
-  rep.runs.length > 1
-    ? `${n((rep.median[k] as number) / MIB, 1)} (${n((rep.min[k] as number) / MIB, 1)}–${n((rep.max[k] as number) / MIB, 1)})`
-    : n((rep.median[k] as number) / MIB, 1);
+export const mmMiB = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T) => mm(rep, k, 1, MIB);
+
+/** Whether a target was met, as the report says it. */
+export const metLabel = (t: TargetResult) => (t.met === null ? 'not measured' : t.met ? 'met' : '**missed**');
 
 const LABELS: Record<string, string> = {
   bestOfOurs: '**best of ours** (the fastest median of these, chosen after the run)',
@@ -81,7 +83,6 @@ export function guaranteeLines(L: string[]) {
 export function targetLines(L: string[], targets: TargetResult[] | undefined, prefix: string) {
   const ts = (targets ?? []).filter((t) => t.name.startsWith(prefix));
   if (ts.length === 0) return;
-  for (const t of ts)
-    L.push(`- ${t.name}: ${t.value}, target ${t.target}: ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'}`);
+  for (const t of ts) L.push(`- ${t.name}: ${t.value}, target ${t.target}: ${metLabel(t)}`);
   L.push('');
 }
