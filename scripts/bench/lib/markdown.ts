@@ -31,7 +31,7 @@ const LABELS: Record<string, string> = {
  * Every configuration of ours (rows) against each peer's strongest configuration and the
  * strongest of all (columns), each column labelled with the configuration it is.
  */
-export function ratioTable<T extends Record<string, number>>(L: string[], c: Compared<T>, rate: keyof T & string) {
+function ratioTable<T extends Record<string, number>>(L: string[], c: Compared<T>, rate: keyof T & string) {
   const cols = Object.keys(Object.values(c.ratios)[0] ?? {});
   const median = (k: string) => c.configs[k]!.runs.median[rate] as number;
   const strongestOfAll = Object.values(c.strongest).reduce<string | undefined>(
@@ -51,7 +51,7 @@ export function ratioTable<T extends Record<string, number>>(L: string[], c: Com
 }
 
 /** Every configuration measured in a throughput section, the strongest of each peer marked. */
-export function configTable<T extends Record<string, number>>(
+function configTable<T extends Record<string, number>>(
   L: string[],
   c: Compared<T>,
   rate: keyof T & string,
@@ -68,7 +68,7 @@ export function configTable<T extends Record<string, number>>(
 }
 
 /** Each peer's same-guarantee configuration, and what its fastest one gives up, one line each. */
-export function guaranteeLines(L: string[]) {
+function guaranteeLines(L: string[]) {
   L.push(
     'Each peer two ways: its fastest configuration, and its configuration that keeps what we keep (per-key order, a completion a stale worker cannot overwrite, history kept for the retention); the targets compare with the second.',
     '',
@@ -77,6 +77,22 @@ export function guaranteeLines(L: string[]) {
     L.push(`- **${peer}**, same guarantees: ${g.same} Its fastest configuration gives up ${g.fastestGivesUp}`);
   }
   L.push('');
+}
+
+/**
+ * A throughput section's tables: every configuration measured, what the section's configurations
+ * are (`about`), ours against each peer's strongest, and what each peer's fastest gives up.
+ */
+export function comparedTables<T extends Record<string, number>>(
+  L: string[],
+  c: Compared<T>,
+  cols: { rate: keyof T & string; time: keyof T & string; timeHead: string },
+  about: string,
+) {
+  configTable(L, c, cols.rate, cols.time, cols.timeHead);
+  L.push(about, '', "Ratios of medians, each configuration of ours against each peer's strongest configuration:", '');
+  ratioTable(L, c, cols.rate);
+  guaranteeLines(L);
 }
 
 /** The targets whose name starts with `prefix`, as lines under a section's tables. */
