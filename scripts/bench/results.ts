@@ -1,3 +1,4 @@
+import type { ConflictRun } from './api.ts';
 import type { Burst } from './burst.ts';
 import type { Beside, DropCost, PurgeCost } from './history.ts';
 import type { codeVersion, loadBefore } from './lib/trace.ts';
@@ -221,19 +222,7 @@ export interface BenchResults {
   };
   conflicts?: {
     connections: number;
-    runs: Repeated<{
-      rps: number;
-      p99: number;
-      share409: number;
-      server5xx: number;
-      created201: number;
-      conflict409: number;
-      other: number;
-      requests: number;
-      rounds: number;
-      bookingsKept: number;
-      maxWinnersPerRound: number;
-    }>;
+    runs: Repeated<ConflictRun>;
     expectedShare409: number;
   };
   /**
