@@ -116,9 +116,6 @@ export async function addPending(url: string, count: number): Promise<void> {
 /** The housekeeping's batch (src/outbox/runner/housekeeping.ts). */
 const PURGE_BATCH = 1000;
 
-const sizes = outboxSizes;
-const pendingCount = countPending;
-
 /**
  * The outbox's sizes at a moment (`When`: Before, After …) as the results name them: the table
  * (pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index) and
@@ -126,7 +123,7 @@ const pendingCount = countPending;
  */
 type SizesAt<When extends string> = Record<`${'table' | 'pendingIdx' | 'keyIdx'}Bytes${When}`, number>;
 
-const sizesAt = <When extends string>(s: Awaited<ReturnType<typeof sizes>>, when: When) =>
+const sizesAt = <When extends string>(s: Awaited<ReturnType<typeof outboxSizes>>, when: When) =>
   ({ [`tableBytes${when}`]: s.table, [`pendingIdxBytes${when}`]: s.pendingIdx, [`keyIdxBytes${when}`]: s.keyIdx }) as SizesAt<When>;
 
 export type PurgeCost = {
@@ -155,8 +152,8 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge' });
   try {
     return await withClient(url, async (c) => {
-      const pending = await pendingCount(c);
-      const before = await sizes(c);
+      const pending = await countPending(c);
+      const before = await outboxSizes(c);
       const lsn = await walLsn(c);
       const days = retentionDays();
       const now = expiredAt(history);
@@ -172,16 +169,16 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
       }
       const seconds = msSince(t) / 1000;
       const walBytes = await walSince(c, lsn);
-      const after = await sizes(c);
+      const after = await outboxSizes(c);
       const vacuumLsn = await walLsn(c);
       const tv = process.hrtime.bigint();
       await analyzeOutbox(c, { vacuum: true, analyze: false });
       const vacuumSeconds = msSince(tv) / 1000;
       const vacuumWalBytes = await walSince(c, vacuumLsn);
-      const vacuumed = await sizes(c);
+      const vacuumed = await outboxSizes(c);
       const left = Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n);
       if (rows !== history.rows || left !== 0) throw new Error(`the DELETE took ${rows} rows of ${history.rows}, left ${left}`);
-      if ((await pendingCount(c)) !== pending) throw new Error('the DELETE touched PENDING rows');
+      if ((await countPending(c)) !== pending) throw new Error('the DELETE touched PENDING rows');
       return {
         rows,
         seconds,
@@ -233,11 +230,11 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
   const database = createDatabase(url, { max: 1, applicationName: 'bench-drop' });
   try {
     return await withClient(url, async (c) => {
-      const pending = await pendingCount(c);
+      const pending = await countPending(c);
       const partitionBytes = Number(
         (await c.query<{ b: string }>('select pg_total_relation_size($1::regclass) as b', [history.partition])).rows[0]!.b,
       );
-      const before = await sizes(c);
+      const before = await outboxSizes(c);
       await c.query('checkpoint');
       const lsn = await walLsn(c);
       const statements: number[] = [];
@@ -245,11 +242,11 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
       const dropped = await dropOutboxPartition(timedPool(database.pool, statements), { name: history.partition, detachPending: false });
       const ms = msSince(t);
       const walBytes = await walSince(c, lsn);
-      const after = await sizes(c);
+      const after = await outboxSizes(c);
       if (statements.length !== 3) throw new Error(`dropOutboxPartition ran ${statements.length} statements, the bench names 3`);
       const gone = (await c.query<{ t: string | null }>('select to_regclass($1)::text as t', [history.partition])).rows[0]!.t === null;
       if (!gone || dropped.name !== history.partition) throw new Error(`the DROP left ${history.partition} in place`);
-      if ((await pendingCount(c)) !== pending) throw new Error('the DROP touched PENDING rows');
+      if ((await countPending(c)) !== pending) throw new Error('the DROP touched PENDING rows');
       const [statsMs, detachMs, dropMs] = statements as [number, number, number];
       return {
         rows: history.rows,
