@@ -40,15 +40,6 @@ import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 /** Handlers in flight in the relay's worker, and publishes in flight in the floor. */
 export const RELAY_CONCURRENCY = 32;
 
-export interface RelayBenchResult {
-  count: number;
-  noop: { seconds: number; perSecond: number };
-  relay: { seconds: number; perSecond: number; streamMessages: number };
-  floor: { seconds: number; perSecond: number; streamMessages: number };
-  /** relay / floor, msg/s. */
-  ratio: number;
-}
-
 const payload = (i: number) => ({
   bookingId: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
   propertyId: '11111111-1111-4111-8111-111111111111',
@@ -196,12 +187,7 @@ export async function relayDrain(
   }
 }
 
-export async function benchRelay(opts: {
-  databaseUrl: string;
-  count?: number;
-  natsUrl?: string;
-  log?: (l: string) => void;
-}): Promise<RelayBenchResult> {
+export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }) {
   const count = opts.count ?? 20_000;
   const log = opts.log ?? (() => {});
   const nats = opts.natsUrl ? { url: opts.natsUrl, destroy: async () => {} } : await startNatsServer({ name: 'bench' });

@@ -31,17 +31,6 @@ import { percentile, round } from './lib/stats.ts';
  * The database must be migrated; the webhook tables are emptied before each measurement.
  */
 
-export interface WebhookBenchResult {
-  throughput: { count: number; endpoints: number; seconds: number; perSecond: number };
-  isolation: {
-    events: number;
-    alone: { p50Ms: number; p99Ms: number };
-    besideHanging: { p50Ms: number; p99Ms: number; hangingInFlight: number };
-    /** p99 beside the hanging endpoint / p99 alone. */
-    p99Ratio: number;
-  };
-}
-
 export function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
 }
@@ -232,12 +221,7 @@ export async function webhookIsolation(databaseUrl: string, opts: { rate?: numbe
   };
 }
 
-export async function benchWebhooks(opts: {
-  databaseUrl: string;
-  count: number;
-  rate?: number;
-  seconds?: number;
-}): Promise<WebhookBenchResult> {
+export async function benchWebhooks(opts: { databaseUrl: string; count: number; rate?: number; seconds?: number }) {
   return {
     throughput: await webhookThroughput(opts.databaseUrl, opts.count),
     isolation: await webhookIsolation(opts.databaseUrl, { rate: opts.rate, seconds: opts.seconds }),
