@@ -1,6 +1,7 @@
-import pg from 'pg';
 import { STAY_NIGHTS, type ApiFixture } from './api.ts';
 import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
+import type { BenchParams } from './params.ts';
+import { withClient } from '../lib/postgres.ts';
 
 /*
  * pgbench running the booking transaction the API runs, on the API's own database and properties:
@@ -15,7 +16,7 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * src/bookings/booking.service.ts sends: read the property and its host while taking the
  * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
  * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
- * worker's wake-up goes after the commit). `withOutbox: false` drops the outbox row and the notify.
+ * worker's wake-up goes after the commit). Variant 'none' drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
  * client_id, so no two ever overlap.
@@ -28,12 +29,7 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  */
 export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'none';
 
-export function bookingScript(
-  withOutbox: boolean,
-  variant: OutboxVariant = withOutbox ? 'notify-after-commit' : 'none',
-  fanOutTo: readonly string[] = [],
-): string {
-  withOutbox = variant !== 'none';
+export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[] = []): string {
   const lines = [
     '\\set k :k + 1',
     '\\set slot :k * :clients + :client_id',
@@ -47,7 +43,7 @@ export function bookingScript(
   const insertBooking =
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
     `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
-  if (withOutbox) {
+  if (variant !== 'none') {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
     // One row per message (what the service writes), or one per subscribed handler.
     const [columns, key, values, from] =
@@ -77,39 +73,33 @@ export function bookingScript(
 }
 
 /** The first free day for pgbench's properties: every earlier run's stays end before it. */
-async function pgbenchBaseDay(f: ApiFixture): Promise<number> {
-  const c = new pg.Client({ connectionString: f.url });
-  await c.connect();
-  try {
+const pgbenchBaseDay = (f: ApiFixture) =>
+  withClient(f.url, async (c) => {
     const { rows } = await c.query<{ d: number }>(
       'select coalesce(max(check_out) - current_date, 0)::int + 1 as d from bookings where property_id between $1 and $2',
       [f.pgbench.pmin, f.pgbench.pmin + f.pgbench.nprops - 1],
     );
     return rows[0]!.d;
-  } finally {
-    await c.end();
-  }
-}
+  });
 
+/**
+ * The booking transaction (`variant`, by default what the service sends) at `clients`, for
+ * pgbenchSeconds (or pgbenchTransactions a client, smoke), on the fixture's own properties.
+ */
 export async function pgbenchBookings(
   f: ApiFixture,
+  P: Pick<BenchParams, 'pgbenchSeconds' | 'pgbenchTransactions'>,
   clients: number,
-  seconds: number,
-  withOutbox: boolean,
-  variant?: OutboxVariant,
-  transactionsPerClient?: number,
-  mode?: PgbenchMode,
-  fanOutTo: readonly string[] = [],
+  opts: { variant?: OutboxVariant; mode?: PgbenchMode; fanOutTo?: readonly string[] } = {},
 ): Promise<PgbenchRun> {
-  const base = await pgbenchBaseDay(f);
   const r = await runPgbench({
     url: f.url,
-    script: bookingScript(withOutbox, variant, fanOutTo),
+    script: bookingScript(opts.variant ?? 'notify-after-commit', opts.fanOutTo),
     clients,
-    seconds,
-    transactionsPerClient,
-    vars: { k: 0, base, ...f.pgbench },
-    mode,
+    seconds: P.pgbenchSeconds,
+    transactionsPerClient: P.pgbenchTransactions,
+    vars: { k: 0, base: await pgbenchBaseDay(f), ...f.pgbench },
+    mode: opts.mode,
   });
   if (r.failed > 0) console.warn(`  ! pgbench: ${r.failed} failed transactions`);
   return r;

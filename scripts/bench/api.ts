@@ -1,9 +1,9 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
-import pg from 'pg';
 import type { Pooler } from '../../src/db/pooler.ts';
 import { startPgBouncer } from '../../test/helpers/pgbouncer.ts';
+import { withClient } from '../lib/postgres.ts';
 import { freePort, startNodeProcess } from '../lib/processes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { round } from './lib/stats.ts';
@@ -41,9 +41,9 @@ async function http<T>(baseUrl: string, method: string, url: string, body?: unkn
   return json as T;
 }
 
-async function register(baseUrl: string, role: 'guest' | 'host', i: number): Promise<string> {
+async function register(baseUrl: string, role: 'guest' | 'host', i: number) {
   const body = { email: `bench-${role}-${i}@example.test`, password: 'correct horse battery', name: `Bench ${role} ${i}`, role };
-  return (await http<{ token: string }>(baseUrl, 'POST', '/auth/register', body)).token;
+  return http<{ token: string; user: { id: string } }>(baseUrl, 'POST', '/auth/register', body);
 }
 
 const property = (i: number) => ({
@@ -55,10 +55,8 @@ const property = (i: number) => ({
   maxGuests: 4,
 });
 
-async function contiguousIds(url: string, table: 'properties' | 'users', publicIds: string[]) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+const contiguousIds = (url: string, table: 'properties' | 'users', publicIds: string[]) =>
+  withClient(url, async (c) => {
     const { rows } = await c.query<{ min: string; max: string; n: number }>(
       `select min(id) as min, max(id) as max, count(*)::int as n from ${table} where public_id = any($1::uuid[])`,
       [publicIds],
@@ -66,10 +64,7 @@ async function contiguousIds(url: string, table: 'properties' | 'users', publicI
     const r = rows[0]!;
     if (Number(r.max) - Number(r.min) + 1 !== r.n) throw new Error(`${table} ids for pgbench are not contiguous`);
     return { min: Number(r.min), n: r.n };
-  } finally {
-    await c.end();
-  }
-}
+  });
 
 /**
  * Starts the API on the database at `url` and fills it. With `through`, the API connects through a
@@ -118,18 +113,13 @@ export async function startApi(
     await sleep(100);
   }
 
-  const hostToken = await register(baseUrl, 'host', 0);
+  const hostToken = (await register(baseUrl, 'host', 0)).token;
   const guests: string[] = [];
   const guestIds: string[] = [];
   for (let i = 0; i < sizes.guests; i++) {
-    const body = await http<{ token: string; user: { id: string } }>(baseUrl, 'POST', '/auth/register', {
-      email: `bench-guest-${i}@example.test`,
-      password: 'correct horse battery',
-      name: `Bench guest ${i}`,
-      role: 'guest',
-    });
-    guests.push(body.token);
-    guestIds.push(body.user.id);
+    const { token, user } = await register(baseUrl, 'guest', i);
+    guests.push(token);
+    guestIds.push(user.id);
   }
   const create = async (i: number) => (await http<{ id: string }>(baseUrl, 'POST', '/properties', property(i), hostToken)).id;
   const apiProperties: string[] = [];
@@ -183,7 +173,7 @@ export async function startPooledApi(
 }
 
 /** 'YYYY-MM-DD', `days` from today (UTC): the service's calendar. */
-function day(days: number): string {
+export function day(days: number): string {
   const d = new Date();
   d.setUTCDate(d.getUTCDate() + days);
   return d.toISOString().slice(0, 10);
@@ -265,6 +255,9 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
   return { rps: s.rps, p50: s.p50, p99: s.p99, requests: s.requests, non201, errors: s.errors };
 }
 
+/** One conflict run's figures, as the results keep them (the clients' errors left out). */
+export type ConflictRun = Omit<Awaited<ReturnType<typeof apiConflicts>>, 'errors'>;
+
 /** Rounds used by earlier conflict runs: a later run never asks for dates an earlier one booked. */
 let conflictRoundsUsed = 0;
 
@@ -290,10 +283,7 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
   // What the database kept of this run: at most one booking per round's dates, and exactly one
   // for every 201 (a winner the client was told about). Holds under any load, unlike "one 201 per
   // round": on a busy machine a round can end with every request refused or timed out.
-  const c = new pg.Client({ connectionString: f.url });
-  await c.connect();
-  let kept: { winners: number; maxPerRound: number };
-  try {
+  const kept = await withClient(f.url, async (c) => {
     const { rows } = await c.query<{ winners: number; max_per_round: number }>(
       `select count(*)::int as winners, coalesce(max(n), 0)::int as max_per_round
          from (select check_in, count(*)::int as n from bookings b join properties p on p.id = b.property_id
@@ -302,10 +292,8 @@ export async function apiConflicts(f: ApiFixture, connections: number, seconds: 
                 group by check_in) r`,
       [f.conflictProperty, base, base + STAY_NIGHTS * rounds],
     );
-    kept = { winners: rows[0]!.winners, maxPerRound: rows[0]!.max_per_round };
-  } finally {
-    await c.end();
-  }
+    return { winners: rows[0]!.winners, maxPerRound: rows[0]!.max_per_round };
+  });
   return {
     rps: s.rps,
     p99: s.p99,

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
+import { withClient } from '../lib/postgres.ts';
 import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
 import { fillBacklog, outboxExists, statusCounts, wakeUp } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
@@ -47,13 +48,9 @@ export interface IdleSpell {
   idleMs: number;
 }
 
-const tracing = () => process.env.BENCH_BURST_TRACE === '1';
-
 /** Waits until `n` connections to this database sit on LISTEN (the worker is up and idle). */
 async function waitListening(url: string, n: number, procs: ChildProcess[], timeoutMs = 60_000): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+  await withClient(url, async (c) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       for (const p of procs) if (p.exitCode !== null) throw new Error(`a worker exited (${p.exitCode}) before it was idle`);
@@ -64,18 +61,16 @@ async function waitListening(url: string, n: number, procs: ChildProcess[], time
       if (Date.now() > deadline) throw new Error(`${rows[0]!.n} of ${n} workers listening after ${timeoutMs} ms`);
       await sleep(50);
     }
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 /** Commits `insertSql` (one statement) and times from COMMIT until nothing is pending. */
 async function timeBurst(
   url: string,
   count: number,
-  pending: { sql: string; values?: unknown[] },
+  pending: BurstWork['pending'],
   insert: (c: pg.Client) => Promise<void>,
-  afterCommit?: (c: pg.Client) => Promise<void>,
+  afterCommit?: BurstWork['afterCommit'],
 ): Promise<Burst & { committedAt: number }> {
   const c = new pg.Client({ connectionString: url, application_name: 'bench-burst-producer' });
   await c.connect();
@@ -130,20 +125,30 @@ function traceBurst(url: string, t0: number) {
   };
 }
 
-/**
- * The idle spell before a burst: with `warm`, a warm-up batch handled to the end first
- * (connections open, code paths compiled), then idle either way.
- */
-async function idle(spell: IdleSpell, url: string, pending: { sql: string; values?: unknown[] }, insert: (c: pg.Client) => Promise<void>) {
-  if (spell.warm) await timeBurst(url, 1, pending, insert);
-  await sleep(spell.idleMs);
+/** What a burst writes and when it is over: a system's jobs, and its own "nothing pending". */
+interface BurstWork {
+  pending: { sql: string; values?: unknown[] };
+  /** `n` jobs in one statement, on the producer's open transaction. */
+  insert: (n: number) => (c: pg.Client) => Promise<void>;
+  afterCommit?: (c: pg.Client) => Promise<void>;
 }
 
-/** The burst's figures without the COMMIT time used for the trace. */
-const figures = ({ perSecond, seconds }: Burst): Burst => ({ perSecond, seconds });
+/**
+ * The idle spell (with `warm`, a warm-up batch of 100 handled to the end first: connections open,
+ * code paths compiled; then idle either way), then the burst of `count`, timed.
+ */
+async function burstAfter(spell: IdleSpell, url: string, count: number, w: BurstWork) {
+  if (spell.warm) await timeBurst(url, 1, w.pending, w.insert(100));
+  await sleep(spell.idleMs);
+  return timeBurst(url, count, w.pending, w.insert(count), w.afterCommit);
+}
 
-const oursInsert = (n: number) => (c: pg.Client) => fillBacklog(c, 'bench.noop', n);
-const oursNotify = (c: pg.Client) => wakeUp(c, 'bench.noop');
+/** Our no-op messages, the wake-up sent after COMMIT as enqueue does. */
+const OURS: BurstWork = {
+  pending: { sql: PENDING.ours },
+  insert: (n) => (c) => fillBacklog(c, 'bench.noop', n),
+  afterCommit: (c) => wakeUp(c, 'bench.noop'),
+};
 
 export async function oursBurst(
   url: string,
@@ -163,58 +168,47 @@ export async function oursBurst(
   );
   try {
     await waitListening(url, processes, procs);
-    await idle(spell, url, { sql: PENDING.ours }, oursInsert(100));
-    return figures(await timeBurst(url, count, { sql: PENDING.ours }, oursInsert(count), oursNotify));
+    const { perSecond, seconds } = await burstAfter(spell, url, count, OURS);
+    return { perSecond, seconds };
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
   }
 }
 
-const graphileInsert = (n: number, keyed: boolean) => async (c: pg.Client) => {
-  await c.query(addJobsSql(keyed), [n]);
-};
-
-/** graphile-worker's CLI, `processes` long-running processes with the perfTest settings; `keyed`: a queue per key. */
-export async function graphileCliBurst(url: string, count: number, processes: number, spell: IdleSpell, keyed = false): Promise<Burst> {
-  const trace = tracing() ? traceFile() : undefined;
-  const procs = Array.from({ length: processes }, () =>
+/**
+ * graphile-worker, `processes` long-running CLI processes with the perfTest settings, or (no
+ * `processes`) in-process `run({ preset, taskList })` in this process with the same preset;
+ * `keyed`: a queue per key.
+ */
+export async function graphileBurst(
+  url: string,
+  count: number,
+  spell: IdleSpell,
+  opts: { processes?: number; keyed: boolean },
+): Promise<Burst> {
+  const trace = process.env.BENCH_BURST_TRACE === '1' ? traceFile() : undefined;
+  const procs = Array.from({ length: opts.processes ?? 0 }, () =>
     spawn(process.execPath, [GRAPHILE_CLI, '--config', GRAPHILE_CONFIG, '-c', url], {
       cwd: ROOT,
       env: { ...process.env, NO_LOG_SUCCESS: '1', ...(trace ? { BENCH_GRAPHILE_TRACE: trace.file } : {}) },
       stdio: 'ignore',
     }),
   );
+  const runner = opts.processes ? undefined : await startGraphileRunner(url, { trace: trace?.file });
   try {
-    await waitListening(url, processes, procs);
-    await idle(spell, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
-    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
-    if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
-    return figures(b);
+    await waitListening(url, opts.processes ?? 1, procs);
+    const insert = (n: number) => async (c: pg.Client) => void (await c.query(addJobsSql(opts.keyed), [n]));
+    const b = await burstAfter(spell, url, count, { pending: { sql: PENDING.graphile }, insert });
+    if (trace) {
+      const summary = [summarizeGraphileTrace(trace.file, b.committedAt), await graphileAutoAnalyze(url, b.committedAt)].join('; ');
+      process.stdout.write(`graphile-worker trace: ${summary}\n`);
+    }
+    return { perSecond: b.perSecond, seconds: b.seconds };
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
+    await runner?.stop();
     trace?.cleanup();
   }
-}
-
-/** graphile-worker in-process: `run({ preset, taskList })` in this process, the same perfTest preset; `keyed`: a queue per key. */
-export async function graphileRunBurst(url: string, count: number, spell: IdleSpell, keyed = false): Promise<Burst> {
-  const trace = tracing() ? traceFile() : undefined;
-  const runner = await startGraphileRunner(url, { trace: trace?.file });
-  try {
-    await waitListening(url, 1, []);
-    await idle(spell, url, { sql: PENDING.graphile }, graphileInsert(100, keyed));
-    const b = await timeBurst(url, count, { sql: PENDING.graphile }, graphileInsert(count, keyed));
-    if (trace) await printGraphileTrace(url, trace.file, b.committedAt);
-    return figures(b);
-  } finally {
-    await runner.stop();
-    trace?.cleanup();
-  }
-}
-
-async function printGraphileTrace(url: string, file: string, committedAt: number) {
-  const summary = [summarizeGraphileTrace(file, committedAt), await graphileAutoAnalyze(url, committedAt)].join('; ');
-  process.stdout.write(`graphile-worker trace: ${summary}\n`);
 }
 
 function traceFile() {
@@ -227,19 +221,17 @@ export async function pgBossBurst(url: string, count: number, cfg: PgBossConfig,
   const boss = await startBoss(url);
   const name = `burst_${Date.now()}`;
   await boss.createQueue(name, queueOptions(cfg));
-  // pg-boss's own insert(), run on the burst's transaction through its `db` option: one statement.
-  const insert = (n: number) => async (c: pg.Client) => {
-    await boss.insert(
-      name,
-      Array.from({ length: n }, (_, i) => jobOf(cfg, { i })),
-      { db: { executeSql: (text: string, values?: unknown[]) => c.query(text, values) } },
-    );
-  };
-  const pending = { sql: PENDING.pgBoss, values: [name] };
   try {
     await workAll(boss, name, cfg, PGBOSS_POLL_SECONDS, async () => {});
-    await idle(spell, url, pending, insert(100));
-    return figures(await timeBurst(url, count, pending, insert(count)));
+    const { perSecond, seconds } = await burstAfter(spell, url, count, {
+      pending: { sql: PENDING.pgBoss, values: [name] },
+      // pg-boss's own insert(), run on the burst's transaction through its `db` option: one statement.
+      insert: (n) => async (c) => {
+        const jobs = Array.from({ length: n }, (_, i) => jobOf(cfg, { i }));
+        await boss.insert(name, jobs, { db: { executeSql: (text: string, values?: unknown[]) => c.query(text, values) } });
+      },
+    });
+    return { perSecond, seconds };
   } finally {
     await boss.stop({ graceful: false });
   }

@@ -116,8 +116,15 @@ export async function addPending(url: string, count: number): Promise<void> {
 /** The housekeeping's batch (src/outbox/runner/housekeeping.ts). */
 const PURGE_BATCH = 1000;
 
-const sizes = outboxSizes;
-const pendingCount = countPending;
+/**
+ * The outbox's sizes at a moment (`When`: Before, After …) as the results name them: the table
+ * (pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index) and
+ * the two indexes a purge shrinks.
+ */
+type SizesAt<When extends string> = Record<`${'table' | 'pendingIdx' | 'keyIdx'}Bytes${When}`, number>;
+
+const sizesAt = <When extends string>(s: Awaited<ReturnType<typeof outboxSizes>>, when: When) =>
+  ({ [`tableBytes${when}`]: s.table, [`pendingIdxBytes${when}`]: s.pendingIdx, [`keyIdxBytes${when}`]: s.keyIdx }) as SizesAt<When>;
 
 export type PurgeCost = {
   rows: number;
@@ -128,17 +135,9 @@ export type PurgeCost = {
   walBytes: number;
   vacuumSeconds: number;
   vacuumWalBytes: number;
-  /** pg_total_relation_size summed over the outbox's partitions: heap, TOAST and every index. */
-  tableBytesBefore: number;
-  tableBytesAfter: number;
-  tableBytesAfterVacuum: number;
-  pendingIdxBytesBefore: number;
-  pendingIdxBytesAfter: number;
-  pendingIdxBytesAfterVacuum: number;
-  keyIdxBytesBefore: number;
-  keyIdxBytesAfter: number;
-  keyIdxBytesAfterVacuum: number;
-};
+} & SizesAt<'Before'> &
+  SizesAt<'After'> &
+  SizesAt<'AfterVacuum'>;
 
 /**
  * The history deleted row by row, the path of a day that cannot go whole (and what the purge
@@ -153,8 +152,8 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge' });
   try {
     return await withClient(url, async (c) => {
-      const pending = await pendingCount(c);
-      const before = await sizes(c);
+      const pending = await countPending(c);
+      const before = await outboxSizes(c);
       const lsn = await walLsn(c);
       const days = retentionDays();
       const now = expiredAt(history);
@@ -170,16 +169,16 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
       }
       const seconds = msSince(t) / 1000;
       const walBytes = await walSince(c, lsn);
-      const after = await sizes(c);
+      const after = await outboxSizes(c);
       const vacuumLsn = await walLsn(c);
       const tv = process.hrtime.bigint();
       await analyzeOutbox(c, { vacuum: true, analyze: false });
       const vacuumSeconds = msSince(tv) / 1000;
       const vacuumWalBytes = await walSince(c, vacuumLsn);
-      const vacuumed = await sizes(c);
+      const vacuumed = await outboxSizes(c);
       const left = Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n);
       if (rows !== history.rows || left !== 0) throw new Error(`the DELETE took ${rows} rows of ${history.rows}, left ${left}`);
-      if ((await pendingCount(c)) !== pending) throw new Error('the DELETE touched PENDING rows');
+      if ((await countPending(c)) !== pending) throw new Error('the DELETE touched PENDING rows');
       return {
         rows,
         seconds,
@@ -188,15 +187,9 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
         walBytes,
         vacuumSeconds,
         vacuumWalBytes,
-        tableBytesBefore: before.table,
-        tableBytesAfter: after.table,
-        tableBytesAfterVacuum: vacuumed.table,
-        pendingIdxBytesBefore: before.pendingIdx,
-        pendingIdxBytesAfter: after.pendingIdx,
-        pendingIdxBytesAfterVacuum: vacuumed.pendingIdx,
-        keyIdxBytesBefore: before.keyIdx,
-        keyIdxBytesAfter: after.keyIdx,
-        keyIdxBytesAfterVacuum: vacuumed.keyIdx,
+        ...sizesAt(before, 'Before'),
+        ...sizesAt(after, 'After'),
+        ...sizesAt(vacuumed, 'AfterVacuum'),
       };
     });
   } finally {
@@ -216,10 +209,7 @@ export type DropCost = {
   dropMs: number;
   walBytes: number;
   tableBytesBefore: number;
-  tableBytesAfter: number;
-  pendingIdxBytesAfter: number;
-  keyIdxBytesAfter: number;
-};
+} & SizesAt<'After'>;
 
 /** A pool whose queries are each timed, in order: where a product function's time goes, statement by statement. */
 function timedPool(pool: pg.Pool, ms: number[]): pg.Pool {
@@ -240,11 +230,11 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
   const database = createDatabase(url, { max: 1, applicationName: 'bench-drop' });
   try {
     return await withClient(url, async (c) => {
-      const pending = await pendingCount(c);
+      const pending = await countPending(c);
       const partitionBytes = Number(
         (await c.query<{ b: string }>('select pg_total_relation_size($1::regclass) as b', [history.partition])).rows[0]!.b,
       );
-      const before = await sizes(c);
+      const before = await outboxSizes(c);
       await c.query('checkpoint');
       const lsn = await walLsn(c);
       const statements: number[] = [];
@@ -252,11 +242,11 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
       const dropped = await dropOutboxPartition(timedPool(database.pool, statements), { name: history.partition, detachPending: false });
       const ms = msSince(t);
       const walBytes = await walSince(c, lsn);
-      const after = await sizes(c);
+      const after = await outboxSizes(c);
       if (statements.length !== 3) throw new Error(`dropOutboxPartition ran ${statements.length} statements, the bench names 3`);
       const gone = (await c.query<{ t: string | null }>('select to_regclass($1)::text as t', [history.partition])).rows[0]!.t === null;
       if (!gone || dropped.name !== history.partition) throw new Error(`the DROP left ${history.partition} in place`);
-      if ((await pendingCount(c)) !== pending) throw new Error('the DROP touched PENDING rows');
+      if ((await countPending(c)) !== pending) throw new Error('the DROP touched PENDING rows');
       const [statsMs, detachMs, dropMs] = statements as [number, number, number];
       return {
         rows: history.rows,
@@ -267,9 +257,7 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
         dropMs,
         walBytes,
         tableBytesBefore: before.table,
-        tableBytesAfter: after.table,
-        pendingIdxBytesAfter: after.pendingIdx,
-        keyIdxBytesAfter: after.keyIdx,
+        ...sizesAt(after, 'After'),
       };
     });
   } finally {
@@ -292,6 +280,11 @@ export type Beside = {
   ranThrough: number;
 };
 
+/** Rows in the history's day now: counted outside any measurement. */
+export async function rowsInDay(url: string, history: HistoryDay): Promise<number> {
+  return withClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n));
+}
+
 /**
  * A purge of the history beside a measurement, on its own connection, at the clock where the
  * history's day has expired:
@@ -305,11 +298,6 @@ export type Beside = {
  * - 'delete': purgeDoneBatch, 1,000 rows a statement, until the history is gone or the
  *   measurement ends (stopped between two batches): the purge before partitions.
  */
-/** Rows in the history's day now: counted outside any measurement. */
-export async function rowsInDay(url: string, history: HistoryDay): Promise<number> {
-  return withClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from ${history.partition}`)).rows[0]!.n));
-}
-
 export function concurrentPurge(url: string, history: HistoryDay, way: PurgeWay, rowsInDay = history.rows) {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge-beside' });
   const now = expiredAt(history);

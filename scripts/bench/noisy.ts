@@ -9,7 +9,9 @@ import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
-import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
+import { mm } from './lib/markdown.ts';
+import { percentile, round, type Repeated } from './lib/stats.ts';
+import type { BenchResults, NoisyMode, NoisyParams, NoisyResult, NoisyRun } from './results.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';
 
 /*
@@ -32,39 +34,8 @@ import { bookingPayload } from '../lib/booking-payload.ts';
  * Every booking is waited for (a FIFO booking behind the flood included) before the run ends.
  */
 
-export interface NoisyParams {
-  flood: number;
-  hosts: number;
-  rate: number;
-  seconds: number;
-  handlerMs: number;
-}
-
 export const NOISY_FULL: NoisyParams = { flood: 50_000, hosts: 10, rate: 20, seconds: 10, handlerMs: 1 };
 export const NOISY_SMOKE: NoisyParams = { flood: 2_000, hosts: 3, rate: 10, seconds: 1, handlerMs: 1 };
-
-export type NoisyMode = 'quiet' | 'fair' | 'fifo';
-
-export type NoisyRun = {
-  bookings: number;
-  p50Ms: number;
-  p99Ms: number;
-  maxMs: number;
-  /** Flood messages handled while the bookings were being written, per second. */
-  floodPerSecond: number;
-  /** How long writing the flood took (0 without one). */
-  floodWriteMs: number;
-};
-
-export interface NoisyResult {
-  params: NoisyParams;
-  quiet: Repeated<NoisyRun>;
-  fair: Repeated<NoisyRun>;
-  fifo: Repeated<NoisyRun>;
-  /** Medians: fair p99 / quiet p99, fifo p99 / quiet p99. */
-  fairToQuietP99: number;
-  fifoToQuietP99: number;
-}
 
 const BOOKING = JSON.stringify(bookingPayload({ idempotencyKey: 'bench' }));
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
@@ -190,22 +161,14 @@ async function book(c: pg.Client, host: string, fair: boolean, started: Map<stri
 }
 
 /** The section's result from its runs, the three modes' medians compared. */
-export function noisyResult(params: NoisyParams, runs: Record<NoisyMode, NoisyRun[]>): NoisyResult {
-  const quiet = repeatOf(runs.quiet);
-  const fair = repeatOf(runs.fair);
-  const fifo = repeatOf(runs.fifo);
-  return {
-    params,
-    quiet,
-    fair,
-    fifo,
-    fairToQuietP99: round(fair.median.p99Ms / quiet.median.p99Ms, 2),
-    fifoToQuietP99: round(fifo.median.p99Ms / quiet.median.p99Ms, 2),
-  };
+export function noisyResult(params: NoisyParams, runs: Record<NoisyMode, Repeated<NoisyRun>>): NoisyResult {
+  const p99Over = (m: Repeated<NoisyRun>) => round(m.median.p99Ms / runs.quiet.median.p99Ms, 2);
+  return { params, ...runs, fairToQuietP99: p99Over(runs.fair), fifoToQuietP99: p99Over(runs.fifo) };
 }
 
 /** The report's lines for the section. */
-export function renderNoisy(r: NoisyResult, mm: (rep: Repeated<NoisyRun>, k: keyof NoisyRun, d?: number) => string): string[] {
+export function renderNoisy({ noisy: r }: BenchResults): string[] {
+  if (!r) return [];
   const p = r.params;
   const row = (label: string, rep: Repeated<NoisyRun>) =>
     `| ${label} | ${mm(rep, 'p50Ms', 1)} / ${mm(rep, 'p99Ms', 1)} | ${rep.runs.map((v) => v.p99Ms.toFixed(1)).join(', ')} | ${mm(rep, 'floodPerSecond')} |`;

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { withClient } from '../lib/postgres.ts';
 import { bookingEventsSince } from './lib/outbox.ts';
 import { percentile, round } from './lib/stats.ts';
 
@@ -7,15 +7,8 @@ import { percentile, round } from './lib/stats.ts';
  * kept, and the API's own load signals from /metrics.
  */
 
-export async function dbNow(url: string): Promise<string> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query<{ now: string }>('select now()::text as now')).rows[0]!.now;
-  } finally {
-    await c.end();
-  }
-}
+export const dbNow = (url: string) =>
+  withClient(url, async (c) => (await c.query<{ now: string }>('select now()::text as now')).rows[0]!.now);
 
 /**
  * What the database holds of bookings made since `since`: each booking with its property and
@@ -23,10 +16,8 @@ export async function dbNow(url: string): Promise<string> {
  * Waits first until the API has settled (no new booking in a second): requests the clients gave up
  * on may still be running.
  */
-export async function keptSince(url: string, since: string) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+export const keptSince = (url: string, since: string) =>
+  withClient(url, async (c) => {
     let last = -1;
     for (let i = 0; i < 60; i++) {
       const { rows } = await c.query<{ n: number }>('select count(*)::int as n from bookings where created_at >= $1', [since]);
@@ -43,10 +34,7 @@ export async function keptSince(url: string, since: string) {
     );
     const events = await bookingEventsSince(c, since);
     return rows.map((r) => ({ ...r, emails: events.get(r.id) ?? 0 }));
-  } finally {
-    await c.end();
-  }
-}
+  });
 
 /**
  * Scrapes the API's load signals (event-loop delay, the main pool's expected wait) from /metrics

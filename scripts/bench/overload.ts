@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import type { ApiFixture } from './api.ts';
+import { day, type ApiFixture } from './api.ts';
 import type { Repeated } from './lib/stats.ts';
 import { dbNow, keptSince, shedCounts, traceSignals } from './overload-observed.ts';
 import { Answers, runFigures, type OverloadDetail, type OverloadRun } from './overload-tally.ts';
@@ -53,13 +53,6 @@ interface Stay {
   propertyId: string;
   checkIn: string;
   checkOut: string;
-}
-
-/** 'YYYY-MM-DD', `days` from today (UTC): the service's calendar. */
-function day(days: number): string {
-  const d = new Date();
-  d.setUTCDate(d.getUTCDate() + days);
-  return d.toISOString().slice(0, 10);
 }
 
 /** Per fixture: the next stay never asked for, and stays refused with 503 to be asked for again. */

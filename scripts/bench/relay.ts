@@ -1,7 +1,4 @@
-import { pathToFileURL } from 'node:url';
-import { realpathSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import pino from 'pino';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders } from '@nats-io/transport-node';
@@ -15,6 +12,8 @@ import { desiredStream } from '../../src/events/stream.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../src/events/subjects.ts';
 import { eventsRelayHandlers } from '../../src/worker/handlers/events-relay.ts';
 import { startNatsServer } from '../lib/nats.ts';
+import { withClient } from '../lib/postgres.ts';
+import { runIfEntry } from './lib/cli.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 
 /*
@@ -41,15 +40,6 @@ import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 /** Handlers in flight in the relay's worker, and publishes in flight in the floor. */
 export const RELAY_CONCURRENCY = 32;
 
-export interface RelayBenchResult {
-  count: number;
-  noop: { seconds: number; perSecond: number };
-  relay: { seconds: number; perSecond: number; streamMessages: number };
-  floor: { seconds: number; perSecond: number; streamMessages: number };
-  /** relay / floor, msg/s. */
-  ratio: number;
-}
-
 const payload = (i: number) => ({
   bookingId: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
   propertyId: '11111111-1111-4111-8111-111111111111',
@@ -67,20 +57,14 @@ const payload = (i: number) => ({
   idempotencyKey: `bench-${i}`,
 });
 
-async function fill(url: string, count: number) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+const fill = (url: string, count: number) =>
+  withClient(url, async (c) => {
     await emptyOutbox(c);
     for (let i = 0; i < count; i += 5000) {
-      const n = Math.min(5000, count - i);
-      const rows = Array.from({ length: n }, (_, j) => JSON.stringify(payload(i + j)));
+      const rows = Array.from({ length: Math.min(5000, count - i) }, (_, j) => JSON.stringify(payload(i + j)));
       await insertPayloads(c, 'booking.created', rows, 'bench-', i);
     }
-  } finally {
-    await c.end();
-  }
-}
+  });
 
 /** The relay's configuration for one measurement: a stream and subject prefix of its own, at `replicas`. */
 function relayConfig(databaseUrl: string, natsUrl: string | undefined, replicas = 1): Config {
@@ -203,12 +187,7 @@ export async function relayDrain(
   }
 }
 
-export async function benchRelay(opts: {
-  databaseUrl: string;
-  count?: number;
-  natsUrl?: string;
-  log?: (l: string) => void;
-}): Promise<RelayBenchResult> {
+export async function benchRelay(opts: { databaseUrl: string; count?: number; natsUrl?: string; log?: (l: string) => void }) {
   const count = opts.count ?? 20_000;
   const log = opts.log ?? (() => {});
   const nats = opts.natsUrl ? { url: opts.natsUrl, destroy: async () => {} } : await startNatsServer({ name: 'bench' });
@@ -231,29 +210,8 @@ export async function benchRelay(opts: {
   }
 }
 
-function isEntry(): boolean {
-  try {
-    return !!process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-  } catch {
-    return false;
-  }
-}
-
-if (isEntry()) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    process.stderr.write('usage: node --import tsx scripts/bench/relay.ts --database-url URL [--count N]\n');
-    process.exit(2);
-  }
-  benchRelay({ databaseUrl, count: Number(arg('count') ?? 20_000), log: (l) => process.stderr.write(`${l}\n`) }).then(
-    (r) => process.stdout.write(`${JSON.stringify(r)}\n`),
-    (err) => {
-      process.stderr.write(`bench relay: ${(err as Error).stack}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfEntry(
+  import.meta.url,
+  { command: 'bench relay', usage: 'usage: node --import tsx scripts/bench/relay.ts --database-url URL [--count N]' },
+  (databaseUrl, flag) => benchRelay({ databaseUrl, count: Number(flag('count') ?? 20_000), log: (l) => process.stderr.write(`${l}\n`) }),
+);

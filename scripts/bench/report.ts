@@ -1,3 +1,4 @@
+import { metLabel } from './lib/markdown.ts';
 import type { BenchResults } from './results.ts';
 import { SECTIONS } from './sections/index.ts';
 
@@ -49,8 +50,7 @@ function header(r: BenchResults): string[] {
 
   if (r.targets) {
     L.push('## Targets', '', '| Target | Goal | This run | |', '|---|---|---|---|');
-    for (const t of r.targets)
-      L.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'} |`);
+    for (const t of r.targets) L.push(`| ${t.name} | ${t.target} | ${t.value} | ${metLabel(t)} |`);
     L.push('');
   }
   return L;

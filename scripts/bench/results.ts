@@ -1,12 +1,11 @@
+import type { ConflictRun } from './api.ts';
 import type { Burst } from './burst.ts';
 import type { Beside, DropCost, PurgeCost } from './history.ts';
 import type { codeVersion, loadBefore } from './lib/trace.ts';
 import type { machine, versions } from './lib/server.ts';
 import type { Compared, Repeated } from './lib/stats.ts';
-import type { NoisyResult } from './noisy.ts';
 import type { OverloadResults } from './overload.ts';
 import type { BenchParams } from './params.ts';
-import type { TracingResults } from './tracing.ts';
 
 /*
  * bench-results.json's shape: what each section measured, the run's conditions and the targets.
@@ -37,6 +36,52 @@ export type WalPerMessage = { walBytes: number; indexEntries: number; records: n
 export type Lat = { p50: number; p99: number; max: number; mean: number };
 
 export type ClaimLat = { p50: number; p99: number };
+
+/** The noisy neighbour's sizes (noisy.ts NOISY_FULL, NOISY_SMOKE). */
+export interface NoisyParams {
+  flood: number;
+  hosts: number;
+  rate: number;
+  seconds: number;
+  handlerMs: number;
+}
+
+export type NoisyMode = 'quiet' | 'fair' | 'fifo';
+
+export type NoisyRun = {
+  bookings: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Flood messages handled while the bookings were being written, per second. */
+  floodPerSecond: number;
+  /** How long writing the flood took (0 without one). */
+  floodWriteMs: number;
+};
+
+export interface NoisyResult {
+  params: NoisyParams;
+  quiet: Repeated<NoisyRun>;
+  fair: Repeated<NoisyRun>;
+  fifo: Repeated<NoisyRun>;
+  /** Medians: fair p99 / quiet p99, fifo p99 / quiet p99. */
+  fairToQuietP99: number;
+  fifoToQuietP99: number;
+}
+
+/** Tracing off, on with sampling at 0, and on with every trace exported (tracing.ts). */
+export type TracingMode = 'off' | 'sampled0' | 'exported';
+
+export interface TracingResults {
+  connections: number;
+  api: Record<TracingMode, Repeated<{ rps: number; p99: number }>>;
+  drain: Record<TracingMode, Repeated<{ perSecond: number }>>;
+  /** Medians, each over off. */
+  apiRatio: { sampled0: number; exported: number };
+  drainRatio: { sampled0: number; exported: number };
+  /** What the receiver got over the whole section (requests, MiB). */
+  exported: { requests: number; mib: number };
+}
 
 export type ApiLat = { rps: number; p50: number; p99: number };
 
@@ -198,19 +243,7 @@ export interface BenchResults {
   };
   conflicts?: {
     connections: number;
-    runs: Repeated<{
-      rps: number;
-      p99: number;
-      share409: number;
-      server5xx: number;
-      created201: number;
-      conflict409: number;
-      other: number;
-      requests: number;
-      rounds: number;
-      bookingsKept: number;
-      maxWinnersPerRound: number;
-    }>;
+    runs: Repeated<ConflictRun>;
     expectedShare409: number;
   };
   /**

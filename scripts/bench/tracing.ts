@@ -1,9 +1,11 @@
-import pg from 'pg';
 import { startOtlpReceiver, type OtlpReceiver } from '../lib/otlp-receiver.ts';
+import { withClient } from '../lib/postgres.ts';
 import { apiBookings, startApi, type ApiFixture } from './api.ts';
+import { PREPARED_CONNECTIONS, type BenchContext } from './context.ts';
 import { oursDrain } from './ours.ts';
-import { repeatOf, round, type Repeated } from './lib/stats.ts';
+import { repeatEach, round, type Repeated } from './lib/stats.ts';
 import { storeTraceContext } from './lib/outbox.ts';
+import type { BenchResults, TracingMode, TracingResults } from './results.ts';
 
 /*
  * What tracing costs (docs/observability.md, docs/performance.md): the API's POST /bookings and the
@@ -20,10 +22,9 @@ import { storeTraceContext } from './lib/outbox.ts';
  * 00 for "sampled 0", 01 for "exported", none for "off"): its handling continues that trace.
  */
 
-export const TRACING_MODES = ['off', 'sampled0', 'exported'] as const;
-export type TracingMode = (typeof TRACING_MODES)[number];
+const TRACING_MODES = ['off', 'sampled0', 'exported'] as const satisfies readonly TracingMode[];
 
-export function tracingEnv(mode: TracingMode, sink: OtlpReceiver): Record<string, string> {
+function tracingEnv(mode: TracingMode, sink: OtlpReceiver): Record<string, string> {
   if (mode === 'off') return {};
   return {
     OTEL_TRACES_EXPORTER: 'otlp',
@@ -34,89 +35,61 @@ export function tracingEnv(mode: TracingMode, sink: OtlpReceiver): Record<string
   };
 }
 
-export interface TracingResults {
-  connections: number;
-  api: Record<TracingMode, Repeated<{ rps: number; p99: number }>>;
-  drain: Record<TracingMode, Repeated<{ perSecond: number }>>;
-  /** Medians, each over off. */
-  apiRatio: { sampled0: number; exported: number };
-  drainRatio: { sampled0: number; exported: number };
-  /** What the receiver got over the whole section (requests, MiB). */
-  exported: { requests: number; mib: number };
-}
-
-export interface TracingSectionOptions {
-  runs: number;
-  connections: number;
-  httpSeconds: number;
-  drainMessages: number;
-  sizes: { guests: number; properties: number };
-  logDir: string;
-  /** A fresh migrated database. */
-  freshDatabase: (name: string) => Promise<string>;
-  log: (line: string) => void;
-}
-
 /** Gives the drain's messages the trace context a traced booking stores (none when tracing is off). */
 async function storeContext(url: string, mode: TracingMode): Promise<void> {
-  if (mode === 'off') return;
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await storeTraceContext(c, mode === 'sampled0' ? '-00' : '-01');
-  } finally {
-    await c.end();
-  }
+  if (mode !== 'off') await withClient(url, (c) => storeTraceContext(c, mode === 'sampled0' ? '-00' : '-01'));
 }
 
-export async function tracingSection(o: TracingSectionOptions): Promise<TracingResults> {
+/** POST /bookings at PREPARED_CONNECTIONS and the no-op drain ×1, each in every mode, runs interleaved. */
+export async function measureTracing({ P, server, log }: BenchContext): Promise<TracingResults> {
+  const connections = PREPARED_CONNECTIONS;
+  const freshDatabase = (name: string) => server.createDatabase(name, server.ourTemplate);
   // Counting only: the exporters post http/protobuf, and a section's worth of spans is not kept.
   const sink = await startOtlpReceiver({ record: false });
   const apis = {} as Record<TracingMode, ApiFixture>;
   try {
     for (const mode of TRACING_MODES) {
-      const url = await o.freshDatabase(`tracing_api_${mode}`);
-      apis[mode] = await startApi(url, o.sizes, o.logDir, undefined, tracingEnv(mode, sink));
+      const sizes = { guests: P.apiGuests, properties: P.apiProperties };
+      apis[mode] = await startApi(await freshDatabase(`tracing_api_${mode}`), sizes, server.dir, undefined, tracingEnv(mode, sink));
     }
     // Warm-up: JIT, pools, plan caches, the exporter's connection.
-    for (const mode of TRACING_MODES) await apiBookings(apis[mode], o.connections, Math.min(2, o.httpSeconds));
+    for (const mode of TRACING_MODES) await apiBookings(apis[mode], connections, Math.min(2, P.httpSeconds));
     const api = { off: [], sampled0: [], exported: [] } as Record<TracingMode, { rps: number; p99: number }[]>;
     const drain = { off: [], sampled0: [], exported: [] } as Record<TracingMode, { perSecond: number }[]>;
-    for (let r = 0; r < o.runs; r++) {
+    for (let r = 0; r < P.runs; r++) {
       // A different order each run: no mode always runs first (or last) on a machine that warms up.
       const order = TRACING_MODES.map((_, i) => TRACING_MODES[(i + r) % TRACING_MODES.length]!);
       for (const mode of order) {
-        const a = await apiBookings(apis[mode], o.connections, o.httpSeconds);
+        const a = await apiBookings(apis[mode], connections, P.httpSeconds);
         api[mode].push({ rps: a.rps, p99: a.p99 });
-        o.log(`   API ${o.connections} conn, tracing ${mode}: ${a.rps} req/s p99 ${a.p99} ms`);
+        log(`   API ${connections} conn, tracing ${mode}: ${a.rps} req/s p99 ${a.p99} ms`);
       }
       for (const mode of order) {
-        const url = await o.freshDatabase(`tracing_drain_${mode}_${r}`);
+        const url = await freshDatabase(`tracing_drain_${mode}_${r}`);
+        const env = tracingEnv(mode, sink);
         const d = await oursDrain(url, {
           topic: 'bench.noop',
-          count: o.drainMessages,
+          count: P.drainMessages,
           processes: 1,
-          env: tracingEnv(mode, sink),
+          env,
           beforeStart: () => storeContext(url, mode),
         });
         drain[mode].push({ perSecond: Math.round(d.perSecond) });
-        o.log(`   drain ×1, tracing ${mode}: ${Math.round(d.perSecond)} msg/s`);
+        log(`   drain ×1, tracing ${mode}: ${Math.round(d.perSecond)} msg/s`);
       }
     }
-    const a = { off: repeatOf(api.off), sampled0: repeatOf(api.sampled0), exported: repeatOf(api.exported) };
-    const d = { off: repeatOf(drain.off), sampled0: repeatOf(drain.sampled0), exported: repeatOf(drain.exported) };
+    const a = repeatEach(api);
+    const d = repeatEach(drain);
+    const overOff = <T extends Record<string, number>>(m: Record<TracingMode, Repeated<T>>, k: keyof T) => ({
+      sampled0: round(m.sampled0.median[k]! / m.off.median[k]!, 3),
+      exported: round(m.exported.median[k]! / m.off.median[k]!, 3),
+    });
     return {
-      connections: o.connections,
+      connections,
       api: a,
       drain: d,
-      apiRatio: {
-        sampled0: round(a.sampled0.median.rps / a.off.median.rps, 3),
-        exported: round(a.exported.median.rps / a.off.median.rps, 3),
-      },
-      drainRatio: {
-        sampled0: round(d.sampled0.median.perSecond / d.off.median.perSecond, 3),
-        exported: round(d.exported.median.perSecond / d.off.median.perSecond, 3),
-      },
+      apiRatio: overOff(a, 'rps'),
+      drainRatio: overOff(d, 'perSecond'),
       exported: { requests: sink.requests(), mib: round(sink.bytes() / 2 ** 20, 1) },
     };
   } finally {
@@ -126,7 +99,8 @@ export async function tracingSection(o: TracingSectionOptions): Promise<TracingR
 }
 
 /** The section of bench-results.md. */
-export function renderTracing(t: TracingResults): string[] {
+export function renderTracing({ tracing: t }: BenchResults): string[] {
+  if (!t) return [];
   const mm = (r: Repeated<Record<string, number>>, k: string) => `${r.median[k]!.toLocaleString('en-US')}`;
   const runs = (r: Repeated<Record<string, number>>, k: string) => r.runs.map((v) => v[k]!.toLocaleString('en-US')).join(', ');
   return [

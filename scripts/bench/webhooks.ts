@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -10,6 +8,7 @@ import { recordBookingEvent } from '../../src/webhooks/fan-out.ts';
 import { newSecret } from '../../src/webhooks/secret.ts';
 import { startNodeProcess } from '../lib/processes.ts';
 import { startWebhookReceiver } from '../lib/webhook-receiver.ts';
+import { runIfEntry } from './lib/cli.ts';
 import { postmasterOf, serverCpuMicros } from './lib/cpu.ts';
 import { percentile, round } from './lib/stats.ts';
 
@@ -31,17 +30,6 @@ import { percentile, round } from './lib/stats.ts';
  *
  * The database must be migrated; the webhook tables are emptied before each measurement.
  */
-
-export interface WebhookBenchResult {
-  throughput: { count: number; endpoints: number; seconds: number; perSecond: number };
-  isolation: {
-    events: number;
-    alone: { p50Ms: number; p99Ms: number };
-    besideHanging: { p50Ms: number; p99Ms: number; hangingInFlight: number };
-    /** p99 beside the hanging endpoint / p99 alone. */
-    p99Ratio: number;
-  };
-}
 
 export function benchConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env });
@@ -233,38 +221,25 @@ export async function webhookIsolation(databaseUrl: string, opts: { rate?: numbe
   };
 }
 
-export async function benchWebhooks(opts: {
-  databaseUrl: string;
-  count: number;
-  rate?: number;
-  seconds?: number;
-}): Promise<WebhookBenchResult> {
+export async function benchWebhooks(opts: { databaseUrl: string; count: number; rate?: number; seconds?: number }) {
   return {
     throughput: await webhookThroughput(opts.databaseUrl, opts.count),
     isolation: await webhookIsolation(opts.databaseUrl, { rate: opts.rate, seconds: opts.seconds }),
   };
 }
 
-if (process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const databaseUrl = arg('database-url') ?? process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    process.stderr.write('usage: node --import tsx scripts/bench/webhooks.ts --database-url URL [--count N] [--rate N] [--seconds N]\n');
-    process.exit(2);
-  }
-  benchWebhooks({
-    databaseUrl,
-    count: Number(arg('count') ?? 5000),
-    rate: arg('rate') ? Number(arg('rate')) : undefined,
-    seconds: arg('seconds') ? Number(arg('seconds')) : undefined,
-  }).then(
-    (r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`),
-    (err) => {
-      process.stderr.write(`bench webhooks: ${(err as Error).stack}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfEntry(
+  import.meta.url,
+  {
+    command: 'bench webhooks',
+    usage: 'usage: node --import tsx scripts/bench/webhooks.ts --database-url URL [--count N] [--rate N] [--seconds N]',
+    indent: 2,
+  },
+  (databaseUrl, flag) =>
+    benchWebhooks({
+      databaseUrl,
+      count: Number(flag('count') ?? 5000),
+      rate: flag('rate') ? Number(flag('rate')) : undefined,
+      seconds: flag('seconds') ? Number(flag('seconds')) : undefined,
+    }),
+);

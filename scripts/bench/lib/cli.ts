@@ -1,3 +1,5 @@
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { ConfigError, loadConfig } from '../../../src/config.ts';
 import { wholeNumberFlag } from '../../../src/process/flags.ts';
 import { lifelineEnv } from '../../../src/process/lifeline.ts';
@@ -63,4 +65,38 @@ export function wholeNumber(command: string, usage: string, name: string, value:
     if (e instanceof UsageError) usageError(command, usage, e.message);
     throw e;
   }
+}
+
+/**
+ * A measurement module that is also a command of its own (`node --import tsx scripts/bench/<it>.ts
+ * --database-url URL …`, on a migrated database): when the module at `moduleUrl` is the process's
+ * entry point, `measure` runs with the `--name value` flags and the database URL (the flag, or
+ * DATABASE_URL), and its result is printed as JSON; imported by the bench, nothing happens.
+ */
+export function runIfEntry(
+  moduleUrl: string,
+  opts: { command: string; usage: string; indent?: number },
+  measure: (databaseUrl: string, flag: (name: string) => string | undefined) => Promise<unknown>,
+): void {
+  try {
+    if (!process.argv[1] || moduleUrl !== pathToFileURL(realpathSync(process.argv[1])).href) return;
+  } catch {
+    return;
+  }
+  const flag = (name: string) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const databaseUrl = flag('database-url') ?? process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    process.stderr.write(`${opts.usage}\n`);
+    process.exit(2);
+  }
+  measure(databaseUrl, flag).then(
+    (r) => process.stdout.write(`${JSON.stringify(r, null, opts.indent)}\n`),
+    (err) => {
+      process.stderr.write(`${opts.command}: ${(err as Error).stack}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

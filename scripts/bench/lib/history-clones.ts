@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { withClient } from '../../lib/postgres.ts';
 import { fillDoneHistory, type HistoryDay } from '../history.ts';
 import type { BenchServer } from './server.ts';
 
@@ -51,13 +51,7 @@ export function historyClones(server: BenchServer, seq: () => number, log: (msg:
 }
 
 async function admin(server: BenchServer, sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: server.url('postgres'), application_name: 'bench-history' });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
+  await withClient(server.url('postgres'), (c) => c.query(sql), 'bench-history');
 }
 
 /**

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { percentile, round } from './stats.ts';
+import { spread } from './stats.ts';
 
 /**
  * Commit → handler latency, the same way for every system: each sample is one message inserted
@@ -59,12 +59,6 @@ export class LatencyProbe {
     } finally {
       await client.end();
     }
-    const s = this.samples;
-    return {
-      p50: round(percentile(s, 50), 3),
-      p99: round(percentile(s, 99), 3),
-      max: round(Math.max(...s), 3),
-      mean: round(s.reduce((a, b) => a + b, 0) / s.length, 3),
-    };
+    return spread(this.samples);
   }
 }

@@ -9,16 +9,18 @@ export const n = (v: number | null | undefined, digits = 0) =>
     ? '—'
     : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 export const x = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${n(v, 2)}×`);
-/** A median with its spread over the runs: "1,234 (1,100–1,300)". */
-export const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0) =>
-  rep.runs.length > 1 ? `${n(rep.median[k], digits)} (${n(rep.min[k], digits)}–${n(rep.max[k], digits)})` : n(rep.median[k], digits);
+/** A median with its spread over the runs, each divided by `unit`: "1,234 (1,100–1,300)". */
+export const mm = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T, digits = 0, unit = 1) => {
+  const v = (t: T) => n(unit === 1 ? (t[k] as number) : (t[k] as number) / unit, digits);
+  return rep.runs.length > 1 ? `${v(rep.median)} (${v(rep.min)}–${v(rep.max)})` : v(rep.median);
+};
 
 export const MIB = 2 ** 20;
 /** A byte count's median and spread in MiB. */
-export const mmMiB = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T) =>
-  rep.runs.length > 1
-    ? `${n((rep.median[k] as number) / MIB, 1)} (${n((rep.min[k] as number) / MIB, 1)}–${n((rep.max[k] as number) / MIB, 1)})`
-    : n((rep.median[k] as number) / MIB, 1);
+export const mmMiB = <T extends Record<string, number>>(rep: Repeated<T>, k: keyof T) => mm(rep, k, 1, MIB);
+
+/** Whether a target was met, as the report says it. */
+export const metLabel = (t: TargetResult) => (t.met === null ? 'not measured' : t.met ? 'met' : '**missed**');
 
 const LABELS: Record<string, string> = {
   bestOfOurs: '**best of ours** (the fastest median of these, chosen after the run)',
@@ -29,7 +31,7 @@ const LABELS: Record<string, string> = {
  * Every configuration of ours (rows) against each peer's strongest configuration and the
  * strongest of all (columns), each column labelled with the configuration it is.
  */
-export function ratioTable<T extends Record<string, number>>(L: string[], c: Compared<T>, rate: keyof T & string) {
+function ratioTable<T extends Record<string, number>>(L: string[], c: Compared<T>, rate: keyof T & string) {
   const cols = Object.keys(Object.values(c.ratios)[0] ?? {});
   const median = (k: string) => c.configs[k]!.runs.median[rate] as number;
   const strongestOfAll = Object.values(c.strongest).reduce<string | undefined>(
@@ -49,7 +51,7 @@ export function ratioTable<T extends Record<string, number>>(L: string[], c: Com
 }
 
 /** Every configuration measured in a throughput section, the strongest of each peer marked. */
-export function configTable<T extends Record<string, number>>(
+function configTable<T extends Record<string, number>>(
   L: string[],
   c: Compared<T>,
   rate: keyof T & string,
@@ -66,7 +68,7 @@ export function configTable<T extends Record<string, number>>(
 }
 
 /** Each peer's same-guarantee configuration, and what its fastest one gives up, one line each. */
-export function guaranteeLines(L: string[]) {
+function guaranteeLines(L: string[]) {
   L.push(
     'Each peer two ways: its fastest configuration, and its configuration that keeps what we keep (per-key order, a completion a stale worker cannot overwrite, history kept for the retention); the targets compare with the second.',
     '',
@@ -77,11 +79,26 @@ export function guaranteeLines(L: string[]) {
   L.push('');
 }
 
+/**
+ * A throughput section's tables: every configuration measured, what the section's configurations
+ * are (`about`), ours against each peer's strongest, and what each peer's fastest gives up.
+ */
+export function comparedTables<T extends Record<string, number>>(
+  L: string[],
+  c: Compared<T>,
+  cols: { rate: keyof T & string; time: keyof T & string; timeHead: string },
+  about: string,
+) {
+  configTable(L, c, cols.rate, cols.time, cols.timeHead);
+  L.push(about, '', "Ratios of medians, each configuration of ours against each peer's strongest configuration:", '');
+  ratioTable(L, c, cols.rate);
+  guaranteeLines(L);
+}
+
 /** The targets whose name starts with `prefix`, as lines under a section's tables. */
 export function targetLines(L: string[], targets: TargetResult[] | undefined, prefix: string) {
   const ts = (targets ?? []).filter((t) => t.name.startsWith(prefix));
   if (ts.length === 0) return;
-  for (const t of ts)
-    L.push(`- ${t.name}: ${t.value}, target ${t.target}: ${t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'}`);
+  for (const t of ts) L.push(`- ${t.name}: ${t.value}, target ${t.target}: ${metLabel(t)}`);
   L.push('');
 }

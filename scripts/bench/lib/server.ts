@@ -1,10 +1,9 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { runMigrations } from '../../../src/db/migrate.ts';
 import { registerOutboxHooks } from '../../../src/outbox/index.ts';
-import { startThrowawayPostgres, type ThrowawayPostgres } from '../../lib/postgres.ts';
+import { startThrowawayPostgres, withClient, type ThrowawayPostgres } from '../../lib/postgres.ts';
 import { ROOT } from '../../lib/processes.ts';
 
 /**
@@ -42,17 +41,13 @@ export async function postgresSettings(url: string): Promise<Record<string, stri
     'autovacuum',
     'jit',
   ];
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    const { rows } = await c.query<{ name: string; setting: string; unit: string | null }>(
+  const { rows } = await withClient(url, (c) =>
+    c.query<{ name: string; setting: string }>(
       'select name, current_setting(name) as setting from pg_settings where name = any($1) order by name',
       [names],
-    );
-    return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
-  } finally {
-    await c.end();
-  }
+    ),
+  );
+  return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
 }
 
 function packageVersion(name: string): string {

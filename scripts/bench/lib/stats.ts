@@ -47,6 +47,48 @@ export async function repeat<T extends Record<string, number>>(n: number, measur
   return repeatOf(runs);
 }
 
+/** Each key's runs with their median, min and max. */
+export function repeatEach<M extends Record<string, Record<string, number>>>(runs: { [K in keyof M]: M[K][] }): {
+  [K in keyof M]: Repeated<M[K]>;
+} {
+  return Object.fromEntries(Object.entries(runs as Record<string, M[string][]>).map(([k, v]) => [k, repeatOf(v)])) as {
+    [K in keyof M]: Repeated<M[K]>;
+  };
+}
+
+/**
+ * `runs` rounds of every measurement, one after the other, so a slow phase of a shared machine
+ * does not land on one of them only; `rotate`: each round starts one further along the list, so
+ * none always runs first (or last). `after` sees each result (to log it). Returns each key's runs
+ * with their median, min and max.
+ */
+export async function interleaved<M extends Record<string, Record<string, number>>>(
+  runs: number,
+  measures: { [K in keyof M]: (run: number) => Promise<M[K]> },
+  opts: { rotate?: boolean; after?: <K extends keyof M>(key: K, result: M[K], run: number) => void } = {},
+): Promise<{ [K in keyof M]: Repeated<M[K]> }> {
+  const keys = Object.keys(measures) as (keyof M)[];
+  const taken = Object.fromEntries(keys.map((k) => [k, []])) as unknown as { [K in keyof M]: M[K][] };
+  for (let r = 0; r < runs; r++) {
+    for (const key of opts.rotate ? keys.map((_, i) => keys[(i + r) % keys.length]!) : keys) {
+      const result = await measures[key](r);
+      taken[key].push(result);
+      opts.after?.(key, result, r);
+    }
+  }
+  return repeatEach<M>(taken);
+}
+
+/** p50, p99, max and mean of raw samples (ms), rounded to `digits`. */
+export function spread(samples: number[], digits = 3): { p50: number; p99: number; max: number; mean: number } {
+  return {
+    p50: round(percentile(samples, 50), digits),
+    p99: round(percentile(samples, 99), digits),
+    max: round(Math.max(...samples), digits),
+    mean: round(samples.reduce((a, b) => a + b, 0) / samples.length, digits),
+  };
+}
+
 /** Milliseconds since `start` (a process.hrtime.bigint() value). */
 export const msSince = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { Logger, run, runMigrations, type Runner } from 'graphile-worker';
 import { LatencyProbe } from '../lib/latency.ts';
+import { withClient } from '../../lib/postgres.ts';
 import { assertOk, ROOT, runParallel, runProcess } from '../../lib/processes.ts';
 import { markDir, nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
@@ -60,15 +61,8 @@ export async function setupGraphile(url: string): Promise<void> {
   await runMigrations({ connectionString: url, logger: silent });
 }
 
-async function query<T extends pg.QueryResultRow = any>(url: string, text: string, values: unknown[] = []) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await c.query<T>(text, values);
-  } finally {
-    await c.end();
-  }
-}
+const query = <T extends pg.QueryResultRow = any>(url: string, text: string, values: unknown[] = []) =>
+  withClient(url, (c) => c.query<T>(text, values));
 
 const onceProcesses = (url: string, parallel: number, markDirPath: string) =>
   runParallel(parallel, () =>

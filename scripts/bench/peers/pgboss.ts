@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Queue } from 'pg-boss';
-import pg from 'pg';
+import { withClient } from '../../lib/postgres.ts';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
@@ -82,10 +82,7 @@ export async function pgBossDrain(url: string, jobs: number, run: number, cfg: P
       Array.from({ length: Math.min(5000, jobs - i) }, (_, k) => jobOf(cfg, { i: i + k })),
     );
   }
-  const check = new pg.Client({ connectionString: url });
-  await check.connect();
-  await check.query('analyze pgboss.job');
-  await check.end();
+  await withClient(url, (c) => c.query('analyze pgboss.job'));
   const watch = watchSettled(url, PENDING.pgBoss, [name]);
   try {
     let firstMs: number | undefined; // the same start rule as the other systems (lib/marks.ts)

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { apiBookings, startApi, type ApiFixture } from '../api.ts';
 import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { interleaved, round } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
 import type { ApiLat, BenchResults } from '../results.ts';
 
@@ -43,20 +43,18 @@ async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, 
   const c = PREPARED_CONNECTIONS;
   // Warm-up: JIT, pool connections, plan caches.
   for (const f of [empty, history]) await apiBookings(f, c, Math.min(2, P.httpSeconds));
-  const runs: Record<'empty' | 'history', ApiLat[]> = { empty: [], history: [] };
   let non201 = 0;
-  for (let r = 0; r < P.runs; r++) {
-    for (const which of r % 2 === 0 ? (['empty', 'history'] as const) : (['history', 'empty'] as const)) {
-      const a = await apiBookings(which === 'empty' ? empty : history, c, P.httpSeconds);
-      non201 += a.non201;
-      runs[which].push({ rps: a.rps, p50: a.p50, p99: a.p99 });
-      log(
-        `   ${which === 'empty' ? 'empty bookings table' : `${P.bookingHistory.toLocaleString('en-US')} past bookings`}: ${a.rps} req/s, p50 ${a.p50} ms, p99 ${a.p99} ms`,
-      );
-    }
-  }
-  const e = repeatOf(runs.empty);
-  const h = repeatOf(runs.history);
+  const on = (f: ApiFixture) => async (): Promise<ApiLat> => {
+    const a = await apiBookings(f, c, P.httpSeconds);
+    non201 += a.non201;
+    return { rps: a.rps, p50: a.p50, p99: a.p99 };
+  };
+  const label = { empty: 'empty bookings table', history: `${P.bookingHistory.toLocaleString('en-US')} past bookings` };
+  const { empty: e, history: h } = await interleaved<Record<'empty' | 'history', ApiLat>>(
+    P.runs,
+    { empty: on(empty), history: on(history) },
+    { rotate: true, after: (k, a) => log(`   ${label[k]}: ${a.rps} req/s, p50 ${a.p50} ms, p99 ${a.p99} ms`) },
+  );
   const result = {
     connections: c,
     bookings: P.bookingHistory,

@@ -51,30 +51,26 @@ async function writePath(
   fixture: ApiFixture,
   pooledFixture: ApiFixture | undefined,
 ): Promise<NonNullable<BenchResults['api']>> {
-  const api: Record<number, Rps[]> = {};
-  const pooled: Record<number, Rps[]> = {};
-  const bench: Record<number, Tps[]> = {};
+  const runs = new Map(P.connections.map((c) => [c, { api: [] as Rps[], pooled: [] as Rps[], pgbench: [] as Tps[] }]));
   const prepared: Tps[] = [];
-  let non201 = 0;
-  let pooledNon201 = 0;
+  const non201 = { direct: 0, pooled: 0 };
+  const post = async (f: ApiFixture, c: number, into: Rps[], which: keyof typeof non201) => {
+    const a = await apiBookings(f, c, P.httpSeconds);
+    non201[which] += a.non201;
+    into.push({ rps: a.rps, p99: a.p99 });
+    return `${a.rps} req/s p99 ${a.p99} ms`;
+  };
   for (let r = 0; r < P.runs; r++) {
     for (const c of P.connections) {
-      const a = await apiBookings(fixture, c, P.httpSeconds);
-      non201 += a.non201;
-      (api[c] ??= []).push({ rps: a.rps, p99: a.p99 });
-      let line = `   ${c} conn: API ${a.rps} req/s p99 ${a.p99} ms`;
-      if (pooledFixture) {
-        const p = await apiBookings(pooledFixture, c, P.httpSeconds);
-        pooledNon201 += p.non201;
-        (pooled[c] ??= []).push({ rps: p.rps, p99: p.p99 });
-        line += ` | through PgBouncer ${p.rps} req/s p99 ${p.p99} ms`;
-      }
+      const m = runs.get(c)!;
+      let line = `   ${c} conn: API ${await post(fixture, c, m.api, 'direct')}`;
+      if (pooledFixture) line += ` | through PgBouncer ${await post(pooledFixture, c, m.pooled, 'pooled')}`;
       if (pgbench) {
-        const b = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
-        (bench[c] ??= []).push({ tps: b.tps, p99: b.p99 });
+        const b = await pgbenchBookings(fixture, P, c);
+        m.pgbench.push({ tps: b.tps, p99: b.p99 });
         line += ` | pgbench ${b.tps} tps p99 ${b.p99} ms`;
         if (c === PREPARED_CONNECTIONS) {
-          const bp = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions, 'prepared');
+          const bp = await pgbenchBookings(fixture, P, c, { mode: 'prepared' });
           prepared.push({ tps: bp.tps, p99: bp.p99 });
           line += ` | pgbench -M prepared ${bp.tps} tps`;
         }
@@ -82,48 +78,30 @@ async function writePath(
       log(line);
     }
   }
-  return writePathResult({ P, log }, { api, pooled: pooledFixture ? pooled : undefined, bench, prepared, non201, pooledNon201 });
-}
-
-function writePathResult(
-  { P, log }: Pick<BenchContext, 'P' | 'log'>,
-  m: {
-    api: Record<number, Rps[]>;
-    pooled?: Record<number, Rps[]>;
-    bench: Record<number, Tps[]>;
-    prepared: Tps[];
-    non201: number;
-    pooledNon201: number;
-  },
-): NonNullable<BenchResults['api']> {
-  const pooled = m.pooled;
-  const result: NonNullable<BenchResults['api']> = {
-    byConnections: P.connections.map((c) => {
-      const a = repeatOf(m.api[c]!);
-      const b = m.bench[c] ? repeatOf(m.bench[c]!) : null;
-      return { connections: c, api: a, pgbench: b, ratio: b ? round(a.median.rps / b.median.tps, 3) : null };
-    }),
-    non201: m.non201,
-    prepared: null,
-    pooled: pooled
-      ? {
-          serverConnections: POOLED_SERVER_CONNECTIONS,
-          byConnections: P.connections.map((c) => {
-            const p = repeatOf(pooled[c]!);
-            return { connections: c, pooled: p, ratio: round(p.median.rps / repeatOf(m.api[c]!).median.rps, 3) };
-          }),
-          non201: m.pooledNon201,
-        }
-      : null,
+  const api = (c: number) => repeatOf(runs.get(c)!.api);
+  const byConnections = P.connections.map((c) => {
+    const b = runs.get(c)!.pgbench.length > 0 ? repeatOf(runs.get(c)!.pgbench) : null;
+    return { connections: c, api: api(c), pgbench: b, ratio: b ? round(api(c).median.rps / b.median.tps, 3) : null };
+  });
+  const pooled = pooledFixture
+    ? {
+        serverConnections: POOLED_SERVER_CONNECTIONS,
+        byConnections: P.connections.map((c) => {
+          const p = repeatOf(runs.get(c)!.pooled);
+          return { connections: c, pooled: p, ratio: round(p.median.rps / api(c).median.rps, 3) };
+        }),
+        non201: non201.pooled,
+      }
+    : null;
+  for (const p of pooled?.byConnections ?? []) log(`   through PgBouncer / direct at ${p.connections} connections: ${p.ratio}×`);
+  const b = prepared.length > 0 ? repeatOf(prepared) : null;
+  const preparedResult = b && {
+    connections: PREPARED_CONNECTIONS,
+    pgbench: b,
+    ratio: round(api(PREPARED_CONNECTIONS).median.rps / b.median.tps, 3),
   };
-  for (const p of result.pooled?.byConnections ?? []) log(`   through PgBouncer / direct at ${p.connections} connections: ${p.ratio}×`);
-  if (m.prepared.length > 0) {
-    const b = repeatOf(m.prepared);
-    const a = repeatOf(m.api[PREPARED_CONNECTIONS]!);
-    result.prepared = { connections: PREPARED_CONNECTIONS, pgbench: b, ratio: round(a.median.rps / b.median.tps, 3) };
-    log(`   API / pgbench -M prepared at ${PREPARED_CONNECTIONS} connections: ${result.prepared.ratio}×`);
-  }
-  return result;
+  if (preparedResult) log(`   API / pgbench -M prepared at ${PREPARED_CONNECTIONS} connections: ${preparedResult.ratio}×`);
+  return { byConnections, non201: non201.direct, prepared: preparedResult, pooled };
 }
 
 function apiMarkdown(r: BenchResults): string[] {

@@ -1,5 +1,5 @@
-import { graphileCliBurst, graphileRunBurst, oursBurst, pgBossBurst, type Burst, type IdleSpell } from '../burst.ts';
-import { configTable, guaranteeLines, n, ratioTable, targetLines } from '../lib/markdown.ts';
+import { graphileBurst, oursBurst, pgBossBurst, type Burst, type IdleSpell } from '../burst.ts';
+import { comparedTables, n, targetLines } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs } from '../lib/stats.ts';
 import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
@@ -40,11 +40,11 @@ async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst
     const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
     for (const processes of P.burstGraphileProcesses) {
       await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
-        graphileCliBurst(await freshGraphile(), n, processes, spell, keyed),
+        graphileBurst(await freshGraphile(), n, spell, { processes, keyed }),
       );
     }
     await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
-      graphileRunBurst(await freshGraphile(), n, spell, keyed),
+      graphileBurst(await freshGraphile(), n, spell, { keyed }),
     );
   }
   for (const cfg of P.pgBossConfigs) {
@@ -62,17 +62,13 @@ function burstMarkdown(r: BenchResults): string[] {
     `## 1b. Idle workers hit by a burst (${n(b.messages)} no-op messages committed in one statement; clock from COMMIT to nothing pending)`,
     '',
   );
-  configTable(L, b, 'perSecond', 'seconds', 'Seconds from COMMIT');
-  L.push(
-    `Each configuration after a warm-up batch (100 handled, then ${idleSeconds(r)} s idle) and "cold" (started, ${idleSeconds(r)} s idle, no warm-up).`,
-    '',
-    "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
-    '',
+  const idle = r.params.burstIdleMs / 1000;
+  comparedTables(
+    L,
+    b,
+    { rate: 'perSecond', time: 'seconds', timeHead: 'Seconds from COMMIT' },
+    `Each configuration after a warm-up batch (100 handled, then ${idle} s idle) and "cold" (started, ${idle} s idle, no warm-up).`,
   );
-  ratioTable(L, b, 'perSecond');
-  guaranteeLines(L);
   targetLines(L, r.targets, 'Burst');
   return L;
 }
-
-const idleSeconds = (r: BenchResults) => r.params.burstIdleMs / 1000;

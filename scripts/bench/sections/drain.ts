@@ -1,5 +1,5 @@
 import { drainFloor } from '../floors.ts';
-import { configTable, guaranteeLines, n, ratioTable, targetLines, x } from '../lib/markdown.ts';
+import { comparedTables, n, targetLines, x } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs, round } from '../lib/stats.ts';
 import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
@@ -70,15 +70,12 @@ function drainMarkdown(r: BenchResults): string[] {
   const d = r.drain;
   const L: string[] = [];
   L.push(`## 1. Drain throughput (${n(r.params.drainMessages)} no-op messages, committed before the clock starts)`, '');
-  configTable(L, d, 'perSecond', 'drainSeconds', 'Drain time (s)');
-  L.push(
+  comparedTables(
+    L,
+    d,
+    { rate: 'perSecond', time: 'drainSeconds', timeHead: 'Drain time (s)' },
     'Ours: `--until-empty`, batch 500 growing to 1,000 / concurrency 32, LOG_LEVEL=warn (the defaults row: 20 growing to 1,000 / 8, LOG_LEVEL=info). Drain floor ×n: our claim and DONE statements alone, bare `pg`, n lanes of one claim connection and one DONE write in flight each, batch 1,000 (scripts/bench/floors.ts).',
-    '',
-    "Ratios of medians, each configuration of ours against each peer's strongest configuration:",
-    '',
   );
-  ratioTable(L, d, 'perSecond');
-  guaranteeLines(L);
   L.push(`Ours / drain floor (same batch, same connections): ×1 ${x(d.floorRatios.ours1)}, ×2 ${x(d.floorRatios.ours2)}.`, '');
   targetLines(L, r.targets, 'Drain');
   return L;

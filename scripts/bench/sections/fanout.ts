@@ -80,7 +80,7 @@ async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
   for (let r = 0; r < P.fanoutRuns; r++) {
     for (const v of variants) {
       const { result, walBytes } = await walAround(fixture.url, () =>
-        pgbenchBookings(fixture, c, P.pgbenchSeconds, v.fanOutTo !== null, undefined, P.pgbenchTransactions, undefined, v.fanOutTo ?? []),
+        pgbenchBookings(fixture, P, c, { variant: v.fanOutTo ? undefined : 'none', fanOutTo: v.fanOutTo ?? [] }),
       );
       runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: walBytes / result.transactions });
       if (r === 0) {

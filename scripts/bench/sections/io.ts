@@ -1,5 +1,5 @@
 import { mm, n, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { interleaved, round } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
 import { oursDrain } from '../ours.ts';
 import type { BenchResults, Drain } from '../results.ts';
@@ -9,20 +9,14 @@ export const ioSection: BenchSection = {
   name: 'io',
   markdown: [{ place: 6, render: ioMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
-    const by: Record<string, Drain[]> = {};
-    for (let r = 0; r < P.runs; r++) {
-      for (const processes of P.ioProcesses) {
-        const d = await oursDrain(await freshOurs(), {
-          topic: 'bench.sleep',
-          count: P.ioMessages,
-          processes,
-          env: { BENCH_SLEEP_MS: String(P.ioSleepMs) },
-        });
-        (by[processes] ??= []).push({ perSecond: d.perSecond, drainSeconds: d.drainSeconds });
-        log(`   ${processes} process(es), ${P.ioSleepMs} ms handler: ${Math.round(d.perSecond)} msg/s`);
-      }
-    }
-    const byProcesses = Object.fromEntries(Object.entries(by).map(([k, v]) => [k, repeatOf(v)]));
+    const drain = (processes: number) => async (): Promise<Drain> => {
+      const env = { BENCH_SLEEP_MS: String(P.ioSleepMs) };
+      const d = await oursDrain(await freshOurs(), { topic: 'bench.sleep', count: P.ioMessages, processes, env });
+      return { perSecond: d.perSecond, drainSeconds: d.drainSeconds };
+    };
+    const byProcesses = await interleaved<Record<string, Drain>>(P.runs, Object.fromEntries(P.ioProcesses.map((p) => [p, drain(p)])), {
+      after: (processes, d) => log(`   ${processes} process(es), ${P.ioSleepMs} ms handler: ${Math.round(d.perSecond)} msg/s`),
+    });
     const one = byProcesses['1']!.median.perSecond;
     return {
       io: {

@@ -1,6 +1,6 @@
 import { latencyFloor } from '../floors.ts';
 import { mm, targetLines, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { interleaved, round } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
 import { oursLatency } from '../ours.ts';
 import { graphileLatency } from '../peers/graphile.ts';
@@ -8,44 +8,34 @@ import { PEERS } from '../peers/guarantees.ts';
 import { pgBossLatency } from '../peers/pgboss.ts';
 import type { BenchResults, Lat } from '../results.ts';
 
-type Who = 'ours' | 'floor' | 'graphile' | 'pgBoss' | 'graphileKeyed' | 'pgBossKeyed';
-
 /** Commit → handler on an idle worker of each system, and the bare LISTEN/NOTIFY round trip. */
 export const latencySection: BenchSection = {
   name: 'latency',
   markdown: [{ place: 2, render: latencyMarkdown }],
   async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
-    const runs: Record<Who, Lat[]> = { ours: [], floor: [], graphile: [], pgBoss: [], graphileKeyed: [], pgBossKeyed: [] };
-    const measure = async (who: Who, label: string, fn: () => Promise<Lat>) => {
-      const l = await fn();
-      runs[who].push(l);
-      log(`   ${label}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`);
+    const labels = {
+      ours: 'ours',
+      floor: 'floor (bare LISTEN/NOTIFY round trip)',
+      graphile: 'graphile-worker',
+      pgBoss: 'pg-boss',
+      graphileKeyed: 'graphile-worker, a queue per key',
+      pgBossKeyed: 'pg-boss, key_strict_fifo per key',
     };
-    for (let r = 0; r < P.runs; r++) {
-      await measure('ours', 'ours', async () => oursLatency(await freshOurs(), P.latencySamples));
-      await measure('floor', 'floor (bare LISTEN/NOTIFY round trip)', async () => latencyFloor(await freshOurs(), P.latencyFloorSamples));
-      await measure('graphile', 'graphile-worker', async () => graphileLatency(await freshGraphile(), P.latencySamples));
-      await measure('pgBoss', 'pg-boss', async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples));
-      await measure('graphileKeyed', 'graphile-worker, a queue per key', async () =>
-        graphileLatency(await freshGraphile(), P.latencySamples, true),
-      );
-      await measure('pgBossKeyed', 'pg-boss, key_strict_fifo per key', async () =>
-        pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, true),
-      );
-    }
-    const o = repeatOf(runs.ours);
-    const f = repeatOf(runs.floor);
-    return {
-      latency: {
-        ours: o,
-        graphile: repeatOf(runs.graphile),
-        pgBoss: repeatOf(runs.pgBoss),
-        graphileKeyed: repeatOf(runs.graphileKeyed),
-        pgBossKeyed: repeatOf(runs.pgBossKeyed),
-        floor: f,
-        floorRatios: { p50: round(o.median.p50 / f.median.p50, 3), p99: round(o.median.p99 / f.median.p99, 3) },
+    const m = await interleaved<Record<keyof typeof labels, Lat>>(
+      P.runs,
+      {
+        ours: async () => oursLatency(await freshOurs(), P.latencySamples),
+        floor: async () => latencyFloor(await freshOurs(), P.latencyFloorSamples),
+        graphile: async () => graphileLatency(await freshGraphile(), P.latencySamples),
+        pgBoss: async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples),
+        graphileKeyed: async () => graphileLatency(await freshGraphile(), P.latencySamples, true),
+        pgBossKeyed: async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, true),
       },
-    };
+      { after: (k, l) => log(`   ${labels[k]}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`) },
+    );
+    const ratio = (k: 'p50' | 'p99') => round(m.ours.median[k] / m.floor.median[k], 3);
+    const floorRatios = { p50: ratio('p50'), p99: ratio('p99') };
+    return { latency: { ...m, floorRatios } };
   },
 };
 

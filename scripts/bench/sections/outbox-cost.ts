@@ -1,7 +1,7 @@
 import type { ApiFixture } from '../api.ts';
-import { pgbenchBookings } from '../api-pgbench.ts';
+import { pgbenchBookings, type OutboxVariant } from '../api-pgbench.ts';
 import { mm, n, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { interleaved, round } from '../lib/stats.ts';
 import type { BenchContext } from '../context.ts';
 import type { BenchResults } from '../results.ts';
 
@@ -9,43 +9,39 @@ type Tps = { tps: number; p99: number };
 
 /**
  * What the outbox costs a booking (part of the api section): pgbench runs the booking transaction
- * with and without the outbox insert + pg_notify, and two diagnostic variants. Null without pgbench.
+ * with and without the outbox insert + pg_notify, and two diagnostic variants (which part of the
+ * outbox costs what: the row, or the NOTIFY at COMMIT). Null without pgbench.
  */
 export async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture): Promise<BenchResults['outboxCost']> {
   if (!pgbench) return null;
-  const runs = { w: [] as Tps[], wo: [] as Tps[], nn: [] as Tps[], na: [] as Tps[] };
   const c = P.outboxCostClients;
-  for (let r = 0; r < P.runs; r++) {
-    const w = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, undefined, P.pgbenchTransactions);
-    const wo = await pgbenchBookings(fixture, c, P.pgbenchSeconds, false, undefined, P.pgbenchTransactions);
-    // Diagnostics: which part of the outbox costs what (the row, or the NOTIFY at COMMIT).
-    const nn = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'no-notify', P.pgbenchTransactions);
-    const na = await pgbenchBookings(fixture, c, P.pgbenchSeconds, true, 'in-transaction', P.pgbenchTransactions);
-    runs.w.push({ tps: w.tps, p99: w.p99 });
-    runs.wo.push({ tps: wo.tps, p99: wo.p99 });
-    runs.nn.push({ tps: nn.tps, p99: nn.p99 });
-    runs.na.push({ tps: na.tps, p99: na.p99 });
-    log(`   outbox cost: ${w.tps} tps with, ${wo.tps} without; row without notify ${nn.tps}, notify inside the transaction ${na.tps}`);
-  }
-  const w = repeatOf(runs.w);
-  const wo = repeatOf(runs.wo);
-  const ratio = round(w.median.tps / wo.median.tps, 3);
-  const nn = repeatOf(runs.nn);
-  const na = repeatOf(runs.na);
+  const variant = (v: OutboxVariant) => async (): Promise<Tps> => {
+    const { tps, p99 } = await pgbenchBookings(fixture, P, c, { variant: v });
+    return { tps, p99 };
+  };
+  const m = await interleaved<Record<'w' | 'wo' | 'nn' | 'na', Tps>>(
+    P.runs,
+    { w: variant('notify-after-commit'), wo: variant('none'), nn: variant('no-notify'), na: variant('in-transaction') },
+    { after: (k, t) => log(`   outbox cost, ${LABELS[k]}: ${t.tps} tps`) },
+  );
+  const ratio = round(m.w.median.tps / m.wo.median.tps, 3);
+  const costPercent = (v: typeof m.w) => round(100 * (1 - v.median.tps / m.wo.median.tps), 1);
   return {
     clients: c,
-    withOutbox: w,
-    withoutOutbox: wo,
+    withOutbox: m.w,
+    withoutOutbox: m.wo,
     ratio,
     costPercent: round(100 * (1 - ratio), 1),
     diagnostics: {
-      rowWithoutNotify: nn,
-      notifyInTransaction: na,
-      rowWithoutNotifyCostPercent: round(100 * (1 - nn.median.tps / wo.median.tps), 1),
-      notifyInTransactionCostPercent: round(100 * (1 - na.median.tps / wo.median.tps), 1),
+      rowWithoutNotify: m.nn,
+      notifyInTransaction: m.na,
+      rowWithoutNotifyCostPercent: costPercent(m.nn),
+      notifyInTransactionCostPercent: costPercent(m.na),
     },
   };
 }
+
+const LABELS = { w: 'with', wo: 'without', nn: 'row without notify', na: 'notify inside the transaction' };
 
 /** Always written: a run without the figures says why. */
 export function outboxCostMarkdown(r: BenchResults): string[] {

@@ -1,85 +1,63 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { startApi } from '../api.ts';
-import { repeatOf } from '../lib/stats.ts';
+import { repeatEach } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
 import { OVERLOAD_FULL, OVERLOAD_SETUP, OVERLOAD_SMOKE, overloadLoad, type OverloadResults, type OverloadRun } from '../overload.ts';
-import type { BenchResults } from '../results.ts';
 
 /** Half the clients booking, half searching, with and without load shedding (overload.ts). */
 export const overloadSection: BenchSection = {
   name: 'overload',
-  markdown: [{ place: 13, render: overloadMarkdown }],
-  async run({ smoke, server, log, results }: BenchContext) {
-    results.setup.overload = OVERLOAD_SETUP;
-    const freshDb = (name: string) => server.createDatabase(name, server.ourTemplate);
-    return { overload: await measureOverload({ smoke, freshDb, logDir: server.dir, log }) };
+  markdown: [{ place: 13, render: (r) => (r.overload ? renderOverload(r.overload) : []) }],
+  async run(ctx: BenchContext) {
+    ctx.results.setup.overload = OVERLOAD_SETUP;
+    return { overload: await measureOverload(ctx) };
   },
 };
-
-function overloadMarkdown(r: BenchResults): string[] {
-  return r.overload ? renderOverload(r.overload) : [];
-}
 
 const line = (label: string, r: OverloadRun) =>
   `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;
 
 /**
- * The bench section: both APIs on databases of their own (`freshDb`), every connection count,
- * `runs` times each, shedding and not alternating which goes first.
+ * Both APIs on databases of their own, every connection count, `runs` times each, shedding and
+ * not alternating which goes first.
  */
-async function measureOverload(opts: {
-  smoke: boolean;
-  freshDb: (name: string) => Promise<string>;
-  logDir: string;
-  log: (msg: string) => void;
-}): Promise<OverloadResults> {
-  const P = opts.smoke ? OVERLOAD_SMOKE : OVERLOAD_FULL;
+async function measureOverload({ smoke, server, log }: BenchContext): Promise<OverloadResults> {
+  const P = smoke ? OVERLOAD_SMOKE : OVERLOAD_FULL;
   const sizes = { guests: P.guests, properties: P.properties };
   const start = async (name: string, shedding: boolean) => {
-    const dir = path.join(opts.logDir, name);
+    const dir = path.join(server.dir, name);
     mkdirSync(dir, { recursive: true });
-    return startApi(await opts.freshDb(name), sizes, dir, undefined, { LOAD_SHEDDING: String(shedding) });
+    return startApi(await server.createDatabase(name, server.ourTemplate), sizes, dir, undefined, { LOAD_SHEDDING: String(shedding) });
   };
   const on = await start('overload_shedding', true);
   try {
     const off = await start('overload_without', false);
     try {
-      const runs = new Map<number, { shedding: OverloadRun[]; without: OverloadRun[] }>();
-      let other5xx = 0;
-      let lost = 0;
-      let doubled = 0;
-      let bad503 = 0;
+      const runs = new Map(P.connections.map((c) => [c, { shedding: [] as OverloadRun[], without: [] as OverloadRun[] }]));
       for (let r = 0; r < P.runs; r++) {
         for (const connections of P.connections) {
-          const order = r % 2 === 0 ? (['shedding', 'without'] as const) : (['without', 'shedding'] as const);
-          for (const which of order) {
+          for (const which of r % 2 === 0 ? (['shedding', 'without'] as const) : (['without', 'shedding'] as const)) {
             const { detail, ...run } = await overloadLoad(which === 'shedding' ? on : off, { ...P, connections });
-            const into = runs.get(connections) ?? { shedding: [], without: [] };
-            runs.set(connections, into);
-            into[which].push(run);
-            other5xx += run.other5xx;
-            lost += run.lost;
-            doubled += run.doubled;
-            if (which === 'shedding') bad503 += run.noRetryAfter + run.not503Overloaded;
-            opts.log(
+            runs.get(connections)![which].push(run);
+            log(
               `   ${connections} clients, ${which === 'shedding' ? 'shedding' : 'no shedding'}: ${line('', run).slice(2)}; 503 codes ${JSON.stringify(detail.codes503)}`,
             );
           }
         }
       }
+      const byConnections = P.connections.map((c) => ({ connections: c, ...repeatEach(runs.get(c)!) }));
+      const all = { shedding: [...runs.values()].flatMap((x) => x.shedding), without: [...runs.values()].flatMap((x) => x.without) };
+      const sum = (runs: OverloadRun[], k: (r: OverloadRun) => number) => runs.reduce((a, r) => a + k(r), 0);
+      const both = [...all.shedding, ...all.without];
       return {
         seconds: P.seconds,
         runs: P.runs,
-        byConnections: P.connections.map((c) => ({
-          connections: c,
-          shedding: repeatOf(runs.get(c)!.shedding),
-          without: repeatOf(runs.get(c)!.without),
-        })),
-        other5xx,
-        lost,
-        doubled,
-        bad503,
+        byConnections,
+        other5xx: sum(both, (r) => r.other5xx),
+        lost: sum(both, (r) => r.lost),
+        doubled: sum(both, (r) => r.doubled),
+        bad503: sum(all.shedding, (r) => r.noRetryAfter + r.not503Overloaded),
       };
     } finally {
       await off.close();

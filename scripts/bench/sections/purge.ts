@@ -1,6 +1,6 @@
 import { addPending, concurrentPurge, dropPartitionCost, purgeCost, rowsInDay } from '../history.ts';
 import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from '../history.ts';
-import { percentile, repeatOf, round } from '../lib/stats.ts';
+import { percentile, repeatEach, repeatOf, round, type Repeated } from '../lib/stats.ts';
 import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
 import { claimTimes, oursDrain } from '../ours.ts';
 import type { ClaimLat, Drain } from '../results.ts';
@@ -147,30 +147,25 @@ async function purgesAlone({ P, log, history }: BenchContext, m: PurgeRuns) {
 }
 
 function purgeResult({ P, log }: BenchContext, m: PurgeRuns) {
-  const da = repeatOf(m.drainsAlone);
-  const dd = repeatOf(m.drainsBeside.delete);
-  const dp = repeatOf(m.drainsBeside.drop);
-  const ca = repeatOf(m.claimsAlone);
-  const cd = repeatOf(m.claimsBeside.delete);
-  const cp = repeatOf(m.claimsBeside.drop);
+  const d = repeatEach({ alone: m.drainsAlone, besideDelete: m.drainsBeside.delete, besideDrop: m.drainsBeside.drop });
+  const c = repeatEach({ alone: m.claimsAlone, besideDelete: m.claimsBeside.delete, besideDrop: m.claimsBeside.drop });
+  /** Median beside over median alone. */
+  const over = <T extends Record<string, number>>(beside: Repeated<T>, alone: Repeated<T>, k: keyof T) =>
+    round(beside.median[k]! / alone.median[k]!, 3);
   const drain = {
     messages: P.purgeDrainMessages,
-    alone: da,
-    besideDelete: dd,
-    besideDrop: dp,
-    deleteRatio: round(dd.median.perSecond / da.median.perSecond, 3),
-    dropRatio: round(dp.median.perSecond / da.median.perSecond, 3),
+    ...d,
+    deleteRatio: over(d.besideDelete, d.alone, 'perSecond'),
+    dropRatio: over(d.besideDrop, d.alone, 'perSecond'),
   };
   const claim = {
     samples: P.purgeClaimSamples,
     pending: P.claimPending,
-    alone: ca,
-    besideDelete: cd,
-    besideDrop: cp,
-    deleteP50Ratio: round(cd.median.p50 / ca.median.p50, 3),
-    deleteP99Ratio: round(cd.median.p99 / ca.median.p99, 3),
-    dropP50Ratio: round(cp.median.p50 / ca.median.p50, 3),
-    dropP99Ratio: round(cp.median.p99 / ca.median.p99, 3),
+    ...c,
+    deleteP50Ratio: over(c.besideDelete, c.alone, 'p50'),
+    deleteP99Ratio: over(c.besideDelete, c.alone, 'p99'),
+    dropP50Ratio: over(c.besideDrop, c.alone, 'p50'),
+    dropP99Ratio: over(c.besideDrop, c.alone, 'p99'),
   };
   log(
     `   beside / alone: the DELETE: drain ${drain.deleteRatio}×, claim p50 ${claim.deleteP50Ratio}×, p99 ${claim.deleteP99Ratio}×; the partition DROP: drain ${drain.dropRatio}×, claim p50 ${claim.dropP50Ratio}×, p99 ${claim.dropP99Ratio}×`,
