@@ -172,7 +172,14 @@ async function underHeldSnapshot(
     await consumer.stop();
     for (const c of [...producers, holder]) await c.end().catch(() => {});
   }
-  // Latencies by when each message was committed: before the snapshot, and in its hold's second half.
+  return { produced, skipped, left: produced - latency.size, ...phaseLatencies(committed, latency, p) };
+}
+
+/**
+ * p50 and p99 (ms) of the messages committed before the snapshot and of those committed in the
+ * second half of its hold, and the two p99s' ratio.
+ */
+function phaseLatencies(committed: Map<number, number>, latency: Map<number, number>, p: { beforeMs: number; heldMs: number }) {
   const within = (from: number, to: number) =>
     [...latency].filter(([id]) => committed.get(id)! >= from && committed.get(id)! < to).map(([, ms]) => ms);
   const before = within(0, p.beforeMs);
@@ -180,9 +187,6 @@ async function underHeldSnapshot(
   const p99Before = round(percentile(before, 99), 2);
   const p99Held = round(percentile(heldLate, 99), 2);
   return {
-    produced,
-    skipped,
-    left: produced - latency.size,
     p50Before: round(percentile(before, 50), 2),
     p99Before,
     p50Held: round(percentile(heldLate, 50), 2),
