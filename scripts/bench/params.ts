@@ -70,6 +70,7 @@ export interface BenchParams {
   heldRate: number;
   heldBeforeSeconds: number;
   heldSeconds: number;
+  heldAfterSeconds: number;
   conflictConnections: number;
   claimPending: number;
   claimDone: number;
@@ -139,6 +140,7 @@ export const FULL: BenchParams = {
   heldRate: 100,
   heldBeforeSeconds: 60,
   heldSeconds: 240,
+  heldAfterSeconds: 5,
   conflictConnections: 32,
   claimPending: 10_000,
   claimDone: 1_000_000,
@@ -194,8 +196,9 @@ export const SMOKE: BenchParams = {
   walMessages: 200,
   walRuns: 1,
   heldRate: 50,
-  heldBeforeSeconds: 3,
-  heldSeconds: 6,
+  heldBeforeSeconds: 2,
+  heldSeconds: 4,
+  heldAfterSeconds: 1,
   claimPending: 1_000,
   claimDone: 20_000,
   claimSamples: 20,
