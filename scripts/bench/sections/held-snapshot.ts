@@ -200,7 +200,12 @@ export const heldSnapshotSection: BenchSection = {
   markdown: [{ place: 5.5, render: heldSnapshotMarkdown }],
   async run(ctx: BenchContext) {
     const { P, log } = ctx;
-    const phases = { rate: P.heldRate, beforeMs: P.heldBeforeSeconds * 1000, heldMs: P.heldSeconds * 1000, afterMs: P.heldAfterSeconds * 1000 };
+    const phases = {
+      rate: P.heldRate,
+      beforeMs: P.heldBeforeSeconds * 1000,
+      heldMs: P.heldSeconds * 1000,
+      afterMs: P.heldAfterSeconds * 1000,
+    };
     const systems: { key: string; label: string; fresh: () => Promise<string>; start: StartConsumer }[] = [
       { key: 'ours', label: 'ours', fresh: ctx.freshOurs, start: startOurs },
       { key: 'pgBossKeyed', label: 'pg-boss key_strict_fifo (batch 1)', fresh: ctx.freshPgBoss, start: startPgBossKeyed },
