@@ -106,15 +106,17 @@ export async function oursDrain(
   }
 }
 
-/** Commit → handler with our worker idle on LISTEN (in-process, default settings). */
-export async function oursLatency(url: string, samples: number) {
-  const probe = new LatencyProbe();
+/**
+ * Our worker in-process at its default settings (LISTEN/NOTIFY), one handler of `bench.latency`
+ * that passes each message's `{ id }` to `arrived`: the latency section's and the held snapshot's.
+ */
+export async function startOursInProcess(url: string, arrived: (id: number) => void): Promise<{ stop(): Promise<void> }> {
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
   const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 2, applicationName: 'bench-worker' });
   const handler: Handler<any> = {
     name: 'bench-latency',
     topic: 'bench.latency' as never,
-    handle: async (ctx) => probe.arrived((ctx.payload as { id: number }).id),
+    handle: async (ctx) => arrived((ctx.payload as { id: number }).id),
   };
   const worker = createConfiguredWorker({
     db: database.db,
@@ -124,6 +126,18 @@ export async function oursLatency(url: string, samples: number) {
     housekeeping: false,
   });
   await worker.start();
+  return {
+    async stop() {
+      await worker.stop();
+      await database.close();
+    },
+  };
+}
+
+/** Commit → handler with our worker idle on LISTEN (in-process, default settings). */
+export async function oursLatency(url: string, samples: number) {
+  const probe = new LatencyProbe();
+  const worker = await startOursInProcess(url, (id) => probe.arrived(id));
   try {
     // Warm-up, as graphile-worker's latency test does: connections open, code paths compiled.
     await withClient(url, async (c) => {
@@ -143,7 +157,6 @@ export async function oursLatency(url: string, samples: number) {
     });
   } finally {
     await worker.stop();
-    await database.close();
   }
 }
 

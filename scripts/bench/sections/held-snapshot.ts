@@ -1,15 +1,9 @@
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import pino from 'pino';
 import { run as runGraphile, Logger } from 'graphile-worker';
-import { loadConfig } from '../../../src/config.ts';
-import { createDatabase } from '../../../src/db/client.ts';
-import { HandlerRegistry, type Handler } from '../../../src/outbox/index.ts';
-import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
 import { insertOne } from '../lib/outbox.ts';
+import { startOursInProcess } from '../ours.ts';
 import { n } from '../lib/markdown.ts';
 import { percentile, round } from '../lib/stats.ts';
 import { graphileQueueName } from '../peers/graphile.ts';
@@ -36,28 +30,8 @@ interface Consumer {
 type StartConsumer = (url: string, arrived: (id: number) => void) => Promise<Consumer>;
 
 const startOurs: StartConsumer = async (url, arrived) => {
-  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
-  const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 2, applicationName: 'bench-worker' });
-  const handler: Handler<any> = {
-    name: 'bench-latency',
-    topic: 'bench.latency' as never,
-    handle: async (ctx) => arrived((ctx.payload as { id: number }).id),
-  };
-  const worker = createConfiguredWorker({
-    db: database.db,
-    config,
-    registry: new HandlerRegistry([handler]),
-    logger: pino({ level: 'warn' }),
-    housekeeping: false,
-  });
-  await worker.start();
-  return {
-    insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }),
-    async stop() {
-      await worker.stop();
-      await database.close();
-    },
-  };
+  const worker = await startOursInProcess(url, arrived);
+  return { insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }), stop: () => worker.stop() };
 };
 
 /** pg-boss's same-guarantee queue (key_strict_fifo, a key per job), woken by LISTEN/NOTIFY, as in the latency section. */
