@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/prepared.ts';
+import type { Executor } from './executor.ts';
 import { dueNow, takeLease } from './lease/leased-table.ts';
 import { notAhead, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
@@ -225,7 +225,7 @@ export interface ClaimOptions {
  * claimOn claims up to `limit` due messages on `q`, a connection with those settings (or a pool
  * of them).
  */
-export async function claimOn(q: Queryable, opts: ClaimOptions): Promise<ClaimedMessage[]> {
+export async function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
   if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
   if (!Number.isFinite(opts.leaseSeconds) || opts.leaseSeconds <= 0) {
     throw new Error(`lease must be a positive number of seconds, got ${opts.leaseSeconds}`);
