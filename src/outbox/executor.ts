@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { clientOf, execute as executeStatement, poolOf, statement, type Queryable, type Statement } from '../db/prepared.ts';
+import { sendsUnnamedStatements } from '../db/pooler.ts';
 import type { Tx } from '../db/transaction.ts';
 
 /*
@@ -30,6 +31,17 @@ export function execute<R extends pg.QueryResultRow>(q: Executor, s: Statement, 
   // An unnamed statement without parameters goes as the plain simple query it is: the query text alone.
   if (s.name === '' && values.length === 0) return q.query<R>(s.text);
   return executeStatement<R>(q, s, values);
+}
+
+/**
+ * `run` with each row as an array of its columns, in the statement's order: no object per row, for
+ * a statement whose rows are read once each (the claim). Named or unnamed as `execute` sends it.
+ */
+export async function runArrays(q: Executor, s: Statement, values: unknown[]): Promise<unknown[][]> {
+  const query = sendsUnnamedStatements(q)
+    ? { text: s.text, values, rowMode: 'array' as const }
+    : { name: s.name, text: s.text, values, rowMode: 'array' as const };
+  return (await q.query<unknown[]>(query)).rows;
 }
 
 /** The pool behind the application's drizzle database, or the connection its transaction runs on. */
