@@ -31,6 +31,7 @@ export { claimOn, ClaimedMessage } from './claim.ts';
 export { connectClaimClient, explainClaim } from './claim-connection.ts';
 export { dayOf, dropOutboxPartition, listOutboxPartitions } from './partitions.ts';
 export { purgeDoneBatch } from './purge.ts';
+// markDoneMany, the DONE write: with the worker's other writes at the end of this file.
 
 // The outbox's tables as drizzle declares them (the schema-drift check compares a database with them).
 export { outbox, outboxAudit, outboxMigrationRecords } from './schema.ts';
