@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/prepared.ts';
+import { run, statement, type Executor } from './executor.ts';
 
 /*
  * Reads of the outbox as its producers wrote it, for audits and end-to-end checks (the chaos run's
@@ -24,10 +24,9 @@ export interface MessageAsWritten {
   createdMs: number;
 }
 
-/** Every message as written, or only those of `topics`. */
-export async function messagesAsWritten(q: Queryable, topics?: readonly string[]): Promise<MessageAsWritten[]> {
-  const { rows } = await q.query<MessageAsWritten>(
-    `with lanes as (
+const AS_WRITTEN = statement(
+  'outbox-messages-as-written',
+  `with lanes as (
        select origin_id, max(case status when 'DEAD' then 2 when 'PENDING' then 1 else 0 end) as worst,
               max(last_error) filter (where status <> 'DONE') as error
          from outbox where lane is not null group by origin_id)
@@ -37,47 +36,49 @@ export async function messagesAsWritten(q: Queryable, topics?: readonly string[]
             coalesce(l.worst, 0) > 0 as "laneOpen", (extract(epoch from o.created_at) * 1000)::float8 as "createdMs"
        from outbox o left join lanes l on l.origin_id = o.public_id
       where o.lane is null and ($1::text[] is null or o.topic = any($1))`,
-    [topics ?? null],
-  );
-  return rows;
+);
+
+/** Every message as written, or only those of `topics`. */
+export function messagesAsWritten(q: Executor, topics?: readonly string[]): Promise<MessageAsWritten[]> {
+  return run<MessageAsWritten>(q, AS_WRITTEN, [topics ?? null]);
 }
+
+const PENDING_OF_TOPICS = statement(
+  'outbox-pending-of-topics',
+  `select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as age
+     from outbox where status = 'PENDING' and topic = any($1)`,
+);
 
 /** How many messages of `topics` are PENDING, and the age in seconds of the oldest (null: none). */
-export async function pendingOfTopics(q: Queryable, topics: readonly string[]): Promise<{ pending: number; age: number | null }> {
-  const { rows } = await q.query<{ pending: number; age: number | null }>(
-    `select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as age
-       from outbox where status = 'PENDING' and topic = any($1)`,
-    [topics],
-  );
-  return rows[0]!;
+export async function pendingOfTopics(q: Executor, topics: readonly string[]): Promise<{ pending: number; age: number | null }> {
+  const [row] = await run<{ pending: number; age: number | null }>(q, PENDING_OF_TOPICS, [topics]);
+  return row!;
 }
 
+const SLOWEST = statement(
+  'outbox-slowest-messages',
+  `select topic, status, attempts, extract(epoch from processed_at - created_at)::float8 as seconds, created_at, last_error
+     from outbox where processed_at is not null order by processed_at - created_at desc limit $1`,
+);
+
 /** The settled messages that took longest from their commit to DONE or DEAD. */
-export async function slowestMessages(q: Queryable, limit: number) {
-  const { rows } = await q.query<{
+export function slowestMessages(q: Executor, limit: number) {
+  return run<{
     topic: string;
     status: string;
     attempts: number;
     seconds: number;
     created_at: Date;
     last_error: string | null;
-  }>(
-    `select topic, status, attempts, extract(epoch from processed_at - created_at)::float8 as seconds, created_at, last_error
-       from outbox where processed_at is not null order by processed_at - created_at desc limit $1`,
-    [limit],
-  );
-  return rows;
+  }>(q, SLOWEST, [limit]);
 }
 
+const LATEST_OF_TOPIC = statement(
+  'outbox-latest-of-topic',
+  `select key, payload from outbox where topic = $1 and lane is null order by id desc limit $2`,
+);
+
 /** The latest messages of `topic` as written (key and payload), newest first. */
-export async function latestOfTopic(
-  q: Queryable,
-  topic: string,
-  limit: number,
-): Promise<{ key: string; payload: Record<string, unknown> }[]> {
-  const { rows } = await q.query<{ key: string; payload: Record<string, unknown> }>(
-    `select key, payload from outbox where topic = $1 and lane is null order by id desc limit $2`,
-    [topic, limit],
-  );
-  return rows;
+export function latestOfTopic(q: Executor, topic: string, limit: number): Promise<{ key: string; payload: Record<string, unknown> }[]> {
+  return run<{ key: string; payload: Record<string, unknown> }>(q, LATEST_OF_TOPIC, [topic, limit]);
 }

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { guardPool } from '../db/client.ts';
-import { poolOf } from '../db/prepared.ts';
+import { execute, executorOf, run, unnamed } from './executor.ts';
 import { textArray } from './sql.ts';
 import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
 
@@ -90,22 +90,29 @@ export class ClaimSettingsError extends Error {
   }
 }
 
+/*
+ * The claim connection's own statements go unnamed, as simple queries where they take no
+ * parameter: the settings are two statements in one string (a simple query alone can carry them),
+ * and `discard all` drops every statement prepared on the connection, which node-postgres would
+ * still believe there. The claim is the one statement named on it.
+ */
+const SET_AND_SAY_WHERE = unnamed(`${CLAIM_SET_STATEMENT}; select pg_backend_pid() as pid`);
+const READ_BACK = unnamed(
+  `select name, current_setting(name) as value from unnest($1::text[]) as name
+   union all select 'backend', pg_backend_pid()::text`,
+);
+const DISCARD_ALL = unnamed('discard all');
+
 /**
  * Sets the claim's session settings on `client` and reads them back in a second statement, with
  * the backend each ran on (so a pooler that moved the session between the two is caught too).
  * Throws ClaimSettingsError when any did not hold.
  */
 export async function applyClaimSettings(client: pg.ClientBase): Promise<void> {
-  const set = (await client.query(`${CLAIM_SET_STATEMENT}; select pg_backend_pid() as pid`)) as unknown as pg.QueryResult<{
-    pid: number;
-  }>[];
+  const set = (await execute(client, SET_AND_SAY_WHERE, [])) as unknown as pg.QueryResult<{ pid: number }>[];
   const setOn = String(set.at(-1)!.rows[0]!.pid);
   const names = Object.keys(CLAIM_SESSION_SETTINGS);
-  const { rows } = await client.query<{ name: string; value: string }>(
-    `select name, current_setting(name) as value from unnest($1::text[]) as name
-     union all select 'backend', pg_backend_pid()::text`,
-    [names],
-  );
+  const rows = await run<{ name: string; value: string }>(client, READ_BACK, [names]);
   const have = new Map(rows.map((r) => [r.name, r.value]));
   const want: Record<string, string> = { ...CLAIM_SESSION_SETTINGS, backend: setOn };
   const differences = Object.keys(want)
@@ -126,7 +133,7 @@ export async function resetClaimSession(client: pg.ClientBase): Promise<boolean>
   const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), RESET_TIMEOUT_MS)));
   try {
     return await Promise.race([
-      client.query('discard all').then(
+      execute(client, DISCARD_ALL, []).then(
         () => true,
         () => false,
       ),
@@ -170,10 +177,15 @@ export class ClaimConnection {
    * (stayhub-worker-claim). `onOpen` sees each pool this opens, before its first connection (tests
    * record its statements).
    */
+  /** The application's pool, whose connection options this connection copies. */
+  private readonly shared: pg.Pool;
+
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {},
-  ) {}
+  ) {
+    this.shared = executorOf(db);
+  }
 
   /**
    * A connection that fails (its settings did not hold, the claim failed, the server went away) is
@@ -198,7 +210,7 @@ export class ClaimConnection {
   }
 
   private open(): pg.Pool {
-    const base = (poolOf(this.db) as unknown as { options: pg.PoolConfig }).options;
+    const base = (this.shared as unknown as { options: pg.PoolConfig }).options;
     const pool = guardPool(
       new pg.Pool({
         // The same server, user, database and connection options as the pool beside it.
@@ -243,22 +255,26 @@ export async function explainClaim(
   how: { analyze?: boolean; buffers?: boolean } = {},
 ): Promise<string> {
   const own = `${CLAIM_STATEMENT}-explain`;
-  const { rows } = await client.query<{ name: string }>('select name from pg_prepared_statements where name = any($1)', [
+  const rows = await run<{ name: string }>(client, unnamed('select name from pg_prepared_statements where name = any($1)'), [
     [CLAIM_STATEMENT, own],
   ]);
   const prepared = new Set(rows.map((r) => r.name));
   if (!prepared.has(CLAIM_STATEMENT) && !prepared.has(own)) {
-    await client.query(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8, text[]) as ${CLAIM_SQL}`);
+    await execute(client, unnamed(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8, text[]) as ${CLAIM_SQL}`), []);
   }
   const name = pg.escapeIdentifier(prepared.has(CLAIM_STATEMENT) ? CLAIM_STATEMENT : own);
   const options = ['costs off', how.analyze ? 'analyze' : '', how.buffers ? 'buffers' : ''].filter(Boolean).join(', ');
-  await client.query('begin');
+  await execute(client, unnamed('begin'), []);
   try {
-    const { rows: plan } = await client.query(
-      `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)}, ${pg.escapeLiteral(textArray(opts.lanes ?? []))})`,
+    const plan = await run<Record<string, string>>(
+      client,
+      unnamed(
+        `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)}, ${pg.escapeLiteral(textArray(opts.lanes ?? []))})`,
+      ),
+      [],
     );
-    return plan.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
+    return plan.map((r) => r['QUERY PLAN']).join('\n');
   } finally {
-    await client.query('rollback');
+    await execute(client, unnamed('rollback'), []);
   }
 }

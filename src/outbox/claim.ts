@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/prepared.ts';
+import { runArrays, statement, type Executor } from './executor.ts';
 import { dueNow, takeLease } from './lease/leased-table.ts';
 import { notAhead, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
@@ -197,7 +197,7 @@ export const CLAIM_SQL = `
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
 export const CLAIM_STATEMENT = 'outbox-claim-v9';
-const CLAIM = { name: CLAIM_STATEMENT, text: CLAIM_SQL };
+const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
 
 export interface ClaimOptions {
   limit: number;
@@ -225,17 +225,13 @@ export interface ClaimOptions {
  * claimOn claims up to `limit` due messages on `q`, a connection with those settings (or a pool
  * of them).
  */
-export async function claimOn(q: Queryable, opts: ClaimOptions): Promise<ClaimedMessage[]> {
+export async function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
   if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
   if (!Number.isFinite(opts.leaseSeconds) || opts.leaseSeconds <= 0) {
     throw new Error(`lease must be a positive number of seconds, got ${opts.leaseSeconds}`);
   }
   const leaseUntilMs = Date.now() + opts.leaseSeconds * 1000;
-  const { rows } = await q.query<unknown[]>({
-    ...CLAIM,
-    values: [opts.limit, opts.claimId, opts.leaseSeconds, textArray(opts.lanes ?? NONE)],
-    rowMode: 'array',
-  });
+  const rows = await runArrays(q, CLAIM, [opts.limit, opts.claimId, opts.leaseSeconds, textArray(opts.lanes ?? NONE)]);
   const out = new Array<ClaimedMessage>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;

@@ -1,4 +1,4 @@
-import type { Db } from '../db/client.ts';
+import type pg from 'pg';
 import { reattachPendingDetaches } from './half-detached-days.ts';
 import type { Logger } from '../logger.ts';
 
@@ -20,10 +20,10 @@ const LOCK_TIMEOUT_MS = 5_000;
  * `createdAtMs` on; quiet when there is none (one read of the catalogue). Never throws: a day that
  * cannot be given back yet leaves the write's miss as it was.
  */
-export async function bringDaysIntoSight(db: Db, createdAtMs: readonly (number | undefined)[], log: Logger): Promise<void> {
+export async function bringDaysIntoSight(pool: pg.Pool, createdAtMs: readonly (number | undefined)[], log: Logger): Promise<void> {
   const oldest = Math.min(...createdAtMs.map((t) => t ?? 0));
   try {
-    const given = await reattachPendingDetaches(db, { after: new Date(oldest), lockTimeoutMs: LOCK_TIMEOUT_MS });
+    const given = await reattachPendingDetaches(pool, { after: new Date(oldest), lockTimeoutMs: LOCK_TIMEOUT_MS });
     if (given.length) log.warn({ tables: given }, 'outbox: a settle found its days half detached and gave them back to the outbox');
   } catch (err) {
     log.warn({ err }, 'outbox: a settle found its days half detached and could not give them back yet');
@@ -35,7 +35,7 @@ export async function bringDaysIntoSight(db: Db, createdAtMs: readonly (number |
  * into sight; per item, whether its claim was held.
  */
 export async function markDoneInSight<T extends { createdAtMs?: number }>(
-  db: Db,
+  pool: pg.Pool,
   items: readonly T[],
   markDone: (items: readonly T[]) => Promise<boolean[]>,
   log: Logger,
@@ -44,7 +44,7 @@ export async function markDoneInSight<T extends { createdAtMs?: number }>(
   const missed = items.flatMap((item, i) => (held[i] ? [] : [i]));
   if (missed.length === 0) return held;
   await bringDaysIntoSight(
-    db,
+    pool,
     missed.map((i) => items[i]!.createdAtMs),
     log,
   );

@@ -1,8 +1,7 @@
-import { sql } from 'drizzle-orm';
-import { clientOf, poolOf, run, statement, type Statement } from '../db/prepared.ts';
-import { runAfterCommit, type Tx } from '../db/transaction.ts';
+import { runAfterCommit, runAtEnd, type Tx } from '../db/transaction.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
 import { OUTBOX_CHANNEL } from './channel.ts';
+import { executorOf, run, statement, type Statement } from './executor.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 
 /**
@@ -71,24 +70,44 @@ export interface EnqueuedMessage {
  */
 export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: EnqueueOptions = {}): Promise<EnqueuedMessage> {
   const snapshot = JSON.stringify(payload);
-  const notifyInside = wakesInside(tx, topic) ? sql`, pg_notify(${OUTBOX_CHANNEL}, topic)` : sql``;
-  const group = opts.group ?? null;
-  const owner = ownerOf(opts);
-  const priority = opts.priority ?? 0;
+  const notifyInside = wakesInside(tx, topic);
   const trace = activeTraceContext();
-  const [traceColumns, traceValues] = trace
-    ? [sql`, traceparent, tracestate`, sql`, ${trace.traceparent}, ${trace.tracestate}`]
-    : [sql``, sql``];
-  const { rows } = await tx.execute<{ id: string; public_id: string; topic: string }>(sql`
-    with ins as (
-      insert into outbox (topic, payload, key, priority, group_id, owner_id, turn${traceColumns})
-      values (${topic}, ${snapshot}::jsonb, ${opts.key ?? null}, ${priority}, ${group}, ${owner},
-              outbox_turn(${group}::text, ${owner}::text, ${priority}::int)${traceValues})
-      returning id, public_id, topic
-    )
-    select id, public_id, topic ${notifyInside} from ins`);
-  const row = rows[0]!;
-  return { id: Number(row.id), publicId: row.public_id, topic: row.topic };
+  const values = [topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
+  if (trace) values.push(trace.traceparent, trace.tracestate);
+  const [row] = await run<{ id: string; public_id: string; topic: string }>(
+    executorOf(tx),
+    enqueueStatement(notifyInside, trace !== null),
+    values,
+  );
+  return { id: Number(row!.id), publicId: row!.public_id, topic: row!.topic };
+}
+
+const enqueueStatements = new Map<string, Statement>();
+
+/**
+ * enqueue's INSERT, built once per notify variant and trace variant (traced: two more parameters,
+ * the trace context; untraced: the statement as before tracing). $1 topic, $2 payload, $3 key,
+ * $4 priority, $5 group, $6 owner.
+ */
+function enqueueStatement(notifyInside: boolean, traced: boolean): Statement {
+  const name = `outbox-enqueue${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
+  let s = enqueueStatements.get(name);
+  if (!s) {
+    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', topic)` : '';
+    const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', ', $7, $8'] : ['', ''];
+    s = statement(
+      name,
+      `with ins as (
+         insert into outbox (topic, payload, key, priority, group_id, owner_id, turn${traceColumns})
+         values ($1, $2::jsonb, $3, $4::int, $5::text, $6::text,
+                 outbox_turn($5::text, $6::text, $4::int)${traceValues})
+         returning id, public_id, topic
+       )
+       select id, public_id, topic${notify} from ins`,
+    );
+    enqueueStatements.set(name, s);
+  }
+  return s;
 }
 
 /** A business row's INSERT … RETURNING, as a named statement: what `insertWithEvent` writes its event beside. */
@@ -125,7 +144,7 @@ export async function insertWithEvent(
   const trace = activeTraceContext();
   const values = [...insert.values, topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
   if (trace) values.push(trace.traceparent, trace.tracestate);
-  const [row] = await run<Record<string, any>>(clientOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
+  const [row] = await run<Record<string, any>>(executorOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
   return row;
 }
 
@@ -166,7 +185,7 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: bo
  * the transaction). Otherwise it is asked for after the commit.
  */
 function wakesInside(tx: Tx, topic: string): boolean {
-  return carriesWakeUpInside(tx) || !wakeWorkerAfterCommit(tx, topic);
+  return carriesWakeUpInside(tx, (ended) => runAtEnd(tx, ended)) || !wakeWorkerAfterCommit(tx, topic);
 }
 
 /**
@@ -178,6 +197,6 @@ function wakeWorkerAfterCommit(tx: Tx, topic: string): boolean {
   // awaited: the caller's answer does not depend on it (it cannot fail the commit, and a lost one
   // is found by the worker's poll), and while it is in flight the next commits share the next one.
   return runAfterCommit(tx, `outbox-notify:${topic}`, async (db) => {
-    void wakeUpFor(poolOf(db), topic).request();
+    void wakeUpFor(executorOf(db), topic).request();
   });
 }

@@ -1,5 +1,3 @@
-import { sql, type SQL } from 'drizzle-orm';
-
 /*
  * What "a handler finished a message" means, over the outbox row `o`: the one definition the
  * handler-finished verbs (finished-page.ts, last-finished.ts, finished-payload-values.ts) share.
@@ -16,9 +14,12 @@ import { sql, type SQL } from 'drizzle-orm';
  *
  * The callers filter `o.status = 'DONE'` and a processed_at range, so every read walks
  * outbox_done_processed_idx (DONE rows only, every partition).
+ *
+ * `handler` is the placeholder of the handler's name in the caller's statement (`$4`): the
+ * condition is text the caller's statement is built from once, at import.
  */
-export function finishedBy(handler: string): SQL {
-  return sql`(o.lane = ${handler}
+export function finishedBy(handler: `$${number}`): string {
+  return `(o.lane = ${handler}
        or (o.lane is null and ${handler} = any(o.handlers_done)
            and o.public_id <> all(array(
                  select p.origin_id from outbox p where p.status = 'PENDING' and p.lane = ${handler} and p.origin_id is not null

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { executorOf, run, statement } from './executor.ts';
 import { finishedBy } from './finished-by.ts';
 
 export interface FinishedPayloadValuesQuery {
@@ -13,6 +13,19 @@ export interface FinishedPayloadValuesQuery {
   until: Date;
 }
 
+/** $1 the field, $2 since, $3 until, $4 the topics, $5 the handler. */
+const FINISHED_PAYLOAD_VALUES = statement(
+  'outbox-finished-payload-values',
+  `select distinct o.topic, o.payload->>$1 as value
+     from outbox o
+    where o.status = 'DONE'
+      and o.processed_at >= $2::timestamptz
+      and o.processed_at < $3::timestamptz
+      and o.topic = any($4::text[])
+      and o.payload->>$1 is not null
+      and ${finishedBy('$5')}`,
+);
+
 /**
  * Each distinct (topic, payload field value) of the messages of `topics` that `handler` finished
  * (finished-by.ts), processed in [since, until): the facts a caller joins to its own tables, in its
@@ -23,14 +36,11 @@ export interface FinishedPayloadValuesQuery {
  */
 export async function finishedPayloadValues(db: Db, q: FinishedPayloadValuesQuery): Promise<{ topic: string; value: string }[]> {
   if (q.topics.length === 0) return [];
-  const { rows } = await db.execute<{ topic: string; value: string }>(sql`
-    select distinct o.topic, o.payload->>${q.field} as value
-      from outbox o
-     where o.status = 'DONE'
-       and o.processed_at >= ${q.since.toISOString()}::timestamptz
-       and o.processed_at < ${q.until.toISOString()}::timestamptz
-       and o.topic = any(${sql.param([...q.topics])}::text[])
-       and o.payload->>${q.field} is not null
-       and ${finishedBy(q.handler)}`);
-  return rows;
+  return run<{ topic: string; value: string }>(executorOf(db), FINISHED_PAYLOAD_VALUES, [
+    q.field,
+    q.since.toISOString(),
+    q.until.toISOString(),
+    [...q.topics],
+    q.handler,
+  ]);
 }

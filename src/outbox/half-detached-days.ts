@@ -1,6 +1,5 @@
 import pg from 'pg';
-import { sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import { execute, inTransaction, run, statement, unnamed, type Executor } from './executor.ts';
 
 /*
  * A day of the outbox left half detached, and how it is given back (ADR 0043).
@@ -36,8 +35,6 @@ export type PendingDetach = {
 /** The same advisory lock as outbox_ensure_partitions (migrations/0011): one process at a time changes the outbox's days. */
 const DAYS_LOCK = 727019;
 
-type Client = Pick<pg.PoolClient, 'query'>;
-
 /** Partitions this process has given back, for the metrics (stayhub_outbox_partitions_reattached_total). */
 let reattached = 0;
 
@@ -47,19 +44,24 @@ export function partitionsReattached(): number {
 }
 
 /** The outbox's partitions marked "detach pending", oldest first. */
-const LIST_PENDING = `
-    select c.relname as name,
-           pg_get_expr(c.relpartbound, c.oid) as bound,
-           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to"
-      from pg_inherits i
-      join pg_class c on c.oid = i.inhrelid
-     where i.inhparent = 'outbox'::regclass and i.inhdetachpending
-     order by 3`;
+const LIST_PENDING = statement(
+  'outbox-list-pending-detaches',
+  `select c.relname as name,
+          pg_get_expr(c.relpartbound, c.oid) as bound,
+          (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to"
+     from pg_inherits i
+     join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'outbox'::regclass and i.inhdetachpending
+    order by 3`,
+);
 
 /** The outbox's partitions marked "detach pending" (an interrupted DETACH … CONCURRENTLY). */
-export async function listPendingDetaches(q: Client): Promise<PendingDetach[]> {
-  return (await q.query<PendingDetach>(LIST_PENDING)).rows;
+export function listPendingDetaches(q: Executor): Promise<PendingDetach[]> {
+  return run<PendingDetach>(q, LIST_PENDING, []);
 }
+
+/** $1 the lock timeout ('5000ms'), $2 the days' lock. */
+const LOCK_DAYS = statement('outbox-lock-days', `select set_config('lock_timeout', $1, true), pg_advisory_xact_lock($2)`);
 
 /**
  * Gives back to the outbox every partition marked "detach pending" whose range ends after `after`:
@@ -70,17 +72,18 @@ export async function listPendingDetaches(q: Client): Promise<PendingDetach[]> {
  * `lockTimeoutMs` the day is left marked, and the error (55P03, lock_not_available) goes to the caller:
  * the next write that misses, or the next housekeeping round, tries again.
  */
-export async function reattachPendingDetaches(db: Db, opts: { after: Date; lockTimeoutMs: number }): Promise<string[]> {
+export async function reattachPendingDetaches(pool: pg.Pool, opts: { after: Date; lockTimeoutMs: number }): Promise<string[]> {
   const later = (rows: PendingDetach[]) => rows.filter((p) => new Date(p.to).getTime() > opts.after.getTime());
-  if (later((await db.execute<PendingDetach>(sql.raw(LIST_PENDING))).rows).length === 0) return [];
-  const given = await db.transaction(async (tx) => {
-    await tx.execute(sql`select set_config('lock_timeout', ${`${opts.lockTimeoutMs}ms`}, true), pg_advisory_xact_lock(${DAYS_LOCK})`);
+  if (later(await listPendingDetaches(pool)).length === 0) return [];
+  const given = await inTransaction(pool, async (tx) => {
+    await run(tx, LOCK_DAYS, [`${opts.lockTimeoutMs}ms`, DAYS_LOCK]);
     // Read again under the lock: another process may have given them back meanwhile.
     const names: string[] = [];
-    for (const p of later((await tx.execute<PendingDetach>(sql.raw(LIST_PENDING))).rows)) {
+    for (const p of later(await listPendingDetaches(tx))) {
       const name = pg.escapeIdentifier(p.name);
-      await tx.execute(sql.raw(`alter table outbox detach partition ${name} finalize`));
-      await tx.execute(sql.raw(`alter table outbox attach partition ${name} ${p.bound}`));
+      // DDL naming a day: sent unnamed, as its own simple query.
+      await execute(tx, unnamed(`alter table outbox detach partition ${name} finalize`), []);
+      await execute(tx, unnamed(`alter table outbox attach partition ${name} ${p.bound}`), []);
       names.push(p.name);
     }
     return names;

@@ -1,5 +1,4 @@
-import type { Db } from '../db/client.ts';
-import { execute, poolOf, statement } from '../db/prepared.ts';
+import { execute, statement, type Executor } from './executor.ts';
 import { fence } from './lease/leased-table.ts';
 import { ASYNC_COMMIT, floatArray, intArray, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
@@ -83,8 +82,8 @@ const DEFER = statement(
  * Moves the deferred handlers' work of message `id` into their lanes, under its claim. False when
  * the claim is no longer held (nothing was written).
  */
-export async function deferToLanes(db: Db, id: number, claimId: string, deferrals: readonly Deferral[]): Promise<boolean> {
-  const res = await execute<{ held: number; written: number }>(poolOf(db), DEFER, [
+export async function deferToLanes(q: Executor, id: number, claimId: string, deferrals: readonly Deferral[]): Promise<boolean> {
+  const res = await execute<{ held: number; written: number }>(q, DEFER, [
     id,
     claimId,
     textArray(deferrals.map((d) => d.handler)),

@@ -1,5 +1,4 @@
-import type { Db } from '../db/client.ts';
-import { execute, poolOf, statement } from '../db/prepared.ts';
+import { execute, statement, type Executor } from './executor.ts';
 import { extendStatement, handBackStatement } from './lease/leased-table.ts';
 import { intArray, uuidArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
@@ -36,10 +35,10 @@ const EXTEND_LEASES = statement('outbox-extend-leases', extendStatement(OUTBOX))
  * worker. A worker that dies stops extending, so its messages still come back one lease after its
  * last heartbeat. Returns, per claim and in order, whether it was still held.
  */
-export async function extendLeases(db: Db, claims: readonly Claim[], leaseSeconds: number): Promise<boolean[]> {
+export async function extendLeases(q: Executor, claims: readonly Claim[], leaseSeconds: number): Promise<boolean[]> {
   if (claims.length === 0) return [];
   const [ids, tokens] = arrays(claims);
-  const res = await execute<{ n: string }>(poolOf(db), EXTEND_LEASES, [ids, tokens, leaseSeconds]);
+  const res = await execute<{ n: string }>(q, EXTEND_LEASES, [ids, tokens, leaseSeconds]);
   const held = new Array<boolean>(claims.length).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
@@ -54,9 +53,9 @@ const HAND_BACK = statement('outbox-hand-back', handBackStatement(OUTBOX));
  * to start it safely.
  * Returns how many were handed back.
  */
-export async function handBack(db: Db, claims: readonly Claim[]): Promise<number> {
+export async function handBack(q: Executor, claims: readonly Claim[]): Promise<number> {
   if (claims.length === 0) return 0;
   const [ids, tokens] = arrays(claims);
-  const res = await execute(poolOf(db), HAND_BACK, [ids, tokens]);
+  const res = await execute(q, HAND_BACK, [ids, tokens]);
   return res.rowCount ?? 0;
 }

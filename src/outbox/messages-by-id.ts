@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { executorOf, run, statement } from './executor.ts';
 import { keyAsWritten } from './lanes.ts';
 
 /** A message as its producer wrote it, found by its row's internal id. */
@@ -14,6 +14,15 @@ export interface MessageById {
   payload: unknown;
 }
 
+const BY_ID = statement(
+  'outbox-messages-by-id',
+  `select id, coalesce(origin_id, public_id)::text as message_id, topic, key, lane,
+          (extract(epoch from created_at) * 1000)::float8 as created_ms, payload
+     from outbox
+    where id = any($1::bigint[])
+    order by created_at, id`,
+);
+
 /**
  * The messages behind `ids` (internal ids, as finishedPage returns them), with their payloads,
  * oldest first. Meant for the few a caller found missing downstream: one probe of each
@@ -21,7 +30,7 @@ export interface MessageById {
  */
 export async function messagesById(db: Db, ids: readonly number[]): Promise<MessageById[]> {
   if (ids.length === 0) return [];
-  const { rows } = await db.execute<{
+  const rows = await run<{
     id: string;
     message_id: string;
     topic: string;
@@ -29,12 +38,7 @@ export async function messagesById(db: Db, ids: readonly number[]): Promise<Mess
     lane: string | null;
     created_ms: number;
     payload: unknown;
-  }>(sql`
-    select id, coalesce(origin_id, public_id)::text as message_id, topic, key, lane,
-           (extract(epoch from created_at) * 1000)::float8 as created_ms, payload
-      from outbox
-     where id = any(${sql.param([...ids])}::bigint[])
-     order by created_at, id`);
+  }>(executorOf(db), BY_ID, [[...ids]]);
   return rows.map((r) => ({
     id: Number(r.id),
     messageId: r.message_id,

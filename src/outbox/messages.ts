@@ -1,5 +1,5 @@
-import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { executorOf, run, statement, type Statement } from './executor.ts';
 import type { OutboxStatus } from './schema.ts';
 
 /** An outbox row as the admin side reads it (internal id kept only for paging). */
@@ -72,7 +72,7 @@ const toRow = (r: RawRow): OutboxMessageRow => ({
 
 // "Leased" is the same predicate outboxStats uses: claimed, and the lease deadline still ahead.
 // A claim whose lease ran out is claimable again, so it is not leased.
-const COLUMNS = sql`id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
+const COLUMNS = `id, public_id, topic, key, status, attempts, available_at, claim_id, claimed_at,
   leased_until, handlers_done, processed_at, last_error, created_at, lane, origin_id,
   nullif(split_part(traceparent, '-', 2), '') as trace_id,
   (status = 'PENDING' and claim_id is not null and leased_until > now()) as leased`;
@@ -93,29 +93,53 @@ export interface ListFilter {
  * exactly the candidates; PENDING and DONE walk the primary key backwards.
  */
 export async function listMessages(db: Db, f: ListFilter): Promise<OutboxMessageRow[]> {
-  const conds: SQL[] = [sql`true`];
-  if (f.status) conds.push(sql`status = ${f.status}`);
-  if (f.topic) conds.push(sql`topic = ${f.topic}`);
-  if (f.beforeId !== undefined) conds.push(sql`id < ${f.beforeId}`);
-  const { rows } = await db.execute<RawRow>(sql`
-    select ${COLUMNS} from outbox
-     where ${sql.join(conds, sql` and `)}
-     order by id desc
-     limit ${f.limit}`);
+  const conds = ['true'];
+  const values: unknown[] = [];
+  const filter = (column: string, op: string, value: unknown) => {
+    values.push(value);
+    conds.push(`${column} ${op} $${values.length}`);
+  };
+  if (f.status) filter('status', '=', f.status);
+  if (f.topic) filter('topic', '=', f.topic);
+  if (f.beforeId !== undefined) filter('id', '<', f.beforeId);
+  values.push(f.limit);
+  const name = `outbox-list-messages${f.status ? '-status' : ''}${f.topic ? '-topic' : ''}${f.beforeId !== undefined ? '-before' : ''}`;
+  const rows = await run<RawRow>(
+    executorOf(db),
+    listStatement(
+      name,
+      `select ${COLUMNS} from outbox
+        where ${conds.join(' and ')}
+        order by id desc
+        limit $${values.length}`,
+    ),
+    values,
+  );
   return rows.map(toRow);
 }
 
+/** The list's statements, one per set of filters given (eight at most), each built once. */
+const listStatements = new Map<string, Statement>();
+
+function listStatement(name: string, text: string): Statement {
+  let s = listStatements.get(name);
+  if (!s) listStatements.set(name, (s = statement(name, text)));
+  return s;
+}
+
+const FIND = statement('outbox-find-message', `select ${COLUMNS}, payload from outbox where public_id = $1::uuid`);
+
 export async function findMessage(db: Db, publicId: string): Promise<(OutboxMessageRow & { payload: unknown }) | undefined> {
-  const { rows } = await db.execute<RawRow & { payload: unknown }>(sql`
-    select ${COLUMNS}, payload from outbox where public_id = ${publicId}::uuid`);
-  const r = rows[0];
+  const [r] = await run<RawRow & { payload: unknown }>(executorOf(db), FIND, [publicId]);
   return r && { ...toRow(r), payload: r.payload };
 }
 
+const ID_OF = statement('outbox-id-of', 'select id from outbox where public_id = $1::uuid');
+
 /** The internal id behind a cursor's public id, if that message still exists (purge deletes old DONE rows). */
 export async function idOf(db: Db, publicId: string): Promise<number | undefined> {
-  const { rows } = await db.execute<{ id: string }>(sql`select id from outbox where public_id = ${publicId}::uuid`);
-  return rows[0] ? Number(rows[0].id) : undefined;
+  const [row] = await run<{ id: string }>(executorOf(db), ID_OF, [publicId]);
+  return row ? Number(row.id) : undefined;
 }
 
 export interface AuditEntry {
@@ -125,15 +149,19 @@ export interface AuditEntry {
   affected: number;
 }
 
+const AUDIT_FOR = statement(
+  'outbox-audit-for',
+  `select created_at, actor, action, affected from outbox_audit
+    where $1::uuid = any(message_ids)
+    order by id`,
+);
+
 /**
  * Replays that included this message. outbox_audit is written once per replay by people, so it
  * stays small; a scan with `= any(message_ids)` is fine and needs no index.
  */
 export async function auditFor(db: Db, publicId: string): Promise<AuditEntry[]> {
-  const { rows } = await db.execute<{ created_at: Date; actor: string; action: string; affected: number }>(sql`
-    select created_at, actor, action, affected from outbox_audit
-     where ${publicId}::uuid = any(message_ids)
-     order by id`);
+  const rows = await run<{ created_at: Date; actor: string; action: string; affected: number }>(executorOf(db), AUDIT_FOR, [publicId]);
   return rows.map((r) => ({ at: new Date(r.created_at), actor: r.actor, action: r.action, affected: r.affected }));
 }
 
@@ -145,6 +173,31 @@ export interface DepthPoint {
   dead: number;
 }
 
+/** $1: the minutes. */
+const DEPTH_HISTORY = statement(
+  'outbox-depth-history',
+  `with window_rows as (
+     select created_at, processed_at, status from outbox where status = 'PENDING'
+     union all
+     select created_at, processed_at, status from outbox where status = 'DEAD'
+     union all
+     select created_at, processed_at, status from outbox
+      where status = 'DONE' and processed_at > now() - make_interval(mins => $1)
+   ),
+   points as (
+     select generate_series(date_trunc('minute', now()) - make_interval(mins => $1),
+                            date_trunc('minute', now()), interval '1 minute') as at
+     union all
+     select now()
+   )
+   select p.at,
+          count(w.*) filter (where w.created_at <= p.at and (w.processed_at is null or w.processed_at > p.at)) as pending,
+          count(w.*) filter (where w.status = 'DEAD' and w.processed_at <= p.at) as dead
+     from points p left join window_rows w on w.created_at <= p.at
+    group by p.at
+    order by p.at`,
+);
+
 /**
  * Depth over the last `minutes`, one point a minute, reconstructed from the table itself rather
  * than sampled: a message was pending at time t if it was created by t and not yet processed
@@ -155,27 +208,7 @@ export interface DepthPoint {
  * overstatement, on the safe side.
  */
 export async function depthHistory(db: Db, minutes: number): Promise<DepthPoint[]> {
-  const { rows } = await db.execute<{ at: Date; pending: string; dead: string }>(sql`
-    with window_rows as (
-      select created_at, processed_at, status from outbox where status = 'PENDING'
-      union all
-      select created_at, processed_at, status from outbox where status = 'DEAD'
-      union all
-      select created_at, processed_at, status from outbox
-       where status = 'DONE' and processed_at > now() - make_interval(mins => ${minutes})
-    ),
-    points as (
-      select generate_series(date_trunc('minute', now()) - make_interval(mins => ${minutes}),
-                             date_trunc('minute', now()), interval '1 minute') as at
-      union all
-      select now()
-    )
-    select p.at,
-           count(w.*) filter (where w.created_at <= p.at and (w.processed_at is null or w.processed_at > p.at)) as pending,
-           count(w.*) filter (where w.status = 'DEAD' and w.processed_at <= p.at) as dead
-      from points p left join window_rows w on w.created_at <= p.at
-     group by p.at
-     order by p.at`);
+  const rows = await run<{ at: Date; pending: string; dead: string }>(executorOf(db), DEPTH_HISTORY, [minutes]);
   return rows.map((r) => ({ at: new Date(r.at), pending: Number(r.pending), dead: Number(r.dead) }));
 }
 
@@ -202,6 +235,21 @@ export interface CreatedBetween {
   limit: number;
 }
 
+/** $1 after id, $2 since, $3 until, $4 the topics, $5 the limit. */
+const CREATED_BETWEEN = statement(
+  'outbox-messages-created-between',
+  `select id, public_id, topic, key, status, payload,
+          (extract(epoch from created_at) * 1000)::float8 as created_at_ms
+     from outbox
+    where id > $1
+      and created_at >= $2::timestamptz
+      and created_at < $3::timestamptz
+      and topic = any($4::text[])
+      and lane is null -- a lane message is its original's work, not an event of its own
+    order by id
+    limit $5`,
+);
+
 /**
  * Messages written in [since, until) of the given topics, oldest first, whatever their status:
  * a DONE or DEAD row's event is still a fact (backfilling the event log reads exactly the
@@ -216,7 +264,7 @@ export interface CreatedBetween {
  */
 export async function messagesCreatedBetween(db: Db, f: CreatedBetween): Promise<CreatedMessage[]> {
   if (f.topics.length === 0) return [];
-  const { rows } = await db.execute<{
+  const rows = await run<{
     id: string;
     public_id: string;
     topic: string;
@@ -224,17 +272,7 @@ export async function messagesCreatedBetween(db: Db, f: CreatedBetween): Promise
     status: OutboxStatus;
     payload: unknown;
     created_at_ms: number;
-  }>(sql`
-    select id, public_id, topic, key, status, payload,
-           (extract(epoch from created_at) * 1000)::float8 as created_at_ms
-      from outbox
-     where id > ${f.afterId}
-       and created_at >= ${f.since.toISOString()}::timestamptz
-       and created_at < ${f.until.toISOString()}::timestamptz
-       and topic = any(${sql.param(f.topics)}::text[])
-       and lane is null -- a lane message is its original's work, not an event of its own
-     order by id
-     limit ${f.limit}`);
+  }>(executorOf(db), CREATED_BETWEEN, [f.afterId, f.since.toISOString(), f.until.toISOString(), f.topics, f.limit]);
   return rows.map((r) => ({
     id: Number(r.id),
     publicId: r.public_id,

@@ -1,7 +1,7 @@
-import { sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import type pg from 'pg';
 import { pgError, PG } from '../db/pg-errors.ts';
 import type { RetryableWriteFault } from '../db/write-faults.ts';
+import { executorOf, run, statement } from './executor.ts';
 import { reattachPendingDetaches } from './half-detached-days.ts';
 
 /*
@@ -30,21 +30,23 @@ function isMissingOutboxPartition(err: unknown): boolean {
   return e?.code === PG.checkViolation && NO_PARTITION.test(e.message);
 }
 
+const ENSURE_DAYS = statement('outbox-ensure-days', 'select outbox_ensure_partitions() as made');
+
 /**
  * Gives back today's and the coming days left "detach pending", then makes every missing day of the
  * outbox from today to a week ahead (outbox_ensure_partitions, migrations/0011: it fills holes,
  * takes turns with other callers on an advisory lock, and fails with one line naming the fix if a
  * stray table holds a day's name). Returns the days given back and made.
  */
-async function makeMissingOutboxDays(db: Db): Promise<string[]> {
-  const given = await reattachPendingDetaches(db, { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
-  const { rows } = await db.execute<{ made: string[] }>(sql`select outbox_ensure_partitions() as made`);
-  return [...given, ...rows[0]!.made];
+async function makeMissingOutboxDays(pool: pg.Pool): Promise<string[]> {
+  const given = await reattachPendingDetaches(pool, { after: new Date(), lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
+  const [row] = await run<{ made: string[] }>(pool, ENSURE_DAYS, []);
+  return [...given, ...row!.made];
 }
 
 /** A write refused for its missing day, repaired by making the day: what withTransaction retries. */
 export const missingOutboxDay: RetryableWriteFault = {
   name: 'outbox: a day with no partition',
   recognises: isMissingOutboxPartition,
-  repair: makeMissingOutboxDays,
+  repair: (db) => makeMissingOutboxDays(executorOf(db)),
 };

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { execute, run, statement, unnamed, type Executor } from './executor.ts';
 
 /*
  * The outbox's partitions: one table a day (UTC) of created_at, named outbox_YYYYMMDD, and the
@@ -32,27 +33,29 @@ export interface OutboxPartition {
   detachPending: boolean;
 }
 
-type Client = Pick<pg.PoolClient, 'query'>;
-
 /** The start of `at`'s day, UTC. */
 export function dayOf(at: Date): Date {
   return new Date(Math.floor(at.getTime() / DAY_MS) * DAY_MS);
 }
 
+const LIST_PARTITIONS = statement(
+  'outbox-list-partitions',
+  `select c.relname as name,
+          (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']*)''\\)'))[1]::timestamptz as "from",
+          (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to",
+          i.inhdetachpending as detach_pending
+     from pg_inherits i
+     join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'outbox'::regclass
+    order by 3`,
+);
+
 /**
  * The partitions, oldest first. The bounds are read back from the catalogue as PostgreSQL prints
  * them and cast again in the same session, so its TimeZone and DateStyle cannot garble them.
  */
-export async function listOutboxPartitions(q: Client): Promise<OutboxPartition[]> {
-  const { rows } = await q.query<{ name: string; from: Date | null; to: Date; detach_pending: boolean }>(`
-    select c.relname as name,
-           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']*)''\\)'))[1]::timestamptz as "from",
-           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']*)''\\)'))[1]::timestamptz as "to",
-           i.inhdetachpending as detach_pending
-      from pg_inherits i
-      join pg_class c on c.oid = i.inhrelid
-     where i.inhparent = 'outbox'::regclass
-     order by 3`);
+export async function listOutboxPartitions(q: Executor): Promise<OutboxPartition[]> {
+  const rows = await run<{ name: string; from: Date | null; to: Date; detach_pending: boolean }>(q, LIST_PARTITIONS, []);
   return rows.map((r) => ({ name: r.name, from: r.from, to: r.to, detachPending: r.detach_pending }));
 }
 
@@ -62,11 +65,14 @@ export async function listOutboxPartitions(q: Client): Promise<OutboxPartition[]
  * outbox_ensure_partitions (migrations/0008_partitioned_outbox.sql), so a migration run calls the
  * same code without this module.
  */
-export async function ensureOutboxPartitions(q: Client, opts: { now?: Date; daysAhead?: number } = {}): Promise<string[]> {
-  const { rows } =
+const ENSURE_WEEK = statement('outbox-ensure-partitions', 'select outbox_ensure_partitions($1) as made');
+const ENSURE_DAYS_AHEAD = statement('outbox-ensure-partitions-days', 'select outbox_ensure_partitions($1, $2) as made');
+
+export async function ensureOutboxPartitions(q: Executor, opts: { now?: Date; daysAhead?: number } = {}): Promise<string[]> {
+  const rows =
     opts.daysAhead === undefined
-      ? await q.query<{ made: string[] }>('select outbox_ensure_partitions($1) as made', [opts.now ?? new Date()])
-      : await q.query<{ made: string[] }>('select outbox_ensure_partitions($1, $2) as made', [opts.now ?? new Date(), opts.daysAhead]);
+      ? await run<{ made: string[] }>(q, ENSURE_WEEK, [opts.now ?? new Date()])
+      : await run<{ made: string[] }>(q, ENSURE_DAYS_AHEAD, [opts.now ?? new Date(), opts.daysAhead]);
   return rows[0]!.made;
 }
 
@@ -104,7 +110,7 @@ export async function dropExpiredOutboxPartitions(
   // nothing the outbox owes: the detach may have been a person's, not the purge's. Otherwise it
   // stays detached, and settleDetachedOutboxDays attaches it again.
   for (const p of expired.filter((x) => x.detachPending)) {
-    await pool.query(`alter table outbox detach partition ${p.name} finalize`);
+    await execute(pool, unnamed(`alter table outbox detach partition ${p.name} finalize`), []);
     if (await allDoneBefore(pool, p.name, cutoff))
       dropped.push(await dropOutboxPartition(pool, { name: p.name, detachPending: false, detached: true }));
   }
@@ -114,6 +120,12 @@ export async function dropExpiredOutboxPartitions(
   }
   return dropped;
 }
+
+/** The rows a table holds as its statistics say ($1: its name). */
+const ESTIMATED_ROWS = statement(
+  'outbox-partition-estimated-rows',
+  `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
+);
 
 /**
  * Detaches one partition CONCURRENTLY (or finishes an interrupted detach) and drops it; returns
@@ -126,13 +138,11 @@ export async function dropOutboxPartition(
   pool: pg.Pool,
   p: Pick<OutboxPartition, 'name' | 'detachPending'> & { detached?: boolean },
 ): Promise<DroppedPartition> {
-  const { rows: stats } = await pool.query<{ n: number }>(
-    `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
-    [p.name],
-  );
-  const rows = stats[0]?.n ?? 0;
-  if (!p.detached) await pool.query(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`);
-  await pool.query(`drop table ${p.name}`);
+  const [stats] = await run<{ n: number }>(pool, ESTIMATED_ROWS, [p.name]);
+  const rows = stats?.n ?? 0;
+  if (!p.detached)
+    await execute(pool, unnamed(`alter table outbox detach partition ${p.name} ${p.detachPending ? 'finalize' : 'concurrently'}`), []);
+  await execute(pool, unnamed(`drop table ${p.name}`), []);
   return { name: p.name, rows };
 }
 
@@ -144,19 +154,23 @@ export interface DetachedDay {
   to: Date;
 }
 
+const LIST_DETACHED_DAYS = statement(
+  'outbox-list-detached-days',
+  `select c.relname as name
+     from pg_class c
+    where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and not c.relispartition
+      and c.relname ~ '^outbox_(until_)?[0-9]{8}$'
+    order by c.relname`,
+);
+
 /**
  * Tables named like a day of the outbox (outbox_YYYYMMDD, outbox_until_YYYYMMDD) that are not its
  * partitions: a drop interrupted between its DETACH and its DROP (dropOutboxPartition runs them
  * as two statements, the first of which cannot be in a transaction), or a day detached by hand. A
  * partition still pending detach is one of its partitions (relispartition), not listed here.
  */
-export async function listDetachedOutboxDays(q: Client): Promise<DetachedDay[]> {
-  const { rows } = await q.query<{ name: string }>(`
-    select c.relname as name
-      from pg_class c
-     where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and not c.relispartition
-       and c.relname ~ '^outbox_(until_)?[0-9]{8}$'
-     order by c.relname`);
+export async function listDetachedOutboxDays(q: Executor): Promise<DetachedDay[]> {
+  const rows = await run<{ name: string }>(q, LIST_DETACHED_DAYS, []);
   return rows.map(({ name }) => {
     const [, until, y, m, d] = /^outbox_(until_)?(\d{4})(\d{2})(\d{2})$/.exec(name)!;
     const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)));
@@ -194,15 +208,16 @@ export async function settleDetachedOutboxDays(pool: pg.Pool, opts: { retentionD
     try {
       if (day.to.getTime() <= cutoff.getTime() && (await allDoneBefore(pool, day.name, cutoff))) {
         // The rows as the statistics say, as dropOutboxPartition counts them.
-        const { rows } = await pool.query<{ n: number }>(
-          `select greatest(reltuples, 0)::float8 as n from pg_class where oid = $1::regclass`,
-          [day.name],
-        );
-        await pool.query(`drop table ${day.name}`);
+        const rows = await run<{ n: number }>(pool, ESTIMATED_ROWS, [day.name]);
+        await execute(pool, unnamed(`drop table ${day.name}`), []);
         result.dropped.push({ name: day.name, rows: rows[0]?.n ?? 0 });
       } else {
         const from = day.from ? `'${day.from.toISOString()}'` : 'minvalue';
-        await pool.query(`alter table outbox attach partition ${day.name} for values from (${from}) to ('${day.to.toISOString()}')`);
+        await execute(
+          pool,
+          unnamed(`alter table outbox attach partition ${day.name} for values from (${from}) to ('${day.to.toISOString()}')`),
+          [],
+        );
         result.reattached.push(day.name);
       }
     } catch (err) {
@@ -219,20 +234,24 @@ export async function settleDetachedOutboxDays(pool: pg.Pool, opts: { retentionD
 
 /** Every row DONE, and processed before `cutoff`: three probes of the partition's partial indexes. */
 async function allDoneBefore(pool: pg.Pool, name: string, cutoff: Date): Promise<boolean> {
-  const { rows } = await pool.query<{ held: boolean }>(
-    `select exists (select 1 from ${name} where status = 'PENDING')
-         or exists (select 1 from ${name} where status = 'DEAD')
-         or exists (select 1 from ${name} where status = 'DONE' and processed_at >= $1) as held`,
+  // The partition's name is in the text: unnamed, so no connection keeps a statement per day.
+  const [row] = await run<{ held: boolean }>(
+    pool,
+    unnamed(
+      `select exists (select 1 from ${name} where status = 'PENDING')
+           or exists (select 1 from ${name} where status = 'DEAD')
+           or exists (select 1 from ${name} where status = 'DONE' and processed_at >= $1) as held`,
+    ),
     [cutoff],
   );
-  return !rows[0]!.held;
+  return !row!.held;
 }
 
 /**
  * How far ahead the partitions reach: seconds from `now` to the last partition's end. Below zero,
  * nothing can be written to the outbox (no partition holds today).
  */
-export async function partitionsAheadSeconds(q: Client, now = new Date()): Promise<number> {
+export async function partitionsAheadSeconds(q: Executor, now = new Date()): Promise<number> {
   const last = (await listOutboxPartitions(q)).at(-1);
   return last ? (last.to.getTime() - now.getTime()) / 1000 : -Infinity;
 }

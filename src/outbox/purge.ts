@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
+import type pg from 'pg';
 import type { Db } from '../db/client.ts';
-import { poolOf } from '../db/prepared.ts';
+import { execute, executorOf, statement, type Executor } from './executor.ts';
 import {
   dayOf,
   dropExpiredOutboxPartitions,
@@ -23,29 +23,40 @@ import {
  * DONE; SKIP LOCKED lets two workers purge at the same time without waiting on each other.
  * PENDING and DEAD rows are never touched: DEAD letters stay until someone replays or deletes them.
  */
-export async function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 1000, now = new Date()): Promise<number> {
+const DELETE_BATCH = statement(
+  'outbox-purge-done-batch',
+  `delete from outbox
+    where id in (select id from outbox
+                  where status = 'DONE' and processed_at < $1::timestamptz
+                    and created_at < $2::timestamptz
+                  order by processed_at
+                  limit $3
+                    for update skip locked)
+      and created_at < $2::timestamptz`,
+);
+
+export function purgeDoneBatch(db: Db, retentionDays: number, batchSize = 1000, now = new Date()): Promise<number> {
+  return deleteDoneBatch(executorOf(db), retentionDays, batchSize, now);
+}
+
+async function deleteDoneBatch(q: Executor, retentionDays: number, batchSize: number, now = new Date()): Promise<number> {
   const cutoff = new Date(now.getTime() - retentionDays * 24 * 3600 * 1000);
-  const res = await db.execute(sql`
-    delete from outbox
-     where id in (select id from outbox
-                   where status = 'DONE' and processed_at < ${cutoff.toISOString()}::timestamptz
-                     and created_at < ${dayOf(cutoff).toISOString()}::timestamptz
-                   order by processed_at
-                   limit ${batchSize}
-                     for update skip locked)
-       and created_at < ${dayOf(cutoff).toISOString()}::timestamptz`);
+  const res = await execute(q, DELETE_BATCH, [cutoff.toISOString(), dayOf(cutoff).toISOString(), batchSize]);
   return res.rowCount ?? 0;
 }
 
+type PurgeDoneOptions = { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date; stopping?: () => boolean };
+
 /** Deletes every straggler (above) past the retention, batch after batch. Returns how many went. */
-export async function purgeDone(
-  db: Db,
-  opts: { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date; stopping?: () => boolean },
-): Promise<number> {
+export function purgeDone(db: Db, opts: PurgeDoneOptions): Promise<number> {
+  return deleteDone(executorOf(db), opts);
+}
+
+async function deleteDone(q: Executor, opts: PurgeDoneOptions): Promise<number> {
   const batchSize = opts.batchSize ?? 1000;
   let total = 0;
   for (let i = 0; i < (opts.maxBatches ?? Infinity) && !opts.stopping?.(); i++) {
-    const n = await purgeDoneBatch(db, opts.retentionDays, batchSize, opts.now);
+    const n = await deleteDoneBatch(q, opts.retentionDays, batchSize, opts.now);
     total += n;
     if (n < batchSize) break;
   }
@@ -69,13 +80,17 @@ export interface PurgeResult {
  * still hold messages it owes (settleDetachedOutboxDays). What the worker's housekeeping runs, and
  * `npm run outbox:purge`.
  */
-export async function purgeOutbox(
-  db: Db,
-  opts: { retentionDays: number; batchSize?: number; now?: Date; stopping?: () => boolean },
-): Promise<PurgeResult> {
-  const partitions = await dropExpiredOutboxPartitions(poolOf(db), opts);
-  const stragglers = await purgeDone(db, opts);
-  const { dropped, ...detached } = await settleDetachedOutboxDays(poolOf(db), opts);
+export function purgeOutbox(db: Db, opts: PurgeOutboxOptions): Promise<PurgeResult> {
+  return purgeOutboxOn(executorOf(db), opts);
+}
+
+type PurgeOutboxOptions = { retentionDays: number; batchSize?: number; now?: Date; stopping?: () => boolean };
+
+/** purgeOutbox on the pool behind the application's database (the housekeeping's round). */
+export async function purgeOutboxOn(pool: pg.Pool, opts: PurgeOutboxOptions): Promise<PurgeResult> {
+  const partitions = await dropExpiredOutboxPartitions(pool, opts);
+  const stragglers = await deleteDone(pool, opts);
+  const { dropped, ...detached } = await settleDetachedOutboxDays(pool, opts);
   partitions.push(...dropped);
   return { partitions, rows: partitions.reduce((n, p) => n + p.rows, stragglers), detached };
 }

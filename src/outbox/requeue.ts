@@ -1,8 +1,7 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { runAfterCommit, withTransaction } from '../db/transaction.ts';
-import { outboxAudit } from './schema.ts';
 import { OUTBOX_CHANNEL } from './channel.ts';
+import { executorOf, run, statement, type Statement } from './executor.ts';
 
 export type RequeueCriteria = { ids: string[] } | { topic: string } | { allDead: true };
 
@@ -10,6 +9,29 @@ export interface RequeueResult {
   affected: number;
   messageIds: string[];
 }
+
+/** The DEAD rows chosen by `where` ($1, when it has one) back to PENDING. */
+const requeue = (name: string, where: string): Statement =>
+  statement(
+    name,
+    `update outbox
+        set status = 'PENDING', attempts = 0, available_at = now(), turn = null, claim_id = null,
+            claimed_at = null, leased_until = null, processed_at = null
+      where status = 'DEAD' and ${where}
+     returning public_id`,
+  );
+
+const REQUEUE_IDS = requeue('outbox-requeue-ids', 'public_id = any($1::uuid[])');
+const REQUEUE_TOPIC = requeue('outbox-requeue-topic', 'topic = $1');
+const REQUEUE_ALL = requeue('outbox-requeue-all', 'true');
+
+const RECORD = statement(
+  'outbox-audit-requeue',
+  `insert into outbox_audit (actor_user_id, actor, action, criteria, affected, message_ids)
+   values ($1, $2, $3, $4::jsonb, $5, $6::uuid[])`,
+);
+
+const NOTIFY_REQUEUE = statement('outbox-notify-requeue', `select pg_notify($1, 'requeue')`);
 
 /**
  * Puts DEAD messages back to PENDING with attempts reset, so they get a full set of retries, and
@@ -23,30 +45,15 @@ export interface RequeueResult {
  * the payload says why it woke. If it is lost, the worker's poll finds the messages.
  */
 export async function requeueDead(db: Db, criteria: RequeueCriteria, actor: { userId?: number; label: string }): Promise<RequeueResult> {
-  const where =
-    'ids' in criteria
-      ? sql`public_id = any(${sql.param(criteria.ids)}::uuid[])`
-      : 'topic' in criteria
-        ? sql`topic = ${criteria.topic}`
-        : sql`true`;
+  const [chosen, values]: [Statement, unknown[]] =
+    'ids' in criteria ? [REQUEUE_IDS, [criteria.ids]] : 'topic' in criteria ? [REQUEUE_TOPIC, [criteria.topic]] : [REQUEUE_ALL, []];
   return withTransaction(db, async (tx) => {
-    const { rows } = await tx.execute<{ public_id: string }>(sql`
-      update outbox
-         set status = 'PENDING', attempts = 0, available_at = now(), turn = null, claim_id = null,
-             claimed_at = null, leased_until = null, processed_at = null
-       where status = 'DEAD' and ${where}
-      returning public_id`);
+    const q = executorOf(tx);
+    const rows = await run<{ public_id: string }>(q, chosen, values);
     const messageIds = rows.map((r) => r.public_id);
-    await tx.insert(outboxAudit).values({
-      actorUserId: actor.userId ?? null,
-      actor: actor.label,
-      action: 'requeue',
-      criteria,
-      affected: messageIds.length,
-      messageIds,
-    });
+    await run(q, RECORD, [actor.userId ?? null, actor.label, 'requeue', JSON.stringify(criteria), messageIds.length, messageIds]);
     if (messageIds.length) {
-      runAfterCommit(tx, 'outbox-notify:requeue', (after) => after.execute(sql`select pg_notify(${OUTBOX_CHANNEL}, 'requeue')`));
+      runAfterCommit(tx, 'outbox-notify:requeue', (after) => run(executorOf(after), NOTIFY_REQUEUE, [OUTBOX_CHANNEL]));
     }
     return { affected: messageIds.length, messageIds };
   });

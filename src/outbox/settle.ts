@@ -1,6 +1,6 @@
-import type { Db } from '../db/client.ts';
+import type pg from 'pg';
 import type { Logger } from '../logger.ts';
-import { execute, poolOf, statement } from '../db/prepared.ts';
+import { execute, statement, type Executor, type Statement } from './executor.ts';
 import type { ClaimedMessage } from './claim.ts';
 import { bringDaysIntoSight, markDoneInSight } from './days-in-sight.ts';
 import { DoneBatcher } from './done-batch.ts';
@@ -33,8 +33,8 @@ import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
 const FENCE = fence(OUTBOX, undefined, '$1', '$2::uuid');
 const RELEASE = release(OUTBOX);
 
-async function fenced(db: Db, s: ReturnType<typeof statement>, values: unknown[]): Promise<boolean> {
-  const res = await execute(poolOf(db), s, values);
+async function fenced(q: Executor, s: Statement, values: unknown[]): Promise<boolean> {
+  const res = await execute(q, s, values);
   return (res.rowCount ?? 0) > 0;
 }
 
@@ -52,8 +52,8 @@ const HANDLER_DONE = statement(
  * message runs: if the worker dies between two handlers, the redelivery runs only the ones not
  * recorded here. (The last handler's success is recorded with DONE, in the same write.)
  */
-export function recordHandlerDone(db: Db, id: number, claimId: string, handler: string): Promise<boolean> {
-  return fenced(db, HANDLER_DONE, [id, claimId, handler]);
+export function recordHandlerDone(q: Executor, id: number, claimId: string, handler: string): Promise<boolean> {
+  return fenced(q, HANDLER_DONE, [id, claimId, handler]);
 }
 
 export interface DoneItem {
@@ -83,7 +83,7 @@ const MARK_DONE = statement(
  * Returns, per item and in order, whether that (id, claim) was still held: the match is on the
  * pair, so a worker that somehow holds two claims of one message learns about each separately.
  */
-export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<boolean[]> {
+export async function markDoneMany(q: Executor, items: readonly DoneItem[]): Promise<boolean[]> {
   const n = items.length;
   const ids = new Array<number>(n);
   const claims = new Array<string>(n);
@@ -96,12 +96,7 @@ export async function markDoneMany(db: Db, items: readonly DoneItem[]): Promise<
     handlers[i] = it.lastHandler;
     oldest = Math.min(oldest, it.createdAtMs ?? -Infinity);
   }
-  const res = await execute<{ n: string }>(poolOf(db), MARK_DONE, [
-    intArray(ids),
-    uuidArray(claims),
-    textArray(handlers),
-    notBefore(oldest),
-  ]);
+  const res = await execute<{ n: string }>(q, MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers), notBefore(oldest)]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
@@ -118,8 +113,8 @@ function notBefore(createdAtMs: number): string {
 }
 
 /** Every handler has succeeded: one message, one fenced write. */
-export async function markDone(db: Db, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
-  return (await markDoneMany(db, [{ id, claimId, lastHandler: lastHandler ?? null }]))[0]!;
+export async function markDone(q: Executor, id: number, claimId: string, lastHandler?: string): Promise<boolean> {
+  return (await markDoneMany(q, [{ id, claimId, lastHandler: lastHandler ?? null }]))[0]!;
 }
 
 const RETRY = statement(
@@ -136,8 +131,8 @@ const RETRY = statement(
  * postponement or an unknown topic): the message is then claimed by its deadline, beside the
  * first deliveries, not at a turn it has had (ADR 0033).
  */
-export function scheduleRetry(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
-  return fenced(db, RETRY, [id, claimId, delaySeconds, lastError]);
+export function scheduleRetry(q: Executor, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
+  return fenced(q, RETRY, [id, claimId, delaySeconds, lastError]);
 }
 
 const POSTPONE = statement(
@@ -155,8 +150,8 @@ const POSTPONE = statement(
  * of a day leaves the message PENDING, never DEAD, and its attempts still count only the failures
  * that were its own. `last_error` says what it waits for.
  */
-export function postpone(db: Db, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
-  return fenced(db, POSTPONE, [id, claimId, delaySeconds, lastError]);
+export function postpone(q: Executor, id: number, claimId: string, delaySeconds: number, lastError: string): Promise<boolean> {
+  return fenced(q, POSTPONE, [id, claimId, delaySeconds, lastError]);
 }
 
 const DEAD = statement(
@@ -168,8 +163,8 @@ const DEAD = statement(
 );
 
 /** Out of attempts, or a failure no retry can fix. Kept, with its last error, for a person to look at. */
-export function markDead(db: Db, id: number, claimId: string, lastError: string): Promise<boolean> {
-  return fenced(db, DEAD, [id, claimId, lastError]);
+export function markDead(q: Executor, id: number, claimId: string, lastError: string): Promise<boolean> {
+  return fenced(q, DEAD, [id, claimId, lastError]);
 }
 
 const UNKNOWN_TOPIC = statement(
@@ -186,8 +181,8 @@ const UNKNOWN_TOPIC = statement(
  * usually a producer deployed ahead of its consumer), so the attempt the claim counted is given
  * back, and the message is looked at again after `recheckSeconds` rather than on every poll.
  */
-export function releaseUnknownTopic(db: Db, id: number, claimId: string, recheckSeconds: number): Promise<boolean> {
-  return fenced(db, UNKNOWN_TOPIC, [id, claimId, recheckSeconds]);
+export function releaseUnknownTopic(q: Executor, id: number, claimId: string, recheckSeconds: number): Promise<boolean> {
+  return fenced(q, UNKNOWN_TOPIC, [id, claimId, recheckSeconds]);
 }
 
 /** What happened to the message as a whole. 'lost' = our claim was superseded (lease ran out) or not recorded. */
@@ -203,7 +198,7 @@ export class Settler {
   private readonly done: DoneBatcher<DoneItem>;
 
   constructor(
-    private readonly db: Db,
+    private readonly pool: pg.Pool,
     private readonly log: Logger,
     private readonly reporter: OutcomeSink,
     private readonly unknownTopicRecheckSeconds: number,
@@ -211,7 +206,7 @@ export class Settler {
     private readonly logEachMessage = false,
   ) {
     // A DONE that finds no row is tried again once its day is in sight (src/outbox/days-in-sight.ts).
-    this.done = new DoneBatcher((items) => markDoneInSight(db, items, (some) => markDoneMany(db, some), log));
+    this.done = new DoneBatcher((items) => markDoneInSight(pool, items, (some) => markDoneMany(pool, some), log));
   }
 
   /**
@@ -222,7 +217,7 @@ export class Settler {
   async handlerDone(msg: ClaimedMessage, handler: string, durationMs: number): Promise<boolean> {
     let held: boolean;
     try {
-      held = await this.inSight(msg, () => retryWrite(() => recordHandlerDone(this.db, msg.id, msg.claimId, handler)));
+      held = await this.inSight(msg, () => retryWrite(() => recordHandlerDone(this.pool, msg.id, msg.claimId, handler)));
     } catch (err) {
       this.log.error(
         { err, messageId: msg.publicId, handler },
@@ -249,7 +244,7 @@ export class Settler {
   async deferToLanes(msg: ClaimedMessage, deferrals: readonly LaneDeferral[]): Promise<boolean> {
     let held: boolean;
     try {
-      held = await deferToLanes(this.db, msg.id, msg.claimId, deferrals);
+      held = await deferToLanes(this.pool, msg.id, msg.claimId, deferrals);
     } catch (err) {
       this.log.error(
         { err, messageId: msg.publicId },
@@ -305,20 +300,20 @@ export class Settler {
   /** `write`, and once more if it found no row, after the message's day is brought into sight (src/outbox/days-in-sight.ts). */
   private async inSight(msg: ClaimedMessage, write: () => Promise<boolean>): Promise<boolean> {
     if (await write()) return true;
-    await bringDaysIntoSight(this.db, [msg.createdAtMs], this.log);
+    await bringDaysIntoSight(this.pool, [msg.createdAtMs], this.log);
     return write();
   }
 
   private write(msg: ClaimedMessage, verdict: Exclude<Verdict, { kind: 'done' }>): Promise<boolean> {
     switch (verdict.kind) {
       case 'retry':
-        return scheduleRetry(this.db, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
+        return scheduleRetry(this.pool, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
       case 'postpone':
-        return postpone(this.db, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
+        return postpone(this.pool, msg.id, msg.claimId, verdict.delaySeconds, verdict.error);
       case 'dead':
-        return markDead(this.db, msg.id, msg.claimId, verdict.error);
+        return markDead(this.pool, msg.id, msg.claimId, verdict.error);
       case 'unknown_topic':
-        return releaseUnknownTopic(this.db, msg.id, msg.claimId, this.unknownTopicRecheckSeconds);
+        return releaseUnknownTopic(this.pool, msg.id, msg.claimId, this.unknownTopicRecheckSeconds);
     }
   }
 

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { executorOf, run, statement } from './executor.ts';
 
 export interface TopicStats {
   topic: string;
@@ -22,36 +22,40 @@ export interface OutboxStats {
   byTopic: TopicStats[];
 }
 
+const BY_TOPIC = statement(
+  'outbox-stats-by-topic',
+  `with live as (
+     select topic, status, created_at, claim_id, leased_until from outbox where status = 'PENDING'
+     union all
+     select topic, status, created_at, claim_id, leased_until from outbox where status = 'DEAD'
+     union all
+     select topic, status, created_at, claim_id, leased_until from outbox
+      where status = 'DONE' and processed_at > now() - interval '1 hour'
+   )
+   select topic,
+          count(*) filter (where status = 'PENDING') as pending,
+          count(*) filter (where status = 'PENDING' and claim_id is not null and leased_until > now()) as leased,
+          count(*) filter (where status = 'DEAD') as dead,
+          count(*) filter (where status = 'DONE') as done_last_hour,
+          extract(epoch from now() - min(created_at) filter (where status = 'PENDING')) as oldest_pending_age
+     from live
+    group by topic
+    order by topic`,
+);
+
 /**
  * One pass over the live rows (PENDING through the partial index, DEAD through its own partial
  * index) and the last hour of DONE rows; it never scans the DONE history.
  */
 export async function outboxStats(db: Db): Promise<OutboxStats> {
-  const { rows } = await db.execute<{
+  const rows = await run<{
     topic: string;
     pending: string;
     leased: string;
     dead: string;
     done_last_hour: string;
     oldest_pending_age: string | null;
-  }>(sql`
-    with live as (
-      select topic, status, created_at, claim_id, leased_until from outbox where status = 'PENDING'
-      union all
-      select topic, status, created_at, claim_id, leased_until from outbox where status = 'DEAD'
-      union all
-      select topic, status, created_at, claim_id, leased_until from outbox
-       where status = 'DONE' and processed_at > now() - interval '1 hour'
-    )
-    select topic,
-           count(*) filter (where status = 'PENDING') as pending,
-           count(*) filter (where status = 'PENDING' and claim_id is not null and leased_until > now()) as leased,
-           count(*) filter (where status = 'DEAD') as dead,
-           count(*) filter (where status = 'DONE') as done_last_hour,
-           extract(epoch from now() - min(created_at) filter (where status = 'PENDING')) as oldest_pending_age
-      from live
-     group by topic
-     order by topic`);
+  }>(executorOf(db), BY_TOPIC, []);
   const byTopic: TopicStats[] = rows.map((r) => ({
     topic: r.topic,
     pending: Number(r.pending),
@@ -72,6 +76,11 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
   };
 }
 
+const PENDING_UP_TO = statement(
+  'outbox-pending-up-to',
+  `select count(*)::int as n from (select 1 from outbox where status = 'PENDING' limit $1) as p`,
+);
+
 /**
  * PENDING messages, counted no further than `cap`: the backlog the API's admission control
  * samples every few seconds. The limit bounds the cost however deep the backlog grows (the
@@ -79,10 +88,11 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
  * entries); past the cap only "at least cap" matters.
  */
 export async function pendingUpTo(db: Db, cap: number): Promise<number> {
-  const { rows } = await db.execute<{ n: number }>(sql`
-    select count(*)::int as n from (select 1 from outbox where status = 'PENDING' limit ${cap}) as p`);
-  return rows[0]?.n ?? 0;
+  const [row] = await run<{ n: number }>(executorOf(db), PENDING_UP_TO, [cap]);
+  return row?.n ?? 0;
 }
+
+const PROBE = statement('outbox-probe', 'select 1 from outbox limit 0');
 
 /**
  * Whether the outbox table is there: a cheap probe a process runs at start, so that a database
@@ -90,5 +100,5 @@ export async function pendingUpTo(db: Db, cap: number): Promise<number> {
  * driver's error (42P01: no outbox table, run the migrations).
  */
 export async function probeOutbox(db: Db): Promise<void> {
-  await db.execute(sql`select 1 from outbox limit 0`);
+  await run(executorOf(db), PROBE, []);
 }

@@ -1,7 +1,6 @@
 import type pg from 'pg';
-import { run, statement } from '../db/prepared.ts';
-import { runAtEnd, type Tx } from '../db/transaction.ts';
 import { OUTBOX_CHANNEL } from './channel.ts';
+import { run, statement } from './executor.ts';
 
 /*
  * The worker's wake-up after a commit (`pg_notify('outbox', topic)`), coalesced.
@@ -75,17 +74,18 @@ export function wakeUpFor(pool: pg.Pool, topic: string): CoalescedWakeUp {
  * wake-up after their COMMIT. The process cannot see other processes' carriers: at worst each
  * process has one transaction waiting at the lock.
  */
-let carrier: Tx | null = null;
+let carrier: object | null = null;
 
 /**
  * True when `tx` carries its wake-up inside itself: it already did, or no other transaction of
- * this process does, and `tx` will tell when it ends (started by `withTransaction`). A transaction
- * that cannot tell is never the carrier, or the process would lose the inside path for good.
+ * this process does, and `tx` will tell when it ends (`atEnd` runs its function when `tx` has ended
+ * and returns true; false for a transaction not started by `withTransaction`). A transaction that
+ * cannot tell is never the carrier, or the process would lose the inside path for good.
  */
-export function carriesWakeUpInside(tx: Tx): boolean {
+export function carriesWakeUpInside(tx: object, atEnd: (ended: () => void) => boolean): boolean {
   if (carrier === tx) return true;
   if (carrier !== null) return false;
-  const ends = runAtEnd(tx, () => {
+  const ends = atEnd(() => {
     if (carrier === tx) carrier = null;
   });
   if (ends) carrier = tx;

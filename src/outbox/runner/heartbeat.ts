@@ -1,4 +1,4 @@
-import type { Db } from '../../db/client.ts';
+import type { Executor } from '../executor.ts';
 import type { Logger } from '../../logger.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { extendLeases } from '../lease.ts';
@@ -25,7 +25,7 @@ export class Heartbeat {
   private readonly held = new Set<ClaimedMessage>();
 
   constructor(
-    private readonly db: Db,
+    private readonly q: Executor,
     private readonly log: Logger,
     private readonly leaseSeconds: number,
   ) {
@@ -74,7 +74,7 @@ export class Heartbeat {
     const claims = [...this.held];
     let held: boolean[];
     try {
-      held = await extendLeases(this.db, claims, this.leaseSeconds);
+      held = await extendLeases(this.q, claims, this.leaseSeconds);
     } catch (err) {
       // The next tick tries again; the claim fence protects the outcome meanwhile.
       this.log.warn({ err, count: claims.length }, 'lease extension failed');

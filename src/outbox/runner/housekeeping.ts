@@ -1,9 +1,10 @@
 import type { Db } from '../../db/client.ts';
 import type { Logger } from '../../logger.ts';
-import { poolOf } from '../../db/prepared.ts';
+import type pg from 'pg';
+import { executorOf } from '../executor.ts';
 import { reattachPendingDetaches } from '../half-detached-days.ts';
 import { ensureOutboxPartitions } from '../partitions.ts';
-import { purgeOutbox } from '../purge.ts';
+import { purgeOutboxOn } from '../purge.ts';
 
 /*
  * The worker's housekeeping, every HOUSEKEEPING_INTERVAL_SECONDS (and once at start). The outbox
@@ -46,10 +47,10 @@ const REATTACH_LOCK_TIMEOUT_MS = 10_000;
  * its names, or none when it must wait for a transaction older than it (logged: the next round and
  * the next write that misses try again, and OutboxPartitionDetachPending fires meanwhile).
  */
-async function reattachHalfDetachedDays(db: Db, retentionDays: number, log?: Logger): Promise<string[]> {
+async function reattachHalfDetachedDays(pool: pg.Pool, retentionDays: number, log?: Logger): Promise<string[]> {
   const cutoff = new Date(Date.now() - retentionDays * 86_400_000);
   try {
-    const given = await reattachPendingDetaches(db, { after: cutoff, lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
+    const given = await reattachPendingDetaches(pool, { after: cutoff, lockTimeoutMs: REATTACH_LOCK_TIMEOUT_MS });
     if (given.length) {
       log?.warn(
         { tables: given },
@@ -70,9 +71,10 @@ export async function housekeepOnce(
 ): Promise<HousekeepingCounts> {
   const stopping = opts.stopping ?? (() => false);
   // Before the days ahead: a marked day still counts as made, and no write can reach it.
-  const halfDetached = await reattachHalfDetachedDays(db, opts.retentionDays, opts.log);
-  await ensureOutboxPartitions(poolOf(db));
-  const outbox = await purgeOutbox(db, { retentionDays: opts.retentionDays, batchSize: BATCH, stopping });
+  const pool = executorOf(db);
+  const halfDetached = await reattachHalfDetachedDays(pool, opts.retentionDays, opts.log);
+  await ensureOutboxPartitions(pool);
+  const outbox = await purgeOutboxOn(pool, { retentionDays: opts.retentionDays, batchSize: BATCH, stopping });
   // A day the outbox cannot take back is left untouched, with its fix in the log, every round until someone acts.
   for (const { name, reason } of outbox.detached.stuck) opts.log?.warn({ table: name }, reason);
   const { reattached } = outbox.detached;

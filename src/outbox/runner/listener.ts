@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
+import { execute, unnamed } from '../executor.ts';
 
 /** Between reconnection attempts: 0.5 s, 1 s, 2 s, … up to 30 s. */
 const RECONNECT_BACKOFF = { baseSeconds: 0.5, maxSeconds: 30 };
@@ -63,7 +64,7 @@ export class OutboxListener {
     try {
       await client.connect();
       // The identifier is ours (a constant), not user input; LISTEN takes no bind parameter.
-      await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
+      await execute(client, unnamed(`LISTEN ${pg.escapeIdentifier(this.channel)}`), []);
     } catch (err) {
       this.lost(client, err);
       this.markReady();

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
-import type { Db } from '../../db/client.ts';
+import type pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
+import { executorOf } from '../executor.ts';
 import { handBack } from '../lease.ts';
 import { HandBacks } from '../lease/hand-backs.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
@@ -67,7 +68,8 @@ const COUNT_KEY = {
 const CLAIM_FAILURE_BACKOFF = { baseSeconds: 0.25, maxSeconds: 10 };
 
 class OutboxWorker implements Worker {
-  private readonly db: Db;
+  /** The pool behind the application's database: the worker's own writes go there. */
+  private readonly pool: pg.Pool;
   private readonly log: Logger;
   /** How many the next claim asks for: grows with a backlog (./claim-size.ts). */
   private readonly claimSize: ClaimSize;
@@ -99,17 +101,17 @@ class OutboxWorker implements Worker {
   private readonly unknownWarnedAt = new Map<string, number>();
 
   constructor(private readonly opts: WorkerOptions) {
-    this.db = opts.db;
+    this.pool = executorOf(opts.db);
     this.log = opts.logger;
     this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
     this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
-    this.settler = new Settler(this.db, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
-    this.heartbeat = new Heartbeat(this.db, this.log, opts.leaseSeconds);
-    this.claimer = opts.claimConnection ?? new ClaimConnection(this.db);
+    this.settler = new Settler(this.pool, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
+    this.heartbeat = new Heartbeat(this.pool, this.log, opts.leaseSeconds);
+    this.claimer = opts.claimConnection ?? new ClaimConnection(opts.db);
     this.lanes = opts.registry.ownLanes();
     const handBacks = new HandBacks<ClaimedMessage>({
-      write: (msgs) => handBack(this.db, msgs),
+      write: (msgs) => handBack(this.pool, msgs),
       done: (msgs, n) => {
         this.counts.handedBack += n;
         this.reporter.handedBack(msgs);
@@ -301,7 +303,7 @@ class OutboxWorker implements Worker {
       await this.listener.start();
     }
     if (this.opts.housekeeping !== false) {
-      this.housekeeping = new Housekeeping(this.db, this.log, {
+      this.housekeeping = new Housekeeping(this.opts.db, this.log, {
         retentionDays: this.opts.retentionDays,
         intervalSeconds: this.opts.housekeepingIntervalSeconds,
         chores: this.opts.chores,

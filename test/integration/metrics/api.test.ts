@@ -106,10 +106,16 @@ describe('GET /metrics on the API', () => {
     await t.db.pool.query('delete from outbox');
     let clock = 1_000_000;
     let reads = 0;
+    // outboxStats's statement, counted on its way to the pool behind the database
+    const pool = t.db.pool;
+    const query = (config: { name?: string }, ...rest: unknown[]) => (
+      config.name === 'outbox-stats-by-topic' && reads++,
+      (pool.query as (...a: unknown[]) => Promise<unknown>).call(pool, config, ...rest)
+    );
     const counting = {
       ...t.db.db,
-      execute: (...args: Parameters<typeof t.db.db.execute>) => (reads++, t.db.db.execute(...args)),
-    } as typeof t.db.db;
+      $client: new Proxy(pool, { get: (target, key): unknown => (key === 'query' ? query : Reflect.get(target, key)) }),
+    } as unknown as typeof t.db.db;
     const registry = new Registry();
     registerOutboxGauges(registry, { db: counting, catalogue: new HandlerCatalogue([]), cacheMs: 5_000, now: () => clock });
     expect(reads).toBe(0); // nothing is read until someone scrapes
