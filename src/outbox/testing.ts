@@ -356,8 +356,8 @@ export const STORAGE_CANDIDATES = {
 } as const;
 
 /** Applies the named candidates' DDL (STORAGE_CANDIDATES) to the outbox `c` is connected to. */
-export async function applyStorageCandidates(c: Queryable, names: readonly (keyof typeof STORAGE_CANDIDATES)[]): Promise<void> {
-  for (const name of names) await c.query(STORAGE_CANDIDATES[name]);
+export async function applyStorageCandidates(c: Executor, names: readonly (keyof typeof STORAGE_CANDIDATES)[]): Promise<void> {
+  for (const name of names) await ddl(c, STORAGE_CANDIDATES[name]);
 }
 
 /**
