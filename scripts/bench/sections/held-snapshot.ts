@@ -60,6 +60,7 @@ const startPgBossKeyed: StartConsumer = async (url, arrived) => {
 const startGraphileKeyed: StartConsumer = async (url, arrived) => {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const runner = await runGraphile({
     pgPool: pool,
     concurrency: 1,
