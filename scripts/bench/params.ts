@@ -66,6 +66,8 @@ export interface BenchParams {
   /** The wal section: the backlog each system inserts and drains, and its interleaved rounds. */
   walMessages: number;
   walRuns: number;
+  /** Our storage with each index cut measured alone and all together, or only together (smoke). */
+  walCandidates: 'each' | 'together';
   /** The held-snapshot section: messages a second, the load before the snapshot, and how long it is held. */
   heldRate: number;
   heldBeforeSeconds: number;
@@ -137,6 +139,7 @@ export const FULL: BenchParams = {
   fanoutRuns: 3,
   walMessages: 20_000,
   walRuns: 3,
+  walCandidates: 'each',
   heldRate: 100,
   heldBeforeSeconds: 60,
   heldSeconds: 240,
@@ -195,9 +198,10 @@ export const SMOKE: BenchParams = {
   fanoutRuns: 1,
   walMessages: 200,
   walRuns: 1,
+  walCandidates: 'together',
   heldRate: 50,
-  heldBeforeSeconds: 2,
-  heldSeconds: 4,
+  heldBeforeSeconds: 1,
+  heldSeconds: 2,
   heldAfterSeconds: 1,
   claimPending: 1_000,
   claimDone: 20_000,

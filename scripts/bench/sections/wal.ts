@@ -65,7 +65,7 @@ function systems(ctx: BenchContext): WalSystem[] {
       drain: (url, count, run) => pgBossDrain(url, count, run, plain),
     },
     { key: 'graphile', label: 'graphile-worker, no queue', drain: (url, count) => graphileRunDrain(url, count, false) },
-    ...CANDIDATE_ROWS.map((c) => ({
+    ...CANDIDATE_ROWS.filter((c) => P.walCandidates === 'each' || c.candidates.length > 1).map((c) => ({
       key: c.key,
       label: c.label,
       prepare: (url: string) => withClient(url, (client) => applyStorageCandidates(client, c.candidates)),
