@@ -324,7 +324,7 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
   let stop!: () => void;
   const stopped = new Promise<void>((r) => (stop = r));
   void run.ctx.stopRequested.then(stop);
-  const emptyWatch = run.flags.untilEmpty ? watchUntilEmpty(p.jsm, config.EVENTS_STREAM, group, stop) : undefined;
+  const emptyWatch = run.flags.untilEmpty ? watchUntilEmpty(p, config.EVENTS_STREAM, group, logger, stop) : undefined;
   try {
     // runner.done rejects when the group or its stream is gone for good (GroupGoneError): exit 1.
     await Promise.race([stopped, runner.done]);
@@ -341,21 +341,38 @@ async function consumeUntilStopped(run: Run, p: Positioned): Promise<number> {
 }
 
 /**
- * --until-empty: calls `stop` once the group has nothing pending or unacked, as told by a whole
- * cluster (src/events/caught-up.ts), twice in a row a poll apart.
+ * --until-empty: calls `stop` once the group has nothing pending or unacked, as told by a leader
+ * that holds a current copy of the stream (src/events/caught-up.ts), twice in a row a poll apart.
+ * A group led from a copy that stays behind for 10 s is asked to elect another leader (the
+ * JetStream API's consumer leader stepdown): the node may not catch up while it leads.
  */
-function watchUntilEmpty(jsm: JetStreamManager, stream: string, group: string, stop: () => void): { cancel(): void } {
+function watchUntilEmpty(
+  p: Pick<Positioned, 'nc' | 'jsm'>,
+  stream: string,
+  group: string,
+  logger: Logger,
+  stop: () => void,
+): { cancel(): void } {
   let poll: NodeJS.Timeout | undefined;
   let finished = false;
   let caughtUpBefore = false;
+  let behindSince: number | undefined;
   const check = async () => {
     const [c, s] = await Promise.all([
-      jsm.consumers.info(stream, group).catch(() => undefined),
-      jsm.streams.info(stream).catch(() => undefined),
+      p.jsm.consumers.info(stream, group).catch(() => undefined),
+      p.jsm.streams.info(stream).catch(() => undefined),
     ]);
-    const caughtUp = c !== undefined && s !== undefined && notCaughtUp(c, s) === null;
-    if (caughtUp && caughtUpBefore) return stop();
-    caughtUpBefore = caughtUp;
+    const why = c && s ? notCaughtUp(c, s) : 'JetStream does not answer';
+    if (why === null && caughtUpBefore) return stop();
+    caughtUpBefore = why === null;
+    if (why?.includes('no current copy')) {
+      behindSince ??= Date.now();
+      if (Date.now() - behindSince >= 10_000) {
+        logger.warn({ group, why }, 'the group is led from a copy of the stream that is behind: asking for another leader');
+        await p.nc.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${stream}.${group}`, '', { timeout: 5_000 }).catch(() => undefined);
+        behindSince = undefined;
+      }
+    } else behindSince = undefined;
     if (!finished) poll = setTimeout(() => void check(), 200);
   };
   poll = setTimeout(() => void check(), 200);

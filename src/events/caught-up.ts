@@ -1,13 +1,14 @@
-import type { ClusterInfo, ConsumerInfo, StreamInfo } from '@nats-io/jetstream';
+import type { ConsumerInfo, StreamInfo } from '@nats-io/jetstream';
 
 /*
  * When a consumer group has truly read everything: what `consume:earnings --until-empty` waits
- * for before it exits 0, and the chaos run's judge trusts it. num_pending is what the group's
- * current leader counts from its own copy of the stream, and in a cluster that copy can be behind:
- * a node wiped and started empty, elected before it has caught up, answers "nothing pending" over
- * a stream it does not yet hold. So the count is believed only from a cluster that is whole, the
- * stream's and the group's: a leader, and every replica current and online. A single server has no
- * cluster to doubt.
+ * for before it exits 0, and the chaos run's judge trusts it. num_pending is counted by the group's
+ * leader from its own server's copy of the stream, and in a cluster that copy can be behind: a
+ * node wiped and restarted, or one that missed writes while it was down, leads the group before its
+ * replica of the stream has caught up, and answers "nothing pending" over messages it does not hold
+ * yet. So the count is believed only when the group's leader is the stream's leader or holds a
+ * current replica of it. A replica elsewhere that is behind does not matter (the group does not
+ * read from it), and a single server has no copy to doubt.
  */
 
 /** Why the group is not caught up yet, or null when it is. */
@@ -15,13 +16,13 @@ export function notCaughtUp(consumer: ConsumerInfo, stream: StreamInfo): string 
   if (consumer.num_pending > 0 || consumer.num_ack_pending > 0) {
     return `${consumer.num_pending} pending and ${consumer.num_ack_pending} unacknowledged`;
   }
-  return unsettledCluster('the stream', stream.cluster) ?? unsettledCluster('the group', consumer.cluster);
-}
-
-/** What keeps a replicated asset's answer from being trusted, or null (also for a single server). */
-function unsettledCluster(what: string, cluster: ClusterInfo | undefined): string | null {
-  if (!cluster) return null;
-  if (!cluster.leader) return `${what} has no leader`;
-  const behind = (cluster.replicas ?? []).filter((r) => !r.current || r.offline).map((r) => r.name);
-  return behind.length ? `${what}'s replicas ${behind.join(', ')} are not current` : null;
+  if (!consumer.cluster && !stream.cluster) return null;
+  const groupLeader = consumer.cluster?.leader;
+  if (!groupLeader) return 'the group has no leader';
+  const streamLeader = stream.cluster?.leader;
+  if (!streamLeader) return 'the stream has no leader';
+  if (groupLeader === streamLeader) return null;
+  const copy = stream.cluster?.replicas?.find((r) => r.name === groupLeader);
+  if (copy && copy.current && !copy.offline) return null;
+  return `the group's leader ${groupLeader} holds no current copy of the stream`;
 }
