@@ -180,12 +180,11 @@ export function summarizeGraphileTrace(file: string, committedAt: number): strin
 }
 
 /**
- * Latency as graphile/worker perfTest/latencyTest.js measures it: an in-process runner,
- * concurrency 1, default settings (woken by LISTEN/NOTIFY), 100 warm-up jobs first; `keyed`:
- * every job in a queue of its own key (the same guarantee of order as ours).
+ * graphile-worker as its latency test runs it: an in-process runner, concurrency 1, default
+ * settings (woken by LISTEN/NOTIFY), one task `latency` that passes each job's `{ id }` to
+ * `arrived`. The latency section's and the held snapshot's.
  */
-export async function graphileLatency(url: string, samples: number, keyed = false) {
-  const probe = new LatencyProbe();
+export async function startGraphileLatencyRunner(url: string, arrived: (id: number) => void) {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
@@ -194,8 +193,25 @@ export async function graphileLatency(url: string, samples: number, keyed = fals
     concurrency: 1,
     noHandleSignals: true,
     logger: silent,
-    taskList: { latency: async (payload) => probe.arrived((payload as { id: number }).id) },
+    taskList: { latency: async (payload) => arrived((payload as { id: number }).id) },
   });
+  return {
+    pool,
+    async stop() {
+      await runner.stop();
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * Latency as graphile/worker perfTest/latencyTest.js measures it: the runner above, 100 warm-up
+ * jobs first; `keyed`: every job in a queue of its own key (the same guarantee of order as ours).
+ */
+export async function graphileLatency(url: string, samples: number, keyed = false) {
+  const probe = new LatencyProbe();
+  const runner = await startGraphileLatencyRunner(url, (id) => probe.arrived(id));
+  const { pool } = runner;
   try {
     const queue = graphileQueueName(keyed);
     await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i), ${queue}) from generate_series(1, 100) i`);
@@ -213,6 +229,5 @@ export async function graphileLatency(url: string, samples: number, keyed = fals
     });
   } finally {
     await runner.stop();
-    await pool.end();
   }
 }

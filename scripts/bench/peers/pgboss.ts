@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Queue } from 'pg-boss';
+import type pg from 'pg';
 import { withClient } from '../../lib/postgres.ts';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
@@ -100,39 +101,47 @@ export async function pgBossDrain(url: string, jobs: number, run: number, cfg: P
 }
 
 /**
- * Commit → handler, one job at a time (batch 1), woken by LISTEN/NOTIFY as pg-boss 12 can be, the
- * poll at its minimum behind it; `keyed`: the same-guarantee queue (key_strict_fifo, a key per job).
+ * pg-boss as the latency section runs it: one job at a time (batch 1), woken by LISTEN/NOTIFY as
+ * pg-boss 12 can be, the poll at its minimum behind it; `keyed`: the same-guarantee queue
+ * (key_strict_fifo, a key per job). `insert` is pg-boss's own send(), run on the caller's
+ * transaction through its `db` option. The latency section's and the held snapshot's.
  */
-export async function pgBossLatency(url: string, samples: number, keyed = false) {
+export async function startPgBossLatencyWorker(url: string, keyed: boolean, arrived: (id: number) => void) {
   const boss = await startBoss(url);
   const name = `latency_${Date.now()}`;
   await boss.createQueue(name, queueOptions({ keyed }));
+  await boss.work(
+    name,
+    { batchSize: 1, pollingIntervalSeconds: PGBOSS_POLL_SECONDS, notifyPollingIntervalSeconds: PGBOSS_POLL_SECONDS },
+    async ([job]) => arrived((job!.data as { id: number }).id),
+  );
+  return {
+    async insert(client: pg.Client, id: number) {
+      const job = jobOf({ keyed }, { id });
+      await boss.send(name, job.data, {
+        ...('singletonKey' in job ? { singletonKey: job.singletonKey } : {}),
+        db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values) },
+      });
+    },
+    stop: () => boss.stop({ graceful: false }),
+  };
+}
+
+/** Commit → handler through the worker above, one sample at a time. */
+export async function pgBossLatency(url: string, samples: number, keyed = false) {
   const probe = new LatencyProbe();
+  const worker = await startPgBossLatencyWorker(url, keyed, (id) => probe.arrived(id));
   try {
-    await boss.work(
-      name,
-      { batchSize: 1, pollingIntervalSeconds: PGBOSS_POLL_SECONDS, notifyPollingIntervalSeconds: PGBOSS_POLL_SECONDS },
-      async ([job]) => {
-        probe.arrived((job!.data as { id: number }).id);
-      },
-    );
     return await probe.run({
       url,
       samples,
-      insert: async (client, id) => {
-        // pg-boss's own send(), run on the sample's transaction through its `db` option.
-        const job = jobOf({ keyed }, { id });
-        await boss.send(name, job.data, {
-          ...('singletonKey' in job ? { singletonKey: job.singletonKey } : {}),
-          db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values) },
-        });
-      },
+      insert: (client, id) => worker.insert(client, id),
       // A pause drawn over the whole polling interval: should a notification be missed, the samples
       // land anywhere in the poll cycle rather than always at the same point of it.
       pauseMs: () => Math.random() * PGBOSS_POLL_SECONDS * 1000,
       timeoutMs: 30_000,
     });
   } finally {
-    await boss.stop({ graceful: false });
+    await worker.stop();
   }
 }

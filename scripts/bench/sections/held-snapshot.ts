@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { run as runGraphile, Logger } from 'graphile-worker';
 import type { BenchContext, BenchSection } from '../context.ts';
 import { insertOne } from '../lib/outbox.ts';
 import { startOursInProcess } from '../ours.ts';
 import { n } from '../lib/markdown.ts';
 import { percentile, round } from '../lib/stats.ts';
-import { graphileQueueName } from '../peers/graphile.ts';
-import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss } from '../peers/pgboss.ts';
+import { graphileQueueName, startGraphileLatencyRunner } from '../peers/graphile.ts';
+import { startPgBossLatencyWorker } from '../peers/pgboss.ts';
 import type { BenchResults, HeldSnapshotRun } from '../results.ts';
 
 /*
@@ -34,48 +33,17 @@ const startOurs: StartConsumer = async (url, arrived) => {
   return { insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }), stop: () => worker.stop() };
 };
 
-/** pg-boss's same-guarantee queue (key_strict_fifo, a key per job), woken by LISTEN/NOTIFY, as in the latency section. */
-const startPgBossKeyed: StartConsumer = async (url, arrived) => {
-  const boss = await startBoss(url);
-  const name = `held_${Date.now()}`;
-  await boss.createQueue(name, queueOptions({ keyed: true }));
-  await boss.work(
-    name,
-    { batchSize: 1, pollingIntervalSeconds: PGBOSS_POLL_SECONDS, notifyPollingIntervalSeconds: PGBOSS_POLL_SECONDS },
-    async ([job]) => arrived((job!.data as { id: number }).id),
-  );
-  return {
-    async insert(client, id) {
-      const job = jobOf({ keyed: true }, { id });
-      await boss.send(name, job.data, {
-        ...('singletonKey' in job ? { singletonKey: job.singletonKey } : {}),
-        db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values) },
-      });
-    },
-    stop: () => boss.stop({ graceful: false }),
-  };
-};
+/** pg-boss's same-guarantee queue (key_strict_fifo, a key per job), its latency worker (peers/pgboss.ts). */
+const startPgBossKeyed: StartConsumer = (url, arrived) => startPgBossLatencyWorker(url, true, arrived);
 
-/** graphile-worker with a queue per key, an in-process runner at its defaults, as in the latency section. */
+/** graphile-worker with a queue per key, its latency runner (peers/graphile.ts), as in the latency section. */
 const startGraphileKeyed: StartConsumer = async (url, arrived) => {
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
-  pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
-  const runner = await runGraphile({
-    pgPool: pool,
-    concurrency: 1,
-    noHandleSignals: true,
-    logger: new Logger(() => () => {}),
-    taskList: { held: async (payload) => arrived((payload as { id: number }).id) },
-  });
+  const runner = await startGraphileLatencyRunner(url, arrived);
   return {
     async insert(client, id) {
-      await client.query(`select graphile_worker.add_job('held', json_build_object('id', $1::int), ${graphileQueueName(true)})`, [id]);
+      await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${graphileQueueName(true)})`, [id]);
     },
-    async stop() {
-      await runner.stop();
-      await pool.end();
-    },
+    stop: () => runner.stop(),
   };
 };
 
