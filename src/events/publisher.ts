@@ -17,6 +17,7 @@ import { closeNats, connectNats, describeNats, describeNatsFailure, jetStreamNot
 import { EventsStreamMissingError, EventsStreamUnavailableError, natsAway, nobodyAnswered, refused } from './publish-failures.ts';
 import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
+import { askStreamLeaderToStepDown, STEP_DOWN_AFTER_TIMEOUTS, StuckLeaderWatch } from './stuck-leader.ts';
 
 /** One event as the log receives it. */
 export interface OutgoingEvent {
@@ -78,7 +79,8 @@ export interface JetStreamPublisherOptions {
  * A publish that finds no stream for its subject brings the stream back (ensureStream, this
  * publisher's configuration) and is sent once more; when the stream cannot be brought back it
  * fails with EventsStreamMissingError, and the outbox retries it. When it is back and still nobody
- * takes the event, the stream has no leader: EventsStreamUnavailableError, NATS away for now.
+ * takes the event, the stream has no leader: EventsStreamUnavailableError, NATS away for now; when
+ * that outlasts an election, its leader is asked to step down (src/events/stuck-leader.ts).
  */
 export function createJetStreamPublisher(config: Config, logger: Logger, options: JetStreamPublisherOptions = {}): EventPublisher {
   return new JetStreamPublisher(config, logger, options);
@@ -100,6 +102,9 @@ class JetStreamPublisher implements EventPublisher {
   private readonly circuit: PublishCircuit;
   private ready: Promise<Connection> | undefined;
   private restoring: Promise<void> | undefined;
+  /** When the stream was last found and declared again after a publish found nobody. */
+  private redeclaredAt = Number.NEGATIVE_INFINITY;
+  private readonly stuck: StuckLeaderWatch;
   private closed = false;
 
   constructor(
@@ -114,6 +119,7 @@ class JetStreamPublisher implements EventPublisher {
     const log = logger.child({ component: 'events-relay', nats: this.where });
     this.log = log;
     this.role = options.ownsStream === false ? 'reader' : 'relay';
+    this.stuck = new StuckLeaderWatch(STEP_DOWN_AFTER_TIMEOUTS * config.EVENTS_PUBLISH_TIMEOUT_MS);
     this.circuit = new PublishCircuit(this.where, {
       stallMs: Math.min(config.EVENTS_STALL_MS, config.EVENTS_PUBLISH_TIMEOUT_MS / 2),
       onOpen: (why) => log.warn({ why }, 'NATS is not taking publishes: relayed events wait in the outbox until it answers'),
@@ -238,6 +244,7 @@ class JetStreamPublisher implements EventPublisher {
       if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
       try {
         const info = await this.declareStream(c.jsm);
+        if (exists) this.redeclaredAt = Date.now();
         this.log.warn(
           { stream: name, subjects: info.config.subjects, duplicateWindowSeconds: info.config.duplicate_window / 1e9 },
           'events stream ready again',
@@ -306,15 +313,38 @@ class JetStreamPublisher implements EventPublisher {
       ack = await send();
     } catch (err) {
       if (!nobodyAnswered(err)) throw err;
+      // Found and declared again a moment ago, and still nobody: declaring it once more changes nothing.
+      if (Date.now() - this.redeclaredAt < this.config.EVENTS_PUBLISH_TIMEOUT_MS) throw this.nobodyTakes(c, event.subject, err);
       await this.restoreStream(c, event.subject);
       try {
         ack = await send();
       } catch (again) {
         if (!nobodyAnswered(again)) throw again;
-        throw this.streamWithoutLeader(event.subject, again);
+        throw this.nobodyTakes(c, event.subject, again);
       }
     }
+    this.stuck.stored();
     return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /** The stream is declared and nobody takes the publish: away for now, and past a bound its leader is asked to go. */
+  private nobodyTakes(c: Connection, subject: string, cause: unknown): EventsStreamUnavailableError {
+    if (this.stuck.nobodyTook(Date.now())) void this.askLeaderToStepDown(c);
+    return this.streamWithoutLeader(subject, cause);
+  }
+
+  /** Asks the stream's leader to step down (src/events/stuck-leader.ts says when, and why). */
+  private async askLeaderToStepDown(c: Connection): Promise<void> {
+    const name = this.config.EVENTS_STREAM;
+    const stuckSeconds = Math.round(this.stuck.stuckMs(Date.now()) / 1000);
+    this.log.warn(
+      { stream: name, stuckSeconds },
+      `events stream ${name} has answered for itself and taken no publish for ${stuckSeconds} s: asking its leader to step down, so another node takes its publishes`,
+    );
+    const whyNot = await askStreamLeaderToStepDown(c.nc, name, this.config.EVENTS_PUBLISH_TIMEOUT_MS);
+    if (whyNot)
+      this.log.warn({ stream: name, whyNot }, 'the events stream leader did not step down; asked again later if nobody takes publishes');
+    else this.log.info({ stream: name }, 'the events stream leader stepped down; another node is being elected');
   }
 
   /** A publish through the circuit (src/events/circuit.ts): NATS known to be away fails it at once. */

@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../../src/config.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { desiredStream } from '../../../src/events/stream.ts';
+import { askStreamLeaderToStepDown } from '../../../src/events/stuck-leader.ts';
 import { book, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, startNatsCluster, type NatsCluster } from '../../helpers/nats.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -171,4 +172,14 @@ describe.skipIf(skip)('events through a three-node JetStream cluster', () => {
     const info = await c.waitForStream(stream);
     expect(await c.replicaOf(wiped, stream)).toEqual({ lastSeq: info.state.last_seq, messages: info.state.messages });
   }, 240_000);
+
+  it('hands the stream to another node when its leader is asked to step down, as the relay asks of a stuck one', async () => {
+    const c = cluster!;
+    await c.waitForStream(stream);
+    const leader = await c.streamLeader(stream);
+    expect(await askStreamLeaderToStepDown(c.nc, stream, 5_000)).toBeNull();
+    await waitFor(async () => (await c.streamLeader(stream)) !== leader || undefined, 15_000, 'another node leads the stream');
+    // A stream the cluster does not have: refused, said so, not thrown.
+    expect(await askStreamLeaderToStepDown(c.nc, freshStream('X'), 5_000)).toMatch(/^refused: .*not found/);
+  }, 30_000);
 });

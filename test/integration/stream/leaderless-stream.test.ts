@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { EventsUnavailableError } from '../../../src/events/errors.ts';
@@ -29,8 +30,8 @@ afterAll(async () => {
   await server?.destroy();
 });
 
-/** Answers the JetStream API for `config` as a stream without a leader does; counts what was asked. */
-function leaderlessStream(config: ReturnType<typeof desiredStream>) {
+/** Answers the JetStream API for `config` as a stream without a leader does; counts what was asked (with `extra` answers). */
+function leaderlessStream(config: ReturnType<typeof desiredStream>, extra: Record<string, (subject: string) => unknown> = {}) {
   const asked: string[] = [];
   const answer = (subject: string, reply: (subject: string) => unknown) => {
     api!.subscribe(subject, {
@@ -61,6 +62,7 @@ function leaderlessStream(config: ReturnType<typeof desiredStream>) {
       consumer_count: 0,
     },
   }));
+  for (const [subject, reply] of Object.entries(extra)) answer(subject, reply);
   return asked;
 }
 
@@ -88,6 +90,49 @@ describe.skipIf(skip)('a stream JetStream answers for that takes no publish', ()
       expect(entries().some((e) => /no longer holds .*; bringing its subjects back/.test(String(e.msg)))).toBe(true);
       // And the circuit is open: the next publish is held at once as NATS away too.
       await expect(publisher.publish(outgoingEvent(stream, 2))).rejects.toBeInstanceOf(EventsUnavailableError);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('asks the stream leader to step down once that outlasts an election, and relays when another leader takes over', async () => {
+    const stream = freshStream('L');
+    const config = publisherConfig(server!.url, stream, { EVENTS_PUBLISH_TIMEOUT_MS: '500' });
+    const desired = desiredStream(config);
+    let steppedDownAt: number | undefined;
+    const asked = leaderlessStream(desired, {
+      [`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`]: () => {
+        steppedDownAt ??= Date.now();
+        // The new leader listens on the stream's subjects and stores what is published.
+        api!.subscribe(desired.subjects![0]!, {
+          callback: (_err, m) => {
+            m.respond(JSON.stringify({ stream, seq: 1, duplicate: false }));
+          },
+        });
+        return { type: 'io.nats.jetstream.api.v1.stream_leader_stepdown_response', success: true };
+      },
+    });
+    await api!.flush();
+    const { logger, entries } = captureLogger();
+    const publisher = createJetStreamPublisher(config, logger);
+    const startedAt = Date.now();
+    try {
+      await publisher.prepare();
+      let stored: { seq: number } | undefined;
+      // As the outbox does: the event is tried again until it is stored (the circuit holds most tries at once).
+      while (!stored && Date.now() - startedAt < 20_000) {
+        stored = await publisher.publish(outgoingEvent(stream)).catch(() => undefined);
+        if (!stored) await sleep(100);
+      }
+      expect(stored?.seq).toBe(1);
+      // Asked once, and not before four publish timeouts of nobody taking the event (an election is left alone).
+      expect(asked.filter((s) => s === `$JS.API.STREAM.LEADER.STEPDOWN.${stream}`)).toHaveLength(1);
+      expect(steppedDownAt! - startedAt).toBeGreaterThanOrEqual(4 * 500);
+      expect(entries().some((e) => /taken no publish for \d+ s: asking its leader to step down/.test(String(e.msg)))).toBe(true);
+      // Declared again at most once per publish timeout while it lasted, not on every try.
+      const declared = entries().filter((e) => /no longer holds .*; bringing its subjects back/.test(String(e.msg))).length;
+      expect(declared).toBeGreaterThanOrEqual(1);
+      expect(declared).toBeLessThanOrEqual(Math.ceil((steppedDownAt! - startedAt) / 500) + 1);
     } finally {
       await publisher.close();
     }
