@@ -33,6 +33,13 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * began, behind a busy target, may still have started inside it). The email pace
  * compares the mail answered during the outage with the mail answered beside it; with nothing else
  * happening in that stretch, a slower pace during it is the outage's.
+ *
+ * A stream deletion starts only once every NATS node fault of the plan has ended. plan.ts draws
+ * the node faults before the deletions (nats-server 2.9.10 mishandles a node restarted after a
+ * stream deletion: docs/events.md), but a node fault held back by a quiet, or waiting for its
+ * target, could start after them: seed 20261207 killed nodes 90 s after the last deletion, and
+ * the defect then took the earnings group's events away. The deletion waits outside every lane,
+ * so the node faults queued behind it in the events path's lane never wait for it in turn.
  */
 
 /**
@@ -65,6 +72,8 @@ const EVENTS_PATH = 'events path (consumer, NATS)';
 /** How long before an isolated NATS outage and after its end nothing that holds mail up starts. */
 export const QUIET_MS = PACE_BESIDE_MS + 5_000;
 
+const NODE_FAULTS = new Set<FaultKind>(['nats-node-kill', 'nats-node-wipe']);
+
 /** Whether a fault waits out the quiet around an isolated NATS outage. */
 const holdsMailUp = (f: PlannedFault) => !f.isolated && (f.kind === 'nats-outage' || HOLDS_MAIL_UP[f.kind] !== undefined);
 
@@ -85,6 +94,11 @@ export class FaultInjector {
   /** Downstream outages in progress (one at most); and when the last one ended (ms epoch). */
   private downstreamDown = 0;
   private lastDownstreamEnd = 0;
+  /** Node faults of the plan not ended yet, and those whose time has not come; over when none is left. */
+  private nodeFaultsLeft = 0;
+  private nodeFaultsNotDue = 0;
+  private nodeFaultsOver: Promise<void> = Promise.resolve();
+  private allNodeFaultsEnded = () => {};
 
   constructor(private readonly d: InjectorDeps) {}
 
@@ -94,10 +108,13 @@ export class FaultInjector {
 
   /** Schedules every fault relative to now. */
   start(plan: PlannedFault[]) {
+    this.nodeFaultsLeft = this.nodeFaultsNotDue = plan.filter((f) => NODE_FAULTS.has(f.kind)).length;
+    if (this.nodeFaultsLeft > 0) this.nodeFaultsOver = new Promise((resolve) => (this.allNodeFaultsEnded = resolve));
     for (const f of plan) {
       if (f.isolated) this.timers.push(setTimeout(() => this.beginQuiet(f), Math.max(0, f.at - this.quietMs)));
       this.timers.push(
         setTimeout(() => {
+          if (NODE_FAULTS.has(f.kind)) this.nodeFaultsNotDue--;
           if (!holdsMailUp(f)) return this.schedule(f);
           // Not in any lane while it waits: the isolated outage must never queue behind it. As far
           // after the quiet as it was due into it: the faults held keep their spacing.
@@ -112,11 +129,15 @@ export class FaultInjector {
     }
   }
 
-  /** Queues `f` behind what its target (and its lane) have in progress, from now. */
-  private schedule(f: PlannedFault) {
+  /** Queues `f` behind what its target (and its lane) have in progress; its wait counted from `due`. */
+  private schedule(f: PlannedFault, due = Date.now()) {
+    if (f.kind === 'stream-delete' && this.nodeFaultsLeft > 0) {
+      const held: Promise<void> = this.nodeFaultsOver.then(() => this.schedule(f, due)).finally(() => this.running.delete(held));
+      this.running.add(held);
+      return;
+    }
     const target = faultTarget(f);
     const eventsPath = EVENTS_PATH_FAULTS.has(f.kind);
-    const due = Date.now();
     const before = Promise.all([this.busy.get(target), eventsPath ? this.busy.get(EVENTS_PATH) : undefined]);
     const p: Promise<void> = before
       .then(() => (f.isolated ? this.untilQuiet() : undefined))
@@ -125,6 +146,7 @@ export class FaultInjector {
       .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
       .finally(() => {
         this.running.delete(p);
+        if (NODE_FAULTS.has(f.kind) && --this.nodeFaultsLeft === 0) this.allNodeFaultsEnded();
         // The quiet lasts QUIET_MS past the isolated outage's end, however it ended.
         const end = this.quietEnds.get(f);
         if (end) void pauseAtLeast(this.quietMs).then(end);
@@ -177,6 +199,10 @@ export class FaultInjector {
   /** Waits for the faults in progress or queued (and cancels any not yet due). */
   async settle(): Promise<void> {
     for (const t of this.timers) clearTimeout(t);
+    // Node faults cancelled before they were due never end: a deletion waiting for them goes now.
+    this.nodeFaultsLeft -= this.nodeFaultsNotDue;
+    this.nodeFaultsNotDue = 0;
+    if (this.nodeFaultsLeft <= 0) this.allNodeFaultsEnded();
     // An isolated outage cancelled before it was due ends its quiet now: what waits for it goes.
     for (const [f, end] of [...this.quietEnds]) if (!this.done.some((d) => d.kind === f.kind && d.at === f.at)) end();
     while (this.running.size) await Promise.all([...this.running]);

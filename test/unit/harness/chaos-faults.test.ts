@@ -546,6 +546,68 @@ describe('the events-path lane', () => {
   });
 });
 
+describe('stream deletions after the node faults', () => {
+  const timedEvents = (spans: Record<string, [number, number]>) => {
+    const timed = async <T>(name: string, ms: number, value: T): Promise<T> => {
+      const t0 = Date.now();
+      await new Promise((r) => setTimeout(r, ms));
+      spans[name] = [t0, Date.now()];
+      return value;
+    };
+    const node = {
+      node: 'n1',
+      wasLeader: false,
+      seen: { pid: 9, code: null, signal: 'SIGKILL' as const },
+      wiped: false,
+      caughtUpAfterMs: 5,
+    };
+    return {
+      killConsumer: async () => ({ seen: null, consuming: false }),
+      natsOutage: async () => ({ stopped: null, refusedWhileDown: false, restartedPid: null }),
+      deleteStream: () =>
+        timed('stream-delete', 10, {
+          createdBefore: 'a',
+          messagesBefore: 1,
+          deleted: true,
+          createdAfter: 'b',
+          backAfterMs: 10,
+          groupBack: true,
+        }),
+      forgeEvent: async () => ({ forged: null, deadLetteredAfterMs: null, lastError: null }),
+      killNatsNode: (_target: unknown, ms: number) => timed('nats-node-kill', ms, node),
+      wipeNatsNode: () => timed('nats-node-wipe', 20, { ...node, wiped: true }),
+    };
+  };
+
+  it('a deletion due before a node fault starts only once the last node fault has ended', async () => {
+    const spans: Record<string, [number, number]> = {};
+    const done = await inject(deps({ events: timedEvents(spans) as never }), [
+      { kind: 'stream-delete', at: 0, downMs: 0 },
+      { kind: 'nats-node-kill', at: 30, downMs: 40, leader: false },
+      { kind: 'nats-node-wipe', at: 60, downMs: 0, node: 1 },
+    ]);
+    expect(done.map((f) => f.kind).sort()).toEqual(['nats-node-kill', 'nats-node-wipe', 'stream-delete']);
+    expect(spans['stream-delete']![0]).toBeGreaterThanOrEqual(Math.max(spans['nats-node-kill']![1], spans['nats-node-wipe']![1]));
+    // Its wait is reported from when it was due.
+    expect(done.find((f) => f.kind === 'stream-delete')!.waitedMs).toBeGreaterThanOrEqual(
+      spans['stream-delete']![0] - spans['nats-node-kill']![0],
+    );
+  });
+
+  it('a run that settles before a node fault was due lets the waiting deletion go', async () => {
+    const spans: Record<string, [number, number]> = {};
+    const injector = new FaultInjector(deps({ events: timedEvents(spans) as never }));
+    injector.start([
+      { kind: 'stream-delete', at: 0, downMs: 0 },
+      { kind: 'nats-node-kill', at: 60_000, downMs: 10, leader: false },
+    ]);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(spans['stream-delete']).toBeUndefined();
+    await injector.settle();
+    expect(injector.done.map((f) => f.kind)).toEqual(['stream-delete']);
+  });
+});
+
 describe('the supervisor (a real child process)', () => {
   it('reports the exit it caused, and null for a kill of a process that is already gone', async () => {
     const entry = path.join(dir, 'idle.mjs');
