@@ -89,9 +89,9 @@ export async function auditLedger(o: AuditOptions): Promise<AuditResult> {
   const floor = (await o.jsm.consumers.info(o.stream, o.group)).ack_floor.stream_seq;
   if (floor === 0) return result;
   // The ack floor's event, read after the group's info: every event stored before it was acknowledged.
-  const atFloor = await o.jsm.streams.getMessage(o.stream, { seq: floor }).catch(() => null);
-  if (!atFloor) return result; // aged out or deleted: the next audit, from a later floor
-  const until = new Date(atFloor.time.getTime() - (o.marginMs ?? 2_000));
+  const anchor = (await o.jsm.streams.getMessage(o.stream, { seq: floor }).catch(() => null))?.time ?? (await pastTheEnd(o, floor));
+  if (!anchor) return result; // aged out or deleted: the next audit, from a later floor
+  const until = new Date(anchor.getTime() - (o.marginMs ?? 2_000));
   result.checkedBefore = until;
   const missed = await missedEvents(o.db, o.group, new Date(until.getTime() - o.lookbackMs), until);
   for (const m of missed) {
@@ -100,6 +100,21 @@ export async function auditLedger(o: AuditOptions): Promise<AuditResult> {
     if (counted.cancellation) result.cancellations++;
   }
   return result;
+}
+
+/**
+ * When the floor's event is not in the stream and the floor is at or past the stream's last
+ * sequence, the time of the stream's last event: the group has gone past everything the stream
+ * holds, so each event stored before it should have been applied. A stream that went back below
+ * the group's position (a replica that was behind became its leader, with the floor's event
+ * never on it) stores its next events at numbers the group has acknowledged: without this the
+ * audit, the one thing that finds those, would skip every round until the stream passed the floor
+ * again. Null otherwise (the event aged out or was deleted below the end: a later floor serves).
+ */
+async function pastTheEnd(o: AuditOptions, floor: number): Promise<Date | null> {
+  const info = await o.jsm.streams.info(o.stream).catch(() => null);
+  if (!info || info.state.last_seq === 0 || floor < info.state.last_seq) return null;
+  return new Date(info.state.last_ts);
 }
 
 export interface LedgerAudit {
