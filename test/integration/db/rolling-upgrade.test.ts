@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../src/net/free-port.ts';
 import { countNotDone, statusCounts } from '../../../src/outbox/testing.ts';
 import { urlFor } from '../../helpers/db.ts';
-import { httpApi, pollApi, type Answer, type HttpApi } from '../../helpers/http.ts';
+import { bookAStay, httpApi, pollApi, type Answer, type HttpApi } from '../../helpers/http.ts';
 import { runScript, scriptEnv, watchRun, type NpmRun } from '../../helpers/npm-run.ts';
 import { startSmtpServer, type TestSmtpServer } from '../../helpers/smtp.ts';
 import { inCI, recordSkip } from '../../helpers/tools.ts';
@@ -148,19 +148,13 @@ describe.skipIf(skip)('a rolling upgrade from the released version, under load',
     await serving(oldPort, oldApi);
 
     let api: HttpApi = httpApi(`http://127.0.0.1:${oldPort}`);
-    const password = 'correct horse battery';
-    const host = await api.post('/auth/register', { email: 'host@example.test', password, name: 'H', role: 'host' });
-    const guest = await api.post('/auth/register', { email: 'guest@example.test', password, name: 'G', role: 'guest' });
-    const property = await api.post(
-      '/properties',
-      { title: 'Flat', city: 'Porto', country: 'PT', nightlyPrice: 100, maxGuests: 2 },
-      host.body.token,
-    );
-    expect([host.status, guest.status, property.status]).toEqual([201, 201, 201]);
+    // A first session on the released version: a host, a guest, a flat, a stay booked five days out.
+    const { guest, property, booking } = await bookAStay(api);
+    expect([guest.status, property.status, booking.status]).toEqual([201, 201, 201]);
 
-    // Bookings of one night each, on nights no other takes; every third one cancelled.
-    const answers: { status: number; what: string }[] = [];
-    let nights = 0;
+    // Bookings of one night each, on nights no other takes (after the first stay); every third one cancelled.
+    const answers: { status: number; what: string }[] = [{ status: booking.status, what: 'book' }];
+    let nights = 10;
     let loading = true;
     const day = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
     const client = async () => {
