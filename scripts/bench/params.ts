@@ -188,8 +188,8 @@ export const SMOKE: BenchParams = {
   httpSeconds: 1,
   httpRequestsPerConnection: 3,
   burstGraphileProcesses: [1],
-  // The workers are idle once they listen (burst.ts waits for that); a second each for 16 configurations was a tenth of the smoke.
-  burstIdleMs: 250,
+  // The workers are idle once they listen (burst.ts waits for that): the spell must be there, not long, and 16 configurations wait it out.
+  burstIdleMs: 50,
   latencyFloorSamples: 20,
   pgbenchSeconds: 2,
   pgbenchTransactions: 10,
@@ -201,7 +201,8 @@ export const SMOKE: BenchParams = {
   walCandidates: 'together',
   heldRate: 50,
   heldBeforeSeconds: 1,
-  heldSeconds: 2,
+  // Its second half is the one compared: 25 messages at 50/s, enough for its figures to come out.
+  heldSeconds: 1,
   heldAfterSeconds: 1,
   claimPending: 1_000,
   claimDone: 20_000,
