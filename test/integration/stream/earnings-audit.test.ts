@@ -17,7 +17,7 @@ import { waitFor } from '../../helpers/wait.ts';
  * the group has acknowledged, and the group never reads them. Here the group acknowledges events
  * without applying them, which leaves it in the same place: past events its ledger lacks.
  *
- * Slow (about 13 s alone): bookings go through a real nats-server and a consumer before there is
+ * Slow (about 20 s alone): bookings go through a real nats-server and a consumer before there is
  * anything to audit.
  */
 
