@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { executorOf, run, statement, type Statement } from './executor.ts';
+import { pendingRows } from './pending-rows.ts';
 import type { OutboxStatus } from './schema.ts';
 
 /** An outbox row as the admin side reads it (internal id kept only for paging). */
@@ -177,7 +178,7 @@ export interface DepthPoint {
 const DEPTH_HISTORY = statement(
   'outbox-depth-history',
   `with window_rows as (
-     select created_at, processed_at, status from outbox where status = 'PENDING'
+     select * from ${pendingRows('o.created_at, o.processed_at, o.status')} as pending
      union all
      select created_at, processed_at, status from outbox where status = 'DEAD'
      union all
@@ -203,7 +204,7 @@ const DEPTH_HISTORY = statement(
  * than sampled: a message was pending at time t if it was created by t and not yet processed
  * (DONE or DEAD) at t. Only three kinds of rows can have been pending in the window: those still
  * PENDING, those DEAD, and those that became DONE inside it; each is read through its own partial
- * index, so the DONE history outside the window is never scanned. A message that died and was
+ * indexes (the PENDING ones through the claim's two, pending-rows.ts), so the DONE history outside the window is never scanned. A message that died and was
  * replayed lost its first processed_at, so it counts as pending for its whole life: a small
  * overstatement, on the safe side.
  */

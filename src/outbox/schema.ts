@@ -147,10 +147,10 @@ export const outbox = pgTable(
     index('outbox_key_idx')
       .on(t.key, t.id)
       .where(sql`key is not null and status not in ('DONE', 'DEAD')`),
-    /* PENDING rows by age: the queue's depth counts through it (src/outbox/stats.ts). */
-    index('outbox_pending_created_idx')
-      .on(t.createdAt)
-      .where(sql`status = 'PENDING'`),
+    /*
+     * No index of PENDING rows by created_at (migration 0001, ADR 0051): the queue's depth and age
+     * are read through the two walks above, which hold every PENDING row between them.
+     */
     /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
     index('outbox_dead_idx')
       .on(t.topic, t.id)
