@@ -14,8 +14,9 @@ import { pendingRows } from './pending-rows.ts';
  * lane rows are few (live or dead ones only), each set read through its own partial indexes (the
  * claim's two for the PENDING ones, pending-rows.ts; outbox_dead_idx).
  *
- * The callers filter `o.status = 'DONE'` and a processed_at range, so every read walks
- * outbox_done_processed_idx (DONE rows only, every partition).
+ * The callers filter `o.status = 'DONE'` and a processed_at range, so every read goes through
+ * the BRIN index of DONE rows' processed_at (outbox_done_processed_brin), day by day where an order
+ * is needed (finished-page.ts).
  *
  * `handler` is the placeholder of the handler's name in the caller's statement (`$4`): the
  * condition is text the caller's statement is built from once, at import.

@@ -204,7 +204,8 @@ const DEPTH_HISTORY = statement(
  * than sampled: a message was pending at time t if it was created by t and not yet processed
  * (DONE or DEAD) at t. Only three kinds of rows can have been pending in the window: those still
  * PENDING, those DEAD, and those that became DONE inside it; each is read through its own partial
- * indexes (the PENDING ones through the claim's two, pending-rows.ts), so the DONE history outside the window is never scanned. A message that died and was
+ * indexes (the PENDING ones through the claim's two, pending-rows.ts; the DONE ones through the
+ * BRIN index of processed_at, the pages whose summaries reach into the window), so the DONE history outside the window is never scanned. A message that died and was
  * replayed lost its first processed_at, so it counts as pending for its whole life: a small
  * overstatement, on the safe side.
  */

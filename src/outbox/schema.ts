@@ -151,12 +151,19 @@ export const outbox = pgTable(
      * No index of PENDING rows by created_at (migration 0001, ADR 0051): the queue's depth and age
      * are read through the two walks above, which hold every PENDING row between them.
      */
-    /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
+    /* Dead letters are few and looked at by people. */
     index('outbox_dead_idx')
       .on(t.topic, t.id)
       .where(sql`status = 'DEAD'`),
-    index('outbox_done_processed_idx')
-      .on(t.processedAt)
+    /*
+     * DONE rows by processed_at, as a summary of each range of pages rather than an entry a row
+     * (migration 0002, ADR 0051): a window of processed_at (the last hour's stats, a reconcile's
+     * window, the retention's cutoff) reads only the pages whose range can hold it; finished
+     * messages in order are read by day, in primary-key order (finished-page.ts).
+     */
+    index('outbox_done_processed_brin')
+      .using('brin', t.processedAt)
+      .with({ autosummarize: 'on' })
       .where(sql`status = 'DONE'`),
   ],
 );

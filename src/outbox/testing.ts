@@ -344,13 +344,10 @@ const STORE_TRACE_CONTEXT = statement(
  * Ways the outbox's storage could write fewer index entries a message, each as DDL applied to an
  * outbox before anything is written (the bench's wal section measures each against the storage as
  * it is). Measurements of a design, not the product: what reads each dropped index serves (a
- * message by public id, finished messages by time) would need another way first. A cut that is
+ * message by public id) would need another way first. A cut that is
  * built is a migration (src/outbox/migrations/) and no longer a candidate.
  */
 export const STORAGE_CANDIDATES = {
-  /** Finished messages by time through a BRIN index (summaries, no entry a row): one entry less at DONE. */
-  processedAtBrin: `drop index outbox_done_processed_idx;
-    create index outbox_done_processed_brin on outbox using brin (processed_at) where status = 'DONE'`,
   /** A public id derived from the id, no unique index of its own: one entry less at insert and at DONE. */
   noPublicIdIndex: `do $$ declare r record; begin
       for r in select conrelid::regclass::text as t, conname from pg_constraint where conname like 'outbox%public_id_key' loop

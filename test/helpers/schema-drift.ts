@@ -161,11 +161,13 @@ async function indexDrift(q: pg.ClientBase, t: TableConfig): Promise<string[]> {
   );
   const drift: string[] = [];
   for (const [n, idx] of t.indexes.entries()) {
-    const { name, columns, unique, where, method } = idx.config;
+    const { name, columns, unique, where, method, with: options } = idx.config;
     const probe = `drift_probe_${n}`;
+    const storage = Object.entries(options ?? {}).map(([k, v]) => `${k} = ${String(v)}`);
     await q.query('savepoint probe');
     await q.query(
       `create ${unique ? 'unique ' : ''}index ${probe} on "${t.name}" using ${method} (${columns.map(indexPart).join(', ')})` +
+        (storage.length ? ` with (${storage.join(', ')})` : '') +
         (where ? ` where ${dialect.sqlToQuery(where, 'indexes').sql}` : ''),
     );
     const { rows } = await q.query<{ def: string }>(`select pg_get_indexdef($1::regclass) as def`, [probe]);

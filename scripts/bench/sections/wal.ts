@@ -32,7 +32,6 @@ interface WalSystem {
 
 type Candidate = keyof typeof STORAGE_CANDIDATES;
 const CANDIDATE_LABELS: Record<Candidate, string> = {
-  processedAtBrin: 'processed_at as BRIN',
   noPublicIdIndex: 'no public_id index',
 };
 const CANDIDATES = Object.keys(STORAGE_CANDIDATES) as Candidate[];

@@ -129,9 +129,11 @@ describe('a database the application migrated', () => {
     const tdb = await createTestDatabase('outbox_adopt');
     try {
       // The release before had no outbox_migrations: its outbox came from the application's
-      // migrations, with the index the lean storage's first migration drops.
+      // migrations, with the indexes the lean storage's migrations drop and without the one they add.
       await tdb.pool.query('drop table outbox_migrations');
       await tdb.pool.query(`create index outbox_pending_created_idx on outbox (created_at) where status = 'PENDING'`);
+      await tdb.pool.query(`create index outbox_done_processed_idx on outbox (processed_at) where status = 'DONE'`);
+      await tdb.pool.query('drop index outbox_done_processed_brin');
       await insertMessages(tdb.db, [{ topic: 'thing.happened', key: 'k1' }, { topic: 'thing.happened' }]);
       const before = await outboxCatalog(tdb.pool);
       const run = await migrateOutbox(tdb.pool, migrationsUpTo(0));
@@ -236,6 +238,23 @@ describe('the lean storage, one migration at a time', () => {
       if (phase === 'before')
         expect(found.length).toBeGreaterThanOrEqual(9); // the parent's, and today's and the week ahead's
       else expect(found).toEqual([]);
+    });
+  });
+
+  it('0002 makes processed_at a BRIN index of DONE rows, on the parent and every day, days made later included', async () => {
+    await upgrade(2, async (pool, phase) => {
+      const btree = await indexesLike(pool, "%USING btree (processed_at) WHERE (status = 'DONE'::text)");
+      const brin = await indexesLike(pool, "%USING brin (processed_at) WITH (autosummarize='on') WHERE (status = 'DONE'::text)");
+      const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from pg_partition_tree('outbox')`);
+      if (phase === 'before') {
+        expect(btree).toHaveLength(rows[0]!.n);
+        expect(brin).toEqual([]);
+      } else {
+        expect(btree).toEqual([]);
+        expect(brin).toHaveLength(rows[0]!.n);
+        await pool.query(`select outbox_ensure_partitions(now() + interval '10 days', 0)`);
+        expect(await indexesLike(pool, '%USING brin (processed_at)%')).toHaveLength(rows[0]!.n + 3);
+      }
     });
   });
 });
