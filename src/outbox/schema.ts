@@ -10,8 +10,8 @@ export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
  * change it describes, so the event exists if and only if the change committed.
  *
  * Partitioned by day of created_at (migrations/0008_partitioned_outbox.sql, src/outbox/partitions.ts):
- * the primary key on id and the unique public_id are each partition's own, as PostgreSQL allows no
- * unique index on a partitioned table without its partition key; one sequence keeps ids unique.
+ * the primary key on id is each partition's own, as PostgreSQL allows no unique index on a
+ * partitioned table without its partition key; one sequence keeps ids unique.
  */
 export const outbox = pgTable(
   'outbox',
@@ -19,14 +19,13 @@ export const outbox = pgTable(
     /** Internal order of writing; per-key ordering compares ids. */
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     /**
-     * The message's identity outside the database (admin API, logs, downstream dedup). Time-ordered
-     * (a UUIDv7, migrations/0007): new ids land at the right edge of its unique index, not at a
-     * random page of it, which kept the drain from slowing as the DONE history grows.
+     * The message's identity outside the database (admin API, logs, downstream dedup). Derived from
+     * the row (outbox migration 0003, ADR 0051): a UUIDv7 of created_at carrying the id, written by
+     * the outbox's insert trigger, so a lookup reads the day and the id out of it and probes that
+     * day's primary key (src/outbox/public-id.ts), and no unique index is written. Days that hold
+     * rows of the release before, whose public ids are random UUIDv7s, keep their unique index.
      */
-    publicId: uuid('public_id')
-      .notNull()
-      .default(sql`outbox_uuid_v7()`)
-      .unique(),
+    publicId: uuid('public_id').notNull(),
     /** An event name in the past tense ('order.placed'), never a command. */
     topic: text('topic').notNull(),
     /**

@@ -33,6 +33,7 @@ export { connectClaimClient, explainClaim } from './claim-connection.ts';
 export { dayOf, dropOutboxPartition, listOutboxPartitions } from './partitions.ts';
 export { purgeDoneBatch } from './purge.ts';
 export { pendingRows } from './pending-rows.ts';
+export { publicIdParts } from './public-id.ts';
 // markDoneMany, the DONE write: with the worker's other writes at the end of this file.
 
 // The outbox's tables as drizzle declares them (the schema-drift check compares a database with them).
@@ -159,7 +160,7 @@ export async function layOutPastDays(pool: pg.Pool, daysBack: number): Promise<v
   }
   const first = new Date(Math.floor(Date.now() / 86_400_000 - daysBack) * 86_400_000);
   await ddl(pool, 'create table outbox_before (like outbox including defaults including constraints)');
-  await ddl(pool, 'alter table outbox_before add primary key (id), add unique (public_id)');
+  await ddl(pool, 'alter table outbox_before add primary key (id)');
   await ddl(pool, `alter table outbox attach partition outbox_before for values from (minvalue) to ('${first.toISOString()}')`);
   await ensureOutboxPartitions(pool);
 }
@@ -340,25 +341,28 @@ const STORE_TRACE_CONTEXT = statement(
   `update outbox set traceparent = '00-' || md5(id::text) || '-' || left(md5('s' || id), 16) || $1 where status = 'PENDING'`,
 );
 
+/** A way the outbox's storage could write fewer index entries a message, as DDL and a label for the report. */
+export interface StorageCandidate {
+  label: string;
+  ddl: string;
+}
+
 /**
- * Ways the outbox's storage could write fewer index entries a message, each as DDL applied to an
- * outbox before anything is written (the bench's wal section measures each against the storage as
- * it is). Measurements of a design, not the product: what reads each dropped index serves (a
- * message by public id) would need another way first. A cut that is
- * built is a migration (src/outbox/migrations/) and no longer a candidate.
+ * The ways under study, each applied to an outbox before anything is written (the bench's wal
+ * section measures each against the storage as it is). Measurements of a design, not the product:
+ * what reads each dropped index serves would need another way first. A cut that is built is a
+ * migration (src/outbox/migrations/) and no longer a candidate: the lean storage's three (ADR
+ * 0051) are built, and none is under study now.
  */
-export const STORAGE_CANDIDATES = {
-  /** A public id derived from the id, no unique index of its own: one entry less at insert and at DONE. */
-  noPublicIdIndex: `do $$ declare r record; begin
-      for r in select conrelid::regclass::text as t, conname from pg_constraint where conname like 'outbox%public_id_key' loop
-        execute format('alter table %s drop constraint %I', r.t, r.conname);
-      end loop;
-    end $$`,
-} as const;
+export const STORAGE_CANDIDATES: Readonly<Record<string, StorageCandidate>> = {};
 
 /** Applies the named candidates' DDL (STORAGE_CANDIDATES) to the outbox `c` is connected to. */
-export async function applyStorageCandidates(c: Executor, names: readonly (keyof typeof STORAGE_CANDIDATES)[]): Promise<void> {
-  for (const name of names) await ddl(c, STORAGE_CANDIDATES[name]);
+export async function applyStorageCandidates(c: Executor, names: readonly string[]): Promise<void> {
+  for (const name of names) {
+    const candidate = STORAGE_CANDIDATES[name];
+    if (!candidate) throw new Error(`no storage candidate ${name} (known: ${Object.keys(STORAGE_CANDIDATES).join(', ') || 'none'})`);
+    await ddl(c, candidate.ddl);
+  }
 }
 
 /**

@@ -119,6 +119,29 @@ describe('the outbox in a database that holds nothing else', () => {
   });
 });
 
+/**
+ * A migrated database turned back into one of the release before the outbox's own migrations: no
+ * outbox_migrations, and what the lean storage's migrations (0001–0003) changed put back as the
+ * application's migrations had made it (the baseline's text, which the test above keeps equal).
+ */
+async function asTheReleaseBefore(pool: pg.Pool): Promise<void> {
+  await pool.query('drop table outbox_migrations');
+  await pool.query(`create index outbox_pending_created_idx on outbox (created_at) where status = 'PENDING'`);
+  await pool.query(`create index outbox_done_processed_idx on outbox (processed_at) where status = 'DONE'`);
+  await pool.query('drop index outbox_done_processed_brin');
+  await pool.query('drop trigger outbox_public_id_from_row on outbox');
+  await pool.query('drop function outbox_derive_public_id(), outbox_public_id(timestamptz, bigint)');
+  await pool.query('alter table outbox alter column public_id set default outbox_uuid_v7()');
+  const { rows } = await pool.query<{ part: string }>(
+    `select c.relname as part from pg_inherits i join pg_class c on c.oid = i.inhrelid
+      where i.inhparent = 'outbox'::regclass
+        and not exists (select 1 from pg_constraint k where k.conrelid = c.oid and k.contype = 'u')`,
+  );
+  for (const { part } of rows) await pool.query(`alter table ${part} add constraint ${part}_public_id_key unique (public_id)`);
+  const baseline = readFileSync(path.join(OUTBOX_MIGRATIONS_DIR, `${ALL_TAGS[0]}.sql`), 'utf8');
+  await pool.query(baseline.slice(baseline.indexOf('CREATE OR REPLACE FUNCTION outbox_ensure_partitions')));
+}
+
 describe('a database the application migrated', () => {
   it('records the baseline as applied: the migrate run of every process runs the outbox migrations', async () => {
     const { rows } = await migrated.pool.query('select id, name from outbox_migrations order by id');
@@ -128,12 +151,8 @@ describe('a database the application migrated', () => {
   it('of the release before adopts the baseline without changing a thing, its messages kept', async () => {
     const tdb = await createTestDatabase('outbox_adopt');
     try {
-      // The release before had no outbox_migrations: its outbox came from the application's
-      // migrations, with the indexes the lean storage's migrations drop and without the one they add.
-      await tdb.pool.query('drop table outbox_migrations');
-      await tdb.pool.query(`create index outbox_pending_created_idx on outbox (created_at) where status = 'PENDING'`);
-      await tdb.pool.query(`create index outbox_done_processed_idx on outbox (processed_at) where status = 'DONE'`);
-      await tdb.pool.query('drop index outbox_done_processed_brin');
+      // The release before had no outbox_migrations: its outbox came from the application's migrations.
+      await asTheReleaseBefore(tdb.pool);
       await insertMessages(tdb.db, [{ topic: 'thing.happened', key: 'k1' }, { topic: 'thing.happened' }]);
       const before = await outboxCatalog(tdb.pool);
       const run = await migrateOutbox(tdb.pool, migrationsUpTo(0));
@@ -255,6 +274,33 @@ describe('the lean storage, one migration at a time', () => {
         await pool.query(`select outbox_ensure_partitions(now() + interval '10 days', 0)`);
         expect(await indexesLike(pool, '%USING brin (processed_at)%')).toHaveLength(rows[0]!.n + 3);
       }
+    });
+  });
+
+  it('0003 derives public ids from the row: days that hold rows keep their unique index, the others and days made later lose it', async () => {
+    const uniqueDays = async (pool: pg.Pool) =>
+      (await indexesLike(pool, '%UNIQUE INDEX%(public_id)')).map((name) => name.replace(/_public_id_key$/, ''));
+    await upgrade(3, async (pool, phase) => {
+      const { rows: days } = await pool.query<{ name: string }>(
+        `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'outbox'::regclass order by 1`,
+      );
+      const { rows: held } = await pool.query<{ name: string }>(`select distinct tableoid::regclass::text as name from outbox`);
+      if (phase === 'before') {
+        expect(await uniqueDays(pool)).toEqual(days.map((d) => d.name));
+        return;
+      }
+      expect(await uniqueDays(pool)).toEqual(held.map((d) => d.name)); // the day with the three messages
+      const { rows: fresh } = await pool.query<{ derived: boolean }>(
+        `insert into outbox (topic, payload) values ('thing.happened', '{}') returning public_id = outbox_public_id(created_at, id) as derived`,
+      );
+      expect(fresh).toEqual([{ derived: true }]);
+      await pool.query(`delete from outbox where key is null`);
+      const { rows: old } = await pool.query<{ derived: boolean }>(
+        `select public_id = outbox_public_id(created_at, id) as derived from outbox where key is not null`,
+      );
+      expect(old.map((r) => r.derived)).toEqual([false, false, false]); // as the release before wrote them
+      await pool.query(`select outbox_ensure_partitions(now() + interval '10 days', 0)`);
+      expect(await uniqueDays(pool)).toEqual(held.map((d) => d.name));
     });
   });
 });
