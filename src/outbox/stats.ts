@@ -48,8 +48,8 @@ const BY_TOPIC = statement(
  * One pass over the live rows (PENDING through the claim's two partial indexes, pending-rows.ts;
  * DEAD through its own partial index) and the last hour of DONE rows (through the BRIN index of
  * processed_at: in each day, only the pages whose summaries reach into the hour); it never scans
- * the DONE history. The age of the oldest PENDING message comes out of the same pass, per topic, as the
- * counts need every PENDING row anyway: no index on created_at would make it cheaper.
+ * the DONE history. The age of the oldest PENDING message comes out of the same pass, per topic:
+ * the counts read every PENDING row anyway, so no index on created_at would make it cheaper.
  */
 export async function outboxStats(db: Db): Promise<OutboxStats> {
   const rows = await run<{
