@@ -14,6 +14,7 @@ import { createConsumerMetrics } from '../events/lag.ts';
 import { serveMetrics } from '../metrics/metrics-server.ts';
 import { streamHoldings, withRelayHistory, type StreamHoldings } from '../events/retention.ts';
 import { desiredStream, ensureStream, StreamConfigError } from '../events/stream.ts';
+import { askGroupLeaderToStepDown } from '../events/stuck-leader.ts';
 import { startLedgerAudit } from '../events/earnings/audit.ts';
 import { applyEarningsEvent, earningsFilter, rebuildLedger } from '../events/earnings/ledger.ts';
 import { positionGroup, type StartOutcome, type StartRequest } from '../events/earnings/start.ts';
@@ -369,7 +370,7 @@ function watchUntilEmpty(
       behindSince ??= Date.now();
       if (Date.now() - behindSince >= 10_000) {
         logger.warn({ group, why }, 'the group is led from a copy of the stream that is behind: asking for another leader');
-        await p.nc.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${stream}.${group}`, '', { timeout: 5_000 }).catch(() => undefined);
+        await askGroupLeaderToStepDown(p.nc, stream, group, 5_000);
         behindSince = undefined;
       }
     } else behindSince = undefined;

@@ -54,9 +54,18 @@ export class StuckLeaderWatch {
  * Asks the leader of `stream` to step down (JetStream elects another among its replicas). Resolves
  * to null when it did, or to why not: refused (a single server, no such stream) or not answered.
  */
-export async function askStreamLeaderToStepDown(nc: NatsConnection, stream: string, timeoutMs: number): Promise<string | null> {
+export function askStreamLeaderToStepDown(nc: NatsConnection, stream: string, timeoutMs: number): Promise<string | null> {
+  return askLeaderToStepDown(nc, `$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, timeoutMs);
+}
+
+/** The same for a consumer group's leader (a group led from a copy of the stream that is behind). */
+export function askGroupLeaderToStepDown(nc: NatsConnection, stream: string, group: string, timeoutMs: number): Promise<string | null> {
+  return askLeaderToStepDown(nc, `$JS.API.CONSUMER.LEADER.STEPDOWN.${stream}.${group}`, timeoutMs);
+}
+
+async function askLeaderToStepDown(nc: NatsConnection, apiSubject: string, timeoutMs: number): Promise<string | null> {
   try {
-    const reply = await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, '', { timeout: timeoutMs });
+    const reply = await nc.request(apiSubject, '', { timeout: timeoutMs });
     const { error } = reply.json<{ error?: { description?: string } }>();
     return error ? `refused: ${error.description ?? 'no reason given'}` : null;
   } catch (err) {
