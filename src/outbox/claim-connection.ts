@@ -38,8 +38,9 @@ import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOpt
  * takes milliseconds, and on PostgreSQL before 18 a switched-off node adds a huge cost that would
  * trigger a compilation.
  *
- * These settings are the session's, which is why the connection is the claim's alone: handlers
- * and the worker's other statements use the shared pool with the server's settings.
+ * These settings are the session's, which is why the connection is the worker's own (the claim's,
+ * and the settle connection's: PlannedConnection below): handlers and the worker's other
+ * statements use the shared pool with the server's settings.
  *
  * They are sent with SET once the connection is open, not as the `options` startup parameter: a
  * pooler in between (PgBouncer) refuses that parameter (08P01 "unsupported startup parameter"), or,
@@ -161,37 +162,46 @@ export async function connectClaimClient(config: pg.ClientConfig): Promise<pg.Cl
 }
 
 /**
- * The worker's claim connection: opened on the first claim, kept while the worker runs (its cached
- * plan is the point), closed by `close()`. One connection is enough: a worker has at most one
- * claim in flight. A connection that breaks (restart, pg_terminate_backend) is replaced by the
- * pool on the next claim, and the claim that saw the error fails like any other (the loop backs
- * off and claims again).
+ * A connection of its own with the claim's session settings, opened on first use and kept while
+ * the worker runs (its cached plans are the point). One connection: what runs on it runs one at a
+ * time. A connection that breaks (restart, pg_terminate_backend) is replaced by the pool on the
+ * next use, and the statement that saw the error fails like any other.
+ *
+ * The worker keeps two: the claim's (ClaimConnection below) and the settle connection, for the
+ * batched writes of claimed rows (DONE, the lease extension, the hand-back: src/outbox/settle.ts,
+ * lease.ts). Those join an array of ids to the outbox, and their one good plan is a primary-key
+ * probe per id. Planned on the shared pool, with a day's statistics from before a flood (or none,
+ * on a day just made), the planner took the day's PENDING rows for a handful and read all of them
+ * for every id of the batch (a nested loop over the materialized array): about 2 s per 1,600-row
+ * DONE batch, and a drain of 5,000 messages a second fell to 800 (ADR 0053). With these settings
+ * the probes are the only plan left. On one connection the three are also one at a time, so a
+ * worker's lease extension and its DONE batch never lock the same rows in opposite orders.
  */
-export class ClaimConnection {
+export class PlannedConnection {
   private pool: pg.Pool | undefined;
   /** Connections of the pool whose settings were applied and checked. */
   private readonly ready = new WeakSet<pg.PoolClient>();
-
-  /**
-   * `applicationName` defaults to that of the shared pool with `-claim` added
-   * (stayhub-worker-claim). `onOpen` sees each pool this opens, before its first connection (tests
-   * record its statements).
-   */
   /** The application's pool, whose connection options this connection copies. */
   private readonly shared: pg.Pool;
 
+  /**
+   * `applicationName` defaults to that of the shared pool with `-<role>` added
+   * (stayhub-worker-claim, stayhub-worker-settle). `onOpen` sees each pool this opens, before its
+   * first connection (tests record its statements).
+   */
   constructor(
     db: Db,
-    private readonly opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {},
+    private readonly opts: { role: string; applicationName?: string; onOpen?: (pool: pg.Pool) => void },
   ) {
     this.shared = executorOf(db);
   }
 
   /**
-   * A connection that fails (its settings did not hold, the claim failed, the server went away) is
-   * released with its error, so the pool discards it and the next claim starts on a new one.
+   * Runs `work` on the connection, its settings applied and checked first. A connection that fails
+   * (its settings did not hold, the statement failed, the server went away) is released with its
+   * error, so the pool discards it and the next use starts on a new one.
    */
-  async claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
+  async use<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await (this.pool ??= this.open()).connect();
     let failure: Error | undefined;
     try {
@@ -199,7 +209,7 @@ export class ClaimConnection {
         await applyClaimSettings(client);
         this.ready.add(client);
       }
-      return await claimOn(client, opts);
+      return await work(client);
     } catch (err) {
       failure = err instanceof Error ? err : new Error(String(err));
       await resetClaimSession(client);
@@ -215,12 +225,12 @@ export class ClaimConnection {
       new pg.Pool({
         // The same server, user, database and connection options as the pool beside it.
         ...base,
-        application_name: this.opts.applicationName ?? `${base.application_name ?? 'stayhub-worker'}-claim`,
+        application_name: this.opts.applicationName ?? `${base.application_name ?? 'stayhub-worker'}-${this.opts.role}`,
         max: 1,
         // Kept open while idle: an idle worker still claims every poll, and a new connection
-        // would plan the claim again.
+        // would plan its statements again.
         idleTimeoutMillis: 0,
-        // An idle claim connection does not keep the process alive (a tool that forgot close()).
+        // An idle connection does not keep the process alive (a tool that forgot close()).
         allowExitOnIdle: true,
       }),
     );
@@ -228,7 +238,7 @@ export class ClaimConnection {
     return pool;
   }
 
-  /** Resets and closes the connection (a later claim opens a new one). */
+  /** Resets and closes the connection (a later use opens a new one). */
   async close(): Promise<void> {
     const pool = this.pool;
     this.pool = undefined;
@@ -236,9 +246,20 @@ export class ClaimConnection {
     if (pool.idleCount > 0) {
       const client = await pool.connect();
       const reset = await resetClaimSession(client);
-      client.release(reset ? undefined : new Error('the claim connection could not be reset'));
+      client.release(reset ? undefined : new Error(`the ${this.opts.role} connection could not be reset`));
     }
     await pool.end();
+  }
+}
+
+/** The worker's claim connection: one is enough, a worker has at most one claim in flight. */
+export class ClaimConnection extends PlannedConnection {
+  constructor(db: Db, opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {}) {
+    super(db, { ...opts, role: 'claim' });
+  }
+
+  claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
+    return this.use((client) => claimOn(client, opts));
   }
 }
 

@@ -3,10 +3,11 @@ import type { Logger } from '../logger.ts';
 import { execute, statement, type Executor, type Statement } from './executor.ts';
 import type { ClaimedMessage } from './claim.ts';
 import { bringDaysIntoSight, markDoneInSight } from './days-in-sight.ts';
+import type { PlannedConnection } from './claim-connection.ts';
 import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
 import { retryWrite } from './retry-write.ts';
-import { fence, release } from './lease/leased-table.ts';
+import { batchFence, fence, release } from './lease/leased-table.ts';
 import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
 import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
@@ -65,7 +66,7 @@ export interface DoneItem {
   createdAtMs?: number;
 }
 
-const MARK_DONE = statement(
+export const MARK_DONE = statement(
   'outbox-mark-done',
   `update outbox o
      set status = 'DONE', processed_at = now(), ${RELEASE},
@@ -73,7 +74,7 @@ const MARK_DONE = statement(
                               else array_append(o.handlers_done, v.handler) end
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
-   where ${fence(OUTBOX, 'o', 'v.id', 'v.claim_id')}
+   where ${batchFence(OUTBOX, 'o', 'v')}
      and o.created_at >= $4::timestamptz
   returning v.n`,
 );
@@ -199,6 +200,8 @@ export class Settler {
 
   constructor(
     private readonly pool: pg.Pool,
+    /** Where the DONE batches are written: the worker's settle connection (claim-connection.ts says why). */
+    settleConnection: PlannedConnection,
     private readonly log: Logger,
     private readonly reporter: OutcomeSink,
     private readonly unknownTopicRecheckSeconds: number,
@@ -206,7 +209,9 @@ export class Settler {
     private readonly logEachMessage = false,
   ) {
     // A DONE that finds no row is tried again once its day is in sight (src/outbox/days-in-sight.ts).
-    this.done = new DoneBatcher((items) => markDoneInSight(pool, items, (some) => markDoneMany(pool, some), log));
+    this.done = new DoneBatcher((items) =>
+      markDoneInSight(pool, items, (some) => settleConnection.use((client) => markDoneMany(client, some)), log),
+    );
   }
 
   /**

@@ -484,7 +484,9 @@ export {
   CLAIM_SET_STATEMENT,
   ClaimConnection,
   ClaimSettingsError,
+  PlannedConnection,
 } from './claim-connection.ts';
+export { MARK_DONE, markDoneMany as markDoneManyOn } from './settle.ts';
 export { dropExpiredOutboxPartitions } from './partitions.ts';
 export { CoalescedWakeUp } from './wake-up.ts';
 export { intArray, textArray, uuidArray } from './sql.ts';

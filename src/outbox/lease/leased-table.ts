@@ -75,6 +75,20 @@ export function fence(t: LeasedTable, alias: string | undefined, id: string, tok
   return `${col(alias, 'id')} = ${id} and ${col(alias, 'claim_id')} = ${token} and ${col(alias, 'status')} = '${t.pending}'${guarded(t, alias)}`;
 }
 
+/**
+ * The fence of a batched write, whose ids and tokens come from an array joined to the table
+ * (`batch`, the array's alias, with columns id and claim_id): the same three conditions, the
+ * status's written `(…) is true`. It means the same (the status is never null), but the planner
+ * can neither match it to a partial index of pending rows nor estimate it from the statistics'
+ * share of them. That share, taken after a quiet spell or not at all on a day just made, says
+ * "none" just as a flood arrives; believed, it made the pending rows the outer side of the join,
+ * each read against every id of the batch (ADR 0053). Without it the primary key, probed per id,
+ * is the cheap way in.
+ */
+export function batchFence(t: LeasedTable, alias: string, batch: string): string {
+  return `${alias}.id = ${batch}.id and ${alias}.claim_id = ${batch}.claim_id and (${alias}.status = '${t.pending}') is true${guarded(t, alias)}`;
+}
+
 /** What a settle sets besides its outcome: the claim cleared, and the lease where it has a column. */
 export function release(t: LeasedTable): string {
   return t.leaseColumn ? `claim_id = null, ${t.leaseColumn} = null` : 'claim_id = null';
@@ -91,7 +105,7 @@ export function handBackStatement(t: LeasedTable): string {
   return `update ${t.table} x
       set attempts = greatest(x.attempts - 1, 0), claim_id = null, ${restore}
      from unnest($1::bigint[], $2::uuid[]${dueBefore}) as c(id, claim_id${t.leaseColumn ? '' : ', due_at'}), ${ASYNC_COMMIT}
-    where ${fence(t, 'x', 'c.id', 'c.claim_id')}`;
+    where ${batchFence(t, 'x', 'c')}`;
 }
 
 /**
@@ -101,6 +115,6 @@ export function handBackStatement(t: LeasedTable): string {
 export function extendStatement(t: LeasedTable): string {
   return `update ${t.table} x set ${t.leaseColumn ?? t.due} = now() + make_interval(secs => $3)
      from unnest($1::bigint[], $2::uuid[]) with ordinality as c(id, claim_id, n), ${ASYNC_COMMIT}
-    where ${fence(t, 'x', 'c.id', 'c.claim_id')}
+    where ${batchFence(t, 'x', 'c')}
    returning c.n`;
 }

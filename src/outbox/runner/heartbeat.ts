@@ -1,7 +1,5 @@
-import type { Executor } from '../executor.ts';
 import type { Logger } from '../../logger.ts';
 import type { ClaimedMessage } from '../claim.ts';
-import { extendLeases } from '../lease.ts';
 
 /**
  * Holds what the worker has started and keeps those leases alive: one timer for the whole worker
@@ -25,7 +23,8 @@ export class Heartbeat {
   private readonly held = new Set<ClaimedMessage>();
 
   constructor(
-    private readonly q: Executor,
+    /** Moves the leases of the claims forward; per claim, whether it was still held (src/outbox/lease.ts extendLeases). */
+    private readonly extend: (claims: readonly ClaimedMessage[], leaseSeconds: number) => Promise<boolean[]>,
     private readonly log: Logger,
     private readonly leaseSeconds: number,
   ) {
@@ -74,7 +73,7 @@ export class Heartbeat {
     const claims = [...this.held];
     let held: boolean[];
     try {
-      held = await extendLeases(this.q, claims, this.leaseSeconds);
+      held = await this.extend(claims, this.leaseSeconds);
     } catch (err) {
       // The next tick tries again; the claim fence protects the outcome meanwhile.
       this.log.warn({ err, count: claims.length }, 'lease extension failed');

@@ -4,9 +4,9 @@ import type pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
-import { ClaimConnection } from '../claim-connection.ts';
+import { ClaimConnection, PlannedConnection } from '../claim-connection.ts';
 import { executorOf } from '../executor.ts';
-import { handBack } from '../lease.ts';
+import { extendLeases, handBack } from '../lease.ts';
 import { HandBacks } from '../lease/hand-backs.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
 import { OUTBOX_CHANNEL } from '../channel.ts';
@@ -82,6 +82,8 @@ class OutboxWorker implements Worker {
   private readonly heartbeat: Heartbeat;
   /** The claim's own connection (src/outbox/claim-connection.ts says why). */
   private readonly claimer: ClaimConnection;
+  /** The batched writes' own connection: DONE, lease extensions, hand-backs (the same file says why). */
+  private readonly settleConnection: PlannedConnection;
   /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
   private standaloneRuns = 0;
   private readonly counts = emptySummary();
@@ -106,12 +108,18 @@ class OutboxWorker implements Worker {
     this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
     this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
-    this.settler = new Settler(this.pool, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
-    this.heartbeat = new Heartbeat(this.pool, this.log, opts.leaseSeconds);
+    this.settleConnection = new PlannedConnection(opts.db, { role: 'settle' });
+    const settleOn = this.settleConnection;
+    this.settler = new Settler(this.pool, settleOn, this.log, this.reporter, opts.unknownTopicRecheckSeconds, opts.logEachMessage);
+    this.heartbeat = new Heartbeat(
+      (claims, seconds) => settleOn.use((client) => extendLeases(client, claims, seconds)),
+      this.log,
+      opts.leaseSeconds,
+    );
     this.claimer = opts.claimConnection ?? new ClaimConnection(opts.db);
     this.lanes = opts.registry.ownLanes();
     const handBacks = new HandBacks<ClaimedMessage>({
-      write: (msgs) => handBack(this.pool, msgs),
+      write: (msgs) => settleOn.use((client) => handBack(client, msgs)),
       done: (msgs, n) => {
         this.counts.handedBack += n;
         this.reporter.handedBack(msgs);
@@ -292,7 +300,7 @@ class OutboxWorker implements Worker {
     try {
       return await work();
     } finally {
-      if (--this.standaloneRuns === 0 && !this.loopPromise) await this.claimer.close();
+      if (--this.standaloneRuns === 0 && !this.loopPromise) await this.closeConnections();
     }
   }
 
@@ -363,8 +371,13 @@ class OutboxWorker implements Worker {
     await this.heartbeat.stop();
     await housekeeping;
     await this.listener?.close();
-    await this.claimer.close();
+    await this.closeConnections();
     return this.summary();
+  }
+
+  private async closeConnections(): Promise<void> {
+    await this.claimer.close();
+    await this.settleConnection.close();
   }
 
   abort(): void {
