@@ -76,7 +76,7 @@ const expiredAt = (h: HistoryDay) => new Date(h.day.getTime() + (1 + retentionDa
  * start of the day HISTORY_DAYS_AHEAD ahead, in that day's partition and nowhere else, in
  * BUILD_LANES statements on as many connections at once; then VACUUM ANALYZE as autovacuum would
  * have left the table. Processed 30 days ago, before anything a measurement settles: the DELETE
- * (purgeDoneBatch, oldest processed_at first) beside a drain deletes the history, not the
+ * (purgeDoneBatch, oldest id first) beside a drain deletes the history, not the
  * messages the drain has just finished, which at its clock are past the retention too.
  */
 export async function fillDoneHistory(url: string, rows: number): Promise<HistoryDay> {

@@ -66,7 +66,7 @@ export interface BenchParams {
   /** The wal section: the backlog each system inserts and drains, and its interleaved rounds. */
   walMessages: number;
   walRuns: number;
-  /** Our storage with each index cut measured alone and all together, or only together (smoke). */
+  /** Our storage with each index cut not built yet measured alone and all together, or only together (smoke). */
   walCandidates: 'each' | 'together';
   /** The held-snapshot section: messages a second, the load before the snapshot, and how long it is held. */
   heldRate: number;

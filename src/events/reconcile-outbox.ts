@@ -18,12 +18,12 @@ export type RelayedRow = FinishedMessage;
 
 /**
  * The next `limit` relayed events processed at or after `since` and before `until`, after the
- * cursor (processed_at, id), oldest first. A lane message and its original are both returned when
- * both are DONE: the caller keys on messageId.
+ * cursor (day, id): by the day they were written, oldest first, in the order written inside a day.
+ * A lane message and its original are both returned when both are DONE: the caller keys on messageId.
  */
 export function relayedPage(
   db: Db,
-  p: { since: Date; until: Date; after: { processedCursor: string; id: number } | null; limit: number },
+  p: { since: Date; until: Date; after: { day: string; id: number } | null; limit: number },
 ): Promise<RelayedRow[]> {
   return finishedPage(db, { handler: EVENTS_RELAY, ...p });
 }

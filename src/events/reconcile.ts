@@ -33,7 +33,7 @@ import { HEADERS } from './subjects.ts';
  * code (relay.ts): same subject, headers, body and Nats-Msg-Id. A consumer that already applied it
  * skips it by that id (its inbox).
  *
- * How the stream is read: the outbox's relayed events come in pages (PAGE_SIZE, by processed_at).
+ * How the stream is read: the outbox's relayed events come in pages (PAGE_SIZE, by day, then id).
  * An event was stored between its message's created_at and its processed_at, so each page is
  * looked for in that span of the stream only: an ordered consumer that starts at the page's
  * first created_at, delivers headers only, and stops past its last processed_at (CLOCK_MARGIN_MS
@@ -136,11 +136,11 @@ async function findMissing(
     scanStream(o.nc, o.config.EVENTS_STREAM, endSeq, wanted, from, stopAt);
   /** Not found in their page's span: looked for again to the stream's end, then republished. */
   const notFound = new Map<string, RelayedRow>();
-  for (let after: { processedCursor: string; id: number } | null = null; ;) {
+  for (let after: { day: string; id: number } | null = null; ;) {
     if (o.isStopping?.()) return 'stopped';
     const page = await relayedPage(o.db, { since: o.since, until, after, limit: PAGE_SIZE });
     if (page.length === 0) break;
-    after = { processedCursor: page[page.length - 1]!.processedCursor, id: page[page.length - 1]!.id };
+    after = { day: page[page.length - 1]!.day, id: page[page.length - 1]!.id };
     const wanted = new Map<string, RelayedRow>();
     for (const r of page) if (!notFound.has(r.messageId)) wanted.set(r.messageId, r);
     result.checked += wanted.size;

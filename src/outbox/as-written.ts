@@ -1,4 +1,5 @@
 import { run, statement, type Executor } from './executor.ts';
+import { pendingRows } from './pending-rows.ts';
 
 /*
  * Reads of the outbox as its producers wrote it, for audits and end-to-end checks (the chaos run's
@@ -46,7 +47,7 @@ export function messagesAsWritten(q: Executor, topics?: readonly string[]): Prom
 const PENDING_OF_TOPICS = statement(
   'outbox-pending-of-topics',
   `select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as age
-     from outbox where status = 'PENDING' and topic = any($1)`,
+     from ${pendingRows('o.created_at', 'o.topic = any($1)')} as pending`,
 );
 
 /** How many messages of `topics` are PENDING, and the age in seconds of the oldest (null: none). */

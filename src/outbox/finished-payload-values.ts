@@ -21,6 +21,7 @@ const FINISHED_PAYLOAD_VALUES = statement(
     where o.status = 'DONE'
       and o.processed_at >= $2::timestamptz
       and o.processed_at < $3::timestamptz
+      and o.created_at < $3::timestamptz
       and o.topic = any($4::text[])
       and o.payload->>$1 is not null
       and ${finishedBy('$5')}`,
@@ -31,8 +32,11 @@ const FINISHED_PAYLOAD_VALUES = statement(
  * (finished-by.ts), processed in [since, until): the facts a caller joins to its own tables, in its
  * own query. A message whose payload lacks the field is left out.
  *
- * A window over outbox_done_processed_idx; `distinct` because a lane message and its original may
- * both count, and a message may be relayed again.
+ * A window of processed_at through its BRIN index (migration 0002): in each day, the pages whose
+ * summaries meet the window, and no day that starts after `until` (processed_at is never before
+ * created_at, so `created_at < until` holds for every row and prunes the days ahead). No order is
+ * asked for, so nothing needed the B-tree's. `distinct` because a lane message and its original
+ * may both count, and a message may be relayed again.
  */
 export async function finishedPayloadValues(db: Db, q: FinishedPayloadValuesQuery): Promise<{ topic: string; value: string }[]> {
   if (q.topics.length === 0) return [];

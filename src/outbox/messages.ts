@@ -1,5 +1,7 @@
 import type { Db } from '../db/client.ts';
 import { executorOf, run, statement, type Statement } from './executor.ts';
+import { pendingRows } from './pending-rows.ts';
+import { byPublicId } from './public-id.ts';
 import type { OutboxStatus } from './schema.ts';
 
 /** An outbox row as the admin side reads it (internal id kept only for paging). */
@@ -127,18 +129,19 @@ function listStatement(name: string, text: string): Statement {
   return s;
 }
 
-const FIND = statement('outbox-find-message', `select ${COLUMNS}, payload from outbox where public_id = $1::uuid`);
+const FIND = byPublicId<RawRow & { payload: unknown }>('outbox-find-message', `${COLUMNS}, payload`);
 
+/** A message by its public id (public-id.ts: a probe of its day's primary key, never a scan). */
 export async function findMessage(db: Db, publicId: string): Promise<(OutboxMessageRow & { payload: unknown }) | undefined> {
-  const [r] = await run<RawRow & { payload: unknown }>(executorOf(db), FIND, [publicId]);
+  const r = await FIND(executorOf(db), publicId);
   return r && { ...toRow(r), payload: r.payload };
 }
 
-const ID_OF = statement('outbox-id-of', 'select id from outbox where public_id = $1::uuid');
+const ID_OF = byPublicId<{ id: string }>('outbox-id-of', 'id');
 
 /** The internal id behind a cursor's public id, if that message still exists (purge deletes old DONE rows). */
 export async function idOf(db: Db, publicId: string): Promise<number | undefined> {
-  const [row] = await run<{ id: string }>(executorOf(db), ID_OF, [publicId]);
+  const row = await ID_OF(executorOf(db), publicId);
   return row ? Number(row.id) : undefined;
 }
 
@@ -177,7 +180,7 @@ export interface DepthPoint {
 const DEPTH_HISTORY = statement(
   'outbox-depth-history',
   `with window_rows as (
-     select created_at, processed_at, status from outbox where status = 'PENDING'
+     select * from ${pendingRows('o.created_at, o.processed_at, o.status')} as pending
      union all
      select created_at, processed_at, status from outbox where status = 'DEAD'
      union all
@@ -203,7 +206,8 @@ const DEPTH_HISTORY = statement(
  * than sampled: a message was pending at time t if it was created by t and not yet processed
  * (DONE or DEAD) at t. Only three kinds of rows can have been pending in the window: those still
  * PENDING, those DEAD, and those that became DONE inside it; each is read through its own partial
- * index, so the DONE history outside the window is never scanned. A message that died and was
+ * indexes (the PENDING ones through the claim's two, pending-rows.ts; the DONE ones through the
+ * BRIN index of processed_at, the pages whose summaries reach into the window), so the DONE history outside the window is never scanned. A message that died and was
  * replayed lost its first processed_at, so it counts as pending for its whole life: a small
  * overstatement, on the safe side.
  */

@@ -232,13 +232,17 @@ export async function settleDetachedOutboxDays(pool: pg.Pool, opts: { retentionD
   return result;
 }
 
-/** Every row DONE, and processed before `cutoff`: three probes of the partition's partial indexes. */
+/**
+ * Every row DONE, and processed before `cutoff`: four probes of the partition's partial indexes
+ * (PENDING rows through the claim's two, one for each value of turn's nullness).
+ */
 async function allDoneBefore(pool: pg.Pool, name: string, cutoff: Date): Promise<boolean> {
   // The partition's name is in the text: unnamed, so no connection keeps a statement per day.
   const [row] = await run<{ held: boolean }>(
     pool,
     unnamed(
-      `select exists (select 1 from ${name} where status = 'PENDING')
+      `select exists (select 1 from ${name} where status = 'PENDING' and turn is null)
+           or exists (select 1 from ${name} where status = 'PENDING' and turn is not null)
            or exists (select 1 from ${name} where status = 'DEAD')
            or exists (select 1 from ${name} where status = 'DONE' and processed_at >= $1) as held`,
     ),

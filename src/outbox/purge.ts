@@ -19,8 +19,12 @@ import {
  * `created_at < start of the cutoff's day` is exactly "in a partition whose whole day is past the
  * retention" (partitions are whole UTC days), and it lets the planner skip every newer partition:
  * rows of days still within the retention wait for their partition to be dropped rather than
- * being deleted one by one. The inner select walks outbox_done_processed_idx (processed_at) WHERE
- * DONE; SKIP LOCKED lets two workers purge at the same time without waiting on each other.
+ * being deleted one by one. The inner select walks those days' primary keys in id order (the
+ * order they were written: oldest day first), keeping the DONE rows past the cutoff; a straggler
+ * day is nearly all such rows, so a batch reads about as many rows as it deletes, and the entries
+ * of rows already deleted are skipped once marked dead. (It walked a B-tree over processed_at
+ * until that became a BRIN index, migration 0002, which gives no order.) SKIP LOCKED lets two
+ * workers purge at the same time without waiting on each other.
  * PENDING and DEAD rows are never touched: DEAD letters stay until someone replays or deletes them.
  */
 const DELETE_BATCH = statement(
@@ -29,7 +33,7 @@ const DELETE_BATCH = statement(
     where id in (select id from outbox
                   where status = 'DONE' and processed_at < $1::timestamptz
                     and created_at < $2::timestamptz
-                  order by processed_at
+                  order by id
                   limit $3
                     for update skip locked)
       and created_at < $2::timestamptz`,

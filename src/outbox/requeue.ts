@@ -21,6 +21,8 @@ const requeue = (name: string, where: string): Statement =>
      returning public_id`,
   );
 
+// By public id among the DEAD rows: outbox_dead_idx holds them all, and dead letters are few, so
+// no index on public_id is needed (there is none: public-id.ts).
 const REQUEUE_IDS = requeue('outbox-requeue-ids', 'public_id = any($1::uuid[])');
 const REQUEUE_TOPIC = requeue('outbox-requeue-topic', 'topic = $1');
 const REQUEUE_ALL = requeue('outbox-requeue-all', 'true');

@@ -10,8 +10,8 @@ export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
  * change it describes, so the event exists if and only if the change committed.
  *
  * Partitioned by day of created_at (migrations/0008_partitioned_outbox.sql, src/outbox/partitions.ts):
- * the primary key on id and the unique public_id are each partition's own, as PostgreSQL allows no
- * unique index on a partitioned table without its partition key; one sequence keeps ids unique.
+ * the primary key on id is each partition's own, as PostgreSQL allows no unique index on a
+ * partitioned table without its partition key; one sequence keeps ids unique.
  */
 export const outbox = pgTable(
   'outbox',
@@ -19,14 +19,13 @@ export const outbox = pgTable(
     /** Internal order of writing; per-key ordering compares ids. */
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     /**
-     * The message's identity outside the database (admin API, logs, downstream dedup). Time-ordered
-     * (a UUIDv7, migrations/0007): new ids land at the right edge of its unique index, not at a
-     * random page of it, which kept the drain from slowing as the DONE history grows.
+     * The message's identity outside the database (admin API, logs, downstream dedup). Derived from
+     * the row (outbox migration 0003, ADR 0051): a UUIDv7 of created_at carrying the id, written by
+     * the outbox's insert trigger, so a lookup reads the day and the id out of it and probes that
+     * day's primary key (src/outbox/public-id.ts), and no unique index is written. Days that hold
+     * rows of the release before, whose public ids are random UUIDv7s, keep their unique index.
      */
-    publicId: uuid('public_id')
-      .notNull()
-      .default(sql`outbox_uuid_v7()`)
-      .unique(),
+    publicId: uuid('public_id').notNull(),
     /** An event name in the past tense ('order.placed'), never a command. */
     topic: text('topic').notNull(),
     /**
@@ -147,16 +146,23 @@ export const outbox = pgTable(
     index('outbox_key_idx')
       .on(t.key, t.id)
       .where(sql`key is not null and status not in ('DONE', 'DEAD')`),
-    /* PENDING rows by age: the queue's depth counts through it (src/outbox/stats.ts). */
-    index('outbox_pending_created_idx')
-      .on(t.createdAt)
-      .where(sql`status = 'PENDING'`),
-    /* Dead letters are few and looked at by people; purge walks DONE rows by age. */
+    /*
+     * No index of PENDING rows by created_at (migration 0001, ADR 0051): the queue's depth and age
+     * are read through the two walks above, which hold every PENDING row between them.
+     */
+    /* Dead letters are few and looked at by people. */
     index('outbox_dead_idx')
       .on(t.topic, t.id)
       .where(sql`status = 'DEAD'`),
-    index('outbox_done_processed_idx')
-      .on(t.processedAt)
+    /*
+     * DONE rows by processed_at, as a summary of each range of pages rather than an entry a row
+     * (migration 0002, ADR 0051): a window of processed_at (the last hour's stats, a reconcile's
+     * window, the retention's cutoff) reads only the pages whose range can hold it; finished
+     * messages in order are read by day, in primary-key order (finished-page.ts).
+     */
+    index('outbox_done_processed_brin')
+      .using('brin', t.processedAt)
+      .with({ autosummarize: 'on' })
       .where(sql`status = 'DONE'`),
   ],
 );

@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { executorOf, run, statement } from './executor.ts';
+import { pendingRows } from './pending-rows.ts';
 
 export interface TopicStats {
   topic: string;
@@ -25,7 +26,7 @@ export interface OutboxStats {
 const BY_TOPIC = statement(
   'outbox-stats-by-topic',
   `with live as (
-     select topic, status, created_at, claim_id, leased_until from outbox where status = 'PENDING'
+     select * from ${pendingRows('o.topic, o.status, o.created_at, o.claim_id, o.leased_until')} as pending
      union all
      select topic, status, created_at, claim_id, leased_until from outbox where status = 'DEAD'
      union all
@@ -44,8 +45,11 @@ const BY_TOPIC = statement(
 );
 
 /**
- * One pass over the live rows (PENDING through the partial index, DEAD through its own partial
- * index) and the last hour of DONE rows; it never scans the DONE history.
+ * One pass over the live rows (PENDING through the claim's two partial indexes, pending-rows.ts;
+ * DEAD through its own partial index) and the last hour of DONE rows (through the BRIN index of
+ * processed_at: in each day, only the pages whose summaries reach into the hour); it never scans
+ * the DONE history. The age of the oldest PENDING message comes out of the same pass, per topic:
+ * the counts read every PENDING row anyway, so no index on created_at would make it cheaper.
  */
 export async function outboxStats(db: Db): Promise<OutboxStats> {
   const rows = await run<{
@@ -78,14 +82,14 @@ export async function outboxStats(db: Db): Promise<OutboxStats> {
 
 const PENDING_UP_TO = statement(
   'outbox-pending-up-to',
-  `select count(*)::int as n from (select 1 from outbox where status = 'PENDING' limit $1) as p`,
+  `select count(*)::int as n from (select 1 from ${pendingRows('1')} as pending limit $1) as p`,
 );
 
 /**
  * PENDING messages, counted no further than `cap`: the backlog the API's admission control
  * samples every few seconds. The limit bounds the cost however deep the backlog grows (the
- * count walks the partial index of PENDING rows, outbox_pending_created_idx, and stops at `cap`
- * entries); past the cap only "at least cap" matters.
+ * count walks the claim's two partial indexes one after the other, pending-rows.ts, and stops at
+ * `cap` entries in all); past the cap only "at least cap" matters.
  */
 export async function pendingUpTo(db: Db, cap: number): Promise<number> {
   const [row] = await run<{ n: number }>(executorOf(db), PENDING_UP_TO, [cap]);

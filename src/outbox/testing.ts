@@ -4,6 +4,7 @@ import { execute, executorOf, run, statement, unnamed, type Executor } from './e
 import { deferToLanes as deferToLanesOn } from './lanes.ts';
 import { extendLeases as extendLeasesOn, handBack as handBackOn } from './lease.ts';
 import { ensureOutboxPartitions, listOutboxPartitions } from './partitions.ts';
+import { pendingRows } from './pending-rows.ts';
 import {
   markDead as markDeadOn,
   markDone as markDoneOn,
@@ -31,6 +32,8 @@ export { claimOn, ClaimedMessage } from './claim.ts';
 export { connectClaimClient, explainClaim } from './claim-connection.ts';
 export { dayOf, dropOutboxPartition, listOutboxPartitions } from './partitions.ts';
 export { purgeDoneBatch } from './purge.ts';
+export { pendingRows } from './pending-rows.ts';
+export { publicIdParts } from './public-id.ts';
 // markDoneMany, the DONE write: with the worker's other writes at the end of this file.
 
 // The outbox's tables as drizzle declares them (the schema-drift check compares a database with them).
@@ -157,7 +160,7 @@ export async function layOutPastDays(pool: pg.Pool, daysBack: number): Promise<v
   }
   const first = new Date(Math.floor(Date.now() / 86_400_000 - daysBack) * 86_400_000);
   await ddl(pool, 'create table outbox_before (like outbox including defaults including constraints)');
-  await ddl(pool, 'alter table outbox_before add primary key (id), add unique (public_id)');
+  await ddl(pool, 'alter table outbox_before add primary key (id)');
   await ddl(pool, `alter table outbox attach partition outbox_before for values from (minvalue) to ('${first.toISOString()}')`);
   await ensureOutboxPartitions(pool);
 }
@@ -183,8 +186,11 @@ export async function detachDay(pool: pg.Pool, name: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // The bench and the chaos run: backlogs in one statement, sizes, counts.
 
-/** Our end of a run: nothing PENDING (the bench's settle watch polls it for every system's clock). */
-export const PENDING_PROBE_SQL = `select 1 from outbox where status = 'PENDING'`;
+/**
+ * Our end of a run: nothing PENDING (the bench's settle watch polls it for every system's clock),
+ * through the claim's two partial indexes, so a poll never scans the DONE history.
+ */
+export const PENDING_PROBE_SQL = `select 1 from ${pendingRows('1')} as pending`;
 
 /** Whether this database holds our outbox (a bench peer's does not). */
 export async function outboxExists(c: Executor): Promise<boolean> {
@@ -254,7 +260,7 @@ export async function countPending(c: Executor): Promise<number> {
   return Number((await run<{ n: string }>(c, COUNT_PENDING, []))[0]!.n);
 }
 
-const COUNT_PENDING = statement('outbox-testing-count-pending', `select count(*) as n from outbox where status = 'PENDING'`);
+const COUNT_PENDING = statement('outbox-testing-count-pending', `select count(*) as n from ${pendingRows('1')} as pending`);
 
 /** Messages not DONE (PENDING, or DEAD): a drain that left any is broken, not slow. */
 export async function countNotDone(c: Executor): Promise<number> {
@@ -335,29 +341,28 @@ const STORE_TRACE_CONTEXT = statement(
   `update outbox set traceparent = '00-' || md5(id::text) || '-' || left(md5('s' || id), 16) || $1 where status = 'PENDING'`,
 );
 
+/** A way the outbox's storage could write fewer index entries a message, as DDL and a label for the report. */
+export interface StorageCandidate {
+  label: string;
+  ddl: string;
+}
+
 /**
- * Ways the outbox's storage could write fewer index entries a message, each as DDL applied to an
- * outbox before anything is written (the bench's wal section measures each against the storage as
- * it is). Measurements of a design, not the product: what reads each dropped index serves (the
- * queue's age, a message by public id, finished messages by time) would need another way first.
+ * The ways under study, each applied to an outbox before anything is written (the bench's wal
+ * section measures each against the storage as it is). Measurements of a design, not the product:
+ * what reads each dropped index serves would need another way first. A cut that is built is a
+ * migration (src/outbox/migrations/) and no longer a candidate: the lean storage's three (ADR
+ * 0051) are built, and none is under study now.
  */
-export const STORAGE_CANDIDATES = {
-  /** Depth and age read elsewhere: one entry less at insert. */
-  noPendingCreatedIndex: 'drop index outbox_pending_created_idx',
-  /** Finished messages by time through a BRIN index (summaries, no entry a row): one entry less at DONE. */
-  processedAtBrin: `drop index outbox_done_processed_idx;
-    create index outbox_done_processed_brin on outbox using brin (processed_at) where status = 'DONE'`,
-  /** A public id derived from the id, no unique index of its own: one entry less at insert and at DONE. */
-  noPublicIdIndex: `do $$ declare r record; begin
-      for r in select conrelid::regclass::text as t, conname from pg_constraint where conname like 'outbox%public_id_key' loop
-        execute format('alter table %s drop constraint %I', r.t, r.conname);
-      end loop;
-    end $$`,
-} as const;
+export const STORAGE_CANDIDATES: Readonly<Record<string, StorageCandidate>> = {};
 
 /** Applies the named candidates' DDL (STORAGE_CANDIDATES) to the outbox `c` is connected to. */
-export async function applyStorageCandidates(c: Executor, names: readonly (keyof typeof STORAGE_CANDIDATES)[]): Promise<void> {
-  for (const name of names) await ddl(c, STORAGE_CANDIDATES[name]);
+export async function applyStorageCandidates(c: Executor, names: readonly string[]): Promise<void> {
+  for (const name of names) {
+    const candidate = STORAGE_CANDIDATES[name];
+    if (!candidate) throw new Error(`no storage candidate ${name} (known: ${Object.keys(STORAGE_CANDIDATES).join(', ') || 'none'})`);
+    await ddl(c, candidate.ddl);
+  }
 }
 
 /**

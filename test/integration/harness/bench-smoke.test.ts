@@ -236,12 +236,15 @@ describe('npm run bench -- --smoke', () => {
       }
       for (const k of ['effectsRatio', 'walRatio']) expect(finitePositive(d[k]), `fanout ${k}`).toBe(true);
     }
-    // What a message writes, per system: WAL bytes, index entries and records all came out, and
-    // ours with the three index cuts together writes fewer index entries than ours as it is.
+    // What a message writes, per system: WAL bytes, index entries and records all came out; ours,
+    // the lean storage, under 5 index entries a keyed message (ADR 0051: 3.9, and 7.8 before it);
+    // and ours with the index cuts under study, if any, fewer than ours as it is.
     for (const [key, w] of Object.entries(r.wal.systems) as [string, { median: Record<string, number> }][]) {
       for (const k of ['walBytes', 'indexEntries', 'records']) expect(finitePositive(w.median[k]), `wal ${key} ${k}`).toBe(true);
     }
-    expect(r.wal.systems.oursAllThree.median.indexEntries).toBeLessThan(r.wal.systems.ours.median.indexEntries);
+    expect(r.wal.systems.ours.median.indexEntries).toBeLessThan(5);
+    if (r.wal.systems.oursCandidates)
+      expect(r.wal.systems.oursCandidates.median.indexEntries).toBeLessThan(r.wal.systems.ours.median.indexEntries);
     // A held snapshot: each system took the load and its latencies came out, before and during.
     for (const [key, h] of Object.entries(r.heldSnapshot.systems) as [string, Record<string, number>][]) {
       expect(h.produced, `held ${key}`).toBeGreaterThan(0);

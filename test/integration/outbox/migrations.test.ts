@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -49,6 +49,22 @@ async function outboxCatalog(q: pg.Pool): Promise<Record<string, string[]>> {
   };
 }
 
+const tagOf = (m: { id: number; name: string }) => `${String(m.id).padStart(4, '0')}_${m.name}`;
+const ALL_TAGS = outboxMigrations().map(tagOf);
+
+/** A folder of the outbox's migrations up to number `last`, as a release before had them. */
+const folders: string[] = [];
+function migrationsUpTo(last: number): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-outbox-migrations-'));
+  folders.push(dir);
+  for (const m of outboxMigrations().slice(0, last + 1))
+    copyFileSync(path.join(OUTBOX_MIGRATIONS_DIR, `${tagOf(m)}.sql`), path.join(dir, `${tagOf(m)}.sql`));
+  return dir;
+}
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
 /** A database holding nothing (no application table), dropped after the file. */
 const emptyDatabases: string[] = [];
 async function emptyDatabase(): Promise<pg.Pool & { url: string }> {
@@ -73,7 +89,7 @@ describe('the outbox in a database that holds nothing else', () => {
     try {
       // Two processes starting together: the second waits, then finds nothing to do.
       const [a, b] = await Promise.all([migrateOutbox(pool), migrateOutbox(pool)]);
-      expect([...a.applied, ...b.applied]).toEqual(['0000_baseline']);
+      expect([...a.applied, ...b.applied]).toEqual(ALL_TAGS);
       expect(a.daysMade.length + b.daysMade.length).toBeGreaterThanOrEqual(8); // today and the week ahead
       expect(await outboxCatalog(pool)).toEqual(await outboxCatalog(migrated.pool));
 
@@ -103,6 +119,29 @@ describe('the outbox in a database that holds nothing else', () => {
   });
 });
 
+/**
+ * A migrated database turned back into one of the release before the outbox's own migrations: no
+ * outbox_migrations, and what the lean storage's migrations (0001–0003) changed put back as the
+ * application's migrations had made it (the baseline's text, which the test above keeps equal).
+ */
+async function asTheReleaseBefore(pool: pg.Pool): Promise<void> {
+  await pool.query('drop table outbox_migrations');
+  await pool.query(`create index outbox_pending_created_idx on outbox (created_at) where status = 'PENDING'`);
+  await pool.query(`create index outbox_done_processed_idx on outbox (processed_at) where status = 'DONE'`);
+  await pool.query('drop index outbox_done_processed_brin');
+  await pool.query('drop trigger outbox_public_id_from_row on outbox');
+  await pool.query('drop function outbox_derive_public_id(), outbox_public_id(timestamptz, bigint)');
+  await pool.query('alter table outbox alter column public_id set default outbox_uuid_v7()');
+  const { rows } = await pool.query<{ part: string }>(
+    `select c.relname as part from pg_inherits i join pg_class c on c.oid = i.inhrelid
+      where i.inhparent = 'outbox'::regclass
+        and not exists (select 1 from pg_constraint k where k.conrelid = c.oid and k.contype = 'u')`,
+  );
+  for (const { part } of rows) await pool.query(`alter table ${part} add constraint ${part}_public_id_key unique (public_id)`);
+  const baseline = readFileSync(path.join(OUTBOX_MIGRATIONS_DIR, `${ALL_TAGS[0]}.sql`), 'utf8');
+  await pool.query(baseline.slice(baseline.indexOf('CREATE OR REPLACE FUNCTION outbox_ensure_partitions')));
+}
+
 describe('a database the application migrated', () => {
   it('records the baseline as applied: the migrate run of every process runs the outbox migrations', async () => {
     const { rows } = await migrated.pool.query('select id, name from outbox_migrations order by id');
@@ -113,10 +152,10 @@ describe('a database the application migrated', () => {
     const tdb = await createTestDatabase('outbox_adopt');
     try {
       // The release before had no outbox_migrations: its outbox came from the application's migrations.
-      await tdb.pool.query('drop table outbox_migrations');
+      await asTheReleaseBefore(tdb.pool);
       await insertMessages(tdb.db, [{ topic: 'thing.happened', key: 'k1' }, { topic: 'thing.happened' }]);
       const before = await outboxCatalog(tdb.pool);
-      const run = await migrateOutbox(tdb.pool);
+      const run = await migrateOutbox(tdb.pool, migrationsUpTo(0));
       expect(run.applied).toEqual(['0000_baseline']);
       const after = await outboxCatalog(tdb.pool);
       const withoutRecords = Object.fromEntries(
@@ -147,10 +186,13 @@ describe('a migration that fails', () => {
     const tdb = await createTestDatabase('outbox_broken');
     try {
       cpSync(OUTBOX_MIGRATIONS_DIR, dir, { recursive: true });
-      writeFileSync(path.join(dir, '0001_half_done.sql'), 'create table outbox_half (id int);\nselect 1 / 0;\n');
-      await expect(migrateOutbox(tdb.pool, dir)).rejects.toThrow(/outbox migration 0001_half_done failed: division by zero/);
+      const next = outboxMigrations().length;
+      writeFileSync(path.join(dir, `${tagOf({ id: next, name: 'half_done' })}.sql`), 'create table outbox_half (id int);\nselect 1 / 0;\n');
+      await expect(migrateOutbox(tdb.pool, dir)).rejects.toThrow(
+        new RegExp(`outbox migration ${tagOf({ id: next, name: 'half_done' })} failed: division by zero`),
+      );
       const { rows } = await tdb.pool.query(`select to_regclass('outbox_half') as t, (select max(id) from outbox_migrations) as last`);
-      expect(rows[0]).toEqual({ t: null, last: 0 });
+      expect(rows[0]).toEqual({ t: null, last: next - 1 });
     } finally {
       rmSync(dir, { recursive: true, force: true });
       await tdb.drop();
@@ -161,12 +203,104 @@ describe('a migration that fails', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-outbox-migrations-'));
     try {
       cpSync(OUTBOX_MIGRATIONS_DIR, dir, { recursive: true });
-      writeFileSync(path.join(dir, '0002_skipped_one.sql'), 'select 1;\n');
-      expect(() => outboxMigrations(dir)).toThrow(/0002_skipped_one: numbers run 0000, 0001, … without gaps or repeats/);
+      const skipped = tagOf({ id: outboxMigrations().length + 1, name: 'skipped_one' });
+      writeFileSync(path.join(dir, `${skipped}.sql`), 'select 1;\n');
+      expect(() => outboxMigrations(dir)).toThrow(new RegExp(`${skipped}: numbers run 0000, 0001, … without gaps or repeats`));
       writeFileSync(path.join(dir, 'add-a-column.sql'), 'select 1;\n');
       expect(() => outboxMigrations(dir)).toThrow(/add-a-column.sql: name it NNNN_name.sql/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+/** The outbox's index names, the parent's and every day's, that match `like`. */
+async function indexesLike(q: pg.Pool, like: string): Promise<string[]> {
+  const { rows } = await q.query<{ name: string }>(
+    `select c.relname as name from pg_index i join pg_class c on c.oid = i.indexrelid
+      where i.indrelid in (select relid from pg_partition_tree('outbox')) and pg_get_indexdef(i.indexrelid) like $1
+      order by 1`,
+    [like],
+  );
+  return rows.map((r) => r.name);
+}
+
+/**
+ * Each migration of the lean storage (ADR 0051) on a database of the release before it: applied
+ * once, its change made on the parent and every day, the messages kept, and its SQL run a second
+ * time changes nothing.
+ */
+describe('the lean storage, one migration at a time', () => {
+  async function upgrade(last: number, check: (pool: pg.Pool, phase: 'before' | 'after') => Promise<void>): Promise<void> {
+    const pool = await emptyDatabase();
+    try {
+      await migrateOutbox(pool, migrationsUpTo(last - 1));
+      await pool.query(`insert into outbox (topic, key, payload) select 'thing.happened', 'k' || i, '{}' from generate_series(1, 3) i`);
+      await check(pool, 'before');
+      const run = await migrateOutbox(pool, migrationsUpTo(last));
+      expect(run.applied).toEqual([ALL_TAGS[last]]);
+      await check(pool, 'after');
+      const after = await outboxCatalog(pool);
+      const sql = readFileSync(path.join(OUTBOX_MIGRATIONS_DIR, `${ALL_TAGS[last]}.sql`), 'utf8');
+      await pool.query(`begin;\n${sql}\ncommit;`);
+      expect(await outboxCatalog(pool)).toEqual(after);
+      expect(await migrateOutbox(pool, migrationsUpTo(last))).toMatchObject({ applied: [] });
+      expect(await countMessages(pool)).toBe(3);
+    } finally {
+      await pool.end();
+    }
+  }
+
+  it("0001 drops the PENDING rows' created_at index, from the parent and every day", async () => {
+    await upgrade(1, async (pool, phase) => {
+      const found = await indexesLike(pool, "%(created_at) WHERE (status = 'PENDING'::text)");
+      if (phase === 'before')
+        expect(found.length).toBeGreaterThanOrEqual(9); // the parent's, and today's and the week ahead's
+      else expect(found).toEqual([]);
+    });
+  });
+
+  it('0002 makes processed_at a BRIN index of DONE rows, on the parent and every day, days made later included', async () => {
+    await upgrade(2, async (pool, phase) => {
+      const btree = await indexesLike(pool, "%USING btree (processed_at) WHERE (status = 'DONE'::text)");
+      const brin = await indexesLike(pool, "%USING brin (processed_at) WITH (autosummarize='on') WHERE (status = 'DONE'::text)");
+      const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from pg_partition_tree('outbox')`);
+      if (phase === 'before') {
+        expect(btree).toHaveLength(rows[0]!.n);
+        expect(brin).toEqual([]);
+      } else {
+        expect(btree).toEqual([]);
+        expect(brin).toHaveLength(rows[0]!.n);
+        await pool.query(`select outbox_ensure_partitions(now() + interval '10 days', 0)`);
+        expect(await indexesLike(pool, '%USING brin (processed_at)%')).toHaveLength(rows[0]!.n + 3);
+      }
+    });
+  });
+
+  it('0003 derives public ids from the row: days that hold rows keep their unique index, the others and days made later lose it', async () => {
+    const uniqueDays = async (pool: pg.Pool) =>
+      (await indexesLike(pool, '%UNIQUE INDEX%(public_id)')).map((name) => name.replace(/_public_id_key$/, ''));
+    await upgrade(3, async (pool, phase) => {
+      const { rows: days } = await pool.query<{ name: string }>(
+        `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'outbox'::regclass order by 1`,
+      );
+      const { rows: held } = await pool.query<{ name: string }>(`select distinct tableoid::regclass::text as name from outbox`);
+      if (phase === 'before') {
+        expect(await uniqueDays(pool)).toEqual(days.map((d) => d.name));
+        return;
+      }
+      expect(await uniqueDays(pool)).toEqual(held.map((d) => d.name)); // the day with the three messages
+      const { rows: fresh } = await pool.query<{ derived: boolean }>(
+        `insert into outbox (topic, payload) values ('thing.happened', '{}') returning public_id = outbox_public_id(created_at, id) as derived`,
+      );
+      expect(fresh).toEqual([{ derived: true }]);
+      await pool.query(`delete from outbox where key is null`);
+      const { rows: old } = await pool.query<{ derived: boolean }>(
+        `select public_id = outbox_public_id(created_at, id) as derived from outbox where key is not null`,
+      );
+      expect(old.map((r) => r.derived)).toEqual([false, false, false]); // as the release before wrote them
+      await pool.query(`select outbox_ensure_partitions(now() + interval '10 days', 0)`);
+      expect(await uniqueDays(pool)).toEqual(held.map((d) => d.name));
+    });
   });
 });
