@@ -199,6 +199,13 @@ export interface BenchResults {
     withoutOutbox: Repeated<{ tps: number; p99: number }>;
     ratio: number;
     costPercent: number;
+    /** The same pair with prepared statements (-M prepared), as the API sends them straight to PostgreSQL; absent in results from before it was measured. */
+    prepared?: {
+      withOutbox: Repeated<{ tps: number; p99: number }>;
+      withoutOutbox: Repeated<{ tps: number; p99: number }>;
+      ratio: number;
+      costPercent: number;
+    };
     diagnostics: {
       rowWithoutNotify: Repeated<{ tps: number; p99: number }>;
       notifyInTransaction: Repeated<{ tps: number; p99: number }>;

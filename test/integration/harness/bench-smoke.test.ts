@@ -210,6 +210,8 @@ describe('npm run bench -- --smoke', () => {
       expect(finitePositive(r.api.prepared.ratio)).toBe(true);
       expect(readFileSync(path.join(out, 'bench-results.md'), 'utf8')).toContain('pgbench `-M prepared` at 8 connections');
       expect(finitePositive(r.outboxCost.ratio)).toBe(true);
+      // …and the same pair prepared, as the API sends it straight to PostgreSQL.
+      expect(finitePositive(r.outboxCost.prepared.ratio)).toBe(true);
       // One outbox row per booking or one per subscribed handler: every variant's figures, and K
       // rows of one shape write K times the index entries of one.
       for (const [key, v] of Object.entries(r.fanout.hotPath.variants) as [string, { median: Record<string, number> }][]) {
