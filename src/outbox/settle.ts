@@ -3,7 +3,7 @@ import type { Logger } from '../logger.ts';
 import { execute, statement, type Executor, type Statement } from './executor.ts';
 import type { ClaimedMessage } from './claim.ts';
 import { bringDaysIntoSight, markDoneInSight } from './days-in-sight.ts';
-import type { PlannedConnection } from './claim-connection.ts';
+import type { PlannedConnection } from './planned-connection.ts';
 import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
 import { retryWrite } from './retry-write.ts';

@@ -483,14 +483,14 @@ export { ClaimSize } from './runner/claim-size.ts';
 // The store's statements, called one at a time by tests that check their SQL (fences, order, plans).
 
 export { CLAIM_SQL, CLAIM_STATEMENT } from './claim.ts';
+export { ClaimConnection } from './claim-connection.ts';
 export {
-  applyClaimSettings,
-  CLAIM_SESSION_SETTINGS,
-  CLAIM_SET_STATEMENT,
-  ClaimConnection,
-  ClaimSettingsError,
+  applyPlannedSettings,
+  PLANNED_SESSION_SETTINGS,
+  PLANNED_SET_STATEMENT,
   PlannedConnection,
-} from './claim-connection.ts';
+  SessionSettingsError,
+} from './planned-connection.ts';
 export { MARK_DONE, markDoneMany as markDoneManyOn } from './settle.ts';
 export { dropExpiredOutboxPartitions } from './partitions.ts';
 export { CoalescedWakeUp } from './wake-up.ts';

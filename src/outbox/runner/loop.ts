@@ -4,7 +4,8 @@ import type pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
 import type { ClaimedMessage } from '../claim.ts';
-import { ClaimConnection, PlannedConnection } from '../claim-connection.ts';
+import { ClaimConnection } from '../claim-connection.ts';
+import { PlannedConnection } from '../planned-connection.ts';
 import { executorOf } from '../executor.ts';
 import { extendLeases, handBack } from '../lease.ts';
 import { HandBacks } from '../lease/hand-backs.ts';
@@ -82,7 +83,7 @@ class OutboxWorker implements Worker {
   private readonly heartbeat: Heartbeat;
   /** The claim's own connection (src/outbox/claim-connection.ts says why). */
   private readonly claimer: ClaimConnection;
-  /** The batched writes' own connection: DONE, lease extensions, hand-backs (the same file says why). */
+  /** The batched writes' own connection: DONE, lease extensions, hand-backs (src/outbox/planned-connection.ts says why). */
   private readonly settleConnection: PlannedConnection;
   /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
   private standaloneRuns = 0;

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { createDatabase, type Database } from '../../../src/db/client.ts';
-import { CLAIM_STATEMENT, CLAIM_SESSION_SETTINGS, ClaimConnection, ClaimSettingsError } from '../../../src/outbox/testing.ts';
+import { CLAIM_STATEMENT, PLANNED_SESSION_SETTINGS, ClaimConnection, SessionSettingsError } from '../../../src/outbox/testing.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { skipWithout } from '../../helpers/tools.ts';
 import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../../helpers/pgbouncer.ts';
@@ -58,7 +58,7 @@ const claim = (c: ClaimConnection, limit = 10) => c.claimBatch({ limit, leaseSec
 async function sessionSettings(q: pg.Pool): Promise<Record<string, string>> {
   const { rows } = await q.query<{ name: string; value: string }>(
     'select name, current_setting(name) as value from unnest($1::text[]) as name',
-    [Object.keys(CLAIM_SESSION_SETTINGS)],
+    [Object.keys(PLANNED_SESSION_SETTINGS)],
   );
   return Object.fromEntries(rows.map((r) => [r.name, r.value]));
 }
@@ -84,7 +84,7 @@ describe.skipIf(skip)('the claim connection behind PgBouncer', () => {
       const claimed = [...(await claim(claimer, 10)), ...(await claim(claimer, 10)), ...(await claim(claimer, 10))];
       expect(claimed.map((m) => m.id).sort((a, b) => a - b)).toEqual(rows.map((r) => r.id));
       expect(opened).toHaveLength(1);
-      expect(await sessionSettings(opened[0]!)).toEqual({ ...CLAIM_SESSION_SETTINGS });
+      expect(await sessionSettings(opened[0]!)).toEqual({ ...PLANNED_SESSION_SETTINGS });
       // One server session throughout: the claim was planned once and run from its cached plan.
       const { rows: stmt } = await opened[0]!.query(
         `select generic_plans::int as generic, custom_plans::int as custom from pg_prepared_statements where name = $1`,
@@ -100,7 +100,7 @@ describe.skipIf(skip)('the claim connection behind PgBouncer', () => {
     await insertMessages(tdb.db, [{ topic: 'test.t' }]);
     await throughBouncer(url, async (claimer, opened) => {
       expect(await claim(claimer)).toHaveLength(1);
-      expect(await sessionSettings(opened[0]!)).toEqual({ ...CLAIM_SESSION_SETTINGS });
+      expect(await sessionSettings(opened[0]!)).toEqual({ ...PLANNED_SESSION_SETTINGS });
     });
   });
 
@@ -116,7 +116,7 @@ describe.skipIf(skip)('the claim connection behind PgBouncer', () => {
     await Promise.all(warm.map((c) => c.end()));
     await throughBouncer(url, async (claimer) => {
       const failure = await claim(claimer).catch((e: unknown) => e);
-      expect(failure).toBeInstanceOf(ClaimSettingsError);
+      expect(failure).toBeInstanceOf(SessionSettingsError);
       expect((failure as Error).message).toMatch(/did not hold .*session connection/);
       // Nothing was claimed on it.
       const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where attempts > 0`);

@@ -5,11 +5,11 @@ import { sql } from 'drizzle-orm';
 import {
   CLAIM_STATEMENT,
   claimOn,
-  CLAIM_SESSION_SETTINGS,
-  CLAIM_SET_STATEMENT,
+  PLANNED_SESSION_SETTINGS,
+  PLANNED_SET_STATEMENT,
   ClaimConnection,
-  ClaimSettingsError,
-  applyClaimSettings,
+  SessionSettingsError,
+  applyPlannedSettings,
   connectClaimClient,
   explainClaim,
   markDead,
@@ -331,9 +331,9 @@ describe('claim', () => {
       expect(opened).toHaveLength(1);
       const settings = (q: { query(text: string, values: unknown[]): Promise<{ rows: { name: string; setting: string }[] }> }) =>
         q
-          .query('select name, setting from pg_settings where name = any($1) order by name', [Object.keys(CLAIM_SESSION_SETTINGS)])
+          .query('select name, setting from pg_settings where name = any($1) order by name', [Object.keys(PLANNED_SESSION_SETTINGS)])
           .then((r) => Object.fromEntries(r.rows.map((x) => [x.name, x.setting])));
-      expect(await settings(opened[0]!)).toEqual({ ...CLAIM_SESSION_SETTINGS });
+      expect(await settings(opened[0]!)).toEqual({ ...PLANNED_SESSION_SETTINGS });
       // The pool's own options reach it too: this file's lock_timeout, which the SKIP LOCKED test
       // relies on.
       const { rows: lockTimeout } = await opened[0]!.query(`select current_setting('lock_timeout') as t`);
@@ -351,8 +351,8 @@ describe('claim', () => {
   });
 
   it('sends its settings with SET after connecting, not as a startup parameter a pooler would refuse', async () => {
-    expect(CLAIM_SET_STATEMENT).toBe(
-      Object.entries(CLAIM_SESSION_SETTINGS)
+    expect(PLANNED_SET_STATEMENT).toBe(
+      Object.entries(PLANNED_SESSION_SETTINGS)
         .map(([k, v]) => `set ${k} = ${v}`)
         .join('; '),
     );
@@ -382,8 +382,8 @@ describe('claim', () => {
           ? // The SETs land nowhere; the backend read in the same round trip is this one's.
             (query('select pg_backend_pid() as pid') as Promise<unknown>).then((r) => [{ rows: [] }, r])
           : query(text, ...rest);
-      const failure = await applyClaimSettings(c).catch((e: unknown) => e);
-      expect(failure).toBeInstanceOf(ClaimSettingsError);
+      const failure = await applyPlannedSettings(c).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(SessionSettingsError);
       expect((failure as Error).message).toMatch(/enable_seqscan is on, want off;.*session connection/);
     } finally {
       await c.end();

@@ -38,6 +38,7 @@ const ENTRY_POINTS = new Set([
   'src/outbox/finished-payload-values.ts',
   'src/outbox/messages-by-id.ts',
   'src/outbox/claim-connection.ts',
+  'src/outbox/planned-connection.ts',
   'src/outbox/runner/options.ts',
   'src/outbox/runner/housekeeping.ts',
   'src/outbox/testing.ts',
