@@ -27,7 +27,7 @@ import { waitFor } from '../../helpers/wait.ts';
  * CHANGELOG.md: its src/, scripts/ and migrations/ from `git archive`, beside this checkout's
  * node_modules. Like the previous-release worker test, it needs the git history.
  *
- * Slow (about 35 s alone): four processes start, each a TypeScript program loaded by tsx.
+ * Slow (about 15 s alone): four processes start, each a TypeScript program loaded by tsx.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
