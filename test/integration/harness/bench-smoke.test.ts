@@ -35,12 +35,16 @@ const gitStatus = () =>
 const runScript = (script: string, ...args: string[]) =>
   spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000 });
 
+/** A script's `--help`, run once for the tests that read it: a node and tsx start costs a second of CPU. */
+const helpRuns = new Map<string, ReturnType<typeof runScript>>();
+const helpOf = (script: string) => helpRuns.get(script) ?? helpRuns.set(script, runScript(script, '--help')).get(script)!;
+
 describe('npm run bench -- --smoke', () => {
   it('writes its results under var/bench/ by default, which git ignores', () => {
     expect(DEFAULT_OUT).toBe(path.join(root, 'var', 'bench'));
     const ignored = spawnSync('git', ['check-ignore', '--quiet', path.join(DEFAULT_OUT, 'bench-results.json')], { cwd: root });
     expect(ignored.status, 'var/bench/bench-results.json must be git-ignored').toBe(0);
-    expect(runScript('scripts/bench/run.ts', '--help').stdout).toContain('(default: var/bench)');
+    expect(helpOf('scripts/bench/run.ts').stdout).toContain('(default: var/bench)');
   });
 
   it('runs every measurement and writes every figure, and nothing into the repository', { timeout: 600_000 }, () => {
@@ -357,7 +361,7 @@ describe("the measurement scripts' command lines", () => {
   ];
 
   it.each(scripts)('$script --help prints the usage, every flag in it, and exits 0', { timeout: 130_000 }, ({ script, flags }) => {
-    const run = runScript(script, '--help');
+    const run = helpOf(script);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^usage: npm run /);
     for (const flag of flags) expect(run.stdout, flag).toContain(flag);
