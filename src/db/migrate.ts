@@ -4,11 +4,35 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { createDatabase } from './client.ts';
 import { checkMigrationOrder } from './migration-order.ts';
 import { afterMigrateSteps } from './after-migrate.ts';
+import { pgError } from './pg-errors.ts';
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
 /** An arbitrary constant: the advisory lock every migrating process queues on. */
 const MIGRATION_LOCK_ID = 727_001;
+
+/** lock_not_available: a migration's up-front LOCK waited longer than its lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+/** How long a migration keeps trying for its tables: the release before serves meanwhile. */
+const LOCK_RETRY_MS = 60_000;
+
+/**
+ * Runs the pending migrations (one transaction), again after a pause when they gave up waiting
+ * for their tables: a migration that runs beside the processes of the release before takes the
+ * tables it alters up front with a short lock_timeout (migrations/0013_trace_context.sql says why),
+ * and gives up, rolled back, rather than wait behind them and deadlock.
+ */
+async function migrateWhenTablesFree(run: () => Promise<void>): Promise<void> {
+  const giveUpAt = Date.now() + LOCK_RETRY_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (pgError(err)?.code !== LOCK_NOT_AVAILABLE || Date.now() > giveUpAt) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * attempt) * (0.5 + Math.random())));
+    }
+  }
+}
 
 /**
  * Applies pending migrations. drizzle's migrate() takes no lock of its own, so two processes
@@ -26,7 +50,7 @@ export async function runMigrations(databaseUrl: string, migrationsDir: string =
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {
       await checkMigrationOrder(client, migrationsDir);
-      await migrate(database.db, { migrationsFolder: migrationsDir });
+      await migrateWhenTablesFree(() => migrate(database.db, { migrationsFolder: migrationsDir }));
       for (const step of afterMigrateSteps()) await step.run(database.pool);
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);

@@ -11,10 +11,14 @@
 -- of the release before still asks for finished messages in processed_at order: its queries use
 -- this index and sort what it finds, correct and slower, until it is gone.
 --
--- Building the index reads every day's heap once while it holds a SHARE lock, so the outbox's
--- writes wait for the build (docs/operating.md, "Changing the schema"); the wait for the lock is
--- bounded as the first cut's is.
+-- Building the index reads every day's heap once, the outbox held whole meanwhile, so its reads
+-- and writes wait for the build (docs/operating.md, "Changing the schema"); the wait for the lock
+-- is bounded as the first cut's is. The strongest lock the migration needs (the DROP's) is taken
+-- first: taking SHARE for the build, then ACCESS EXCLUSIVE for the drop, deadlocked with a
+-- statement of the release before that held a lighter lock and wanted a row lock's (a claim, a
+-- booking), seen by the upgrade drill.
 SET LOCAL lock_timeout = '5s';
+LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE;
 CREATE INDEX IF NOT EXISTS outbox_done_processed_brin ON outbox USING brin (processed_at) WITH (autosummarize = on)
   WHERE status = 'DONE';
 DROP INDEX IF EXISTS outbox_done_processed_idx;

@@ -31,8 +31,11 @@ BEGIN
 END
 $function$;
 
--- The trigger locks the outbox and every day of it: bounded, as the first cut's drop is.
+-- The trigger locks the outbox and every day of it: bounded, as the first cut's drop is. The
+-- strongest lock the statements below need is taken first, so the migration never waits for one
+-- while holding a lighter one (0002 says what that deadlocked with).
 SET LOCAL lock_timeout = '5s';
+LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE;
 DROP TRIGGER IF EXISTS outbox_public_id_from_row ON outbox;
 CREATE TRIGGER outbox_public_id_from_row BEFORE INSERT ON outbox
   FOR EACH ROW WHEN (NEW.public_id IS NULL) EXECUTE FUNCTION outbox_derive_public_id();
