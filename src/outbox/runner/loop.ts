@@ -85,7 +85,7 @@ class OutboxWorker implements Worker {
   private readonly claimer: ClaimConnection;
   /** The batched writes' own connection: DONE, lease extensions, hand-backs (src/outbox/planned-connection.ts says why). */
   private readonly settleConnection: PlannedConnection;
-  /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the claim connection. */
+  /** runOnce/runUntilEmpty calls in progress outside start(): the last one closes the worker's own connections. */
   private standaloneRuns = 0;
   private readonly counts = emptySummary();
   /** The handlers that keep their own lane (src/outbox/lanes.ts), for the claim. */
@@ -295,7 +295,7 @@ class OutboxWorker implements Worker {
     return this.standalone(() => this.loop('until-empty'));
   }
 
-  /** Outside start(), the claim connection is closed when the last run returns (nothing to stop()). */
+  /** Outside start(), the worker's own connections are closed when the last run returns (nothing to stop()). */
   private async standalone<T>(work: () => Promise<T>): Promise<T> {
     this.standaloneRuns++;
     try {
