@@ -143,8 +143,9 @@ export async function resetPlannedSession(client: pg.ClientBase): Promise<boolea
  * probe per id. Planned on the shared pool, with a day's statistics from before a flood (or none,
  * on a day just made), the planner took the day's PENDING rows for a handful and read all of them
  * for every id of the batch (a nested loop over the materialized array): about 2 s per 1,600-row
- * DONE batch, and a drain of 5,000 messages a second fell to 800 (ADR 0053). With these settings
- * the probes are the only plan left. On one connection the three are also one at a time, so a
+ * DONE batch, and a drain of 5,000 messages a second fell to 800 (ADR 0053). With these settings,
+ * and a fence the planner cannot read as "few rows" (batchFence, ./lease/leased-table.ts), the
+ * probes are the only plan left. On one connection the three are also one at a time, so a
  * worker's lease extension and its DONE batch never lock the same rows in opposite orders.
  */
 export class PlannedConnection {
