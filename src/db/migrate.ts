@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { createDatabase } from './client.ts';
@@ -29,7 +30,7 @@ async function migrateWhenTablesFree(run: () => Promise<void>): Promise<void> {
       return await run();
     } catch (err) {
       if (pgError(err)?.code !== LOCK_NOT_AVAILABLE || Date.now() > giveUpAt) throw err;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * attempt) * (0.5 + Math.random())));
+      await sleep(Math.min(1_000, 50 * attempt) * (0.5 + Math.random()));
     }
   }
 }

@@ -200,7 +200,7 @@ export class Settler {
 
   constructor(
     private readonly pool: pg.Pool,
-    /** Where the DONE batches are written: the worker's settle connection (claim-connection.ts says why). */
+    /** Where the DONE batches are written: the worker's settle connection (planned-connection.ts says why). */
     settleConnection: PlannedConnection,
     private readonly log: Logger,
     private readonly reporter: OutcomeSink,
