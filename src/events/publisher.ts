@@ -8,6 +8,7 @@ import {
   jetstreamManager,
   type JetStreamClient,
   type JetStreamManager,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -15,7 +16,7 @@ import { PublishCircuit } from './circuit.ts';
 import { EventsUnavailableError } from './errors.ts';
 import { closeNats, connectNats, describeNats, describeNatsFailure, jetStreamNotNow } from './connection.ts';
 import { EventsStreamMissingError, EventsStreamUnavailableError, natsAway, nobodyAnswered, refused } from './publish-failures.ts';
-import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, StreamConfigError } from './stream.ts';
+import { DELETED_STREAM_SETTLE_MS, desiredStream, ensureStream, holdsEvery, StreamConfigError } from './stream.ts';
 import { HEADERS } from './subjects.ts';
 import { askStreamLeaderToStepDown, STEP_DOWN_AFTER_TIMEOUTS, StuckLeaderWatch } from './stuck-leader.ts';
 
@@ -234,13 +235,24 @@ class JetStreamPublisher implements EventPublisher {
   private restoreStream(c: Connection, subject: string): Promise<void> {
     this.restoring ??= (async () => {
       const name = this.config.EVENTS_STREAM;
-      const exists = await this.streamExists(c.probe, subject);
-      this.log.error(
-        { stream: name, subject },
-        exists
-          ? `events stream ${name} no longer holds ${subject}; bringing its subjects back`
-          : `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
-      );
+      const found = await this.findStream(c.probe, subject);
+      const exists = found !== null;
+      if (!exists) {
+        this.log.error(
+          { stream: name, subject },
+          `events stream ${name} is gone (deleted while the relay runs); recreating it. Events it held that a consumer group had not read are lost to that group`,
+        );
+      } else if (holdsEvery(found.config.subjects, desiredStream(this.config).subjects!)) {
+        // Its subjects are all there: nobody answered because the stream is between leaders (a
+        // node lost, an election) or its leader has not caught up. Not an alarm; declared again
+        // all the same, which costs one request and proves the stream takes our settings.
+        this.log.warn(
+          { stream: name, subject },
+          `events stream ${name} holds ${subject} but took no publish: between leaders; declaring it again`,
+        );
+      } else {
+        this.log.error({ stream: name, subject }, `events stream ${name} no longer holds ${subject}; bringing its subjects back`);
+      }
       if (!exists) await sleep(DELETED_STREAM_SETTLE_MS);
       try {
         const info = await this.declareStream(c.jsm);
@@ -263,12 +275,11 @@ class JetStreamPublisher implements EventPublisher {
     return this.restoring;
   }
 
-  /** Whether the stream exists (it lost the subject) or was deleted; JetStream silent is neither. */
-  private async streamExists(probe: JetStreamManager, subject: string): Promise<boolean> {
+  /** The stream's info when it exists (it lost the subject, or its leader), null when deleted; JetStream silent is neither. */
+  private async findStream(probe: JetStreamManager, subject: string): Promise<StreamInfo | null> {
     const name = this.config.EVENTS_STREAM;
     try {
-      await probe.streams.info(name);
-      return true;
+      return await probe.streams.info(name);
     } catch (err) {
       if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) {
         // Only "not found" means deleted; silence is a stream between leaders, and passes.
@@ -279,7 +290,7 @@ class JetStreamPublisher implements EventPublisher {
           { cause: err },
         );
       }
-      return false;
+      return null;
     }
   }
 

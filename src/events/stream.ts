@@ -134,6 +134,8 @@ const seconds = (ns: number | undefined) => `${(ns ?? 0) / 1e9} s`;
 const list = (v: string[] | undefined) => `[${(v ?? []).join(', ')}]`;
 const sameSet = (a: string[] | undefined, b: string[] | undefined) =>
   JSON.stringify([...(a ?? [])].sort()) === JSON.stringify([...(b ?? [])].sort());
+/** Whether a stream's subjects `have` list every one of `want` (others may be there too). */
+export const holdsEvery = (have: string[] | undefined, want: string[]) => want.every((subject) => (have ?? []).includes(subject));
 
 /**
  * Every setting that can lose, drop or refuse events, compared with what `want` says. Settings
@@ -153,10 +155,9 @@ export function streamDifferences(
   if (want.subjects && relay) check('subjects', !sameSet(have.subjects, want.subjects), list(have.subjects), list(want.subjects));
   // A reader needs its subjects in the stream (or it reads nothing), and leaves any others alone.
   if (want.subjects && !relay) {
-    const missing = want.subjects.some((subject) => !(have.subjects ?? []).includes(subject));
     check(
       'subjects',
-      missing,
+      !holdsEvery(have.subjects, want.subjects),
       list(have.subjects),
       `${list(want.subjects)} among them`,
       false,

@@ -89,6 +89,26 @@ describe.skipIf(skip)('the relay, when the stream is deleted under it', () => {
     }
   });
 
+  it('gives the stream its subjects back when they were changed under it, saying so at error level', async () => {
+    const cfg = config();
+    const { logger, entries } = captureLogger();
+    const publisher = createJetStreamPublisher(cfg, logger);
+    try {
+      await publisher.prepare();
+      await publisher.publish(event(1));
+      await nats.jsm.streams.update(stream, {
+        ...(await nats.jsm.streams.info(stream)).config,
+        subjects: [`${stream.toLowerCase()}-elsewhere.>`],
+      });
+      const result = await publisher.publish(event(2));
+      expect(result).toMatchObject({ duplicate: false, seq: 2 });
+      expect((await nats.jsm.streams.info(stream)).config.subjects).toEqual(desiredStream(cfg).subjects);
+      expect(entries().some((e) => e.level === 50 && /no longer holds .*; bringing its subjects back/.test(String(e.msg)))).toBe(true);
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('fails the publish saying the stream is missing and why it cannot be recreated, never "jetstream is not enabled"', async () => {
     const cfg = config();
     const publisher = createJetStreamPublisher(cfg, pino({ level: 'silent' }));
