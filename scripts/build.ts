@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -17,6 +17,30 @@ import { runMain, type Command } from '../src/process/run-main.ts';
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+
+/** What tsc compiles: the production image's (tsconfig.build.json), or `config` (a tsconfig of the caller's). */
+export interface CompileOptions {
+  outDir: string;
+  config?: string;
+}
+
+/**
+ * tsc into `outDir`, emptied first (no stale file of a deleted module survives), then the files
+ * the code reads at run time beside the JavaScript. Returns tsc's exit code.
+ */
+export async function compileTree({ outDir, config = path.join(root, 'tsconfig.build.json') }: CompileOptions): Promise<number> {
+  rmSync(outDir, { recursive: true, force: true });
+  const compiled = spawn(process.execPath, [tsc, '-p', config, '--outDir', outDir], { stdio: 'inherit' });
+  const status = await new Promise<number>((resolve, reject) => {
+    compiled.once('error', reject);
+    compiled.once('exit', (code) => resolve(code ?? 1));
+  });
+  if (status !== 0) return status;
+  for (const dir of ['migrations', 'src/outbox/migrations', 'public'])
+    cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
+  return 0;
+}
 
 export const buildCommand: Command = {
   name: 'build',
@@ -26,17 +50,11 @@ export const buildCommand: Command = {
   options: { 'out-dir': { type: 'string', default: 'dist' } },
   async run({ flags, out, err }) {
     const outDir = path.resolve(root, String(flags['out-dir']));
-    rmSync(outDir, { recursive: true, force: true }); // no stale file of a deleted module survives
-    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], {
-      stdio: 'inherit',
-    });
-    if (compiled.status !== 0) {
+    const status = await compileTree({ outDir });
+    if (status !== 0) {
       err('build: tsc failed');
-      return compiled.status ?? 1;
+      return status;
     }
-    for (const dir of ['migrations', 'src/outbox/migrations', 'public'])
-      cpSync(path.join(root, dir), path.join(outDir, dir), { recursive: true });
     out(`build: ${path.relative(root, outDir) || '.'} ready`);
     return 0;
   },

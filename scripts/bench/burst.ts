@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { nowMs } from './lib/marks.ts';
 import { withClient } from '../lib/postgres.ts';
-import { nodeTsx, ROOT, stopChild } from '../lib/processes.ts';
+import { entryArgs, ROOT, stopChild } from '../lib/processes.ts';
 import { fillBacklog, outboxExists, statusCounts, wakeUp } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -157,9 +157,8 @@ export async function oursBurst(
   env: Record<string, string>,
   spell: IdleSpell,
 ): Promise<Burst> {
-  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts');
   const procs = Array.from({ length: processes }, () =>
-    spawn(cmd, args, {
+    spawn(process.execPath, entryArgs('scripts/bench/bench-worker.ts'), {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail'), ...env },
       // BENCH_WORKER_STDIO=inherit shows the workers' own logs (to look into a slow run).

@@ -7,7 +7,7 @@ import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { LatencyProbe } from './lib/latency.ts';
-import { assertOk, nodeTsx, runParallel, runProcess } from '../lib/processes.ts';
+import { assertOk, entryArgs, runParallel, runProcess } from '../lib/processes.ts';
 import { markDir } from './lib/marks.ts';
 import {
   analyzeOutbox,
@@ -55,8 +55,8 @@ const workerEnv = (url: string, extra: Record<string, string> = {}) => ({
 });
 
 function drainProcesses(url: string, processes: number, env: Record<string, string> = {}) {
-  const { cmd, args } = nodeTsx('scripts/bench/bench-worker.ts', '--until-empty');
-  return runParallel(processes, () => runProcess(cmd, args, { env: workerEnv(url, env), timeoutMs: 600_000 }));
+  const args = entryArgs('scripts/bench/bench-worker.ts', '--until-empty');
+  return runParallel(processes, () => runProcess(process.execPath, args, { env: workerEnv(url, env), timeoutMs: 600_000 }));
 }
 
 /**

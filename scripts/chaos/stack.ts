@@ -9,7 +9,7 @@ import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
-import { freePort, nodeTsx, ROOT } from '../lib/processes.ts';
+import { freePort, entryArgs, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
 import { poll } from './poll.ts';
 import { Supervised, type ChildSpec } from './processes.ts';
@@ -33,13 +33,16 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: n
 
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */
 function listTopics(env: NodeJS.ProcessEnv): Promise<string[]> {
-  const { cmd, args } = nodeTsx('src/commands/drain-outbox.ts', '--list-topics');
   // Not scripts/lib's runProcess: that one adds this process's environment, and the run's
   // processes get the run's settings only.
   return new Promise<string>((resolve, reject) =>
-    execFile(cmd, args, { cwd: ROOT, env: { ...env, ...lifelineEnv() } }, (err, stdout) =>
-      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
-      err ? reject(err) : resolve(stdout),
+    execFile(
+      process.execPath,
+      entryArgs('src/commands/drain-outbox.ts', '--list-topics'),
+      { cwd: ROOT, env: { ...env, ...lifelineEnv() } },
+      (err, stdout) =>
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
+        err ? reject(err) : resolve(stdout),
     ),
   ).then((out) =>
     out

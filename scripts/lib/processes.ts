@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +7,7 @@ import { lifelineEnv } from '../../src/process/lifeline.ts';
 
 /*
  * How the scripts run processes: a command to completion (runProcess), or one of our entry points
- * as a long-running child (startNodeProcess: `node --import tsx`, its output to a log, stopped
+ * as a long-running child (startNodeProcess, run as entryArgs says, its output to a log, stopped
  * with SIGTERM then SIGKILL). Every child carries this process's lifeline
  * (src/process/lifeline.ts): whatever started the script, its children stop when it goes.
  */
@@ -53,11 +53,24 @@ export function runProcess(
   });
 }
 
-/** `node --import tsx <script>`: the real node process, so a signal reaches it (npx tsx would leave it behind). */
-export const nodeTsx = (script: string, ...args: string[]) => ({
-  cmd: process.execPath,
-  args: ['--import', 'tsx', path.join(ROOT, script), ...args],
-});
+/** Names the tree of this checkout compiled to JavaScript by the test run (test/helpers/global-setup.ts). */
+export const COMPILED_TREE_ENV = 'STAYHUB_COMPILED_TREE';
+
+/**
+ * The node arguments that run one of our entry points (`script`, from the repository root) as a
+ * child: `--import tsx <script>` as its npm script does (node itself, so a signal reaches it; npx
+ * tsx would leave it behind). Under the test run, the script's JavaScript in the compiled tree,
+ * which is what the production image runs: tsx costs a child about 0.6 CPU-s more to start, and the
+ * suite starts over a hundred. A script the tree lacks (outside src/ and scripts/, or another
+ * checkout's) runs through tsx.
+ */
+export function entryArgs(script: string, ...args: string[]): string[] {
+  const fromRoot = path.relative(ROOT, path.resolve(ROOT, script));
+  const tree = process.env[COMPILED_TREE_ENV];
+  const compiled = tree && !fromRoot.startsWith('..') ? path.join(tree, fromRoot.replace(/\.ts$/, '.js')) : undefined;
+  if (compiled && existsSync(compiled)) return [compiled, ...args];
+  return ['--import', 'tsx', path.resolve(ROOT, script), ...args];
+}
 
 /** Runs `count` copies of a command at once; resolves with their results once all have exited. */
 export async function runParallel(count: number, make: (i: number) => Promise<Finished>): Promise<Finished[]> {
@@ -83,7 +96,7 @@ export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<
 }
 
 export interface NodeProcessSpec {
-  /** The script, relative to the repository root, run by `node --import tsx`. */
+  /** The script, relative to the repository root (or absolute), run as entryArgs says. */
   entry: string;
   args?: string[];
   /** The child's whole environment (this process's lifeline is added). */
@@ -108,10 +121,9 @@ export interface NodeProcess {
   stop(graceMs?: number): Promise<void>;
 }
 
-/** `node --import tsx <entry>`: the real node process, so a signal reaches it (npx tsx would leave it behind). */
+/** One of our entry points as a long-running child (entryArgs says how it runs). */
 export function startNodeProcess(spec: NodeProcessSpec): NodeProcess {
-  const { cmd, args } = nodeTsx(spec.entry, ...(spec.args ?? []));
-  const child = spawn(cmd, args, {
+  const child = spawn(process.execPath, entryArgs(spec.entry, ...(spec.args ?? [])), {
     cwd: ROOT,
     env: { ...spec.env, ...lifelineEnv() },
     detached: spec.detached ?? false,

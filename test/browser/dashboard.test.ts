@@ -10,6 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { buildTestApp, signUp, uniqueEmail, type TestApp } from '../helpers/app.ts';
 import { launchChromium, watchedPage } from '../helpers/chromium.ts';
 import { bookingPayload } from '../../scripts/lib/booking-payload.ts';
+import { entryArgs } from '../../scripts/lib/processes.ts';
 
 /*
  * The dashboard in real headless Chromium (driven by playwright-core; a system Chromium when there
@@ -98,7 +99,7 @@ async function seedHour(): Promise<{ deadBooking: string; deadProperty: string }
 
 function runWorkerUntilEmpty(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts', '--until-empty'], {
+    const child = spawn(process.execPath, entryArgs('src/commands/drain-outbox.ts', '--until-empty'), {
       env: { ...process.env, DATABASE_URL: db.url, MAIL_DIR: mailDir, LOG_LEVEL: 'warn', BACKOFF_JITTER: 'false' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

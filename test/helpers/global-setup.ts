@@ -10,6 +10,8 @@ import { runMigrations } from '../../src/db/migrate.ts';
 import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { lifelineEnv, onParentGone } from '../../src/process/lifeline.ts';
 import { freePort } from '../../src/net/free-port.ts';
+import { COMPILED_TREE_ENV } from '../../scripts/lib/processes.ts';
+import { compileForTests } from './compiled-tree.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -67,6 +69,9 @@ export default async function setup(project: TestProject) {
   // then sees this process go (above).
   onParentGone(() => process.kill(process.pid, 'SIGTERM'), { name: 'vitest' });
   const filesBefore = repoWrites();
+  // Compiled while the test server starts; inherited, like the lifeline, by what the tests start.
+  const compiling = compileForTests();
+  compiling.catch(() => undefined); // awaited below, after the server: a failure is thrown there
   const templateDb = `stayhub_template_${randomBytes(4).toString('hex')}`;
   let serverUrl = process.env.TEST_DATABASE_URL;
   let server: EmbeddedPostgres | undefined;
@@ -93,6 +98,9 @@ export default async function setup(project: TestProject) {
   registerOutboxHooks(); // the template's days ahead, as `npm run migrate` makes them
   await runMigrations(templateUrl.toString());
 
+  const compiled = await compiling;
+  process.env[COMPILED_TREE_ENV] = compiled.tree;
+
   project.provide('pgServerUrl', serverUrl);
   project.provide('templateDb', templateDb);
 
@@ -106,6 +114,7 @@ export default async function setup(project: TestProject) {
       await admin.query(`drop database if exists ${templateDb}`).finally(() => admin.end());
     }
     if (dir) rmSync(dir, { recursive: true, force: true });
+    compiled.remove();
     const filesAfter = repoWrites();
     if (filesBefore && filesAfter) {
       const written = [...filesAfter].filter((f) => !filesBefore.has(f));

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { runCommand, type Command } from '../../src/process/run-main.ts';
+import { entryArgs } from '../../scripts/lib/processes.ts';
 
 /*
  * A script started the way a person or a container starts it: `npm run …` as a child of the test,
@@ -206,13 +207,14 @@ export interface ScriptRun {
 }
 
 /**
- * Runs an entry point to its end the way its npm script does (`node --import tsx <entry> …`; npm
- * itself would only add a start-up), in the project's folder, with `env` as its whole environment.
+ * Runs an entry point to its end the way its npm script does (`node --import tsx <entry> …`, or its
+ * compiled JavaScript under the test run: entryArgs in scripts/lib/processes.ts; npm itself would
+ * only add a start-up), in the project's folder, with `env` as its whole environment.
  * `stdin` is written to it and closed: a password for `create-admin`, or nothing.
  */
 export function runScript(entry: string, args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<ScriptRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+    const child = spawn(process.execPath, entryArgs(entry, ...args), {
       cwd: ROOT,
       env: { ...env, ...lifelineEnv() },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lifelineEnv } from '../../../src/process/lifeline.ts';
+import { entryArgs } from '../../lib/processes.ts';
 import { Supervised } from '../processes.ts';
 import type { ChaosNats } from './nats-cluster.ts';
 import type { ConsumerKillObserved } from './observed.ts';
@@ -86,7 +87,7 @@ export class EarningsConsumer {
   async finish(nats: ChaosNats, log: (l: string) => void, timeoutMs = 120_000): Promise<void> {
     await this.stop();
     if (!nats.running) await nats.start();
-    const last = spawn(process.execPath, ['--import', 'tsx', this.entry, '--until-empty'], {
+    const last = spawn(process.execPath, entryArgs(this.entry, '--until-empty'), {
       cwd: this.root,
       env: { ...this.env, ...lifelineEnv() },
       stdio: ['ignore', 'pipe', 'pipe'],

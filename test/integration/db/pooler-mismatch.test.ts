@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { ROOT } from '../../helpers/npm-run.ts';
 import { skipWithout } from '../../helpers/tools.ts';
 import { PGBOUNCER_INSTALL, startPgBouncer, type PgBouncer } from '../../helpers/pgbouncer.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * A process whose DATABASE_POOLER does not match what is in front of its DATABASE_URL, through a
@@ -152,7 +153,7 @@ describe.skipIf(skip)('what stands in front of DATABASE_URL', () => {
 
   it('an API told DATABASE_POOLER=none behind a transaction-mode pool refuses to start, in one line', async () => {
     const url = await bouncer({ pool_mode: 'transaction', default_pool_size: 4 });
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/api.ts'], {
+    const child = spawn(process.execPath, entryArgs('src/commands/api.ts'), {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH,

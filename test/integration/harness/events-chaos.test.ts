@@ -11,6 +11,7 @@ import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENT_CHECKS } from '../../../scripts/chaos/checks.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
 import { skipWithoutNats } from '../../helpers/nats.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * A short events chaos run (scripts/chaos/events/) on its three-node cluster: bookings while the
@@ -31,7 +32,7 @@ describe.skipIf(skip)('events chaos', () => {
   it('keeps every booking event in the stream once and the ledger right through consumer kills, a NATS outage, node losses, forgeries and a deleted stream', async () => {
     const events = await startEventsChaos({ databaseUrl: t.db.url, root: ROOT });
     const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-    const worker = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts'], {
+    const worker = spawn(process.execPath, entryArgs('src/commands/drain-outbox.ts'), {
       cwd: ROOT,
       env: {
         ...inherited,

@@ -15,6 +15,7 @@ import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { testHandler } from '../../helpers/test-handler.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { freePort } from '../../../src/net/free-port.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The worker's metrics, fed by a real worker loop in-process against real Postgres, read over
@@ -107,7 +108,7 @@ describe('worker metrics', () => {
 describe('npm run drain-outbox with WORKER_METRICS_PORT', () => {
   it('serves /metrics while it runs and closes the port when it stops', { timeout: 60_000 }, async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/drain-outbox.ts'], {
+    const child = spawn(process.execPath, entryArgs('src/commands/drain-outbox.ts'), {
       env: {
         ...process.env,
         DATABASE_URL: tdb.url,

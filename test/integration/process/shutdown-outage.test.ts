@@ -13,6 +13,7 @@ import { eventsEnv, freshStream, skipWithoutNats, useNats } from '../../helpers/
 import { killLeftovers, lineMatching, ROOT } from '../../helpers/npm-run.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The first SIGTERM stops the worker and the consumer within SHUTDOWN_TIMEOUT_SECONDS even when
@@ -38,7 +39,7 @@ afterAll(() => {
 });
 
 function startEntry(entry: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const child = spawn(process.execPath, entryArgs(entry), {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

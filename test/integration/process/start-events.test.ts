@@ -8,6 +8,7 @@ import { useTestDatabase } from '../../helpers/db.ts';
 import { bookAStay, httpApi, pollApi } from '../../helpers/http.ts';
 import { skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { commandOf, descendants, expectAllGone, isRunning, killLeftovers, ROOT, watchRun } from '../../helpers/npm-run.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * `npm start` with NATS_URL set: besides the API and the worker (whose relay publishes into
@@ -42,7 +43,7 @@ describe.skipIf(skip)('npm start with NATS_URL', () => {
     };
     // node itself, not npm: the supervisor is what is under test, and npm would only add a start-up.
     const run = watchRun(
-      spawn(process.execPath, ['--import', 'tsx', 'src/commands/start.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+      spawn(process.execPath, entryArgs('src/commands/start.ts'), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }),
     );
     const exited = new Promise<number | null>((resolve) => run.npm.once('exit', (code) => resolve(code)));
     let pids: number[] = [];
@@ -50,7 +51,7 @@ describe.skipIf(skip)('npm start with NATS_URL', () => {
       const banner = await run.waitForLine(/^\[start\] {3}Events /, 90_000);
       expect(banner).toBe(`[start]   Events     NATS_URL=nats://127.0.0.1:${nats.port} (relay in the worker; earnings consumer running)`);
       await run.waitForLine(/earnings consumer running/, 30_000);
-      const consumer = descendants(run.npm.pid!).find((p) => commandOf(p).includes('src/commands/consume-earnings.ts'));
+      const consumer = descendants(run.npm.pid!).find((p) => /src\/commands\/consume-earnings\.[jt]s/.test(commandOf(p)));
       expect(consumer, run.lines.join('\n')).toBeDefined();
       expect(isRunning(consumer!)).toBe(true);
 

@@ -5,6 +5,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { buildTestApp, listProperty, signUp, type TestApp } from '../../helpers/app.ts';
 import { createPostgresSearchIndex, type PostgresSearchIndex } from '../../../src/search/postgres-search-index.ts';
 import { reindex, type ReindexProgress } from '../../../src/search/reindex.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * `npm run reindex`: rebuilds in place from the properties table. Properties are created through
@@ -146,7 +147,7 @@ describe('reindex', () => {
   });
 
   it('`npm run reindex` without a terminal prints one summary line', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/reindex.ts', '--batch-size', '25'], {
+    const child = spawn(process.execPath, entryArgs('src/commands/reindex.ts', '--batch-size', '25'), {
       env: { ...process.env, DATABASE_URL: db.url, SEARCH_DATABASE_URL: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

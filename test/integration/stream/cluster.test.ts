@@ -10,6 +10,7 @@ import { askStreamLeaderToStepDown } from '../../../src/events/stuck-leader.ts';
 import { book, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, freshStream, readStream, skipWithoutNats, startNatsCluster, type NatsCluster } from '../../helpers/nats.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The events path on a three-node JetStream cluster, the stream at three replicas: the worker's
@@ -54,7 +55,7 @@ afterAll(async () => {
 /** A process of ours and its log lines (JSON), kept for the test to judge. */
 function startProcess(entry: string): { child: ChildProcess; lines: string[] } {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const child = spawn(process.execPath, entryArgs(entry), {
     cwd: ROOT,
     env: { ...inherited, ...env() },
     stdio: ['ignore', 'pipe', 'inherit'],

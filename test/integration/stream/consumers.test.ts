@@ -11,6 +11,7 @@ import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { main as drainOutbox } from '../../../src/commands/drain-outbox.ts';
 import { daysFromNow, listProperty, signUp, useTestApp, type Session } from '../../helpers/app.ts';
 import { eventsEnv, skipWithoutNats, useNats } from '../../helpers/nats.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * Consumer groups and the earnings ledger against a real nats-server: bookings made through the
@@ -328,7 +329,7 @@ describe.skipIf(skip)('events consumers: the earnings ledger', () => {
 describe.skipIf(skip)('events consumers: outages', () => {
   it('a running consumer rides out a nats-server restart and applies what was published after it', async () => {
     if (hosts.length === 0) hosts = [await signUp(t.app, 'host')];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/consume-earnings.ts'], {
+    const child = spawn(process.execPath, entryArgs('src/commands/consume-earnings.ts'), {
       cwd: ROOT,
       env: { ...process.env, ...env({ LOG_LEVEL: process.env.DEBUG_EVENTS ? 'debug' : 'warn' }) },
       stdio: ['ignore', process.env.DEBUG_EVENTS ? 'inherit' : 'ignore', 'inherit'],
@@ -365,7 +366,7 @@ async function waitUntil(check: () => Promise<boolean>, what: string, timeoutMs 
 
 function runProcess(entry: string, args: string[], envVars: Record<string, string>) {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, entryArgs(entry, ...args), {
     cwd: ROOT,
     env: { ...inherited, ...envVars },
     stdio: ['ignore', 'pipe', 'inherit'],

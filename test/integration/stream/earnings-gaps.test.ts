@@ -17,6 +17,7 @@ import { bookStays, signUp, uniqueEmail, useTestApp, type Session } from '../../
 import { useTestDatabase } from '../../helpers/db.ts';
 import { consumedEvent, eventsEnv, freshStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The earnings ledger where the stream cannot tell the whole story: events aged out of it
@@ -150,7 +151,7 @@ const group = (name: string) => `${name}-${randomUUID().slice(0, 6)}`;
 /** `consume:earnings --group NAME` as a process of its own, running until stop(); its JSON log lines. */
 function spawnConsumer(g: string, extra: Record<string, string> = {}) {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/commands/consume-earnings.ts', '--group', g], {
+  const child = spawn(process.execPath, entryArgs('src/commands/consume-earnings.ts', '--group', g), {
     cwd: ROOT,
     env: { ...inherited, ...env({ LOG_FORMAT: 'json', ...extra }) },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -15,6 +15,7 @@ import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { startTcpProxy } from '../../../scripts/lib/tcp-proxy.ts';
 import { insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The events relay against a real nats-server: the stream it creates, what it publishes, and the
@@ -311,7 +312,7 @@ describe.skipIf(skip)('events relay', () => {
 
 function spawnWorker(entry: string, args: string[], envVars: Record<string, string>) {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  return spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  return spawn(process.execPath, entryArgs(entry, ...args), {
     cwd: ROOT,
     env: { ...inherited, ...envVars },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -18,6 +18,7 @@ import { daysFromNow, listProperty, signUp, useTestApp } from '../../helpers/app
 import { eventsEnv, freshStream, readStream, skipWithoutNats, useNats } from '../../helpers/nats.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The stream (or a group's durable consumer) deleted while the relay and the consumers run: the
@@ -454,7 +455,7 @@ function spawnConsumer() {
 
 function spawnProcess(entry: string, envVars: Record<string, string>) {
   const { DATABASE_URL: _a, NATS_URL: _b, ...inherited } = process.env;
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const child: ChildProcess = spawn(process.execPath, entryArgs(entry), {
     cwd: ROOT,
     env: { ...inherited, ...envVars },
     stdio: ['ignore', process.env.DEBUG_EVENTS ? 'inherit' : 'ignore', 'pipe'],

@@ -7,6 +7,7 @@ import { startOtlpReceiver, type OtlpReceiver } from '../../../scripts/lib/otlp-
 import { freePort } from '../../../src/net/free-port.ts';
 import { daysFromNow, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The processes as they run: the API and the worker started as child processes with the standard
@@ -24,7 +25,7 @@ afterEach(() => {
 });
 
 function start(entry: string, args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, entryArgs(entry, ...args), {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,6 +10,7 @@ import { lineMatching } from '../../helpers/npm-run.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { entryArgs } from '../../../scripts/lib/processes.ts';
 
 /*
  * The worker as a real process (`node --import tsx …`), because these behaviours are about
@@ -38,7 +39,7 @@ afterEach(() => {
 
 function startWorker(entry: string, args: string[], env: Record<string, string> = {}): Proc {
   const { DATABASE_URL: _a, SMTP_URL: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, entryArgs(entry, ...args), {
     cwd: ROOT,
     env: {
       ...inherited,
