@@ -19,19 +19,20 @@ import { runMain, type Command } from '../src/process/run-main.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 
-/** What tsc compiles: the production image's (tsconfig.build.json), or `config` (a tsconfig of the caller's). */
 export interface CompileOptions {
   outDir: string;
-  config?: string;
+  /** false: emit only (`--noCheck`), for a tree whose types `npm run typecheck` checks anyway. */
+  typeCheck?: boolean;
 }
 
 /**
- * tsc into `outDir`, emptied first (no stale file of a deleted module survives), then the files
+ * tsc with tsconfig.build.json (src/) into `outDir`, emptied first (no stale file of a deleted module survives), then the files
  * the code reads at run time beside the JavaScript. Returns tsc's exit code.
  */
-export async function compileTree({ outDir, config = path.join(root, 'tsconfig.build.json') }: CompileOptions): Promise<number> {
+export async function compileTree({ outDir, typeCheck = true }: CompileOptions): Promise<number> {
   rmSync(outDir, { recursive: true, force: true });
-  const compiled = spawn(process.execPath, [tsc, '-p', config, '--outDir', outDir], { stdio: 'inherit' });
+  const args = [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir, ...(typeCheck ? [] : ['--noCheck'])];
+  const compiled = spawn(process.execPath, args, { stdio: 'inherit' });
   const status = await new Promise<number>((resolve, reject) => {
     compiled.once('error', reject);
     compiled.once('exit', (code) => resolve(code ?? 1));

@@ -6,26 +6,17 @@ import { compileTree } from '../../scripts/build.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
 /**
- * This checkout's src/ and scripts/ compiled to JavaScript once for the test run, for the entry
- * points the tests start as processes (nodeEntry, scripts/lib/processes.ts): tsc as `npm run build`
- * runs it for the production image, without the type check (`npm run typecheck` has that job).
- * About 6 s at the run's start, beside the test server's; each of the hundred-odd processes the
- * suite starts then saves about 0.6 CPU-s of tsx. The tree lives in a temporary folder, where
- * node_modules is a link to the checkout's.
+ * The product (src/) compiled to JavaScript once for the test run, for the entry points the tests
+ * start as processes (entryArgs, scripts/lib/processes.ts): `npm run build`'s tsc for the
+ * production image, without the type check (`npm run typecheck` has that job). About 6 s at the
+ * run's start, beside the test server's; each of the hundred-odd processes the suite starts then
+ * saves about 0.6 CPU-s of tsx. The tree lives in a temporary folder, where node_modules is a link
+ * to the checkout's.
  */
 export async function compileForTests(): Promise<{ tree: string; remove: () => void }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stayhub-test-tree-'));
   const tree = path.join(dir, 'tree');
-  const config = path.join(dir, 'tsconfig.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      extends: path.join(ROOT, 'tsconfig.build.json'),
-      compilerOptions: { noCheck: true, typeRoots: [path.join(ROOT, 'node_modules/@types')] },
-      include: [path.join(ROOT, 'src'), path.join(ROOT, 'scripts')],
-    }),
-  );
-  const status = await compileTree({ outDir: tree, config });
+  const status = await compileTree({ outDir: tree, typeCheck: false });
   if (status !== 0) throw new Error(`tsc could not compile the tree the tests run their processes from (exit ${status})`);
   // Outside the checkout, the tree needs the package's module type and a way to its dependencies.
   writeFileSync(path.join(tree, 'package.json'), JSON.stringify({ type: 'module' }));
