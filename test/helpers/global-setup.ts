@@ -70,8 +70,9 @@ export default async function setup(project: TestProject) {
   onParentGone(() => process.kill(process.pid, 'SIGTERM'), { name: 'vitest' });
   const filesBefore = repoWrites();
   // Compiled while the test server starts; inherited, like the lifeline, by what the tests start.
-  const compiling = compileForTests();
-  compiling.catch(() => undefined); // awaited below, after the server: a failure is thrown there
+  // Not in watch mode: a tree compiled once would go stale as the source changes under it.
+  const compiling = project.globalConfig.watch ? undefined : compileForTests();
+  compiling?.catch(() => undefined); // awaited below, after the server: a failure is thrown there
   const templateDb = `stayhub_template_${randomBytes(4).toString('hex')}`;
   let serverUrl = process.env.TEST_DATABASE_URL;
   let server: EmbeddedPostgres | undefined;
@@ -99,7 +100,7 @@ export default async function setup(project: TestProject) {
   await runMigrations(templateUrl.toString());
 
   const compiled = await compiling;
-  process.env[COMPILED_TREE_ENV] = compiled.tree;
+  if (compiled) process.env[COMPILED_TREE_ENV] = compiled.tree;
 
   project.provide('pgServerUrl', serverUrl);
   project.provide('templateDb', templateDb);
@@ -114,7 +115,7 @@ export default async function setup(project: TestProject) {
       await admin.query(`drop database if exists ${templateDb}`).finally(() => admin.end());
     }
     if (dir) rmSync(dir, { recursive: true, force: true });
-    compiled.remove();
+    compiled?.remove();
     const filesAfter = repoWrites();
     if (filesBefore && filesAfter) {
       const written = [...filesAfter].filter((f) => !filesBefore.has(f));
