@@ -1,11 +1,8 @@
 import { openCaseFile, type CaseFile, type Rule } from './case-file.ts';
 import { checkResult, type CheckResult } from './checks.ts';
 import type { JudgeInput } from './evidence.ts';
-import type { FaultKind } from './fault-kinds.ts';
 import { deliveriesOwed } from './mail.ts';
-import type { Minimums } from './minimums.ts';
 import { clientsFindBookings, idempotency, no500, noOverlaps } from './rules/clients.ts';
-import type { EmailPaceFigures } from './rules/email-pace.ts';
 import { deadOnlyBounces, lostMail, nothingLost, noStrayMail, strayMail } from './rules/mail.ts';
 import { drained, eventsInOutbox, nothingPending, pendingAtEnd } from './rules/outbox.ts';
 import { eventsPath, faultsOneAtATime, noCrash, somethingToJudge, webhooks } from './rules/run.ts';
@@ -38,35 +35,7 @@ const RULES: (Rule | ((c: CaseFile) => CheckResult[]))[] = [
   webhooks,
 ];
 
-export interface MailFigures {
-  /** (Message-ID, recipient) pairs expected, 550 recipients excluded. */
-  expected: number;
-  delivered: number;
-  /** Accepted (message, recipient) pairs, copies included. */
-  deliveries: number;
-  duplicates: number;
-  duplicatedMessages: number;
-  lost: number;
-  unexpected: number;
-  wrongRecipient: number;
-  refusedPermanently: number;
-  refused451: number;
-  refused550: number;
-}
-
-export interface ChaosVerdict {
-  ok: boolean;
-  checks: CheckResult[];
-  minimums: Minimums;
-  mail: MailFigures;
-  outbox: { byTopicStatus: Record<string, number>; dead: number; pendingHandled: number; pendingUnhandled: number };
-  bookings: { total: number; confirmed: number; cancelled: number };
-  faults: { planned: Record<FaultKind, number>; withEvidence: Record<FaultKind, number>; withoutEffect: number };
-  /** The emails' pace during NATS outages against beside them (null: the events part did not run). */
-  emailPace: EmailPaceFigures | null;
-}
-
-export function judge(input: JudgeInput): ChaosVerdict {
+export function judge(input: JudgeInput) {
   const c = openCaseFile(input);
   const checks = RULES.flatMap((rule) => (typeof rule === 'function' ? rule(c) : checkResult(rule.name, rule.violations(c))));
   const byTopicStatus: Record<string, number> = {};
@@ -89,11 +58,14 @@ export function judge(input: JudgeInput): ChaosVerdict {
       cancelled: input.bookings.filter((b) => b.status === 'cancelled').length,
     },
     faults: { planned: input.faultsPlanned, withEvidence: c.withEvidence, withoutEffect: input.faults.filter((f) => !f.evidence).length },
+    /** The emails' pace during NATS outages against beside them (null: the events part did not run). */
     emailPace: c.pace?.figures ?? null,
   };
 }
 
-function mailFigures(c: CaseFile): MailFigures {
+export type ChaosVerdict = ReturnType<typeof judge>;
+
+function mailFigures(c: CaseFile) {
   const { byKey } = c.expected;
   const { copies } = c.accepted;
   const dupCounts = [...copies.entries()]
@@ -102,6 +74,7 @@ function mailFigures(c: CaseFile): MailFigures {
     .filter((n) => n > 1);
   const stray = strayMail(c);
   return {
+    // (Message-ID, recipient) pairs owed, 550 recipients excluded; deliveries: copies included.
     expected: deliveriesOwed(c.expected),
     delivered: [...byKey.entries()].filter(([k, e]) => !e.bounces && copies.has(k)).length,
     deliveries: c.accepted.deliveries,

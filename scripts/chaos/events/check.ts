@@ -5,9 +5,9 @@ import { createDatabase, type Db } from '../../../src/db/client.ts';
 import { openDeadLetters } from '../../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
-import { checkResult, EVENT_CHECKS, type CheckResult } from '../checks.ts';
+import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
-import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
+import type { ForgedEvent, StreamDeletion } from './observed.ts';
 
 /*
  * The events path's checks, made after everything has drained (names in checks.ts EVENT_CHECKS):
@@ -160,7 +160,7 @@ export async function checkEvents(o: {
   group: string;
   forged?: ForgedEvent[];
   deletions?: StreamDeletion[];
-}): Promise<{ checks: CheckResult[]; figures: EventsFigures }> {
+}) {
   const forged = o.forged ?? [];
   const h: StreamHistory = {
     forged,
@@ -186,18 +186,23 @@ export async function checkEvents(o: {
         checkResult(EVENT_CHECKS.forgedRefused, dl.forgedViolations),
       ],
       figures: {
+        // Outbox rows of booking.*, any status; messages under <prefix>.booking.* in the stream, copies included.
         bookingEventsInOutbox: rows.length,
         bookingMessagesInStream: [...inStream.entries()].filter(([id]) => !h.forgedIds.has(id)).reduce((a, [, n]) => a + n, 0),
+        // Relayed before a stream deletion and gone with it: allowed, counted here.
         goneWithDeletedStream: once.gone,
         ledgerLines: lines[0]!.n,
+        // Open consumer dead letters of the group, the forged events' included.
         deadLetters: dl.dead,
         forged: forged.length,
         forgedRefused: dl.refused,
         forgedApplied: dl.applied,
+        // Gone from the stream before the group read them: never offered, nothing to refuse.
         forgedGone: dl.gone,
         streamDeletions: o.deletions?.length ?? 0,
         uncountedBookings: ledger.uncounted.filter((u) => u.what === 'booking').length,
         uncountedCancellations: ledger.uncounted.filter((u) => u.what === 'cancellation').length,
+        // Counted from the bookings table, their creation never read (the audit found the gap, or a cancellation came first).
         countedAsGaps: lines[0]!.gaps,
       },
     };

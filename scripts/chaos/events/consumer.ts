@@ -6,7 +6,6 @@ import { lifelineEnv } from '../../../src/process/lifeline.ts';
 import { entryArgs } from '../../lib/processes.ts';
 import { Supervised } from '../processes.ts';
 import type { ChaosNats } from './nats-cluster.ts';
-import type { ConsumerKillObserved } from './observed.ts';
 
 /** The supervised consumer's log, in the run's directory. */
 const CONSUMER_LOG = 'earnings-consumer.log';
@@ -52,7 +51,7 @@ export class EarningsConsumer {
    * group, so the kill lands mid-stream rather than during its start-up. Resolves with the exit
    * seen (null: no consumer was running) and whether it was pulling.
    */
-  async kill(downMs = 500, readyWaitMs = 3_000): Promise<ConsumerKillObserved> {
+  async kill(downMs = 500, readyWaitMs = 3_000) {
     const c = this.process;
     const deadline = Date.now() + readyWaitMs;
     while (!(c.pid !== undefined && this.runningPid === c.pid) && Date.now() < deadline) await sleep(20);

@@ -9,7 +9,7 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
-import type { EventsFigures, ForgeryKind } from './observed.ts';
+import type { ForgeryKind } from './observed.ts';
 import type { EventsStage } from './stage.ts';
 
 /*
@@ -69,7 +69,7 @@ export async function startEventsChaos(o: {
   // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
   const consumerEnv: NodeJS.ProcessEnv = { ...base, LOG_LEVEL: 'info', DATABASE_URL: o.databaseUrl, ...env };
   const consumer = new EarningsConsumer(path.join(o.root, 'src/commands/consume-earnings.ts'), consumerEnv, o.root, dir);
-  let figures: EventsFigures | undefined;
+  let figures: Awaited<ReturnType<typeof checkEvents>>['figures'] | undefined;
   let database: Database | undefined;
   const stage: EventsStage = {
     nats,
