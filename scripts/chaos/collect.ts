@@ -3,8 +3,8 @@ import path from 'node:path';
 import { checkResult, EVENT_CHECKS } from './checks.ts';
 import type { Driven } from './drive.ts';
 import type { JudgeInput } from './evidence.ts';
-import { countByKind, type FaultKind } from './fault-kinds.ts';
-import { clientRecords, gather, type Gathered } from './gather.ts';
+import { countByKind } from './fault-kinds.ts';
+import { clientRecords, gather } from './gather.ts';
 import { postgresCrashesIn } from './postgres-crashes.ts';
 import { MAIL_DOMAIN } from './settings.ts';
 import type { SinkRecord } from './smtp-sink.ts';
@@ -16,12 +16,6 @@ import type { ChaosStack, Say } from './stack.ts';
  * database, and the API asked about each client's booking while it is still up) into the judge's
  * input.
  */
-
-export interface Collected {
-  input: JudgeInput;
-  gathered: Gathered;
-  faultsPlanned: Record<FaultKind, number>;
-}
 
 /** The webhooks: every delivery sent (bounded), then their checks. */
 async function webhookChecks(stack: ChaosStack, d: Driven, say: Say) {
@@ -51,7 +45,7 @@ async function eventChecks(stack: ChaosStack, say: Say): Promise<JudgeInput['eve
   return events;
 }
 
-export async function collect(stack: ChaosStack, d: Driven, durationSeconds: number, say: Say): Promise<Collected> {
+export async function collect(stack: ChaosStack, d: Driven, durationSeconds: number, say: Say) {
   const webhooks = { checks: await webhookChecks(stack, d, say) };
   const events = await eventChecks(stack, say);
   const records = readFileSync(stack.recordFile, 'utf8')
@@ -61,7 +55,6 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
   // The clients' own count of abandoned requests, taken before the look-ups add their own.
   const clientsGaveUp = d.client.gaveUp;
   const gathered = await gather(stack.admin!, d.client, [...d.load.bookings.values()]);
-  const faultsPlanned = countByKind(d.plan);
   const input: JudgeInput = {
     durationSeconds,
     mailDomain: MAIL_DOMAIN,
@@ -76,7 +69,7 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
     serverErrors: d.client.serverErrors,
     clientsGaveUp,
     idempotencyMismatches: d.load.figures.idempotencyMismatches,
-    faultsPlanned,
+    faultsPlanned: countByKind(d.plan),
     faults: d.injector.done,
     unplannedExits: [
       ...stack
@@ -90,5 +83,5 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
     events,
     webhooks,
   };
-  return { input, gathered, faultsPlanned };
+  return { input, gathered };
 }

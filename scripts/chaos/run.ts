@@ -70,19 +70,7 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   // 4. judge
   const verdict = judge(collected.input);
   // 5. report
-  const { seed, durationSeconds, concurrency } = flags;
-  const results = buildResults({
-    seed,
-    durationSeconds,
-    concurrency,
-    t0,
-    code,
-    stack,
-    driven,
-    collected,
-    verdict,
-    samples: sampler.samples,
-  });
+  const results = buildResults({ ...flags, t0, code, stack, driven, collected, verdict, samples: sampler.samples });
   process.stdout.write(`\n${writeReport(flags.out, results)}\n`);
   await stack.stop();
   if (results.ok && !flags.keep) rmSync(stack.dir, { recursive: true, force: true });
