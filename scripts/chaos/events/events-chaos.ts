@@ -9,7 +9,6 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
-import type { ForgeryKind } from './observed.ts';
 import type { EventsStage } from './stage.ts';
 
 /*
@@ -22,19 +21,6 @@ import type { EventsStage } from './stage.ts';
  * processes ("consumer-kill", consumer.ts); and the checks made after everything has drained
  * (check.ts; names in checks.ts EVENT_CHECKS).
  */
-
-/** The run's stream settings: the workers' relay and the consumer get the same. */
-function eventsEnv(natsUrl: string, size: number, group: string): Record<string, string> {
-  return {
-    NATS_URL: natsUrl,
-    EVENTS_STREAM: 'CHAOS_EVENTS',
-    EVENTS_SUBJECT_PREFIX: 'chaos',
-    EVENTS_EARNINGS_GROUP: group,
-    EVENTS_ACK_WAIT_SECONDS: '5',
-    // Every event on each of the three nodes: any one can be lost, or come back empty.
-    EVENTS_REPLICAS: String(size),
-  };
-}
 
 /**
  * Everything run.ts needs for the events, behind a few calls:
@@ -63,7 +49,16 @@ export async function startEventsChaos(o: {
   const dir = o.dir ?? mkdtempSync(path.join(os.tmpdir(), 'chaos-events-'));
   mkdirSync(path.join(dir, 'nats'), { recursive: true });
   const nats = await startChaosNats(path.join(dir, 'nats'));
-  const env = eventsEnv(nats.url, nats.size, o.group ?? 'earnings');
+  // The run's stream settings: the workers' relay and the consumer get the same. Every event on
+  // each of the three nodes: any one can be lost, or come back empty.
+  const env = {
+    NATS_URL: nats.url,
+    EVENTS_STREAM: 'CHAOS_EVENTS',
+    EVENTS_SUBJECT_PREFIX: 'chaos',
+    EVENTS_EARNINGS_GROUP: o.group ?? 'earnings',
+    EVENTS_ACK_WAIT_SECONDS: '5',
+    EVENTS_REPLICAS: String(nats.size),
+  };
   const log = o.log ?? (() => {});
   const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
   // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
@@ -73,13 +68,18 @@ export async function startEventsChaos(o: {
   let database: Database | undefined;
   const stage: EventsStage = {
     nats,
-    stream: env.EVENTS_STREAM!,
-    subjectPrefix: env.EVENTS_SUBJECT_PREFIX!,
-    group: env.EVENTS_EARNINGS_GROUP!,
+    stream: env.EVENTS_STREAM,
+    subjectPrefix: env.EVENTS_SUBJECT_PREFIX,
+    group: env.EVENTS_EARNINGS_GROUP,
     database: () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })),
     forged: [],
     deletions: [],
   };
+  // A fault of the events path, on this stage.
+  const onStage =
+    <A extends unknown[], R>(fault: (s: EventsStage, ...args: A) => R) =>
+    (...args: A) =>
+      fault(stage, ...args);
   return {
     env,
     nats,
@@ -94,13 +94,12 @@ export async function startEventsChaos(o: {
     },
     startConsumer: async () => consumer.start(),
     killConsumer: (downMs?: number, readyWaitMs?: number) => consumer.kill(downMs, readyWaitMs),
-    natsOutage: (ms: number) => natsOutage(stage, ms),
-    killNatsNode: (target: { leader: boolean; index: number }, downMs: number, catchUpMs?: number) =>
-      killNatsNode(stage, target, downMs, catchUpMs),
-    wipeNatsNode: (target: { leader: boolean; index: number }, catchUpMs?: number) => wipeNatsNode(stage, target, catchUpMs),
+    natsOutage: onStage(natsOutage),
+    killNatsNode: onStage(killNatsNode),
+    wipeNatsNode: onStage(wipeNatsNode),
     finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
-    deleteStream: (backWithinMs?: number) => deleteStream(stage, backWithinMs),
-    forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
+    deleteStream: onStage(deleteStream),
+    forgeEvent: onStage(forgeEvent),
     /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
     consumerLogTail: (lines = 40) => consumer.logTail(lines),
     async check(): Promise<CheckResult[]> {

@@ -50,7 +50,7 @@ export async function caughtUp(s: EventsStage, i: number, withinMs: number): Pro
     let target: number | undefined;
     while (Date.now() - t0 < withinMs) {
       target ??= (await jsm.streams.info(s.stream).catch(() => undefined))?.state.last_seq;
-      const mine = await s.nats.replicaOf(i, s.stream);
+      const mine = await s.nats.nodes[i]!.replicaOf(s.stream);
       if (target !== undefined && mine && mine.lastSeq >= target && mine.consumers.includes(s.group)) return Date.now() - t0;
       await sleep(200);
     }

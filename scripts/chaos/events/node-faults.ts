@@ -27,11 +27,12 @@ export async function killNatsNode(
 ): Promise<NatsNodeObserved> {
   const leader = target.leader ? await leaderWithin(s, 'stream', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
-  const seen = await s.nats.killNode(i);
+  const node = s.nats.nodes[i]!;
+  const seen = await node.stop('SIGKILL');
   await sleep(downMs);
-  await s.nats.startNode(i);
+  await node.start();
   return {
-    node: s.nats.node(i).name,
+    node: node.name,
     wasLeader: leader !== undefined,
     seen,
     wiped: false,
@@ -51,8 +52,9 @@ export async function wipeNatsNode(
 ): Promise<NatsNodeObserved> {
   const leader = target.leader ? await leaderWithin(s, 'group', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
-  const seen = await s.nats.killNode(i);
-  const wiped = s.nats.wipeStore(i);
-  await s.nats.startNode(i);
-  return { node: s.nats.node(i).name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
+  const node = s.nats.nodes[i]!;
+  const seen = await node.stop('SIGKILL');
+  const wiped = node.wipeStore();
+  await node.start();
+  return { node: node.name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
 }
