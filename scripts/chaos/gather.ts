@@ -11,17 +11,7 @@ import { messagesAsWritten, slowestMessages } from '../../src/outbox/index.ts';
 
 /** The client's notes as plain data: addresses from what the client itself signed up with. */
 export function clientRecords(bookings: Iterable<ClientBooking>): ClientRecord[] {
-  return [...bookings].map((b) => ({
-    id: b.id,
-    guestEmail: b.guest.email,
-    hostEmail: b.property.host.email,
-    checkIn: b.checkIn,
-    checkOut: b.checkOut,
-    status: b.status,
-    cancelUncertain: b.cancelUncertain,
-    answeredAt: b.answeredAt,
-    cancelledAt: b.cancelledAt,
-  }));
+  return [...bookings].map(({ guest: _guest, property: _property, ...record }) => record);
 }
 
 export async function gather(db: pg.Pool, api: ApiClient, clientBookings: ClientBooking[]) {
