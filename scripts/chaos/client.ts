@@ -15,14 +15,6 @@ export interface ApiResponse<T = any> {
   headers: Headers;
 }
 
-export interface ServerError {
-  at: number;
-  method: string;
-  route: string;
-  status: number;
-  body: string;
-}
-
 export class GaveUp extends Error {
   constructor(
     readonly route: string,
@@ -45,7 +37,7 @@ export interface CallOptions {
 export class ApiClient {
   /** `${route} ${status}` → count; network errors as status 'network'. */
   readonly counts = new Map<string, number>();
-  readonly serverErrors: ServerError[] = [];
+  readonly serverErrors: { at: number; method: string; route: string; status: number; body: string }[] = [];
   retries = 0;
   gaveUp = 0;
   requests = 0;
