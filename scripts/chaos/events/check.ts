@@ -7,7 +7,8 @@ import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
 import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
-import type { ForgedEvent, StreamDeletion } from './observed.ts';
+import type { ForgedEvent } from './observed.ts';
+import type { EventsStage } from './stage.ts';
 
 /*
  * The events path's checks, made after everything has drained (names in checks.ts EVENT_CHECKS):
@@ -152,25 +153,17 @@ async function deadLetterChecks(db: Db, group: string, h: StreamHistory, inStrea
   return { deadViolations, forgedViolations, dead: dead.length, refused, applied: applied.size, gone };
 }
 
-export async function checkEvents(o: {
-  databaseUrl: string;
-  natsUrl: string;
-  stream: string;
-  subjectPrefix: string;
-  group: string;
-  forged?: ForgedEvent[];
-  deletions?: StreamDeletion[];
-}) {
-  const forged = o.forged ?? [];
+/** The checks on what the run's stage holds after the drain (its stream, group, forgeries and deletions), and their figures. */
+export async function checkEvents(o: EventsStage, databaseUrl: string) {
   const h: StreamHistory = {
-    forged,
-    forgedIds: new Set(forged.map((f) => f.messageId)),
-    lastDeletion: Math.max(-Infinity, ...(o.deletions ?? []).map((d) => d.at)),
+    forged: o.forged,
+    forgedIds: new Set(o.forged.map((f) => f.messageId)),
+    lastDeletion: Math.max(-Infinity, ...o.deletions.map((d) => d.at)),
   };
-  const database = createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
+  const database = createDatabase(databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
   try {
     const rows = await messagesAsWritten(database.pool, ['booking.created', 'booking.cancelled']);
-    const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
+    const inStream = await countStream(o.nats.url, o.stream, `${o.subjectPrefix}.booking.>`);
     const once = exactlyOnce(rows, inStream, h);
     const ledger = await ledgerCheck(database.db, o.group, rows, inStream, h);
     const dl = await deadLetterChecks(database.db, o.group, h, inStream);
@@ -194,12 +187,12 @@ export async function checkEvents(o: {
         ledgerLines: lines[0]!.n,
         // Open consumer dead letters of the group, the forged events' included.
         deadLetters: dl.dead,
-        forged: forged.length,
+        forged: o.forged.length,
         forgedRefused: dl.refused,
         forgedApplied: dl.applied,
         // Gone from the stream before the group read them: never offered, nothing to refuse.
         forgedGone: dl.gone,
-        streamDeletions: o.deletions?.length ?? 0,
+        streamDeletions: o.deletions.length,
         uncountedBookings: ledger.uncounted.filter((u) => u.what === 'booking').length,
         uncountedCancellations: ledger.uncounted.filter((u) => u.what === 'cancellation').length,
         // Counted from the bookings table, their creation never read (the audit found the gap, or a cancellation came first).

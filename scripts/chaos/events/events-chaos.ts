@@ -23,19 +23,12 @@ import type { EventsStage } from './stage.ts';
  */
 
 /**
- * Everything run.ts needs for the events, behind a few calls:
- *
- *   const events = await startEventsChaos({ databaseUrl, root });
- *   // workers: spawn them with { ...env, ...events.env } so they relay into this NATS
- *   await events.startConsumer();                       // npm run consume:earnings, supervised
- *   faults: await events.killConsumer(downMs)  ·  await events.natsOutage(ms)
- *           await events.killNatsNode({ leader, index }, downMs)  ·  await events.wipeNatsNode({ leader, index })
- *   after the drain: await events.finish(); results.push(...await events.check());
- *   finally: await events.stop();
- *
- * `dir` holds the NATS store and the logs (a temp dir, removed by stop(), when not given); `env` is
- * the consumer's environment before DATABASE_URL and the events settings (process.env by default;
- * the chaos run passes the workers' own, so both compute the same stream configuration).
+ * The events part started: nats-server, and the consumer ready to start (startConsumer()) once the
+ * workers relay into it (they are given `env`); its faults, its last read after the drain
+ * (finish()), its checks (check()) and stop(). `dir` holds the NATS store and the logs (a temp
+ * dir, removed by stop(), when not given); `env` is the consumer's environment before
+ * DATABASE_URL and the events settings (process.env by default; the chaos run passes the workers'
+ * own, so both compute the same stream configuration).
  */
 export async function startEventsChaos(o: {
   databaseUrl: string;
@@ -103,8 +96,7 @@ export async function startEventsChaos(o: {
     /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
     consumerLogTail: (lines = 40) => consumer.logTail(lines),
     async check(): Promise<CheckResult[]> {
-      const { stream, subjectPrefix, group, forged, deletions } = stage;
-      const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group, forged, deletions });
+      const r = await checkEvents(stage, o.databaseUrl);
       figures = r.figures;
       return r.checks;
     },

@@ -2,7 +2,6 @@ import type { Rule } from '../case-file.ts';
 
 /* The rules on what the clients were told: their bookings found as told, no 500, no double booking, one answer a key. */
 
-/** Every client that got a 201 finds its booking (the API and the database), in the state it was told. */
 export const clientsFindBookings: Rule = {
   name: 'every client that got a 201 finds its booking (GET /bookings/:id and the database), as it was told',
   violations: (c) => {
@@ -24,19 +23,16 @@ export const clientsFindBookings: Rule = {
   },
 };
 
-/** No two confirmed bookings of a property overlap (the rows of gather.ts's SQL self-join). */
 export const noOverlaps: Rule = {
   name: 'no two confirmed bookings overlap (SQL self-join)',
   violations: (c) => c.input.overlaps.map((r) => `${r.a} overlaps ${r.b} (property ${r.propertyId})`),
 };
 
-/** No request was answered 500 (the clients kept every 5xx they saw). */
 export const no500: Rule = {
   name: 'no request got a 500',
   violations: (c) => c.input.serverErrors.map((e) => `${new Date(e.at).toISOString()} ${e.route} ${e.status} ${e.body.slice(0, 200)}`),
 };
 
-/** The same Idempotency-Key sent twice at once got the same answer (the load's double submits). */
 export const idempotency: Rule = {
   name: 'the same Idempotency-Key sent twice at once gets the same answer (one booking, replayed)',
   violations: (c) => c.input.idempotencyMismatches,

@@ -24,10 +24,6 @@ function clientDisagrees(c: CaseFile): string[] {
   return v;
 }
 
-/**
- * Every booking and every cancellation got its guest and host emails, to the right address:
- * matched on (Message-ID, recipient) in the SMTP server's record.
- */
 export const nothingLost: Rule = {
   name: 'every booking and every cancellation: guest and host emails delivered to the right address (zero lost; matched on Message-ID and recipient)',
   violations: (c) => [...lostMail(c), ...clientDisagrees(c)],
@@ -51,7 +47,6 @@ export function strayMail(c: CaseFile): { wrongRecipient: string[]; unexpected: 
   return { wrongRecipient, unexpected, bounceDelivered };
 }
 
-/** No email to anyone else, none about anything that did not happen, none to a 550 address. */
 export const noStrayMail: Rule = {
   name: 'no email to anyone else, and none about anything that did not happen (every accepted Message-ID and recipient match a booking)',
   violations: (c) => {

@@ -42,14 +42,12 @@ export function pendingAtEnd(c: CaseFile): { handled: OutboxRow[]; unhandled: Ou
   return { handled: pending.filter((m) => handled.has(m.topic)), unhandled: pending.filter((m) => !handled.has(m.topic)) };
 }
 
-/** Nothing PENDING at the end, for the topics the worker handles. */
 export const nothingPending: Rule = {
   name: 'the outbox ends with nothing PENDING',
   violations: (c) =>
     pendingAtEnd(c).handled.map((m) => `${m.topic} ${m.publicId} still PENDING after ${m.attempts} attempts: ${m.lastError ?? ''}`),
 };
 
-/** The drain finished within its bound. */
 export const drained: Rule = {
   name: 'the workers drain within the bound',
   violations: (c) => (c.input.drained ? [] : ['not drained']),

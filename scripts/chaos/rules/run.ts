@@ -67,7 +67,6 @@ export const noCrash: Rule = {
   },
 };
 
-/** The faults were what the run says: never two on one target at once. */
 export const faultsOneAtATime: Rule = {
   name: 'never two faults on one target at once',
   violations: (c) => {
