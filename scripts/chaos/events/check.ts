@@ -7,8 +7,7 @@ import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
 import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
-import type { ForgedEvent } from './observed.ts';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage, ForgedEvent } from './observed.ts';
 
 /*
  * The events path's checks, made after everything has drained (names in checks.ts EVENT_CHECKS):

@@ -9,7 +9,7 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage } from './observed.ts';
 
 /*
  * The events part of the chaos run: a three-node JetStream cluster holding the stream at three

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage } from './observed.ts';
 
 /** Which node leads `what` (the stream, or the group's durable) now; undefined: none, or NATS not answering. */
 async function leaderOf(s: EventsStage, what: 'stream' | 'group'): Promise<number | undefined> {

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { caughtUp, leaderWithin, streamLed } from './leaders.ts';
-import type { NatsNodeObserved, NatsOutageObserved } from './observed.ts';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage, NatsNodeObserved, NatsOutageObserved } from './observed.ts';
 
 /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
 export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutageObserved> {

@@ -1,9 +1,25 @@
+import type { Database } from '../../../src/db/client.ts';
 import type { ExitObserved } from '../processes.ts';
+import type { ChaosNats } from './nats-cluster.ts';
 
 /*
- * What the events part of the chaos run saw: of each of its faults (for the fault's evidence,
- * faults/), and of the forged events and stream deletions (for its checks, check.ts).
+ * What the events part of the chaos run acts on (its stage) and what it saw: of each of its faults
+ * (for the fault's evidence, faults/), and of the forged events and stream deletions (for its
+ * checks, check.ts).
  */
+
+/** What the events faults act on: the cluster, the run's stream and group, and what they did so far. */
+export interface EventsStage {
+  nats: ChaosNats;
+  stream: string;
+  subjectPrefix: string;
+  group: string;
+  /** The forger's reads (a real booking to name, the dead letter it should become). */
+  database(): Database;
+  /** The forged events the stream accepted, and the stream's deletions, so far. */
+  forged: ForgedEvent[];
+  deletions: StreamDeletion[];
+}
 
 /** How a forged event lies (fault "forged-event"). */
 export type ForgeryKind = 'unknown-booking' | 'wrong-amount';
