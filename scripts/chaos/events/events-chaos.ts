@@ -56,7 +56,7 @@ export async function startEventsChaos(o: {
   const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
   // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
   const consumerEnv: NodeJS.ProcessEnv = { ...base, LOG_LEVEL: 'info', DATABASE_URL: o.databaseUrl, ...env };
-  const consumer = new EarningsConsumer(path.join(o.root, 'src/commands/consume-earnings.ts'), consumerEnv, o.root, dir);
+  const consumer = new EarningsConsumer(path.join(o.root, 'src/commands/consume-earnings.ts'), consumerEnv, dir);
   let figures: Awaited<ReturnType<typeof checkEvents>>['figures'] | undefined;
   let database: Database | undefined;
   const stage: EventsStage = {
