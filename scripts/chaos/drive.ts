@@ -81,19 +81,10 @@ export async function drive(
   await stack.waitSmtpUp();
   stack.workers.forEach((w) => w.start());
   // When nothing the workers handle was PENDING any more; null: not within the bound.
-  const drainedAt = await drained(stack, Date.now() + Math.max(120_000, durationMs));
+  const noneLeft = async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined);
+  const drainedAt = (await poll(noneLeft, Date.now() + Math.max(120_000, durationMs), 250)) ?? null;
   say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
   return { client, load, hooks, plan, injector, loadStart, loadEnd, drainedAt };
 }
 
 export type Driven = Awaited<ReturnType<typeof drive>>;
-
-/** Waits until nothing the workers handle is PENDING; when, or null at the deadline. */
-async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
-  const at = await poll(
-    async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined),
-    deadline,
-    250,
-  );
-  return at ?? null;
-}

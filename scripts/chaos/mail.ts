@@ -67,8 +67,9 @@ export function expectedMail(bookings: BookingRow[], clientBookings: ClientRecor
 
 /** The SMTP server's record: accepted (Message-ID, envelope recipient) pairs, and its refusals. */
 export function acceptedMail(records: SinkRecord[]) {
-  // `${messageId} ${recipient}` → copies accepted; deliveries counts them all.
+  // `${messageId} ${recipient}` → copies accepted, and when the first was (ms epoch); deliveries counts them all.
   const copies = new Map<string, number>();
+  const firstAt = new Map<string, number>();
   let deliveries = 0;
   let refused451 = 0;
   let refused550 = 0;
@@ -78,11 +79,12 @@ export function acceptedMail(records: SinkRecord[]) {
         deliveries++;
         const k = `${r.messageId ?? '(no Message-ID)'} ${lc(to)}`;
         copies.set(k, (copies.get(k) ?? 0) + 1);
+        firstAt.set(k, Math.min(firstAt.get(k) ?? Infinity, r.at));
       }
     } else if (r.code === 451) refused451++;
     else refused550++;
   }
-  return { copies, deliveries, refused451, refused550 };
+  return { copies, firstAt, deliveries, refused451, refused550 };
 }
 
 /** How many emails are owed a delivery: the expected ones less those to 550 recipients. */

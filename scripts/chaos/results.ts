@@ -47,8 +47,6 @@ function figures(r: RunRecord) {
   const lastFault = d.injector.lastFaultEndedAt;
   const steady = steadyAfter(samples, lastFault);
   const top = peak(samples);
-  const responses: Record<string, number> = {};
-  for (const [k, n] of [...d.client.counts.entries()].sort()) responses[k] = n;
   return {
     bookingsMade: d.load.figures.bookingsCreated,
     bookingsInDatabase: verdict.bookings,
@@ -56,7 +54,7 @@ function figures(r: RunRecord) {
     /** Requests sent, client retries included. */
     requests: d.client.requests,
     clientRetries: d.client.retries,
-    responses,
+    responses: Object.fromEntries([...d.client.counts.entries()].sort()),
     /** Faults with evidence of their effect, by kind (the only ones counted). */
     faults: verdict.faults.withEvidence,
     faultsPlanned: r.collected.input.faultsPlanned,

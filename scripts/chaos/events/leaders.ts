@@ -30,10 +30,6 @@ export async function leaderWithin(s: EventsStage, what: 'stream' | 'group', wit
   }
 }
 
-/** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
-export const streamLed = async (s: EventsStage, withinMs: number): Promise<boolean> =>
-  (await leaderWithin(s, 'stream', withinMs)) !== undefined;
-
 /**
  * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
  * once the node was back, and the group's durable: in step with the others again, so the next

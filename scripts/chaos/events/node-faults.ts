@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { caughtUp, leaderWithin, streamLed } from './leaders.ts';
+import { caughtUp, leaderWithin } from './leaders.ts';
 import type { EventsStage, NatsNodeObserved, NatsOutageObserved } from './observed.ts';
 
 /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
@@ -10,7 +10,7 @@ export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutage
   await s.nats.start();
   // Listening is not leading: the next fault in the lane waits (bounded) until the stream has
   // a leader again, rather than meet the cluster mid-election.
-  await streamLed(s, 30_000);
+  await leaderWithin(s, 'stream', 30_000);
   return { stopped, refusedWhileDown, restartedPid: s.nats.pid ?? null };
 }
 

@@ -1,8 +1,7 @@
 import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { lc, type ClientRecord, type JudgeInput } from '../evidence.ts';
 import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
-import { BOOKING_EMAILS, expectedMessageId, type BookingTopic } from '../mail.ts';
-import type { SinkRecord } from '../smtp-sink.ts';
+import { acceptedMail, BOOKING_EMAILS, expectedMessageId, type BookingTopic } from '../mail.ts';
 
 /*
  * Rule: emails kept their pace during NATS outages (EVENT_CHECKS.emailPace; judged only when the
@@ -119,19 +118,6 @@ export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' |
   return { check, figures };
 }
 
-/** When the SMTP server first accepted each (Message-ID, recipient). */
-function firstAcceptance(records: SinkRecord[]): Map<string, number> {
-  const firstAccepted = new Map<string, number>();
-  for (const r of records) {
-    if (r.kind !== 'accepted') continue;
-    for (const to of r.to) {
-      const k = `${r.messageId ?? ''} ${lc(to)}`;
-      firstAccepted.set(k, Math.min(firstAccepted.get(k) ?? Infinity, r.at));
-    }
-  }
-  return firstAccepted;
-}
-
 interface Sample {
   during: number[];
   beside: number[];
@@ -141,7 +127,7 @@ type Which = 'bookings' | 'cancellations';
 
 /** Each delivered email's wait from its answer, in the sample its answer falls in (or excluded). */
 function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>) {
-  const firstAccepted = firstAcceptance(input.records);
+  const firstAccepted = acceptedMail(input.records).firstAt;
   const bounce = new Set(input.bounceEmails.map(lc));
   // A worker kill lands within 3 s of its start (the wait for a busy worker); while the worker is
   // down the other one carries the load, so only mail claimed before the kill waits for a lease.
