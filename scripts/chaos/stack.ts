@@ -9,10 +9,10 @@ import { runMigrations } from '../../src/db/migrate.ts';
 import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
+import { until } from '../lib/nats.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
 import { freePort, entryArgs, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
-import { poll } from './poll.ts';
 import { Supervised, type ChildSpec } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
@@ -26,11 +26,6 @@ import { WEBHOOK_ENV } from './webhooks.ts';
  */
 
 export type Say = (msg: string) => void;
-
-async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const ready = await poll(async () => (await probe()) || undefined, Date.now() + timeoutMs, 100);
-  if (!ready) throw new Error(`${what} not ready within ${timeoutMs} ms`);
-}
 
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */
 async function listTopics(env: NodeJS.ProcessEnv): Promise<string[]> {
@@ -185,8 +180,9 @@ export class ChaosStack {
   }
 
   /** Up = answering HTTP at all (a 503 while Postgres restarts still means the process is up). */
-  waitApiUp = () => waitFor('API', async () => (await fetch(`${this.apiUrl}/health`)).status > 0, 60_000);
-  waitSmtpUp = () => waitFor('SMTP server', () => portOpen(this.smtpPort), 30_000);
+  waitApiUp = async () =>
+    void (await until('API not ready', 60_000, async () => (await fetch(`${this.apiUrl}/health`)).status > 0 || undefined));
+  waitSmtpUp = async () => void (await until('SMTP server not ready', 30_000, async () => (await portOpen(this.smtpPort)) || undefined));
 
   /** Every process the run supervises, with the exits it did not cause (the consumer and nats-server too). */
   unplannedExits() {
