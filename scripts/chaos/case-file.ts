@@ -9,12 +9,6 @@ import { emailPace } from './rules/email-pace.ts';
  * than one rule (or the verdict's figures) read, each worked out once. Nothing here judges.
  */
 
-/** A rule of the judge (rules/): the invariant it checks, and what breaks it in the case file. */
-export interface Rule {
-  name: string;
-  violations(c: CaseFile): string[];
-}
-
 export function openCaseFile(input: JudgeInput) {
   // The 550 recipients, lower case.
   const bounce = new Set(input.bounceEmails.map(lc));
