@@ -1,6 +1,6 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { EVENT_FAULT_KINDS, FAULT_KINDS, reportName } from './fault-kinds.ts';
+import { EVENT_FAULT_KINDS, FAULT_KINDS, KINDS } from './fault-kinds.ts';
 import type { ChaosResults } from './results.ts';
 import { seconds as s, type PaceFigures } from './rules/email-pace.ts';
 
@@ -45,7 +45,7 @@ function figureRows(r: R): string[] {
     `| double submits (same Idempotency-Key twice at once) / answers replayed | ${f.load.doubleSubmits} / ${f.load.replays} |`,
     ...kinds.map(
       (k) =>
-        `| faults with evidence / planned: ${reportName(k)} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
+        `| faults with evidence / planned: ${KINDS[k].report} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
     ),
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
     `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
