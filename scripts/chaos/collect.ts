@@ -21,12 +21,10 @@ import type { ChaosStack, Say } from './stack.ts';
 async function webhookChecks(stack: ChaosStack, d: Driven, say: Say) {
   const drained = await d.hooks.drain(stack.admin!, Date.now() + 120_000);
   const checks = await d.hooks.check(stack.admin!);
-  if (d.hooks.figures) {
-    const f = d.hooks.figures;
-    say(
-      `webhooks${drained ? '' : ' (NOT drained)'}: ${f.owed} owed to ${f.endpoints} endpoints, ${f.receivedValid} received signed; requests flaky ${f.requests.flaky}, down ${f.requests.down}, slow ${f.requests.slow}`,
-    );
-  }
+  const f = d.hooks.figures!; // counted by check()
+  say(
+    `webhooks${drained ? '' : ' (NOT drained)'}: ${f.owed} owed to ${f.endpoints} endpoints, ${f.receivedValid} received signed; requests flaky ${f.requests.flaky}, down ${f.requests.down}, slow ${f.requests.slow}`,
+  );
   return checks;
 }
 
@@ -37,11 +35,10 @@ async function eventChecks(stack: ChaosStack, say: Say): Promise<JudgeInput['eve
   const caughtUp: string[] = [];
   await ev.finish().catch((err: Error) => caughtUp.push(err.message));
   const events = { checks: [checkResult(EVENT_CHECKS.caughtUp, caughtUp), ...(await ev.check())] };
-  const f = ev.figures;
-  if (f)
-    say(
-      `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream (${f.goneWithDeletedStream} gone with ${f.streamDeletions} deleted stream(s)), ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters, ${f.forgedRefused} of ${f.forged} forged events refused`,
-    );
+  const f = ev.figures!; // counted by check()
+  say(
+    `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream (${f.goneWithDeletedStream} gone with ${f.streamDeletions} deleted stream(s)), ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters, ${f.forgedRefused} of ${f.forged} forged events refused`,
+  );
   return events;
 }
 
