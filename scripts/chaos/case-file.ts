@@ -1,7 +1,7 @@
-import { lc, type BookingRow, type JudgeInput } from './evidence.ts';
-import { countByKind, type FaultKind } from './fault-kinds.ts';
-import { acceptedMail, expectedMail, type AcceptedMail, type ExpectedMail } from './mail.ts';
-import { minimums, type Minimums } from './minimums.ts';
+import { lc, type JudgeInput } from './evidence.ts';
+import { countByKind } from './fault-kinds.ts';
+import { acceptedMail, expectedMail } from './mail.ts';
+import { minimums } from './minimums.ts';
 import { emailPace } from './rules/email-pace.ts';
 
 /*
@@ -9,29 +9,8 @@ import { emailPace } from './rules/email-pace.ts';
  * than one rule (or the verdict's figures) read, each worked out once. Nothing here judges.
  */
 
-export interface CaseFile {
-  input: JudgeInput;
-  /** The 550 recipients, lower case. */
-  bounce: Set<string>;
-  bookingById: Map<string, BookingRow>;
-  /** The emails owed (mail.ts). */
-  expected: ExpectedMail;
-  /** What the SMTP server accepted and refused (mail.ts). */
-  accepted: AcceptedMail;
-  /** Faults with evidence of their effect, by kind. */
-  withEvidence: Record<FaultKind, number>;
-  minimums: Minimums;
-  /** The email pace during NATS outages; null: the events part did not run. */
-  pace: ReturnType<typeof emailPace> | null;
-}
-
-/** A rule of the judge (rules/): the invariant it checks, and what breaks it in the case file. */
-export interface Rule {
-  name: string;
-  violations(c: CaseFile): string[];
-}
-
-export function openCaseFile(input: JudgeInput): CaseFile {
+export function openCaseFile(input: JudgeInput) {
+  // The 550 recipients, lower case.
   const bounce = new Set(input.bounceEmails.map(lc));
   return {
     input,
@@ -39,9 +18,12 @@ export function openCaseFile(input: JudgeInput): CaseFile {
     bookingById: new Map(input.bookings.map((b) => [b.publicId, b])),
     expected: expectedMail(input.bookings, input.clientBookings, bounce, input.mailDomain),
     accepted: acceptedMail(input.records),
+    // Faults with evidence of their effect, by kind.
     withEvidence: countByKind(input.faults.filter((f) => f.evidence)),
     minimums: minimums(input.durationSeconds, input.faultsPlanned, input.events !== null),
     // Judged from the clients' and the SMTP server's records, when the events part ran.
     pace: input.events ? emailPace(input) : null,
   };
 }
+
+export type CaseFile = ReturnType<typeof openCaseFile>;

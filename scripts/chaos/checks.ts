@@ -5,23 +5,16 @@
  * every one of those names in the final list (a check that was not made is broken, not skipped).
  */
 
-export interface CheckResult {
-  name: string;
-  ok: boolean;
-  /** A few examples of what broke, for the report. */
-  violations: string[];
-  violationCount: number;
-  /** Said beside "held" in the report when the check could not fully judge (too little to judge from). */
-  note?: string;
-}
-
 /**
- * A check from its violations: held when there are none; the first ten kept for the report.
- * `count` when more broke than are listed.
+ * A check from its violations: held when there are none; the first ten kept for the report as
+ * examples of what broke, `count` when more broke than are listed. A `note` is said beside "held"
+ * in the report when the check could not fully judge (too little to judge from).
  */
 export function checkResult(name: string, violations: string[], count = violations.length): CheckResult {
   return { name, ok: count === 0, violations: violations.slice(0, 10), violationCount: count };
 }
+
+export type CheckResult = { name: string; ok: boolean; violations: string[]; violationCount: number; note?: string };
 
 /**
  * The events path's checks (events/check.ts makes them after the drain; the email pace is judged

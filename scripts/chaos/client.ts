@@ -15,14 +15,6 @@ export interface ApiResponse<T = any> {
   headers: Headers;
 }
 
-export interface ServerError {
-  at: number;
-  method: string;
-  route: string;
-  status: number;
-  body: string;
-}
-
 export class GaveUp extends Error {
   constructor(
     readonly route: string,
@@ -32,20 +24,10 @@ export class GaveUp extends Error {
   }
 }
 
-export interface CallOptions {
-  body?: unknown;
-  token?: string;
-  idempotencyKey?: string;
-  /** Route label for the figures ('POST /bookings'); defaults to method + path. */
-  route?: string;
-  /** Give up after this long (ms). */
-  deadlineMs?: number;
-}
-
 export class ApiClient {
   /** `${route} ${status}` → count; network errors as status 'network'. */
   readonly counts = new Map<string, number>();
-  readonly serverErrors: ServerError[] = [];
+  readonly serverErrors: { at: number; method: string; route: string; status: number; body: string }[] = [];
   retries = 0;
   gaveUp = 0;
   requests = 0;
@@ -66,7 +48,12 @@ export class ApiClient {
     this.stopping = true;
   }
 
-  async call<T = any>(method: string, path: string, opts: CallOptions = {}): Promise<ApiResponse<T>> {
+  /** `route` labels the figures ('POST /bookings'); the call gives up after `deadlineMs`. */
+  async call<T = any>(
+    method: string,
+    path: string,
+    opts: { body?: unknown; token?: string; idempotencyKey?: string; route?: string; deadlineMs?: number } = {},
+  ): Promise<ApiResponse<T>> {
     const route = opts.route ?? `${method} ${path}`;
     const deadline = Date.now() + (opts.deadlineMs ?? 120_000);
     const headers: Record<string, string> = {};

@@ -3,8 +3,8 @@ import path from 'node:path';
 import { checkResult, EVENT_CHECKS } from './checks.ts';
 import type { Driven } from './drive.ts';
 import type { JudgeInput } from './evidence.ts';
-import { countByKind, type FaultKind } from './fault-kinds.ts';
-import { clientRecords, gather, type Gathered } from './gather.ts';
+import { countByKind } from './fault-kinds.ts';
+import { clientRecords, gather } from './gather.ts';
 import { postgresCrashesIn } from './postgres-crashes.ts';
 import { MAIL_DOMAIN } from './settings.ts';
 import type { SinkRecord } from './smtp-sink.ts';
@@ -17,22 +17,14 @@ import type { ChaosStack, Say } from './stack.ts';
  * input.
  */
 
-export interface Collected {
-  input: JudgeInput;
-  gathered: Gathered;
-  faultsPlanned: Record<FaultKind, number>;
-}
-
 /** The webhooks: every delivery sent (bounded), then their checks. */
 async function webhookChecks(stack: ChaosStack, d: Driven, say: Say) {
   const drained = await d.hooks.drain(stack.admin!, Date.now() + 120_000);
   const checks = await d.hooks.check(stack.admin!);
-  if (d.hooks.figures) {
-    const f = d.hooks.figures;
-    say(
-      `webhooks${drained ? '' : ' (NOT drained)'}: ${f.owed} owed to ${f.endpoints} endpoints, ${f.receivedValid} received signed; requests flaky ${f.requests.flaky}, down ${f.requests.down}, slow ${f.requests.slow}`,
-    );
-  }
+  const f = d.hooks.figures!; // counted by check()
+  say(
+    `webhooks${drained ? '' : ' (NOT drained)'}: ${f.owed} owed to ${f.endpoints} endpoints, ${f.receivedValid} received signed; requests flaky ${f.requests.flaky}, down ${f.requests.down}, slow ${f.requests.slow}`,
+  );
   return checks;
 }
 
@@ -43,15 +35,14 @@ async function eventChecks(stack: ChaosStack, say: Say): Promise<JudgeInput['eve
   const caughtUp: string[] = [];
   await ev.finish().catch((err: Error) => caughtUp.push(err.message));
   const events = { checks: [checkResult(EVENT_CHECKS.caughtUp, caughtUp), ...(await ev.check())] };
-  const f = ev.figures;
-  if (f)
-    say(
-      `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream (${f.goneWithDeletedStream} gone with ${f.streamDeletions} deleted stream(s)), ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters, ${f.forgedRefused} of ${f.forged} forged events refused`,
-    );
+  const f = ev.figures!; // counted by check()
+  say(
+    `events: ${f.bookingEventsInOutbox} booking events in the outbox, ${f.bookingMessagesInStream} in the stream (${f.goneWithDeletedStream} gone with ${f.streamDeletions} deleted stream(s)), ${f.ledgerLines} ledger lines, ${f.deadLetters} consumer dead letters, ${f.forgedRefused} of ${f.forged} forged events refused`,
+  );
   return events;
 }
 
-export async function collect(stack: ChaosStack, d: Driven, durationSeconds: number, say: Say): Promise<Collected> {
+export async function collect(stack: ChaosStack, d: Driven, durationSeconds: number, say: Say) {
   const webhooks = { checks: await webhookChecks(stack, d, say) };
   const events = await eventChecks(stack, say);
   const records = readFileSync(stack.recordFile, 'utf8')
@@ -61,7 +52,6 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
   // The clients' own count of abandoned requests, taken before the look-ups add their own.
   const clientsGaveUp = d.client.gaveUp;
   const gathered = await gather(stack.admin!, d.client, [...d.load.bookings.values()]);
-  const faultsPlanned = countByKind(d.plan);
   const input: JudgeInput = {
     durationSeconds,
     mailDomain: MAIL_DOMAIN,
@@ -76,7 +66,7 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
     serverErrors: d.client.serverErrors,
     clientsGaveUp,
     idempotencyMismatches: d.load.figures.idempotencyMismatches,
-    faultsPlanned,
+    faultsPlanned: countByKind(d.plan),
     faults: d.injector.done,
     unplannedExits: [
       ...stack
@@ -90,5 +80,5 @@ export async function collect(stack: ChaosStack, d: Driven, durationSeconds: num
     events,
     webhooks,
   };
-  return { input, gathered, faultsPlanned };
+  return { input, gathered };
 }

@@ -2,7 +2,6 @@ import { ApiClient } from './client.ts';
 import type { Flags } from './flags.ts';
 import { FaultInjector } from './faults/injector.ts';
 import { planFaults } from './faults/plan.ts';
-import type { InjectorDeps, PlannedFault } from './faults/types.ts';
 import { Load } from './load.ts';
 import { pendingOfTopics } from '../../src/outbox/index.ts';
 import { poll } from './poll.ts';
@@ -16,37 +15,6 @@ import { ChaosWebhooks } from './webhooks.ts';
  * the load for --duration while the faults drawn from the seed are injected, then the workers
  * left to drain (bounded).
  */
-
-export interface Driven {
-  client: ApiClient;
-  load: Load;
-  hooks: ChaosWebhooks;
-  plan: PlannedFault[];
-  injector: FaultInjector;
-  loadStart: number;
-  loadEnd: number;
-  /** When nothing the workers handle was PENDING any more; null: not within the bound. */
-  drainedAt: number | null;
-}
-
-/** What the injector acts on: the stack's processes, and the events path when it runs. */
-function injectorDeps(stack: ChaosStack, downstreamGapMs: number, say: Say): InjectorDeps {
-  return {
-    workers: stack.workers,
-    api: stack.api,
-    smtp: stack.smtp,
-    postgres: stack.postgres!.pg,
-    admin: stack.admin!,
-    lastWorkerActivity: stack.lastWorkerActivity,
-    waitApiUp: stack.waitApiUp,
-    waitSmtpUp: stack.waitSmtpUp,
-    events: stack.ev,
-    // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
-    // gets an attempt between an SMTP outage and a NATS one.
-    downstreamGapMs,
-    log: say,
-  };
-}
 
 /** The load's users and properties, and webhook receivers for some of the hosts, registered before any booking. */
 async function setUp(stack: ChaosStack, flags: Flags, rng: { load: Rng; webhooks: Rng }, say: Say) {
@@ -77,7 +45,7 @@ export async function drive(
   rng: { faults: Rng; load: Rng; webhooks: Rng },
   onHooks: (hooks: ChaosWebhooks) => void,
   say: Say,
-): Promise<Driven> {
+) {
   const { client, load, hooks } = await setUp(stack, flags, rng, say);
   onHooks(hooks);
   const durationMs = flags.durationSeconds * 1000;
@@ -88,7 +56,17 @@ export async function drive(
     maxSmtpOutageMs: maxOutageMs,
     events: stack.ev ? { maxNatsOutageMs: maxOutageMs } : undefined,
   }).filter((f) => !flags.onlyFaults || flags.onlyFaults.includes(f.kind));
-  const injector = new FaultInjector(injectorDeps(stack, maxOutageMs, say));
+  // What the injector acts on: the stack's processes (workers, API, SMTP server and their waits), the events path when it runs.
+  const injector = new FaultInjector({
+    ...stack,
+    postgres: stack.postgres!.pg,
+    admin: stack.admin!,
+    events: stack.ev,
+    // Longer than the longest backoff (BACKOFF_MAX_SECONDS) plus a publish timeout: every message
+    // gets an attempt between an SMTP outage and a NATS one.
+    downstreamGapMs: maxOutageMs,
+    log: say,
+  });
   const loadStart = Date.now();
   say(`load for ${flags.durationSeconds} s with ${plan.length} faults planned`);
   injector.start(plan);
@@ -102,17 +80,11 @@ export async function drive(
   await stack.waitApiUp();
   await stack.waitSmtpUp();
   stack.workers.forEach((w) => w.start());
-  const drainedAt = await drained(stack, Date.now() + Math.max(120_000, durationMs));
+  // When nothing the workers handle was PENDING any more; null: not within the bound.
+  const noneLeft = async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined);
+  const drainedAt = (await poll(noneLeft, Date.now() + Math.max(120_000, durationMs), 250)) ?? null;
   say(drainedAt ? `drained ${((drainedAt - loadEnd) / 1000).toFixed(1)} s after the load` : 'NOT drained within the bound');
   return { client, load, hooks, plan, injector, loadStart, loadEnd, drainedAt };
 }
 
-/** Waits until nothing the workers handle is PENDING; when, or null at the deadline. */
-async function drained(stack: ChaosStack, deadline: number): Promise<number | null> {
-  const at = await poll(
-    async () => ((await pendingOfTopics(stack.admin!, stack.handledTopics)).pending === 0 ? Date.now() : undefined),
-    deadline,
-    250,
-  );
-  return at ?? null;
-}
+export type Driven = Awaited<ReturnType<typeof drive>>;

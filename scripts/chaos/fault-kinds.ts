@@ -9,7 +9,7 @@
  * whether it is a fault of the events path (JetStream relay and earnings consumer: planned and
  * required only when that part runs), and what the report calls it.
  */
-const KINDS = {
+export const KINDS = {
   'worker-kill': { target: 'worker', events: false, report: 'worker SIGKILL (mid-handlers)' },
   'api-kill': { target: 'api', events: false, report: 'API SIGKILL' },
   'smtp-outage': { target: 'smtp', events: false, report: 'SMTP server down' },
@@ -31,10 +31,6 @@ export type FaultKind = keyof typeof KINDS;
 export const FAULT_KINDS = Object.keys(KINDS) as FaultKind[];
 /** The faults of the events path: planned and required only when that part runs. */
 export const EVENT_FAULT_KINDS: FaultKind[] = FAULT_KINDS.filter((k) => KINDS[k].events);
-/** What the report calls each kind. */
-export const reportName = (k: FaultKind): string => KINDS[k].report;
-/** The target of a kind ('worker' for a worker kill, whose target is the worker it kills). */
-export const targetOf = (k: FaultKind): string => KINDS[k].target;
 
 /** A fault as the injector carried it out. Only one with `evidence` counts as injected. */
 export interface FaultOutcome {

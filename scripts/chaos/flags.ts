@@ -5,18 +5,6 @@ import { FAULT_KINDS, type FaultKind } from './fault-kinds.ts';
 
 /* The chaos run's command line: `npm run chaos -- --help` prints USAGE. */
 
-export interface Flags {
-  durationSeconds: number;
-  seed: number;
-  out: string;
-  concurrency: number;
-  keep: boolean;
-  /** A kept run's judge-input.json to judge again, instead of a run. */
-  judge?: string;
-  /** Only these kinds of the seed's faults are injected (to see one kind's effect alone). */
-  onlyFaults?: FaultKind[];
-}
-
 const USAGE = `usage: npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR] [--concurrency N] [--keep]
        npm run chaos -- --judge FILE
 
@@ -43,7 +31,7 @@ Environment:
   CHAOS_CODE_COMMIT    the commit run, when the tree is not a git checkout
 `;
 
-export function readFlags(argv: string[]): Flags {
+export function readFlags(argv: string[]) {
   const values = parseFlags(
     'chaos',
     USAGE,
@@ -67,10 +55,13 @@ export function readFlags(argv: string[]): Flags {
     out: path.resolve(values.out ?? path.join(ROOT, 'var', 'chaos', String(seed))),
     concurrency: num('concurrency', values.concurrency, 1, 1_000),
     keep: values.keep,
+    // A kept run's judge-input.json to judge again, instead of a run.
     judge: values.judge === undefined ? undefined : path.resolve(values.judge),
     onlyFaults: values['only-faults'] === undefined ? undefined : faultKinds(values['only-faults']),
   };
 }
+
+export type Flags = ReturnType<typeof readFlags>;
 
 function faultKinds(list: string): FaultKind[] {
   const kinds = list.split(',').map((k) => k.trim());

@@ -9,27 +9,12 @@ import { messagesAsWritten, slowestMessages } from '../../src/outbox/index.ts';
  * what the API answers each client about its booking. verdict.ts judges it; nothing here decides.
  */
 
-export type Gathered = Pick<JudgeInput, 'bookings' | 'outbox' | 'overlaps' | 'lookups'> & {
-  /** The messages that took longest from commit to DONE/DEAD: where the max pending age came from. */
-  slowest: { topic: string; status: string; attempts: number; seconds: number; createdAt: string; lastError: string | null }[];
-};
-
 /** The client's notes as plain data: addresses from what the client itself signed up with. */
 export function clientRecords(bookings: Iterable<ClientBooking>): ClientRecord[] {
-  return [...bookings].map((b) => ({
-    id: b.id,
-    guestEmail: b.guest.email,
-    hostEmail: b.property.host.email,
-    checkIn: b.checkIn,
-    checkOut: b.checkOut,
-    status: b.status,
-    cancelUncertain: b.cancelUncertain,
-    answeredAt: b.answeredAt,
-    cancelledAt: b.cancelledAt,
-  }));
+  return [...bookings].map(({ guest: _guest, property: _property, ...record }) => record);
 }
 
-export async function gather(db: pg.Pool, api: ApiClient, clientBookings: ClientBooking[]): Promise<Gathered> {
+export async function gather(db: pg.Pool, api: ApiClient, clientBookings: ClientBooking[]) {
   // Addresses from `users`, joined through the booking's guest and the property's host: the
   // database's truth, not the copy the event payload carries to the worker.
   const { rows: bookings } = await db.query<BookingRow>(
@@ -69,6 +54,7 @@ export async function gather(db: pg.Pool, api: ApiClient, clientBookings: Client
     }),
   );
 
+  // The messages that took longest from commit to DONE/DEAD: where the max pending age came from.
   const slowest = await slowestMessages(db, 5);
   return {
     bookings,

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApiClient, GaveUp, type ApiResponse } from './client.ts';
+import type { ClientRecord } from './evidence.ts';
 import type { Rng } from './rng.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,20 +26,11 @@ export interface Property {
   maxGuests: number;
 }
 
-export interface ClientBooking {
-  id: string;
-  guest: User;
-  property: Property;
-  checkIn: string;
-  checkOut: string;
-  /** What the client was last told: 'confirmed' on 201, 'cancelled' on a 200 from cancel. */
-  status: 'confirmed' | 'cancelled';
-  /** A cancel was sent and never answered (the client gave up): either status is possible. */
-  cancelUncertain?: boolean;
-  /** When the 201 arrived, and the cancel's 200 (ms epoch): where the emails' wait starts. */
-  answeredAt: number;
-  cancelledAt?: number;
-}
+/**
+ * What the client was told of one booking (evidence.ts ClientRecord: the addresses it booked
+ * with, the status it was last told, when), and whose it is.
+ */
+export type ClientBooking = ClientRecord & { guest: User; property: Property; answeredAt: number };
 
 export interface LoadOptions {
   api: ApiClient;
@@ -91,10 +83,6 @@ export class Load {
 
   constructor(private readonly o: LoadOptions) {}
 
-  private get api() {
-    return this.o.api;
-  }
-
   private unexpected(route: string, status: number, body: unknown) {
     if (this.figures.otherUnexpected.length < 50) {
       this.figures.otherUnexpected.push({ route, status, body: JSON.stringify(body).slice(0, 300) });
@@ -113,9 +101,9 @@ export class Load {
   async register(role: 'guest' | 'host', email?: string): Promise<User> {
     const address = email ?? `${role}-${this.o.runTag}-${++this.userSeq}@chaos.test`;
     const body = { email: address, password: PASSWORD, name: `Chaos ${role} ${this.userSeq}`, role };
-    let res = await this.api.call('POST', '/auth/register', { body, route: 'POST /auth/register' });
+    let res = await this.o.api.call('POST', '/auth/register', { body, route: 'POST /auth/register' });
     if (res.status === 409 && res.body?.code === 'email_taken') {
-      res = await this.api.call('POST', '/auth/login', { body: { email: address, password: PASSWORD }, route: 'POST /auth/login' });
+      res = await this.o.api.call('POST', '/auth/login', { body: { email: address, password: PASSWORD }, route: 'POST /auth/login' });
     }
     if (res.status !== 201 && res.status !== 200) throw new Error(`register ${role}: ${res.status} ${JSON.stringify(res.body)}`);
     const user: User = { email: address, token: res.body.token, role, bounces: this.o.bounceEmails.includes(address) };
@@ -127,7 +115,7 @@ export class Load {
   async createProperty(host: User): Promise<Property | undefined> {
     const rng = this.o.rng;
     const maxGuests = rng.int(2, 6);
-    const res = await this.api.call('POST', '/properties', {
+    const res = await this.o.api.call('POST', '/properties', {
       token: host.token,
       route: 'POST /properties',
       body: {
@@ -184,7 +172,7 @@ export class Load {
     this.figures.bookingAttempts++;
     const key = randomUUID();
     const body = { propertyId: property.id, ...dates, guests: this.o.rng.int(1, 2) };
-    const send = () => this.api.call('POST', '/bookings', { token: guest.token, idempotencyKey: key, route: 'POST /bookings', body });
+    const send = () => this.o.api.call('POST', '/bookings', { token: guest.token, idempotencyKey: key, route: 'POST /bookings', body });
     // One booking in ten is sent twice at the same moment with the same key: both answers must
     // name the same booking (the second one replayed), or both be the same refusal.
     const double = this.o.rng.chance(0.1);
@@ -206,7 +194,8 @@ export class Load {
         const id = res.body.id as string;
         if (!this.bookings.has(id)) {
           this.figures.bookingsCreated++;
-          this.bookings.set(id, { id, guest, property, ...dates, status: 'confirmed', answeredAt: Date.now() });
+          const [guestEmail, hostEmail] = [guest.email, property.host.email];
+          this.bookings.set(id, { id, guest, guestEmail, property, hostEmail, ...dates, status: 'confirmed', answeredAt: Date.now() });
         }
       } else if (res.status === 409 && res.body?.code === 'dates_unavailable') {
         this.figures.conflicts409++;
@@ -234,7 +223,7 @@ export class Load {
     const b = this.o.rng.pick(live);
     const by = this.o.rng.chance(0.7) ? b.guest : b.property.host;
     b.cancelUncertain = true;
-    const res = await this.api.call('POST', `/bookings/${b.id}/cancel`, { token: by.token, route: 'POST /bookings/:id/cancel' });
+    const res = await this.o.api.call('POST', `/bookings/${b.id}/cancel`, { token: by.token, route: 'POST /bookings/:id/cancel' });
     if (res.status === 200 && res.body?.status === 'cancelled') {
       b.status = 'cancelled';
       b.cancelUncertain = false;
@@ -247,7 +236,7 @@ export class Load {
 
   async editProperty(): Promise<void> {
     const p = this.o.rng.pick(this.properties);
-    const res = await this.api.call('PATCH', `/properties/${p.id}`, {
+    const res = await this.o.api.call('PATCH', `/properties/${p.id}`, {
       token: p.host.token,
       route: 'PATCH /properties/:id',
       body: { title: `Chaos flat, edited ${this.o.rng.int(1, 99_999)}`, nightlyPrice: this.o.rng.int(5_000, 30_000) },
@@ -260,11 +249,11 @@ export class Load {
     this.figures.reads++;
     const g = this.o.rng.pick(this.guests());
     if (this.o.rng.chance(0.5)) {
-      const res = await this.api.call('GET', '/bookings?limit=20', { token: g.token, route: 'GET /bookings' });
+      const res = await this.o.api.call('GET', '/bookings?limit=20', { token: g.token, route: 'GET /bookings' });
       if (res.status !== 200) this.unexpected('GET /bookings', res.status, res.body);
     } else {
       const p = this.o.rng.pick(this.properties);
-      const res = await this.api.call('GET', `/properties/${p.id}/availability?from=${isoDay(0)}&to=${isoDay(60)}`, {
+      const res = await this.o.api.call('GET', `/properties/${p.id}/availability?from=${isoDay(0)}&to=${isoDay(60)}`, {
         route: 'GET /properties/:id/availability',
       });
       if (res.status !== 200) this.unexpected('GET /properties/:id/availability', res.status, res.body);

@@ -33,25 +33,14 @@ export function expectedMessageId(topic: BookingTopic, bookingId: string, handle
   return `<${`${key}.${handler}`.replace(/[^A-Za-z0-9._-]+/g, '.')}@${domain}>`;
 }
 
-export interface ExpectedEmail {
-  messageId: string;
-  recipient: string;
-  what: string;
-  /** To a 550 recipient: owed an attempt, never a delivery. */
-  bounces: boolean;
-}
-
-export interface ExpectedMail {
-  /** `${messageId} ${recipient}` → email. */
-  byKey: Map<string, ExpectedEmail>;
-  byMessageId: Map<string, ExpectedEmail[]>;
-}
-
 /**
  * The emails owed: from the database's bookings and from the clients' 201s, each with the
  * recipient the database (or the client) knows, never the one the event payload carries.
  */
-export function expectedMail(bookings: BookingRow[], clientBookings: ClientRecord[], bounce: Set<string>, domain: string): ExpectedMail {
+export function expectedMail(bookings: BookingRow[], clientBookings: ClientRecord[], bounce: Set<string>, domain: string) {
+  // By `${messageId} ${recipient}`, and by Message-ID; an email to a 550 recipient `bounces`: owed
+  // an attempt, never a delivery.
+  type ExpectedEmail = { messageId: string; recipient: string; what: string; bounces: boolean };
   const byKey = new Map<string, ExpectedEmail>();
   const byMessageId = new Map<string, ExpectedEmail[]>();
   const expect_ = (topic: BookingTopic, bookingId: string, guest: string, host: string) => {
@@ -76,18 +65,11 @@ export function expectedMail(bookings: BookingRow[], clientBookings: ClientRecor
   return { byKey, byMessageId };
 }
 
-export interface AcceptedMail {
-  /** `${messageId} ${recipient}` → copies the server accepted. */
-  copies: Map<string, number>;
-  /** Accepted (message, recipient) pairs, copies included. */
-  deliveries: number;
-  refused451: number;
-  refused550: number;
-}
-
 /** The SMTP server's record: accepted (Message-ID, envelope recipient) pairs, and its refusals. */
-export function acceptedMail(records: SinkRecord[]): AcceptedMail {
+export function acceptedMail(records: SinkRecord[]) {
+  // `${messageId} ${recipient}` → copies accepted, and when the first was (ms epoch); deliveries counts them all.
   const copies = new Map<string, number>();
+  const firstAt = new Map<string, number>();
   let deliveries = 0;
   let refused451 = 0;
   let refused550 = 0;
@@ -97,14 +79,15 @@ export function acceptedMail(records: SinkRecord[]): AcceptedMail {
         deliveries++;
         const k = `${r.messageId ?? '(no Message-ID)'} ${lc(to)}`;
         copies.set(k, (copies.get(k) ?? 0) + 1);
+        firstAt.set(k, Math.min(firstAt.get(k) ?? Infinity, r.at));
       }
     } else if (r.code === 451) refused451++;
     else refused550++;
   }
-  return { copies, deliveries, refused451, refused550 };
+  return { copies, firstAt, deliveries, refused451, refused550 };
 }
 
 /** How many emails are owed a delivery: the expected ones less those to 550 recipients. */
-export function deliveriesOwed(m: ExpectedMail): number {
+export function deliveriesOwed(m: ReturnType<typeof expectedMail>): number {
   return [...m.byKey.values()].filter((e) => !e.bounces).length;
 }

@@ -1,6 +1,6 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { EVENT_FAULT_KINDS, FAULT_KINDS, reportName } from './fault-kinds.ts';
+import { EVENT_FAULT_KINDS, FAULT_KINDS, KINDS } from './fault-kinds.ts';
 import type { ChaosResults } from './results.ts';
 import { seconds as s, type PaceFigures } from './rules/email-pace.ts';
 
@@ -32,32 +32,21 @@ function invariants(r: R): string[] {
   ];
 }
 
-/** The load, the requests and the bookings. */
-function loadRows(r: R): string[] {
+/** The figures: the load, the faults (the events kinds when that part ran), the mail, the outbox and the drain. */
+function figureRows(r: R): string[] {
   const f = r.figures;
+  const m = f.mail;
+  const kinds = r.events.covered ? FAULT_KINDS : FAULT_KINDS.filter((k) => !EVENT_FAULT_KINDS.includes(k));
   return [
     `| bookings made (201) | ${f.bookingsMade} |`,
     `| bookings in the database (confirmed / cancelled) | ${f.bookingsInDatabase.total} (${f.bookingsInDatabase.confirmed} / ${f.bookingsInDatabase.cancelled}) |`,
     `| booking attempts / 409 dates_unavailable / overlap storms | ${f.load.bookingAttempts} / ${f.load.conflicts409} / ${f.load.overlapStorms} |`,
     `| requests sent (incl. client retries) / retries / gave up | ${f.requests} / ${f.clientRetries} / ${f.load.gaveUp} |`,
     `| double submits (same Idempotency-Key twice at once) / answers replayed | ${f.load.doubleSubmits} / ${f.load.replays} |`,
-  ];
-}
-
-/** Faults with evidence against planned, by kind (the events kinds when that part ran). */
-function faultRows(r: R): string[] {
-  const f = r.figures;
-  return (r.events.covered ? FAULT_KINDS : FAULT_KINDS.filter((k) => !EVENT_FAULT_KINDS.includes(k))).map(
-    (k) =>
-      `| faults with evidence / planned: ${reportName(k)} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
-  );
-}
-
-/** Mail, the outbox, the drain and the pace of the system. */
-function mailAndOutboxRows(r: R): string[] {
-  const f = r.figures;
-  const m = f.mail;
-  return [
+    ...kinds.map(
+      (k) =>
+        `| faults with evidence / planned: ${KINDS[k].report} | ${f.faults[k]} / ${f.faultsPlanned[k]}${k === 'worker-kill' ? ` (${f.workerKillsMidHandlers})` : ''} |`,
+    ),
     `| faults carried out with no effect seen (not counted) | ${f.faultsWithoutEffect} |`,
     `| SMTP 451 answers (share ${r.settings.tempFailRate}) / 550 answers | ${m.refused451} / ${m.refused550} |`,
     `| emails expected (Message-ID, recipient) / delivered / lost | ${m.expected} / ${m.delivered} / ${m.lost} |`,
@@ -91,15 +80,16 @@ function paceRows(pace: NonNullable<R['emailPace']>): string[] {
 
 /** The events path's, the email pace's and the webhooks' figures, when each ran. */
 function pathRows(r: R): string[] {
+  const e = r.events.covered ? r.events.figures : null;
   return [
-    ...(r.events.covered && r.events.figures
+    ...(e
       ? [
-          `| booking events: in the outbox / in the JetStream stream (copies included) | ${r.events.figures.bookingEventsInOutbox} / ${r.events.figures.bookingMessagesInStream} |`,
-          `| booking events relayed before a stream deletion, gone with it | ${r.events.figures.goneWithDeletedStream} (${r.events.figures.streamDeletions} deletion(s)) |`,
-          `| earnings ledger lines (host, currency) / consumer dead letters | ${r.events.figures.ledgerLines} / ${r.events.figures.deadLetters} |`,
-          `| forged events published / refused (dead letter) / applied / gone from the stream unread | ${r.events.figures.forged} / ${r.events.figures.forgedRefused} / ${r.events.figures.forgedApplied} / ${r.events.figures.forgedGone} |`,
-          `| bookings / cancellations the ledger does not count | ${r.events.figures.uncountedBookings} / ${r.events.figures.uncountedCancellations} |`,
-          `| bookings counted from the bookings table, their creation never read (audit or cancellation first) | ${r.events.figures.countedAsGaps} |`,
+          `| booking events: in the outbox / in the JetStream stream (copies included) | ${e.bookingEventsInOutbox} / ${e.bookingMessagesInStream} |`,
+          `| booking events relayed before a stream deletion, gone with it | ${e.goneWithDeletedStream} (${e.streamDeletions} deletion(s)) |`,
+          `| earnings ledger lines (host, currency) / consumer dead letters | ${e.ledgerLines} / ${e.deadLetters} |`,
+          `| forged events published / refused (dead letter) / applied / gone from the stream unread | ${e.forged} / ${e.forgedRefused} / ${e.forgedApplied} / ${e.forgedGone} |`,
+          `| bookings / cancellations the ledger does not count | ${e.uncountedBookings} / ${e.uncountedCancellations} |`,
+          `| bookings counted from the bookings table, their creation never read (audit or cancellation first) | ${e.countedAsGaps} |`,
         ]
       : []),
     ...(r.emailPace ? paceRows(r.emailPace) : []),
@@ -115,57 +105,32 @@ function pathRows(r: R): string[] {
 /** Below the tables: minimums, the faults' times, the slowest messages, unplanned exits, violations. */
 function notes(r: R): string[] {
   const f = r.figures;
-  const lines: string[] = [];
   const mn = r.minimums;
-  lines.push(
+  const perKind = Object.entries(mn.faults).filter(([, n]) => n > 0);
+  const exits = Object.entries(f.unplannedExits).flatMap(([n, list]) => list.map((e) => ({ n, ...e })));
+  const broken = r.checks.filter((c) => !c.ok);
+  return [
     '',
-    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${Object.entries(
-      mn.faults,
-    )
-      .filter(([, n]) => n > 0)
-      .map(([k, n]) => `${k} ${n}`)
-      .join(', ')}; no client gave up.`,
-  );
-  lines.push(
+    `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${perKind.map(([k, n]) => `${k} ${n}`).join(', ')}; no client gave up.`,
     '',
     `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`,
-  );
-  if (f.slowestMessages.length) {
-    lines.push('', 'Slowest messages (commit to DONE/DEAD):');
-    for (const m of f.slowestMessages)
-      lines.push(
+    ...(f.slowestMessages.length ? ['', 'Slowest messages (commit to DONE/DEAD):'] : []),
+    ...f.slowestMessages.map(
+      (m) =>
         `- ${m.topic} ${m.status} after ${m.seconds} s, ${m.attempts} attempts${m.lastError ? `; last error: ${m.lastError.slice(0, 160)}` : ''}`,
-      );
-  }
-  const exits = Object.entries(f.unplannedExits).filter(([, e]) => e.length);
-  if (exits.length) {
-    lines.push('', 'Unplanned exits (the harness restarted each):');
-    for (const [n, list] of exits) {
-      for (const e of list) lines.push(`- ${n} at ${e.at}, code ${e.code ?? e.signal}: ${(e.lastLines.at(-1) ?? '').slice(0, 200)}`);
-    }
-  }
-  const broken = r.checks.filter((c) => !c.ok);
-  if (broken.length) {
-    lines.push('', '### Violations (first ten of each)');
-    for (const c of broken) lines.push('', `**${c.name}**`, ...c.violations.map((v) => `- ${v}`));
-  }
-  lines.push('', `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}\``, '');
-  return lines;
+    ),
+    ...(exits.length ? ['', 'Unplanned exits (the harness restarted each):'] : []),
+    ...exits.map((e) => `- ${e.n} at ${e.at}, code ${e.code ?? e.signal}: ${(e.lastLines.at(-1) ?? '').slice(0, 200)}`),
+    ...(broken.length ? ['', '### Violations (first ten of each)'] : []),
+    ...broken.flatMap((c) => ['', `**${c.name}**`, ...c.violations.map((v) => `- ${v}`)]),
+    '',
+    `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}\``,
+    '',
+  ];
 }
 
 export function renderMarkdown(r: R): string {
-  return [
-    ...head(r),
-    ...invariants(r),
-    '',
-    '| Figure | Value |',
-    '|---|---|',
-    ...loadRows(r),
-    ...faultRows(r),
-    ...mailAndOutboxRows(r),
-    ...pathRows(r),
-    ...notes(r),
-  ].join('\n');
+  return [...head(r), ...invariants(r), '', '| Figure | Value |', '|---|---|', ...figureRows(r), ...pathRows(r), ...notes(r)].join('\n');
 }
 
 /** Writes chaos-results.json and chaos-results.md to `out`; the markdown, to print. */

@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import type { Collected } from './collect.ts';
+import type { collect } from './collect.ts';
 import type { Driven } from './drive.ts';
+import type { Flags } from './flags.ts';
 import { ROOT } from '../lib/processes.ts';
 import { peak, steadyAfter, timeline, type Sample } from './sampler.ts';
 import { retryWindowMs, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
@@ -28,20 +29,16 @@ export function gitVersion(): { commit: string | null; srcDirty: boolean | null 
   }
 }
 
-/** What the results are made of: the run's parts, what it did, what it gathered and the verdict. */
-export interface RunRecord {
-  seed: number;
-  durationSeconds: number;
-  concurrency: number;
-  /** When the run started (ms epoch). */
+/** What the results are made of: the run's flags, what it did, what it gathered and the verdict; t0: when it started (ms epoch). */
+type RunRecord = Pick<Flags, 'seed' | 'durationSeconds' | 'concurrency'> & {
   t0: number;
   code: ReturnType<typeof gitVersion>;
   stack: ChaosStack;
   driven: Driven;
-  collected: Collected;
+  collected: Awaited<ReturnType<typeof collect>>;
   verdict: ChaosVerdict;
   samples: Sample[];
-}
+};
 
 const tenths = (ms: number) => Math.round(ms / 100) / 10;
 
@@ -50,8 +47,6 @@ function figures(r: RunRecord) {
   const lastFault = d.injector.lastFaultEndedAt;
   const steady = steadyAfter(samples, lastFault);
   const top = peak(samples);
-  const responses: Record<string, number> = {};
-  for (const [k, n] of [...d.client.counts.entries()].sort()) responses[k] = n;
   return {
     bookingsMade: d.load.figures.bookingsCreated,
     bookingsInDatabase: verdict.bookings,
@@ -59,10 +54,10 @@ function figures(r: RunRecord) {
     /** Requests sent, client retries included. */
     requests: d.client.requests,
     clientRetries: d.client.retries,
-    responses,
+    responses: Object.fromEntries([...d.client.counts.entries()].sort()),
     /** Faults with evidence of their effect, by kind (the only ones counted). */
     faults: verdict.faults.withEvidence,
-    faultsPlanned: r.collected.faultsPlanned,
+    faultsPlanned: r.collected.input.faultsPlanned,
     /** Faults carried out with no effect seen (not counted). */
     faultsWithoutEffect: verdict.faults.withoutEffect,
     workerKillsMidHandlers: d.injector.done.filter((f) => f.kind === 'worker-kill' && f.evidence && f.detail.includes('mid-handlers'))

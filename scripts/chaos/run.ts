@@ -8,7 +8,7 @@ import { readFlags, type Flags } from './flags.ts';
 import { writeReport } from './report.ts';
 import { buildResults, gitVersion } from './results.ts';
 import { Rng } from './rng.ts';
-import { OutboxSampler } from './sampler.ts';
+import { sampleOutbox } from './sampler.ts';
 import { ChaosStack, type Say } from './stack.ts';
 import type { JudgeInput } from './evidence.ts';
 import { judge } from './verdict.ts';
@@ -53,8 +53,7 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   const rng = new Rng(flags.seed);
   // 1. start the parts
   await stack.start(rng.fork('smtp').int(1, 2 ** 30), withEvents);
-  const sampler = new OutboxSampler();
-  sampler.start(stack.admin!, stack.handledTopics);
+  const sampler = sampleOutbox(stack.admin!, stack.handledTopics);
   // 2. the load and the faults, then the drain
   const rngs = { faults: rng.fork('faults'), load: rng.fork('load'), webhooks: rng.fork('webhooks') };
   let driven;
@@ -70,19 +69,7 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   // 4. judge
   const verdict = judge(collected.input);
   // 5. report
-  const { seed, durationSeconds, concurrency } = flags;
-  const results = buildResults({
-    seed,
-    durationSeconds,
-    concurrency,
-    t0,
-    code,
-    stack,
-    driven,
-    collected,
-    verdict,
-    samples: sampler.samples,
-  });
+  const results = buildResults({ ...flags, t0, code, stack, driven, collected, verdict, samples: sampler.samples });
   process.stdout.write(`\n${writeReport(flags.out, results)}\n`);
   await stack.stop();
   if (results.ok && !flags.keep) rmSync(stack.dir, { recursive: true, force: true });

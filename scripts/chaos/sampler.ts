@@ -13,21 +13,15 @@ export interface Sample {
   oldestAge: number;
 }
 
-export class OutboxSampler {
-  readonly samples: Sample[] = [];
-  private timer?: NodeJS.Timeout;
-
-  start(admin: pg.Pool, topics: string[]): void {
-    this.timer = setInterval(() => {
-      pendingOfTopics(admin, topics)
-        .then((row) => this.samples.push({ at: Date.now(), pending: row.pending, oldestAge: row.age ?? 0 }))
-        .catch(() => {}); // Postgres restarting: no sample
-    }, 1_000);
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
-  }
+/** Samples the outbox every second until stop(). */
+export function sampleOutbox(admin: pg.Pool, topics: string[]) {
+  const samples: Sample[] = [];
+  const timer = setInterval(() => {
+    pendingOfTopics(admin, topics)
+      .then((row) => samples.push({ at: Date.now(), pending: row.pending, oldestAge: row.age ?? 0 }))
+      .catch(() => {}); // Postgres restarting: no sample
+  }, 1_000);
+  return { samples, stop: () => clearInterval(timer) };
 }
 
 /** The samples in 10-second windows (max of each), for the results file. */

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,10 +9,10 @@ import { runMigrations } from '../../src/db/migrate.ts';
 import { registerOutboxHooks } from '../../src/outbox/index.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
+import { until } from '../lib/nats.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../lib/postgres.ts';
 import { freePort, entryArgs, ROOT } from '../lib/processes.ts';
 import { startEventsChaos, type EventsChaos } from './events/events-chaos.ts';
-import { poll } from './poll.ts';
 import { Supervised, type ChildSpec } from './processes.ts';
 import { MAIL_FROM, TEMP_FAIL_RATE, WORKER_ENV } from './settings.ts';
 import type { SinkOptions } from './smtp-sink.ts';
@@ -26,30 +27,19 @@ import { WEBHOOK_ENV } from './webhooks.ts';
 
 export type Say = (msg: string) => void;
 
-async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const ready = await poll(async () => (await probe()) || undefined, Date.now() + timeoutMs, 100);
-  if (!ready) throw new Error(`${what} not ready within ${timeoutMs} ms`);
-}
-
 /** The worker's own list of the topics it handles (`drain-outbox --list-topics`). */
-function listTopics(env: NodeJS.ProcessEnv): Promise<string[]> {
+async function listTopics(env: NodeJS.ProcessEnv): Promise<string[]> {
   // Not scripts/lib's runProcess: that one adds this process's environment, and the run's
   // processes get the run's settings only.
-  return new Promise<string>((resolve, reject) =>
-    execFile(
-      process.execPath,
-      entryArgs('src/commands/drain-outbox.ts', '--list-topics'),
-      { cwd: ROOT, env: { ...env, ...lifelineEnv() } },
-      (err, stdout) =>
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; its type (built with Omit) hides it
-        err ? reject(err) : resolve(stdout),
-    ),
-  ).then((out) =>
-    out
-      .split('\n')
-      .map((l) => l.split(':')[0]!.trim())
-      .filter(Boolean),
-  );
+  const run = promisify(execFile);
+  const { stdout } = await run(process.execPath, entryArgs('src/commands/drain-outbox.ts', '--list-topics'), {
+    cwd: ROOT,
+    env: { ...env, ...lifelineEnv() },
+  });
+  return stdout
+    .split('\n')
+    .map((l) => l.split(':')[0]!.trim())
+    .filter(Boolean);
 }
 
 export class ChaosStack {
@@ -102,8 +92,29 @@ export class ChaosStack {
     };
     this.smtpPort = await freePort();
     const apiPort = await freePort();
-    this.startSmtp(baseEnv, sinkSeed);
-    this.startApi(baseEnv, apiPort);
+    this.apiUrl = `http://127.0.0.1:${apiPort}`;
+    const sinkOptions: SinkOptions = {
+      port: this.smtpPort,
+      recordFile: this.recordFile,
+      seed: sinkSeed,
+      tempFailRate: TEMP_FAIL_RATE,
+      rejectRecipients: this.bounceEmails,
+      latencyMs: [5, 40],
+    };
+    this.smtp = this.supervise({ name: 'smtp', entry: 'scripts/chaos/smtp-sink.ts', args: [JSON.stringify(sinkOptions)], env: baseEnv });
+    this.api = this.supervise({
+      name: 'api',
+      entry: 'src/commands/api.ts',
+      env: {
+        ...baseEnv,
+        PORT: String(apiPort),
+        HOST: '127.0.0.1',
+        RATE_LIMIT_AUTH_PER_MINUTE: '100000',
+        SIGNUPS_PER_ADDRESS_PER_DAY: '1000000',
+        SHUTDOWN_TIMEOUT_SECONDS: '5',
+        LOG_LEVEL: 'warn',
+      },
+    });
     if (withEvents) await this.startEvents(databaseUrl, baseEnv);
     // The workers' topics, asked while the SMTP server and the API start (each start loads
     // TypeScript through tsx: seconds apiece on a busy machine, so not one after the other).
@@ -117,7 +128,16 @@ export class ChaosStack {
     this.handledTopics = await listTopics(workerEnv);
     await Promise.all([this.waitSmtpUp(), this.waitApiUp()]);
     this.say(`API on ${apiPort}, SMTP server on ${this.smtpPort}; worker handles: ${this.handledTopics.join(', ')}`);
-    this.startWorkers(workerEnv);
+    this.workers = [0, 1].map((i) =>
+      this.supervise({
+        name: `worker-${i}`,
+        entry: 'src/commands/drain-outbox.ts',
+        env: workerEnv,
+        onLine: (line) => {
+          if (line.includes('"outbox handler outcome"')) this.lastWorkerActivity[i] = Date.now();
+        },
+      }),
+    );
     await this.ev?.startConsumer();
   }
 
@@ -136,40 +156,6 @@ export class ChaosStack {
     return databaseUrl;
   }
 
-  private startSmtp(baseEnv: NodeJS.ProcessEnv, sinkSeed: number): void {
-    const sinkOptions: SinkOptions = {
-      port: this.smtpPort,
-      recordFile: this.recordFile,
-      seed: sinkSeed,
-      tempFailRate: TEMP_FAIL_RATE,
-      rejectRecipients: this.bounceEmails,
-      latencyMs: [5, 40],
-    };
-    this.smtp = this.supervise({
-      name: 'smtp',
-      entry: path.join(ROOT, 'scripts/chaos/smtp-sink.ts'),
-      args: [JSON.stringify(sinkOptions)],
-      env: baseEnv,
-    });
-  }
-
-  private startApi(baseEnv: NodeJS.ProcessEnv, apiPort: number): void {
-    this.apiUrl = `http://127.0.0.1:${apiPort}`;
-    this.api = this.supervise({
-      name: 'api',
-      entry: path.join(ROOT, 'src/commands/api.ts'),
-      env: {
-        ...baseEnv,
-        PORT: String(apiPort),
-        HOST: '127.0.0.1',
-        RATE_LIMIT_AUTH_PER_MINUTE: '100000',
-        SIGNUPS_PER_ADDRESS_PER_DAY: '1000000',
-        SHUTDOWN_TIMEOUT_SECONDS: '5',
-        LOG_LEVEL: 'warn',
-      },
-    });
-  }
-
   /** nats-server (store and logs under the run's folder); the consumer gets the workers' settings, so both compute the same stream configuration. */
   private async startEvents(databaseUrl: string, baseEnv: NodeJS.ProcessEnv): Promise<void> {
     const ev = await startEventsChaos({
@@ -185,30 +171,18 @@ export class ChaosStack {
     );
   }
 
-  private startWorkers(workerEnv: NodeJS.ProcessEnv): void {
-    this.workers = [0, 1].map((i) =>
-      this.supervise({
-        name: `worker-${i}`,
-        entry: path.join(ROOT, 'src/commands/drain-outbox.ts'),
-        env: workerEnv,
-        onLine: (line) => {
-          if (line.includes('"outbox handler outcome"')) this.lastWorkerActivity[i] = Date.now();
-        },
-      }),
-    );
-  }
-
-  /** Starts a process under supervision, its log named after it in the run's logs folder. */
+  /** Starts a process under supervision (`entry` from the repository's root), its log named after it in the run's logs folder. */
   private supervise(spec: Omit<ChildSpec, 'logFile'>): Supervised {
-    const s = new Supervised({ ...spec, logFile: path.join(this.logs, `${spec.name}.log`) });
+    const s = new Supervised({ ...spec, entry: path.join(ROOT, spec.entry), logFile: path.join(this.logs, `${spec.name}.log`) });
     this.children.push(s);
     s.start();
     return s;
   }
 
   /** Up = answering HTTP at all (a 503 while Postgres restarts still means the process is up). */
-  waitApiUp = () => waitFor('API', async () => (await fetch(`${this.apiUrl}/health`)).status > 0, 60_000);
-  waitSmtpUp = () => waitFor('SMTP server', () => portOpen(this.smtpPort), 30_000);
+  waitApiUp = async () =>
+    void (await until('API not ready', 60_000, async () => (await fetch(`${this.apiUrl}/health`)).status > 0 || undefined));
+  waitSmtpUp = async () => void (await until('SMTP server not ready', 30_000, async () => (await portOpen(this.smtpPort)) || undefined));
 
   /** Every process the run supervises, with the exits it did not cause (the consumer and nats-server too). */
   unplannedExits() {

@@ -1,74 +1,54 @@
-import { openCaseFile, type CaseFile, type Rule } from './case-file.ts';
+import { openCaseFile, type CaseFile } from './case-file.ts';
 import { checkResult, type CheckResult } from './checks.ts';
 import type { JudgeInput } from './evidence.ts';
-import type { FaultKind } from './fault-kinds.ts';
 import { deliveriesOwed } from './mail.ts';
-import type { Minimums } from './minimums.ts';
 import { clientsFindBookings, idempotency, no500, noOverlaps } from './rules/clients.ts';
-import type { EmailPaceFigures } from './rules/email-pace.ts';
 import { deadOnlyBounces, lostMail, nothingLost, noStrayMail, strayMail } from './rules/mail.ts';
 import { drained, eventsInOutbox, nothingPending, pendingAtEnd } from './rules/outbox.ts';
 import { eventsPath, faultsOneAtATime, noCrash, somethingToJudge, webhooks } from './rules/run.ts';
 
 /*
  * The chaos run's judge: a pure function from what was gathered (evidence.ts) to the list of
- * checks and the verdict. The rules live under rules/, by what they judge: most are a Rule, a name
- * and the violations found in the case file (case-file.ts: the evidence and the views of it the
- * rules share), one row each; the few that make several rows are functions. The judge runs them
- * in order. The verdict is `every check ok`, computed from the final list: there
- * is no check that is reported but not counted.
+ * checks and the verdict. The rules live under rules/, by what they judge, each finding what
+ * breaks its invariant in the case file (case-file.ts: the evidence and the views of it the rules
+ * share); the table below names the invariants and runs them in order. The verdict is `every
+ * check ok`, computed from the final list: there is no check that is reported but not counted.
  */
 
-/** The rules, in the order of the report. */
-const RULES: (Rule | ((c: CaseFile) => CheckResult[]))[] = [
-  somethingToJudge,
-  eventsInOutbox,
-  nothingLost,
-  noStrayMail,
-  deadOnlyBounces,
-  nothingPending,
-  drained,
-  noOverlaps,
-  clientsFindBookings,
-  no500,
-  noCrash,
-  idempotency,
-  faultsOneAtATime,
+/**
+ * The rules, in the order of the report: an invariant and what breaks it in the case file, one
+ * row each; or a function making several rows.
+ */
+const RULES: ([invariant: string, violations: (c: CaseFile) => string[]] | ((c: CaseFile) => CheckResult[]))[] = [
+  [
+    'the run had something to judge: bookings, cancellations, emails and every kind of fault (with evidence) at the minimum for its duration; no client gave up',
+    somethingToJudge,
+  ],
+  ['every booking has exactly its events in the outbox (same transaction)', eventsInOutbox],
+  [
+    'every booking and every cancellation: guest and host emails delivered to the right address (zero lost; matched on Message-ID and recipient)',
+    nothingLost,
+  ],
+  [
+    'no email to anyone else, and none about anything that did not happen (every accepted Message-ID and recipient match a booking)',
+    noStrayMail,
+  ],
+  ["the 550 recipients' messages are DEAD with last_error, and nothing else is DEAD", deadOnlyBounces],
+  ['the outbox ends with nothing PENDING', nothingPending],
+  ['the workers drain within the bound', drained],
+  ['no two confirmed bookings overlap (SQL self-join)', noOverlaps],
+  ['every client that got a 201 finds its booking (GET /bookings/:id and the database), as it was told', clientsFindBookings],
+  ['no request got a 500', no500],
+  ['no process crashed (a worker refusing to start while Postgres is down, or the consumer while NATS is, is allowed)', noCrash],
+  ['the same Idempotency-Key sent twice at once gets the same answer (one booking, replayed)', idempotency],
+  ['never two faults on one target at once', faultsOneAtATime],
   eventsPath,
   webhooks,
 ];
 
-export interface MailFigures {
-  /** (Message-ID, recipient) pairs expected, 550 recipients excluded. */
-  expected: number;
-  delivered: number;
-  /** Accepted (message, recipient) pairs, copies included. */
-  deliveries: number;
-  duplicates: number;
-  duplicatedMessages: number;
-  lost: number;
-  unexpected: number;
-  wrongRecipient: number;
-  refusedPermanently: number;
-  refused451: number;
-  refused550: number;
-}
-
-export interface ChaosVerdict {
-  ok: boolean;
-  checks: CheckResult[];
-  minimums: Minimums;
-  mail: MailFigures;
-  outbox: { byTopicStatus: Record<string, number>; dead: number; pendingHandled: number; pendingUnhandled: number };
-  bookings: { total: number; confirmed: number; cancelled: number };
-  faults: { planned: Record<FaultKind, number>; withEvidence: Record<FaultKind, number>; withoutEffect: number };
-  /** The emails' pace during NATS outages against beside them (null: the events part did not run). */
-  emailPace: EmailPaceFigures | null;
-}
-
-export function judge(input: JudgeInput): ChaosVerdict {
+export function judge(input: JudgeInput) {
   const c = openCaseFile(input);
-  const checks = RULES.flatMap((rule) => (typeof rule === 'function' ? rule(c) : checkResult(rule.name, rule.violations(c))));
+  const checks = RULES.flatMap((rule) => (typeof rule === 'function' ? rule(c) : checkResult(rule[0], rule[1](c))));
   const byTopicStatus: Record<string, number> = {};
   for (const m of input.outbox) byTopicStatus[`${m.topic} ${m.status}`] = (byTopicStatus[`${m.topic} ${m.status}`] ?? 0) + 1;
   const pending = pendingAtEnd(c);
@@ -89,11 +69,14 @@ export function judge(input: JudgeInput): ChaosVerdict {
       cancelled: input.bookings.filter((b) => b.status === 'cancelled').length,
     },
     faults: { planned: input.faultsPlanned, withEvidence: c.withEvidence, withoutEffect: input.faults.filter((f) => !f.evidence).length },
+    /** The emails' pace during NATS outages against beside them (null: the events part did not run). */
     emailPace: c.pace?.figures ?? null,
   };
 }
 
-function mailFigures(c: CaseFile): MailFigures {
+export type ChaosVerdict = ReturnType<typeof judge>;
+
+function mailFigures(c: CaseFile) {
   const { byKey } = c.expected;
   const { copies } = c.accepted;
   const dupCounts = [...copies.entries()]
@@ -102,6 +85,7 @@ function mailFigures(c: CaseFile): MailFigures {
     .filter((n) => n > 1);
   const stray = strayMail(c);
   return {
+    // (Message-ID, recipient) pairs owed, 550 recipients excluded; deliveries: copies included.
     expected: deliveriesOwed(c.expected),
     delivered: [...byKey.entries()].filter(([k, e]) => !e.bounces && copies.has(k)).length,
     deliveries: c.accepted.deliveries,

@@ -28,26 +28,18 @@ export const WEBHOOK_ENV = {
   WEBHOOK_CONNECT_TIMEOUT_MS: '1000',
 };
 
-type Behaviour = 'flaky' | 'down' | 'slow';
-
-interface Receipt {
-  endpointId: string;
-  webhookId: string;
-  type: string;
-  bookingId: string | null;
-  valid: boolean;
-}
-
-interface Endpoint {
-  id: string;
-  secret: string;
-  behaviour: Behaviour;
-  hostEmail: string;
-}
+/** How each receiver answers (`down` answers at once, while it listens). */
+const ANSWERS = {
+  flaky: (rng: Rng) => ({ status: rng.chance(0.3) ? 500 : 204, delayMs: 0 }),
+  down: (_rng: Rng) => ({ status: 204, delayMs: 0 }),
+  slow: (rng: Rng) => ({ status: 204, delayMs: rng.chance(0.05) ? 4_000 : Math.round(rng.between(300, 2_500)) }),
+};
+type Behaviour = keyof typeof ANSWERS;
+type Endpoint = { id: string; secret: string; behaviour: Behaviour; hostEmail: string };
 
 /** One of the shared receivers (scripts/lib/webhook-receiver.ts), misbehaving its way, stood up again on its port after a down window. */
 class Receiver {
-  readonly receipts: Receipt[] = [];
+  readonly receipts: { endpointId: string; webhookId: string; type: string; bookingId: string | null; valid: boolean }[] = [];
   private server: WebhookReceiver | undefined;
   private port = 0;
   private readonly endpoints = new Map<string, Endpoint>(); // path → endpoint
@@ -94,7 +86,7 @@ class Receiver {
         /* not JSON */
       }
     }
-    const answer = this.answer();
+    const answer = ANSWERS[this.behaviour](this.rng);
     // Recorded as received only when answered 2xx: what a real receiver would have processed.
     const receipt = {
       endpointId: endpoint.id,
@@ -105,22 +97,6 @@ class Receiver {
     };
     return { ...answer, onSent: answer.status < 300 ? () => this.receipts.push(receipt) : undefined };
   }
-
-  private answer(): { status: number; delayMs: number } {
-    if (this.behaviour === 'flaky') return { status: this.rng.chance(0.3) ? 500 : 204, delayMs: 0 };
-    if (this.behaviour === 'slow') {
-      return { status: 204, delayMs: this.rng.chance(0.05) ? 4_000 : Math.round(this.rng.between(300, 2_500)) };
-    }
-    return { status: 204, delayMs: 0 };
-  }
-}
-
-export interface WebhookFigures {
-  endpoints: number;
-  owed: number;
-  receivedValid: number;
-  requests: Record<Behaviour, number>;
-  downWindowSeconds: number;
 }
 
 export class ChaosWebhooks {
@@ -128,14 +104,11 @@ export class ChaosWebhooks {
   private readonly endpoints: Endpoint[] = [];
   private downTimer: NodeJS.Timeout | undefined;
   private downMs = 0;
-  figures: WebhookFigures | undefined;
+  figures: ReturnType<ChaosWebhooks['countFigures']> | undefined;
 
   constructor(rng: Rng) {
-    this.receivers = {
-      flaky: new Receiver('flaky', rng.fork('flaky')),
-      down: new Receiver('down', rng.fork('down')),
-      slow: new Receiver('slow', rng.fork('slow')),
-    };
+    const receiver = (b: Behaviour) => new Receiver(b, rng.fork(b));
+    this.receivers = { flaky: receiver('flaky'), down: receiver('down'), slow: receiver('slow') };
   }
 
   async start(): Promise<void> {
@@ -216,18 +189,18 @@ export class ChaosWebhooks {
       `select status, count(*)::int as n from webhook_deliveries where status <> 'succeeded' group by status`,
     );
     const unsettled = left.map((l) => `${l.n} deliveries ${l.status}`);
-    this.figures = {
-      endpoints: this.endpoints.length,
-      owed: owed.size,
-      receivedValid: got.size,
-      requests: { flaky: this.receivers.flaky.requests, down: this.receivers.down.requests, slow: this.receivers.slow.requests },
-      downWindowSeconds: Math.round(this.downMs / 1000),
-    };
+    this.figures = this.countFigures(owed.size, got.size);
     return [
       checkResult(WEBHOOK_CHECKS.owed, missing),
       checkResult(WEBHOOK_CHECKS.notOwed, unowed),
       checkResult(WEBHOOK_CHECKS.settled, unsettled),
     ];
+  }
+
+  private countFigures(owed: number, receivedValid: number) {
+    const { flaky, down, slow } = this.receivers;
+    const requests = { flaky: flaky.requests, down: down.requests, slow: slow.requests };
+    return { endpoints: this.endpoints.length, owed, receivedValid, requests, downWindowSeconds: Math.round(this.downMs / 1000) };
   }
 
   async stop(): Promise<void> {

@@ -5,9 +5,9 @@ import { createDatabase, type Db } from '../../../src/db/client.ts';
 import { openDeadLetters } from '../../../src/events/dead-letters.ts';
 import { ledgerDifferences } from '../../../src/events/earnings/ledger.ts';
 import { EVENTS_RELAY } from '../../../src/worker/handlers/events-relay.ts';
-import { checkResult, EVENT_CHECKS, type CheckResult } from '../checks.ts';
+import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { messagesAsWritten, type MessageAsWritten } from '../../../src/outbox/index.ts';
-import type { EventsFigures, ForgedEvent, StreamDeletion } from './observed.ts';
+import type { EventsStage, ForgedEvent } from './observed.ts';
 
 /*
  * The events path's checks, made after everything has drained (names in checks.ts EVENT_CHECKS):
@@ -152,25 +152,17 @@ async function deadLetterChecks(db: Db, group: string, h: StreamHistory, inStrea
   return { deadViolations, forgedViolations, dead: dead.length, refused, applied: applied.size, gone };
 }
 
-export async function checkEvents(o: {
-  databaseUrl: string;
-  natsUrl: string;
-  stream: string;
-  subjectPrefix: string;
-  group: string;
-  forged?: ForgedEvent[];
-  deletions?: StreamDeletion[];
-}): Promise<{ checks: CheckResult[]; figures: EventsFigures }> {
-  const forged = o.forged ?? [];
+/** The checks on what the run's stage holds after the drain (its stream, group, forgeries and deletions), and their figures. */
+export async function checkEvents(o: EventsStage, databaseUrl: string) {
   const h: StreamHistory = {
-    forged,
-    forgedIds: new Set(forged.map((f) => f.messageId)),
-    lastDeletion: Math.max(-Infinity, ...(o.deletions ?? []).map((d) => d.at)),
+    forged: o.forged,
+    forgedIds: new Set(o.forged.map((f) => f.messageId)),
+    lastDeletion: Math.max(-Infinity, ...o.deletions.map((d) => d.at)),
   };
-  const database = createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
+  const database = createDatabase(databaseUrl, { max: 2, applicationName: 'chaos-events-check' });
   try {
     const rows = await messagesAsWritten(database.pool, ['booking.created', 'booking.cancelled']);
-    const inStream = await countStream(o.natsUrl, o.stream, `${o.subjectPrefix}.booking.>`);
+    const inStream = await countStream(o.nats.url, o.stream, `${o.subjectPrefix}.booking.>`);
     const once = exactlyOnce(rows, inStream, h);
     const ledger = await ledgerCheck(database.db, o.group, rows, inStream, h);
     const dl = await deadLetterChecks(database.db, o.group, h, inStream);
@@ -186,18 +178,23 @@ export async function checkEvents(o: {
         checkResult(EVENT_CHECKS.forgedRefused, dl.forgedViolations),
       ],
       figures: {
+        // Outbox rows of booking.*, any status; messages under <prefix>.booking.* in the stream, copies included.
         bookingEventsInOutbox: rows.length,
         bookingMessagesInStream: [...inStream.entries()].filter(([id]) => !h.forgedIds.has(id)).reduce((a, [, n]) => a + n, 0),
+        // Relayed before a stream deletion and gone with it: allowed, counted here.
         goneWithDeletedStream: once.gone,
         ledgerLines: lines[0]!.n,
+        // Open consumer dead letters of the group, the forged events' included.
         deadLetters: dl.dead,
-        forged: forged.length,
+        forged: o.forged.length,
         forgedRefused: dl.refused,
         forgedApplied: dl.applied,
+        // Gone from the stream before the group read them: never offered, nothing to refuse.
         forgedGone: dl.gone,
-        streamDeletions: o.deletions?.length ?? 0,
+        streamDeletions: o.deletions.length,
         uncountedBookings: ledger.uncounted.filter((u) => u.what === 'booking').length,
         uncountedCancellations: ledger.uncounted.filter((u) => u.what === 'cancellation').length,
+        // Counted from the bookings table, their creation never read (the audit found the gap, or a cancellation came first).
         countedAsGaps: lines[0]!.gaps,
       },
     };

@@ -1,12 +1,9 @@
-import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { lifelineEnv } from '../../../src/process/lifeline.ts';
-import { entryArgs } from '../../lib/processes.ts';
+import { startNodeProcess } from '../../lib/processes.ts';
 import { Supervised } from '../processes.ts';
 import type { ChaosNats } from './nats-cluster.ts';
-import type { ConsumerKillObserved } from './observed.ts';
 
 /** The supervised consumer's log, in the run's directory. */
 const CONSUMER_LOG = 'earnings-consumer.log';
@@ -27,7 +24,6 @@ export class EarningsConsumer {
   constructor(
     private readonly entry: string,
     private readonly env: NodeJS.ProcessEnv,
-    private readonly root: string,
     private readonly dir: string,
   ) {
     this.process = new Supervised({
@@ -52,7 +48,7 @@ export class EarningsConsumer {
    * group, so the kill lands mid-stream rather than during its start-up. Resolves with the exit
    * seen (null: no consumer was running) and whether it was pulling.
    */
-  async kill(downMs = 500, readyWaitMs = 3_000): Promise<ConsumerKillObserved> {
+  async kill(downMs = 500, readyWaitMs = 3_000) {
     const c = this.process;
     const deadline = Date.now() + readyWaitMs;
     while (!(c.pid !== undefined && this.runningPid === c.pid) && Date.now() < deadline) await sleep(20);
@@ -87,21 +83,20 @@ export class EarningsConsumer {
   async finish(nats: ChaosNats, log: (l: string) => void, timeoutMs = 120_000): Promise<void> {
     await this.stop();
     if (!nats.running) await nats.start();
-    const last = spawn(process.execPath, entryArgs(this.entry, '--until-empty'), {
-      cwd: this.root,
-      env: { ...this.env, ...lifelineEnv() },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const output: string[] = [];
+    const last = startNodeProcess({
+      entry: this.entry,
+      args: ['--until-empty'],
+      env: this.env,
+      logFile: path.join(this.dir, 'earnings-consumer-until-empty.log'),
+      onLine: (line) => output.push(line),
     });
-    let output = '';
-    last.stdout.on('data', (d) => (output += d));
-    last.stderr.on('data', (d) => (output += d));
-    const timer = setTimeout(() => last.kill('SIGKILL'), timeoutMs);
-    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => last.once('exit', (c, s) => r([c, s])));
+    const timer = setTimeout(() => last.child.kill('SIGKILL'), timeoutMs);
+    const { code, signal } = await last.exited;
     clearTimeout(timer);
-    writeFileSync(path.join(this.dir, 'earnings-consumer-until-empty.log'), output);
     if (code !== 0) {
       const why = signal === 'SIGKILL' ? `not done within ${timeoutMs / 1000} s` : `exited ${code ?? signal}`;
-      throw new Error(`consume:earnings --until-empty ${why}: ${output.trim().split('\n').slice(-5).join(' / ')}`);
+      throw new Error(`consume:earnings --until-empty ${why}: ${output.slice(-5).join(' / ')}`);
     }
     log('earnings consumer caught up with the stream');
   }

@@ -2,8 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { onceJetStreamAnswers } from '../../../src/events/connection.ts';
-import type { StreamDeleteObserved } from './observed.ts';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage, StreamDeleteObserved } from './observed.ts';
 
 /**
  * Deletes the events stream under the relay and the consumer, then waits (up to `backWithinMs`)

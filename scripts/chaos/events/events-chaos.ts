@@ -9,8 +9,7 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
-import type { EventsFigures, ForgeryKind } from './observed.ts';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage } from './observed.ts';
 
 /*
  * The events part of the chaos run: a three-node JetStream cluster holding the stream at three
@@ -23,33 +22,13 @@ import type { EventsStage } from './stage.ts';
  * (check.ts; names in checks.ts EVENT_CHECKS).
  */
 
-/** The run's stream settings: the workers' relay and the consumer get the same. */
-function eventsEnv(natsUrl: string, size: number, group: string): Record<string, string> {
-  return {
-    NATS_URL: natsUrl,
-    EVENTS_STREAM: 'CHAOS_EVENTS',
-    EVENTS_SUBJECT_PREFIX: 'chaos',
-    EVENTS_EARNINGS_GROUP: group,
-    EVENTS_ACK_WAIT_SECONDS: '5',
-    // Every event on each of the three nodes: any one can be lost, or come back empty.
-    EVENTS_REPLICAS: String(size),
-  };
-}
-
 /**
- * Everything run.ts needs for the events, behind a few calls:
- *
- *   const events = await startEventsChaos({ databaseUrl, root });
- *   // workers: spawn them with { ...env, ...events.env } so they relay into this NATS
- *   await events.startConsumer();                       // npm run consume:earnings, supervised
- *   faults: await events.killConsumer(downMs)  ·  await events.natsOutage(ms)
- *           await events.killNatsNode({ leader, index }, downMs)  ·  await events.wipeNatsNode({ leader, index })
- *   after the drain: await events.finish(); results.push(...await events.check());
- *   finally: await events.stop();
- *
- * `dir` holds the NATS store and the logs (a temp dir, removed by stop(), when not given); `env` is
- * the consumer's environment before DATABASE_URL and the events settings (process.env by default;
- * the chaos run passes the workers' own, so both compute the same stream configuration).
+ * The events part started: nats-server, and the consumer ready to start (startConsumer()) once the
+ * workers relay into it (they are given `env`); its faults, its last read after the drain
+ * (finish()), its checks (check()) and stop(). `dir` holds the NATS store and the logs (a temp
+ * dir, removed by stop(), when not given); `env` is the consumer's environment before
+ * DATABASE_URL and the events settings (process.env by default; the chaos run passes the workers'
+ * own, so both compute the same stream configuration).
  */
 export async function startEventsChaos(o: {
   databaseUrl: string;
@@ -63,23 +42,37 @@ export async function startEventsChaos(o: {
   const dir = o.dir ?? mkdtempSync(path.join(os.tmpdir(), 'chaos-events-'));
   mkdirSync(path.join(dir, 'nats'), { recursive: true });
   const nats = await startChaosNats(path.join(dir, 'nats'));
-  const env = eventsEnv(nats.url, nats.size, o.group ?? 'earnings');
+  // The run's stream settings: the workers' relay and the consumer get the same. Every event on
+  // each of the three nodes: any one can be lost, or come back empty.
+  const env = {
+    NATS_URL: nats.url,
+    EVENTS_STREAM: 'CHAOS_EVENTS',
+    EVENTS_SUBJECT_PREFIX: 'chaos',
+    EVENTS_EARNINGS_GROUP: o.group ?? 'earnings',
+    EVENTS_ACK_WAIT_SECONDS: '5',
+    EVENTS_REPLICAS: String(nats.size),
+  };
   const log = o.log ?? (() => {});
   const { DATABASE_URL: _d, NATS_URL: _n, ...base } = o.env ?? process.env;
   // info: the consumer's "running" line tells a kill mid-stream from one during start-up.
   const consumerEnv: NodeJS.ProcessEnv = { ...base, LOG_LEVEL: 'info', DATABASE_URL: o.databaseUrl, ...env };
-  const consumer = new EarningsConsumer(path.join(o.root, 'src/commands/consume-earnings.ts'), consumerEnv, o.root, dir);
-  let figures: EventsFigures | undefined;
+  const consumer = new EarningsConsumer(path.join(o.root, 'src/commands/consume-earnings.ts'), consumerEnv, dir);
+  let figures: Awaited<ReturnType<typeof checkEvents>>['figures'] | undefined;
   let database: Database | undefined;
   const stage: EventsStage = {
     nats,
-    stream: env.EVENTS_STREAM!,
-    subjectPrefix: env.EVENTS_SUBJECT_PREFIX!,
-    group: env.EVENTS_EARNINGS_GROUP!,
+    stream: env.EVENTS_STREAM,
+    subjectPrefix: env.EVENTS_SUBJECT_PREFIX,
+    group: env.EVENTS_EARNINGS_GROUP,
     database: () => (database ??= createDatabase(o.databaseUrl, { max: 2, applicationName: 'chaos-events-faults' })),
     forged: [],
     deletions: [],
   };
+  // A fault of the events path, on this stage.
+  const onStage =
+    <A extends unknown[], R>(fault: (s: EventsStage, ...args: A) => R) =>
+    (...args: A) =>
+      fault(stage, ...args);
   return {
     env,
     nats,
@@ -94,18 +87,16 @@ export async function startEventsChaos(o: {
     },
     startConsumer: async () => consumer.start(),
     killConsumer: (downMs?: number, readyWaitMs?: number) => consumer.kill(downMs, readyWaitMs),
-    natsOutage: (ms: number) => natsOutage(stage, ms),
-    killNatsNode: (target: { leader: boolean; index: number }, downMs: number, catchUpMs?: number) =>
-      killNatsNode(stage, target, downMs, catchUpMs),
-    wipeNatsNode: (target: { leader: boolean; index: number }, catchUpMs?: number) => wipeNatsNode(stage, target, catchUpMs),
+    natsOutage: onStage(natsOutage),
+    killNatsNode: onStage(killNatsNode),
+    wipeNatsNode: onStage(wipeNatsNode),
     finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
-    deleteStream: (backWithinMs?: number) => deleteStream(stage, backWithinMs),
-    forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
+    deleteStream: onStage(deleteStream),
+    forgeEvent: onStage(forgeEvent),
     /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
     consumerLogTail: (lines = 40) => consumer.logTail(lines),
     async check(): Promise<CheckResult[]> {
-      const { stream, subjectPrefix, group, forged, deletions } = stage;
-      const r = await checkEvents({ databaseUrl: o.databaseUrl, natsUrl: nats.url, stream, subjectPrefix, group, forged, deletions });
+      const r = await checkEvents(stage, o.databaseUrl);
       figures = r.figures;
       return r.checks;
     },

@@ -6,9 +6,8 @@ import { sql } from 'drizzle-orm';
 import { jetStreamElecting } from '../../../src/events/connection.ts';
 import { HEADERS, publicBody, SCHEMA_VERSIONS, subjectFor } from '../../../src/events/subjects.ts';
 import { latestOfTopic } from '../../../src/outbox/index.ts';
-import type { ForgedEvent, ForgedEventObserved, ForgeryKind } from './observed.ts';
+import type { EventsStage, ForgedEvent, ForgedEventObserved, ForgeryKind } from './observed.ts';
 import { poll } from '../poll.ts';
-import type { EventsStage } from './stage.ts';
 
 type BookingBody = { bookingId: string; propertyId: string; total: number; currency: string };
 

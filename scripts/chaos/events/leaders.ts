@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { EventsStage } from './stage.ts';
+import type { EventsStage } from './observed.ts';
 
 /** Which node leads `what` (the stream, or the group's durable) now; undefined: none, or NATS not answering. */
 async function leaderOf(s: EventsStage, what: 'stream' | 'group'): Promise<number | undefined> {
@@ -30,10 +30,6 @@ export async function leaderWithin(s: EventsStage, what: 'stream' | 'group', wit
   }
 }
 
-/** Waits (up to `withinMs`) until the stream has a leader; whether it has. */
-export const streamLed = async (s: EventsStage, withinMs: number): Promise<boolean> =>
-  (await leaderWithin(s, 'stream', withinMs)) !== undefined;
-
 /**
  * Waits (up to `withinMs`) until node `i` itself holds the stream up to where its leader was
  * once the node was back, and the group's durable: in step with the others again, so the next
@@ -50,7 +46,7 @@ export async function caughtUp(s: EventsStage, i: number, withinMs: number): Pro
     let target: number | undefined;
     while (Date.now() - t0 < withinMs) {
       target ??= (await jsm.streams.info(s.stream).catch(() => undefined))?.state.last_seq;
-      const mine = await s.nats.replicaOf(i, s.stream);
+      const mine = await s.nats.nodes[i]!.replicaOf(s.stream);
       if (target !== undefined && mine && mine.lastSeq >= target && mine.consumers.includes(s.group)) return Date.now() - t0;
       await sleep(200);
     }

@@ -34,11 +34,17 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
   });
   nodes = cluster.nodes;
   return {
-    /** Every node, comma-separated: the processes' NATS_URL. */
+    /** Every node, comma-separated: the processes' NATS_URL; and the client's server list (host:port of each). */
     url: cluster.url,
-    /** The client's server list (host:port of each node). */
     servers: cluster.servers,
     size,
+    /**
+     * Each node (scripts/lib/nats.ts): its server name (as stream info names its leader), pid, stop
+     * (SIGKILL: the store stays), start, wipeStore (while down: it comes back empty), and replicaOf:
+     * what it itself holds of a stream (its /jsz). The leader's view of a replica ("current") lags a
+     * node's loss by seconds; the node's own does not.
+     */
+    nodes,
     /** The first node's pid (undefined while it is down). */
     get pid(): number | undefined {
       return nodes[0]!.pid;
@@ -60,20 +66,6 @@ export async function startChaosNats(dir = mkdtempSync(path.join(os.tmpdir(), 'c
     },
     /** Index of the node that leads `stream` (or its durable `consumer`) now; undefined while it has none. */
     leaderOf: (...args: Parameters<NatsCluster['leaderOf']>) => cluster.leaderOf(...args),
-    /** Node `i`: its server name (as stream info names its leader) and pid. */
-    node: (i: number) => ({ name: nodes[i]!.name, pid: nodes[i]!.pid }),
-    /** SIGKILL node `i` and await its exit; null when it was not running. The store stays. */
-    killNode: (i: number): Promise<ExitObserved | null> => nodes[i]!.stop('SIGKILL'),
-    /** Starts node `i` on its ports with its store. */
-    startNode: (i: number) => nodes[i]!.start(),
-    /** Removes node `i`'s store (the node must be down): it comes back empty. Whether the folder was emptied. */
-    wipeStore: (i: number) => nodes[i]!.wipeStore(),
-    /**
-     * What node `i` itself holds of `stream` (its monitoring endpoint, /jsz): its last sequence and
-     * its consumers' names; null when it holds no such stream or does not answer. The leader's view
-     * of a replica ("current") lags a node's loss by seconds; the node's own does not.
-     */
-    replicaOf: (i: number, stream: string) => nodes[i]!.replicaOf(stream),
   };
 }
 

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { caughtUp, leaderWithin, streamLed } from './leaders.ts';
-import type { NatsNodeObserved, NatsOutageObserved } from './observed.ts';
-import type { EventsStage } from './stage.ts';
+import { caughtUp, leaderWithin } from './leaders.ts';
+import type { EventsStage, NatsNodeObserved, NatsOutageObserved } from './observed.ts';
 
 /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
 export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutageObserved> {
@@ -11,7 +10,7 @@ export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutage
   await s.nats.start();
   // Listening is not leading: the next fault in the lane waits (bounded) until the stream has
   // a leader again, rather than meet the cluster mid-election.
-  await streamLed(s, 30_000);
+  await leaderWithin(s, 'stream', 30_000);
   return { stopped, refusedWhileDown, restartedPid: s.nats.pid ?? null };
 }
 
@@ -27,11 +26,12 @@ export async function killNatsNode(
 ): Promise<NatsNodeObserved> {
   const leader = target.leader ? await leaderWithin(s, 'stream', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
-  const seen = await s.nats.killNode(i);
+  const node = s.nats.nodes[i]!;
+  const seen = await node.stop('SIGKILL');
   await sleep(downMs);
-  await s.nats.startNode(i);
+  await node.start();
   return {
-    node: s.nats.node(i).name,
+    node: node.name,
     wasLeader: leader !== undefined,
     seen,
     wiped: false,
@@ -51,8 +51,9 @@ export async function wipeNatsNode(
 ): Promise<NatsNodeObserved> {
   const leader = target.leader ? await leaderWithin(s, 'group', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
-  const seen = await s.nats.killNode(i);
-  const wiped = s.nats.wipeStore(i);
-  await s.nats.startNode(i);
-  return { node: s.nats.node(i).name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
+  const node = s.nats.nodes[i]!;
+  const seen = await node.stop('SIGKILL');
+  const wiped = node.wipeStore();
+  await node.start();
+  return { node: node.name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
 }

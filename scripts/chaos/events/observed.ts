@@ -1,10 +1,25 @@
+import type { Database } from '../../../src/db/client.ts';
 import type { ExitObserved } from '../processes.ts';
+import type { ChaosNats } from './nats-cluster.ts';
 
 /*
- * What the events part of the chaos run saw: of each of its faults (for the fault's evidence,
- * faults/), of the forged events and stream deletions (for its checks, check.ts), and the
- * figures its checks counted.
+ * What the events part of the chaos run acts on (its stage) and what it saw: of each of its faults
+ * (for the fault's evidence, faults/), and of the forged events and stream deletions (for its
+ * checks, check.ts).
  */
+
+/** What the events faults act on: the cluster, the run's stream and group, and what they did so far. */
+export interface EventsStage {
+  nats: ChaosNats;
+  stream: string;
+  subjectPrefix: string;
+  group: string;
+  /** The forger's reads (a real booking to name, the dead letter it should become). */
+  database(): Database;
+  /** The forged events the stream accepted, and the stream's deletions, so far. */
+  forged: ForgedEvent[];
+  deletions: StreamDeletion[];
+}
 
 /** How a forged event lies (fault "forged-event"). */
 export type ForgeryKind = 'unknown-booking' | 'wrong-amount';
@@ -33,42 +48,6 @@ export interface StreamDeletion {
   createdBefore: string;
   /** The recreated stream's creation time; null: not back within the bound. */
   createdAfter: string | null;
-}
-
-export interface EventsFigures {
-  /** Outbox rows of booking.created / booking.cancelled (any status). */
-  bookingEventsInOutbox: number;
-  /** Messages under <prefix>.booking.* in the stream, copies included. */
-  bookingMessagesInStream: number;
-  /** Booking events relayed before a stream deletion and gone with it (allowed, listed here). */
-  goneWithDeletedStream: number;
-  /** Ledger lines (host, currency) of the group. */
-  ledgerLines: number;
-  /** Open consumer dead letters of the group, the forged events' included. */
-  deadLetters: number;
-  /** Forged events published / refused (dead-lettered by the ledger) / applied. */
-  forged: number;
-  forgedRefused: number;
-  forgedApplied: number;
-  /** Forged events gone from the stream before the group read them (deleted with it, or lost by NATS): never offered, nothing to refuse. */
-  forgedGone: number;
-  streamDeletions: number;
-  /** Bookings the ledger does not count, and cancellations it does not count (after a deletion: its lost events). */
-  uncountedBookings: number;
-  uncountedCancellations: number;
-  /**
-   * Bookings the ledger counted from the bookings table because their creation never reached the
-   * group: found by its audit (events the stream skipped or lost), or counted before a cancellation.
-   */
-  countedAsGaps: number;
-}
-
-/** What a consumer kill did (faults/). */
-export interface ConsumerKillObserved {
-  /** The exit seen; null: no consumer was running. */
-  seen: ExitObserved | null;
-  /** It had said it was running (pulling from its group), not still starting. */
-  consuming: boolean;
 }
 
 /** What a NATS outage (every node down) did, for the fault's evidence (faults/). */

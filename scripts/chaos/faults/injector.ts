@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EVENT_FAULT_KINDS, targetOf, type FaultKind } from '../fault-kinds.ts';
+import { EVENT_FAULT_KINDS, KINDS, type FaultKind } from '../fault-kinds.ts';
 import { HOLDS_MAIL_UP, PACE_BESIDE_MS } from '../rules/email-pace.ts';
 import { CARRY_OUT } from './carry-out.ts';
 import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
@@ -53,7 +53,7 @@ async function pauseAtLeast(ms: number): Promise<void> {
 }
 
 /** What a fault hits: a worker kill its worker, every other kind the target of its kind. */
-const faultTarget = (f: PlannedFault): string => (f.kind === 'worker-kill' ? `worker-${f.worker ?? 0}` : targetOf(f.kind));
+const faultTarget = (f: PlannedFault): string => (f.kind === 'worker-kill' ? `worker-${f.worker ?? 0}` : KINDS[f.kind].target);
 
 /** The workers' downstreams: their outages are kept apart (downstreamGapMs). */
 const DOWNSTREAM_OUTAGES = new Set<FaultKind>(['smtp-outage', 'nats-outage']);

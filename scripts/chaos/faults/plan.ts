@@ -65,16 +65,9 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
       leader: rng.chance(0.5),
       node: rng.int(0, 2),
     });
-    add(
-      1,
-      45,
-      node('nats-node-kill', () => rng.int(500, 4_000)),
-    );
-    add(
-      1,
-      120,
-      node('nats-node-wipe', () => 0),
-    );
+    const [killDownMs, wipeDownMs] = [() => rng.int(500, 4_000), () => 0];
+    add(1, 45, node('nats-node-kill', killDownMs));
+    add(1, 120, node('nats-node-wipe', wipeDownMs));
   }
   return plan.sort((a, b) => a.at - b.at);
 }

@@ -65,7 +65,4 @@ export interface InjectorDeps {
 }
 
 /** What carrying a fault out did: a line for the report and the effect seen (null: none, not counted). */
-export interface FaultEffect {
-  detail: string;
-  evidence: string | null;
-}
+export type FaultEffect = Pick<FaultOutcome, 'detail' | 'evidence'>;

@@ -1,8 +1,7 @@
-import { checkResult, EVENT_CHECKS, type CheckResult } from '../checks.ts';
+import { checkResult, EVENT_CHECKS } from '../checks.ts';
 import { lc, type ClientRecord, type JudgeInput } from '../evidence.ts';
 import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
-import { BOOKING_EMAILS, expectedMessageId, type BookingTopic } from '../mail.ts';
-import type { SinkRecord } from '../smtp-sink.ts';
+import { acceptedMail, BOOKING_EMAILS, expectedMessageId, type BookingTopic } from '../mail.ts';
 
 /*
  * Rule: emails kept their pace during NATS outages (EVENT_CHECKS.emailPace; judged only when the
@@ -67,41 +66,6 @@ const NATS_OUTAGE_MARGIN: [before: number, after: number] = [1_000, 5_000];
  */
 export const PACE_BESIDE_MS = 20_000;
 
-export interface PaceSample {
-  /** Emails (Message-ID, recipient) answered in the sample and delivered. */
-  n: number;
-  /** 95th percentile (nearest rank) of the time from the client's answer to the SMTP server's acceptance, ms. */
-  p95Ms: number | null;
-}
-
-export interface PaceFigures {
-  during: PaceSample;
-  /** Emails answered beside the outages: within PACE_BESIDE_MS before or after one, outside its margin. */
-  beside: PaceSample;
-  /** The most p95 during outages may be: max(2 × p95 beside, p95 beside + 2 s); null when not judged. */
-  limitMs: number | null;
-  /** Enough emails on both sides (PACE_MIN_DURING, PACE_MIN_BESIDE) to compare. */
-  judged: boolean;
-}
-
-/** One isolated outage's figures. */
-export interface OutagePace {
-  /** When the outage started (ms epoch). */
-  startedAt: number;
-  bookings: PaceFigures;
-  cancellations: PaceFigures;
-}
-
-export interface EmailPaceFigures {
-  /** The judged outage closest to its limit (by p95 during / limit), or the run's samples pooled when none is judged. */
-  bookings: PaceFigures;
-  cancellations: PaceFigures;
-  /** Each isolated outage with evidence, in order. */
-  outages: OutagePace[];
-  /** Emails in neither sample: answered around a fault that holds mail up by itself (HOLDS_MAIL_UP). */
-  excluded: number;
-}
-
 const p95 = (xs: number[]): number | null => {
   if (xs.length === 0) return null;
   const s = [...xs].sort((a, b) => a - b);
@@ -120,10 +84,7 @@ const p95 = (xs: number[]): number | null => {
  * that the exclusion windows miss; a blocked relay costs its publish timeout per attempt, and
  * piles the queue up by seconds within one outage.
  */
-export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>): {
-  check: CheckResult;
-  figures: EmailPaceFigures;
-} {
+export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>) {
   const { perOutage, excluded } = paceSamples(input);
   const violations: string[] = [];
   const outages = perOutage.map(({ outage, samples }) => {
@@ -134,6 +95,7 @@ export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' |
       cancellations: paceFigure('cancellations', at, samples.cancellations, violations),
     };
   });
+  // The judged outage closest to its limit (by p95 during / limit), or the run's samples pooled when none is judged.
   const headline = (which: Which): PaceFigures => {
     const judged = outages.map((o) => o[which]).filter((f) => f.judged);
     if (judged.length) return judged.reduce((a, b) => (b.during.p95Ms! / b.limitMs! > a.during.p95Ms! / a.limitMs! ? b : a));
@@ -145,6 +107,7 @@ export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' |
       judged: false,
     };
   };
+  // `excluded`: emails in neither sample, answered around a fault that holds mail up by itself (HOLDS_MAIL_UP).
   const figures = { bookings: headline('bookings'), cancellations: headline('cancellations'), outages, excluded };
   const check = checkResult(EVENT_CHECKS.emailPace, violations);
   const unjudged = (['bookings', 'cancellations'] as const).filter((k) => !figures[k].judged);
@@ -153,19 +116,6 @@ export function emailPace(input: Pick<JudgeInput, 'clientBookings' | 'records' |
     check.note = `${what}: fewer than ${PACE_MIN_DURING} emails answered during any isolated NATS outage, or ${PACE_MIN_BESIDE} beside it, away from other faults`;
   }
   return { check, figures };
-}
-
-/** When the SMTP server first accepted each (Message-ID, recipient). */
-function firstAcceptance(records: SinkRecord[]): Map<string, number> {
-  const firstAccepted = new Map<string, number>();
-  for (const r of records) {
-    if (r.kind !== 'accepted') continue;
-    for (const to of r.to) {
-      const k = `${r.messageId ?? ''} ${lc(to)}`;
-      firstAccepted.set(k, Math.min(firstAccepted.get(k) ?? Infinity, r.at));
-    }
-  }
-  return firstAccepted;
 }
 
 interface Sample {
@@ -177,7 +127,7 @@ type Which = 'bookings' | 'cancellations';
 
 /** Each delivered email's wait from its answer, in the sample its answer falls in (or excluded). */
 function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'faults' | 'bounceEmails' | 'mailDomain'>) {
-  const firstAccepted = firstAcceptance(input.records);
+  const firstAccepted = acceptedMail(input.records).firstAt;
   const bounce = new Set(input.bounceEmails.map(lc));
   // A worker kill lands within 3 s of its start (the wait for a busy worker); while the worker is
   // down the other one carries the load, so only mail claimed before the kill waits for a lease.
@@ -229,8 +179,14 @@ function paceSamples(input: Pick<JudgeInput, 'clientBookings' | 'records' | 'fau
 /** A duration for the report: seconds to two places, 'n/a' when there is none. */
 export const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
 
-/** One kind's figures for the outage started `at`; a violation pushed when it is judged and too slow. */
-function paceFigure(which: Which, at: string, s: Sample, violations: string[]): PaceFigures {
+/**
+ * One kind's figures for the outage started `at`: emails (Message-ID, recipient) answered during it
+ * and beside it (within PACE_BESIDE_MS, outside its margin) and delivered, each side's count and
+ * 95th percentile (nearest rank) from the client's answer to the SMTP server's acceptance; and, when
+ * both sides have enough to compare (PACE_MIN_DURING, PACE_MIN_BESIDE), the most p95 during may
+ * be: max(2 × p95 beside, p95 beside + 2 s). A violation pushed when it is judged and too slow.
+ */
+function paceFigure(which: Which, at: string, s: Sample, violations: string[]) {
   const during = { n: s.during.length, p95Ms: p95(s.during) };
   const beside = { n: s.beside.length, p95Ms: p95(s.beside) };
   const judged = during.n >= PACE_MIN_DURING && beside.n >= PACE_MIN_BESIDE;
@@ -248,3 +204,5 @@ function paceFigure(which: Which, at: string, s: Sample, violations: string[]): 
   }
   return { during, beside, limitMs, judged };
 }
+
+export type PaceFigures = ReturnType<typeof paceFigure>;

@@ -1,4 +1,4 @@
-import type { CaseFile, Rule } from '../case-file.ts';
+import type { CaseFile } from '../case-file.ts';
 import { lc, type OutboxRow } from '../evidence.ts';
 
 /* The rules on the mail: every email owed delivered, none to anyone else, DEAD only for the 550s. */
@@ -24,14 +24,7 @@ function clientDisagrees(c: CaseFile): string[] {
   return v;
 }
 
-/**
- * Every booking and every cancellation got its guest and host emails, to the right address:
- * matched on (Message-ID, recipient) in the SMTP server's record.
- */
-export const nothingLost: Rule = {
-  name: 'every booking and every cancellation: guest and host emails delivered to the right address (zero lost; matched on Message-ID and recipient)',
-  violations: (c) => [...lostMail(c), ...clientDisagrees(c)],
-};
+export const nothingLost = (c: CaseFile): string[] => [...lostMail(c), ...clientDisagrees(c)];
 
 /** Mail the SMTP server accepted that nobody was owed, by what is wrong with it. */
 export function strayMail(c: CaseFile): { wrongRecipient: string[]; unexpected: string[]; bounceDelivered: string[] } {
@@ -51,13 +44,9 @@ export function strayMail(c: CaseFile): { wrongRecipient: string[]; unexpected: 
   return { wrongRecipient, unexpected, bounceDelivered };
 }
 
-/** No email to anyone else, none about anything that did not happen, none to a 550 address. */
-export const noStrayMail: Rule = {
-  name: 'no email to anyone else, and none about anything that did not happen (every accepted Message-ID and recipient match a booking)',
-  violations: (c) => {
-    const s = strayMail(c);
-    return [...s.wrongRecipient, ...s.unexpected, ...s.bounceDelivered];
-  },
+export const noStrayMail = (c: CaseFile): string[] => {
+  const s = strayMail(c);
+  return [...s.wrongRecipient, ...s.unexpected, ...s.bounceDelivered];
 };
 
 /** What is wrong with one booking event of a 550 guest: it must be DEAD with a 550, its host's email done. */
@@ -74,16 +63,13 @@ function bounceViolations(m: OutboxRow): string[] {
 }
 
 /** DEAD is exactly the events of the 550 recipients, each with its last_error; nothing else. */
-export const deadOnlyBounces: Rule = {
-  name: "the 550 recipients' messages are DEAD with last_error, and nothing else is DEAD",
-  violations: (c) => {
-    const v: string[] = [];
-    for (const m of c.input.outbox) {
-      const b = m.key ? c.bookingById.get(m.key) : undefined;
-      const involvesBounce = !!b && (m.topic === 'booking.created' || m.topic === 'booking.cancelled') && c.bounce.has(lc(b.guestEmail));
-      if (involvesBounce) v.push(...bounceViolations(m));
-      else if (m.status === 'DEAD') v.push(`${m.topic} ${m.publicId} is DEAD after ${m.attempts} attempts: ${m.lastError}`);
-    }
-    return v;
-  },
+export const deadOnlyBounces = (c: CaseFile): string[] => {
+  const v: string[] = [];
+  for (const m of c.input.outbox) {
+    const b = m.key ? c.bookingById.get(m.key) : undefined;
+    const involvesBounce = !!b && (m.topic === 'booking.created' || m.topic === 'booking.cancelled') && c.bounce.has(lc(b.guestEmail));
+    if (involvesBounce) v.push(...bounceViolations(m));
+    else if (m.status === 'DEAD') v.push(`${m.topic} ${m.publicId} is DEAD after ${m.attempts} attempts: ${m.lastError}`);
+  }
+  return v;
 };

@@ -1,4 +1,4 @@
-import type { CaseFile, Rule } from '../case-file.ts';
+import type { CaseFile } from '../case-file.ts';
 import type { OutboxRow } from '../evidence.ts';
 
 /* The rules on the outbox: each booking's events written with it, nothing left PENDING, drained in time. */
@@ -9,30 +9,27 @@ const isBookingEvent = (m: OutboxRow) => m.topic === 'booking.created' || m.topi
  * Every booking has exactly one booking.created event; every cancelled one exactly one
  * booking.cancelled; no event without its booking (the outbox row and the booking are one commit).
  */
-export const eventsInOutbox: Rule = {
-  name: 'every booking has exactly its events in the outbox (same transaction)',
-  violations: (c) => {
-    const events = new Map<string, OutboxRow[]>();
-    for (const m of c.input.outbox) {
-      if (!isBookingEvent(m)) continue;
-      const k = `${m.topic}:${m.key}`;
-      events.set(k, [...(events.get(k) ?? []), m]);
-    }
-    const v: string[] = [];
-    for (const b of c.input.bookings) {
-      const created = events.get(`booking.created:${b.publicId}`) ?? [];
-      const cancelled = events.get(`booking.cancelled:${b.publicId}`) ?? [];
-      if (created.length !== 1) v.push(`booking ${b.publicId} has ${created.length} booking.created events`);
-      if (b.status === 'cancelled' && cancelled.length !== 1)
-        v.push(`cancelled booking ${b.publicId} has ${cancelled.length} booking.cancelled events`);
-      if (b.status === 'confirmed' && cancelled.length !== 0) v.push(`confirmed booking ${b.publicId} has a booking.cancelled event`);
-    }
-    for (const m of c.input.outbox) {
-      if (isBookingEvent(m) && !c.bookingById.has(m.key ?? ''))
-        v.push(`${m.topic} ${m.publicId} for a booking that does not exist (${m.key})`);
-    }
-    return v;
-  },
+export const eventsInOutbox = (c: CaseFile): string[] => {
+  const events = new Map<string, OutboxRow[]>();
+  for (const m of c.input.outbox) {
+    if (!isBookingEvent(m)) continue;
+    const k = `${m.topic}:${m.key}`;
+    events.set(k, [...(events.get(k) ?? []), m]);
+  }
+  const v: string[] = [];
+  for (const b of c.input.bookings) {
+    const created = events.get(`booking.created:${b.publicId}`) ?? [];
+    const cancelled = events.get(`booking.cancelled:${b.publicId}`) ?? [];
+    if (created.length !== 1) v.push(`booking ${b.publicId} has ${created.length} booking.created events`);
+    if (b.status === 'cancelled' && cancelled.length !== 1)
+      v.push(`cancelled booking ${b.publicId} has ${cancelled.length} booking.cancelled events`);
+    if (b.status === 'confirmed' && cancelled.length !== 0) v.push(`confirmed booking ${b.publicId} has a booking.cancelled event`);
+  }
+  for (const m of c.input.outbox) {
+    if (isBookingEvent(m) && !c.bookingById.has(m.key ?? ''))
+      v.push(`${m.topic} ${m.publicId} for a booking that does not exist (${m.key})`);
+  }
+  return v;
 };
 
 /** The messages still PENDING at the end: of topics the worker handles, and of topics it does not. */
@@ -42,15 +39,7 @@ export function pendingAtEnd(c: CaseFile): { handled: OutboxRow[]; unhandled: Ou
   return { handled: pending.filter((m) => handled.has(m.topic)), unhandled: pending.filter((m) => !handled.has(m.topic)) };
 }
 
-/** Nothing PENDING at the end, for the topics the worker handles. */
-export const nothingPending: Rule = {
-  name: 'the outbox ends with nothing PENDING',
-  violations: (c) =>
-    pendingAtEnd(c).handled.map((m) => `${m.topic} ${m.publicId} still PENDING after ${m.attempts} attempts: ${m.lastError ?? ''}`),
-};
+export const nothingPending = (c: CaseFile): string[] =>
+  pendingAtEnd(c).handled.map((m) => `${m.topic} ${m.publicId} still PENDING after ${m.attempts} attempts: ${m.lastError ?? ''}`);
 
-/** The drain finished within its bound. */
-export const drained: Rule = {
-  name: 'the workers drain within the bound',
-  violations: (c) => (c.input.drained ? [] : ['not drained']),
-};
+export const drained = (c: CaseFile): string[] => (c.input.drained ? [] : ['not drained']);

@@ -1,4 +1,4 @@
-import type { CaseFile, Rule } from '../case-file.ts';
+import type { CaseFile } from '../case-file.ts';
 import { checkResult, EVENT_CHECKS, WEBHOOK_CHECKS, type CheckResult } from '../checks.ts';
 import { FAULT_KINDS, type FaultOutcome } from '../fault-kinds.ts';
 import { deliveriesOwed } from '../mail.ts';
@@ -10,29 +10,26 @@ import { deliveriesOwed } from '../mail.ts';
  * cancellations, emails and faults with evidence at the minimum for its duration (minimums.ts),
  * and no client request abandoned (what it was told is unknown).
  */
-export const somethingToJudge: Rule = {
-  name: 'the run had something to judge: bookings, cancellations, emails and every kind of fault (with evidence) at the minimum for its duration; no client gave up',
-  violations: (c) => {
-    const { input, minimums: min, withEvidence } = c;
-    const v: string[] = [];
-    const cancellations = input.bookings.filter((b) => b.status === 'cancelled').length;
-    const expectedCount = deliveriesOwed(c.expected);
-    if (input.bookings.length < min.bookings)
-      v.push(`${input.bookings.length} bookings in the database; at least ${min.bookings} needed for a ${input.durationSeconds} s run`);
-    if (input.clientBookings.length < min.bookings)
-      v.push(`clients were answered 201 for ${input.clientBookings.length} bookings; at least ${min.bookings} needed`);
-    if (cancellations < min.cancellations) v.push(`${cancellations} cancelled bookings; at least ${min.cancellations} needed`);
-    if (expectedCount < min.emailsExpected) v.push(`${expectedCount} emails expected; at least ${min.emailsExpected} needed`);
-    for (const k of FAULT_KINDS) {
-      if (withEvidence[k] < min.faults[k]) {
-        v.push(
-          `${withEvidence[k]} ${k} fault(s) with evidence of their effect (planned ${input.faultsPlanned[k] ?? 0}); at least ${min.faults[k]} needed`,
-        );
-      }
+export const somethingToJudge = (c: CaseFile): string[] => {
+  const { input, minimums: min, withEvidence } = c;
+  const v: string[] = [];
+  const cancellations = input.bookings.filter((b) => b.status === 'cancelled').length;
+  const expectedCount = deliveriesOwed(c.expected);
+  if (input.bookings.length < min.bookings)
+    v.push(`${input.bookings.length} bookings in the database; at least ${min.bookings} needed for a ${input.durationSeconds} s run`);
+  if (input.clientBookings.length < min.bookings)
+    v.push(`clients were answered 201 for ${input.clientBookings.length} bookings; at least ${min.bookings} needed`);
+  if (cancellations < min.cancellations) v.push(`${cancellations} cancelled bookings; at least ${min.cancellations} needed`);
+  if (expectedCount < min.emailsExpected) v.push(`${expectedCount} emails expected; at least ${min.emailsExpected} needed`);
+  for (const k of FAULT_KINDS) {
+    if (withEvidence[k] < min.faults[k]) {
+      v.push(
+        `${withEvidence[k]} ${k} fault(s) with evidence of their effect (planned ${input.faultsPlanned[k] ?? 0}); at least ${min.faults[k]} needed`,
+      );
     }
-    if (input.clientsGaveUp > 0) v.push(`${input.clientsGaveUp} client request(s) gave up: what they were told is unknown`);
-    return v;
-  },
+  }
+  if (input.clientsGaveUp > 0) v.push(`${input.clientsGaveUp} client request(s) gave up: what they were told is unknown`);
+  return v;
 };
 
 /**
@@ -48,41 +45,34 @@ const NATS_REFUSAL_SLACK_MS = 5_000;
  * while nats-server is down (a NATS outage with evidence, or just after one) refuses to start
  * (exit 1, "cannot reach NATS"). Their manager starts them again.
  */
-export const noCrash: Rule = {
-  name: 'no process crashed (a worker refusing to start while Postgres is down, or the consumer while NATS is, is allowed)',
-  violations: (c) => {
-    const v: string[] = [];
-    const natsDown = c.input.faults.filter((f) => f.kind === 'nats-outage' && f.evidence);
-    for (const e of c.input.unplannedExits) {
-      const refusedToStart = e.code === 1 && e.lastLines.some((l) => l.includes('cannot reach the database'));
-      const refusedWhileNatsDown =
-        e.code === 1 &&
-        e.lastLines.some((l) => l.includes('cannot reach NATS')) &&
-        e.at !== undefined &&
-        natsDown.some((f) => e.at! >= f.startedAt && e.at! <= f.endedAt + NATS_REFUSAL_SLACK_MS);
-      if (!refusedToStart && !refusedWhileNatsDown)
-        v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
-    }
-    return v;
-  },
+export const noCrash = (c: CaseFile): string[] => {
+  const v: string[] = [];
+  const natsDown = c.input.faults.filter((f) => f.kind === 'nats-outage' && f.evidence);
+  for (const e of c.input.unplannedExits) {
+    const refusedToStart = e.code === 1 && e.lastLines.some((l) => l.includes('cannot reach the database'));
+    const refusedWhileNatsDown =
+      e.code === 1 &&
+      e.lastLines.some((l) => l.includes('cannot reach NATS')) &&
+      e.at !== undefined &&
+      natsDown.some((f) => e.at! >= f.startedAt && e.at! <= f.endedAt + NATS_REFUSAL_SLACK_MS);
+    if (!refusedToStart && !refusedWhileNatsDown)
+      v.push(`${e.process} exited on its own (code ${e.code ?? e.signal}): ${e.lastLines.join(' / ').slice(0, 600)}`);
+  }
+  return v;
 };
 
-/** The faults were what the run says: never two on one target at once. */
-export const faultsOneAtATime: Rule = {
-  name: 'never two faults on one target at once',
-  violations: (c) => {
-    const v: string[] = [];
-    const byTarget = new Map<string, FaultOutcome[]>();
-    for (const f of c.input.faults) byTarget.set(f.target, [...(byTarget.get(f.target) ?? []), f]);
-    for (const [target, list] of byTarget) {
-      const s = [...list].sort((a, b) => a.startedAt - b.startedAt);
-      for (let i = 1; i < s.length; i++) {
-        if (s[i]!.startedAt < s[i - 1]!.endedAt)
-          v.push(`${s[i]!.kind} on ${target} started while ${s[i - 1]!.kind} on it was still in progress`);
-      }
+export const faultsOneAtATime = (c: CaseFile): string[] => {
+  const v: string[] = [];
+  const byTarget = new Map<string, FaultOutcome[]>();
+  for (const f of c.input.faults) byTarget.set(f.target, [...(byTarget.get(f.target) ?? []), f]);
+  for (const [target, list] of byTarget) {
+    const s = [...list].sort((a, b) => a.startedAt - b.startedAt);
+    for (let i = 1; i < s.length; i++) {
+      if (s[i]!.startedAt < s[i - 1]!.endedAt)
+        v.push(`${s[i]!.kind} on ${target} started while ${s[i - 1]!.kind} on it was still in progress`);
     }
-    return v;
-  },
+  }
+  return v;
 };
 
 /** The checks made, each required name that is not among them first, as broken. */
