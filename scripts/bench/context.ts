@@ -34,7 +34,8 @@ export interface BenchContext {
 export interface BenchSection {
   /** What `--only` selects it by and the load line calls it. */
   name: string;
-  run(ctx: BenchContext): Promise<Partial<BenchResults>>;
+  /** Its part of the results (results.ts reads their shape from here). */
+  run(ctx: BenchContext): Promise<object>;
   /** Its parts of bench-results.md: one a measurement, so the api section has three. */
   markdown: ReportPart[];
 }

@@ -5,10 +5,12 @@ import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
-import type { ApiLat, BenchResults } from '../results.ts';
+import type { BenchResults } from '../results.ts';
+
+type ApiLat = { rps: number; p50: number; p99: number };
 
 /** POST /bookings on an empty bookings table and on one holding a long history of past stays. */
-export const apiHistorySection: BenchSection = {
+export const apiHistorySection = {
   name: 'api-history',
   markdown: [{ place: 12, render: apiHistoryMarkdown }],
   async run(ctx: BenchContext) {
@@ -37,7 +39,7 @@ export const apiHistorySection: BenchSection = {
       await empty.close();
     }
   },
-};
+} satisfies BenchSection;
 
 async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, history: ApiFixture) {
   const c = PREPARED_CONNECTIONS;

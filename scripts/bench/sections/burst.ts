@@ -8,7 +8,7 @@ import { pgBossLabel } from '../peers/pgboss.ts';
 import type { BenchResults } from '../results.ts';
 
 /** Idle long-running workers of each system hit by one burst committed in one statement. */
-export const burstSection: BenchSection = {
+export const burstSection = {
   name: 'burst',
   markdown: [{ place: 1.5, render: burstMarkdown }],
   async run(ctx: BenchContext) {
@@ -21,7 +21,7 @@ export const burstSection: BenchSection = {
     const oursKeys = Object.keys(configs).filter((k) => configs[k]!.system === 'ours');
     return { burst: { messages: P.burstMessages, ...compareConfigs(configs, (b) => b.perSecond, oursKeys, oursKeys) } };
   },
-};
+} satisfies BenchSection;
 
 /** One burst of every configuration, all after a warm-up or all cold. */
 async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst>>, warm: boolean) {

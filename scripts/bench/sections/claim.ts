@@ -5,7 +5,7 @@ import { explainClaim, prepareClaimTables, timeClaims } from '../ours.ts';
 import type { BenchResults } from '../results.ts';
 
 /** Our claim on an outbox without history and on one holding a DONE history. */
-export const claimSection: BenchSection = {
+export const claimSection = {
   name: 'claim',
   markdown: [{ place: 5, render: claimMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
@@ -21,7 +21,7 @@ export const claimSection: BenchSection = {
     });
     return { claim: { runs, explain: await explainClaim(historyUrl, P.claimBatch) } };
   },
-};
+} satisfies BenchSection;
 
 function claimMarkdown(r: BenchResults): string[] {
   if (!r.claim) return [];

@@ -5,7 +5,7 @@ import type { BenchContext } from '../context.ts';
 import type { BenchResults } from '../results.ts';
 
 /** Bookings of the same dates in contention (part of the api section): one winner a round, the rest 409. */
-export async function conflicts({ P, log }: BenchContext, fixture: ApiFixture): Promise<NonNullable<BenchResults['conflicts']>> {
+export async function conflicts({ P, log }: BenchContext, fixture: ApiFixture) {
   const runs = [];
   for (let r = 0; r < P.runs; r++) {
     const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);

@@ -10,7 +10,7 @@ import { pgBossDrain, pgBossLabel } from '../peers/pgboss.ts';
 import type { BenchResults, Drain } from '../results.ts';
 
 /** A backlog committed before the clock starts, drained by ours, the floors and each peer's configurations. */
-export const drainSection: BenchSection = {
+export const drainSection = {
   name: 'drain',
   markdown: [{ place: 1, render: drainMarkdown }],
   async run(ctx: BenchContext) {
@@ -45,7 +45,7 @@ export const drainSection: BenchSection = {
     log(`   ours / drain floor: ×1 ${drain.floorRatios.ours1}, ×2 ${drain.floorRatios.ours2}`);
     return { drain };
   },
-};
+} satisfies BenchSection;
 
 /** Run `r` of each peer's configurations: graphile-worker both ways, each pg-boss configuration. */
 async function peerDrains({ P, freshGraphile, freshPgBoss }: BenchContext, rec: ReturnType<typeof recorder<Drain>>, r: number) {

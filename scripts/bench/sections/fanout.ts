@@ -10,7 +10,7 @@ import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
-import type { BenchResults, FanoutDrain, HotPathRun } from '../results.ts';
+import type { BenchResults } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -21,19 +21,21 @@ import { withClient } from '../../lib/postgres.ts';
  * (the real worker: handler runs per second, WAL per handler run). ADR 0048 decides on them.
  */
 
-type Fanout = NonNullable<BenchResults['fanout']>;
+/** A pgbench run of the booking transaction, with the WAL it wrote per transaction. */
+type HotPathRun = { tps: number; p99: number; walBytesPerTransaction: number };
+/** A drain counted in effects (handler runs), with the WAL from the first insert through the last DONE per effect. */
+type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesPerEffect: number };
 
 /** booking.created's handlers, in the order of subscriptions.ts, then the events relay: the first K are a booking's K rows. */
 const BOOKING_CREATED_HANDLERS = [...SUBSCRIPTIONS.filter((s) => s.topic === 'booking.created').map((s) => s.name), RELAY_HANDLER];
 
-export const fanoutSection: BenchSection = {
+export const fanoutSection = {
   name: 'fanout',
   markdown: [{ place: 4.5, render: fanoutMarkdown }],
   async run(ctx: BenchContext) {
-    const fanout: Fanout = { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) };
-    return { fanout };
+    return { fanout: { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) } };
   },
-};
+} satisfies BenchSection;
 
 /**
  * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
@@ -60,7 +62,7 @@ function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOu
 }
 
 /** pgbench's booking transaction in each variant, interleaved (A B C … A B C …), on a database of its own. */
-async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
+async function hotPath(ctx: BenchContext) {
   const { P, server, log, pgbench } = ctx;
   if (!pgbench) return null;
   const logDir = path.join(server.dir, 'fanout');
@@ -110,7 +112,7 @@ async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
  * interleaved. WAL of the drain's database from before the backlog's insert to the last DONE (the
  * worker's start included, the same for both).
  */
-async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
+async function drain(ctx: BenchContext) {
   const { P, log, freshOurs } = ctx;
   const M = P.fanoutMessages;
   const runs = new Map<number, { perMessage: FanoutDrain[]; perSubscription: FanoutDrain[] }>(

@@ -7,7 +7,7 @@ import type { BenchResults, Drain } from '../results.ts';
 import { drainOurs } from './purge.ts';
 
 /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
-export const growthSection: BenchSection = {
+export const growthSection = {
   name: 'growth',
   markdown: [{ place: 11, render: growthMarkdown }],
   async run({ P, log, history: clones }: BenchContext) {
@@ -40,7 +40,7 @@ export const growthSection: BenchSection = {
       },
     };
   },
-};
+} satisfies BenchSection;
 
 function growthMarkdown(r: BenchResults): string[] {
   if (!r.growth) return [];

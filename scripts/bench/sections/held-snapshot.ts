@@ -7,7 +7,7 @@ import { n } from '../lib/markdown.ts';
 import { percentile, round } from '../lib/stats.ts';
 import { graphileQueueName, startGraphileLatencyRunner } from '../peers/graphile.ts';
 import { startPgBossLatencyWorker } from '../peers/pgboss.ts';
-import type { BenchResults, HeldSnapshotRun } from '../results.ts';
+import type { BenchResults } from '../results.ts';
 
 /*
  * A snapshot held open (a long report, pg_dump, a transaction left idle) while messages arrive at
@@ -52,7 +52,7 @@ async function underHeldSnapshot(
   url: string,
   start: StartConsumer,
   p: { rate: number; beforeMs: number; heldMs: number; afterMs: number },
-): Promise<HeldSnapshotRun> {
+) {
   const committed = new Map<number, number>();
   const latency = new Map<number, number>();
   const t0 = performance.now();
@@ -138,7 +138,7 @@ function phaseLatencies(committed: Map<number, number>, latency: Map<number, num
   };
 }
 
-export const heldSnapshotSection: BenchSection = {
+export const heldSnapshotSection = {
   name: 'held-snapshot',
   markdown: [{ place: 5.5, render: heldSnapshotMarkdown }],
   async run(ctx: BenchContext) {
@@ -154,11 +154,11 @@ export const heldSnapshotSection: BenchSection = {
       { key: 'pgBossKeyed', label: 'pg-boss key_strict_fifo (batch 1)', fresh: ctx.freshPgBoss, start: startPgBossKeyed },
       { key: 'graphileKeyed', label: 'graphile-worker, a queue per key', fresh: ctx.freshGraphile, start: startGraphileKeyed },
     ];
-    const out: NonNullable<BenchResults['heldSnapshot']> = {
+    const out = {
       rate: P.heldRate,
       beforeSeconds: P.heldBeforeSeconds,
       heldSeconds: P.heldSeconds,
-      systems: {},
+      systems: {} as Record<string, { label: string } & Awaited<ReturnType<typeof underHeldSnapshot>>>,
     };
     for (const s of systems) {
       const runFigures = await underHeldSnapshot(await s.fresh(), s.start, phases);
@@ -169,7 +169,7 @@ export const heldSnapshotSection: BenchSection = {
     }
     return { heldSnapshot: out };
   },
-};
+} satisfies BenchSection;
 
 function heldSnapshotMarkdown(r: BenchResults): string[] {
   const L = ['## 5b. A snapshot held open while messages arrive', ''];

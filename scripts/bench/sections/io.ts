@@ -5,7 +5,7 @@ import { oursDrain } from '../ours.ts';
 import type { BenchResults, Drain } from '../results.ts';
 
 /** Our drain when each handler waits on I/O (sleeps), at several process counts. */
-export const ioSection: BenchSection = {
+export const ioSection = {
   name: 'io',
   markdown: [{ place: 6, render: ioMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
@@ -25,7 +25,7 @@ export const ioSection: BenchSection = {
       },
     };
   },
-};
+} satisfies BenchSection;
 
 function ioMarkdown(r: BenchResults): string[] {
   if (!r.io) return [];

@@ -6,10 +6,12 @@ import { oursLatency } from '../ours.ts';
 import { graphileLatency } from '../peers/graphile.ts';
 import { PEERS } from '../peers/guarantees.ts';
 import { pgBossLatency } from '../peers/pgboss.ts';
-import type { BenchResults, Lat } from '../results.ts';
+import type { BenchResults } from '../results.ts';
+
+type Lat = Awaited<ReturnType<typeof oursLatency>>;
 
 /** Commit → handler on an idle worker of each system, and the bare LISTEN/NOTIFY round trip. */
-export const latencySection: BenchSection = {
+export const latencySection = {
   name: 'latency',
   markdown: [{ place: 2, render: latencyMarkdown }],
   async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
@@ -37,7 +39,7 @@ export const latencySection: BenchSection = {
     const floorRatios = { p50: ratio('p50'), p99: ratio('p99') };
     return { latency: { ...m, floorRatios } };
   },
-};
+} satisfies BenchSection;
 
 function latencyMarkdown(r: BenchResults): string[] {
   if (!r.latency) return [];

@@ -18,7 +18,7 @@ type Tps = { tps: number; p99: number };
  * the API sends it straight to PostgreSQL (src/db/prepared.ts: named, planned once a connection).
  * Planning the outbox insert into a partitioned table is part of the first figure, not the second.
  */
-export async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture): Promise<BenchResults['outboxCost']> {
+export async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture) {
   if (!pgbench) return null;
   const c = P.outboxCostClients;
   const variant =

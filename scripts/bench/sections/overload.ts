@@ -6,14 +6,14 @@ import type { BenchContext, BenchSection } from '../context.ts';
 import { OVERLOAD_FULL, OVERLOAD_SETUP, OVERLOAD_SMOKE, overloadLoad, type OverloadResults, type OverloadRun } from '../overload.ts';
 
 /** Half the clients booking, half searching, with and without load shedding (overload.ts). */
-export const overloadSection: BenchSection = {
+export const overloadSection = {
   name: 'overload',
-  markdown: [{ place: 13, render: (r) => (r.overload ? renderOverload(r.overload) : []) }],
+  markdown: [{ place: 13, render: (r): string[] => (r.overload ? renderOverload(r.overload) : []) }],
   async run(ctx: BenchContext) {
     ctx.results.setup.overload = OVERLOAD_SETUP;
     return { overload: await measureOverload(ctx) };
   },
-};
+} satisfies BenchSection;
 
 const line = (label: string, r: OverloadRun) =>
   `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;

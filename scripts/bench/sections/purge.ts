@@ -3,7 +3,9 @@ import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from '../histo
 import { percentile, repeatEach, repeatOf, round, type Repeated } from '../lib/stats.ts';
 import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
 import { claimTimes, oursDrain } from '../ours.ts';
-import type { ClaimLat, Drain } from '../results.ts';
+import type { Drain } from '../results.ts';
+
+type ClaimLat = { p50: number; p99: number };
 import { purgeMarkdown } from './purge-report.ts';
 
 /*
@@ -55,7 +57,7 @@ interface PurgeRuns {
   claimsBeside: Record<PurgeWay, (ClaimLat & Beside)[]>;
 }
 
-export const purgeSection: BenchSection = {
+export const purgeSection = {
   name: 'purge',
   markdown: [{ place: 10, render: purgeMarkdown }],
   async run(ctx: BenchContext) {
@@ -78,7 +80,7 @@ export const purgeSection: BenchSection = {
     await history.dropTemplate(P.purgeLargeRows);
     return { purge: purgeResult(ctx, m) };
   },
-};
+} satisfies BenchSection;
 
 /** A clone each, the one drained first taking turns, so none always gets the warmer machine. */
 async function drainsBesidePurges({ P, log, history }: BenchContext, m: PurgeRuns, r: number) {

@@ -6,52 +6,53 @@ import { RELAY_CONCURRENCY, relayDrain, relayFloor } from '../relay.ts';
 import type { BenchResults, Drain } from '../results.ts';
 
 /** The events relay into JetStream against a bare JetStream client, and into a three-node cluster. */
-export const relaySection: BenchSection = {
+export const relaySection = {
   name: 'relay',
   markdown: [{ place: 8, render: relayMarkdown }],
-  async run({ P, log, natsServer, freshOurs }: BenchContext) {
-    if (!natsServer) return { relay: null };
-    const count = P.relayMessages;
-    // A run that lost or doubled messages is not measured, it is broken.
-    const checked = (what: string, r: number, d: { perSecond: number; seconds: number; streamMessages: number | null }): Drain => {
-      if (d.streamMessages !== count)
-        throw new Error(`${what} run ${r + 1}: ${d.streamMessages} messages in the stream, ${count} published`);
-      return { perSecond: d.perSecond, drainSeconds: d.seconds };
-    };
-    const labels = {
-      relay: 'relay into JetStream',
-      floor: `relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`,
-      replicated: 'relay into a 3-node cluster, 3 replicas',
-    };
-    // Each measurement on a fresh database and into a fresh nats-server (empty store).
-    const m = await interleaved<Record<keyof typeof labels, Drain>>(
-      P.runs,
-      {
-        relay: async (r) =>
-          checked(
-            'relay',
-            r,
-            await withNats(async (natsUrl) => relayDrain({ databaseUrl: await freshOurs(), count, handler: 'relay', natsUrl })),
-          ),
-        floor: async (r) =>
-          checked('relay floor', r, await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count }))),
-        replicated: async (r) =>
-          checked('relay at 3 replicas', r, await replicatedDrain(await startNatsCluster({ name: 'bench', size: 3 }), freshOurs, count)),
-      },
-      { after: (k, d) => log(`   ${labels[k]}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`) },
-    );
-    const relay = {
-      messages: count,
-      relay: m.relay,
-      floor: m.floor,
-      ratio: round(m.relay.median.perSecond / m.floor.median.perSecond, 3),
-      replicated: m.replicated,
-      replicatedRatio: round(m.replicated.median.perSecond / m.relay.median.perSecond, 3),
-    };
-    log(`   relay / relay floor: ${relay.ratio}×; 3 replicas / 1: ${relay.replicatedRatio}×`);
-    return { relay };
-  },
-};
+  run: async (ctx: BenchContext) => ({ relay: ctx.natsServer ? await measureRelay(ctx) : null }),
+} satisfies BenchSection;
+
+/** The relay, its floor and the relay at three replicas, runs interleaved; ratios of medians. */
+async function measureRelay({ P, log, freshOurs }: BenchContext) {
+  const count = P.relayMessages;
+  // A run that lost or doubled messages is not measured, it is broken.
+  const checked = (what: string, r: number, d: { perSecond: number; seconds: number; streamMessages: number | null }): Drain => {
+    if (d.streamMessages !== count) throw new Error(`${what} run ${r + 1}: ${d.streamMessages} messages in the stream, ${count} published`);
+    return { perSecond: d.perSecond, drainSeconds: d.seconds };
+  };
+  const labels = {
+    relay: 'relay into JetStream',
+    floor: `relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`,
+    replicated: 'relay into a 3-node cluster, 3 replicas',
+  };
+  // Each measurement on a fresh database and into a fresh nats-server (empty store).
+  const m = await interleaved<Record<keyof typeof labels, Drain>>(
+    P.runs,
+    {
+      relay: async (r) =>
+        checked(
+          'relay',
+          r,
+          await withNats(async (natsUrl) => relayDrain({ databaseUrl: await freshOurs(), count, handler: 'relay', natsUrl })),
+        ),
+      floor: async (r) =>
+        checked('relay floor', r, await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count }))),
+      replicated: async (r) =>
+        checked('relay at 3 replicas', r, await replicatedDrain(await startNatsCluster({ name: 'bench', size: 3 }), freshOurs, count)),
+    },
+    { after: (k, d) => log(`   ${labels[k]}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`) },
+  );
+  const relay = {
+    messages: count,
+    relay: m.relay,
+    floor: m.floor,
+    ratio: round(m.relay.median.perSecond / m.floor.median.perSecond, 3),
+    replicated: m.replicated,
+    replicatedRatio: round(m.replicated.median.perSecond / m.relay.median.perSecond, 3),
+  };
+  log(`   relay / relay floor: ${relay.ratio}×; 3 replicas / 1: ${relay.replicatedRatio}×`);
+  return relay;
+}
 
 async function withNats<T>(fn: (url: string) => Promise<T>): Promise<T> {
   const nats = await startNatsServer({ name: 'bench' });

@@ -6,7 +6,7 @@ import { oursDrain } from '../ours.ts';
 import { graphileRunDrain } from '../peers/graphile.ts';
 import { pgBossDrain } from '../peers/pgboss.ts';
 import { applyStorageCandidates, STORAGE_CANDIDATES } from '../lib/outbox.ts';
-import type { BenchResults, WalPerMessage } from '../results.ts';
+import type { BenchResults } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -20,7 +20,8 @@ import { withClient } from '../../lib/postgres.ts';
  * writes per message is what the lean storage is to reach (docs/performance.md, 4c).
  */
 
-type Wal = NonNullable<BenchResults['wal']>;
+/** One system's insert-to-completion writes, per message. */
+type WalPerMessage = { walBytes: number; indexEntries: number; records: number };
 
 interface WalSystem {
   key: string;
@@ -85,7 +86,7 @@ function systems(ctx: BenchContext): WalSystem[] {
   ];
 }
 
-export const walSection: BenchSection = {
+export const walSection = {
   name: 'wal',
   markdown: [{ place: 4.6, render: walMarkdown }],
   async run(ctx: BenchContext) {
@@ -109,10 +110,9 @@ export const walSection: BenchSection = {
         log(`   wal ${s.key}: ${Math.round(wal.bytes / M)} B, ${(wal.btreeEntries / M).toFixed(1)} index entries a message`);
       }
     }
-    const wal: Wal = { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) };
-    return { wal };
+    return { wal: { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) } };
   },
-};
+} satisfies BenchSection;
 
 function walMarkdown(r: BenchResults): string[] {
   const L = ['## 4c. What a message writes, insert to completion (WAL and index entries)', ''];
