@@ -10,12 +10,12 @@ import { heldSnapshotSection } from './held-snapshot.ts';
 import { ioSection } from './io.ts';
 import { latencySection } from './latency.ts';
 import { noisySection } from '../noisy.ts';
-import { overloadSection } from './overload.ts';
+import { overloadSection } from '../overload.ts';
 import { purgeSection } from './purge.ts';
-import { relaySection } from './relay.ts';
+import { relaySection } from '../relay.ts';
 import { tracingSection } from '../tracing.ts';
 import { walSection } from './wal.ts';
-import { webhooksSection } from './webhooks.ts';
+import { webhooksSection } from '../webhooks.ts';
 
 /**
  * Every section of the bench, in the order they run (the webhooks compare with the drain, so the
