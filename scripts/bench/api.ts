@@ -265,9 +265,6 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
   return { rps: s.rps, p50: s.p50, p99: s.p99, requests: s.requests, non201, errors: s.errors };
 }
 
-/** One conflict run's figures, as the results keep them (the clients' errors left out). */
-export type ConflictRun = Omit<Awaited<ReturnType<typeof apiConflicts>>, 'errors'>;
-
 /** Rounds used by earlier conflict runs: a later run never asks for dates an earlier one booked. */
 let conflictRoundsUsed = 0;
 

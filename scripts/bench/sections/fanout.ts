@@ -8,7 +8,7 @@ import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../contex
 import { newestRowIndexEntries } from '../lib/outbox.ts';
 import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
-import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
+import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import type { BenchResults } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
@@ -36,21 +36,6 @@ export const fanoutSection = {
     return { fanout: { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) } };
   },
 } satisfies BenchSection;
-
-/**
- * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
- * autovacuum left out). After a CHECKPOINT: every run starts with the same full-page writes
- * ahead of it, rather than a checkpoint landing in whichever run it falls on.
- */
-async function walAround<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; walBytes: number }> {
-  return withClient(url, async (c) => {
-    await inspectWal(c);
-    await c.query('checkpoint');
-    const from = await walLsn(c);
-    const result = await fn();
-    return { result, walBytes: await walOfDatabaseSince(c, from) };
-  });
-}
 
 /** The booking transaction's variants: no outbox row, today's one row, and K rows for each K. */
 function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOutTo: readonly string[] | null }[] {
@@ -81,10 +66,10 @@ async function hotPath(ctx: BenchContext) {
   const c = P.outboxCostClients;
   for (let r = 0; r < P.fanoutRuns; r++) {
     for (const v of variants) {
-      const { result, walBytes } = await walAround(fixture.url, () =>
+      const { result, wal } = await walAround(fixture.url, () =>
         pgbenchBookings(fixture, P, c, { variant: v.fanOutTo ? undefined : 'none', fanOutTo: v.fanOutTo ?? [] }),
       );
-      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: walBytes / result.transactions });
+      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: wal.bytes / result.transactions });
       if (r === 0) {
         // The newest outbox row is one of this variant's (none writes no row: nothing to count).
         const newest = v.rows > 0 ? await withClient(fixture.url, newestRowIndexEntries) : null;
@@ -120,10 +105,10 @@ async function drain(ctx: BenchContext) {
   );
   const measure = async (rows: number, effects: number, topic: string, env: Record<string, string>): Promise<FanoutDrain> => {
     const url = await freshOurs();
-    const { result, walBytes } = await walAround(url, () =>
+    const { result, wal } = await walAround(url, () =>
       oursDrain(url, { topic, count: rows, processes: 1, env: { ...OURS_THROUGHPUT, ...env } }),
     );
-    return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: walBytes / effects };
+    return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: wal.bytes / effects };
   };
   for (let r = 0; r < P.fanoutRuns; r++) {
     for (const k of P.fanoutHandlers) {

@@ -1,7 +1,7 @@
 import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
 import { mm, n } from '../lib/markdown.ts';
 import { repeatOf } from '../lib/stats.ts';
-import { inspectWal, walLsn, walRecordsOfDatabaseSince } from '../lib/wal.ts';
+import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import { graphileRunDrain } from '../peers/graphile.ts';
 import { pgBossDrain } from '../peers/pgboss.ts';
@@ -99,13 +99,7 @@ export const walSection = {
       for (const s of all) {
         const url = await (s.key.startsWith('ours') ? fresh.ours : s.key.startsWith('pgBoss') ? fresh.pgBoss : fresh.graphile)();
         await s.prepare?.(url);
-        const wal = await withClient(url, async (c) => {
-          await inspectWal(c);
-          await c.query('checkpoint');
-          const from = await walLsn(c);
-          await s.drain(url, M, r);
-          return walRecordsOfDatabaseSince(c, from);
-        });
+        const { wal } = await walAround(url, () => s.drain(url, M, r));
         runs[s.key]!.push({ walBytes: wal.bytes / M, indexEntries: wal.btreeEntries / M, records: wal.records / M });
         log(`   wal ${s.key}: ${Math.round(wal.bytes / M)} B, ${(wal.btreeEntries / M).toFixed(1)} index entries a message`);
       }
