@@ -201,15 +201,6 @@ export function useFixedRequestCounts(perConnection: number | undefined): void {
   httpAmount = perConnection ? (c) => c * perConnection : undefined;
 }
 
-export interface ApiRun {
-  rps: number;
-  p50: number;
-  p99: number;
-  requests: number;
-  non201: number;
-  errors: number;
-}
-
 function summarise(r: AutocannonResult) {
   return {
     rps: round(r.requests.average, 1),
@@ -253,7 +244,8 @@ function postBookings(
   });
 }
 
-export async function apiBookings(f: ApiFixture, connections: number, seconds: number): Promise<ApiRun> {
+/** POST /bookings, every request a stay no one asked for: req/s, latency (ms) and the answers other than 201. */
+export async function apiBookings(f: ApiFixture, connections: number, seconds: number) {
   const P = f.apiProperties.length;
   const result = await postBookings(f, connections, seconds, () => {
     const n = nextApiSlot++;

@@ -23,7 +23,7 @@ import {
   insertOne,
 } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
-import { median, msSince } from './lib/stats.ts';
+import { msSince } from './lib/stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { withClient } from '../lib/postgres.ts';
 
@@ -174,11 +174,6 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
       await analyzeOutbox(c, { vacuum: true });
     });
   }
-}
-
-/** The median of claimTimes: one claim's typical cost. */
-export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
-  return median(await claimTimes(url, samples, batch));
 }
 
 /**

@@ -147,7 +147,7 @@ function searchClients(f: ApiFixture, answers: Answers, amount: Amount) {
 
 type OverloadResults = Awaited<ReturnType<typeof measureOverload>>;
 
-/** Half the clients booking, half searching, with and without load shedding (overload.ts). */
+/** Half the clients booking, half searching, with and without load shedding. */
 export const overloadSection = {
   name: 'overload',
   markdown: [{ place: 13, render: (r): string[] => (r.overload ? renderOverload(r.overload) : []) }],

@@ -32,8 +32,8 @@ import type { BenchResults, Drain } from './results.ts';
  * the relay's concurrency (RELAY_CONCURRENCY publishes in flight, each awaiting its PubAck): what
  * JetStream itself accepts on this machine. The section reports relay / floor (target ≥ 0.8).
  *
- * `relayDrain` and `relayFloor` are one measurement each (scripts/bench/run.ts's `relay` section
- * calls them with a fresh database and a fresh nats-server each time); `benchRelay` is all three
+ * `relayDrain` and `relayFloor` are one measurement each (the `relay` section below calls them
+ * with a fresh database and a fresh nats-server each time); `benchRelay` is all three
  * in one go on one database, for this file's command line and its smoke test:
  *
  *   node --import tsx scripts/bench/relay.ts --database-url postgres://… [--count 20000]

@@ -248,7 +248,11 @@ runIfEntry(
 );
 
 type Throughput = { perSecond: number; seconds: number };
-/** CPU µs per delivery: the sender's process, the receiver's, PostgreSQL's (results.ts). */
+/**
+ * CPU µs per delivery during the run, each way: the sender's process, the receiver's (from its
+ * first request), PostgreSQL's (every process of the server, read from /proc; none off Linux).
+ * What bounds deliveries/s when the three share the machine's cores.
+ */
 type Cpu = { sender: number; receiver: number; postgres: number };
 type Isolation = { aloneP50: number; aloneP99: number; besideP50: number; besideP99: number; p99Ratio: number };
 

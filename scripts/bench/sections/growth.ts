@@ -1,8 +1,8 @@
 import { addPending } from '../history.ts';
 import { mm, n } from '../lib/markdown.ts';
-import { repeatOf } from '../lib/stats.ts';
+import { median, repeatOf } from '../lib/stats.ts';
 import type { BenchContext, BenchSection } from '../context.ts';
-import { timeClaims } from '../ours.ts';
+import { claimTimes } from '../ours.ts';
 import type { BenchResults, Drain } from '../results.ts';
 import { drainOurs } from './purge.ts';
 
@@ -17,7 +17,7 @@ export const growthSection = {
       for (const history of P.growthHistories) {
         const ms = await clones.on(history, async (url) => {
           await addPending(url, P.claimPending);
-          return timeClaims(url, P.claimSamples, P.claimBatch);
+          return median(await claimTimes(url, P.claimSamples, P.claimBatch));
         });
         (claims[history] ??= []).push({ ms });
         const line = [];
