@@ -6,7 +6,7 @@ import { nowMs } from './lib/marks.ts';
 import { claimOn, connectClaimClient, insertOne, markDoneMany } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { fillOutbox } from './ours.ts';
-import type { Drain } from './results.ts';
+import type { Drain } from './context.ts';
 
 /*
  * The floors: the cost of the work itself, with no framework around it, measured beside us so a

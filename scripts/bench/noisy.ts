@@ -9,10 +9,9 @@ import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
-import type { BenchContext, BenchSection } from './context.ts';
+import type { BenchContext, PartOf } from './context.ts';
 import { mm } from './lib/markdown.ts';
 import { interleaved, percentile, round, type Repeated } from './lib/stats.ts';
-import type { BenchResults } from './results.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';
 
 /*
@@ -62,7 +61,7 @@ export const noisySection = {
     const p99Over = (m: Repeated<NoisyRun>) => round(m.median.p99Ms / runs.quiet.median.p99Ms, 2);
     return { noisy: { params: np, ...runs, fairToQuietP99: p99Over(runs.fair), fifoToQuietP99: p99Over(runs.fifo) } };
   },
-} satisfies BenchSection;
+};
 
 const BOOKING = JSON.stringify(bookingPayload({ idempotencyKey: 'bench' }));
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
@@ -190,7 +189,7 @@ async function book(c: pg.Client, host: string, fair: boolean, started: Map<stri
 }
 
 /** The report's lines for the section. */
-function renderNoisy(results: BenchResults): string[] {
+function renderNoisy(results: PartOf<typeof noisySection>): string[] {
   const r = results.noisy;
   if (!r) return [];
   const p = r.params;

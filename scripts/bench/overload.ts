@@ -2,9 +2,9 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import autocannon, { type AutocannonResult } from 'autocannon';
 import { day, startApi, type ApiFixture } from './api.ts';
-import { percentile, repeatEach, round, type Repeated } from './lib/stats.ts';
+import { percentile, repeatEach, round } from './lib/stats.ts';
 import { dbNow, keptSince, shedCounts, traceSignals } from './overload-observed.ts';
-import type { BenchContext, BenchSection } from './context.ts';
+import type { BenchContext, PartOf } from './context.ts';
 
 /*
  * Overload: as many clients as the API cannot serve in time, half booking (POST /bookings, every
@@ -145,17 +145,15 @@ function searchClients(f: ApiFixture, answers: Answers, amount: Amount) {
   });
 }
 
-type OverloadResults = Awaited<ReturnType<typeof measureOverload>>;
-
 /** Half the clients booking, half searching, with and without load shedding. */
 export const overloadSection = {
   name: 'overload',
-  markdown: [{ place: 13, render: (r): string[] => (r.overload ? renderOverload(r.overload) : []) }],
+  markdown: [{ place: 13, render: renderOverload }],
   async run(ctx: BenchContext) {
     ctx.results.setup.overload = OVERLOAD_SETUP;
     return { overload: await measureOverload(ctx) };
   },
-} satisfies BenchSection;
+};
 
 const line = (label: string, r: OverloadRun) =>
   `${label}: ${r.accepted} booked (${r.acceptedPerSecond}/s, p50 ${r.acceptedP50} ms, p99 ${r.acceptedP99} ms), 503 ${r.share503} % (bookings ${r.bookingShare503} %, search ${r.searchShare503} %), other 5xx ${r.other5xx}, lost ${r.lost}, doubled ${r.doubled}, unanswered ${r.unanswered}, no answer ${r.errors}; event-loop delay p50 ${r.eventLoopDelayP50} ms (max ${r.eventLoopDelayMax}), pool wait p50 ${r.poolWaitP50} ms (max ${r.poolWaitMax})`;
@@ -212,7 +210,9 @@ async function measureOverload({ smoke, server, log }: BenchContext) {
 }
 
 /** The section of bench-results.md. */
-function renderOverload(o: OverloadResults): string[] {
+function renderOverload(r: PartOf<typeof overloadSection>): string[] {
+  const o = r.overload;
+  if (!o) return [];
   const L = [
     `## Overload: half the clients booking, half searching (${o.seconds} s a run, medians of ${o.runs})`,
     '',

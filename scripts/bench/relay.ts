@@ -17,8 +17,7 @@ import { runIfEntry } from './lib/cli.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 import { mm, n, targetLines, x } from './lib/markdown.ts';
 import { interleaved, round, type Repeated } from './lib/stats.ts';
-import type { BenchContext, BenchSection } from './context.ts';
-import type { BenchResults, Drain } from './results.ts';
+import type { BenchContext, PartOf, Drain } from './context.ts';
 
 /*
  * Relay throughput: a backlog of COUNT booking.created messages, committed before the clock
@@ -225,7 +224,7 @@ export const relaySection = {
   name: 'relay',
   markdown: [{ place: 8, render: relayMarkdown }],
   run: async (ctx: BenchContext) => ({ relay: ctx.natsServer ? await measureRelay(ctx) : null }),
-} satisfies BenchSection;
+};
 
 /** The relay, its floor and the relay at three replicas, runs interleaved; ratios of medians. */
 async function measureRelay({ P, log, freshOurs }: BenchContext) {
@@ -292,7 +291,7 @@ async function replicatedDrain(cluster: Awaited<ReturnType<typeof startNatsClust
   }
 }
 
-function relayMarkdown(r: BenchResults): string[] {
+function relayMarkdown(r: PartOf<typeof relaySection>): string[] {
   if (r.relay === undefined) return [];
   const L = [
     `## 8. Relaying the outbox into JetStream (${n(r.params.relayMessages)} booking.created messages, committed before the clock starts)`,

@@ -1,11 +1,10 @@
 import { startOtlpReceiver, type OtlpReceiver } from '../lib/otlp-receiver.ts';
 import { withClient } from '../lib/postgres.ts';
 import { apiBookings, startApi, type ApiFixture } from './api.ts';
-import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from './context.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type PartOf } from './context.ts';
 import { oursDrain } from './ours.ts';
 import { repeatEach, round, type Repeated } from './lib/stats.ts';
 import { storeTraceContext } from './lib/outbox.ts';
-import type { BenchResults } from './results.ts';
 
 /*
  * What tracing costs (docs/observability.md, docs/performance.md): the API's POST /bookings and the
@@ -27,7 +26,7 @@ export const tracingSection = {
   name: 'tracing',
   markdown: [{ place: 9.1, render: renderTracing }],
   run: async (ctx: BenchContext) => ({ tracing: await measureTracing(ctx) }),
-} satisfies BenchSection;
+};
 
 const TRACING_MODES = ['off', 'sampled0', 'exported'] as const;
 type TracingMode = (typeof TRACING_MODES)[number];
@@ -109,7 +108,7 @@ async function measureTracing({ P, server, log }: BenchContext) {
 }
 
 /** The section of bench-results.md. */
-function renderTracing(r: BenchResults): string[] {
+function renderTracing(r: PartOf<typeof tracingSection>): string[] {
   const t = r.tracing;
   if (!t) return [];
   const mm = (r: Repeated<Record<string, number>>, k: string) => `${r.median[k]!.toLocaleString('en-US')}`;

@@ -12,8 +12,8 @@ import { runIfEntry } from './lib/cli.ts';
 import { postmasterOf, serverCpuMicros } from './lib/cpu.ts';
 import { mm, n, targetLines, x } from './lib/markdown.ts';
 import { percentile, repeatOf, round, type Repeated } from './lib/stats.ts';
-import type { BenchContext, BenchSection } from './context.ts';
-import type { BenchResults } from './results.ts';
+import type { BenchContext, PartOf } from './context.ts';
+import type { drainSection } from './sections/drain.ts';
 
 /*
  * Webhooks, two figures:
@@ -304,17 +304,17 @@ export const webhooksSection = {
       },
     };
   },
-} satisfies BenchSection;
+};
 
-/** Our no-op drain ×1, when the drain section ran before (typed here: the results' type is read from the sections). */
-const noopDrainOf = (r: BenchResults): number | undefined => r.drain?.configs.ours1?.runs.median.perSecond;
+/** Our no-op drain ×1, when the drain section ran before (the context's results name no section's figures). */
+const noopDrainOf = (r: object): number | undefined => (r as PartOf<typeof drainSection>).drain?.configs.ours1?.runs.median.perSecond;
 
 const cpuCell = (c: Repeated<Cpu>) => {
   const m = c.median;
   return `${n(m.sender)} / ${n(m.receiver)} / ${n(m.postgres)} (${n(m.sender + m.receiver + m.postgres)} in all)`;
 };
 
-function webhooksMarkdown(r: BenchResults): string[] {
+function webhooksMarkdown(r: PartOf<typeof webhooksSection>): string[] {
   if (!r.webhooks) return [];
   const w = r.webhooks;
   const p = r.params;

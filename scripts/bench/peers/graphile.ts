@@ -200,7 +200,7 @@ export async function startGraphileLatencyRunner(url: string, arrived: (id: numb
   return {
     pool,
     queue,
-    async insert(client: pg.Client, id: number) {
+    insert: async (client: pg.Client, id: number) => {
       await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${queue})`, [id]);
     },
     async stop() {

@@ -4,8 +4,7 @@ import { apiBookings, startApi, type ApiFixture } from '../api.ts';
 import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
-import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
-import type { BenchResults } from '../results.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type PartOf } from '../context.ts';
 
 type ApiLat = { rps: number; p50: number; p99: number };
 
@@ -39,7 +38,7 @@ export const apiHistorySection = {
       await empty.close();
     }
   },
-} satisfies BenchSection;
+};
 
 async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, history: ApiFixture) {
   const c = PREPARED_CONNECTIONS;
@@ -70,7 +69,7 @@ async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, 
   return result;
 }
 
-function apiHistoryMarkdown(r: BenchResults): string[] {
+function apiHistoryMarkdown(r: PartOf<typeof apiHistorySection>): string[] {
   if (!r.apiHistory) return [];
   const ah = r.apiHistory;
   const L = [

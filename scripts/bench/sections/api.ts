@@ -3,8 +3,7 @@ import { pgbenchBookings, type OutboxVariant } from '../api-pgbench.ts';
 import type { PgbenchMode } from '../lib/pgbench.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, repeatOf, round } from '../lib/stats.ts';
-import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection, type ReportPart } from '../context.ts';
-import type { BenchResults } from '../results.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type ReportPart, type PartOf } from '../context.ts';
 
 type Rps = { rps: number; p99: number };
 type Tps = { tps: number; p99: number };
@@ -45,7 +44,7 @@ export const apiSection = {
       await pooledFixture?.close();
     }
   },
-} satisfies BenchSection;
+};
 
 /** POST /bookings at each connection count, beside it through PgBouncer and pgbench (-M extended, and -M prepared at 8). */
 async function writePath({ P, log, pgbench }: BenchContext, fixture: ApiFixture, pooledFixture: ApiFixture | undefined) {
@@ -102,7 +101,7 @@ async function writePath({ P, log, pgbench }: BenchContext, fixture: ApiFixture,
   return { byConnections, non201: non201.direct, prepared: preparedResult, pooled };
 }
 
-function apiMarkdown(r: BenchResults): string[] {
+function apiMarkdown(r: PartOf<typeof apiSection>): string[] {
   if (!r.api) return [];
   const p = r.params;
   const L = [`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, ''];
@@ -189,7 +188,7 @@ const COST_LABELS = {
 };
 
 /** Always written: a run without the figures says why. */
-function outboxCostMarkdown(r: BenchResults): string[] {
+function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
   const L = ['## 4. What the outbox costs a booking (pgbench, same transaction with and without the outbox insert + pg_notify)', ''];
   if (!r.outboxCost) return [...L, 'Not measured (pgbench missing or the section failed).', ''];
   const o = r.outboxCost;
@@ -236,7 +235,7 @@ async function conflicts({ P, log }: BenchContext, fixture: ApiFixture) {
   };
 }
 
-function conflictsMarkdown(r: BenchResults): string[] {
+function conflictsMarkdown(r: PartOf<typeof apiSection>): string[] {
   if (!r.conflicts) return [];
   const c = r.conflicts.runs.median;
   const rr = r.conflicts.runs;

@@ -22,9 +22,8 @@ import { jobOf, PGBOSS_POLL_SECONDS, pgBossLabel, queueOptions, startBoss, workA
 import { comparedTables, n, targetLines } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs } from '../lib/stats.ts';
-import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type PartOf } from '../context.ts';
 import { PEERS } from '../peers/guarantees.ts';
-import type { BenchResults } from '../results.ts';
 
 /** Idle long-running workers of each system hit by one burst committed in one statement. */
 export const burstSection = {
@@ -40,7 +39,7 @@ export const burstSection = {
     const oursKeys = Object.keys(configs).filter((k) => configs[k]!.system === 'ours');
     return { burst: { messages: P.burstMessages, ...compareConfigs(configs, (b) => b.perSecond, oursKeys, oursKeys) } };
   },
-} satisfies BenchSection;
+};
 
 /** One burst of every configuration, all after a warm-up or all cold. */
 async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst>>, warm: boolean) {
@@ -73,7 +72,7 @@ async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst
   }
 }
 
-function burstMarkdown(r: BenchResults): string[] {
+function burstMarkdown(r: PartOf<typeof burstSection>): string[] {
   if (!r.burst) return [];
   const b = r.burst;
   const L: string[] = [];

@@ -1,8 +1,7 @@
 import { n, x } from '../lib/markdown.ts';
 import { median, repeat } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf } from '../context.ts';
 import { claimTimes, explainClaim, prepareClaimTables } from '../ours.ts';
-import type { BenchResults } from '../results.ts';
 
 /** Our claim on an outbox without history and on one holding a DONE history. */
 export const claimSection = {
@@ -22,9 +21,9 @@ export const claimSection = {
     });
     return { claim: { runs, explain: await explainClaim(historyUrl, P.claimBatch) } };
   },
-} satisfies BenchSection;
+};
 
-function claimMarkdown(r: BenchResults): string[] {
+function claimMarkdown(r: PartOf<typeof claimSection>): string[] {
   if (!r.claim) return [];
   const p = r.params;
   const c = r.claim.runs.median;

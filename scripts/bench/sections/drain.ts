@@ -2,12 +2,11 @@ import { drainFloor } from '../floors.ts';
 import { comparedTables, n, targetLines, x } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs, round } from '../lib/stats.ts';
-import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type PartOf, type Drain } from '../context.ts';
 import { oursDrain } from '../ours.ts';
 import { graphileDrain, graphileRunDrain } from '../peers/graphile.ts';
 import { PEERS } from '../peers/guarantees.ts';
 import { pgBossDrain, pgBossLabel } from '../peers/pgboss.ts';
-import type { BenchResults, Drain } from '../results.ts';
 
 /** A backlog committed before the clock starts, drained by ours, the floors and each peer's configurations. */
 export const drainSection = {
@@ -45,7 +44,7 @@ export const drainSection = {
     log(`   ours / drain floor: ×1 ${drain.floorRatios.ours1}, ×2 ${drain.floorRatios.ours2}`);
     return { drain };
   },
-} satisfies BenchSection;
+};
 
 /** Run `r` of each peer's configurations: graphile-worker both ways, each pg-boss configuration. */
 async function peerDrains({ P, freshGraphile, freshPgBoss }: BenchContext, rec: ReturnType<typeof recorder<Drain>>, r: number) {
@@ -65,7 +64,7 @@ async function peerDrains({ P, freshGraphile, freshPgBoss }: BenchContext, rec: 
   }
 }
 
-function drainMarkdown(r: BenchResults): string[] {
+function drainMarkdown(r: PartOf<typeof drainSection>): string[] {
   if (!r.drain) return [];
   const d = r.drain;
   const L: string[] = [];

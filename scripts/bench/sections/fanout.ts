@@ -4,13 +4,12 @@ import { RELAY_HANDLER } from '../../../src/events/relay.ts';
 import { SUBSCRIPTIONS } from '../../../src/messages/subscriptions.ts';
 import { startApi, type ApiFixture } from '../api.ts';
 import { pgbenchBookings } from '../api-pgbench.ts';
-import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { newestRowIndexEntries } from '../lib/outbox.ts';
 import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
 import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
-import type { BenchResults } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -35,7 +34,7 @@ export const fanoutSection = {
   async run(ctx: BenchContext) {
     return { fanout: { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) } };
   },
-} satisfies BenchSection;
+};
 
 /** The booking transaction's variants: no outbox row, today's one row, and K rows for each K. */
 function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOutTo: readonly string[] | null }[] {
@@ -139,7 +138,7 @@ async function drain(ctx: BenchContext) {
 }
 
 /** Always written: a run without the figures says why. */
-function fanoutMarkdown(r: BenchResults): string[] {
+function fanoutMarkdown(r: PartOf<typeof fanoutSection>): string[] {
   const L = ['## 4b. One outbox row per message, or one per subscription (fan-out at enqueue; ADR 0048)', ''];
   const f = r.fanout;
   if (!f) return [...L, 'Not measured (the section failed or was left out).', ''];

@@ -1,9 +1,8 @@
 import { addPending } from '../history.ts';
 import { mm, n } from '../lib/markdown.ts';
 import { median, repeatOf } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf, Drain } from '../context.ts';
 import { claimTimes } from '../ours.ts';
-import type { BenchResults, Drain } from '../results.ts';
 import { drainOurs } from './purge.ts';
 
 /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
@@ -40,9 +39,9 @@ export const growthSection = {
       },
     };
   },
-} satisfies BenchSection;
+};
 
-function growthMarkdown(r: BenchResults): string[] {
+function growthMarkdown(r: PartOf<typeof growthSection>): string[] {
   if (!r.growth) return [];
   const g = r.growth;
   const p = r.params;

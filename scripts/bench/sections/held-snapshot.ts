@@ -1,12 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf } from '../context.ts';
 import { startOursInProcess } from '../ours.ts';
 import { n } from '../lib/markdown.ts';
 import { percentile, round } from '../lib/stats.ts';
 import { startGraphileLatencyRunner } from '../peers/graphile.ts';
 import { startPgBossLatencyWorker } from '../peers/pgboss.ts';
-import type { BenchResults } from '../results.ts';
 
 /*
  * A snapshot held open (a long report, pg_dump, a transaction left idle) while messages arrive at
@@ -161,9 +160,9 @@ export const heldSnapshotSection = {
     }
     return { heldSnapshot: out };
   },
-} satisfies BenchSection;
+};
 
-function heldSnapshotMarkdown(r: BenchResults): string[] {
+function heldSnapshotMarkdown(r: PartOf<typeof heldSnapshotSection>): string[] {
   const L = ['## 5b. A snapshot held open while messages arrive', ''];
   const h = r.heldSnapshot;
   if (!h) return [...L, 'Not measured (the section failed or was left out).', ''];

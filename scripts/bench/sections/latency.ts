@@ -1,12 +1,11 @@
 import { latencyFloor } from '../floors.ts';
 import { mm, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf } from '../context.ts';
 import { oursLatency } from '../ours.ts';
 import { graphileLatency } from '../peers/graphile.ts';
 import { PEERS } from '../peers/guarantees.ts';
 import { pgBossLatency } from '../peers/pgboss.ts';
-import type { BenchResults } from '../results.ts';
 
 type Lat = Awaited<ReturnType<typeof oursLatency>>;
 
@@ -39,9 +38,9 @@ export const latencySection = {
     const floorRatios = { p50: ratio('p50'), p99: ratio('p99') };
     return { latency: { ...m, floorRatios } };
   },
-} satisfies BenchSection;
+};
 
-function latencyMarkdown(r: BenchResults): string[] {
+function latencyMarkdown(r: PartOf<typeof latencySection>): string[] {
   if (!r.latency) return [];
   const l = r.latency;
   const p = r.params;

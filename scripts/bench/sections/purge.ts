@@ -2,9 +2,8 @@ import { addPending, concurrentPurge, dropPartitionCost, purgeCost, rowsInDay } 
 import type { Beside, DropCost, HistoryDay, PurgeCost, PurgeWay } from '../history.ts';
 import { MIB, mm, mmMiB, n, targetLines, x } from '../lib/markdown.ts';
 import { percentile, repeatEach, repeatOf, round, type Repeated } from '../lib/stats.ts';
-import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, type BenchContext, type PartOf, type Drain } from '../context.ts';
 import { claimTimes, oursDrain } from '../ours.ts';
-import type { BenchResults, Drain } from '../results.ts';
 
 type ClaimLat = { p50: number; p99: number };
 
@@ -79,7 +78,7 @@ export const purgeSection = {
     await history.dropTemplate(P.purgeLargeRows);
     return { purge: purgeResult(ctx, m) };
   },
-} satisfies BenchSection;
+};
 
 /** A clone each, the one drained first taking turns, so none always gets the warmer machine. */
 async function drainsBesidePurges({ P, log, history }: BenchContext, m: PurgeRuns, r: number) {
@@ -182,7 +181,7 @@ function purgeResult({ P, log }: BenchContext, m: PurgeRuns) {
 }
 
 /** The section's part of bench-results.md. */
-function purgeMarkdown(r: BenchResults): string[] {
+function purgeMarkdown(r: PartOf<typeof purgeSection>): string[] {
   if (!r.purge) return [];
   const p = r.params;
   const L: string[] = [];

@@ -1,4 +1,4 @@
-import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { mm, n } from '../lib/markdown.ts';
 import { repeatOf } from '../lib/stats.ts';
 import { walAround } from '../lib/wal.ts';
@@ -6,7 +6,6 @@ import { oursDrain } from '../ours.ts';
 import { graphileRunDrain } from '../peers/graphile.ts';
 import { pgBossDrain } from '../peers/pgboss.ts';
 import { applyStorageCandidates, STORAGE_CANDIDATES } from '../lib/outbox.ts';
-import type { BenchResults } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -106,9 +105,9 @@ export const walSection = {
     }
     return { wal: { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) } };
   },
-} satisfies BenchSection;
+};
 
-function walMarkdown(r: BenchResults): string[] {
+function walMarkdown(r: PartOf<typeof walSection>): string[] {
   const L = ['## 4c. What a message writes, insert to completion (WAL and index entries)', ''];
   const w = r.wal;
   if (!w) return [...L, 'Not measured (the section failed or was left out).', ''];
