@@ -83,6 +83,7 @@ export interface TargetResult {
   met: boolean | null;
 }
 
+/** A drain: messages a second, and seconds from the clock's start to nothing pending. */
 export type Drain = { perSecond: number; drainSeconds: number };
 
 /** Where the API is also compared with pgbench -M prepared: the target's connection count. */

@@ -8,7 +8,7 @@ import { PREPARED_CONNECTIONS, type BenchContext, type ReportPart, type PartOf }
 type Rps = { rps: number; p99: number };
 type Tps = { tps: number; p99: number };
 
-// Declared, not inferred: three parts' types compared would read the results' type, which is read from the sections.
+// Declared, not inferred: comparing the three parts' types would read apiSection's type while it is inferred.
 const API_PARTS: ReportPart[] = [
   { place: 3, render: apiMarkdown },
   { place: 4, render: outboxCostMarkdown },
