@@ -201,15 +201,6 @@ export function useFixedRequestCounts(perConnection: number | undefined): void {
   httpAmount = perConnection ? (c) => c * perConnection : undefined;
 }
 
-export interface ApiRun {
-  rps: number;
-  p50: number;
-  p99: number;
-  requests: number;
-  non201: number;
-  errors: number;
-}
-
 function summarise(r: AutocannonResult) {
   return {
     rps: round(r.requests.average, 1),
@@ -253,7 +244,8 @@ function postBookings(
   });
 }
 
-export async function apiBookings(f: ApiFixture, connections: number, seconds: number): Promise<ApiRun> {
+/** POST /bookings, every request a stay no one asked for: req/s, latency (ms) and the answers other than 201. */
+export async function apiBookings(f: ApiFixture, connections: number, seconds: number) {
   const P = f.apiProperties.length;
   const result = await postBookings(f, connections, seconds, () => {
     const n = nextApiSlot++;
@@ -264,9 +256,6 @@ export async function apiBookings(f: ApiFixture, connections: number, seconds: n
   if (non201 > 0) console.warn(`  ! ${non201} POST /bookings answers were not 201: ${JSON.stringify(s.codes)}`);
   return { rps: s.rps, p50: s.p50, p99: s.p99, requests: s.requests, non201, errors: s.errors };
 }
-
-/** One conflict run's figures, as the results keep them (the clients' errors left out). */
-export type ConflictRun = Omit<Awaited<ReturnType<typeof apiConflicts>>, 'errors'>;
 
 /** Rounds used by earlier conflict runs: a later run never asks for dates an earlier one booked. */
 let conflictRoundsUsed = 0;

@@ -5,7 +5,6 @@ import type { BenchParams, PgBossConfig } from './params.ts';
 import { PEERS } from './peers/guarantees.ts';
 import { setupGraphile } from './peers/graphile.ts';
 import { setupPgBoss } from './peers/pgboss.ts';
-import type { BenchResults } from './results.ts';
 
 /*
  * What every section of the bench is given (BenchContext) and what it is (BenchSection): a name
@@ -18,8 +17,11 @@ export interface BenchContext {
   smoke: boolean;
   server: BenchServer;
   log: (msg: string) => void;
-  /** What the sections before have measured (the webhooks compare with the drain). */
-  results: BenchResults;
+  /**
+   * The run's conditions, and what the sections before have measured (the webhooks compare with
+   * the drain): typed without the sections' parts, which results.ts reads from every section.
+   */
+  results: RunConditions;
   /** The tools found, or null: a section that needs a missing one measures without it. */
   pgbench: string | null;
   natsServer: string | null;
@@ -34,7 +36,8 @@ export interface BenchContext {
 export interface BenchSection {
   /** What `--only` selects it by and the load line calls it. */
   name: string;
-  run(ctx: BenchContext): Promise<Partial<BenchResults>>;
+  /** Its part of the results (results.ts reads their shape from here). */
+  run(ctx: BenchContext): Promise<object>;
   /** Its parts of bench-results.md: one a measurement, so the api section has three. */
   markdown: ReportPart[];
 }
@@ -47,8 +50,41 @@ export interface BenchSection {
  */
 export interface ReportPart {
   place: number;
-  render(r: BenchResults): string[];
+  /** A method, so each part may take its section's view of the results (PartOf). */
+  render(r: RunConditions): string[];
 }
+
+/** What every part of the report may read besides its own section's figures. */
+export interface RunConditions {
+  params: BenchParams;
+  /** The 1-minute load average before each section; `overloaded` when it exceeded the cores. */
+  load: Record<string, ReturnType<typeof loadBefore>>;
+  /** Each section's wall-clock time, failures included: where a run's minutes go (the smoke's too). */
+  seconds: Record<string, number>;
+  setup: Record<string, string>;
+  targets?: TargetResult[];
+  errors: { section: string; message: string }[];
+}
+
+/**
+ * A section's view of the results: the run's conditions and its own figures, absent when it did
+ * not run or failed. Read from what its `run` returns, as results.ts reads every section's.
+ */
+export type PartOf<S extends { run(ctx: BenchContext): Promise<object> }> = RunConditions & Partial<Awaited<ReturnType<S['run']>>>;
+
+/**
+ * A performance target (what "good" means; the run reports where we stand and never fails on
+ * them). `met` is null when the figure could not be measured in this run.
+ */
+export interface TargetResult {
+  name: string;
+  target: string;
+  value: string;
+  met: boolean | null;
+}
+
+/** A drain: messages a second, and seconds from the clock's start to nothing pending. */
+export type Drain = { perSecond: number; drainSeconds: number };
 
 /** Where the API is also compared with pgbench -M prepared: the target's connection count. */
 export const PREPARED_CONNECTIONS = 8;

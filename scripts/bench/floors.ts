@@ -6,6 +6,7 @@ import { nowMs } from './lib/marks.ts';
 import { claimOn, connectClaimClient, insertOne, markDoneMany } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
 import { fillOutbox } from './ours.ts';
+import type { Drain } from './context.ts';
 
 /*
  * The floors: the cost of the work itself, with no framework around it, measured beside us so a
@@ -23,8 +24,6 @@ import { fillOutbox } from './ours.ts';
  *
  * The relay floor (a bare JetStream client) is in relay.ts, beside the relay.
  */
-
-export type Drain = { perSecond: number; drainSeconds: number };
 
 /**
  * Drains `count` no-op messages (committed before the clock starts, as ours.ts fillOutbox writes

@@ -126,18 +126,7 @@ type SizesAt<When extends string> = Record<`${'table' | 'pendingIdx' | 'keyIdx'}
 const sizesAt = <When extends string>(s: Awaited<ReturnType<typeof outboxSizes>>, when: When) =>
   ({ [`tableBytes${when}`]: s.table, [`pendingIdxBytes${when}`]: s.pendingIdx, [`keyIdxBytes${when}`]: s.keyIdx }) as SizesAt<When>;
 
-export type PurgeCost = {
-  rows: number;
-  seconds: number;
-  /** Median time of the first ten and of the last ten full batches: how a batch's cost moves as the purge goes. */
-  firstBatchesMs: number;
-  lastBatchesMs: number;
-  walBytes: number;
-  vacuumSeconds: number;
-  vacuumWalBytes: number;
-} & SizesAt<'Before'> &
-  SizesAt<'After'> &
-  SizesAt<'AfterVacuum'>;
+export type PurgeCost = Awaited<ReturnType<typeof purgeCost>>;
 
 /**
  * The history deleted row by row, the path of a day that cannot go whole (and what the purge
@@ -148,7 +137,7 @@ export type PurgeCost = {
  * else runs on the server meanwhile, so the WAL between the two positions is the purge's. Checked
  * after: the history's partition is empty and every PENDING row is still there.
  */
-export async function purgeCost(url: string, history: HistoryDay): Promise<PurgeCost> {
+export async function purgeCost(url: string, history: HistoryDay) {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-purge' });
   try {
     return await withClient(url, async (c) => {
@@ -182,6 +171,7 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
       return {
         rows,
         seconds,
+        // The first ten full batches and the last ten, medians: how a batch's cost moves as the purge goes.
         firstBatchesMs: median(batches.slice(0, 10)),
         lastBatchesMs: median(batches.slice(-10)),
         walBytes,
@@ -197,19 +187,7 @@ export async function purgeCost(url: string, history: HistoryDay): Promise<Purge
   }
 }
 
-export type DropCost = {
-  rows: number;
-  /** The partition's own size, table and indexes, before. */
-  partitionBytes: number;
-  /** dropOutboxPartition, whole; then its three statements: count its rows, DETACH … CONCURRENTLY, DROP TABLE. */
-  ms: number;
-  /** Reading the rows it held from its statistics (reltuples). */
-  statsMs: number;
-  detachMs: number;
-  dropMs: number;
-  walBytes: number;
-  tableBytesBefore: number;
-} & SizesAt<'After'>;
+export type DropCost = Awaited<ReturnType<typeof dropPartitionCost>>;
 
 /** A pool whose queries are each timed, in order: where a product function's time goes, statement by statement. */
 function timedPool(pool: pg.Pool, ms: number[]): pg.Pool {
@@ -226,7 +204,7 @@ function timedPool(pool: pg.Pool, ms: number[]): pg.Pool {
  * WAL. CHECKPOINTed first, as a day a week past its last write would be. Checked after: every row
  * of the history went, and every PENDING row is still there.
  */
-export async function dropPartitionCost(url: string, history: HistoryDay): Promise<DropCost> {
+export async function dropPartitionCost(url: string, history: HistoryDay) {
   const database = createDatabase(url, { max: 1, applicationName: 'bench-drop' });
   try {
     return await withClient(url, async (c) => {
@@ -250,7 +228,10 @@ export async function dropPartitionCost(url: string, history: HistoryDay): Promi
       const [statsMs, detachMs, dropMs] = statements as [number, number, number];
       return {
         rows: history.rows,
+        // The partition's own size, table and indexes, before.
         partitionBytes,
+        // dropOutboxPartition, whole; then its three statements: its rows read from the statistics
+        // (reltuples), DETACH … CONCURRENTLY, DROP TABLE.
         ms,
         statsMs,
         detachMs,

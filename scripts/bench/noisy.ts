@@ -9,9 +9,9 @@ import { createDatabase } from '../../src/db/client.ts';
 import { HandlerRegistry, type Handler } from '../../src/outbox/index.ts';
 import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
+import type { BenchContext, PartOf } from './context.ts';
 import { mm } from './lib/markdown.ts';
-import { percentile, round, type Repeated } from './lib/stats.ts';
-import type { BenchResults, NoisyMode, NoisyParams, NoisyResult, NoisyRun } from './results.ts';
+import { interleaved, percentile, round, type Repeated } from './lib/stats.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';
 
 /*
@@ -34,8 +34,34 @@ import { bookingPayload } from '../lib/booking-payload.ts';
  * Every booking is waited for (a FIFO booking behind the flood included) before the run ends.
  */
 
-export const NOISY_FULL: NoisyParams = { flood: 50_000, hosts: 10, rate: 20, seconds: 10, handlerMs: 1 };
-export const NOISY_SMOKE: NoisyParams = { flood: 2_000, hosts: 3, rate: 10, seconds: 1, handlerMs: 1 };
+const NOISY_FULL = { flood: 50_000, hosts: 10, rate: 20, seconds: 10, handlerMs: 1 };
+const NOISY_SMOKE: NoisyParams = { flood: 2_000, hosts: 3, rate: 10, seconds: 1, handlerMs: 1 };
+type NoisyParams = typeof NOISY_FULL;
+type NoisyMode = 'quiet' | 'fair' | 'fifo';
+type NoisyRun = Awaited<ReturnType<typeof noisyNeighbour>>;
+
+/** Quiet hosts' booking emails beside one host's flood: with priorities and turns, and FIFO. */
+export const noisySection = {
+  name: 'noisy',
+  markdown: [{ place: 9.2, render: renderNoisy }],
+  async run({ P, smoke, log, freshOurs }: BenchContext) {
+    const np = smoke ? NOISY_SMOKE : NOISY_FULL;
+    const mode = (m: NoisyMode) => async () => noisyNeighbour(await freshOurs(), m, np);
+    const runs = await interleaved<Record<NoisyMode, NoisyRun>>(
+      Math.min(P.runs, 3),
+      { quiet: mode('quiet'), fair: mode('fair'), fifo: mode('fifo') },
+      {
+        after: (m, r) =>
+          log(
+            `   noisy neighbour, ${m}: booking email p50/p99 ${r.p50Ms}/${r.p99Ms} ms (${r.bookings} bookings), flood ${r.floodPerSecond}/s`,
+          ),
+      },
+    );
+    // Medians: fair p99 / quiet p99, fifo p99 / quiet p99.
+    const p99Over = (m: Repeated<NoisyRun>) => round(m.median.p99Ms / runs.quiet.median.p99Ms, 2);
+    return { noisy: { params: np, ...runs, fairToQuietP99: p99Over(runs.fair), fifoToQuietP99: p99Over(runs.fifo) } };
+  },
+};
 
 const BOOKING = JSON.stringify(bookingPayload({ idempotencyKey: 'bench' }));
 const PROPERTY = JSON.stringify({ propertyId: randomUUID(), reason: 'updated' });
@@ -89,7 +115,7 @@ async function allBookingsHandled(seen: Seen, mode: NoisyMode): Promise<void> {
 }
 
 /** One mode, once, on `url` (a fresh migrated database). */
-export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams): Promise<NoisyRun> {
+async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParams) {
   const fair = mode !== 'fifo';
   const seen: Seen = { started: new Map(), latencies: [], floodHandled: 0 };
   const { started, latencies } = seen;
@@ -130,7 +156,9 @@ export async function noisyNeighbour(url: string, mode: NoisyMode, p: NoisyParam
       p50Ms: round(percentile(latencies, 50), 2),
       p99Ms: round(percentile(latencies, 99), 2),
       maxMs: round(Math.max(...latencies), 2),
+      /** Flood messages handled while the bookings were being written, per second. */
       floodPerSecond: Math.round(floodPerSecond),
+      /** How long writing the flood took (0 without one). */
       floodWriteMs,
     };
   } finally {
@@ -160,14 +188,9 @@ async function book(c: pg.Client, host: string, fair: boolean, started: Map<stri
   await c.query('commit');
 }
 
-/** The section's result from its runs, the three modes' medians compared. */
-export function noisyResult(params: NoisyParams, runs: Record<NoisyMode, Repeated<NoisyRun>>): NoisyResult {
-  const p99Over = (m: Repeated<NoisyRun>) => round(m.median.p99Ms / runs.quiet.median.p99Ms, 2);
-  return { params, ...runs, fairToQuietP99: p99Over(runs.fair), fifoToQuietP99: p99Over(runs.fifo) };
-}
-
 /** The report's lines for the section. */
-export function renderNoisy({ noisy: r }: BenchResults): string[] {
+function renderNoisy(results: PartOf<typeof noisySection>): string[] {
+  const r = results.noisy;
   if (!r) return [];
   const p = r.params;
   const row = (label: string, rep: Repeated<NoisyRun>) =>

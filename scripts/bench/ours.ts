@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
+import type pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { createDatabase } from '../../src/db/client.ts';
@@ -22,7 +23,7 @@ import {
   insertOne,
 } from './lib/outbox.ts';
 import { PENDING, watchSettled } from './lib/settled.ts';
-import { median, msSince } from './lib/stats.ts';
+import { msSince } from './lib/stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { withClient } from '../lib/postgres.ts';
 
@@ -109,8 +110,11 @@ export async function oursDrain(
 /**
  * Our worker in-process at its default settings (LISTEN/NOTIFY), one handler of `bench.latency`
  * that passes each message's `{ id }` to `arrived`: the latency section's and the held snapshot's.
+ * `insert` writes what enqueue() does in a producer with no other transaction carrying a wake-up
+ * (each message alone): the row and its wake-up in one statement, delivered by the COMMIT
+ * (src/outbox/wake-up.ts).
  */
-export async function startOursInProcess(url: string, arrived: (id: number) => void): Promise<{ stop(): Promise<void> }> {
+export async function startOursInProcess(url: string, arrived: (id: number) => void) {
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'warn', MAIL_DIR: path.join(os.tmpdir(), 'stayhub-bench-mail') });
   const database = createDatabase(url, { max: config.WORKER_CONCURRENCY + 2, applicationName: 'bench-worker' });
   const handler: Handler<any> = {
@@ -127,6 +131,7 @@ export async function startOursInProcess(url: string, arrived: (id: number) => v
   });
   await worker.start();
   return {
+    insert: (client: pg.Client, id: number) => insertOne(client, 'bench.latency', id, { wakeUp: true }),
     async stop() {
       await worker.stop();
       await database.close();
@@ -147,14 +152,7 @@ export async function oursLatency(url: string, samples: number) {
         await sleep(20);
       }
     });
-    return await probe.run({
-      url,
-      samples,
-      // What enqueue() does in a producer with no other transaction carrying a wake-up (each
-      // sample is alone): the row and its wake-up in one statement, delivered by the COMMIT
-      // (src/outbox/wake-up.ts).
-      insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }),
-    });
+    return await probe.run({ url, samples, insert: worker.insert });
   } finally {
     await worker.stop();
   }
@@ -176,11 +174,6 @@ export async function prepareClaimTables(emptyUrl: string, historyUrl: string, p
       await analyzeOutbox(c, { vacuum: true });
     });
   }
-}
-
-/** The median of claimTimes: one claim's typical cost. */
-export async function timeClaims(url: string, samples: number, batch: number): Promise<number> {
-  return median(await claimTimes(url, samples, batch));
 }
 
 /**

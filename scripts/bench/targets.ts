@@ -1,4 +1,5 @@
-import type { BenchResults, TargetResult } from './results.ts';
+import type { TargetResult } from './context.ts';
+import type { BenchResults } from './results.ts';
 import { round } from './lib/stats.ts';
 import { PEERS } from './peers/guarantees.ts';
 

@@ -1,11 +1,10 @@
 import { startOtlpReceiver, type OtlpReceiver } from '../lib/otlp-receiver.ts';
 import { withClient } from '../lib/postgres.ts';
 import { apiBookings, startApi, type ApiFixture } from './api.ts';
-import { PREPARED_CONNECTIONS, type BenchContext } from './context.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type PartOf } from './context.ts';
 import { oursDrain } from './ours.ts';
 import { repeatEach, round, type Repeated } from './lib/stats.ts';
 import { storeTraceContext } from './lib/outbox.ts';
-import type { BenchResults, TracingMode, TracingResults } from './results.ts';
 
 /*
  * What tracing costs (docs/observability.md, docs/performance.md): the API's POST /bookings and the
@@ -22,7 +21,15 @@ import type { BenchResults, TracingMode, TracingResults } from './results.ts';
  * 00 for "sampled 0", 01 for "exported", none for "off"): its handling continues that trace.
  */
 
-const TRACING_MODES = ['off', 'sampled0', 'exported'] as const satisfies readonly TracingMode[];
+/** What tracing costs the API and the drain: off, sampled at 0, every trace exported. */
+export const tracingSection = {
+  name: 'tracing',
+  markdown: [{ place: 9.1, render: renderTracing }],
+  run: async (ctx: BenchContext) => ({ tracing: await measureTracing(ctx) }),
+};
+
+const TRACING_MODES = ['off', 'sampled0', 'exported'] as const;
+type TracingMode = (typeof TRACING_MODES)[number];
 
 function tracingEnv(mode: TracingMode, sink: OtlpReceiver): Record<string, string> {
   if (mode === 'off') return {};
@@ -41,7 +48,7 @@ async function storeContext(url: string, mode: TracingMode): Promise<void> {
 }
 
 /** POST /bookings at PREPARED_CONNECTIONS and the no-op drain ×1, each in every mode, runs interleaved. */
-export async function measureTracing({ P, server, log }: BenchContext): Promise<TracingResults> {
+async function measureTracing({ P, server, log }: BenchContext) {
   const connections = PREPARED_CONNECTIONS;
   const freshDatabase = (name: string) => server.createDatabase(name, server.ourTemplate);
   // Counting only: the exporters post http/protobuf, and a section's worth of spans is not kept.
@@ -88,8 +95,10 @@ export async function measureTracing({ P, server, log }: BenchContext): Promise<
       connections,
       api: a,
       drain: d,
+      // Medians, each over off.
       apiRatio: overOff(a, 'rps'),
       drainRatio: overOff(d, 'perSecond'),
+      // What the receiver got over the whole section (requests, MiB).
       exported: { requests: sink.requests(), mib: round(sink.bytes() / 2 ** 20, 1) },
     };
   } finally {
@@ -99,7 +108,8 @@ export async function measureTracing({ P, server, log }: BenchContext): Promise<
 }
 
 /** The section of bench-results.md. */
-export function renderTracing({ tracing: t }: BenchResults): string[] {
+function renderTracing(r: PartOf<typeof tracingSection>): string[] {
+  const t = r.tracing;
   if (!t) return [];
   const mm = (r: Repeated<Record<string, number>>, k: string) => `${r.median[k]!.toLocaleString('en-US')}`;
   const runs = (r: Repeated<Record<string, number>>, k: string) => r.runs.map((v) => v[k]!.toLocaleString('en-US')).join(', ');

@@ -1,4 +1,4 @@
-import type { TargetResult } from '../results.ts';
+import type { TargetResult } from '../context.ts';
 import type { Compared, Repeated } from './stats.ts';
 import { GUARANTEES } from '../peers/guarantees.ts';
 

@@ -77,7 +77,7 @@ const onceProcesses = (url: string, parallel: number, markDirPath: string) =>
  * order as ours) a queue of its own per key, as graphile-worker's docs order jobs: its jobs run one
  * at a time, in order. The key as our messages have it: unique per message, time-ordered.
  */
-export const graphileQueueName = (keyed: boolean) =>
+const graphileQueueName = (keyed: boolean) =>
   keyed ? `lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '-' || gen_random_uuid()` : 'null';
 
 /** `$1` no-op jobs in one add_jobs call, graphile-worker's bulk insert (add_job per row takes a minute for 20,000). */
@@ -182,9 +182,10 @@ export function summarizeGraphileTrace(file: string, committedAt: number): strin
 /**
  * graphile-worker as its latency test runs it: an in-process runner, concurrency 1, default
  * settings (woken by LISTEN/NOTIFY), one task `latency` that passes each job's `{ id }` to
- * `arrived`. The latency section's and the held snapshot's.
+ * `arrived`; `insert` adds a job on the caller's transaction, `keyed`: in a queue of its own key
+ * (the same guarantee of order as ours). The latency section's and the held snapshot's.
  */
-export async function startGraphileLatencyRunner(url: string, arrived: (id: number) => void) {
+export async function startGraphileLatencyRunner(url: string, arrived: (id: number) => void, keyed = false) {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
@@ -195,8 +196,13 @@ export async function startGraphileLatencyRunner(url: string, arrived: (id: numb
     logger: silent,
     taskList: { latency: async (payload) => arrived((payload as { id: number }).id) },
   });
+  const queue = graphileQueueName(keyed);
   return {
     pool,
+    queue,
+    insert: async (client: pg.Client, id: number) => {
+      await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${queue})`, [id]);
+    },
     async stop() {
       await runner.stop();
       await pool.end();
@@ -210,23 +216,16 @@ export async function startGraphileLatencyRunner(url: string, arrived: (id: numb
  */
 export async function graphileLatency(url: string, samples: number, keyed = false) {
   const probe = new LatencyProbe();
-  const runner = await startGraphileLatencyRunner(url, (id) => probe.arrived(id));
-  const { pool } = runner;
+  const runner = await startGraphileLatencyRunner(url, (id) => probe.arrived(id), keyed);
+  const { pool, queue } = runner;
   try {
-    const queue = graphileQueueName(keyed);
     await pool.query(`select graphile_worker.add_job('latency', json_build_object('id', -i), ${queue}) from generate_series(1, 100) i`);
     for (let i = 0; i < 500; i++) {
       const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from graphile_worker._private_jobs`);
       if (rows[0]?.n === 0) break;
       await sleep(20);
     }
-    return await probe.run({
-      url,
-      samples,
-      insert: async (client, id) => {
-        await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${queue})`, [id]);
-      },
-    });
+    return await probe.run({ url, samples, insert: runner.insert });
   } finally {
     await runner.stop();
   }

@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { PgBoss, type Queue } from 'pg-boss';
 import type pg from 'pg';
+import { uuidV7 } from '../../../src/db/uuid-v7.ts';
 import { withClient } from '../../lib/postgres.ts';
 import { LatencyProbe } from '../lib/latency.ts';
 import { nowMs } from '../lib/marks.ts';
@@ -36,15 +36,8 @@ export const pgBossLabel = (c: PgBossConfig) =>
 export const queueOptions = (c: Pick<PgBossConfig, 'keyed'>): Omit<Queue, 'name'> =>
   c.keyed ? { policy: 'key_strict_fifo', notify: true, deleteAfterSeconds: RETENTION_SECONDS } : { policy: 'standard', notify: true };
 
-/** One job as the configuration sends it: keyed ones carry their message's key. */
+/** One job as the configuration sends it: keyed ones carry their message's key, time-ordered as ours are (ADR 0018). */
 export const jobOf = (c: Pick<PgBossConfig, 'keyed'>, data: object) => (c.keyed ? { data, singletonKey: uuidV7() } : { data });
-
-/** A time-ordered unique key, as our messages' keys are (outbox_uuid_v7, ADR 0018). */
-function uuidV7(): string {
-  const hex = Date.now().toString(16).padStart(12, '0');
-  const rest = randomUUID().replaceAll('-', '').slice(12);
-  return `${hex.slice(0, 8)}-${hex.slice(8)}-7${rest.slice(1, 4)}-${rest.slice(4, 8)}-${rest.slice(8, 20)}`;
-}
 
 /** One work() with `cfg.workers` local fetch loops on `name`, each fetching up to `cfg.batchSize` jobs. */
 export async function workAll(boss: PgBoss, name: string, cfg: PgBossConfig, pollSeconds: number, handler: () => Promise<void>) {

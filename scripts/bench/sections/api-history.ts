@@ -4,11 +4,12 @@ import { apiBookings, startApi, type ApiFixture } from '../api.ts';
 import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
-import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
-import type { ApiLat, BenchResults } from '../results.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type PartOf } from '../context.ts';
+
+type ApiLat = { rps: number; p50: number; p99: number };
 
 /** POST /bookings on an empty bookings table and on one holding a long history of past stays. */
-export const apiHistorySection: BenchSection = {
+export const apiHistorySection = {
   name: 'api-history',
   markdown: [{ place: 12, render: apiHistoryMarkdown }],
   async run(ctx: BenchContext) {
@@ -68,7 +69,7 @@ async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, 
   return result;
 }
 
-function apiHistoryMarkdown(r: BenchResults): string[] {
+function apiHistoryMarkdown(r: PartOf<typeof apiHistorySection>): string[] {
   if (!r.apiHistory) return [];
   const ah = r.apiHistory;
   const L = [

@@ -1,27 +1,28 @@
-import { apiBookings, POOLED_SERVER_CONNECTIONS, startApi, startPooledApi, type ApiFixture } from '../api.ts';
-import { pgbenchBookings } from '../api-pgbench.ts';
-import { mm, targetLines, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
-import { PREPARED_CONNECTIONS, type BenchContext, type BenchSection } from '../context.ts';
-import type { BenchResults } from '../results.ts';
-import { conflicts, conflictsMarkdown } from './conflicts.ts';
-import { outboxCost, outboxCostMarkdown } from './outbox-cost.ts';
+import { apiBookings, apiConflicts, POOLED_SERVER_CONNECTIONS, startApi, startPooledApi, type ApiFixture } from '../api.ts';
+import { pgbenchBookings, type OutboxVariant } from '../api-pgbench.ts';
+import type { PgbenchMode } from '../lib/pgbench.ts';
+import { mm, n, targetLines, x } from '../lib/markdown.ts';
+import { interleaved, repeatOf, round } from '../lib/stats.ts';
+import { PREPARED_CONNECTIONS, type BenchContext, type ReportPart, type PartOf } from '../context.ts';
 
 type Rps = { rps: number; p99: number };
 type Tps = { tps: number; p99: number };
+
+// Declared, not inferred: comparing the three parts' types would read apiSection's type while it is inferred.
+const API_PARTS: ReportPart[] = [
+  { place: 3, render: apiMarkdown },
+  { place: 4, render: outboxCostMarkdown },
+  { place: 7, render: conflictsMarkdown },
+];
 
 /**
  * The booking write path: POST /bookings against pgbench running the same SQL, directly and
  * through PgBouncer; then, on the same API, what the outbox costs a booking and bookings of the
  * same dates in contention.
  */
-export const apiSection: BenchSection = {
+export const apiSection = {
   name: 'api',
-  markdown: [
-    { place: 3, render: apiMarkdown },
-    { place: 4, render: outboxCostMarkdown },
-    { place: 7, render: conflictsMarkdown },
-  ],
+  markdown: API_PARTS,
   async run(ctx: BenchContext) {
     const { P, server, log } = ctx;
     const sizes = { guests: P.apiGuests, properties: P.apiProperties };
@@ -46,11 +47,7 @@ export const apiSection: BenchSection = {
 };
 
 /** POST /bookings at each connection count, beside it through PgBouncer and pgbench (-M extended, and -M prepared at 8). */
-async function writePath(
-  { P, log, pgbench }: BenchContext,
-  fixture: ApiFixture,
-  pooledFixture: ApiFixture | undefined,
-): Promise<NonNullable<BenchResults['api']>> {
+async function writePath({ P, log, pgbench }: BenchContext, fixture: ApiFixture, pooledFixture: ApiFixture | undefined) {
   const runs = new Map(P.connections.map((c) => [c, { api: [] as Rps[], pooled: [] as Rps[], pgbench: [] as Tps[] }]));
   const prepared: Tps[] = [];
   const non201 = { direct: 0, pooled: 0 };
@@ -104,7 +101,7 @@ async function writePath(
   return { byConnections, non201: non201.direct, prepared: preparedResult, pooled };
 }
 
-function apiMarkdown(r: BenchResults): string[] {
+function apiMarkdown(r: PartOf<typeof apiSection>): string[] {
   if (!r.api) return [];
   const p = r.params;
   const L = [`## 3. The booking write path: API vs pgbench on the same SQL (${p.httpSeconds} s / ${p.pgbenchSeconds} s per run)`, ''];
@@ -129,4 +126,125 @@ function apiMarkdown(r: BenchResults): string[] {
     );
   }
   return L;
+}
+
+/**
+ * What the outbox costs a booking (part of the api section): pgbench runs the booking transaction
+ * with and without the outbox insert + pg_notify, and two diagnostic variants (which part of the
+ * outbox costs what: the row, or the NOTIFY at COMMIT). Null without pgbench.
+ *
+ * Each statement is parsed and planned every time (pgbench -M extended), as the API sends it
+ * behind a transaction-mode pooler; the with/without pair runs again prepared (-M prepared), as
+ * the API sends it straight to PostgreSQL (src/db/prepared.ts: named, planned once a connection).
+ * Planning the outbox insert into a partitioned table is part of the first figure, not the second.
+ */
+async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture) {
+  if (!pgbench) return null;
+  const c = P.outboxCostClients;
+  const variant =
+    (v: OutboxVariant, mode: PgbenchMode = 'extended') =>
+    async (): Promise<Tps> => {
+      const { tps, p99 } = await pgbenchBookings(fixture, P, c, { variant: v, mode });
+      return { tps, p99 };
+    };
+  const m = await interleaved<Record<'w' | 'wo' | 'nn' | 'na' | 'wp' | 'wop', Tps>>(
+    P.runs,
+    {
+      w: variant('notify-after-commit'),
+      wo: variant('none'),
+      nn: variant('no-notify'),
+      na: variant('in-transaction'),
+      wp: variant('notify-after-commit', 'prepared'),
+      wop: variant('none', 'prepared'),
+    },
+    { after: (k, t) => log(`   outbox cost, ${COST_LABELS[k]}: ${t.tps} tps`) },
+  );
+  const ratio = round(m.w.median.tps / m.wo.median.tps, 3);
+  const costPercent = (v: typeof m.w) => round(100 * (1 - v.median.tps / m.wo.median.tps), 1);
+  const preparedRatio = round(m.wp.median.tps / m.wop.median.tps, 3);
+  return {
+    clients: c,
+    withOutbox: m.w,
+    withoutOutbox: m.wo,
+    ratio,
+    costPercent: round(100 * (1 - ratio), 1),
+    prepared: { withOutbox: m.wp, withoutOutbox: m.wop, ratio: preparedRatio, costPercent: round(100 * (1 - preparedRatio), 1) },
+    diagnostics: {
+      rowWithoutNotify: m.nn,
+      notifyInTransaction: m.na,
+      rowWithoutNotifyCostPercent: costPercent(m.nn),
+      notifyInTransactionCostPercent: costPercent(m.na),
+    },
+  };
+}
+
+const COST_LABELS = {
+  w: 'with',
+  wo: 'without',
+  nn: 'row without notify',
+  na: 'notify inside the transaction',
+  wp: 'with, prepared',
+  wop: 'without, prepared',
+};
+
+/** Always written: a run without the figures says why. */
+function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
+  const L = ['## 4. What the outbox costs a booking (pgbench, same transaction with and without the outbox insert + pg_notify)', ''];
+  if (!r.outboxCost) return [...L, 'Not measured (pgbench missing or the section failed).', ''];
+  const o = r.outboxCost;
+  const d = o.diagnostics;
+  L.push('| Statements | Clients | with outbox (tps) | without (tps) | with / without | cost |', '|---|---:|---:|---:|---:|---:|');
+  L.push(
+    `| planned each time (-M extended: the API behind a transaction pooler) | ${o.clients} | ${mm(o.withOutbox, 'tps')} | ${mm(o.withoutOutbox, 'tps')} | ${x(o.ratio)} | ${n(o.costPercent, 1)} % |`,
+  );
+  if (o.prepared) {
+    const p = o.prepared;
+    L.push(
+      `| prepared (-M prepared: the API straight to PostgreSQL) | ${o.clients} | ${mm(p.withOutbox, 'tps')} | ${mm(p.withoutOutbox, 'tps')} | ${x(p.ratio)} | ${n(p.costPercent, 1)} % |`,
+    );
+  }
+  L.push('');
+  L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
+  L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
+  L.push(
+    `| outbox row, pg_notify right after COMMIT (what the service does under load) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`,
+  );
+  L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
+  L.push(
+    `| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`,
+    '',
+  );
+  return L;
+}
+
+/** Bookings of the same dates in contention (part of the api section): one winner a round, the rest 409. */
+async function conflicts({ P, log }: BenchContext, fixture: ApiFixture) {
+  const runs = [];
+  for (let r = 0; r < P.runs; r++) {
+    const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
+    runs.push(c);
+    log(
+      `   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`,
+    );
+  }
+  return {
+    connections: P.conflictConnections,
+    // Every figure of a run but the clients' errors (requests that got no answer).
+    runs: repeatOf(runs.map(({ errors: _, ...figures }) => figures)),
+    expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
+  };
+}
+
+function conflictsMarkdown(r: PartOf<typeof apiSection>): string[] {
+  if (!r.conflicts) return [];
+  const c = r.conflicts.runs.median;
+  const rr = r.conflicts.runs;
+  return [
+    `## 7. Conflicts under contention (${r.conflicts.connections} connections, all booking the same dates)`,
+    '',
+    '| req/s | p99 (ms) | 409 share | expected | rounds | 201 | bookings kept | most winners in a round | 5xx | other |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${mm(rr, 'rps')} | ${mm(rr, 'p99', 1)} | ${n(c.share409, 2)} % | ${n(r.conflicts.expectedShare409, 2)} % | ${n(c.rounds)} | ${n(c.created201)} | ${n(c.bookingsKept)} | ${n(rr.max.maxWinnersPerRound)} | ${n(rr.max.server5xx)} | ${n(rr.max.other)} |`,
+    '',
+  ];
 }

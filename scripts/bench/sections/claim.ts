@@ -1,11 +1,10 @@
 import { n, x } from '../lib/markdown.ts';
-import { repeat } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
-import { explainClaim, prepareClaimTables, timeClaims } from '../ours.ts';
-import type { BenchResults } from '../results.ts';
+import { median, repeat } from '../lib/stats.ts';
+import type { BenchContext, PartOf } from '../context.ts';
+import { claimTimes, explainClaim, prepareClaimTables } from '../ours.ts';
 
 /** Our claim on an outbox without history and on one holding a DONE history. */
-export const claimSection: BenchSection = {
+export const claimSection = {
   name: 'claim',
   markdown: [{ place: 5, render: claimMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
@@ -14,8 +13,9 @@ export const claimSection: BenchSection = {
     log(`   filling: ${P.claimPending} PENDING each, ${P.claimDone} DONE in the second`);
     await prepareClaimTables(emptyUrl, historyUrl, P.claimPending, P.claimDone);
     const runs = await repeat(P.runs, async () => {
-      const emptyMs = await timeClaims(emptyUrl, P.claimSamples, P.claimBatch);
-      const withHistoryMs = await timeClaims(historyUrl, P.claimSamples, P.claimBatch);
+      // The median claim of each: one claim's typical cost.
+      const emptyMs = median(await claimTimes(emptyUrl, P.claimSamples, P.claimBatch));
+      const withHistoryMs = median(await claimTimes(historyUrl, P.claimSamples, P.claimBatch));
       log(`   claim: ${emptyMs.toFixed(3)} ms empty, ${withHistoryMs.toFixed(3)} ms with history`);
       return { emptyMs, withHistoryMs, ratio: withHistoryMs / emptyMs };
     });
@@ -23,7 +23,7 @@ export const claimSection: BenchSection = {
   },
 };
 
-function claimMarkdown(r: BenchResults): string[] {
+function claimMarkdown(r: PartOf<typeof claimSection>): string[] {
   if (!r.claim) return [];
   const p = r.params;
   const c = r.claim.runs.median;

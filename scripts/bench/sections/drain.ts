@@ -2,15 +2,14 @@ import { drainFloor } from '../floors.ts';
 import { comparedTables, n, targetLines, x } from '../lib/markdown.ts';
 import { recorder } from '../lib/recorder.ts';
 import { compareConfigs, round } from '../lib/stats.ts';
-import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type PartOf, type Drain } from '../context.ts';
 import { oursDrain } from '../ours.ts';
 import { graphileDrain, graphileRunDrain } from '../peers/graphile.ts';
 import { PEERS } from '../peers/guarantees.ts';
 import { pgBossDrain, pgBossLabel } from '../peers/pgboss.ts';
-import type { BenchResults, Drain } from '../results.ts';
 
 /** A backlog committed before the clock starts, drained by ours, the floors and each peer's configurations. */
-export const drainSection: BenchSection = {
+export const drainSection = {
   name: 'drain',
   markdown: [{ place: 1, render: drainMarkdown }],
   async run(ctx: BenchContext) {
@@ -65,7 +64,7 @@ async function peerDrains({ P, freshGraphile, freshPgBoss }: BenchContext, rec: 
   }
 }
 
-function drainMarkdown(r: BenchResults): string[] {
+function drainMarkdown(r: PartOf<typeof drainSection>): string[] {
   if (!r.drain) return [];
   const d = r.drain;
   const L: string[] = [];

@@ -4,13 +4,12 @@ import { RELAY_HANDLER } from '../../../src/events/relay.ts';
 import { SUBSCRIPTIONS } from '../../../src/messages/subscriptions.ts';
 import { startApi, type ApiFixture } from '../api.ts';
 import { pgbenchBookings } from '../api-pgbench.ts';
-import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { newestRowIndexEntries } from '../lib/outbox.ts';
 import { mm, n, x } from '../lib/markdown.ts';
 import { repeatOf, round } from '../lib/stats.ts';
-import { inspectWal, walLsn, walOfDatabaseSince } from '../lib/wal.ts';
+import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
-import type { BenchResults, FanoutDrain, HotPathRun } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -21,34 +20,21 @@ import { withClient } from '../../lib/postgres.ts';
  * (the real worker: handler runs per second, WAL per handler run). ADR 0048 decides on them.
  */
 
-type Fanout = NonNullable<BenchResults['fanout']>;
+/** A pgbench run of the booking transaction, with the WAL it wrote per transaction. */
+type HotPathRun = { tps: number; p99: number; walBytesPerTransaction: number };
+/** A drain counted in effects (handler runs), with the WAL from the first insert through the last DONE per effect. */
+type FanoutDrain = { effectsPerSecond: number; seconds: number; walBytesPerEffect: number };
 
 /** booking.created's handlers, in the order of subscriptions.ts, then the events relay: the first K are a booking's K rows. */
 const BOOKING_CREATED_HANDLERS = [...SUBSCRIPTIONS.filter((s) => s.topic === 'booking.created').map((s) => s.name), RELAY_HANDLER];
 
-export const fanoutSection: BenchSection = {
+export const fanoutSection = {
   name: 'fanout',
   markdown: [{ place: 4.5, render: fanoutMarkdown }],
   async run(ctx: BenchContext) {
-    const fanout: Fanout = { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) };
-    return { fanout };
+    return { fanout: { handlers: ctx.P.fanoutHandlers, hotPath: await hotPath(ctx), drain: await drain(ctx) } };
   },
 };
-
-/**
- * `fn`, and the WAL the database at `url` wrote while it ran (lib/wal.ts: the other databases'
- * autovacuum left out). After a CHECKPOINT: every run starts with the same full-page writes
- * ahead of it, rather than a checkpoint landing in whichever run it falls on.
- */
-async function walAround<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; walBytes: number }> {
-  return withClient(url, async (c) => {
-    await inspectWal(c);
-    await c.query('checkpoint');
-    const from = await walLsn(c);
-    const result = await fn();
-    return { result, walBytes: await walOfDatabaseSince(c, from) };
-  });
-}
 
 /** The booking transaction's variants: no outbox row, today's one row, and K rows for each K. */
 function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOutTo: readonly string[] | null }[] {
@@ -60,7 +46,7 @@ function hotPathVariants(handlers: number[]): { key: string; rows: number; fanOu
 }
 
 /** pgbench's booking transaction in each variant, interleaved (A B C … A B C …), on a database of its own. */
-async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
+async function hotPath(ctx: BenchContext) {
   const { P, server, log, pgbench } = ctx;
   if (!pgbench) return null;
   const logDir = path.join(server.dir, 'fanout');
@@ -79,10 +65,10 @@ async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
   const c = P.outboxCostClients;
   for (let r = 0; r < P.fanoutRuns; r++) {
     for (const v of variants) {
-      const { result, walBytes } = await walAround(fixture.url, () =>
+      const { result, wal } = await walAround(fixture.url, () =>
         pgbenchBookings(fixture, P, c, { variant: v.fanOutTo ? undefined : 'none', fanOutTo: v.fanOutTo ?? [] }),
       );
-      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: walBytes / result.transactions });
+      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: wal.bytes / result.transactions });
       if (r === 0) {
         // The newest outbox row is one of this variant's (none writes no row: nothing to count).
         const newest = v.rows > 0 ? await withClient(fixture.url, newestRowIndexEntries) : null;
@@ -110,7 +96,7 @@ async function hotPath(ctx: BenchContext): Promise<Fanout['hotPath']> {
  * interleaved. WAL of the drain's database from before the backlog's insert to the last DONE (the
  * worker's start included, the same for both).
  */
-async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
+async function drain(ctx: BenchContext) {
   const { P, log, freshOurs } = ctx;
   const M = P.fanoutMessages;
   const runs = new Map<number, { perMessage: FanoutDrain[]; perSubscription: FanoutDrain[] }>(
@@ -118,10 +104,10 @@ async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
   );
   const measure = async (rows: number, effects: number, topic: string, env: Record<string, string>): Promise<FanoutDrain> => {
     const url = await freshOurs();
-    const { result, walBytes } = await walAround(url, () =>
+    const { result, wal } = await walAround(url, () =>
       oursDrain(url, { topic, count: rows, processes: 1, env: { ...OURS_THROUGHPUT, ...env } }),
     );
-    return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: walBytes / effects };
+    return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: wal.bytes / effects };
   };
   for (let r = 0; r < P.fanoutRuns; r++) {
     for (const k of P.fanoutHandlers) {
@@ -152,7 +138,7 @@ async function drain(ctx: BenchContext): Promise<Fanout['drain']> {
 }
 
 /** Always written: a run without the figures says why. */
-function fanoutMarkdown(r: BenchResults): string[] {
+function fanoutMarkdown(r: PartOf<typeof fanoutSection>): string[] {
   const L = ['## 4b. One outbox row per message, or one per subscription (fan-out at enqueue; ADR 0048)', ''];
   const f = r.fanout;
   if (!f) return [...L, 'Not measured (the section failed or was left out).', ''];

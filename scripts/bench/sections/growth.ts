@@ -1,13 +1,12 @@
 import { addPending } from '../history.ts';
 import { mm, n } from '../lib/markdown.ts';
-import { repeatOf } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
-import { timeClaims } from '../ours.ts';
-import type { BenchResults, Drain } from '../results.ts';
+import { median, repeatOf } from '../lib/stats.ts';
+import type { BenchContext, PartOf, Drain } from '../context.ts';
+import { claimTimes } from '../ours.ts';
 import { drainOurs } from './purge.ts';
 
 /** Our drain (throughput settings) and claim on outboxes holding a DONE history of each size. */
-export const growthSection: BenchSection = {
+export const growthSection = {
   name: 'growth',
   markdown: [{ place: 11, render: growthMarkdown }],
   async run({ P, log, history: clones }: BenchContext) {
@@ -17,7 +16,7 @@ export const growthSection: BenchSection = {
       for (const history of P.growthHistories) {
         const ms = await clones.on(history, async (url) => {
           await addPending(url, P.claimPending);
-          return timeClaims(url, P.claimSamples, P.claimBatch);
+          return median(await claimTimes(url, P.claimSamples, P.claimBatch));
         });
         (claims[history] ??= []).push({ ms });
         const line = [];
@@ -42,7 +41,7 @@ export const growthSection: BenchSection = {
   },
 };
 
-function growthMarkdown(r: BenchResults): string[] {
+function growthMarkdown(r: PartOf<typeof growthSection>): string[] {
   if (!r.growth) return [];
   const g = r.growth;
   const p = r.params;

@@ -1,13 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { BenchContext, BenchSection } from '../context.ts';
-import { insertOne } from '../lib/outbox.ts';
+import type { BenchContext, PartOf } from '../context.ts';
 import { startOursInProcess } from '../ours.ts';
 import { n } from '../lib/markdown.ts';
 import { percentile, round } from '../lib/stats.ts';
-import { graphileQueueName, startGraphileLatencyRunner } from '../peers/graphile.ts';
+import { startGraphileLatencyRunner } from '../peers/graphile.ts';
 import { startPgBossLatencyWorker } from '../peers/pgboss.ts';
-import type { BenchResults, HeldSnapshotRun } from '../results.ts';
 
 /*
  * A snapshot held open (a long report, pg_dump, a transaction left idle) while messages arrive at
@@ -21,38 +19,21 @@ import type { BenchResults, HeldSnapshotRun } from '../results.ts';
  * left behind once the load stopped (every message must arrive).
  */
 
-/** What each system's worker looks like to the load: how a message is written, how the worker stops. */
-interface Consumer {
-  insert(client: pg.Client, id: number): Promise<void>;
-  stop(): Promise<void>;
-}
-type StartConsumer = (url: string, arrived: (id: number) => void) => Promise<Consumer>;
-
-const startOurs: StartConsumer = async (url, arrived) => {
-  const worker = await startOursInProcess(url, arrived);
-  return { insert: (client, id) => insertOne(client, 'bench.latency', id, { wakeUp: true }), stop: () => worker.stop() };
-};
-
-/** pg-boss's same-guarantee queue (key_strict_fifo, a key per job), its latency worker (peers/pgboss.ts). */
-const startPgBossKeyed: StartConsumer = (url, arrived) => startPgBossLatencyWorker(url, true, arrived);
-
-/** graphile-worker with a queue per key, its latency runner (peers/graphile.ts), as in the latency section. */
-const startGraphileKeyed: StartConsumer = async (url, arrived) => {
-  const runner = await startGraphileLatencyRunner(url, arrived);
-  return {
-    async insert(client, id) {
-      await client.query(`select graphile_worker.add_job('latency', json_build_object('id', $1::int), ${graphileQueueName(true)})`, [id]);
-    },
-    stop: () => runner.stop(),
-  };
-};
+/**
+ * Each system's worker as the latency section starts it: how a message is written, how the worker
+ * stops. The peers in their same-guarantee configurations (a key per job, a queue per key).
+ */
+type StartConsumer = (
+  url: string,
+  arrived: (id: number) => void,
+) => Promise<{ insert(client: pg.Client, id: number): Promise<void>; stop(): Promise<void> }>;
 
 /** One system under the load, the snapshot held in its middle. */
 async function underHeldSnapshot(
   url: string,
   start: StartConsumer,
   p: { rate: number; beforeMs: number; heldMs: number; afterMs: number },
-): Promise<HeldSnapshotRun> {
+) {
   const committed = new Map<number, number>();
   const latency = new Map<number, number>();
   const t0 = performance.now();
@@ -138,7 +119,7 @@ function phaseLatencies(committed: Map<number, number>, latency: Map<number, num
   };
 }
 
-export const heldSnapshotSection: BenchSection = {
+export const heldSnapshotSection = {
   name: 'held-snapshot',
   markdown: [{ place: 5.5, render: heldSnapshotMarkdown }],
   async run(ctx: BenchContext) {
@@ -150,15 +131,25 @@ export const heldSnapshotSection: BenchSection = {
       afterMs: P.heldAfterSeconds * 1000,
     };
     const systems: { key: string; label: string; fresh: () => Promise<string>; start: StartConsumer }[] = [
-      { key: 'ours', label: 'ours', fresh: ctx.freshOurs, start: startOurs },
-      { key: 'pgBossKeyed', label: 'pg-boss key_strict_fifo (batch 1)', fresh: ctx.freshPgBoss, start: startPgBossKeyed },
-      { key: 'graphileKeyed', label: 'graphile-worker, a queue per key', fresh: ctx.freshGraphile, start: startGraphileKeyed },
+      { key: 'ours', label: 'ours', fresh: ctx.freshOurs, start: startOursInProcess },
+      {
+        key: 'pgBossKeyed',
+        label: 'pg-boss key_strict_fifo (batch 1)',
+        fresh: ctx.freshPgBoss,
+        start: (url, arrived) => startPgBossLatencyWorker(url, true, arrived),
+      },
+      {
+        key: 'graphileKeyed',
+        label: 'graphile-worker, a queue per key',
+        fresh: ctx.freshGraphile,
+        start: (url, arrived) => startGraphileLatencyRunner(url, arrived, true),
+      },
     ];
-    const out: NonNullable<BenchResults['heldSnapshot']> = {
+    const out = {
       rate: P.heldRate,
       beforeSeconds: P.heldBeforeSeconds,
       heldSeconds: P.heldSeconds,
-      systems: {},
+      systems: {} as Record<string, { label: string } & Awaited<ReturnType<typeof underHeldSnapshot>>>,
     };
     for (const s of systems) {
       const runFigures = await underHeldSnapshot(await s.fresh(), s.start, phases);
@@ -171,7 +162,7 @@ export const heldSnapshotSection: BenchSection = {
   },
 };
 
-function heldSnapshotMarkdown(r: BenchResults): string[] {
+function heldSnapshotMarkdown(r: PartOf<typeof heldSnapshotSection>): string[] {
   const L = ['## 5b. A snapshot held open while messages arrive', ''];
   const h = r.heldSnapshot;
   if (!h) return [...L, 'Not measured (the section failed or was left out).', ''];

@@ -1,11 +1,10 @@
 import { mm, n, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf, Drain } from '../context.ts';
 import { oursDrain } from '../ours.ts';
-import type { BenchResults, Drain } from '../results.ts';
 
 /** Our drain when each handler waits on I/O (sleeps), at several process counts. */
-export const ioSection: BenchSection = {
+export const ioSection = {
   name: 'io',
   markdown: [{ place: 6, render: ioMarkdown }],
   async run({ P, log, freshOurs }: BenchContext) {
@@ -27,7 +26,7 @@ export const ioSection: BenchSection = {
   },
 };
 
-function ioMarkdown(r: BenchResults): string[] {
+function ioMarkdown(r: PartOf<typeof ioSection>): string[] {
   if (!r.io) return [];
   const p = r.params;
   const L = [`## 6. Scaling when handlers wait on I/O (${n(p.ioMessages)} messages, handler sleeps ${p.ioSleepMs} ms)`, ''];

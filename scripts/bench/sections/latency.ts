@@ -1,15 +1,16 @@
 import { latencyFloor } from '../floors.ts';
 import { mm, targetLines, x } from '../lib/markdown.ts';
 import { interleaved, round } from '../lib/stats.ts';
-import type { BenchContext, BenchSection } from '../context.ts';
+import type { BenchContext, PartOf } from '../context.ts';
 import { oursLatency } from '../ours.ts';
 import { graphileLatency } from '../peers/graphile.ts';
 import { PEERS } from '../peers/guarantees.ts';
 import { pgBossLatency } from '../peers/pgboss.ts';
-import type { BenchResults, Lat } from '../results.ts';
+
+type Lat = Awaited<ReturnType<typeof oursLatency>>;
 
 /** Commit → handler on an idle worker of each system, and the bare LISTEN/NOTIFY round trip. */
-export const latencySection: BenchSection = {
+export const latencySection = {
   name: 'latency',
   markdown: [{ place: 2, render: latencyMarkdown }],
   async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
@@ -39,7 +40,7 @@ export const latencySection: BenchSection = {
   },
 };
 
-function latencyMarkdown(r: BenchResults): string[] {
+function latencyMarkdown(r: PartOf<typeof latencySection>): string[] {
   if (!r.latency) return [];
   const l = r.latency;
   const p = r.params;

@@ -1,12 +1,11 @@
-import { OURS_THROUGHPUT, type BenchContext, type BenchSection } from '../context.ts';
+import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { mm, n } from '../lib/markdown.ts';
 import { repeatOf } from '../lib/stats.ts';
-import { inspectWal, walLsn, walRecordsOfDatabaseSince } from '../lib/wal.ts';
+import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import { graphileRunDrain } from '../peers/graphile.ts';
 import { pgBossDrain } from '../peers/pgboss.ts';
 import { applyStorageCandidates, STORAGE_CANDIDATES } from '../lib/outbox.ts';
-import type { BenchResults, WalPerMessage } from '../results.ts';
 import { withClient } from '../../lib/postgres.ts';
 
 /*
@@ -20,7 +19,8 @@ import { withClient } from '../../lib/postgres.ts';
  * writes per message is what the lean storage is to reach (docs/performance.md, 4c).
  */
 
-type Wal = NonNullable<BenchResults['wal']>;
+/** One system's insert-to-completion writes, per message. */
+type WalPerMessage = { walBytes: number; indexEntries: number; records: number };
 
 interface WalSystem {
   key: string;
@@ -85,7 +85,7 @@ function systems(ctx: BenchContext): WalSystem[] {
   ];
 }
 
-export const walSection: BenchSection = {
+export const walSection = {
   name: 'wal',
   markdown: [{ place: 4.6, render: walMarkdown }],
   async run(ctx: BenchContext) {
@@ -98,23 +98,16 @@ export const walSection: BenchSection = {
       for (const s of all) {
         const url = await (s.key.startsWith('ours') ? fresh.ours : s.key.startsWith('pgBoss') ? fresh.pgBoss : fresh.graphile)();
         await s.prepare?.(url);
-        const wal = await withClient(url, async (c) => {
-          await inspectWal(c);
-          await c.query('checkpoint');
-          const from = await walLsn(c);
-          await s.drain(url, M, r);
-          return walRecordsOfDatabaseSince(c, from);
-        });
+        const { wal } = await walAround(url, () => s.drain(url, M, r));
         runs[s.key]!.push({ walBytes: wal.bytes / M, indexEntries: wal.btreeEntries / M, records: wal.records / M });
         log(`   wal ${s.key}: ${Math.round(wal.bytes / M)} B, ${(wal.btreeEntries / M).toFixed(1)} index entries a message`);
       }
     }
-    const wal: Wal = { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) };
-    return { wal };
+    return { wal: { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) } };
   },
 };
 
-function walMarkdown(r: BenchResults): string[] {
+function walMarkdown(r: PartOf<typeof walSection>): string[] {
   const L = ['## 4c. What a message writes, insert to completion (WAL and index entries)', ''];
   const w = r.wal;
   if (!w) return [...L, 'Not measured (the section failed or was left out).', ''];
