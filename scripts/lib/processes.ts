@@ -135,6 +135,9 @@ export function startNodeProcess(spec: NodeProcessSpec): NodeProcess {
   const waiting = new Set<() => void>();
   if (!spec.inherit) {
     const log = spec.logFile ? createWriteStream(spec.logFile, { flags: 'a' }) : undefined;
+    // The file opens in the background: a folder removed meanwhile (a run's end) loses the log,
+    // not the process that started the child (an unhandled 'error' would end it).
+    log?.on('error', (err) => process.stderr.write(`${spec.entry}: its log ${spec.logFile} cannot be written: ${err.message}\n`));
     log?.write(`--- ${new Date().toISOString()} ${spec.entry} pid ${child.pid}\n`);
     for (const stream of [child.stdout!, child.stderr!]) {
       readline.createInterface({ input: stream }).on('line', (line) => {
