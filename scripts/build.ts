@@ -26,8 +26,9 @@ export interface CompileOptions {
 }
 
 /**
- * tsc with tsconfig.build.json (src/) into `outDir`, emptied first (no stale file of a deleted module survives), then the files
- * the code reads at run time beside the JavaScript. Returns tsc's exit code.
+ * tsc with tsconfig.build.json (src/) into `outDir`, emptied first (no stale file of a deleted
+ * module survives), then the files the code reads at run time beside the JavaScript. Returns
+ * tsc's exit code.
  */
 export async function compileTree({ outDir, typeCheck = true }: CompileOptions): Promise<number> {
   rmSync(outDir, { recursive: true, force: true });
