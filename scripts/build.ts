@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,8 @@ export interface CompileOptions {
   outDir: string;
   /** false: emit only (`--noCheck`), for a tree whose types `npm run typecheck` checks anyway. */
   typeCheck?: boolean;
+  /** Entries outside src/ compiled beside it, from the repository root (the test run's bench worker). */
+  alsoCompile?: readonly string[];
 }
 
 /**
@@ -30,9 +32,18 @@ export interface CompileOptions {
  * module survives), then the files the code reads at run time beside the JavaScript. Returns
  * tsc's exit code.
  */
-export async function compileTree({ outDir, typeCheck = true }: CompileOptions): Promise<number> {
+export async function compileTree({ outDir, typeCheck = true, alsoCompile = [] }: CompileOptions): Promise<number> {
   rmSync(outDir, { recursive: true, force: true });
-  const args = [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir, ...(typeCheck ? [] : ['--noCheck'])];
+  let project = path.join(root, 'tsconfig.build.json');
+  if (alsoCompile.length > 0) {
+    // The build's own settings with a longer list of inputs: a project file of its own, beside the tree.
+    project = `${outDir}.tsconfig.json`;
+    const include = ['src', ...alsoCompile].map((entry) => path.join(root, entry));
+    // Types are looked up from the project file's folder: pointed back at the checkout's.
+    const compilerOptions = { typeRoots: [path.join(root, 'node_modules', '@types')] };
+    writeFileSync(project, JSON.stringify({ extends: path.join(root, 'tsconfig.build.json'), compilerOptions, include }));
+  }
+  const args = [tsc, '-p', project, '--outDir', outDir, ...(typeCheck ? [] : ['--noCheck'])];
   const compiled = spawn(process.execPath, args, { stdio: 'inherit' });
   const status = await new Promise<number>((resolve, reject) => {
     compiled.once('error', reject);

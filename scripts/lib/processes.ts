@@ -56,18 +56,36 @@ export function runProcess(
 /** Names the tree of this checkout compiled to JavaScript by the test run (test/helpers/global-setup.ts). */
 export const COMPILED_TREE_ENV = 'STAYHUB_COMPILED_TREE';
 
+/** The test run's compiled tree, for a child given an environment of its own, so that its children start from it too. */
+export const compiledTreeEnv = (): NodeJS.ProcessEnv => {
+  const tree = process.env[COMPILED_TREE_ENV];
+  return tree === undefined ? {} : { [COMPILED_TREE_ENV]: tree };
+};
+
+/**
+ * The entries outside src/ that the test run compiles with it and starts compiled: the product's
+ * worker with a few handlers more (the bench's; the tests' slow, failing and relaying ones), which
+ * read nothing around them but their environment. The scripts' own entries stay on tsx: they read
+ * the checkout around them (its var/, its git, files beside them).
+ */
+export const COMPILED_WORKER_ENTRIES = [
+  'scripts/bench/bench-worker.ts',
+  'test/helpers/worker-entry.ts',
+  'test/helpers/events-worker-entry.ts',
+] as const;
+
 /**
  * The node arguments that run one of our entry points (`script`, from the repository root) as a
  * child: `--import tsx <script>` as its npm script does (node itself, so a signal reaches it; npx
- * tsx would leave it behind). Under the test run, a command of the product's (src/) runs from the
- * compiled tree instead, as the production image runs it: tsx costs a child about 0.6 CPU-s more to
- * start, and the suite starts over a hundred. The scripts' own entries stay on tsx: they read the
- * checkout around them (its var/, its git, files beside them).
+ * tsx would leave it behind). Under the test run, a command of the product's (src/) or one of
+ * COMPILED_WORKER_ENTRIES runs from the compiled tree instead, as the production image runs it:
+ * tsx costs a child about 0.6 CPU-s more to start, and the suite starts over a hundred.
  */
 export function entryArgs(script: string, ...args: string[]): string[] {
   const fromRoot = path.relative(ROOT, path.resolve(ROOT, script));
   const tree = process.env[COMPILED_TREE_ENV];
-  if (tree && fromRoot.startsWith(`src${path.sep}`)) return [path.join(tree, fromRoot.replace(/\.ts$/, '.js')), ...args];
+  const compiled = fromRoot.startsWith(`src${path.sep}`) || (COMPILED_WORKER_ENTRIES as readonly string[]).includes(fromRoot);
+  if (tree && compiled) return [path.join(tree, fromRoot.replace(/\.ts$/, '.js')), ...args];
   return ['--import', 'tsx', path.resolve(ROOT, script), ...args];
 }
 

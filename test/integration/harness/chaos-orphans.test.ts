@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { natsServerAvailable } from '../../../scripts/chaos/events/nats-cluster.ts';
 import { lifelineEnv } from '../../../src/process/lifeline.ts';
+import { compiledTreeEnv } from '../../../scripts/lib/processes.ts';
 import { commandOf, descendants, isRunning, killLeftovers, lineMatching, ROOT } from '../../helpers/npm-run.ts';
 
 /*
@@ -36,7 +37,7 @@ describe('chaos run SIGKILLed', () => {
   it(`leaves none of its processes running after ${GONE_WITHIN_MS / 1000} s`, async () => {
     const run = spawn(process.execPath, ['--import', 'tsx', 'scripts/chaos/run.ts', '--duration', '10', '--seed', '7', '--out', out], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...lifelineEnv() },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...lifelineEnv(), ...compiledTreeEnv() },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     leftovers.push(run.pid!);
@@ -56,8 +57,9 @@ describe('chaos run SIGKILLed', () => {
     if (stage?.includes('stayhub-chaos-')) stages.push(stage);
     // The whole stack was up: the test kills what it means to.
     expect(postgres, commands.join('\n')).toBeDefined();
-    const expected = ['src/commands/api.ts', 'src/commands/drain-outbox.ts', 'scripts/chaos/smtp-sink.ts'];
-    if (natsServerAvailable()) expected.push('nats-server -js', 'src/commands/consume-earnings.ts');
+    // Entries without their extension: .ts through tsx, .js from the test run's compiled tree.
+    const expected = ['src/commands/api.', 'src/commands/drain-outbox.', 'scripts/chaos/smtp-sink.'];
+    if (natsServerAvailable()) expected.push('nats-server -js', 'src/commands/consume-earnings.');
     for (const entry of expected) {
       expect(
         commands.some((c) => c.includes(entry)),

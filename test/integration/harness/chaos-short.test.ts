@@ -9,6 +9,7 @@ import { lifelineEnv } from '../../../src/process/lifeline.ts';
 import { EVENT_CHECKS } from '../../../scripts/chaos/checks.ts';
 import { EVENT_FAULT_KINDS, FAULT_KINDS } from '../../../scripts/chaos/fault-kinds.ts';
 import { hasTool, inCI } from '../../helpers/tools.ts';
+import { compiledTreeEnv } from '../../../scripts/lib/processes.ts';
 
 /*
  * The short chaos variant, as CI runs it (`npm test` in .ci/run): `npm run chaos` for 20 s of load
@@ -49,6 +50,8 @@ function runChaos(): Promise<{ code: number | null; output: string }> {
           PATH: process.env.PATH,
           HOME: process.env.HOME,
           ...(process.env.CI === undefined ? {} : { CI: process.env.CI }),
+          // The test run's compiled tree: the stack's API, workers and consumer start from it.
+          ...compiledTreeEnv(),
           // This test process's lifeline: the run stops its stack if the test run is stopped.
           ...lifelineEnv(),
         },
