@@ -1,9 +1,7 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
-import { execute, run, unnamed } from './executor.ts';
-import { textArray } from './sql.ts';
-import { CLAIM_SQL, CLAIM_STATEMENT, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
-import { applyPlannedSettings, PlannedConnection } from './planned-connection.ts';
+import { CLAIM, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
+import { applyPlannedSettings, explainStatement, PlannedConnection } from './planned-connection.ts';
 
 /*
  * The claim's own connection (a PlannedConnection: src/outbox/planned-connection.ts says what its
@@ -56,37 +54,14 @@ export class ClaimConnection extends PlannedConnection {
 
 /**
  * EXPLAIN of the claim as the worker runs it: the plan cached for the claim statement on `client`
- * (a connection with the claim's session settings: connectClaimClient), executed with these
- * values when `analyze` is set, inside a transaction that is rolled back
- * (nothing is claimed). If the connection has not claimed yet, the statement is prepared under
- * another name, with the same text. For the bench's report and the plan tests.
+ * (a connection with the claim's session settings: connectClaimClient), run with these values
+ * when `analyze` is set and rolled back (explainStatement). For the bench's report and the plan
+ * tests.
  */
-export async function explainClaim(
+export function explainClaim(
   client: pg.ClientBase,
   opts: ClaimOptions,
   how: { analyze?: boolean; buffers?: boolean } = {},
 ): Promise<string> {
-  const own = `${CLAIM_STATEMENT}-explain`;
-  const rows = await run<{ name: string }>(client, unnamed('select name from pg_prepared_statements where name = any($1)'), [
-    [CLAIM_STATEMENT, own],
-  ]);
-  const prepared = new Set(rows.map((r) => r.name));
-  if (!prepared.has(CLAIM_STATEMENT) && !prepared.has(own)) {
-    await execute(client, unnamed(`prepare ${pg.escapeIdentifier(own)}(int, uuid, float8, text[]) as ${CLAIM_SQL}`), []);
-  }
-  const name = pg.escapeIdentifier(prepared.has(CLAIM_STATEMENT) ? CLAIM_STATEMENT : own);
-  const options = ['costs off', how.analyze ? 'analyze' : '', how.buffers ? 'buffers' : ''].filter(Boolean).join(', ');
-  await execute(client, unnamed('begin'), []);
-  try {
-    const plan = await run<Record<string, string>>(
-      client,
-      unnamed(
-        `explain (${options}) execute ${name}(${Number(opts.limit)}, ${pg.escapeLiteral(opts.claimId)}, ${Number(opts.leaseSeconds)}, ${pg.escapeLiteral(textArray(opts.lanes ?? []))})`,
-      ),
-      [],
-    );
-    return plan.map((r) => r['QUERY PLAN']).join('\n');
-  } finally {
-    await execute(client, unnamed('rollback'), []);
-  }
+  return explainStatement(client, CLAIM, [opts.limit, opts.claimId, opts.leaseSeconds, opts.lanes ?? []], how);
 }

@@ -197,7 +197,7 @@ export const CLAIM_SQL = `
 
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
 export const CLAIM_STATEMENT = 'outbox-claim-v9';
-const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
+export const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
 
 export interface ClaimOptions {
   limit: number;

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { guardPool } from '../db/client.ts';
-import { execute, executorOf, run, unnamed } from './executor.ts';
+import { execute, executorOf, run, unnamed, type Statement } from './executor.ts';
+import { textArray } from './sql.ts';
 
 /*
  * The worker's own connections, and why it has them.
@@ -222,3 +223,44 @@ export class PlannedConnection {
     await pool.end();
   }
 }
+
+/**
+ * EXPLAIN of a named statement as `client` runs it: the plan the connection has cached for `s` if
+ * it has sent it, else `s` prepared under a name of its own with the same text, its parameters'
+ * types left to PostgreSQL as node-postgres leaves them. With `analyze` the statement runs, with
+ * `values`, inside a transaction that is rolled back (nothing it writes stays). EXPLAIN EXECUTE
+ * takes no parameters, so the values are written into it as literals (an array as an array
+ * literal, its elements as text), which PostgreSQL converts to the parameters' types. For the
+ * bench's report and the plan tests.
+ */
+export async function explainStatement(
+  client: pg.ClientBase,
+  s: Statement,
+  values: readonly (Scalar | readonly Scalar[])[],
+  how: { analyze?: boolean; buffers?: boolean } = {},
+): Promise<string> {
+  const own = `${s.name}-explain`;
+  const rows = await run<{ name: string }>(client, unnamed('select name from pg_prepared_statements where name = any($1)'), [
+    [s.name, own],
+  ]);
+  const prepared = new Set(rows.map((r) => r.name));
+  if (!prepared.has(s.name) && !prepared.has(own)) await execute(client, unnamed(`prepare ${pg.escapeIdentifier(own)} as ${s.text}`), []);
+  const name = pg.escapeIdentifier(prepared.has(s.name) ? s.name : own);
+  const options = ['costs off', how.analyze ? 'analyze' : '', how.buffers ? 'buffers' : ''].filter(Boolean).join(', ');
+  await execute(client, unnamed('begin'), []);
+  try {
+    const plan = await run<Record<string, string>>(
+      client,
+      unnamed(`explain (${options}) execute ${name}(${values.map(literal).join(', ')})`),
+      [],
+    );
+    return plan.map((r) => r['QUERY PLAN']).join('\n');
+  } finally {
+    await execute(client, unnamed('rollback'), []);
+  }
+}
+
+type Scalar = string | number | null;
+const textOf = (v: Scalar): string | null => (v === null ? null : String(v));
+const literal = (v: Scalar | readonly Scalar[]): string =>
+  v === null ? 'null' : pg.escapeLiteral(typeof v === 'object' ? textArray(v.map(textOf)) : String(v));

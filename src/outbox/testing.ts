@@ -486,6 +486,7 @@ export { CLAIM_SQL, CLAIM_STATEMENT } from './claim.ts';
 export { ClaimConnection } from './claim-connection.ts';
 export {
   applyPlannedSettings,
+  explainStatement,
   PLANNED_SESSION_SETTINGS,
   PLANNED_SET_STATEMENT,
   PlannedConnection,

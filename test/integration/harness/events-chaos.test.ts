@@ -120,8 +120,14 @@ describe.skipIf(skip)('events chaos', () => {
       // And once every message is DONE: a publish stored whose PubAck came too late (a loaded
       // machine, a leader catching up) is published again, and after the deletion that copy
       // would land in the new stream beside the three bookings made after it.
-      await waitFor(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0, 30_000, 'the consumer to catch up');
-      await waitFor(outboxDone, 30_000, 'the relay to publish every message');
+      // Within a minute: a guard against a hang, as the forgeries' 45 s. On a loaded machine a
+      // consumer back from a wiped leader took over 30 s to apply the last events.
+      await waitFor(async () => (await ledgerDifferences(t.db.db, 'earnings')).length === 0, 60_000, 'the consumer to catch up').catch(
+        (e: unknown) => {
+          throw new Error(`${String(e)}\n--- the consumer's log ---\n${events.consumerLogTail()}`);
+        },
+      );
+      await waitFor(outboxDone, 60_000, 'the relay to publish every message');
       const deletion = await events.deleteStream();
       expect(deletion).toMatchObject({ deleted: true, groupBack: true, createdAfter: expect.any(String) });
       expect(deletion.createdAfter).not.toBe(deletion.createdBefore);

@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
-import { claimOn, connectClaimClient, MARK_DONE, markDoneManyOn, PlannedConnection } from '../../../src/outbox/testing.ts';
+import {
+  claimOn,
+  connectClaimClient,
+  explainStatement,
+  MARK_DONE,
+  markDoneManyOn,
+  PlannedConnection,
+} from '../../../src/outbox/testing.ts';
 import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
@@ -30,21 +37,8 @@ beforeEach(async () => {
 });
 
 /** EXPLAIN (ANALYZE when asked, rolled back) of the DONE write for `claims`, as the worker sends it, on `c`. */
-async function explainDone(c: pg.ClientBase, claims: { id: number; claimId: string }[], analyze: boolean): Promise<string> {
-  const ids = `{${claims.map((m) => m.id).join(',')}}`;
-  const tokens = `{${claims.map((m) => m.claimId).join(',')}}`;
-  await c.query('begin');
-  try {
-    await c.query(`prepare done_explained(bigint[], uuid[], text[], timestamptz) as ${MARK_DONE.text}`);
-    const { rows } = await c.query(
-      `explain (costs off${analyze ? ', analyze' : ''}) execute done_explained(${pg.escapeLiteral(ids)}, ${pg.escapeLiteral(tokens)}, array_fill(null::text, array[${claims.length}]), '-infinity')`,
-    );
-    return rows.map((r) => r['QUERY PLAN']).join('\n');
-  } finally {
-    await c.query('rollback');
-    await c.query('deallocate done_explained');
-  }
-}
+const explainDone = (c: pg.ClientBase, claims: { id: number; claimId: string }[], analyze: boolean) =>
+  explainStatement(c, MARK_DONE, [claims.map((m) => m.id), claims.map((m) => m.claimId), claims.map(() => null), '-infinity'], { analyze });
 
 describe('the settle connection', () => {
   it('writes a DONE batch by primary-key probes where the statistics say nothing is PENDING', async () => {
