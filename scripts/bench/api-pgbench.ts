@@ -2,11 +2,15 @@ import { STAY_NIGHTS, type ApiFixture } from './api.ts';
 import { runPgbench, type PgbenchMode, type PgbenchRun } from './lib/pgbench.ts';
 import type { BenchParams } from './params.ts';
 import { withClient } from '../lib/postgres.ts';
+import { priorityOf } from '../../src/messages/topics.ts';
 
 /*
  * pgbench running the booking transaction the API runs, on the API's own database and properties:
  * the write path's floor (the api section) and what the outbox row costs a booking (outbox cost).
  */
+
+/** booking.created's priority, as enqueue writes it (TOPIC_PRIORITY). */
+const BOOKING_PRIORITY = priorityOf('booking.created');
 
 /** The namespace of the service's per-property advisory lock (BOOKING_LOCK_NAMESPACE, 0x5b00c). */
 const BOOKING_LOCK_NAMESPACE = 0x5b00c;
@@ -16,7 +20,10 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * src/bookings/booking.service.ts sends: read the property and its host while taking the
  * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
  * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
- * worker's wake-up goes after the commit). Variant 'none' drops the outbox row and the notify.
+ * worker's wake-up goes after the commit). The row is grouped by the host and owned by the guest,
+ * with the topic's priority and its turn from outbox_turn, as enqueue writes it; the two public
+ * ids are read by primary key in the statement (the service has them already), so if anything
+ * the row's cost is overstated. Variant 'none' drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
  * client_id, so no two ever overlap.
@@ -48,15 +55,24 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     // One row per message (what the service writes), or one per subscribed handler.
     const [columns, key, values, from] =
       fanOutTo.length === 0
-        ? ['', 'b.public_id', '', 'FROM b']
+        ? [
+            ', priority, group_id, owner_id, turn',
+            'b.public_id',
+            `, ${BOOKING_PRIORITY}, w.grp, w.own, outbox_turn(w.grp, w.own, ${BOOKING_PRIORITY})`,
+            'FROM b, w',
+          ]
         : [
             ', lane, origin_id',
             "h.name || '@' || b.public_id",
             ', h.name, b.public_id',
             `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
           ];
+    // Who the row's turn is for: the host's public id (the group) and the guest's (the owner).
+    const who =
+      'w AS (SELECT (SELECT h.public_id::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid) AS grp, ' +
+      '(SELECT u.public_id::text FROM users u WHERE u.id = :gid) AS own), ';
     lines.push(
-      `WITH b AS (${insertBooking}), ` +
+      `WITH b AS (${insertBooking}), ${fanOutTo.length === 0 ? who : ''}` +
         `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, jsonb_build_object(` +
         "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
