@@ -52,27 +52,26 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
   if (variant !== 'none') {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
-    // One row per message (what the service writes), or one per subscribed handler.
+    // One row per message (what the service writes), or one per subscribed handler. Every row is
+    // grouped by the host and owned by the guest, with the topic's priority and a turn, as enqueue
+    // writes it: a queue that fans out keeps the same turns, and K rows then write K times one's
+    // index entries.
+    const turn = `, ${BOOKING_PRIORITY}, w.grp, w.own, outbox_turn(w.grp, w.own, ${BOOKING_PRIORITY})`;
     const [columns, key, values, from] =
       fanOutTo.length === 0
-        ? [
-            ', priority, group_id, owner_id, turn',
-            'b.public_id',
-            `, ${BOOKING_PRIORITY}, w.grp, w.own, outbox_turn(w.grp, w.own, ${BOOKING_PRIORITY})`,
-            'FROM b, w',
-          ]
+        ? [', priority, group_id, owner_id, turn', 'b.public_id', turn, 'FROM b, w']
         : [
-            ', lane, origin_id',
+            ', priority, group_id, owner_id, turn, lane, origin_id',
             "h.name || '@' || b.public_id",
-            ', h.name, b.public_id',
-            `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
+            `${turn}, h.name, b.public_id`,
+            `FROM b, w, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
           ];
-    // Who the row's turn is for: the host's public id (the group) and the guest's (the owner).
+    // Who the turn is for: the host's public id (the group) and the guest's (the owner).
     const who =
       'w AS (SELECT (SELECT h.public_id::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid) AS grp, ' +
       '(SELECT u.public_id::text FROM users u WHERE u.id = :gid) AS own), ';
     lines.push(
-      `WITH b AS (${insertBooking}), ${fanOutTo.length === 0 ? who : ''}` +
+      `WITH b AS (${insertBooking}), ${who}` +
         `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, jsonb_build_object(` +
         "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
