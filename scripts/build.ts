@@ -23,7 +23,7 @@ export interface CompileOptions {
   outDir: string;
   /** false: emit only (`--noCheck`), for a tree whose types `npm run typecheck` checks anyway. */
   typeCheck?: boolean;
-  /** Entries outside src/ compiled beside it, from the repository root (the test run's bench worker). */
+  /** Entries outside src/ compiled beside it, from the repository root (the test run's workers with extra handlers). */
   alsoCompile?: readonly string[];
 }
 
