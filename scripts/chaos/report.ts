@@ -114,6 +114,8 @@ function notes(r: R): string[] {
     `Minimums for a ${r.durationSeconds} s run (below them the verdict is FAIL): ${mn.bookings} bookings, ${mn.cancellations} cancellations, ${mn.emailsExpected} emails expected, faults with evidence per kind ${perKind.map(([k, n]) => `${k} ${n}`).join(', ')}; no client gave up.`,
     '',
     `Faults (seconds into the load): ${r.faults.map((x) => `${x.kind} +${x.atSeconds}${x.evidence ? '' : ' (no effect)'}`).join(', ')}.`,
+    // What was seen of a fault that showed no effect: why a run fell below its minimums.
+    ...r.faults.filter((x) => !x.evidence).map((x) => `- ${x.kind} +${x.atSeconds}, no effect seen: ${x.detail}`),
     ...(f.slowestMessages.length ? ['', 'Slowest messages (commit to DONE/DEAD):'] : []),
     ...f.slowestMessages.map(
       (m) =>
