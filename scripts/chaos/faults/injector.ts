@@ -6,10 +6,13 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
 
 /*
  * The injector: carries the fault schedule (plan.ts) out against the running processes, each
- * kind as its module says (carry-out.ts). Faults on different targets may overlap (a worker may be killed while Postgres
- * restarts; real outages do not take turns either), but never two on one target: a second kill of
- * a process that is already down kills nothing and cuts the first outage short. A fault due while
- * its target is still under another one waits for it.
+ * kind as its module says (carry-out.ts). It looks at its plan every TICK_MS, and whenever a fault
+ * ends, and starts each fault whose turn has come; what it knows is the plan itself, each fault
+ * with the times it came due, started and ended. Faults on different targets may overlap (a
+ * worker may be killed while Postgres restarts; real outages do not take turns either), but never
+ * two on one target: a second kill of a process that is already down kills nothing and cuts the
+ * first outage short. A fault due while its target is still under another one waits for it, in
+ * the order they came due.
  *
  * A fault counts only with evidence of its effect, observed by the injector: the killed pid's exit
  * (by the signal sent), more than zero backends that actually ended, a postmaster start time that
@@ -42,16 +45,6 @@ import type { InjectedFault, InjectorDeps, PlannedFault } from './types.ts';
  * so the node faults queued behind it in the events path's lane never wait for it in turn.
  */
 
-/**
- * Waits until `ms` have passed by Date.now(), the clock the faults' times are recorded in. A timer
- * alone can fire a millisecond early by that clock (it counts from the event loop's cached time),
- * which once left two downstream outages 149 ms apart under a 150 ms gap.
- */
-async function pauseAtLeast(ms: number): Promise<void> {
-  const until = Date.now() + ms;
-  for (let left = ms; left > 0; left = until - Date.now()) await sleep(left);
-}
-
 /** What a fault hits: a worker kill its worker, every other kind the target of its kind. */
 const faultTarget = (f: PlannedFault): string => (f.kind === 'worker-kill' ? `worker-${f.worker ?? 0}` : KINDS[f.kind].target);
 
@@ -77,28 +70,35 @@ const NODE_FAULTS = new Set<FaultKind>(['nats-node-kill', 'nats-node-wipe']);
 /** Whether a fault waits out the quiet around an isolated NATS outage. */
 const holdsMailUp = (f: PlannedFault) => !f.isolated && (f.kind === 'nats-outage' || HOLDS_MAIL_UP[f.kind] !== undefined);
 
+/** How often the injector looks at its plan, ms. */
+const TICK_MS = 10;
+
+/** One fault of the plan on its way; times in ms epoch. */
+interface Entry {
+  f: PlannedFault;
+  target: string;
+  /** Its target, and the events path's lane for a fault of that path: one fault at a time in each. */
+  lanes: string[];
+  due: number;
+  /** Held by a quiet: how far into it it was due, and when it goes once the quiet is over. */
+  late?: number;
+  releaseAt?: number;
+  /** When it joined its lanes (its wait counts from then), and its place in them. */
+  queuedAt?: number;
+  place?: number;
+  startedAt?: number;
+  endedAt?: number;
+  /** Not due yet when the run settled: never carried out. */
+  cancelled?: boolean;
+}
+
 export class FaultInjector {
   readonly done: InjectedFault[] = [];
-  private running = new Set<Promise<void>>();
-  private timers: NodeJS.Timeout[] = [];
-  /** Per target, the fault in progress (or queued last): the next one starts after it. */
-  private busy = new Map<string, Promise<unknown>>();
-  /** Resolves when no isolated outage's quiet is on; and the ends of the quiets on now. */
-  private quiet: Promise<unknown> = Promise.resolve();
-  private quietEnds = new Map<PlannedFault, () => void>();
-  /** When the quiets on now began (ms epoch). */
+  private entries: Entry[] = [];
+  private ticker: NodeJS.Timeout | undefined;
+  private places = 0;
+  /** When the quiets on now began. */
   private quietSince: number | undefined;
-  /** Faults that hold mail up, in progress now; and when the last one ended (ms epoch). */
-  private holdingMail = 0;
-  private lastHeldMailEnd = 0;
-  /** Downstream outages in progress (one at most); and when the last one ended (ms epoch). */
-  private downstreamDown = 0;
-  private lastDownstreamEnd = 0;
-  /** Node faults of the plan not ended yet, and those whose time has not come; over when none is left. */
-  private nodeFaultsLeft = 0;
-  private nodeFaultsNotDue = 0;
-  private nodeFaultsOver: Promise<void> = Promise.resolve();
-  private allNodeFaultsEnded = () => {};
 
   constructor(private readonly d: InjectorDeps) {}
 
@@ -108,129 +108,90 @@ export class FaultInjector {
 
   /** Schedules every fault relative to now. */
   start(plan: PlannedFault[]) {
-    this.nodeFaultsLeft = this.nodeFaultsNotDue = plan.filter((f) => NODE_FAULTS.has(f.kind)).length;
-    if (this.nodeFaultsLeft > 0) this.nodeFaultsOver = new Promise((resolve) => (this.allNodeFaultsEnded = resolve));
-    for (const f of plan) {
-      if (f.isolated) this.timers.push(setTimeout(() => this.beginQuiet(f), Math.max(0, f.at - this.quietMs)));
-      this.timers.push(
-        setTimeout(() => {
-          if (NODE_FAULTS.has(f.kind)) this.nodeFaultsNotDue--;
-          if (!holdsMailUp(f)) return this.schedule(f);
-          // Not in any lane while it waits: the isolated outage must never queue behind it. As far
-          // after the quiet as it was due into it: the faults held keep their spacing.
-          const late = this.quietSince === undefined ? 0 : Date.now() - this.quietSince;
-          const held: Promise<void> = this.quiet
-            .then(() => pauseAtLeast(late))
-            .then(() => this.schedule(f))
-            .finally(() => this.running.delete(held));
-          this.running.add(held);
-        }, f.at),
-      );
-    }
+    const t0 = Date.now();
+    this.entries = plan.map((f) => {
+      const target = faultTarget(f);
+      return { f, target, lanes: EVENTS_PATH_FAULTS.has(f.kind) ? [target, EVENTS_PATH] : [target], due: t0 + f.at };
+    });
+    this.ticker = setInterval(() => this.tick(), TICK_MS);
+    this.tick();
   }
 
-  /** Queues `f` behind what its target (and its lane) have in progress; its wait counted from `due`. */
-  private schedule(f: PlannedFault, due = Date.now()) {
-    if (f.kind === 'stream-delete' && this.nodeFaultsLeft > 0) {
-      const held: Promise<void> = this.nodeFaultsOver.then(() => this.schedule(f, due)).finally(() => this.running.delete(held));
-      this.running.add(held);
-      return;
-    }
-    const target = faultTarget(f);
-    const eventsPath = EVENTS_PATH_FAULTS.has(f.kind);
-    const before = Promise.all([this.busy.get(target), eventsPath ? this.busy.get(EVENTS_PATH) : undefined]);
-    const p: Promise<void> = before
-      .then(() => (f.isolated ? this.untilQuiet() : undefined))
-      .then(() => (DOWNSTREAM_OUTAGES.has(f.kind) ? this.downstreamTurn() : undefined))
-      .then(() => this.inject(f, target, Date.now() - due))
-      .catch((err) => this.d.log(`fault ${f.kind} failed: ${String(err)}`))
-      .finally(() => {
-        this.running.delete(p);
-        if (NODE_FAULTS.has(f.kind) && --this.nodeFaultsLeft === 0) this.allNodeFaultsEnded();
-        // The quiet lasts QUIET_MS past the isolated outage's end, however it ended.
-        const end = this.quietEnds.get(f);
-        if (end) void pauseAtLeast(this.quietMs).then(end);
-      });
-    this.busy.set(target, p);
-    if (eventsPath) this.busy.set(EVENTS_PATH, p);
-    this.running.add(p);
+  private live(which: (e: Entry) => boolean): Entry[] {
+    return this.entries.filter((e) => !e.cancelled && which(e));
   }
 
-  /**
-   * Until no fault that holds mail up has been in progress for the quiet's length. Those already
-   * queued when the quiet began (behind a busy target) still go, and may start inside it: the
-   * isolated outage waits until QUIET_MS after the last of them ended.
-   */
-  private async untilQuiet(): Promise<void> {
-    for (;;) {
-      const left = this.holdingMail > 0 ? this.quietMs : this.lastHeldMailEnd + this.quietMs - Date.now();
-      if (left <= 0) return;
-      await sleep(Math.min(left, 100));
-    }
-  }
-
-  /**
-   * Until no downstream outage is in progress and the last one has been over for the gap; then
-   * takes the turn (counted before anything else can look, so two waiting never both start).
-   */
-  private async downstreamTurn(): Promise<void> {
-    for (;;) {
-      const left = this.downstreamDown > 0 ? 50 : this.lastDownstreamEnd + (this.d.downstreamGapMs ?? 0) - Date.now();
-      if (left <= 0) {
-        this.downstreamDown++;
-        return;
+  private tick() {
+    const now = Date.now();
+    const q = this.quietMs;
+    const quiets = this.live((e) => !!e.f.isolated && now >= e.due - q && !(e.endedAt !== undefined && now >= e.endedAt + q));
+    this.quietSince = quiets.length ? (this.quietSince ?? Math.min(...quiets.map((e) => e.due - q))) : undefined;
+    for (const e of this.live((e) => e.queuedAt === undefined && now >= e.due)) {
+      if (holdsMailUp(e.f)) {
+        // Not in any lane while it waits: the isolated outage must never queue behind it. As far
+        // after the quiet as it was due into it: the faults held keep their spacing.
+        e.late ??= this.quietSince === undefined ? 0 : Math.max(0, e.due - this.quietSince);
+        if (quiets.length === 0) e.releaseAt ??= now + e.late;
+        if (e.releaseAt === undefined || now < e.releaseAt) continue;
       }
-      await sleep(Math.min(left, 50));
+      e.queuedAt = now;
+    }
+    // A stream deletion joins its lanes only once every node fault of the plan has ended.
+    const nodeFaultsLeft = this.live((e) => NODE_FAULTS.has(e.f.kind) && e.endedAt === undefined).length > 0;
+    for (const e of this.live((e) => e.queuedAt !== undefined && e.place === undefined))
+      if (e.f.kind !== 'stream-delete' || !nodeFaultsLeft) e.place = this.places++;
+    const taken = new Set(this.live((e) => e.startedAt !== undefined && e.endedAt === undefined).flatMap((e) => e.lanes));
+    for (const e of this.live((e) => e.place !== undefined && e.startedAt === undefined).sort((a, b) => a.place! - b.place!)) {
+      const free = e.lanes.every((lane) => !taken.has(lane));
+      // Waiting for its turn, it keeps its lanes: what comes due after it waits behind it.
+      for (const lane of e.lanes) taken.add(lane);
+      if (free && this.turnCome(e.f, now)) this.launch(e, now);
     }
   }
 
-  private beginQuiet(f: PlannedFault) {
-    if (this.quietEnds.size === 0) this.quietSince = Date.now();
-    const ended = new Promise<void>((resolve) =>
-      this.quietEnds.set(f, () => {
-        this.quietEnds.delete(f);
-        if (this.quietEnds.size === 0) this.quietSince = undefined;
-        resolve();
-      }),
-    );
-    this.quiet = Promise.all([this.quiet, ended]);
+  /**
+   * An isolated outage: no fault that holds mail up has been in progress for the quiet's length
+   * (those queued before the quiet began may have started inside it). A downstream outage: none
+   * of them in progress, the last one over for the gap. Taken at once, so two waiting never both start.
+   */
+  private turnCome(f: PlannedFault, now: number): boolean {
+    const over = (which: (g: PlannedFault) => boolean, forMs: number) =>
+      this.live((e) => e.startedAt !== undefined && which(e.f)).every((e) => e.endedAt !== undefined && now >= e.endedAt + forMs);
+    if (f.isolated && !over(holdsMailUp, this.quietMs)) return false;
+    return !DOWNSTREAM_OUTAGES.has(f.kind) || over((g) => DOWNSTREAM_OUTAGES.has(g.kind), this.d.downstreamGapMs ?? 0);
   }
 
-  /** Waits for the faults in progress or queued (and cancels any not yet due). */
+  private launch(e: Entry, now: number) {
+    e.startedAt = now;
+    void this.inject(e, now, now - e.queuedAt!)
+      .catch((err) => this.d.log(`fault ${e.f.kind} failed: ${String(err)}`))
+      .finally(() => {
+        e.endedAt ??= Date.now();
+        this.tick();
+      });
+  }
+
+  /** Waits for the faults in progress or due (and cancels those not due yet). */
   async settle(): Promise<void> {
-    for (const t of this.timers) clearTimeout(t);
-    // Node faults cancelled before they were due never end: a deletion waiting for them goes now.
-    this.nodeFaultsLeft -= this.nodeFaultsNotDue;
-    this.nodeFaultsNotDue = 0;
-    if (this.nodeFaultsLeft <= 0) this.allNodeFaultsEnded();
-    // An isolated outage cancelled before it was due ends its quiet now: what waits for it goes.
-    for (const [f, end] of [...this.quietEnds]) if (!this.done.some((d) => d.kind === f.kind && d.at === f.at)) end();
-    while (this.running.size) await Promise.all([...this.running]);
+    // A deletion waiting for node faults not due yet, or faults held by the quiet of an isolated
+    // outage not due yet: they go now.
+    const now = Date.now();
+    for (const e of this.entries) if (now < e.due) e.cancelled = true;
+    this.tick();
+    while (this.live((e) => e.endedAt === undefined).length) await sleep(TICK_MS);
+    clearInterval(this.ticker);
   }
 
   get lastFaultEndedAt(): number | undefined {
     return this.done.length ? Math.max(...this.done.map((f) => f.endedAt)) : undefined;
   }
 
-  private async inject(f: PlannedFault, target: string, waitedMs: number): Promise<void> {
-    const startedAt = Date.now();
-    const holds = holdsMailUp(f);
-    if (holds) this.holdingMail++;
+  private async inject(e: Entry, startedAt: number, waitedMs: number): Promise<void> {
+    const { f, target } = e;
     // One end time for the fault's record and for the gap and the quiet counted from it: read twice,
     // the clock once moved a millisecond between, and a gap of 150 ms measured 149 in the record.
-    let endedAt = startedAt;
-    const { detail, evidence } = await CARRY_OUT[f.kind](f, this.d).finally(() => {
-      endedAt = Date.now();
-      // Its turn was taken in downstreamTurn().
-      if (DOWNSTREAM_OUTAGES.has(f.kind)) {
-        this.downstreamDown--;
-        this.lastDownstreamEnd = endedAt;
-      }
-      if (!holds) return;
-      this.holdingMail--;
-      this.lastHeldMailEnd = endedAt;
-    });
-    const fault: InjectedFault = { ...f, target, startedAt, endedAt, detail, evidence, waitedMs };
+    const { detail, evidence } = await CARRY_OUT[f.kind](f, this.d).finally(() => (e.endedAt = Date.now()));
+    const fault: InjectedFault = { ...f, target, startedAt, endedAt: e.endedAt!, detail, evidence, waitedMs };
     this.done.push(fault);
     const waited =
       waitedMs > 50 ? `, waited ${waitedMs} ms for the target${DOWNSTREAM_OUTAGES.has(f.kind) ? ' or the other downstream' : ''}` : '';
