@@ -8,7 +8,7 @@ import { EarningsConsumer } from './consumer.ts';
 import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
-import { killNatsNode, natsOutage, wipeNatsNode } from './node-faults.ts';
+import { hitNatsNode, natsOutage, type NodeTarget } from './node-faults.ts';
 import type { EventsStage } from './observed.ts';
 
 /*
@@ -88,8 +88,8 @@ export async function startEventsChaos(o: {
     startConsumer: async () => consumer.start(),
     killConsumer: (downMs?: number, readyWaitMs?: number) => consumer.kill(downMs, readyWaitMs),
     natsOutage: onStage(natsOutage),
-    killNatsNode: onStage(killNatsNode),
-    wipeNatsNode: onStage(wipeNatsNode),
+    killNatsNode: (target: NodeTarget, downMs: number) => hitNatsNode(stage, target, downMs, false),
+    wipeNatsNode: (target: NodeTarget) => hitNatsNode(stage, target, 0, true),
     finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
     deleteStream: onStage(deleteStream),
     forgeEvent: onStage(forgeEvent),

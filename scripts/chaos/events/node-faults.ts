@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { caughtUp, leaderWithin } from './leaders.ts';
-import type { EventsStage, NatsNodeObserved, NatsOutageObserved } from './observed.ts';
+import type { EventsStage } from './observed.ts';
 
 /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
-export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutageObserved> {
+export async function natsOutage(s: EventsStage, ms: number) {
+  // The first node's exit, every node's exit seen; null: a node was not running.
   const stopped = await s.nats.stop();
   const refusedWhileDown = !(await s.nats.accepting());
   await sleep(ms);
@@ -14,48 +15,23 @@ export async function natsOutage(s: EventsStage, ms: number): Promise<NatsOutage
   return { stopped, refusedWhileDown, restartedPid: s.nats.pid ?? null };
 }
 
+/** Which node a node fault hits: the leader (of the stream for a kill, of the group for a wipe), or node `index`. */
+export type NodeTarget = { leader: boolean; index: number };
+
 /**
- * SIGKILL one node (the stream's leader when `leader`, else node `index`), down `downMs`, start
- * it again on its store, and wait until it is current again (bounded by `catchUpMs`: a minute, as
- * for a wiped node; a node killed seconds after the whole cluster's outage, on a loaded machine,
- * was not current again within 30 s).
+ * SIGKILL one node and start it again after `downMs`, on its store (nats-node-kill) or with its
+ * store removed (nats-node-wipe: it comes back empty, and the others give it the stream and the
+ * group again); then wait until it is current again, bounded by `catchUpMs`: a minute, as for a
+ * wiped node; a node killed seconds after the whole cluster's outage, on a loaded machine, was not
+ * current again within 30 s. `wasLeader`: it led what `target` names when it was hit.
  */
-export async function killNatsNode(
-  s: EventsStage,
-  target: { leader: boolean; index: number },
-  downMs: number,
-  catchUpMs = 60_000,
-): Promise<NatsNodeObserved> {
-  const leader = target.leader ? await leaderWithin(s, 'stream', 15_000) : undefined;
+export async function hitNatsNode(s: EventsStage, target: NodeTarget, downMs: number, wipe: boolean, catchUpMs = 60_000) {
+  const leader = target.leader ? await leaderWithin(s, wipe ? 'group' : 'stream', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
   const node = s.nats.nodes[i]!;
   const seen = await node.stop('SIGKILL');
   await sleep(downMs);
-  await node.start();
-  return {
-    node: node.name,
-    wasLeader: leader !== undefined,
-    seen,
-    wiped: false,
-    caughtUpAfterMs: await caughtUp(s, i, catchUpMs),
-  };
-}
-
-/**
- * SIGKILL one node (the one leading the earnings group when `leader`, else node `index`),
- * remove its store, start it empty, and wait until the others have given it the stream and
- * the group again (bounded by `catchUpMs`).
- */
-export async function wipeNatsNode(
-  s: EventsStage,
-  target: { leader: boolean; index: number },
-  catchUpMs = 60_000,
-): Promise<NatsNodeObserved> {
-  const leader = target.leader ? await leaderWithin(s, 'group', 15_000) : undefined;
-  const i = leader ?? target.index % s.nats.size;
-  const node = s.nats.nodes[i]!;
-  const seen = await node.stop('SIGKILL');
-  const wiped = node.wipeStore();
+  const wiped = wipe && node.wipeStore();
   await node.start();
   return { node: node.name, wasLeader: leader !== undefined, seen, wiped, caughtUpAfterMs: await caughtUp(s, i, catchUpMs) };
 }

@@ -1,6 +1,6 @@
 import type { Database } from '../../../src/db/client.ts';
-import type { ExitObserved } from '../processes.ts';
 import type { ChaosNats } from './nats-cluster.ts';
+import type { hitNatsNode, natsOutage } from './node-faults.ts';
 
 /*
  * What the events part of the chaos run acts on (its stage) and what it saw: of each of its faults
@@ -50,29 +50,9 @@ export interface StreamDeletion {
   createdAfter: string | null;
 }
 
-/** What a NATS outage (every node down) did, for the fault's evidence (faults/). */
-export interface NatsOutageObserved {
-  /** The first node's exit after SIGTERM, every node's exit seen; null: a node was not running. */
-  stopped: ExitObserved | null;
-  /** The port refused connections while the server was down. */
-  refusedWhileDown: boolean;
-  /** The pid listening again afterwards. */
-  restartedPid: number | null;
-}
-
-/** What a node kill or wipe did, for the fault's evidence (faults/). */
-export interface NatsNodeObserved {
-  /** The node's server name. */
-  node: string;
-  /** It led the stream (kill) or the earnings group (wipe) when it was hit. */
-  wasLeader: boolean;
-  /** Its exit after SIGKILL; null: it was not running. */
-  seen: ExitObserved | null;
-  /** Its store was removed before it started again (wipe). */
-  wiped: boolean;
-  /** How long after its start it held current replicas of the stream and the group; null: not within the bound. */
-  caughtUpAfterMs: number | null;
-}
+/** What a NATS outage (every node down) and a node kill or wipe did, for the fault's evidence (faults/). */
+export type NatsOutageObserved = Awaited<ReturnType<typeof natsOutage>>;
+export type NatsNodeObserved = Awaited<ReturnType<typeof hitNatsNode>>;
 
 /** What a stream deletion did, for the fault's evidence (faults/). */
 export interface StreamDeleteObserved {

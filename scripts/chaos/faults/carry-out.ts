@@ -31,17 +31,10 @@ const onEvents =
   async (f, d) =>
     d.events ? carryOut(f, d.events) : { detail: `no events path in this run: ${none}`, evidence: null };
 
+/** The postmaster's start time; asked again for a while, as the pool's connections died with the old server. */
 async function postmasterStart(admin: Queryable): Promise<string | null> {
-  // The pool's connections died with the old server: the first attempts may fail.
-  for (let i = 0; i < 50; i++) {
-    try {
-      const { rows } = await admin.query<{ t: string }>('select pg_postmaster_start_time()::text as t');
-      return rows[0]?.t ?? null;
-    } catch {
-      await sleep(100);
-    }
-  }
-  return null;
+  const ask = async () => (await admin.query<{ t: string }>('select pg_postmaster_start_time()::text as t')).rows[0]?.t ?? null;
+  return (await poll(ask, Date.now() + 5_000, 100)) ?? null;
 }
 
 /** PostgreSQL fast shutdown and start; the evidence is a changed postmaster start time. */
@@ -80,12 +73,13 @@ async function pgTerminateWorkers(_f: PlannedFault, d: InjectorDeps): Promise<Fa
   // pg_terminate_backend only sends the signal: count the backends that are really gone.
   const pids = rows.map((r) => r.pid);
   let left = pids;
-  const deadline = Date.now() + (d.backendGoneTimeoutMs ?? 3_000);
-  while (left.length && Date.now() < deadline) {
-    const { rows: alive } = await d.admin.query<{ pid: number }>('select pid from pg_stat_activity where pid = any($1::int[])', [left]);
-    left = alive.map((r) => r.pid);
-    if (left.length) await sleep(50);
-  }
+  const gone = async () => {
+    left = (await d.admin.query<{ pid: number }>('select pid from pg_stat_activity where pid = any($1::int[])', [left])).rows.map(
+      (r) => r.pid,
+    );
+    return left.length === 0 || undefined;
+  };
+  if (pids.length) await poll(gone, Date.now() + (d.backendGoneTimeoutMs ?? 3_000), 50);
   const ended = pids.length - left.length;
   const names = [...new Set(rows.map((r) => r.name))].join(',') || 'none';
   return {

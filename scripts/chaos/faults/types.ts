@@ -1,7 +1,7 @@
 import type { EventsChaos } from '../events/events-chaos.ts';
 import type { ForgeryKind } from '../events/observed.ts';
 import type { FaultKind, FaultOutcome } from '../fault-kinds.ts';
-import type { ExitObserved } from '../processes.ts';
+import type { Supervised } from '../processes.ts';
 
 /*
  * What a fault is (planned from the seed, carried out by the injector) and what carrying one out
@@ -29,11 +29,8 @@ export interface PlannedFault {
 
 export type InjectedFault = FaultOutcome & PlannedFault & { waitedMs: number };
 
-/** A process the injector can kill and start again (scripts/chaos/processes.ts Supervised). */
-export interface Killable {
-  kill(signal?: NodeJS.Signals): Promise<ExitObserved | null>;
-  start(): void;
-}
+/** A process the injector can kill and start again. */
+export type Killable = Pick<Supervised, 'kill' | 'start'>;
 
 /** Just what the injector asks of the admin pool. */
 export interface Queryable {
