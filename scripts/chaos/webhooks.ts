@@ -41,22 +41,14 @@ type Endpoint = { id: string; secret: string; behaviour: Behaviour; hostEmail: s
 class Receiver {
   readonly receipts: { endpointId: string; webhookId: string; type: string; bookingId: string | null; valid: boolean }[] = [];
   private server: WebhookReceiver | undefined;
-  private port = 0;
-  private readonly endpoints = new Map<string, Endpoint>(); // path → endpoint
+  port = 0;
+  readonly endpoints = new Map<string, Endpoint>(); // path → endpoint
   requests = 0;
 
   constructor(
     readonly behaviour: Behaviour,
     private readonly rng: Rng,
   ) {}
-
-  get baseUrl() {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  add(path: string, e: Endpoint) {
-    this.endpoints.set(path, e);
-  }
 
   async listen(): Promise<void> {
     this.server = await startWebhookReceiver((_n, req) => this.handle(req), { port: this.port, record: false });
@@ -134,12 +126,12 @@ export class ChaosWebhooks {
       const path = `/hooks/${this.endpoints.length}`;
       const res = await api.call('POST', '/webhooks/endpoints', {
         token: host.token,
-        body: { url: `${receiver.baseUrl}${path}`, description: `chaos ${behaviour}` },
+        body: { url: `http://127.0.0.1:${receiver.port}${path}`, description: `chaos ${behaviour}` },
         route: 'POST /webhooks/endpoints',
       });
       if (res.status !== 201) throw new Error(`register webhook endpoint: ${res.status} ${JSON.stringify(res.body)}`);
       const e = { id: res.body.id as string, secret: res.body.secret as string, behaviour, hostEmail: host.email };
-      receiver.add(path, e);
+      receiver.endpoints.set(path, e);
       this.endpoints.push(e);
     }
   }

@@ -9,7 +9,7 @@ import { deleteStream } from './delete-stream.ts';
 import { forgeEvent } from './forge.ts';
 import { startChaosNats } from './nats-cluster.ts';
 import { hitNatsNode, natsOutage, type NodeTarget } from './node-faults.ts';
-import type { EventsStage } from './observed.ts';
+import type { EventsStage, ForgeryKind } from './observed.ts';
 
 /*
  * The events part of the chaos run: a three-node JetStream cluster holding the stream at three
@@ -68,11 +68,6 @@ export async function startEventsChaos(o: {
     forged: [],
     deletions: [],
   };
-  // A fault of the events path, on this stage.
-  const onStage =
-    <A extends unknown[], R>(fault: (s: EventsStage, ...args: A) => R) =>
-    (...args: A) =>
-      fault(stage, ...args);
   return {
     env,
     nats,
@@ -87,12 +82,12 @@ export async function startEventsChaos(o: {
     },
     startConsumer: async () => consumer.start(),
     killConsumer: (downMs?: number, readyWaitMs?: number) => consumer.kill(downMs, readyWaitMs),
-    natsOutage: onStage(natsOutage),
+    natsOutage: (ms: number) => natsOutage(stage, ms),
     killNatsNode: (target: NodeTarget, downMs: number) => hitNatsNode(stage, target, downMs, false),
     wipeNatsNode: (target: NodeTarget) => hitNatsNode(stage, target, 0, true),
     finish: (timeoutMs?: number) => consumer.finish(nats, log, timeoutMs),
-    deleteStream: onStage(deleteStream),
-    forgeEvent: onStage(forgeEvent),
+    deleteStream: () => deleteStream(stage),
+    forgeEvent: (kind: ForgeryKind, pick: number, refusedWithinMs?: number) => forgeEvent(stage, kind, pick, refusedWithinMs),
     /** The consumer's log so far, its last `lines` lines: what a failed expectation shows. */
     consumerLogTail: (lines = 40) => consumer.logTail(lines),
     async check(): Promise<CheckResult[]> {

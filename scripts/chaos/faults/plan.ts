@@ -50,10 +50,9 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
     // Drawn after the events faults above, so those stay the same for a seed.
     add(1, 180, () => ({ kind: 'stream-delete', at: when(NODES_RESTART_BY + 0.05, 0.75), downMs: 0 }));
     // Both lies in every run: the first two forgeries are one of each, in an order drawn from the seed.
-    const first: ForgeryKind = rng.chance(0.5) ? 'unknown-booking' : 'wrong-amount';
+    const both = rng.chance(0.5) ? FORGERIES : [...FORGERIES].reverse();
     add(2, 60, (i) => {
-      const forgery: ForgeryKind =
-        i === 0 ? first : i === 1 ? (first === 'unknown-booking' ? 'wrong-amount' : 'unknown-booking') : rng.pick(FORGERIES);
+      const forgery = both[i] ?? rng.pick(FORGERIES);
       return { kind: 'forged-event', at: when(), downMs: 0, forgery, pick: rng.next() };
     });
     // The cluster's node faults, drawn after every other so those stay the same for a seed. Half
@@ -65,9 +64,16 @@ export function planFaults(rng: Rng, o: ScheduleOptions): PlannedFault[] {
       leader: rng.chance(0.5),
       node: rng.int(0, 2),
     });
-    const [killDownMs, wipeDownMs] = [() => rng.int(500, 4_000), () => 0];
-    add(1, 45, node('nats-node-kill', killDownMs));
-    add(1, 120, node('nats-node-wipe', wipeDownMs));
+    add(
+      1,
+      45,
+      node('nats-node-kill', () => rng.int(500, 4_000)),
+    );
+    add(
+      1,
+      120,
+      node('nats-node-wipe', () => 0),
+    );
   }
   return plan.sort((a, b) => a.at - b.at);
 }
