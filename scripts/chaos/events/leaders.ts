@@ -1,10 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { EventsStage } from './observed.ts';
+import type { ChaosNats } from './nats-cluster.ts';
+
+/** The cluster, the run's stream and its group: what the node faults and these waits act on. */
+export type StreamOnCluster = { nats: ChaosNats; stream: string; group: string };
 
 /** Which node leads `what` (the stream, or the group's durable) now; undefined: none, or NATS not answering. */
-async function leaderOf(s: EventsStage, what: 'stream' | 'group'): Promise<number | undefined> {
+async function leaderOf(s: StreamOnCluster, what: 'stream' | 'group'): Promise<number | undefined> {
   const nc = await connect({ servers: s.nats.servers, timeout: 3_000 }).catch(() => undefined);
   if (!nc) return undefined;
   try {
@@ -21,7 +24,7 @@ async function leaderOf(s: EventsStage, what: 'stream' | 'group'): Promise<numbe
  * The node leading the stream or the group, waiting (up to `withinMs`) while it has none: after
  * an earlier fault the cluster may still be electing, and a leader fault must hit a leader.
  */
-export async function leaderWithin(s: EventsStage, what: 'stream' | 'group', withinMs: number): Promise<number | undefined> {
+export async function leaderWithin(s: StreamOnCluster, what: 'stream' | 'group', withinMs: number): Promise<number | undefined> {
   const t0 = Date.now();
   for (;;) {
     const leader = await leaderOf(s, what);
@@ -37,7 +40,7 @@ export async function leaderWithin(s: EventsStage, what: 'stream' | 'group', wit
  * leader, whose view of a replica lags: it once called a node wiped 15 ms earlier current. How
  * long it took, or null.
  */
-export async function caughtUp(s: EventsStage, i: number, withinMs: number): Promise<number | null> {
+export async function caughtUp(s: StreamOnCluster, i: number, withinMs: number): Promise<number | null> {
   const t0 = Date.now();
   const nc = await connect({ servers: s.nats.servers, timeout: 3_000, maxReconnectAttempts: -1 }).catch(() => undefined);
   if (!nc) return null;

@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { caughtUp, leaderWithin } from './leaders.ts';
-import type { EventsStage } from './observed.ts';
+import { caughtUp, leaderWithin, type StreamOnCluster } from './leaders.ts';
 
 /** Every node down for `ms` (SIGTERM), then back on the same ports and stores. */
-export async function natsOutage(s: EventsStage, ms: number) {
+export async function natsOutage(s: StreamOnCluster, ms: number) {
   // The first node's exit, every node's exit seen; null: a node was not running.
   const stopped = await s.nats.stop();
   const refusedWhileDown = !(await s.nats.accepting());
@@ -25,7 +24,7 @@ export type NodeTarget = { leader: boolean; index: number };
  * wiped node; a node killed seconds after the whole cluster's outage, on a loaded machine, was not
  * current again within 30 s. `wasLeader`: it led what `target` names when it was hit.
  */
-export async function hitNatsNode(s: EventsStage, target: NodeTarget, downMs: number, wipe: boolean, catchUpMs = 60_000) {
+export async function hitNatsNode(s: StreamOnCluster, target: NodeTarget, downMs: number, wipe: boolean, catchUpMs = 60_000) {
   const leader = target.leader ? await leaderWithin(s, wipe ? 'group' : 'stream', 15_000) : undefined;
   const i = leader ?? target.index % s.nats.size;
   const node = s.nats.nodes[i]!;
