@@ -2,7 +2,7 @@ import { apiBookings, apiConflicts, POOLED_SERVER_CONNECTIONS, startApi, startPo
 import { pgbenchBookings, type OutboxVariant } from '../api-pgbench.ts';
 import type { PgbenchMode } from '../lib/pgbench.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
-import { measureEach, repeatOf, round, runsOf } from '../lib/stats.ts';
+import { measureEach, repeat, repeatOf, round, runsOf } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type ReportPart, type PartOf } from '../context.ts';
 
 type Rps = { rps: number; p99: number };
@@ -207,18 +207,17 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
 
 /** Bookings of the same dates in contention (part of the api section): one winner a round, the rest 409. */
 async function conflicts({ P, log }: BenchContext, fixture: ApiFixture) {
-  const runs = [];
-  for (let r = 0; r < P.runs; r++) {
-    const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
-    runs.push(c);
+  // Every figure of a run but the clients' errors (requests that got no answer).
+  const runs = await repeat(P.runs, async () => {
+    const { errors: _, ...c } = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
     log(
       `   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`,
     );
-  }
+    return c;
+  });
   return {
     connections: P.conflictConnections,
-    // Every figure of a run but the clients' errors (requests that got no answer).
-    runs: repeatOf(runs.map(({ errors: _, ...figures }) => figures)),
+    runs,
     expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
   };
 }
