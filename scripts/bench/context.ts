@@ -4,7 +4,7 @@ import { historyClones, type HistoryClones } from './lib/history-clones.ts';
 import type { BenchParams, PgBossConfig } from './params.ts';
 import { PEERS } from './peers/guarantees.ts';
 import { setupGraphile } from './peers/graphile.ts';
-import { setupPgBoss } from './peers/pgboss.ts';
+import { pgBossLabel, setupPgBoss } from './peers/pgboss.ts';
 
 /*
  * What every section of the bench is given (BenchContext) and what it is (BenchSection): a name
@@ -97,10 +97,15 @@ export const PREPARED_CONNECTIONS = 8;
  */
 export const OURS_THROUGHPUT = { WORKER_BATCH_SIZE: '500', WORKER_MAX_BATCH_SIZE: '1000', WORKER_CONCURRENCY: '32' };
 
-/** A pg-boss configuration's key in the results: pgBoss5000x1, pgBoss5000x1Keyed. */
-export const pgBossKey = (c: PgBossConfig) => `pgBoss${c.batchSize}x${c.workers}${c.keyed ? 'Keyed' : ''}`;
-/** The system a peer's configuration counts as: its fastest, or its same-guarantee one (peers/guarantees.ts). */
-export const pgBossSystem = (c: PgBossConfig) => (c.keyed ? PEERS.pgBoss.same : PEERS.pgBoss.fastest);
+/**
+ * A pg-boss configuration's key in the results (pgBoss5000x1, pgBoss5000x1Keyed), the system it
+ * counts as (its fastest, or its same-guarantee one: peers/guarantees.ts) and its label.
+ */
+export const pgBossConfig = (c: PgBossConfig) => ({
+  key: `pgBoss${c.batchSize}x${c.workers}${c.keyed ? 'Keyed' : ''}`,
+  system: c.keyed ? PEERS.pgBoss.same : PEERS.pgBoss.fastest,
+  label: `pg-boss ${pgBossLabel(c)}`,
+});
 
 export function createContext(
   base: Pick<BenchContext, 'P' | 'smoke' | 'server' | 'log' | 'results' | 'pgbench' | 'natsServer'>,

@@ -11,7 +11,7 @@ import { createConfiguredWorker } from '../../src/worker/outbox-worker.ts';
 import { fillFlood, insertEvent, wakeUp } from './lib/outbox.ts';
 import type { BenchContext, PartOf } from './context.ts';
 import { mm } from './lib/markdown.ts';
-import { interleaved, percentile, round, type Repeated } from './lib/stats.ts';
+import { measureEach, percentile, round, runsOf, type Repeated } from './lib/stats.ts';
 import { bookingPayload } from '../lib/booking-payload.ts';
 
 /*
@@ -46,16 +46,16 @@ export const noisySection = {
   markdown: [{ place: 9.2, render: renderNoisy }],
   async run({ P, smoke, log, freshOurs }: BenchContext) {
     const np = smoke ? NOISY_SMOKE : NOISY_FULL;
-    const mode = (m: NoisyMode) => async () => noisyNeighbour(await freshOurs(), m, np);
-    const runs = await interleaved<Record<NoisyMode, NoisyRun>>(
-      Math.min(P.runs, 3),
-      { quiet: mode('quiet'), fair: mode('fair'), fifo: mode('fifo') },
-      {
-        after: (m, r) =>
-          log(
-            `   noisy neighbour, ${m}: booking email p50/p99 ${r.p50Ms}/${r.p99Ms} ms (${r.bookings} bookings), flood ${r.floodPerSecond}/s`,
-          ),
-      },
+    const configs = (['quiet', 'fair', 'fifo'] as const).map((m) => ({
+      key: m,
+      label: `noisy neighbour, ${m}`,
+      measure: async () => noisyNeighbour(await freshOurs(), m, np),
+    }));
+    const runs = runsOf(
+      await measureEach(Math.min(P.runs, 3), configs, {
+        log,
+        show: (r) => `booking email p50/p99 ${r.p50Ms}/${r.p99Ms} ms (${r.bookings} bookings), flood ${r.floodPerSecond}/s`,
+      }),
     );
     // Medians: fair p99 / quiet p99, fifo p99 / quiet p99.
     const p99Over = (m: Repeated<NoisyRun>) => round(m.median.p99Ms / runs.quiet.median.p99Ms, 2);

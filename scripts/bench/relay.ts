@@ -16,7 +16,7 @@ import { withClient } from '../lib/postgres.ts';
 import { runIfEntry } from './lib/cli.ts';
 import { emptyOutbox, insertPayloads } from './lib/outbox.ts';
 import { mm, n, targetLines, x } from './lib/markdown.ts';
-import { interleaved, round, type Repeated } from './lib/stats.ts';
+import { measureEach, round, runsOf, type Repeated } from './lib/stats.ts';
 import type { BenchContext, PartOf, Drain } from './context.ts';
 
 /*
@@ -234,29 +234,25 @@ async function measureRelay({ P, log, freshOurs }: BenchContext) {
     if (d.streamMessages !== count) throw new Error(`${what} run ${r + 1}: ${d.streamMessages} messages in the stream, ${count} published`);
     return { perSecond: d.perSecond, drainSeconds: d.seconds };
   };
-  const labels = {
-    relay: 'relay into JetStream',
-    floor: `relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`,
-    replicated: 'relay into a 3-node cluster, 3 replicas',
-  };
+  const relay = async (r: number) =>
+    checked(
+      'relay',
+      r,
+      await withNats(async (natsUrl) => relayDrain({ databaseUrl: await freshOurs(), count, handler: 'relay', natsUrl })),
+    );
+  const floor = async (r: number) =>
+    checked('relay floor', r, await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count })));
+  const replicated = async (r: number) =>
+    checked('relay at 3 replicas', r, await replicatedDrain(await startNatsCluster({ name: 'bench', size: 3 }), freshOurs, count));
   // Each measurement on a fresh database and into a fresh nats-server (empty store).
-  const m = await interleaved<Record<keyof typeof labels, Drain>>(
-    P.runs,
-    {
-      relay: async (r) =>
-        checked(
-          'relay',
-          r,
-          await withNats(async (natsUrl) => relayDrain({ databaseUrl: await freshOurs(), count, handler: 'relay', natsUrl })),
-        ),
-      floor: async (r) =>
-        checked('relay floor', r, await withNats(async (natsUrl) => relayFloor({ databaseUrl: await freshOurs(), natsUrl, count }))),
-      replicated: async (r) =>
-        checked('relay at 3 replicas', r, await replicatedDrain(await startNatsCluster({ name: 'bench', size: 3 }), freshOurs, count)),
-    },
-    { after: (k, d) => log(`   ${labels[k]}: ${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`) },
-  );
-  const relay = {
+  const configs = [
+    { key: 'relay', label: 'relay into JetStream', measure: relay },
+    { key: 'floor', label: `relay floor (bare JetStream client, ${RELAY_CONCURRENCY} in flight)`, measure: floor },
+    { key: 'replicated', label: 'relay into a 3-node cluster, 3 replicas', measure: replicated },
+  ] as const;
+  const show = (d: Drain) => `${Math.round(d.perSecond)} msg/s (${d.drainSeconds.toFixed(2)} s)`;
+  const m = runsOf(await measureEach(P.runs, configs, { log, show }));
+  const result = {
     messages: count,
     relay: m.relay,
     floor: m.floor,
@@ -264,8 +260,8 @@ async function measureRelay({ P, log, freshOurs }: BenchContext) {
     replicated: m.replicated,
     replicatedRatio: round(m.replicated.median.perSecond / m.relay.median.perSecond, 3),
   };
-  log(`   relay / relay floor: ${relay.ratio}×; 3 replicas / 1: ${relay.replicatedRatio}×`);
-  return relay;
+  log(`   relay / relay floor: ${result.ratio}×; 3 replicas / 1: ${result.replicatedRatio}×`);
+  return result;
 }
 
 async function withNats<T>(fn: (url: string) => Promise<T>): Promise<T> {

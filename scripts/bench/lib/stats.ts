@@ -56,28 +56,42 @@ export function repeatEach<M extends Record<string, Record<string, number>>>(run
   };
 }
 
+/** One configuration a section measures: its key in the results, its label, whose it is (ours by default), one run of it. */
+export interface Config<K extends string, T> {
+  key: K;
+  label: string;
+  system?: string;
+  measure: (run: number) => Promise<T>;
+}
+
 /**
- * `runs` rounds of every measurement, one after the other, so a slow phase of a shared machine
- * does not land on one of them only; `rotate`: each round starts one further along the list, so
- * none always runs first (or last). `after` sees each result (to log it). Returns each key's runs
- * with their median, min and max.
+ * How a section measures its configurations: `runs` rounds of every configuration, one after the
+ * other, so a slow phase of a shared machine does not land on one of them only; `rotate`: each
+ * round starts one further along the list, so none always runs first (or last). Each result is
+ * logged as `label: show(result)`. Returns each configuration's runs with their median, min and
+ * max, in the order given.
  */
-export async function interleaved<M extends Record<string, Record<string, number>>>(
+export async function measureEach<K extends string, T extends Record<string, number>>(
   runs: number,
-  measures: { [K in keyof M]: (run: number) => Promise<M[K]> },
-  opts: { rotate?: boolean; after?: <K extends keyof M>(key: K, result: M[K], run: number) => void } = {},
-): Promise<{ [K in keyof M]: Repeated<M[K]> }> {
-  const keys = Object.keys(measures) as (keyof M)[];
-  const taken = Object.fromEntries(keys.map((k) => [k, []])) as unknown as { [K in keyof M]: M[K][] };
+  configs: readonly Config<K, T>[],
+  opts: { log: (msg: string) => void; show: (t: T) => string; rotate?: boolean },
+): Promise<Record<K, Measured<T>>> {
+  const taken = new Map<K, T[]>(configs.map((c) => [c.key, []]));
   for (let r = 0; r < runs; r++) {
-    for (const key of opts.rotate ? keys.map((_, i) => keys[(i + r) % keys.length]!) : keys) {
-      const result = await measures[key](r);
-      taken[key].push(result);
-      opts.after?.(key, result, r);
+    for (let i = 0; i < configs.length; i++) {
+      const c = configs[opts.rotate ? (i + r) % configs.length : i]!;
+      const result = await c.measure(r);
+      taken.get(c.key)!.push(result);
+      opts.log(`   ${c.label}: ${opts.show(result)}`);
     }
   }
-  return repeatEach<M>(taken);
+  const measured = configs.map((c) => [c.key, { system: c.system ?? 'ours', label: c.label, runs: repeatOf(taken.get(c.key)!) }]);
+  return Object.fromEntries(measured) as Record<K, Measured<T>>;
 }
+
+/** Each configuration's runs alone, for the sections whose results keep no system or label. */
+export const runsOf = <K extends string, T extends Record<string, number>>(m: Record<K, Measured<T>>) =>
+  Object.fromEntries(Object.entries<Measured<T>>(m).map(([k, c]) => [k, c.runs])) as Record<K, Repeated<T>>;
 
 /** p50, p99, max and mean of raw samples (ms), rounded to `digits`. */
 export function spread(samples: number[], digits = 3): { p50: number; p99: number; max: number; mean: number } {

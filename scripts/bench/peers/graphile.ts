@@ -10,6 +10,7 @@ import { assertOk, ROOT, runParallel, runProcess } from '../../lib/processes.ts'
 import { markDir, nowMs } from '../lib/marks.ts';
 import { PENDING, watchSettled } from '../lib/settled.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PEERS } from './guarantees.ts';
 
 /**
  * graphile-worker, run both ways its authors support, with the settings of its own perfTest
@@ -31,6 +32,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * completion deletes the job by id alone (sql/completeJobs: a worker whose lock was reset can
  * complete the newer attempt), and a completed job is deleted, no history kept.
  */
+
+/**
+ * A configuration's key, system and label: the fastest (no queue), or (`keyed`) the same-guarantee
+ * one (peers/guarantees.ts), whose key ends in Keyed and whose label says a queue per key.
+ */
+export const graphileConfig = (keyed: boolean) => ({
+  key: (k: string) => (keyed ? `${k}Keyed` : k),
+  system: keyed ? PEERS.graphile.same : PEERS.graphile.fastest,
+  label: (l: string) => (keyed ? `${l}, a queue per key` : l),
+});
 
 export const GRAPHILE_CLI = path.join(ROOT, 'node_modules/graphile-worker/dist/cli.js');
 export const GRAPHILE_CONFIG = path.join(ROOT, 'scripts/bench/peers/graphile.config.cjs');

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { apiBookings, startApi, type ApiFixture } from '../api.ts';
 import { fillBookingHistory } from '../booking-history.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
-import { interleaved, round } from '../lib/stats.ts';
+import { measureEach, round, runsOf } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type PartOf } from '../context.ts';
 
 type ApiLat = { rps: number; p50: number; p99: number };
@@ -50,12 +50,12 @@ async function emptyAgainstHistory({ P, log }: BenchContext, empty: ApiFixture, 
     non201 += a.non201;
     return { rps: a.rps, p50: a.p50, p99: a.p99 };
   };
-  const label = { empty: 'empty bookings table', history: `${P.bookingHistory.toLocaleString('en-US')} past bookings` };
-  const { empty: e, history: h } = await interleaved<Record<'empty' | 'history', ApiLat>>(
-    P.runs,
-    { empty: on(empty), history: on(history) },
-    { rotate: true, after: (k, a) => log(`   ${label[k]}: ${a.rps} req/s, p50 ${a.p50} ms, p99 ${a.p99} ms`) },
-  );
+  const configs = [
+    { key: 'empty', label: 'empty bookings table', measure: on(empty) },
+    { key: 'history', label: `${P.bookingHistory.toLocaleString('en-US')} past bookings`, measure: on(history) },
+  ] as const;
+  const show = (a: ApiLat) => `${a.rps} req/s, p50 ${a.p50} ms, p99 ${a.p99} ms`;
+  const { empty: e, history: h } = runsOf(await measureEach(P.runs, configs, { log, show, rotate: true }));
   const result = {
     connections: c,
     bookings: P.bookingHistory,

@@ -2,7 +2,7 @@ import { apiBookings, apiConflicts, POOLED_SERVER_CONNECTIONS, startApi, startPo
 import { pgbenchBookings, type OutboxVariant } from '../api-pgbench.ts';
 import type { PgbenchMode } from '../lib/pgbench.ts';
 import { mm, n, targetLines, x } from '../lib/markdown.ts';
-import { interleaved, repeatOf, round } from '../lib/stats.ts';
+import { measureEach, repeat, repeatOf, round, runsOf } from '../lib/stats.ts';
 import { PREPARED_CONNECTIONS, type BenchContext, type ReportPart, type PartOf } from '../context.ts';
 
 type Rps = { rps: number; p99: number };
@@ -147,18 +147,15 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
       const { tps, p99 } = await pgbenchBookings(fixture, P, c, { variant: v, mode });
       return { tps, p99 };
     };
-  const m = await interleaved<Record<'w' | 'wo' | 'nn' | 'na' | 'wp' | 'wop', Tps>>(
-    P.runs,
-    {
-      w: variant('notify-after-commit'),
-      wo: variant('none'),
-      nn: variant('no-notify'),
-      na: variant('in-transaction'),
-      wp: variant('notify-after-commit', 'prepared'),
-      wop: variant('none', 'prepared'),
-    },
-    { after: (k, t) => log(`   outbox cost, ${COST_LABELS[k]}: ${t.tps} tps`) },
-  );
+  const configs = [
+    { key: 'w', label: 'outbox cost, with', measure: variant('notify-after-commit') },
+    { key: 'wo', label: 'outbox cost, without', measure: variant('none') },
+    { key: 'nn', label: 'outbox cost, row without notify', measure: variant('no-notify') },
+    { key: 'na', label: 'outbox cost, notify inside the transaction', measure: variant('in-transaction') },
+    { key: 'wp', label: 'outbox cost, with, prepared', measure: variant('notify-after-commit', 'prepared') },
+    { key: 'wop', label: 'outbox cost, without, prepared', measure: variant('none', 'prepared') },
+  ] as const;
+  const m = runsOf(await measureEach(P.runs, configs, { log, show: (t) => `${t.tps} tps` }));
   const ratio = round(m.w.median.tps / m.wo.median.tps, 3);
   const costPercent = (v: typeof m.w) => round(100 * (1 - v.median.tps / m.wo.median.tps), 1);
   const preparedRatio = round(m.wp.median.tps / m.wop.median.tps, 3);
@@ -177,15 +174,6 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     },
   };
 }
-
-const COST_LABELS = {
-  w: 'with',
-  wo: 'without',
-  nn: 'row without notify',
-  na: 'notify inside the transaction',
-  wp: 'with, prepared',
-  wop: 'without, prepared',
-};
 
 /** Always written: a run without the figures says why. */
 function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
@@ -219,18 +207,17 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
 
 /** Bookings of the same dates in contention (part of the api section): one winner a round, the rest 409. */
 async function conflicts({ P, log }: BenchContext, fixture: ApiFixture) {
-  const runs = [];
-  for (let r = 0; r < P.runs; r++) {
-    const c = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
-    runs.push(c);
+  // Every figure of a run but the clients' errors (requests that got no answer).
+  const runs = await repeat(P.runs, async () => {
+    const { errors: _, ...c } = await apiConflicts(fixture, P.conflictConnections, P.httpSeconds);
     log(
       `   conflicts: ${c.rps} req/s, ${c.rounds} rounds, ${c.share409} % 409, ${c.created201} × 201 (${c.bookingsKept} kept, at most ${c.maxWinnersPerRound} a round), ${c.server5xx} × 5xx, ${c.other} other`,
     );
-  }
+    return c;
+  });
   return {
     connections: P.conflictConnections,
-    // Every figure of a run but the clients' errors (requests that got no answer).
-    runs: repeatOf(runs.map(({ errors: _, ...figures }) => figures)),
+    runs,
     expectedShare409: round(100 * (1 - 1 / P.conflictConnections), 2),
   };
 }

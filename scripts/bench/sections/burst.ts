@@ -14,63 +14,60 @@ import {
   addJobsSql,
   GRAPHILE_CLI,
   GRAPHILE_CONFIG,
+  graphileConfig,
   graphileAutoAnalyze,
   startGraphileRunner,
   summarizeGraphileTrace,
 } from '../peers/graphile.ts';
-import { jobOf, PGBOSS_POLL_SECONDS, pgBossLabel, queueOptions, startBoss, workAll } from '../peers/pgboss.ts';
+import { jobOf, PGBOSS_POLL_SECONDS, queueOptions, startBoss, workAll } from '../peers/pgboss.ts';
 import { comparedTables, n, targetLines } from '../lib/markdown.ts';
-import { recorder } from '../lib/recorder.ts';
-import { compareConfigs } from '../lib/stats.ts';
-import { OURS_THROUGHPUT, pgBossKey, pgBossSystem, type BenchContext, type PartOf } from '../context.ts';
-import { PEERS } from '../peers/guarantees.ts';
+import { compareConfigs, measureEach, type Config } from '../lib/stats.ts';
+import { OURS_THROUGHPUT, pgBossConfig, type BenchContext, type PartOf } from '../context.ts';
 
 /** Idle long-running workers of each system hit by one burst committed in one statement. */
 export const burstSection = {
   name: 'burst',
   markdown: [{ place: 1.5, render: burstMarkdown }],
-  async run(ctx: BenchContext) {
-    const { P, log } = ctx;
-    const rec = recorder<Burst>(log, (b) => `${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`);
-    for (let r = 0; r < P.runs; r++) {
-      for (const warm of P.burstWarmUps) await burstRun(ctx, rec, warm);
-    }
-    const configs = rec.configs();
-    const oursKeys = Object.keys(configs).filter((k) => configs[k]!.system === 'ours');
-    return { burst: { messages: P.burstMessages, ...compareConfigs(configs, (b) => b.perSecond, oursKeys, oursKeys) } };
+  async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
+    const n = P.burstMessages;
+    /** Every configuration after a warm-up, or (the keys and labels say "cold") without one. */
+    const configs = (warm: boolean): Config<string, Burst>[] => {
+      const spell: IdleSpell = { warm, idleMs: P.burstIdleMs };
+      const cold = (c: { key: string; system?: string; label: string }) =>
+        warm ? c : { ...c, key: `${c.key}Cold`, label: `${c.label}, cold` };
+      const graphile = [false, true].flatMap((keyed) => {
+        const { key, system, label } = graphileConfig(keyed);
+        return [
+          ...P.burstGraphileProcesses.map((processes) => ({
+            ...cold({ key: key(`graphileCli${processes}`), system, label: label(`graphile-worker CLI ×${processes}`) }),
+            measure: async () => graphileBurst(await freshGraphile(), n, spell, { processes, keyed }),
+          })),
+          {
+            ...cold({ key: key('graphileRun'), system, label: label('graphile-worker run() in-process') }),
+            measure: async () => graphileBurst(await freshGraphile(), n, spell, { keyed }),
+          },
+        ];
+      });
+      return [
+        ...[1, 2].map((processes) => ({
+          ...cold({ key: `ours${processes}`, label: `ours ×${processes}` }),
+          measure: async () => oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, spell),
+        })),
+        ...graphile,
+        ...P.pgBossConfigs.map((cfg) => ({
+          ...cold(pgBossConfig(cfg)),
+          measure: async () => pgBossBurst(await freshPgBoss(), n, cfg, spell),
+        })),
+      ];
+    };
+    const measured = await measureEach(P.runs, P.burstWarmUps.flatMap(configs), {
+      log,
+      show: (b) => `${Math.round(b.perSecond)} msg/s (${b.seconds.toFixed(2)} s from COMMIT)`,
+    });
+    const oursKeys = Object.keys(measured).filter((k) => measured[k]!.system === 'ours');
+    return { burst: { messages: n, ...compareConfigs(measured, (b) => b.perSecond, oursKeys, oursKeys) } };
   },
 };
-
-/** One burst of every configuration, all after a warm-up or all cold. */
-async function burstRun(ctx: BenchContext, rec: ReturnType<typeof recorder<Burst>>, warm: boolean) {
-  const { P, freshOurs, freshGraphile, freshPgBoss } = ctx;
-  const n = P.burstMessages;
-  const spell: IdleSpell = { warm, idleMs: P.burstIdleMs };
-  // Keys and labels: the warm-up run is the plain one, the other is "cold".
-  const k = (key: string) => (warm ? key : `${key}Cold`);
-  const l = (label: string) => (warm ? label : `${label}, cold`);
-  for (const processes of [1, 2]) {
-    await rec.measure(k(`ours${processes}`), 'ours', l(`ours ×${processes}`), async () =>
-      oursBurst(await freshOurs(), n, processes, OURS_THROUGHPUT, spell),
-    );
-  }
-  for (const keyed of [false, true]) {
-    const [q, sys, ql] = keyed ? ['Keyed', PEERS.graphile.same, ', a queue per key'] : ['', PEERS.graphile.fastest, ''];
-    for (const processes of P.burstGraphileProcesses) {
-      await rec.measure(k(`graphileCli${processes}${q}`), sys, l(`graphile-worker CLI ×${processes}${ql}`), async () =>
-        graphileBurst(await freshGraphile(), n, spell, { processes, keyed }),
-      );
-    }
-    await rec.measure(k(`graphileRun${q}`), sys, l(`graphile-worker run() in-process${ql}`), async () =>
-      graphileBurst(await freshGraphile(), n, spell, { keyed }),
-    );
-  }
-  for (const cfg of P.pgBossConfigs) {
-    await rec.measure(k(pgBossKey(cfg)), pgBossSystem(cfg), l(`pg-boss ${pgBossLabel(cfg)}`), async () =>
-      pgBossBurst(await freshPgBoss(), n, cfg, spell),
-    );
-  }
-}
 
 function burstMarkdown(r: PartOf<typeof burstSection>): string[] {
   if (!r.burst) return [];

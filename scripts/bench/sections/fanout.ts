@@ -7,7 +7,7 @@ import { pgbenchBookings } from '../api-pgbench.ts';
 import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { newestRowIndexEntries } from '../lib/outbox.ts';
 import { mm, n, x } from '../lib/markdown.ts';
-import { repeatOf, round } from '../lib/stats.ts';
+import { measureEach, round, runsOf } from '../lib/stats.ts';
 import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import { withClient } from '../../lib/postgres.ts';
@@ -59,31 +59,30 @@ async function hotPath(ctx: BenchContext) {
   );
   await fixture.close();
   const variants = hotPathVariants(P.fanoutHandlers);
-  const runs: Record<string, HotPathRun[]> = Object.fromEntries(variants.map((v) => [v.key, []]));
   const indexEntriesPerTransaction: Record<string, number> = {};
   let indexesOnPartition = 0;
   const c = P.outboxCostClients;
-  for (let r = 0; r < P.fanoutRuns; r++) {
-    for (const v of variants) {
+  const configs = variants.map((v) => ({
+    key: v.key,
+    label: `fanout hot path, ${v.key}`,
+    async measure(r: number): Promise<HotPathRun> {
       const { result, wal } = await walAround(fixture.url, () =>
         pgbenchBookings(fixture, P, c, { variant: v.fanOutTo ? undefined : 'none', fanOutTo: v.fanOutTo ?? [] }),
       );
-      runs[v.key]!.push({ tps: result.tps, p99: result.p99, walBytesPerTransaction: wal.bytes / result.transactions });
       if (r === 0) {
         // The newest outbox row is one of this variant's (none writes no row: nothing to count).
         const newest = v.rows > 0 ? await withClient(fixture.url, newestRowIndexEntries) : null;
         indexEntriesPerTransaction[v.key] = (newest?.entries ?? 0) * v.rows;
         indexesOnPartition = newest?.indexes ?? indexesOnPartition;
       }
-    }
-    const line = variants.map(
-      (v) => `${v.key} ${runs[v.key]!.at(-1)!.tps} tps ${Math.round(runs[v.key]!.at(-1)!.walBytesPerTransaction)} B`,
-    );
-    log(`   fanout hot path: ${line.join(', ')}`);
-  }
+      return { tps: result.tps, p99: result.p99, walBytesPerTransaction: wal.bytes / result.transactions };
+    },
+  }));
+  const show = (h: HotPathRun) => `${h.tps} tps ${Math.round(h.walBytesPerTransaction)} B`;
+  const measured = runsOf(await measureEach(P.fanoutRuns, configs, { log, show }));
   return {
     clients: c,
-    variants: Object.fromEntries(variants.map((v) => [v.key, repeatOf(runs[v.key]!)])),
+    variants: measured,
     indexEntriesPerTransaction,
     indexesOnPartition,
   };
@@ -99,33 +98,28 @@ async function hotPath(ctx: BenchContext) {
 async function drain(ctx: BenchContext) {
   const { P, log, freshOurs } = ctx;
   const M = P.fanoutMessages;
-  const runs = new Map<number, { perMessage: FanoutDrain[]; perSubscription: FanoutDrain[] }>(
-    P.fanoutHandlers.map((k) => [k, { perMessage: [], perSubscription: [] }]),
-  );
-  const measure = async (rows: number, effects: number, topic: string, env: Record<string, string>): Promise<FanoutDrain> => {
+  const measure = (rows: number, effects: number, topic: string, env: Record<string, string>) => async (): Promise<FanoutDrain> => {
     const url = await freshOurs();
     const { result, wal } = await walAround(url, () =>
       oursDrain(url, { topic, count: rows, processes: 1, env: { ...OURS_THROUGHPUT, ...env } }),
     );
     return { effectsPerSecond: effects / result.drainSeconds, seconds: result.drainSeconds, walBytesPerEffect: wal.bytes / effects };
   };
-  for (let r = 0; r < P.fanoutRuns; r++) {
-    for (const k of P.fanoutHandlers) {
-      const one = await measure(M, M * k, 'bench.fanout', { BENCH_FANOUT_HANDLERS: String(k) });
-      const many = await measure(M * k, M * k, 'bench.noop', {});
-      runs.get(k)!.perMessage.push(one);
-      runs.get(k)!.perSubscription.push(many);
-      log(
-        `   fanout drain K=${k}: per message ${Math.round(one.effectsPerSecond)} effects/s ${Math.round(one.walBytesPerEffect)} B, ` +
-          `per subscription ${Math.round(many.effectsPerSecond)} effects/s ${Math.round(many.walBytesPerEffect)} B`,
-      );
-    }
-  }
+  const configs = P.fanoutHandlers.flatMap((k) => [
+    {
+      key: `perMessage${k}`,
+      label: `fanout drain K=${k}, per message`,
+      measure: measure(M, M * k, 'bench.fanout', { BENCH_FANOUT_HANDLERS: String(k) }),
+    },
+    { key: `perSubscription${k}`, label: `fanout drain K=${k}, per subscription`, measure: measure(M * k, M * k, 'bench.noop', {}) },
+  ]);
+  const show = (d: FanoutDrain) => `${Math.round(d.effectsPerSecond)} effects/s ${Math.round(d.walBytesPerEffect)} B`;
+  const m = runsOf(await measureEach(P.fanoutRuns, configs, { log, show }));
   return {
     messages: M,
     byHandlers: P.fanoutHandlers.map((k) => {
-      const perMessage = repeatOf(runs.get(k)!.perMessage);
-      const perSubscription = repeatOf(runs.get(k)!.perSubscription);
+      const perMessage = m[`perMessage${k}`]!;
+      const perSubscription = m[`perSubscription${k}`]!;
       return {
         handlers: k,
         perMessage,

@@ -3,7 +3,7 @@ import pg from 'pg';
 import type { BenchContext, PartOf } from '../context.ts';
 import { startOursInProcess } from '../ours.ts';
 import { n } from '../lib/markdown.ts';
-import { percentile, round } from '../lib/stats.ts';
+import { measureEach, percentile, round } from '../lib/stats.ts';
 import { startGraphileLatencyRunner } from '../peers/graphile.ts';
 import { startPgBossLatencyWorker } from '../peers/pgboss.ts';
 
@@ -133,35 +133,26 @@ export const heldSnapshotSection = {
       heldMs: P.heldSeconds * 1000,
       afterMs: P.heldAfterSeconds * 1000,
     };
-    const systems: { key: string; label: string; fresh: () => Promise<string>; start: StartConsumer }[] = [
-      { key: 'ours', label: 'ours', fresh: ctx.freshOurs, start: startOursInProcess },
+    const underHeld = (fresh: () => Promise<string>, start: StartConsumer) => async () => underHeldSnapshot(await fresh(), start, phases);
+    const configs = [
+      { key: 'ours', label: 'ours', measure: underHeld(ctx.freshOurs, startOursInProcess) },
       {
         key: 'pgBossKeyed',
         label: 'pg-boss key_strict_fifo (batch 1)',
-        fresh: ctx.freshPgBoss,
-        start: (url, arrived) => startPgBossLatencyWorker(url, true, arrived),
+        measure: underHeld(ctx.freshPgBoss, (url, arrived) => startPgBossLatencyWorker(url, true, arrived)),
       },
       {
         key: 'graphileKeyed',
         label: 'graphile-worker, a queue per key',
-        fresh: ctx.freshGraphile,
-        start: (url, arrived) => startGraphileLatencyRunner(url, arrived, true),
+        measure: underHeld(ctx.freshGraphile, (url, arrived) => startGraphileLatencyRunner(url, arrived, true)),
       },
     ];
-    const out = {
-      rate: P.heldRate,
-      beforeSeconds: P.heldBeforeSeconds,
-      heldSeconds: P.heldSeconds,
-      systems: {} as Record<string, { label: string } & Awaited<ReturnType<typeof underHeldSnapshot>>>,
-    };
-    for (const s of systems) {
-      const runFigures = await underHeldSnapshot(await s.fresh(), s.start, phases);
-      out.systems[s.key] = { label: s.label, ...runFigures };
-      log(
-        `   held-snapshot ${s.key}: p99 ${runFigures.p99Before} ms before, ${runFigures.p99Held} ms in the hold's second half (${runFigures.ratio}×), ${runFigures.left} left`,
-      );
-    }
-    return { heldSnapshot: out };
+    const show = (f: Awaited<ReturnType<typeof underHeldSnapshot>>) =>
+      `p99 ${f.p99Before} ms before, ${f.p99Held} ms in the hold's second half (${f.ratio}×), ${f.left} left`;
+    // One run each: the figures of that run.
+    const measured = Object.entries(await measureEach(1, configs, { log, show }));
+    const systems = Object.fromEntries(measured.map(([k, c]) => [k, { label: c.label, ...c.runs.median }]));
+    return { heldSnapshot: { rate: P.heldRate, beforeSeconds: P.heldBeforeSeconds, heldSeconds: P.heldSeconds, systems } };
   },
 };
 

@@ -1,5 +1,5 @@
 import { mm, n, x } from '../lib/markdown.ts';
-import { interleaved, round } from '../lib/stats.ts';
+import { measureEach, round, runsOf } from '../lib/stats.ts';
 import type { BenchContext, PartOf, Drain } from '../context.ts';
 import { oursDrain } from '../ours.ts';
 
@@ -13,9 +13,8 @@ export const ioSection = {
       const d = await oursDrain(await freshOurs(), { topic: 'bench.sleep', count: P.ioMessages, processes, env });
       return { perSecond: d.perSecond, drainSeconds: d.drainSeconds };
     };
-    const byProcesses = await interleaved<Record<string, Drain>>(P.runs, Object.fromEntries(P.ioProcesses.map((p) => [p, drain(p)])), {
-      after: (processes, d) => log(`   ${processes} process(es), ${P.ioSleepMs} ms handler: ${Math.round(d.perSecond)} msg/s`),
-    });
+    const configs = P.ioProcesses.map((p) => ({ key: String(p), label: `${p} process(es), ${P.ioSleepMs} ms handler`, measure: drain(p) }));
+    const byProcesses = runsOf(await measureEach(P.runs, configs, { log, show: (d) => `${Math.round(d.perSecond)} msg/s` }));
     const one = byProcesses['1']!.median.perSecond;
     return {
       io: {

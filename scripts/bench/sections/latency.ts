@@ -1,6 +1,6 @@
 import { latencyFloor } from '../floors.ts';
 import { mm, targetLines, x } from '../lib/markdown.ts';
-import { interleaved, round } from '../lib/stats.ts';
+import { measureEach, round, runsOf } from '../lib/stats.ts';
 import type { BenchContext, PartOf } from '../context.ts';
 import { oursLatency } from '../ours.ts';
 import { graphileLatency } from '../peers/graphile.ts';
@@ -14,26 +14,22 @@ export const latencySection = {
   name: 'latency',
   markdown: [{ place: 2, render: latencyMarkdown }],
   async run({ P, log, freshOurs, freshGraphile, freshPgBoss }: BenchContext) {
-    const labels = {
-      ours: 'ours',
-      floor: 'floor (bare LISTEN/NOTIFY round trip)',
-      graphile: 'graphile-worker',
-      pgBoss: 'pg-boss',
-      graphileKeyed: 'graphile-worker, a queue per key',
-      pgBossKeyed: 'pg-boss, key_strict_fifo per key',
-    };
-    const m = await interleaved<Record<keyof typeof labels, Lat>>(
-      P.runs,
+    const graphile = (keyed: boolean) => async () => graphileLatency(await freshGraphile(), P.latencySamples, keyed);
+    const pgBoss = (keyed: boolean) => async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, keyed);
+    const configs = [
+      { key: 'ours', label: 'ours', measure: async () => oursLatency(await freshOurs(), P.latencySamples) },
       {
-        ours: async () => oursLatency(await freshOurs(), P.latencySamples),
-        floor: async () => latencyFloor(await freshOurs(), P.latencyFloorSamples),
-        graphile: async () => graphileLatency(await freshGraphile(), P.latencySamples),
-        pgBoss: async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples),
-        graphileKeyed: async () => graphileLatency(await freshGraphile(), P.latencySamples, true),
-        pgBossKeyed: async () => pgBossLatency(await freshPgBoss(), P.pgBossLatencySamples, true),
+        key: 'floor',
+        label: 'floor (bare LISTEN/NOTIFY round trip)',
+        measure: async () => latencyFloor(await freshOurs(), P.latencyFloorSamples),
       },
-      { after: (k, l) => log(`   ${labels[k]}: p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`) },
-    );
+      { key: 'graphile', label: 'graphile-worker', measure: graphile(false) },
+      { key: 'pgBoss', label: 'pg-boss', measure: pgBoss(false) },
+      { key: 'graphileKeyed', label: 'graphile-worker, a queue per key', measure: graphile(true) },
+      { key: 'pgBossKeyed', label: 'pg-boss, key_strict_fifo per key', measure: pgBoss(true) },
+    ] as const;
+    const show = (l: Lat) => `p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms`;
+    const m = runsOf(await measureEach(P.runs, configs, { log, show }));
     const ratio = (k: 'p50' | 'p99') => round(m.ours.median[k] / m.floor.median[k], 3);
     const floorRatios = { p50: ratio('p50'), p99: ratio('p99') };
     return { latency: { ...m, floorRatios } };

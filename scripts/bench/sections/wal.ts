@@ -1,6 +1,6 @@
 import { OURS_THROUGHPUT, type BenchContext, type PartOf } from '../context.ts';
 import { mm, n } from '../lib/markdown.ts';
-import { repeatOf } from '../lib/stats.ts';
+import { measureEach } from '../lib/stats.ts';
 import { walAround } from '../lib/wal.ts';
 import { oursDrain } from '../ours.ts';
 import { graphileRunDrain } from '../peers/graphile.ts';
@@ -91,19 +91,20 @@ export const walSection = {
   async run(ctx: BenchContext) {
     const { P, log } = ctx;
     const M = P.walMessages;
-    const all = systems(ctx);
-    const runs: Record<string, WalPerMessage[]> = Object.fromEntries(all.map((s) => [s.key, []]));
     const fresh = { ours: ctx.freshOurs, pgBoss: ctx.freshPgBoss, graphile: ctx.freshGraphile };
-    for (let r = 0; r < P.walRuns; r++) {
-      for (const s of all) {
+    const configs = systems(ctx).map((s) => ({
+      key: s.key,
+      label: s.label,
+      async measure(r: number): Promise<WalPerMessage> {
         const url = await (s.key.startsWith('ours') ? fresh.ours : s.key.startsWith('pgBoss') ? fresh.pgBoss : fresh.graphile)();
         await s.prepare?.(url);
         const { wal } = await walAround(url, () => s.drain(url, M, r));
-        runs[s.key]!.push({ walBytes: wal.bytes / M, indexEntries: wal.btreeEntries / M, records: wal.records / M });
-        log(`   wal ${s.key}: ${Math.round(wal.bytes / M)} B, ${(wal.btreeEntries / M).toFixed(1)} index entries a message`);
-      }
-    }
-    return { wal: { messages: M, systems: Object.fromEntries(all.map((s) => [s.key, { label: s.label, ...repeatOf(runs[s.key]!) }])) } };
+        return { walBytes: wal.bytes / M, indexEntries: wal.btreeEntries / M, records: wal.records / M };
+      },
+    }));
+    const show = (w: WalPerMessage) => `${Math.round(w.walBytes)} B, ${w.indexEntries.toFixed(1)} index entries a message`;
+    const measured = Object.entries(await measureEach(P.walRuns, configs, { log, show }));
+    return { wal: { messages: M, systems: Object.fromEntries(measured.map(([k, c]) => [k, { label: c.label, ...c.runs }])) } };
   },
 };
 
