@@ -21,9 +21,9 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
  * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
  * worker's wake-up goes after the commit). The row is grouped by the host and owned by the guest,
- * with the topic's priority and its turn from outbox_turn, as enqueue writes it; the two public
- * ids are read by primary key in the statement (the service has them already), so if anything
- * the row's cost is overstated. Variant 'none' drops the outbox row and the notify.
+ * with the topic's priority and its turn from outbox_turn, as enqueue writes it, from the two
+ * public ids the first statement read (the service has them before it writes). Variant 'none'
+ * drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
  * client_id, so no two ever overlap.
@@ -44,8 +44,13 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     '\\set gid :gmin + (:slot % :nguests)',
     `\\set day :base + ${STAY_NIGHTS} * (:slot / :nprops)`,
     'BEGIN;',
+    // \gset keeps the two public ids the row is grouped and owned by (r_host_public_id,
+    // r_guest_public_id), as the service has them: the host's read with the property, the guest's
+    // with the signed-in user (here a probe by primary key, in every variant).
     'SELECT p.*, h.public_id AS host_public_id, h.email AS host_email, h.name AS host_name, ' +
-      `pg_advisory_xact_lock((${BOOKING_LOCK_NAMESPACE}::bigint << 32) # p.id)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid;`,
+      '(SELECT u.public_id FROM users u WHERE u.id = :gid) AS guest_public_id, ' +
+      `pg_advisory_xact_lock((${BOOKING_LOCK_NAMESPACE}::bigint << 32) # p.id)::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid`,
+    '\\gset r_',
   ];
   const insertBooking =
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
@@ -56,22 +61,19 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     // grouped by the host and owned by the guest, with the topic's priority and a turn, as enqueue
     // writes it: a queue that fans out keeps the same turns, and K rows then write K times one's
     // index entries.
-    const turn = `, ${BOOKING_PRIORITY}, w.grp, w.own, outbox_turn(w.grp, w.own, ${BOOKING_PRIORITY})`;
+    const who = [':r_host_public_id::text', ':r_guest_public_id::text'];
+    const turn = `, ${BOOKING_PRIORITY}, ${who.join(', ')}, outbox_turn(${who.join(', ')}, ${BOOKING_PRIORITY})`;
     const [columns, key, values, from] =
       fanOutTo.length === 0
-        ? [', priority, group_id, owner_id, turn', 'b.public_id', turn, 'FROM b, w']
+        ? [', priority, group_id, owner_id, turn', 'b.public_id', turn, 'FROM b']
         : [
             ', priority, group_id, owner_id, turn, lane, origin_id',
             "h.name || '@' || b.public_id",
             `${turn}, h.name, b.public_id`,
-            `FROM b, w, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
+            `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
           ];
-    // Who the turn is for: the host's public id (the group) and the guest's (the owner).
-    const who =
-      'w AS (SELECT (SELECT h.public_id::text FROM properties p JOIN users h ON h.id = p.host_id WHERE p.id = :pid) AS grp, ' +
-      '(SELECT u.public_id::text FROM users u WHERE u.id = :gid) AS own), ';
     lines.push(
-      `WITH b AS (${insertBooking}), ${who}` +
+      `WITH b AS (${insertBooking}), ` +
         `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, jsonb_build_object(` +
         "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
         "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
