@@ -25,8 +25,9 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * public ids the first statement read (the service has them before it writes). Variant 'none'
  * drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
- * first) and 'no-notify' (the row alone). Each client numbers its own stays (k), interleaved by
- * client_id, so no two ever overlap.
+ * first), 'no-notify' (the row alone) and 'given-turn' (the row alone with a constant for its
+ * turn: the same index entries without outbox_turn's three probes). Each client numbers its own
+ * stays (k), interleaved by client_id, so no two ever overlap.
  *
  * `fanOutTo`: the outbox written one row per subscription instead of one per message, as a queue
  * that fans out at enqueue would write it (pg-boss: a job per subscribed queue; the fanout
@@ -34,7 +35,7 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * event's id in `origin_id` (what the relay's Nats-Msg-Id needs when rows are many) and the key
  * `<handler>@<booking>`, as a lane row is keyed, so each handler keeps its own order per booking.
  */
-export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'none';
+export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'given-turn' | 'none';
 
 export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[] = []): string {
   const lines = [
@@ -62,7 +63,8 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     // writes it: a queue that fans out keeps the same turns, and K rows then write K times one's
     // index entries.
     const who = [':r_host_public_id::text', ':r_guest_public_id::text'];
-    const turn = `, ${BOOKING_PRIORITY}, ${who.join(', ')}, outbox_turn(${who.join(', ')}, ${BOOKING_PRIORITY})`;
+    const turnOf = variant === 'given-turn' ? '1' : `outbox_turn(${who.join(', ')}, ${BOOKING_PRIORITY})`;
+    const turn = `, ${BOOKING_PRIORITY}, ${who.join(', ')}, ${turnOf}`;
     const [columns, key, values, from] =
       fanOutTo.length === 0
         ? [', priority, group_id, owner_id, turn', 'b.public_id', turn, 'FROM b']

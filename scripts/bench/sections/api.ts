@@ -152,6 +152,7 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     { key: 'wo', label: 'outbox cost, without', measure: variant('none') },
     { key: 'nn', label: 'outbox cost, row without notify', measure: variant('no-notify') },
     { key: 'na', label: 'outbox cost, notify inside the transaction', measure: variant('in-transaction') },
+    { key: 'gt', label: 'outbox cost, row with a turn given', measure: variant('given-turn') },
     { key: 'wp', label: 'outbox cost, with, prepared', measure: variant('notify-after-commit', 'prepared') },
     { key: 'wop', label: 'outbox cost, without, prepared', measure: variant('none', 'prepared') },
   ] as const;
@@ -169,7 +170,9 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     diagnostics: {
       rowWithoutNotify: m.nn,
       notifyInTransaction: m.na,
+      rowWithGivenTurn: m.gt,
       rowWithoutNotifyCostPercent: costPercent(m.nn),
+      rowWithGivenTurnCostPercent: costPercent(m.gt),
       notifyInTransactionCostPercent: costPercent(m.na),
     },
   };
@@ -198,6 +201,9 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
     `| outbox row, pg_notify right after COMMIT (what the service does under load) | ${n(o.withOutbox.median.tps)} | ${n(o.costPercent, 1)} % |`,
   );
   L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
+  L.push(
+    `| outbox row, no pg_notify, a constant for its turn (the row above less outbox_turn's three probes) | ${n(d.rowWithGivenTurn.median.tps)} | ${n(d.rowWithGivenTurnCostPercent, 1)} % |`,
+  );
   L.push(
     `| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`,
     '',
