@@ -25,9 +25,10 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * public ids the first statement read (the service has them before it writes). Variant 'none'
  * drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
- * first), 'no-notify' (the row alone) and 'given-turn' (the row alone with a constant for its
- * turn: the same index entries without outbox_turn's three probes). Each client numbers its own
- * stays (k), interleaved by client_id, so no two ever overlap.
+ * first), 'no-notify' (the row alone), 'given-turn' (the row alone with a constant for its
+ * turn: the same index entries without outbox_turn's three probes) and 'wal-message' (no row: the
+ * message, its key, group, owner and priority in a transactional logical-decoding message).
+ * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
  *
  * `fanOutTo`: the outbox written one row per subscription instead of one per message, as a queue
  * that fans out at enqueue would write it (pg-boss: a job per subscribed queue; the fanout
@@ -35,7 +36,7 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * event's id in `origin_id` (what the relay's Nats-Msg-Id needs when rows are many) and the key
  * `<handler>@<booking>`, as a lane row is keyed, so each handler keeps its own order per booking.
  */
-export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'given-turn' | 'none';
+export type OutboxVariant = 'notify-after-commit' | 'in-transaction' | 'no-notify' | 'given-turn' | 'wal-message' | 'none';
 
 export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[] = []): string {
   const lines = [
@@ -74,15 +75,23 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
             `${turn}, h.name, b.public_id`,
             `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
           ];
-    lines.push(
-      `WITH b AS (${insertBooking}), ` +
-        `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, jsonb_build_object(` +
-        "'bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
-        "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
-        "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-        `'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)${values} ${from} ` +
-        `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
-    );
+    const payload =
+      "jsonb_build_object('bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+      "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
+      "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
+      "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)";
+    if (variant === 'wal-message') {
+      // The message as a transactional logical-decoding message: in the WAL only, gone with a
+      // rollback, read back in commit order through a replication slot (ADR 0056).
+      const message = `jsonb_build_object('topic', 'booking.created', 'key', b.public_id, 'group', ${who[0]}, 'owner', ${who[1]}, 'priority', ${BOOKING_PRIORITY}, 'payload', ${payload})`;
+      lines.push(`WITH b AS (${insertBooking}) SELECT b.*, pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) FROM b;`);
+    } else {
+      lines.push(
+        `WITH b AS (${insertBooking}), ` +
+          `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, ${payload}${values} ${from} ` +
+          `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
+      );
+    }
   } else {
     lines.push(`${insertBooking};`);
   }

@@ -153,6 +153,7 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     { key: 'nn', label: 'outbox cost, row without notify', measure: variant('no-notify') },
     { key: 'na', label: 'outbox cost, notify inside the transaction', measure: variant('in-transaction') },
     { key: 'gt', label: 'outbox cost, row with a turn given', measure: variant('given-turn') },
+    { key: 'wm', label: 'outbox cost, a WAL message instead of a row', measure: variant('wal-message') },
     { key: 'wp', label: 'outbox cost, with, prepared', measure: variant('notify-after-commit', 'prepared') },
     { key: 'wop', label: 'outbox cost, without, prepared', measure: variant('none', 'prepared') },
   ] as const;
@@ -173,6 +174,8 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
       rowWithGivenTurn: m.gt,
       rowWithoutNotifyCostPercent: costPercent(m.nn),
       rowWithGivenTurnCostPercent: costPercent(m.gt),
+      walMessage: m.wm,
+      walMessageCostPercent: costPercent(m.wm),
       notifyInTransactionCostPercent: costPercent(m.na),
     },
   };
@@ -203,6 +206,9 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
   L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
   L.push(
     `| outbox row, no pg_notify, a constant for its turn (the row above less outbox_turn's three probes) | ${n(d.rowWithGivenTurn.median.tps)} | ${n(d.rowWithGivenTurnCostPercent, 1)} % |`,
+  );
+  L.push(
+    `| no row: the message in the WAL, \`pg_logical_emit_message\` (ADR 0056, not built) | ${n(d.walMessage.median.tps)} | ${n(d.walMessageCostPercent, 1)} % |`,
   );
   L.push(
     `| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`,
