@@ -57,13 +57,25 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
   const insertBooking =
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
     `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
-  if (variant !== 'none') {
+  const who = [':r_host_public_id::text', ':r_guest_public_id::text'];
+  const payload =
+    "jsonb_build_object('bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
+    "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
+    "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
+    "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)";
+  if (variant === 'none') {
+    lines.push(`${insertBooking};`);
+  } else if (variant === 'wal-message') {
+    // The message as a transactional logical-decoding message: in the WAL only, gone with a
+    // rollback, read back in commit order through a replication slot (ADR 0056).
+    const message = `jsonb_build_object('topic', 'booking.created', 'key', b.public_id, 'group', ${who[0]}, 'owner', ${who[1]}, 'priority', ${BOOKING_PRIORITY}, 'payload', ${payload})`;
+    lines.push(`WITH b AS (${insertBooking}) SELECT b.*, pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) FROM b;`);
+  } else {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
     // One row per message (what the service writes), or one per subscribed handler. Every row is
     // grouped by the host and owned by the guest, with the topic's priority and a turn, as enqueue
     // writes it: a queue that fans out keeps the same turns, and K rows then write K times one's
     // index entries.
-    const who = [':r_host_public_id::text', ':r_guest_public_id::text'];
     const turnOf = variant === 'given-turn' ? '1' : `outbox_turn(${who.join(', ')}, ${BOOKING_PRIORITY})`;
     const turn = `, ${BOOKING_PRIORITY}, ${who.join(', ')}, ${turnOf}`;
     const [columns, key, values, from] =
@@ -75,25 +87,11 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
             `${turn}, h.name, b.public_id`,
             `FROM b, unnest(ARRAY[${fanOutTo.map((h) => `'${h}'`).join(', ')}]) AS h(name)`,
           ];
-    const payload =
-      "jsonb_build_object('bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
-      "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
-      "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-      "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)";
-    if (variant === 'wal-message') {
-      // The message as a transactional logical-decoding message: in the WAL only, gone with a
-      // rollback, read back in commit order through a replication slot (ADR 0056).
-      const message = `jsonb_build_object('topic', 'booking.created', 'key', b.public_id, 'group', ${who[0]}, 'owner', ${who[1]}, 'priority', ${BOOKING_PRIORITY}, 'payload', ${payload})`;
-      lines.push(`WITH b AS (${insertBooking}) SELECT b.*, pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) FROM b;`);
-    } else {
-      lines.push(
-        `WITH b AS (${insertBooking}), ` +
-          `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, ${payload}${values} ${from} ` +
-          `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
-      );
-    }
-  } else {
-    lines.push(`${insertBooking};`);
+    lines.push(
+      `WITH b AS (${insertBooking}), ` +
+        `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, ${payload}${values} ${from} ` +
+        `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
+    );
   }
   lines.push('END;');
   if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
