@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
-import { CLAIM, claimOn, type ClaimedMessage, type ClaimOptions } from './claim.ts';
+import { CLAIM, claimOn, laterOfKeys, type ClaimedMessage, type ClaimOptions } from './claim.ts';
 import { applyPlannedSettings, explainStatement, PlannedConnection } from './planned-connection.ts';
 
 /*
@@ -49,6 +49,11 @@ export class ClaimConnection extends PlannedConnection {
 
   claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
     return this.use((client) => claimOn(client, opts));
+  }
+
+  /** Whether any of `keys` has a message still live (src/outbox/claim.ts laterOfKeys). */
+  laterOfKeys(keys: readonly string[]): Promise<boolean> {
+    return this.use((client) => laterOfKeys(client, keys));
   }
 }
 

@@ -1,4 +1,4 @@
-import { runArrays, statement, type Executor } from './executor.ts';
+import { run, runArrays, statement, type Executor } from './executor.ts';
 import { dueNow, takeLease } from './lease/leased-table.ts';
 import { notAhead, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
@@ -198,6 +198,24 @@ export const CLAIM_SQL = `
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
 export const CLAIM_STATEMENT = 'outbox-claim-v9';
 export const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
+
+/*
+ * Whether any of these keys has a message still live: after its messages were settled, the next
+ * message of a key may be due (the per-key check above), and the idle worker claims only if one
+ * is there (src/outbox/runner/loop.ts untilDue). One probe of outbox_key_idx per key and day; `=
+ * any` of the keys, with the claim connection's settings, can be served by no other index.
+ */
+const LATER_OF_KEYS = statement(
+  'outbox-later-of-keys',
+  `select exists (select 1 from outbox e
+                   where e.key = any($1::text[]) and e.status not in ('DONE', 'DEAD')
+                     and ${notAhead('e')}) as later`,
+);
+
+export async function laterOfKeys(q: Executor, keys: readonly string[]): Promise<boolean> {
+  const rows = await run<{ later: boolean }>(q, LATER_OF_KEYS, [textArray(keys)]);
+  return rows[0]!.later;
+}
 
 export interface ClaimOptions {
   limit: number;

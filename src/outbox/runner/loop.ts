@@ -92,6 +92,8 @@ class OutboxWorker implements Worker {
   private readonly lanes: readonly string[];
   /** Claimed and not yet settled: the local queue, the slots, the hand-backs (./in-flight.ts). */
   private readonly inFlight: InFlight;
+  /** The last claim got fewer messages than it asked for: it took everything due at its snapshot. */
+  private tookAllDue = false;
   private stopping = false;
   private stopPromise: Promise<WorkerSummary> | undefined;
   private loopPromise: Promise<unknown> | undefined;
@@ -173,8 +175,8 @@ class OutboxWorker implements Worker {
     this.inFlight.settled(msg);
     this.counts[COUNT_KEY[outcome]]++;
     this.waits.changed();
-    // A settled message may make the next message of its key due: look again.
-    this.waits.wake();
+    // A settled message may make the next message of its key due: the idle loop looks (untilDue).
+    this.waits.settled(msg.key);
   }
 
   /** Once per topic per recheck period, not once per message per poll. */
@@ -211,6 +213,7 @@ class OutboxWorker implements Worker {
       lanes: this.lanes,
     });
     const n = batch.length;
+    this.tookAllDue = n < limit;
     this.claimSize.claimed(limit, n, this.inFlight.queued);
     if (n === 0) return 0;
     if (tracingOn()) recordClaim(sentAt, batch, limit);
@@ -251,7 +254,7 @@ class OutboxWorker implements Worker {
         await this.waits.nextChange();
         continue;
       }
-      this.waits.pending = false;
+      this.waits.claimBegins();
       let n: number;
       try {
         n = await this.claim();
@@ -267,15 +270,20 @@ class OutboxWorker implements Worker {
       if (failures > 0) this.log.info('database reachable again');
       failures = 0;
       total += n;
-      if (n > 0) continue;
+      // Running, a claim that took fewer than it asked for took everything due at its snapshot, so
+      // the next one waits for a reason: a notification (one that arrived during the claim ends
+      // the pause at once), a settled message, the poll. Claiming again at once would walk the
+      // claim's indexes to find nothing, and under a snapshot held open every walk passes every
+      // message finished since it began (ADR 0057).
+      if (n > 0 && (mode === 'until-empty' || !this.tookAllDue)) continue;
       if (mode === 'forever') {
-        await this.pause(this.opts.pollIntervalMs);
+        await this.untilDue(this.opts.pollIntervalMs);
         continue;
       }
       // Empty means empty only when nothing we hold could still make a message due, and nothing
       // settled while the claim ran: its snapshot may predate that settle, and so have seen the
       // next message of the settled one's key as still held up by it.
-      if (this.inFlight.idle && !this.waits.pending) break;
+      if (this.inFlight.idle && !this.waits.pending && !this.waits.settledAny) break;
       await this.drained();
     }
     if (mode === 'until-empty') await this.drained();
@@ -322,6 +330,8 @@ class OutboxWorker implements Worker {
     }
     this.progress = new ProgressLog(this.log, () => this.summary());
     this.progress.start();
+    // The running loop asks about settled keys before it claims for them (untilDue); drains do not.
+    this.waits.keepKeys = true;
     this.loopPromise = this.loop('forever');
     this.log.info(
       {
@@ -340,6 +350,26 @@ class OutboxWorker implements Worker {
   /** Sleeps `ms`, or less: a notification, a settled message or stop() ends it. */
   private pause(ms: number): Promise<void> {
     return this.stopping ? Promise.resolve() : this.waits.pause(ms);
+  }
+
+  /**
+   * Idle after a claim that took everything due: sleeps up to `ms` (the poll), until a
+   * notification, stop(), or a settled message whose key has a later message live: that one may be
+   * due now. A settled message whose key has nothing behind it makes nothing due, and the claim it
+   * used to start walked the claim's indexes to find nothing (ADR 0057); asking costs a probe of
+   * outbox_key_idx per key. A failed probe claims: the claim has its own backoff.
+   */
+  private async untilDue(ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    for (;;) {
+      await this.pause(until - Date.now());
+      if (this.stopping || this.waits.pending || Date.now() >= until) return;
+      const keys = this.waits.takeSettledKeys();
+      if (keys === null) return;
+      if (keys.length === 0) continue;
+      const later = await this.claimer.laterOfKeys(keys).catch(() => true);
+      if (later) return;
+    }
   }
 
   /** Until nothing is queued, running or being settled (queued messages are handed back by stop()). */

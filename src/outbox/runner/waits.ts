@@ -1,13 +1,20 @@
 /**
  * The loop's two ways of waiting (./loop.ts), and what ends each:
- * - a pause (the poll interval, a failed claim's backoff), ended early by a wake-up: a
- *   notification, a settled message (the next message of its key may be due), stop();
+ * - a pause (the poll interval, a failed claim's backoff), ended early by a wake-up (a
+ *   notification, stop()) or by a settled message of a key (the next message of its key may be
+ *   due; the loop asks whether one is live before it claims);
  * - the next change (a slot came free, a message settled, a hand-back finished), for a loop that
  *   cannot claim more yet and for the waits of runUntilEmpty and stop().
  */
 export class LoopWaits {
   /** Set by a wake-up that arrived since the loop last cleared it (as a claim begins). */
   pending = false;
+  /** Set by every message settled since then, with a key or without. */
+  settledAny = false;
+  /** The keys of the messages settled since then; null once there are too many to ask about. */
+  private keys: Set<string> | null = new Set();
+  /** Whether the loop asks about settled keys (it runs, rather than draining until empty). */
+  keepKeys = false;
   private wakeUp: (() => void) | undefined;
   private waiters: (() => void)[] = [];
 
@@ -16,9 +23,41 @@ export class LoopWaits {
     this.wakeUp?.();
   }
 
-  /** Sleeps `ms`, or less: a wake-up ends it, and one already pending skips it. */
+  /**
+   * A message was settled. Only one with a key can make another due (the next of its key), and
+   * only if a later message of that key is live: ./loop.ts asks before it claims.
+   */
+  settled(key: string | null): void {
+    this.settledAny = true;
+    if (key === null || !this.keepKeys) return;
+    if (this.keys !== null) {
+      this.keys.add(key);
+      // Past this many, asking about each key costs more than the claim it could save.
+      if (this.keys.size > MAX_KEYS_TO_ASK) this.keys = null;
+    }
+    this.wakeUp?.();
+  }
+
+  /** A claim begins: it sees whatever the wake-ups and settled messages so far were about. */
+  claimBegins(): void {
+    this.pending = false;
+    this.settledAny = false;
+    this.keys = new Set();
+  }
+
+  /**
+   * The keys settled since the last claim began or the last call, taken: an empty array when
+   * none, null when too many were settled to ask about (the loop then claims).
+   */
+  takeSettledKeys(): string[] | null {
+    const keys = this.keys;
+    this.keys = new Set();
+    return keys === null ? null : [...keys];
+  }
+
+  /** Sleeps `ms`, or less: a wake-up or a settled key ends it, and one already there skips it. */
   pause(ms: number): Promise<void> {
-    if (this.pending) return Promise.resolve();
+    if (this.pending || this.keys === null || this.keys.size > 0) return Promise.resolve();
     return new Promise((resolve) => {
       const t = setTimeout(done, ms);
       function done() {
@@ -44,3 +83,5 @@ export class LoopWaits {
     return new Promise((r) => this.waiters.push(r));
   }
 }
+
+const MAX_KEYS_TO_ASK = 1000;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
@@ -136,6 +137,85 @@ describe('LISTEN/NOTIFY', () => {
     ).rejects.toThrow('rollback');
     const { rows } = await tdb.db.execute<{ n: number }>(sql`select count(*)::int as n from outbox where status = 'PENDING'`);
     expect(rows[0]!.n).toBe(0);
+  });
+});
+
+describe("an idle worker's claims", () => {
+  /** The worker's probe for a later message of the keys it just settled (src/outbox/claim.ts laterOfKeys). */
+  const isProbe = (s: LoggedStatement) => /e\.key = any\(/i.test(s.text) && !isClaim(s);
+
+  /**
+   * A worker on a logged pool, its poll a minute away, and what it sent since a mark: each claim
+   * with how many messages it took, and each probe.
+   */
+  async function loggedWorker(handled: string[]) {
+    const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
+    const log = recordStatements(traced.pool);
+    const worker = createConfiguredWorker({
+      db: traced.db,
+      claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
+      config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
+      registry: new HandlerRegistry([
+        testHandler('record', 'booking.created', async ({ payload }) => {
+          handled.push((payload as { bookingId: string }).bookingId);
+        }),
+      ]),
+      logger: pino({ level: 'silent' }),
+      housekeeping: false,
+    });
+    await worker.start();
+    const since = (mark: number) =>
+      log.statements
+        .filter((s) => s.startSeq > mark && (isClaim(s) || isProbe(s)))
+        .map((s) => (isClaim(s) ? `claim ${s.rowCount ?? 'running'}` : `probe${s.endSeq === undefined ? ' running' : ''}`));
+    // Asleep: the first claim came back empty, and nothing is in flight.
+    await waitFor(async () => since(0)[0] === 'claim 0' && log.inFlight() === 0, 20_000, 'the worker asleep');
+    return {
+      since,
+      mark: () => log.mark(),
+      async stop() {
+        await worker.stop();
+        await traced.close();
+      },
+    };
+  }
+
+  it('a message alone costs one claim: the claim took everything due, and settling it finds no later message of its key', async () => {
+    const handled: string[] = [];
+    const w = await loggedWorker(handled);
+    try {
+      const mark = w.mark();
+      const { payload } = await enqueueBooking();
+      await waitFor(async () => w.since(mark).includes('probe'), 20_000, 'the settled key asked about');
+      expect(handled).toEqual([payload.bookingId]);
+      // Nothing woke it since: a claim now would be one walk of the claim's indexes for nothing.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(w.since(mark)).toEqual(['claim 1', 'probe']);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('the next message of a key is claimed as soon as the one before it is settled, though the poll is a minute away', async () => {
+    const handled: string[] = [];
+    const w = await loggedWorker(handled);
+    try {
+      const key = randomUUID();
+      const first = bookingPayload();
+      const second = bookingPayload();
+      const mark = w.mark();
+      // One transaction, one wake-up: the first claim takes the first message, the second waits for it.
+      await withTransaction(tdb.db, async (tx) => {
+        await enqueueTopic(tx, 'booking.created', first, { key });
+        await enqueueTopic(tx, 'booking.created', second, { key });
+      });
+      await waitFor(async () => handled.length === 2, 20_000, 'both messages handled');
+      expect(handled).toEqual([first.bookingId, second.bookingId]);
+      await waitFor(async () => w.since(mark).filter((s) => s === 'probe').length === 2, 20_000, 'the second settle asked about');
+      expect(w.since(mark)).toEqual(['claim 1', 'probe', 'claim 1', 'probe']);
+    } finally {
+      await w.stop();
+    }
   });
 });
 
