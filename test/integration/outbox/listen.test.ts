@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
+import type { Logger } from '../../../src/logger.ts';
 import { createDatabase } from '../../../src/db/client.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
@@ -42,16 +43,35 @@ async function enqueueBooking() {
 /** The worker's claim query (FOR UPDATE SKIP LOCKED), recognised in a statement log. */
 const isClaim = (s: LoggedStatement) => /skip locked/i.test(s.text);
 
+/**
+ * A worker, its poll a minute away, on a pool of its own whose statements are logged (its claim
+ * connection's too); it passes the booking id of each message it handles to `handled`.
+ */
+function loggedWorker(handled: (bookingId: string) => void, logger: Logger) {
+  const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
+  const log = recordStatements(traced.pool);
+  const worker = createConfiguredWorker({
+    db: traced.db,
+    claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
+    config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
+    registry: new HandlerRegistry([
+      testHandler('record', 'booking.created', async ({ payload }) => handled((payload as { bookingId: string }).bookingId)),
+    ]),
+    logger,
+    housekeeping: false,
+  });
+  return { log, worker, close: () => traced.close() };
+}
+
 describe('LISTEN/NOTIFY', () => {
   it('a committed message is claimed by the wake-up right after its commit although the poll interval is a minute, and again after the listener connection is killed', async () => {
     // The worker runs on a pool of its own whose statements are logged: the test waits until the
     // worker's last claim came back empty (the loop then sleeps for a minute) before it commits,
     // and reads which claim picked the message up. No sleeps, no wall-clock bounds.
-    const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
-    const log = recordStatements(traced.pool);
     const handled = new Set<string>();
     const entries: Record<string, unknown>[] = [];
     let reconnectedAt: number | undefined;
+    let mark = () => 0;
     const logger = pino(
       { level: 'info' },
       {
@@ -59,22 +79,12 @@ describe('LISTEN/NOTIFY', () => {
           const entry = JSON.parse(line) as Record<string, unknown>;
           entries.push(entry);
           // Logged just before the listener wakes the loop for a catch-up claim.
-          if (entry.msg === 'listener reconnected') reconnectedAt = log.mark();
+          if (entry.msg === 'listener reconnected') reconnectedAt = mark();
         },
       },
     );
-    const worker = createConfiguredWorker({
-      db: traced.db,
-      claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
-      config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
-      registry: new HandlerRegistry([
-        testHandler('record', 'booking.created', async ({ payload }) => {
-          handled.add((payload as { bookingId: string }).bookingId);
-        }),
-      ]),
-      logger,
-      housekeeping: false,
-    });
+    const { log, worker, close } = loggedWorker((id) => handled.add(id), logger);
+    mark = () => log.mark();
     /** The worker is asleep: its last claim since `after` came back empty and nothing is running. */
     const asleepAfter = (after: number) => () =>
       waitFor(
@@ -124,7 +134,7 @@ describe('LISTEN/NOTIFY', () => {
       expect(entries.some((e) => e.msg === 'listener connection lost; reconnecting')).toBe(true);
     } finally {
       await worker.stop();
-      await traced.close();
+      await close();
     }
   });
 
@@ -144,25 +154,9 @@ describe("an idle worker's claims", () => {
   /** The worker's probe for a later message of the keys it just settled (src/outbox/claim.ts laterOfKeys). */
   const isProbe = (s: LoggedStatement) => /e\.key = any\(/i.test(s.text) && !isClaim(s);
 
-  /**
-   * A worker on a logged pool, its poll a minute away, and what it sent since a mark: each claim
-   * with how many messages it took, and each probe.
-   */
-  async function loggedWorker(handled: string[]) {
-    const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
-    const log = recordStatements(traced.pool);
-    const worker = createConfiguredWorker({
-      db: traced.db,
-      claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
-      config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
-      registry: new HandlerRegistry([
-        testHandler('record', 'booking.created', async ({ payload }) => {
-          handled.push((payload as { bookingId: string }).bookingId);
-        }),
-      ]),
-      logger: pino({ level: 'silent' }),
-      housekeeping: false,
-    });
+  /** A logged worker started and asleep, and what it sent since a mark: each claim with how many messages it took, and each probe. */
+  async function idleWorker(handled: string[]) {
+    const { log, worker, close } = loggedWorker((id) => handled.push(id), pino({ level: 'silent' }));
     await worker.start();
     const since = (mark: number) =>
       log.statements
@@ -175,14 +169,14 @@ describe("an idle worker's claims", () => {
       mark: () => log.mark(),
       async stop() {
         await worker.stop();
-        await traced.close();
+        await close();
       },
     };
   }
 
   it('a message alone costs one claim: the claim took everything due, and settling it finds no later message of its key', async () => {
     const handled: string[] = [];
-    const w = await loggedWorker(handled);
+    const w = await idleWorker(handled);
     try {
       const mark = w.mark();
       const { payload } = await enqueueBooking();
@@ -198,7 +192,7 @@ describe("an idle worker's claims", () => {
 
   it('the next message of a key is claimed as soon as the one before it is settled, though the poll is a minute away', async () => {
     const handled: string[] = [];
-    const w = await loggedWorker(handled);
+    const w = await idleWorker(handled);
     try {
       const key = randomUUID();
       const first = bookingPayload();
