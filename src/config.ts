@@ -113,6 +113,16 @@ const envSchema = z.object({
   MAX_ATTEMPTS: int(1, 100).default(8),
   UNKNOWN_TOPIC_RECHECK_SECONDS: int(1, DAY).default(60),
   POLL_INTERVAL_MS: int(10, HOUR * 1000).default(1000),
+  /**
+   * Where the API's enqueue writes a message: `table` (a row, the default) or `wal` (a message in the
+   * WAL whose row the worker makes; needs wal_level=logical and a replication slot, ADR 0056).
+   */
+  OUTBOX_WRITES: z.enum(['table', 'wal']).default('table'),
+  /** The replication slot of OUTBOX_WRITES=wal: one per database (slot names are the server's). */
+  OUTBOX_SLOT: z
+    .string()
+    .regex(/^[a-z0-9_]{1,63}$/, 'lower-case letters, digits and _ only, at most 63')
+    .default('stayhub_outbox'),
   /** The first and smallest claim; a backlog doubles it, claim after claim, up to WORKER_MAX_BATCH_SIZE. */
   WORKER_BATCH_SIZE: int(1, 1000).default(20),
   WORKER_MAX_BATCH_SIZE: int(1, 10_000).default(1000),

@@ -26,8 +26,9 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * drops the outbox row and the notify.
  * The diagnostic variants: 'in-transaction' (the notify inside the transaction, as enqueue did at
  * first), 'no-notify' (the row alone), 'given-turn' (the row alone with a constant for its
- * turn: the same index entries without outbox_turn's three probes) and 'wal-message' (no row: the
- * message, its key, group, owner and priority in a transactional logical-decoding message).
+ * turn: the same index entries without outbox_turn's three probes). 'wal-message' is the other way
+ * the product writes (OUTBOX_WRITES=wal): no row, the message in a transactional logical-decoding
+ * message, as src/outbox/wal-messages.ts writes it, and the wake-up after the commit.
  * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
  *
  * `fanOutTo`: the outbox written one row per subscription instead of one per message, as a queue
@@ -66,10 +67,17 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
   if (variant === 'none') {
     lines.push(`${insertBooking};`);
   } else if (variant === 'wal-message') {
-    // The message as a transactional logical-decoding message: in the WAL only, gone with a
-    // rollback, read back in commit order through a replication slot (ADR 0056).
-    const message = `jsonb_build_object('topic', 'booking.created', 'key', b.public_id, 'group', ${who[0]}, 'owner', ${who[1]}, 'priority', ${BOOKING_PRIORITY}, 'payload', ${payload})`;
-    lines.push(`WITH b AS (${insertBooking}) SELECT b.*, pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) FROM b;`);
+    // OUTBOX_WRITES=wal, as the service writes it (src/outbox/wal-messages.ts walMessageSql): the
+    // message in the WAL only, gone with a rollback, read back in commit order through a
+    // replication slot by the worker (ADR 0056); the wake-up after the commit, as with the row.
+    const message =
+      `json_build_object('topic', 'booking.created', 'payload', ${payload}, 'key', b.public_id, 'priority', ${BOOKING_PRIORITY}, ` +
+      `'group', ${who[0]}, 'owner', ${who[1]}, 'at', now())`;
+    lines.push(
+      `WITH b AS (${insertBooking}), e AS (SELECT set_config('synchronous_commit', 'on', true) IS NOT NULL AND ` +
+        `pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) IS NOT NULL AS written FROM b) ` +
+        'SELECT b.*, (SELECT bool_and(written) FROM e) AS written FROM b;',
+    );
   } else {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).
     // One row per message (what the service writes), or one per subscribed handler. Every row is
@@ -94,7 +102,7 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     );
   }
   lines.push('END;');
-  if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
+  if (variant === 'notify-after-commit' || variant === 'wal-message') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   return lines.join('\n') + '\n';
 }
 

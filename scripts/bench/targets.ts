@@ -56,6 +56,14 @@ export function evaluateTargets(r: BenchResults): TargetResult[] {
   add('API / pgbench -M prepared at 8 connections', '≥ 0.6', r.api?.prepared?.ratio ?? null, (v) => v >= 0.6, '×');
   add('Outbox cost to the booking transaction', '≤ 15 %', r.outboxCost?.costPercent ?? null, (v) => v <= 15, ' %');
   add('Outbox cost to the booking transaction, prepared', '≤ 15 %', r.outboxCost?.prepared?.costPercent ?? null, (v) => v <= 15, ' %');
+  add('Outbox cost to the booking, OUTBOX_WRITES=wal', '≤ 15 %', r.outboxCost?.walWrites.extendedCostPercent ?? null, (v) => v <= 15, ' %');
+  add(
+    'Outbox cost to the booking, OUTBOX_WRITES=wal, prepared',
+    '≤ 15 %',
+    r.outboxCost?.walWrites.preparedCostPercent ?? null,
+    (v) => v <= 15,
+    ' %',
+  );
   add('Claim time: 1,000,000 DONE / empty', '≤ 1.2', r.claim?.runs.median.ratio, (v) => v <= 1.2, '×');
   add('I/O-bound scaling: 4 processes / 1', '≥ 3.5', r.io?.scaling.x4, (v) => v >= 3.5, '×');
   add(

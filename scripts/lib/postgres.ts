@@ -37,6 +37,8 @@ export interface ThrowawayOptions {
   /** Where the server's own log goes (default `<dir>/postgres.log`). */
   logFile?: string;
   log?: (msg: string) => void;
+  /** Extra `-c name=value` settings (e.g. `wal_level: 'logical'`). */
+  settings?: Record<string, string | number>;
 }
 
 export async function startThrowawayPostgres(opts: ThrowawayOptions): Promise<ThrowawayPostgres> {
@@ -50,6 +52,7 @@ export async function startThrowawayPostgres(opts: ThrowawayOptions): Promise<Th
     user: 'postgres',
     password: opts.name,
     logFile: opts.logFile ?? path.join(dir, 'postgres.log'),
+    ...(opts.settings ? { settings: opts.settings } : {}),
   });
   opts.log?.(`initdb in ${dir}`);
   await server.initialise();

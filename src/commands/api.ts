@@ -1,4 +1,5 @@
 import { createDatabase } from '../db/client.ts';
+import { requireWalSlot, setOutboxWrites } from '../outbox/index.ts';
 import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { createDirectIndexer } from '../search/direct-index.ts';
 import { createPostgresSearchIndex, searchIndexOptions } from '../search/postgres-search-index.ts';
@@ -36,6 +37,16 @@ export const apiCommand: Command = {
       applicationName: 'stayhub-api',
       pooler: config.DATABASE_POOLER,
     });
+    // OUTBOX_WRITES=wal: messages go to the WAL only while a slot keeps them (src/outbox/wal-messages.ts).
+    if (config.OUTBOX_WRITES === 'wal') {
+      try {
+        await requireWalSlot(db.db, config.OUTBOX_SLOT);
+      } catch (e) {
+        await db.close();
+        throw e;
+      }
+      setOutboxWrites('wal');
+    }
     // The search index on its own pool, shared by GET /search and the direct write after a save.
     const searchIndex = createPostgresSearchIndex({ ...searchIndexOptions(config), applicationName: 'stayhub-api-search' });
     const direct = createDirectIndexer({

@@ -1,4 +1,5 @@
 import { ConfigError } from '../config.ts';
+import { ensureWalSlot } from '../outbox/index.ts';
 import { refuseTransactionPooler } from '../db/pooler.ts';
 import { refuseUndeclaredTransactionPooler } from '../db/pooler-probe.ts';
 import { startStreamWatch, type StreamWatch } from '../events/stream-watch.ts';
@@ -77,6 +78,12 @@ async function drainOutbox(ctx: CommandContext, extraHandlers?: ExtraHandlers): 
     fix: 'Connect the worker to PostgreSQL directly (DATABASE_POOLER=none) or through a session-mode pool (DATABASE_POOLER=session)',
     log: logger,
   });
+  // OUTBOX_WRITES=wal: the slot the API's messages wait in exists before the worker reads it (and
+  // before any API may write to it: the API refuses to start without it).
+  if (config.OUTBOX_WRITES === 'wal' && !flags['list-topics']) {
+    const { made } = await ensureWalSlot(config.DATABASE_URL, config.OUTBOX_SLOT);
+    if (made) logger.info({ slot: config.OUTBOX_SLOT }, 'made the outbox replication slot');
+  }
   const resources = openWorkerResources(config, logger, concurrency, extraHandlers);
   try {
     if (modes[0] === 'list-topics') return listTopics(resources.registry, ctx);

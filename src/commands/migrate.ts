@@ -1,5 +1,6 @@
 import { ConfigError } from '../config.ts';
 import { runMigrations } from '../db/migrate.ts';
+import { ensureWalSlot } from '../outbox/index.ts';
 import { refuseTransactionPooler } from '../db/pooler.ts';
 import { runMain, type Command } from '../process/run-main.ts';
 
@@ -14,6 +15,10 @@ export const migrateCommand: Command = {
     }
     await runMigrations(config.DATABASE_URL);
     out('migrations applied');
+    if (config.OUTBOX_WRITES === 'wal') {
+      const { made } = await ensureWalSlot(config.DATABASE_URL, config.OUTBOX_SLOT);
+      out(`replication slot ${config.OUTBOX_SLOT} ${made ? 'made' : 'in place'} (OUTBOX_WRITES=wal)`);
+    }
     return 0;
   },
 };

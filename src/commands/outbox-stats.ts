@@ -1,5 +1,5 @@
 import { createDatabase } from '../db/client.ts';
-import { outboxStats, type OutboxStats } from '../outbox/index.ts';
+import { outboxStats, walSlotState, type OutboxStats, type WalSlotState } from '../outbox/index.ts';
 import { runMain, type Command } from '../process/run-main.ts';
 
 /*
@@ -26,6 +26,17 @@ export function formatStats(s: OutboxStats): string {
   return s.byTopic.length ? table : `${table}\nnone: no message pending or dead, and none done in the last hour`;
 }
 
+const bytes = (n: number) => (n < 1024 ** 2 ? `${Math.round(n / 1024)} KiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`);
+
+/**
+ * OUTBOX_WRITES=wal: the messages not yet rows wait in the WAL, behind the slot, and the table's
+ * numbers do not count them. How far behind the slot is says whether the worker keeps up.
+ */
+export function formatWalSlot(slot: string, state: WalSlotState | null): string {
+  if (!state) return `replication slot ${slot}: missing (OUTBOX_WRITES=wal writes messages nobody will read)`;
+  return `replication slot ${slot}: ${bytes(state.behindBytes)} of WAL not yet read by the worker (wal_status ${state.walStatus})`;
+}
+
 export const statsCommand: Command = {
   name: 'outbox:stats',
   usage: `usage: npm run outbox:stats [-- --json]
@@ -40,7 +51,13 @@ export const statsCommand: Command = {
     });
     try {
       const stats = await outboxStats(database.db);
-      out(flags.json ? JSON.stringify(stats, null, 2) : formatStats(stats));
+      const slot = config.OUTBOX_WRITES === 'wal' ? await walSlotState(database.db, config.OUTBOX_SLOT) : undefined;
+      if (flags.json) {
+        out(JSON.stringify(slot === undefined ? stats : { ...stats, walSlot: slot && { name: config.OUTBOX_SLOT, ...slot } }, null, 2));
+      } else {
+        out(formatStats(stats));
+        if (slot !== undefined) out(formatWalSlot(config.OUTBOX_SLOT, slot));
+      }
       return 0;
     } finally {
       await database.close();

@@ -6,6 +6,7 @@ import { EMBEDDED_DEFAULTS, type Config } from '../config.ts';
 import { lockDataDir } from '../process/data-dir-lock.ts';
 import { EmbeddedPostgres, embeddedDataDir, ensureDatabase, PortTakenError } from '../db/embedded.ts';
 import { runMigrations } from '../db/migrate.ts';
+import { ensureWalSlot } from '../outbox/index.ts';
 import { runMain, type Command, type CommandContext } from '../process/run-main.ts';
 import { describeTraceDestination } from '../process/telemetry.ts';
 import { announceWhenReady, childLogEnv } from '../process/start-console.ts';
@@ -91,6 +92,8 @@ function embeddedServer(config: Config): Embedded {
     port: config.EMBEDDED_PG_PORT,
     user: EMBEDDED_DEFAULTS.user,
     password: EMBEDDED_DEFAULTS.password,
+    // OUTBOX_WRITES=wal reads the API's messages back through logical decoding (ADR 0056).
+    ...(config.OUTBOX_WRITES === 'wal' ? { settings: { wal_level: 'logical' } } : {}),
   });
   return { postgres, dataDir, where: unreachable ? dataDir : config.EMBEDDED_PG_DIR };
 }
@@ -192,6 +195,7 @@ async function runSystem(
     if (!isStopping()) {
       await runMigrations(config.DATABASE_URL);
       say('migrations applied');
+      if (config.OUTBOX_WRITES === 'wal') await ensureWalSlot(config.DATABASE_URL, config.OUTBOX_SLOT);
     }
   } catch (err) {
     // A start-up step that failed because a stop came in meanwhile: stop as asked, not an error.

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { CLAIM, claimOn, laterOfKeys, type ClaimedMessage, type ClaimOptions } from './claim.ts';
 import { applyPlannedSettings, explainStatement, PlannedConnection } from './planned-connection.ts';
+import { materialize } from './wal-messages.ts';
 
 /*
  * The claim's own connection (a PlannedConnection: src/outbox/planned-connection.ts says what its
@@ -43,12 +44,26 @@ export async function connectClaimClient(config: pg.ClientConfig): Promise<pg.Cl
 
 /** The worker's claim connection: one is enough, a worker has at most one claim in flight. */
 export class ClaimConnection extends PlannedConnection {
-  constructor(db: Db, opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void } = {}) {
-    super(db, { ...opts, role: 'claim' });
+  private readonly walSlot: string | undefined;
+  /** Where the slot may be moved to: what the previous materialize read is rows, or held no message. */
+  private walMoveTo: string | null = null;
+
+  constructor(db: Db, opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void; walSlot?: string } = {}) {
+    const { walSlot, ...rest } = opts;
+    super(db, { ...rest, role: 'claim' });
+    this.walSlot = walSlot;
   }
 
+  /**
+   * With a WAL slot (OUTBOX_WRITES=wal, src/outbox/wal-messages.ts), each claim first makes rows of
+   * the messages committed to the WAL since the last one: what wakes a claim (a writer's
+   * notification, the poll) is what makes the rows, and the claim that follows takes them.
+   */
   claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
-    return this.use((client) => claimOn(client, opts));
+    return this.use(async (client) => {
+      if (this.walSlot !== undefined) this.walMoveTo = (await materialize(client, this.walSlot, this.walMoveTo)).moveTo;
+      return claimOn(client, opts);
+    });
   }
 
   /** Whether any of `keys` has a message still live (src/outbox/claim.ts laterOfKeys). */

@@ -2,6 +2,7 @@ import { runAfterCommit, runAtEnd, type Tx } from '../db/transaction.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
 import { OUTBOX_CHANNEL } from './channel.ts';
 import { executorOf, run, statement, type Statement } from './executor.ts';
+import { outboxWrites, walMessageSql } from './wal-messages.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
 
 /**
@@ -35,8 +36,9 @@ export interface EnqueueOptions {
 }
 
 export interface EnqueuedMessage {
-  id: number;
-  publicId: string;
+  /** The row's id and public id; null when the message went to the WAL (OUTBOX_WRITES=wal): the worker makes its row. */
+  id: number | null;
+  publicId: string | null;
   topic: string;
 }
 
@@ -75,12 +77,31 @@ export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: Enq
   const trace = activeTraceContext();
   const values = [topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
   if (trace) values.push(trace.traceparent, trace.tracestate);
-  const [row] = await run<{ id: string; public_id: string; topic: string }>(
+  const toWal = outboxWrites() === 'wal';
+  const [row] = await run<{ id: string | null; public_id: string | null; topic: string }>(
     executorOf(tx),
-    enqueueStatement(notifyInside, trace !== null),
+    toWal ? walEnqueueStatement(notifyInside, trace !== null) : enqueueStatement(notifyInside, trace !== null),
     values,
   );
-  return { id: Number(row!.id), publicId: row!.public_id, topic: row!.topic };
+  return { id: row!.id === null ? null : Number(row!.id), publicId: row!.public_id, topic: row!.topic };
+}
+
+/**
+ * enqueue's message written to the WAL (src/outbox/wal-messages.ts): no row yet, so no id to return;
+ * the worker makes the row, and its ids, from the message.
+ */
+function walEnqueueStatement(notifyInside: boolean, traced: boolean): Statement {
+  const name = `outbox-enqueue-wal${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
+  let s = enqueueStatements.get(name);
+  if (!s) {
+    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', $1)` : '';
+    s = statement(
+      name,
+      `select null::bigint as id, null::uuid as public_id, $1::text as topic, ${walMessageSql(1, traced)} as written${notify}`,
+    );
+    enqueueStatements.set(name, s);
+  }
+  return s;
 }
 
 const enqueueStatements = new Map<string, Statement>();
@@ -161,8 +182,22 @@ const withEventStatements = new Map<string, Statement>();
  * trace variant (traced: two more parameters, the trace context; untraced: the statement as before tracing).
  */
 function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: boolean): Statement {
-  const name = `${insert.name}+outbox${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
+  const toWal = outboxWrites() === 'wal';
+  const name = `${insert.name}+outbox${toWal ? '-wal' : ''}${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
   let s = withEventStatements.get(name);
+  if (!s && toWal) {
+    // The message written to the WAL once per row the insert returned. `bool_and` reads what each
+    // emit returned, so the emits are evaluated, not just counted.
+    const n = insert.values.length;
+    const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', $${n + 1}) from e) as notified` : '';
+    s = statement(
+      name,
+      `with r as (${insert.text}),
+            e as (select ${walMessageSql(n + 1, traced)} as written from r)
+       select r.*, (select bool_and(written) from e) as written${notify} from r`,
+    );
+    withEventStatements.set(name, s);
+  }
   if (!s) {
     const n = insert.values.length;
     const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', e.topic) from e) as notified` : '';

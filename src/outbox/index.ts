@@ -23,6 +23,7 @@
  *   listPendingDetaches, partitionsReattached   days left half detached, and how many this process gave back
  *
  * Composing (once per process, by whatever builds the application):
+ *   ensureWalSlot, requireWalSlot, setOutboxWrites  OUTBOX_WRITES=wal: messages written to the WAL, rows made by the worker
  *   registerOutboxHooks                         a write that misses its day is repaired and retried
  *                                               (withTransaction), migrate runs migrateOutbox
  *   migrateOutbox                               the outbox's own migrations, then the days ahead
@@ -42,6 +43,15 @@ export { HandlerCatalogue } from './catalogue.ts';
 
 // Producing
 export { enqueue, insertWithEvent, type EnqueuedMessage, type EnqueueOptions, type RowInsert } from './enqueue.ts';
+export {
+  ensureWalSlot,
+  materialize,
+  requireWalSlot,
+  setOutboxWrites,
+  walSlotState,
+  type OutboxWrites,
+  type WalSlotState,
+} from './wal-messages.ts';
 
 // Consuming
 export { createWorker, type Worker } from './runner/loop.ts';

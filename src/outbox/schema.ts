@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, check, index, integer, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, check, customType, index, integer, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
 import { ts } from '../db/schema/columns.ts';
 
 export const OUTBOX_STATUSES = ['PENDING', 'DONE', 'DEAD'] as const;
@@ -193,4 +193,16 @@ export const outboxMigrationRecords = pgTable('outbox_migrations', {
   id: integer('id').primaryKey(),
   name: text('name').notNull(),
   appliedAt: ts('applied_at').notNull().defaultNow(),
+});
+
+/** A position in the WAL, as PostgreSQL writes it (`16/B374D848`). */
+const pgLsn = customType<{ data: string }>({ dataType: () => 'pg_lsn' });
+
+/**
+ * OUTBOX_WRITES=wal: per replication slot, the position up to which its messages are rows, written
+ * with those rows (src/outbox/migrations/0005_messages_from_the_wal.sql says why).
+ */
+export const outboxWalPosition = pgTable('outbox_wal_position', {
+  slot: text('slot').primaryKey(),
+  doneTo: pgLsn('done_to').notNull(),
 });

@@ -37,7 +37,7 @@ export { publicIdParts } from './public-id.ts';
 // markDoneMany, the DONE write: with the worker's other writes at the end of this file.
 
 // The outbox's tables as drizzle declares them (the schema-drift check compares a database with them).
-export { outbox, outboxAudit, outboxMigrationRecords } from './schema.ts';
+export { outbox, outboxAudit, outboxMigrationRecords, outboxWalPosition } from './schema.ts';
 export { outboxMigrations } from './migrate.ts';
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ export function runnerSettings(config: Config): outbox.RunnerSettings {
     listenConnectionString: config.DATABASE_URL,
     housekeepingIntervalSeconds: config.HOUSEKEEPING_INTERVAL_SECONDS,
     retentionDays: config.OUTBOX_RETENTION_DAYS,
+    ...(config.OUTBOX_WRITES === 'wal' ? { walSlot: config.OUTBOX_SLOT } : {}),
   };
 }
 

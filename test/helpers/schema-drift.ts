@@ -7,10 +7,10 @@ import { is, SQL } from 'drizzle-orm';
 import { getTableConfig, PgDialect, PgTable, type IndexedColumn } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
 import * as appSchema from '../../src/db/schema.ts';
-import { outbox, outboxAudit, outboxMigrationRecords } from '../../src/outbox/testing.ts';
+import { outbox, outboxAudit, outboxMigrationRecords, outboxWalPosition } from '../../src/outbox/testing.ts';
 
 /** Every table a migrated database should hold: the application's and the outbox's own. */
-const schema = { ...appSchema, outbox, outboxAudit, outboxMigrationRecords };
+const schema = { ...appSchema, outbox, outboxAudit, outboxMigrationRecords, outboxWalPosition };
 
 /*
  * Whether the migrations, their saved snapshots and the schema (src/db/schema/) still agree, checked two ways

@@ -8,7 +8,8 @@ import { ROOT } from '../../lib/processes.ts';
 
 /**
  * One embedded PostgreSQL for the whole bench, with the server's default settings (fsync on,
- * synchronous_commit on): the numbers must be what a real deployment pays for durability. Each
+ * synchronous_commit on) but wal_level=logical: the numbers must be what a real deployment pays
+ * for durability. Each
  * system gets its own database on this one server, so they share the same disk, WAL and CPUs.
  */
 export interface BenchServer extends ThrowawayPostgres {
@@ -17,7 +18,8 @@ export interface BenchServer extends ThrowawayPostgres {
 }
 
 export async function startServer(log: (msg: string) => void): Promise<BenchServer> {
-  const server = await startThrowawayPostgres({ name: 'bench', log });
+  // wal_level=logical: what OUTBOX_WRITES=wal needs (ADR 0056), so its variants run as deployed.
+  const server = await startThrowawayPostgres({ name: 'bench', log, settings: { wal_level: 'logical' } });
   const ourTemplate = 'stayhub_bench_template';
   registerOutboxHooks();
   await runMigrations(await server.createDatabase(ourTemplate));

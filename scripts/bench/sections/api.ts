@@ -156,6 +156,7 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     { key: 'wm', label: 'outbox cost, a WAL message instead of a row', measure: variant('wal-message') },
     { key: 'wp', label: 'outbox cost, with, prepared', measure: variant('notify-after-commit', 'prepared') },
     { key: 'wop', label: 'outbox cost, without, prepared', measure: variant('none', 'prepared') },
+    { key: 'wmp', label: 'outbox cost, a WAL message instead of a row, prepared', measure: variant('wal-message', 'prepared') },
   ] as const;
   const m = runsOf(await measureEach(P.runs, configs, { log, show: (t) => `${t.tps} tps` }));
   const ratio = round(m.w.median.tps / m.wo.median.tps, 3);
@@ -168,14 +169,19 @@ async function outboxCost({ P, log, pgbench }: BenchContext, fixture: ApiFixture
     ratio,
     costPercent: round(100 * (1 - ratio), 1),
     prepared: { withOutbox: m.wp, withoutOutbox: m.wop, ratio: preparedRatio, costPercent: round(100 * (1 - preparedRatio), 1) },
+    /** OUTBOX_WRITES=wal: the same transaction with its message in the WAL instead of a row. */
+    walWrites: {
+      extended: m.wm,
+      extendedCostPercent: costPercent(m.wm),
+      prepared: m.wmp,
+      preparedCostPercent: round(100 * (1 - m.wmp.median.tps / m.wop.median.tps), 1),
+    },
     diagnostics: {
       rowWithoutNotify: m.nn,
       notifyInTransaction: m.na,
       rowWithGivenTurn: m.gt,
       rowWithoutNotifyCostPercent: costPercent(m.nn),
       rowWithGivenTurnCostPercent: costPercent(m.gt),
-      walMessage: m.wm,
-      walMessageCostPercent: costPercent(m.wm),
       notifyInTransactionCostPercent: costPercent(m.na),
     },
   };
@@ -197,6 +203,15 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
       `| prepared (-M prepared: the API straight to PostgreSQL) | ${o.clients} | ${mm(p.withOutbox, 'tps')} | ${mm(p.withoutOutbox, 'tps')} | ${x(p.ratio)} | ${n(p.costPercent, 1)} % |`,
     );
   }
+  const w = o.walWrites;
+  L.push(
+    `| planned each time, OUTBOX_WRITES=wal: the message in the WAL, no row (ADR 0056) | ${o.clients} | ${mm(w.extended, 'tps')} | ${mm(o.withoutOutbox, 'tps')} | ${x(round(w.extended.median.tps / o.withoutOutbox.median.tps, 3))} | ${n(w.extendedCostPercent, 1)} % |`,
+  );
+  if (o.prepared) {
+    L.push(
+      `| prepared, OUTBOX_WRITES=wal | ${o.clients} | ${mm(w.prepared, 'tps')} | ${mm(o.prepared.withoutOutbox, 'tps')} | ${x(round(w.prepared.median.tps / o.prepared.withoutOutbox.median.tps, 3))} | ${n(w.preparedCostPercent, 1)} % |`,
+    );
+  }
   L.push('');
   L.push('Where the cost is (same clients, diagnostic variants of the transaction):', '');
   L.push('| Variant | tps | cost vs no outbox |', '|---|---:|---:|');
@@ -206,9 +221,6 @@ function outboxCostMarkdown(r: PartOf<typeof apiSection>): string[] {
   L.push(`| outbox row, no pg_notify | ${n(d.rowWithoutNotify.median.tps)} | ${n(d.rowWithoutNotifyCostPercent, 1)} % |`);
   L.push(
     `| outbox row, no pg_notify, a constant for its turn (the row above less outbox_turn's three probes) | ${n(d.rowWithGivenTurn.median.tps)} | ${n(d.rowWithGivenTurnCostPercent, 1)} % |`,
-  );
-  L.push(
-    `| no row: the message in the WAL, \`pg_logical_emit_message\` (ADR 0056, not built) | ${n(d.walMessage.median.tps)} | ${n(d.walMessageCostPercent, 1)} % |`,
   );
   L.push(
     `| outbox row, pg_notify inside the transaction (the first design) | ${n(d.notifyInTransaction.median.tps)} | ${n(d.notifyInTransactionCostPercent, 1)} % |`,

@@ -119,7 +119,7 @@ class OutboxWorker implements Worker {
       this.log,
       opts.leaseSeconds,
     );
-    this.claimer = opts.claimConnection ?? new ClaimConnection(opts.db);
+    this.claimer = opts.claimConnection ?? new ClaimConnection(opts.db, opts.walSlot === undefined ? {} : { walSlot: opts.walSlot });
     this.lanes = opts.registry.ownLanes();
     const handBacks = new HandBacks<ClaimedMessage>({
       write: (msgs) => settleOn.use((client) => handBack(client, msgs)),

@@ -12,6 +12,11 @@ import type { HandlerRegistry } from './registry.ts';
  * application maps its configuration to these in one place (src/worker/outbox-worker.ts).
  */
 export interface RunnerSettings {
+  /**
+   * The replication slot of messages written to the WAL (OUTBOX_WRITES=wal): each claim first makes
+   * their rows (src/outbox/wal-messages.ts). Unset: messages are rows already.
+   */
+  walSlot?: string;
   /** The first and smallest claim; a backlog grows it, claim after claim, up to maxBatchSize (./claim-size.ts). */
   batchSize: number;
   maxBatchSize: number;

@@ -122,7 +122,7 @@ describe.skipIf(skip)("the previous release's worker on a database migrated to H
           if (error) throw new Error(`the previous release's worker logged a warning or an error: ${error}`);
         };
         await waitFor(
-          async () => (failing(), (await getMessages(tdb.db, [message!.id, written.id])).every((m) => m.status === 'DONE')),
+          async () => (failing(), (await getMessages(tdb.db, [message!.id, written.id!])).every((m) => m.status === 'DONE')),
           30_000,
           'the messages DONE',
         );

@@ -69,7 +69,7 @@ describe('enqueue', () => {
     await withTransaction(traced.db, async (tx) => {
       const a = await enqueueTopic(tx, 'property.changed', payload());
       const b = await enqueueTopic(tx, 'property.changed', payload());
-      expect(b.id).toBeGreaterThan(a.id);
+      expect(b.id!).toBeGreaterThan(a.id!);
       // Not committed yet: nobody else sees the rows, and nobody has been woken.
       expect(await count()).toBe(before);
       expect(await heardUpToNow()).toEqual([]);
@@ -172,7 +172,7 @@ describe('enqueue', () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const m = await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', { propertyId: randomUUID() }));
-      ids.push(m.publicId);
+      ids.push(m.publicId!);
     }
     const { rows } = await db.pool.query<{ version: string; variant: string; lag_ms: number }>(
       `select substring(id::text, 15, 1) as version, substring(id::text, 20, 1) as variant,

@@ -63,7 +63,7 @@ async function propertyChanges(group: string, count: number, perTransaction = 10
     await withTransaction(tdb.db, async (tx) => {
       for (let j = i; j < Math.min(count, i + perTransaction); j++) {
         const propertyId = randomUUID();
-        ids.push((await enqueueTopic(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, group })).publicId);
+        ids.push((await enqueueTopic(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, group })).publicId!);
       }
     });
   }
@@ -74,7 +74,7 @@ async function bookingCreated(group: string, owner?: string): Promise<string> {
   const payload = bookingPayload();
   return withTransaction(
     tdb.db,
-    async (tx) => (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group, owner })).publicId,
+    async (tx) => (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group, owner })).publicId!,
   );
 }
 
@@ -86,7 +86,7 @@ async function bookingsAcrossHosts(owner: string, count: number, perTransaction 
       for (let j = i; j < Math.min(count, i + perTransaction); j++) {
         const payload = bookingPayload();
         ids.add(
-          (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group: `${owner}-host-${j}`, owner })).publicId,
+          (await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId, group: `${owner}-host-${j}`, owner })).publicId!,
         );
       }
     });

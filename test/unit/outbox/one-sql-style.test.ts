@@ -43,6 +43,7 @@ const ENTRY_POINTS = new Set([
   'src/outbox/runner/housekeeping.ts',
   'src/outbox/testing.ts',
   'src/outbox/executor.ts',
+  'src/outbox/wal-messages.ts',
 ]);
 
 /** An import of the application's drizzle types, `Db` (src/db/client.ts) or `Tx` (src/db/transaction.ts). */

@@ -1,0 +1,61 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureWalSlot, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
+import { book, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
+
+/*
+ * The booking path with OUTBOX_WRITES=wal (ADR 0056): the booking's INSERT writes its message to
+ * the WAL in the same statement (insertWithEvent), so the transaction writes no outbox row, and the
+ * worker's materialize makes the same rows the table path writes. A booking the exclusion
+ * constraint refuses writes no message either.
+ */
+
+const t = useTestApp();
+const slot = `stayhub_test_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+
+beforeAll(async () => {
+  await ensureWalSlot(t.db.url, slot);
+  setOutboxWrites('wal');
+});
+afterAll(async () => {
+  setOutboxWrites('table');
+  await t.db.pool.query('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
+});
+
+const messagesOf = async (bookingId: string) =>
+  (
+    await t.db.pool.query<{ topic: string; group_id: string; owner_id: string; has_turn: boolean; booking: string }>(
+      `select topic, group_id, owner_id, turn is not null as has_turn, payload->>'bookingId' as booking
+         from outbox where key = $1 order by id`,
+      [bookingId],
+    )
+  ).rows;
+
+describe('bookings with their messages in the WAL', () => {
+  it('write no outbox row; the worker makes the rows the table path writes; a refused booking writes nothing', async () => {
+    const host = await signUp(t.app, 'host');
+    const guest = await signUp(t.app, 'guest');
+    const property = await listProperty(t.app, host);
+
+    const booked = await book(t.app, guest, { propertyId: property.id, inDays: 10, nights: 2 });
+    expect(booked.statusCode, booked.body).toBe(201);
+    const id = booked.json().id as string;
+    // The same dates again: refused by the exclusion constraint, so no message.
+    const refused = await book(t.app, guest, { propertyId: property.id, inDays: 10, nights: 2 });
+    expect(refused.statusCode, refused.body).toBe(409);
+    const cancelled = await t.app.inject({ method: 'POST', url: `/bookings/${id}/cancel`, headers: host.auth });
+    expect(cancelled.statusCode).toBe(200);
+    expect(await messagesOf(id)).toEqual([]);
+
+    let moveTo: string | null = null;
+    for (;;) {
+      const r = await materialize(t.db.pool, slot, moveTo);
+      moveTo = r.moveTo;
+      if (r.made === 0) break;
+    }
+    expect(await messagesOf(id)).toEqual([
+      { topic: 'booking.created', group_id: host.user.id, owner_id: guest.user.id, has_turn: true, booking: id },
+      { topic: 'booking.cancelled', group_id: host.user.id, owner_id: host.user.id, has_turn: true, booking: id },
+    ]);
+  });
+});

@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { withTransaction } from '../../../src/db/transaction.ts';
+import { enqueueTopic } from '../../../src/messages/enqueue.ts';
+import { ensureWalSlot, HandlerRegistry, materialize, requireWalSlot, setOutboxWrites, walSlotState } from '../../../src/outbox/index.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
+import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
+import { statsCommand } from '../../../src/commands/outbox-stats.ts';
+import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import { runInProcess } from '../../helpers/npm-run.ts';
+import { captureLogger } from '../../helpers/capture-logger.ts';
+import { testHandler } from '../../helpers/test-handler.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { workerConfig } from '../../helpers/worker-config.ts';
+
+/*
+ * OUTBOX_WRITES=wal (src/outbox/wal-messages.ts, migrations/0005): enqueue writes its message to the
+ * WAL, and outbox_materialize makes the rows from a logical replication slot. What must hold is
+ * what holds for rows written directly: a rollback writes nothing, a commit exactly one row, a key's
+ * messages in the order written, a group's turns one apart, and nothing made twice when the slot is
+ * read again after a crash (it only moves for rows already committed).
+ */
+
+let tdb: TestDatabase;
+let slot: string;
+
+beforeAll(async () => {
+  tdb = await createTestDatabase('walmsg');
+  slot = `stayhub_test_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+  expect(await ensureWalSlot(tdb.url, slot)).toEqual({ made: true });
+});
+afterAll(async () => {
+  setOutboxWrites('table');
+  await tdb?.pool.query('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
+  await tdb?.drop();
+});
+afterEach(() => setOutboxWrites('table'));
+
+interface Row {
+  id: string;
+  public_id: string;
+  topic: string;
+  key: string | null;
+  payload: { propertyId?: string; bookingId?: string };
+  priority: number;
+  group_id: string | null;
+  owner_id: string | null;
+  turn: string | null;
+  status: string;
+}
+const rows = async () => (await tdb.pool.query<Row>('select * from outbox order by id')).rows;
+
+/** Enqueues on the WAL path, in one transaction, messages of `group` for these property ids (returned). */
+async function writeToWal(propertyIds: string[], opts: { group?: string; rollback?: boolean } = {}) {
+  setOutboxWrites('wal');
+  const written: string[] = [];
+  await withTransaction(tdb.db, async (tx) => {
+    for (const propertyId of propertyIds) {
+      const m = await enqueueTopic(tx, 'property.changed', { propertyId, reason: 'updated' }, { key: propertyId, ...opts });
+      expect(m).toEqual({ id: null, publicId: null, topic: 'property.changed' });
+      written.push(propertyId);
+    }
+    if (opts.rollback) throw new Error('rolled back on purpose');
+  }).catch((e: Error) => {
+    if (!opts.rollback || e.message !== 'rolled back on purpose') throw e;
+  });
+  setOutboxWrites('table');
+  return written;
+}
+
+/** The property ids of the rows, in the order of their ids. */
+const written = async () => (await rows()).map((r) => r.payload.propertyId);
+
+/** Materializes until a call makes nothing, keeping the slot's position as the worker does. */
+let moveTo: string | null = null;
+async function materializeAll(maxChanges?: number): Promise<number> {
+  let made = 0;
+  for (;;) {
+    const r = await materialize(tdb.pool, slot, moveTo, maxChanges);
+    moveTo = r.moveTo;
+    made += r.made;
+    if (r.made === 0) return made;
+  }
+}
+
+describe('messages written to the WAL', () => {
+  it('a commit makes exactly its rows, as written; a rollback makes none; ids follow commit order', async () => {
+    await tdb.pool.query('delete from outbox');
+    const group = `host-${randomUUID()}`;
+    const a = [randomUUID(), randomUUID()];
+    const b = [randomUUID()];
+    const rolledBack = await writeToWal([randomUUID()], { group, rollback: true });
+    const first = await writeToWal(a, { group });
+    const second = await writeToWal(b, { group });
+    // Nothing is a row until the worker reads the slot.
+    expect(await rows()).toEqual([]);
+
+    expect(await materializeAll()).toBe(3);
+    const made = await rows();
+    expect(made.map((r) => r.payload.propertyId)).toEqual([...first, ...second]);
+    expect(made.map((r) => r.payload.propertyId)).not.toContain(rolledBack[0]);
+    expect(made.every((r) => r.topic === 'property.changed' && r.status === 'PENDING' && r.group_id === group)).toBe(true);
+    expect(made.map((r) => r.key)).toEqual([...a, ...b]);
+    // A group's turns one apart, as outbox_turn gives them when each row sees the one before.
+    expect(made.map((r) => Number(r.turn))).toEqual([0, 1, 2]);
+    // The public id is the row's, as on the table path: its lookup finds the row.
+    const looked = await tdb.pool.query('select outbox_public_id(created_at, id) = public_id as same from outbox');
+    expect(looked.rows.every((r: { same: boolean }) => r.same)).toBe(true);
+  });
+
+  it('a slot read again (a crash before it moved) makes nothing twice; once moved, it is not read again', async () => {
+    await tdb.pool.query('delete from outbox');
+    const ids = await writeToWal([randomUUID(), randomUUID()]);
+    const once = await materialize(tdb.pool, slot, moveTo);
+    expect(once.made).toBe(2);
+    // The worker died here, before any call moved the slot past these messages: the next one
+    // starts without the position and reads them again. The position kept with the rows skips them.
+    const behind = (await walSlotState(tdb.db, slot))!.behindBytes;
+    const again = await materialize(tdb.pool, slot, null);
+    expect(again.made).toBe(0);
+    expect(await written()).toEqual(ids);
+    // That call moved the slot to the recorded position: it is no longer behind them.
+    expect((await walSlotState(tdb.db, slot))!.behindBytes).toBeLessThan(behind);
+    moveTo = again.moveTo;
+    const later = await writeToWal([randomUUID()]);
+    expect(await materializeAll()).toBe(1);
+    expect(await written()).toEqual([...ids, ...later]);
+  });
+
+  it('a read cut at max_changes keeps whole transactions: the rest come next, none twice', async () => {
+    await tdb.pool.query('delete from outbox');
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(...(await writeToWal([randomUUID(), randomUUID(), randomUUID()])));
+    const first = await materialize(tdb.pool, slot, moveTo, 4);
+    // At least the first transaction (begin, three messages, commit), never part of one.
+    expect(first.made % 3).toBe(0);
+    expect(first.made).toBeGreaterThan(0);
+    expect(first.made).toBeLessThan(15);
+    moveTo = first.moveTo;
+    expect(await materializeAll(4)).toBe(15 - first.made);
+    expect(await written()).toEqual(ids);
+  });
+
+  it('two workers reading at once: one reads the slot, the other returns at once, each message made once', async () => {
+    await tdb.pool.query('delete from outbox');
+    const ids = await writeToWal(Array.from({ length: 50 }, () => randomUUID()));
+    const [x, y] = await Promise.all([materialize(tdb.pool, slot, moveTo), materialize(tdb.pool, slot, moveTo)]);
+    expect(x.made + y.made).toBe(50);
+    moveTo = (x.made ? x : y).moveTo;
+    expect(await materializeAll()).toBe(0);
+    expect(await written()).toEqual(ids);
+  });
+
+  it('skips messages of other prefixes on the same slot', async () => {
+    await tdb.pool.query('delete from outbox');
+    await tdb.pool.query(`select pg_logical_emit_message(true, 'someone.else', '{"id":"not ours"}')`);
+    const ids = await writeToWal([randomUUID()]);
+    expect(await materializeAll()).toBe(1);
+    expect(await written()).toEqual(ids);
+  });
+
+  it('a worker with the slot handles what the API wrote to the WAL, in key order', async () => {
+    await tdb.pool.query('delete from outbox');
+    const handled: string[] = [];
+    const { logger } = captureLogger();
+    const worker = createConfiguredWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot, POLL_INTERVAL_MS: '60000' }),
+      registry: new HandlerRegistry([
+        testHandler('record', 'booking.created', async ({ payload }) => {
+          handled.push((payload as { bookingId: string }).bookingId);
+        }),
+      ]),
+      logger,
+      housekeeping: false,
+    });
+    await worker.start();
+    try {
+      const bookings = Array.from({ length: 5 }, () => bookingPayload());
+      setOutboxWrites('wal');
+      for (const b of bookings) {
+        // One key for all: each waits for the one before, so the order handled is the order written.
+        await withTransaction(tdb.db, (tx) => enqueueTopic(tx, 'booking.created', b, { key: 'one-key' }));
+      }
+      setOutboxWrites('table');
+      // The poll is a minute away: only the writers' notifications can have started these claims.
+      await waitFor(async () => handled.length === 5, 20_000, 'the five bookings handled');
+      expect(handled).toEqual(bookings.map((b) => b.bookingId));
+      expect((await rows()).every((r) => r.status === 'DONE')).toBe(true);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('outbox:stats says how far behind the slot is, and when it is missing', async () => {
+    const env = { ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'warn', OUTBOX_WRITES: 'wal' };
+    await writeToWal([randomUUID()]);
+    const r = await runInProcess(statsCommand, [], { ...env, OUTBOX_SLOT: slot });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(`replication slot ${slot}: [\\d.]+ (KiB|MiB) of WAL not yet read by the worker \\(wal_status reserved\\)`),
+    );
+    const json = await runInProcess(statsCommand, ['--json'], { ...env, OUTBOX_SLOT: slot });
+    expect(JSON.parse(json.stdout).walSlot).toEqual({ name: slot, behindBytes: expect.any(Number), walStatus: 'reserved' });
+    const missing = await runInProcess(statsCommand, [], { ...env, OUTBOX_SLOT: 'stayhub_no_such_slot' });
+    expect(missing.stdout).toMatch(/replication slot stayhub_no_such_slot: missing/);
+    expect(await materializeAll()).toBe(1);
+  });
+
+  it('the API refuses to write to the WAL without its slot', async () => {
+    await expect(requireWalSlot(tdb.db, 'stayhub_no_such_slot')).rejects.toThrow(/no replication slot stayhub_no_such_slot/);
+    await expect(requireWalSlot(tdb.db, slot)).resolves.toBeUndefined();
+  });
+});
