@@ -17,6 +17,8 @@ export interface ApiMetricsOptions {
   catalogue: HandlerCatalogue;
   outboxCacheMs?: number;
   onOutboxReadError?: (err: unknown) => void;
+  /** OUTBOX_WRITES=wal: the outbox's replication slot, whose lag is a gauge. */
+  walSlot?: string;
 }
 
 /**
@@ -49,6 +51,7 @@ export function createApiMetrics(opts: ApiMetricsOptions): ApiMetrics {
     catalogue: opts.catalogue,
     cacheMs: opts.outboxCacheMs,
     onError: opts.onOutboxReadError,
+    ...(opts.walSlot === undefined ? {} : { walSlot: opts.walSlot }),
   });
   registerWebhookGauges(registry, { db: opts.db, cacheMs: opts.outboxCacheMs });
 

@@ -2,10 +2,18 @@ import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
 import { poolOf } from '../db/prepared.ts';
 import { registerPartitionsReattached } from './partition-metrics.ts';
-import { listPendingDetaches, outboxStats, partitionsAheadSeconds, type HandlerCatalogue, type OutboxStats } from '../outbox/index.ts';
+import {
+  listPendingDetaches,
+  outboxStats,
+  partitionsAheadSeconds,
+  walSlotState,
+  type HandlerCatalogue,
+  type OutboxStats,
+  type WalSlotState,
+} from '../outbox/index.ts';
 
-/** One read: the stats, and how far ahead the outbox's day partitions reach. */
-type Reading = OutboxStats & { partitionsAheadSeconds: number; detachPending: number };
+/** One read: the stats, how far ahead the outbox's day partitions reach, and the WAL slot's state (OUTBOX_WRITES=wal). */
+type Reading = OutboxStats & { partitionsAheadSeconds: number; detachPending: number; wal?: WalSlotState | null };
 
 export interface OutboxGaugeOptions {
   db: Db;
@@ -15,6 +23,8 @@ export interface OutboxGaugeOptions {
   now?: () => number;
   /** Told when a read fails (the scrape still succeeds, with stats_up 0). */
   onError?: (err: unknown) => void;
+  /** OUTBOX_WRITES=wal: the replication slot whose messages are not rows yet. */
+  walSlot?: string;
 }
 
 /** One read of the database's numbers, shared by the scrapes of `cacheMs` (and by those in flight). */
@@ -24,8 +34,13 @@ function cachedReading(opts: OutboxGaugeOptions): () => Promise<Reading | null> 
   let cached: { at: number; value: Promise<Reading | null> } | undefined;
   return (): Promise<Reading | null> => {
     if (cached && now() - cached.at < cacheMs) return cached.value;
-    const value = Promise.all([outboxStats(opts.db), partitionsAheadSeconds(poolOf(opts.db)), listPendingDetaches(poolOf(opts.db))])
-      .then(([stats, ahead, pending]): Reading => ({ ...stats, partitionsAheadSeconds: ahead, detachPending: pending.length }))
+    const value = Promise.all([
+      outboxStats(opts.db),
+      partitionsAheadSeconds(poolOf(opts.db)),
+      listPendingDetaches(poolOf(opts.db)),
+      opts.walSlot === undefined ? undefined : walSlotState(opts.db, opts.walSlot),
+    ])
+      .then(([stats, ahead, pending, wal]): Reading => ({ ...stats, partitionsAheadSeconds: ahead, detachPending: pending.length, wal }))
       .catch((err: unknown) => {
         opts.onError?.(err);
         return null;
@@ -96,12 +111,14 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
     "Day partitions of the outbox an interrupted DETACH … CONCURRENTLY left marked: their messages out of sight, their day's writes refused until given back.",
     [],
   );
+  const wal = walGauges(gauge);
   registerPartitionsReattached(registry, 'on a write that missed its day');
   const up = gauge('stayhub_outbox_stats_up', '1 if the last outbox stats read succeeded, 0 if the database could not be read.', []);
 
   function apply(s: Reading | null) {
     for (const g of [messages, leased, doneLastHour, oldestAge, unknownTopic, partitionsAhead, detachPending]) g.reset();
     up.set(s ? 1 : 0);
+    wal.apply(s?.wal);
     if (!s) return;
     partitionsAhead.set(s.partitionsAheadSeconds);
     detachPending.set(s.detachPending);
@@ -116,4 +133,28 @@ export function registerOutboxGauges(registry: Registry, opts: OutboxGaugeOption
       if (t && t.pending > 0 && !opts.catalogue.isHandled(topic)) unknownTopic.set({ topic }, t.pending);
     }
   }
+}
+
+/** OUTBOX_WRITES=wal: how far behind the outbox's replication slot is, and whether it is there at all. */
+function walGauges(gauge: (name: string, help: string, labelNames: readonly never[]) => Gauge<never>) {
+  const behind = gauge(
+    'stayhub_outbox_wal_behind_bytes',
+    "OUTBOX_WRITES=wal: bytes of WAL the worker has not read from the outbox's replication slot: messages not yet rows, held in pg_wal. 0 with OUTBOX_WRITES=table, or without a slot.",
+    [],
+  );
+  const missing = gauge(
+    'stayhub_outbox_wal_slot_missing',
+    "OUTBOX_WRITES=wal: 1 when the outbox's replication slot is missing or has lost WAL it needed (messages are being lost), else 0; always 0 with OUTBOX_WRITES=table.",
+    [],
+  );
+  return {
+    /** `state`: undefined when not read (table mode, or the read failed), null when the slot is missing. */
+    apply(state: WalSlotState | null | undefined) {
+      behind.reset();
+      missing.reset();
+      if (state === undefined) return;
+      missing.set(state === null || state.walStatus === 'lost' ? 1 : 0);
+      if (state) behind.set(state.behindBytes);
+    },
+  };
 }

@@ -110,7 +110,15 @@ export async function ensureWalSlot(connectionString: string, slot: string): Pro
         }
         return { made: false };
       }
-      await c.query(`select pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+      // A failover slot (PostgreSQL 17 and later): a standby with sync_replication_slots keeps a
+      // copy, so a promoted standby still has the messages not yet read (docs/operating.md).
+      const version = Number((await c.query<{ v: string }>(`select current_setting('server_version_num') as v`)).rows[0]!.v);
+      await c.query(
+        version >= 170000
+          ? `select pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+          : `select pg_create_logical_replication_slot($1, 'pgoutput')`,
+        [slot],
+      );
       return { made: true };
     } finally {
       await c.query(`select pg_advisory_unlock(727057)`).catch(() => undefined);

@@ -25,6 +25,7 @@ export function registerMetrics(
     db: ctx.healthDb.db,
     catalogue: ctx.handlerCatalogue ?? HANDLER_CATALOGUE,
     onOutboxReadError: (err) => app.log.warn({ err }, 'metrics: outbox stats could not be read'),
+    ...(ctx.config.OUTBOX_WRITES === 'wal' ? { walSlot: ctx.config.OUTBOX_SLOT } : {}),
   });
 
   app.addHook('onResponse', async (request, reply) => {

@@ -6,6 +6,8 @@ import { ensureWalSlot, HandlerRegistry, materialize, requireWalSlot, setOutboxW
 import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { statsCommand } from '../../../src/commands/outbox-stats.ts';
+import { HANDLER_CATALOGUE } from '../../../src/messages/catalogue.ts';
+import { createApiMetrics } from '../../../src/metrics/api-metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { runInProcess } from '../../helpers/npm-run.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
@@ -204,6 +206,23 @@ describe('messages written to the WAL', () => {
     expect(JSON.parse(json.stdout).walSlot).toEqual({ name: slot, behindBytes: expect.any(Number), walStatus: 'reserved' });
     const missing = await runInProcess(statsCommand, [], { ...env, OUTBOX_SLOT: 'stayhub_no_such_slot' });
     expect(missing.stdout).toMatch(/replication slot stayhub_no_such_slot: missing/);
+    expect(await materializeAll()).toBe(1);
+  });
+
+  it("the API's metrics carry the slot's lag, and say when it is missing", async () => {
+    const scrape = async (walSlot: string) => {
+      const metrics = createApiMetrics({ db: tdb.db, catalogue: HANDLER_CATALOGUE, walSlot, outboxCacheMs: 0 });
+      const text = await metrics.registry.metrics();
+      const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+      return { missing: value('stayhub_outbox_wal_slot_missing'), behind: value('stayhub_outbox_wal_behind_bytes') };
+    };
+    await writeToWal([randomUUID()]);
+    const here = await scrape(slot);
+    expect(here.missing).toBe(0);
+    expect(here.behind).toBeGreaterThan(0);
+    const gone = await scrape('stayhub_no_such_slot');
+    expect(gone.missing).toBe(1);
+    expect(gone.behind).toBe(0); // nothing to be behind: the missing gauge says why
     expect(await materializeAll()).toBe(1);
   });
 
