@@ -19,7 +19,8 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * The service's booking transaction as plain SQL, for pgbench, statement for statement what
  * src/bookings/booking.service.ts sends: read the property and its host while taking the
  * per-property advisory lock, insert the booking (the exclusion constraint checks the dates) and
- * its outbox row with a payload of the same shape in one statement, COMMIT, then pg_notify (the
+ * its outbox row with a payload of the same shape (JSON text the server parses, as the service
+ * sends it) in one statement, COMMIT, then pg_notify (the
  * worker's wake-up goes after the commit). The row is grouped by the host and owned by the guest,
  * with the topic's priority and its turn from outbox_turn, as enqueue writes it, from the two
  * public ids the first statement read (the service has them before it writes). Variant 'none'
@@ -59,11 +60,15 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     'INSERT INTO bookings (property_id, guest_id, check_in, check_out, guests, currency, nights, nightly_price, subtotal, cleaning_fee, service_fee, total) ' +
     `VALUES (:pid, :gid, current_date + :day::int, current_date + :day::int + ${STAY_NIGHTS}, 2, 'EUR', ${STAY_NIGHTS}, 10000, 20000, 2500, 2700, 25200) ON CONFLICT DO NOTHING RETURNING *`;
   const who = [':r_host_public_id::text', ':r_guest_public_id::text'];
-  const payload =
-    "jsonb_build_object('bookingId', b.public_id::text, 'propertyId', gen_random_uuid(), 'propertyTitle', 'Bench flat', " +
-    "'guestEmail', 'bench-guest@example.test', 'guestName', 'Bench guest', 'hostEmail', 'bench-host@example.test', " +
-    "'hostName', 'Bench host', 'checkIn', (current_date + :day::int)::text, 'checkOut', (current_date + :day::int + 2)::text, " +
-    "'guests', 2, 'nights', 2, 'total', 25200, 'currency', 'EUR', 'idempotencyKey', 'booking-created:' || b.public_id::text)";
+  // The payload as the service sends it: JSON text made by the API (one parameter), parsed by the
+  // server, `::jsonb` into the row or `::json` into the WAL message. Made here by format(), per
+  // transaction, with the booking's own ids and dates in it.
+  const payloadText =
+    `format('{"bookingId":"%s","propertyId":"%s","propertyTitle":"Bench flat","guestEmail":"bench-guest@example.test",` +
+    `"guestName":"Bench guest","hostEmail":"bench-host@example.test","hostName":"Bench host","checkIn":"%s","checkOut":"%s",` +
+    `"guests":2,"nights":2,"total":25200,"currency":"EUR","idempotencyKey":"booking-created:%s"}', ` +
+    'b.public_id, gen_random_uuid(), current_date + :day::int, current_date + :day::int + 2, b.public_id)';
+  const payload = `${payloadText}::jsonb`;
   if (variant === 'none') {
     lines.push(`${insertBooking};`);
   } else if (variant === 'wal-message') {
@@ -71,12 +76,11 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     // message in the WAL only, gone with a rollback, read back in commit order through a
     // replication slot by the worker (ADR 0056); the wake-up after the commit, as with the row.
     const message =
-      `json_build_object('topic', 'booking.created', 'payload', ${payload}, 'key', b.public_id, 'priority', ${BOOKING_PRIORITY}, ` +
+      `json_build_object('topic', 'booking.created', 'payload', ${payloadText}::json, 'key', b.public_id, 'priority', ${BOOKING_PRIORITY}, ` +
       `'group', ${who[0]}, 'owner', ${who[1]}, 'at', now())`;
     lines.push(
-      `WITH b AS (${insertBooking}), e AS (SELECT set_config('synchronous_commit', 'on', true) IS NOT NULL AND ` +
-        `pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) IS NOT NULL AS written FROM b) ` +
-        'SELECT b.*, (SELECT bool_and(written) FROM e) AS written FROM b;',
+      `WITH b AS (${insertBooking}) SELECT b.*, set_config('synchronous_commit', 'on', true) IS NOT NULL AND ` +
+        `pg_logical_emit_message(true, 'stayhub.outbox', ${message}::text) IS NOT NULL AS written FROM b;`,
     );
   } else {
     // The service writes the booking and its outbox row in one statement (bookings.repository.ts).

@@ -18,6 +18,8 @@ broke; 2: bad flags or a harness failure.
                        (default: random, printed)
   --out DIR            where to write chaos-results.json and chaos-results.md (default: var/chaos/SEED)
   --concurrency N      client loops putting load on the API, 1 to 1000 (default 6)
+  --outbox-writes W    table (default) or wal: the API writes its messages as rows, or to the WAL for
+                       the workers to make rows of (OUTBOX_WRITES; the server runs with wal_level=logical)
   --keep               keep the run's temporary folder (logs, data, the judge's input) even when it passes
   --only-faults K,...  inject only these kinds of the seed's faults (${FAULT_KINDS.join(', ')}),
                        to see one kind's effect alone; the other kinds' minimums then fail the verdict
@@ -43,6 +45,7 @@ export function readFlags(argv: string[]) {
       keep: { type: 'boolean', default: false },
       judge: { type: 'string' },
       'only-faults': { type: 'string' },
+      'outbox-writes': { type: 'string', default: 'table' },
     },
     argv,
   );
@@ -58,10 +61,16 @@ export function readFlags(argv: string[]) {
     // A kept run's judge-input.json to judge again, instead of a run.
     judge: values.judge === undefined ? undefined : path.resolve(values.judge),
     onlyFaults: values['only-faults'] === undefined ? undefined : faultKinds(values['only-faults']),
+    outboxWrites: outboxWrites(values['outbox-writes']),
   };
 }
 
 export type Flags = ReturnType<typeof readFlags>;
+
+function outboxWrites(v: string): 'table' | 'wal' {
+  if (v !== 'table' && v !== 'wal') usageError('chaos', USAGE, `--outbox-writes: table or wal, not "${v}"`);
+  return v as 'table' | 'wal';
+}
 
 function faultKinds(list: string): FaultKind[] {
   const kinds = list.split(',').map((k) => k.trim());

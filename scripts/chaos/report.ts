@@ -13,7 +13,7 @@ type R = ChaosResults;
 
 function head(r: R): string[] {
   return [
-    `## Chaos run: ${r.ok ? 'PASS' : 'FAIL'} (seed ${r.seed}, ${r.durationSeconds} s of load)`,
+    `## Chaos run: ${r.ok ? 'PASS' : 'FAIL'} (seed ${r.seed}, ${r.durationSeconds} s of load${r.settings.outboxWrites === 'wal' ? ', OUTBOX_WRITES=wal' : ''})`,
     '',
     `Started ${r.startedAt}; ${r.wallSeconds} s wall clock; ${r.machine.cpus} CPUs, Node ${r.machine.node}; code ${r.code.commit?.slice(0, 10) ?? 'unknown'}${r.code.srcDirty ? ' (with uncommitted changes in src/)' : ''}.`,
     '',
@@ -126,7 +126,7 @@ function notes(r: R): string[] {
     ...(broken.length ? ['', '### Violations (first ten of each)'] : []),
     ...broken.flatMap((c) => ['', `**${c.name}**`, ...c.violations.map((v) => `- ${v}`)]),
     '',
-    `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}\``,
+    `Reproduce: \`npm run chaos -- --duration ${r.durationSeconds} --seed ${r.seed}${r.settings.outboxWrites === 'wal' ? ' --outbox-writes wal' : ''}\``,
     '',
   ];
 }

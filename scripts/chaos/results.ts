@@ -30,7 +30,7 @@ export function gitVersion(): { commit: string | null; srcDirty: boolean | null 
 }
 
 /** What the results are made of: the run's flags, what it did, what it gathered and the verdict; t0: when it started (ms epoch). */
-type RunRecord = Pick<Flags, 'seed' | 'durationSeconds' | 'concurrency'> & {
+type RunRecord = Pick<Flags, 'seed' | 'durationSeconds' | 'concurrency' | 'outboxWrites'> & {
   t0: number;
   code: ReturnType<typeof gitVersion>;
   stack: ChaosStack;
@@ -93,6 +93,8 @@ export function buildResults(r: RunRecord) {
     /** The code that ran: HEAD, and whether src/ had uncommitted changes. */
     code: r.code,
     settings: {
+      /** The API's OUTBOX_WRITES: messages as rows, or to the WAL for the workers to make rows of. */
+      outboxWrites: r.outboxWrites,
       worker: WORKER_ENV,
       concurrency: r.concurrency,
       tempFailRate: TEMP_FAIL_RATE,

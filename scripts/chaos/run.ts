@@ -52,7 +52,7 @@ async function runChaos(flags: Flags, stack: ChaosStack, withEvents: boolean, t0
   const code = gitVersion();
   const rng = new Rng(flags.seed);
   // 1. start the parts
-  await stack.start(rng.fork('smtp').int(1, 2 ** 30), withEvents);
+  await stack.start(rng.fork('smtp').int(1, 2 ** 30), withEvents, flags.outboxWrites);
   const sampler = sampleOutbox(stack.admin!, stack.handledTopics);
   // 2. the load and the faults, then the drain
   const rngs = { faults: rng.fork('faults'), load: rng.fork('load'), webhooks: rng.fork('webhooks') };

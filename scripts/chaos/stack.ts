@@ -6,7 +6,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { createPool } from '../../src/db/client.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
-import { registerOutboxHooks } from '../../src/outbox/index.ts';
+import { ensureWalSlot, registerOutboxHooks } from '../../src/outbox/index.ts';
 import { portOpen } from '../../src/net/port-open.ts';
 import { lifelineEnv } from '../../src/process/lifeline.ts';
 import { until } from '../lib/nats.ts';
@@ -78,13 +78,17 @@ export class ChaosStack {
     return new ChaosStack(dir, seed, say);
   }
 
-  /** Starts every part; `sinkSeed` draws the SMTP server's refusals, `withEvents` adds the events path. */
-  async start(sinkSeed: number, withEvents: boolean): Promise<void> {
-    const databaseUrl = await this.startDatabase();
+  /**
+   * Starts every part; `sinkSeed` draws the SMTP server's refusals, `withEvents` adds the events
+   * path, `outboxWrites` is the API's OUTBOX_WRITES (wal: the slot is made before the API starts).
+   */
+  async start(sinkSeed: number, withEvents: boolean, outboxWrites: 'table' | 'wal' = 'table'): Promise<void> {
+    const databaseUrl = await this.startDatabase(outboxWrites);
     const baseEnv: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       DATABASE_URL: databaseUrl,
+      OUTBOX_WRITES: outboxWrites,
       LOG_LEVEL: 'info',
       MAIL_FROM,
       // The webhook receivers listen on 127.0.0.1: the API registers and the workers call them.
@@ -141,16 +145,18 @@ export class ChaosStack {
     await this.ev?.startConsumer();
   }
 
-  private async startDatabase(): Promise<string> {
+  private async startDatabase(outboxWrites: 'table' | 'wal'): Promise<string> {
     // The run's folder holds the data and the server's log (kept with the others after a failure).
     this.postgres = await startThrowawayPostgres({
       name: 'chaos',
       dir: path.join(this.dir, 'pg'),
       logFile: path.join(this.logs, 'postgres.log'),
+      ...(outboxWrites === 'wal' ? { settings: { wal_level: 'logical' } } : {}),
     });
     const databaseUrl = await this.postgres.createDatabase('stayhub');
     registerOutboxHooks();
     await runMigrations(databaseUrl);
+    if (outboxWrites === 'wal') await ensureWalSlot(databaseUrl, 'stayhub_outbox');
     this.admin = createPool(databaseUrl, { max: 3, applicationName: 'stayhub-chaos' });
     this.say(`embedded Postgres on ${this.postgres.pg.opts.port}, migrated`);
     return databaseUrl;

@@ -47,6 +47,7 @@ export class ClaimConnection extends PlannedConnection {
   private readonly walSlot: string | undefined;
   /** Where the slot may be moved to: what the previous materialize read is rows, or held no message. */
   private walMoveTo: string | null = null;
+  private streaming = false;
 
   constructor(db: Db, opts: { applicationName?: string; onOpen?: (pool: pg.Pool) => void; walSlot?: string } = {}) {
     const { walSlot, ...rest } = opts;
@@ -55,15 +56,27 @@ export class ClaimConnection extends PlannedConnection {
   }
 
   /**
-   * With a WAL slot (OUTBOX_WRITES=wal, src/outbox/wal-messages.ts), each claim first makes rows of
-   * the messages committed to the WAL since the last one: what wakes a claim (a writer's
-   * notification, the poll) is what makes the rows, and the claim that follows takes them.
+   * With a WAL slot (OUTBOX_WRITES=wal, src/outbox/wal-messages.ts), each claim of a worker that
+   * does not stream the slot (--once, --until-empty) first makes rows of the messages committed to
+   * the WAL since the last one, so a drain drains them too. A slot another worker is streaming
+   * cannot be read here (55006): that worker makes the rows, and the claim goes on.
    */
   claimBatch(opts: ClaimOptions): Promise<ClaimedMessage[]> {
     return this.use(async (client) => {
-      if (this.walSlot !== undefined) this.walMoveTo = (await materialize(client, this.walSlot, this.walMoveTo)).moveTo;
+      if (this.walSlot !== undefined && !this.streaming) {
+        try {
+          this.walMoveTo = (await materialize(client, this.walSlot, this.walMoveTo)).moveTo;
+        } catch (err) {
+          if ((err as { code?: string }).code !== '55006') throw err;
+        }
+      }
       return claimOn(client, opts);
     });
+  }
+
+  /** The running worker streams the slot (src/outbox/wal-stream.ts): its claims no longer read it. */
+  streamsWal(): void {
+    this.streaming = true;
   }
 
   /** Whether any of `keys` has a message still live (src/outbox/claim.ts laterOfKeys). */

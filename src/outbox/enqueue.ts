@@ -186,16 +186,11 @@ function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: bo
   const name = `${insert.name}+outbox${toWal ? '-wal' : ''}${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
   let s = withEventStatements.get(name);
   if (!s && toWal) {
-    // The message written to the WAL once per row the insert returned. `bool_and` reads what each
-    // emit returned, so the emits are evaluated, not just counted.
+    // The message written to the WAL once per row the insert returned, in the select's own list:
+    // no second CTE for the planner to plan on every execution behind a transaction pooler.
     const n = insert.values.length;
-    const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', $${n + 1}) from e) as notified` : '';
-    s = statement(
-      name,
-      `with r as (${insert.text}),
-            e as (select ${walMessageSql(n + 1, traced)} as written from r)
-       select r.*, (select bool_and(written) from e) as written${notify} from r`,
-    );
+    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', $${n + 1}) as notified` : '';
+    s = statement(name, `with r as (${insert.text}) select r.*, ${walMessageSql(n + 1, traced)} as written${notify} from r`);
     withEventStatements.set(name, s);
   }
   if (!s) {

@@ -16,6 +16,7 @@ import { dispatch, failureRules, type DispatchContext } from './dispatch.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { InFlight } from './in-flight.ts';
+import { WalStream } from '../wal-stream.ts';
 import { OutboxListener } from './listener.ts';
 import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
@@ -99,6 +100,8 @@ class OutboxWorker implements Worker {
   private loopPromise: Promise<unknown> | undefined;
   private claiming: Promise<number> | undefined;
   private listener: OutboxListener | undefined;
+  /** OUTBOX_WRITES=wal: the slot streamed into rows while the worker runs (src/outbox/wal-stream.ts). */
+  private walStream: WalStream | undefined;
   private housekeeping: Housekeeping | undefined;
   private progress: ProgressLog | undefined;
   /** Wake-ups and waiters: a notification or a settled message, a slot come free (./waits.ts). */
@@ -319,6 +322,17 @@ class OutboxWorker implements Worker {
       this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.waits.wake(), this.log);
       await this.listener.start();
     }
+    if (this.opts.walSlot !== undefined) {
+      // Rows made as the messages commit, and their wake-up sent, so claims stop reading the slot.
+      this.claimer.streamsWal();
+      this.walStream = new WalStream({
+        connectionString: this.opts.listenConnectionString,
+        slot: this.opts.walSlot,
+        pool: this.pool,
+        logger: this.log,
+      });
+      this.walStream.start();
+    }
     if (this.opts.housekeeping !== false) {
       this.housekeeping = new Housekeeping(this.opts.db, this.log, {
         retentionDays: this.opts.retentionDays,
@@ -391,6 +405,7 @@ class OutboxWorker implements Worker {
     this.waits.changed();
     this.progress?.stop();
     const housekeeping = this.housekeeping?.stop();
+    const walStream = this.walStream?.stop();
     // A claim in progress completes; what it brought in is handed back below, not started.
     await this.loopPromise;
     await this.claiming?.catch(() => 0);
@@ -401,6 +416,7 @@ class OutboxWorker implements Worker {
     while (!this.inFlight.idle) await this.waits.nextChange();
     await this.heartbeat.stop();
     await housekeeping;
+    await walStream;
     await this.listener?.close();
     await this.closeConnections();
     return this.summary();

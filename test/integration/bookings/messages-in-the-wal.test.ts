@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureWalSlot, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ensureWalSlot, HandlerRegistry, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
+import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { book, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
+import { captureLogger } from '../../helpers/capture-logger.ts';
+import { testHandler } from '../../helpers/test-handler.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { workerConfig } from '../../helpers/worker-config.ts';
 
 /*
  * The booking path with OUTBOX_WRITES=wal (ADR 0056): the booking's INSERT writes its message to
@@ -15,8 +20,9 @@ const slot = `stayhub_test_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
 
 beforeAll(async () => {
   await ensureWalSlot(t.db.url, slot);
-  setOutboxWrites('wal');
 });
+beforeEach(() => setOutboxWrites('wal'));
+afterEach(() => setOutboxWrites('table'));
 afterAll(async () => {
   setOutboxWrites('table');
   await t.db.pool.query('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
@@ -57,5 +63,48 @@ describe('bookings with their messages in the WAL', () => {
       { topic: 'booking.created', group_id: host.user.id, owner_id: guest.user.id, has_turn: true, booking: id },
       { topic: 'booking.cancelled', group_id: host.user.id, owner_id: host.user.id, has_turn: true, booking: id },
     ]);
+  });
+
+  it('switched on while bookings arrive: rows written before and messages after are each handled once', async () => {
+    const handled: string[] = [];
+    const { logger } = captureLogger();
+    const worker = createConfiguredWorker({
+      db: t.db.db,
+      config: workerConfig(t.db, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot }),
+      registry: new HandlerRegistry([
+        testHandler('record', 'booking.created', async ({ payload }) => {
+          handled.push((payload as { bookingId: string }).bookingId);
+        }),
+      ]),
+      logger,
+      housekeeping: false,
+    });
+    await worker.start();
+    try {
+      const host = await signUp(t.app, 'host');
+      const guest = await signUp(t.app, 'guest');
+      const property = await listProperty(t.app, host);
+      const booked: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        // The first half written as rows (the API before the switch), the rest to the WAL.
+        setOutboxWrites(i < 6 ? 'table' : 'wal');
+        const r = await book(t.app, guest, { propertyId: property.id, inDays: 30 + 3 * i, nights: 2 });
+        expect(r.statusCode, r.body).toBe(201);
+        booked.push(r.json().id as string);
+      }
+      // (The first test's bookings are handled too: this worker is the first to run.)
+      const ofThese = () => handled.filter((id) => booked.includes(id));
+      await waitFor(async () => ofThese().length >= booked.length, 20_000, 'every booking handled');
+      // A moment more for a second handling, which must not come.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(ofThese().sort()).toEqual([...booked].sort());
+      const { rows } = await t.db.pool.query<{ n: number }>(
+        `select count(*)::int as n from outbox where topic = 'booking.created' and key = any($1) and status = 'DONE'`,
+        [booked],
+      );
+      expect(rows[0]!.n).toBe(booked.length);
+    } finally {
+      await worker.stop();
+    }
   });
 });

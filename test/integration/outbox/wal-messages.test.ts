@@ -129,6 +129,28 @@ describe('messages written to the WAL', () => {
     expect(await written()).toEqual([...ids, ...later]);
   });
 
+  it("what a stream gives again (it started over from the slot's position) is skipped by the recorded position", async () => {
+    await tdb.pool.query('delete from outbox');
+    const [end] = (await tdb.pool.query<{ end: string }>('select (pg_current_wal_lsn() + 1000000)::text as end')).rows.map((r) => r.end);
+    const message = {
+      topic: 'property.changed',
+      payload: { propertyId: randomUUID(), reason: 'updated' },
+      key: null,
+      priority: 0,
+      group: null,
+      owner: null,
+      at: new Date().toISOString(),
+    };
+    const received = JSON.stringify([{ end, message }]);
+    const make = async () =>
+      (await tdb.pool.query<{ made: number }>('select outbox_make_rows($1, $2::json) as made', [slot, received])).rows[0]!.made;
+    expect(await make()).toBe(1);
+    expect(await make()).toBe(0);
+    expect(await written()).toEqual([message.payload.propertyId]);
+    // That position is past everything the slot holds: put it back, as the rows of this test were not from the slot.
+    await tdb.pool.query('update outbox_wal_position set done_to = pg_current_wal_flush_lsn() where slot = $1', [slot]);
+  });
+
   it('a read cut at max_changes keeps whole transactions: the rest come next, none twice', async () => {
     await tdb.pool.query('delete from outbox');
     const ids: string[] = [];
@@ -192,6 +214,44 @@ describe('messages written to the WAL', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  it("a running worker streams the slot: its stream cut, it reads again from the slot's position, nothing lost or made twice", async () => {
+    await tdb.pool.query('delete from outbox');
+    const handled: string[] = [];
+    const { logger } = captureLogger();
+    const worker = createConfiguredWorker({
+      db: tdb.db,
+      config: workerConfig(tdb, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot, POLL_INTERVAL_MS: '60000' }),
+      registry: new HandlerRegistry([
+        testHandler('record', 'property.changed', async ({ payload }) => {
+          handled.push((payload as { propertyId: string }).propertyId);
+        }),
+      ]),
+      logger,
+      housekeeping: false,
+    });
+    await worker.start();
+    try {
+      const streaming = async () =>
+        (await tdb.pool.query('select active from pg_replication_slots where slot_name = $1', [slot])).rows[0]?.active === true;
+      await waitFor(streaming, 10_000, 'the worker streaming the slot');
+      const first = [];
+      for (let i = 0; i < 10; i++) first.push(...(await writeToWal([randomUUID(), randomUUID()])));
+      await waitFor(async () => handled.length >= first.length, 10_000, 'the first messages handled');
+      // The stream cut from the server's side, while more messages commit.
+      await tdb.pool.query('select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = $1', [slot]);
+      const second = [];
+      for (let i = 0; i < 10; i++) second.push(...(await writeToWal([randomUUID(), randomUUID()])));
+      await waitFor(async () => handled.length >= first.length + second.length, 20_000, 'every message handled');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(handled.sort()).toEqual([...first, ...second].sort());
+      expect(await written()).toEqual([...first, ...second]);
+    } finally {
+      await worker.stop();
+    }
+    // Everything read was written: the slot's reader made the rows, and a reader by statement finds nothing.
+    expect((await materialize(tdb.pool, slot, null)).made).toBe(0);
   });
 
   it('outbox:stats says how far behind the slot is, and when it is missing', async () => {
