@@ -130,7 +130,11 @@ export class WalStream {
   }
 
   private async stream(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.opts.connectionString, replication: 'database' } as pg.ClientConfig);
+    const client = new pg.Client({
+      connectionString: this.opts.connectionString,
+      replication: 'database',
+      application_name: 'stayhub-worker-wal',
+    } as pg.ClientConfig);
     this.client = client;
     client.on('error', () => undefined); // the stream's end below says what happened
     await client.connect();
