@@ -216,6 +216,8 @@ describe('npm run bench -- --smoke', () => {
       expect(finitePositive(r.outboxCost.ratio)).toBe(true);
       // …and the same pair prepared, as the API sends it straight to PostgreSQL.
       expect(finitePositive(r.outboxCost.prepared.ratio)).toBe(true);
+      // OUTBOX_WRITES=wal's message, both ways the statements are sent.
+      for (const way of ['extended', 'prepared']) expect(finitePositive(r.outboxCost.walWrites[way].median.tps), way).toBe(true);
       // One outbox row per booking or one per subscribed handler: every variant's figures, and K
       // rows of one shape write K times the index entries of one.
       for (const [key, v] of Object.entries(r.fanout.hotPath.variants) as [string, { median: Record<string, number> }][]) {
