@@ -104,16 +104,12 @@ DECLARE
   last_end pg_lsn;
   changes integer := 0;
   r record;
-  m json;
-  held json[] := '{}';
+  held text[] := '{}';
+  received text[] := '{}';
   prefix_end integer;
   content_len integer;
-  topics text[] := '{}';
 BEGIN
   made := 0;
-  -- The rows are committed before the slot is moved past their messages: synchronously, whatever
-  -- the calling connection's setting (the claim's connection commits asynchronously).
-  PERFORM set_config('synchronous_commit', 'on', true);
   IF NOT pg_try_advisory_xact_lock(727056) THEN
     next_move_to := move_to;
     RETURN NEXT;
@@ -144,15 +140,9 @@ BEGIN
     -- 'C'ommit, whose row is at the transaction's end.
     IF get_byte(r.data, 0) = 67 THEN
       last_end := r.lsn;
-      IF recorded IS NULL OR r.lsn > recorded THEN
-        FOR i IN 1 .. coalesce(array_length(held, 1), 0) LOOP
-          PERFORM outbox_make_row(held[i]);
-          made := made + 1;
-          IF NOT (held[i]->>'topic') = ANY (topics) THEN
-            topics := topics || (held[i]->>'topic');
-          END IF;
-        END LOOP;
-      END IF;
+      FOR i IN 1 .. coalesce(array_length(held, 1), 0) LOOP
+        received := received || format('{"end":"%s","message":%s}', r.lsn, held[i]);
+      END LOOP;
       held := '{}';
       CONTINUE;
     END IF;
@@ -161,19 +151,16 @@ BEGIN
     CONTINUE WHEN convert_from(substring(r.data FROM 11 FOR prefix_end - 1), 'UTF8') <> 'stayhub.outbox';
     content_len := (get_byte(r.data, 10 + prefix_end) << 24) | (get_byte(r.data, 11 + prefix_end) << 16)
                  | (get_byte(r.data, 12 + prefix_end) << 8) | get_byte(r.data, 13 + prefix_end);
-    held := held || convert_from(substring(r.data FROM 15 + prefix_end FOR content_len), 'UTF8')::json;
+    held := held || convert_from(substring(r.data FROM 15 + prefix_end FOR content_len), 'UTF8');
   END LOOP;
   -- Stopped at max_changes: only the whole transactions read so far are done.
   IF changes >= max_changes THEN
     next_move_to := coalesce(last_end, move_to);
   END IF;
-  IF made > 0 THEN
-    INSERT INTO outbox_wal_position AS p (slot, done_to) VALUES (from_slot, next_move_to)
-    ON CONFLICT (slot) DO UPDATE SET done_to = excluded.done_to WHERE p.done_to < excluded.done_to;
+  -- The rows, the recorded position and the wake-up, as the stream's reader writes them.
+  IF array_length(received, 1) > 0 THEN
+    made := outbox_make_rows(from_slot, ('[' || array_to_string(received, ',') || ']')::json);
   END IF;
-  FOR i IN 1 .. coalesce(array_length(topics, 1), 0) LOOP
-    PERFORM pg_notify('outbox', topics[i]);
-  END LOOP;
   RETURN NEXT;
 END
 $function$;

@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ensureWalSlot, HandlerRegistry, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
-import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
+import { ensureWalSlot, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
 import { book, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
-import { captureLogger } from '../../helpers/capture-logger.ts';
-import { testHandler } from '../../helpers/test-handler.ts';
+import { recordingWorker } from '../../helpers/recording-worker.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { workerConfig } from '../../helpers/worker-config.ts';
 
 /*
  * The booking path with OUTBOX_WRITES=wal (ADR 0056): the booking's INSERT writes its message to
@@ -66,19 +63,7 @@ describe('bookings with their messages in the WAL', () => {
   });
 
   it('switched on while bookings arrive: rows written before and messages after are each handled once', async () => {
-    const handled: string[] = [];
-    const { logger } = captureLogger();
-    const worker = createConfiguredWorker({
-      db: t.db.db,
-      config: workerConfig(t.db, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot }),
-      registry: new HandlerRegistry([
-        testHandler('record', 'booking.created', async ({ payload }) => {
-          handled.push((payload as { bookingId: string }).bookingId);
-        }),
-      ]),
-      logger,
-      housekeeping: false,
-    });
+    const { worker, handled } = recordingWorker(t.db, 'booking.created', 'bookingId', { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot });
     await worker.start();
     try {
       const host = await signUp(t.app, 'host');

@@ -2,18 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
-import { ensureWalSlot, HandlerRegistry, materialize, requireWalSlot, setOutboxWrites, walSlotState } from '../../../src/outbox/index.ts';
-import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
+import { ensureWalSlot, materialize, requireWalSlot, setOutboxWrites, walSlotState } from '../../../src/outbox/index.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { statsCommand } from '../../../src/commands/outbox-stats.ts';
 import { HANDLER_CATALOGUE } from '../../../src/messages/catalogue.ts';
 import { createApiMetrics } from '../../../src/metrics/api-metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { runInProcess } from '../../helpers/npm-run.ts';
-import { captureLogger } from '../../helpers/capture-logger.ts';
-import { testHandler } from '../../helpers/test-handler.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { workerConfig } from '../../helpers/worker-config.ts';
+import { recordingWorker } from '../../helpers/recording-worker.ts';
 
 /*
  * OUTBOX_WRITES=wal (src/outbox/wal-messages.ts, migrations/0005): enqueue writes its message to the
@@ -185,18 +182,10 @@ describe('messages written to the WAL', () => {
 
   it('a worker with the slot handles what the API wrote to the WAL, in key order', async () => {
     await tdb.pool.query('delete from outbox');
-    const handled: string[] = [];
-    const { logger } = captureLogger();
-    const worker = createConfiguredWorker({
-      db: tdb.db,
-      config: workerConfig(tdb, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot, POLL_INTERVAL_MS: '60000' }),
-      registry: new HandlerRegistry([
-        testHandler('record', 'booking.created', async ({ payload }) => {
-          handled.push((payload as { bookingId: string }).bookingId);
-        }),
-      ]),
-      logger,
-      housekeeping: false,
+    const { worker, handled } = recordingWorker(tdb, 'booking.created', 'bookingId', {
+      OUTBOX_WRITES: 'wal',
+      OUTBOX_SLOT: slot,
+      POLL_INTERVAL_MS: '60000',
     });
     await worker.start();
     try {
@@ -218,18 +207,10 @@ describe('messages written to the WAL', () => {
 
   it("a running worker streams the slot: its stream cut, it reads again from the slot's position, nothing lost or made twice", async () => {
     await tdb.pool.query('delete from outbox');
-    const handled: string[] = [];
-    const { logger } = captureLogger();
-    const worker = createConfiguredWorker({
-      db: tdb.db,
-      config: workerConfig(tdb, { OUTBOX_WRITES: 'wal', OUTBOX_SLOT: slot, POLL_INTERVAL_MS: '60000' }),
-      registry: new HandlerRegistry([
-        testHandler('record', 'property.changed', async ({ payload }) => {
-          handled.push((payload as { propertyId: string }).propertyId);
-        }),
-      ]),
-      logger,
-      housekeeping: false,
+    const { worker, handled } = recordingWorker(tdb, 'property.changed', 'propertyId', {
+      OUTBOX_WRITES: 'wal',
+      OUTBOX_SLOT: slot,
+      POLL_INTERVAL_MS: '60000',
     });
     await worker.start();
     try {
