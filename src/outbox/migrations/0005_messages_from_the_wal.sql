@@ -18,26 +18,19 @@ CREATE TABLE IF NOT EXISTS outbox_wal_position (
   done_to pg_lsn NOT NULL
 );
 
--- One message's row, as enqueue writes it on the table path: the id (and from it the public id) is
--- given here, so ids follow the order messages are made in, which is commit order; the turn from
--- outbox_turn, which sees the rows made before it in the same transaction, so a group's or an
--- owner's turns are one apart.
-CREATE OR REPLACE FUNCTION outbox_make_row(m json)
- RETURNS void
- LANGUAGE sql
-AS $function$
-  INSERT INTO outbox (topic, payload, key, priority, group_id, owner_id, turn,
-                      traceparent, tracestate, created_at, available_at)
-  VALUES (m->>'topic', (m->'payload')::jsonb, m->>'key', (m->>'priority')::int,
-          m->>'group', m->>'owner', outbox_turn(m->>'group', m->>'owner', (m->>'priority')::int),
-          m->>'traceparent', m->>'tracestate', (m->>'at')::timestamptz, (m->>'at')::timestamptz)
-$function$;
-
 -- The rows of messages a running worker received from the slot's stream (src/outbox/wal-stream.ts),
 -- each with the end of its transaction in the WAL: those at or before the recorded position are
 -- rows already (a stream that started again from the slot's position gives them again) and are
 -- skipped; the others are made, and the position moves to the last end, in this transaction. Each
 -- distinct topic made gets the worker's wake-up. Returns the rows made.
+--
+-- The rows are the ones enqueue writes on the table path, made in one INSERT, in the order
+-- received (commit order): ids follow it, and a key's messages keep the order they were written
+-- in. Each row's turn is what outbox_turn would give it if the rows before it in the batch were
+-- already there: outbox_turn is asked once per priority (the head), group and owner, and the
+-- batch's own turns are carried from row to row here. One INSERT a batch, not one a row: a row
+-- a statement cost 330 µs (the partition's routing set up each time, and the three probes), a
+-- backlog of 20,000 messages took 24–28 s to be handled.
 CREATE OR REPLACE FUNCTION outbox_make_rows(from_slot text, received json)
  RETURNS integer
  LANGUAGE plpgsql
@@ -46,26 +39,64 @@ DECLARE
   recorded pg_lsn;
   last_end pg_lsn;
   e json;
-  made integer := 0;
-  topics text[] := '{}';
+  m json;
+  todo json[] := '{}';
+  turns bigint[] := '{}';
+  heads jsonb := '{}';
+  next_of jsonb := '{}';
+  prio integer;
+  grp text;
+  own text;
+  head bigint;
+  of_group bigint;
+  of_owner bigint;
+  t bigint;
+  made integer;
+  topic text;
 BEGIN
   PERFORM set_config('synchronous_commit', 'on', true);
   SELECT p.done_to INTO recorded FROM outbox_wal_position p WHERE p.slot = from_slot FOR UPDATE;
   FOR e IN SELECT * FROM json_array_elements(received) LOOP
     last_end := (e->>'end')::pg_lsn;
     CONTINUE WHEN recorded IS NOT NULL AND last_end <= recorded;
-    PERFORM outbox_make_row(e->'message');
-    made := made + 1;
-    IF NOT (e->'message'->>'topic') = ANY (topics) THEN
-      topics := topics || (e->'message'->>'topic');
+    m := e->'message';
+    prio := (m->>'priority')::int;
+    grp := m->>'group';
+    own := m->>'owner';
+    head := (heads->>prio::text)::bigint;
+    IF head IS NULL THEN
+      head := outbox_turn(NULL::text, NULL::text, prio);
+      heads := heads || jsonb_build_object(prio::text, head);
     END IF;
+    -- 'g' and 'o' keep groups and owners apart; the priority, because turns are per priority.
+    of_group := CASE WHEN grp IS NULL THEN head
+                     ELSE coalesce((next_of->>('g' || prio || '/' || grp))::bigint, outbox_turn(grp, NULL::text, prio)) END;
+    of_owner := CASE WHEN own IS NULL THEN head
+                     ELSE coalesce((next_of->>('o' || prio || '/' || own))::bigint, outbox_turn(NULL::text, own, prio)) END;
+    t := greatest(of_group, of_owner);
+    IF grp IS NOT NULL THEN
+      next_of := next_of || jsonb_build_object('g' || prio || '/' || grp, t + 1);
+    END IF;
+    IF own IS NOT NULL THEN
+      next_of := next_of || jsonb_build_object('o' || prio || '/' || own, t + 1);
+    END IF;
+    todo := todo || m;
+    turns := turns || t;
   END LOOP;
+  INSERT INTO outbox (topic, payload, key, priority, group_id, owner_id, turn,
+                      traceparent, tracestate, created_at, available_at)
+  SELECT x.m->>'topic', (x.m->'payload')::jsonb, x.m->>'key', (x.m->>'priority')::int,
+         x.m->>'group', x.m->>'owner', x.t, x.m->>'traceparent', x.m->>'tracestate',
+         (x.m->>'at')::timestamptz, (x.m->>'at')::timestamptz
+    FROM unnest(todo, turns) WITH ORDINALITY AS x(m, t, i)
+   ORDER BY x.i;
+  GET DIAGNOSTICS made = ROW_COUNT;
   IF last_end IS NOT NULL AND (recorded IS NULL OR last_end > recorded) THEN
     INSERT INTO outbox_wal_position AS p (slot, done_to) VALUES (from_slot, last_end)
     ON CONFLICT (slot) DO UPDATE SET done_to = excluded.done_to WHERE p.done_to < excluded.done_to;
   END IF;
-  FOR i IN 1 .. coalesce(array_length(topics, 1), 0) LOOP
-    PERFORM pg_notify('outbox', topics[i]);
+  FOR topic IN SELECT DISTINCT x->>'topic' FROM unnest(todo) AS x LOOP
+    PERFORM pg_notify('outbox', topic);
   END LOOP;
   RETURN made;
 END

@@ -107,6 +107,35 @@ describe('messages written to the WAL', () => {
     expect(looked.rows.every((r: { same: boolean }) => r.same)).toBe(true);
   });
 
+  it('turns are the ones the table path gives the same messages, groups and owners interleaved', async () => {
+    // Host h1, h2 and guests o1, o2, o3: each message's group and owner, in the order written.
+    const pattern = [
+      ['h1', 'o1'],
+      ['h1', 'o2'],
+      ['h2', 'o1'],
+      ['h2', 'o2'],
+      ['h1', 'o1'],
+      ['h2', 'o3'],
+      ['h1', 'o3'],
+      ['h2', 'o1'],
+    ];
+    const turnsWritten = async (writes: 'table' | 'wal') => {
+      await tdb.pool.query('delete from outbox');
+      setOutboxWrites(writes);
+      await withTransaction(tdb.db, async (tx) => {
+        for (const [group, owner] of pattern) {
+          await enqueueTopic(tx, 'booking.created', bookingPayload(), { group: group!, owner: owner! });
+        }
+      });
+      setOutboxWrites('table');
+      if (writes === 'wal') expect(await materializeAll()).toBe(pattern.length);
+      return (await rows()).map((r) => Number(r.turn));
+    };
+    const table = await turnsWritten('table');
+    expect(new Set(table).size).toBeGreaterThan(2); // the pattern does make turns differ
+    expect(await turnsWritten('wal')).toEqual(table);
+  });
+
   it('a slot read again (a crash before it moved) makes nothing twice; once moved, it is not read again', async () => {
     await tdb.pool.query('delete from outbox');
     const ids = await writeToWal([randomUUID(), randomUUID()]);
