@@ -318,7 +318,7 @@ describe('npm run bench -- --smoke', () => {
       doubled: 0,
       bad503: 0,
     });
-    expect(r.targets).toHaveLength(25);
+    expect(r.targets).toHaveLength(27);
     // The versions compared are in the results.
     expect(r.versions.graphileWorker).toMatch(/^0\.17\./);
     expect(r.versions.pgBoss).toMatch(/^12\./);
