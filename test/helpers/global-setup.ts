@@ -86,7 +86,7 @@ export default async function setup(project: TestProject) {
       user: 'postgres',
       password: 'test',
       // Durability buys nothing in a throw-away cluster; speed does.
-      settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', wal_level: 'logical' },
+      settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
     });
     await server.initialise();
     await server.start();

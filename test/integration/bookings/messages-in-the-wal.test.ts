@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensureWalSlot, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
-import { book, listProperty, signUp, useTestApp } from '../../helpers/app.ts';
+import { book, buildTestApp, listProperty, signUp, type TestApp } from '../../helpers/app.ts';
+import type { TestDatabase } from '../../helpers/db.ts';
+import { logicalTestDatabase } from '../../helpers/logical-database.ts';
 import { recordingWorker } from '../../helpers/recording-worker.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
@@ -12,17 +14,30 @@ import { waitFor } from '../../helpers/wait.ts';
  * constraint refuses writes no message either.
  */
 
-const t = useTestApp();
+// A server of its own at wal_level logical (test/helpers/logical-database.ts), the app on it.
+let db: TestDatabase | undefined;
+let built: TestApp | undefined;
+const t = {
+  get db() {
+    return db!;
+  },
+  get app() {
+    return built!.app;
+  },
+};
 const slot = `stayhub_test_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
 
 beforeAll(async () => {
+  db = await logicalTestDatabase('walbook');
+  built = await buildTestApp(db);
   await ensureWalSlot(t.db.url, slot);
-});
+}, 60_000);
 beforeEach(() => setOutboxWrites('wal'));
 afterEach(() => setOutboxWrites('table'));
 afterAll(async () => {
   setOutboxWrites('table');
-  await t.db.pool.query('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
+  await built?.app.close();
+  await db?.drop();
 });
 
 const messagesOf = async (bookingId: string) =>

@@ -7,7 +7,8 @@ import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
 import { statsCommand } from '../../../src/commands/outbox-stats.ts';
 import { HANDLER_CATALOGUE } from '../../../src/messages/catalogue.ts';
 import { createApiMetrics } from '../../../src/metrics/api-metrics.ts';
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import type { TestDatabase } from '../../helpers/db.ts';
+import { logicalTestDatabase } from '../../helpers/logical-database.ts';
 import { runInProcess } from '../../helpers/npm-run.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { recordingWorker } from '../../helpers/recording-worker.ts';
@@ -24,13 +25,12 @@ let tdb: TestDatabase;
 let slot: string;
 
 beforeAll(async () => {
-  tdb = await createTestDatabase('walmsg');
+  tdb = await logicalTestDatabase('walmsg');
   slot = `stayhub_test_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   expect(await ensureWalSlot(tdb.url, slot)).toEqual({ made: true });
-});
+}, 60_000);
 afterAll(async () => {
   setOutboxWrites('table');
-  await tdb?.pool.query('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
   await tdb?.drop();
 });
 afterEach(() => setOutboxWrites('table'));
