@@ -65,7 +65,7 @@ export { backoffDelaySeconds, retryDelaySeconds, type BackoffOptions } from './b
 // Group commit, for writes of other features that finish many at a time (webhook attempts)
 export { DoneBatcher } from './done-batch.ts';
 // The lease core: the webhook deliveries are claimed, fenced and handed back by it too (ADR 0049).
-export { fence, handBackStatement, lockChosen, release, takeLease, type LeasedTable } from './lease/leased-table.ts';
+export { batchFence, fence, handBackStatement, lockChosen, release, takeLease, type LeasedTable } from './lease/leased-table.ts';
 export { HandBacks, type GiveBack } from './lease/hand-backs.ts';
 export { StaleSweep } from './lease/stale-sweep.ts';
 

@@ -3,9 +3,10 @@ import { createDatabase, type Database } from '../../src/db/client.ts';
 /**
  * Runs `work` on the database at `url` through a connection whose statements' plans come back as
  * notices (auto_explain, loaded for that session only), with sequential scans forbidden: a plan
- * that still has one had no index to use. Returns the plans of the statements that name the outbox.
+ * that still has one had no index to use. Returns the plans of the statements whose text matches
+ * `naming` (the catalogue's own lookups left out).
  */
-export async function outboxPlansOf(url: string, work: (db: Database) => Promise<unknown>): Promise<string[]> {
+export async function plansOf(url: string, naming: RegExp, work: (db: Database) => Promise<unknown>): Promise<string[]> {
   const u = new URL(url);
   u.searchParams.set(
     'options',
@@ -19,5 +20,8 @@ export async function outboxPlansOf(url: string, work: (db: Database) => Promise
   } finally {
     await db.close();
   }
-  return plans.filter((p) => /\boutbox/.test(p) && !/pg_inherits|pg_constraint/.test(p));
+  return plans.filter((p) => naming.test(p) && !/pg_inherits|pg_constraint/.test(p));
 }
+
+/** The plans of the statements that name the outbox. */
+export const outboxPlansOf = (url: string, work: (db: Database) => Promise<unknown>) => plansOf(url, /\boutbox/, work);

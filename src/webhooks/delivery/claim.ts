@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { fence, handBackStatement, lockChosen, takeLease, type LeasedTable } from '../../outbox/index.ts';
+import { batchFence, fence, handBackStatement, lockChosen, takeLease, type LeasedTable } from '../../outbox/index.ts';
 
 /** One delivery, claimed: everything an attempt needs, read in the claim's own statement. */
 export interface ClaimedDelivery {
@@ -41,6 +41,8 @@ export const DELIVERIES: LeasedTable = { table: 'webhook_deliveries', pending: '
 
 /** The fence of every write of a claimed delivery (src/webhooks/delivery/record.ts). */
 export const deliveryFence = (alias: string | undefined, id: string, token: string) => fence(DELIVERIES, alias, id, token);
+/** The fence of a batched write: `batch` has columns id and claim_id (the lease core's batchFence says why it is written so). */
+export const deliveryBatchFence = (alias: string, batch: string) => batchFence(DELIVERIES, alias, batch);
 
 /*
  * The claim, shared fairly between hosts: which due deliveries it takes, in what order, is the
