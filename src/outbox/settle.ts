@@ -67,7 +67,7 @@ export interface DoneItem {
 }
 
 export const MARK_DONE = statement(
-  'outbox-mark-done',
+  'outbox-mark-done-v2',
   `update outbox o
      set status = 'DONE', processed_at = now(), ${RELEASE},
          handlers_done = case when v.handler is null or v.handler = any(o.handlers_done) then o.handlers_done
@@ -75,7 +75,7 @@ export const MARK_DONE = statement(
     from unnest($1::bigint[], $2::uuid[], $3::text[]) with ordinality as v(id, claim_id, handler, n),
          ${ASYNC_COMMIT}
    where ${batchFence(OUTBOX, 'o', 'v')}
-     and o.created_at >= $4::timestamptz
+     and o.created_at between $4::timestamptz and $5::timestamptz
   returning v.n`,
 );
 
@@ -90,27 +90,41 @@ export async function markDoneMany(q: Executor, items: readonly DoneItem[]): Pro
   const claims = new Array<string>(n);
   const handlers = new Array<string | null>(n);
   let oldest = Infinity;
+  let newest = -Infinity;
   for (let i = 0; i < n; i++) {
     const it = items[i]!;
     ids[i] = it.id;
     claims[i] = it.claimId;
     handlers[i] = it.lastHandler;
     oldest = Math.min(oldest, it.createdAtMs ?? -Infinity);
+    newest = Math.max(newest, it.createdAtMs ?? Infinity);
   }
-  const res = await execute<{ n: string }>(q, MARK_DONE, [intArray(ids), uuidArray(claims), textArray(handlers), notBefore(oldest)]);
+  const res = await execute<{ n: string }>(q, MARK_DONE, [
+    intArray(ids),
+    uuidArray(claims),
+    textArray(handlers),
+    notBefore(oldest),
+    notAfter(newest),
+  ]);
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
 }
 
 /**
- * The oldest created_at of a batch as a lower bound for `created_at >=`: the outbox is partitioned
- * by day of created_at (src/outbox/partitions.ts), and the bound lets the UPDATE skip the older
- * days' partitions (all DONE) instead of probing each one's primary key for every id. A second
- * early, so a millisecond rounded either way never excludes the row; unknown, no bound.
+ * The oldest and newest created_at of a batch as bounds for `created_at between`: the outbox is
+ * partitioned by day of created_at (src/outbox/partitions.ts), and the bounds let the UPDATE skip
+ * the partitions outside them instead of probing each one's primary key for every id: the older
+ * days (all DONE), and the days made ahead (empty; tomorrow's is always there, so without the upper
+ * bound every id was probed twice). A second wider each way, so a millisecond rounded either way
+ * never excludes the row; unknown, no bound.
  */
 function notBefore(createdAtMs: number): string {
   return Number.isFinite(createdAtMs) ? new Date(createdAtMs - 1000).toISOString() : '-infinity';
+}
+
+function notAfter(createdAtMs: number): string {
+  return Number.isFinite(createdAtMs) ? new Date(createdAtMs + 1000).toISOString() : 'infinity';
 }
 
 /** Every handler has succeeded: one message, one fenced write. */

@@ -37,8 +37,21 @@ beforeEach(async () => {
 });
 
 /** EXPLAIN (ANALYZE when asked, rolled back) of the DONE write for `claims`, as the worker sends it, on `c`. */
-const explainDone = (c: pg.ClientBase, claims: { id: number; claimId: string }[], analyze: boolean) =>
-  explainStatement(c, MARK_DONE, [claims.map((m) => m.id), claims.map((m) => m.claimId), claims.map(() => null), '-infinity'], { analyze });
+/** The DONE write's plan for these claims; `bounds`: the batch's created_at span as markDoneMany gives it, or none. */
+const explainDone = (
+  c: pg.ClientBase,
+  claims: { id: number; claimId: string; createdAtMs: number }[],
+  analyze: boolean,
+  bounds = false,
+) => {
+  const at = claims.map((m) => m.createdAtMs);
+  const [from, to] = bounds
+    ? [new Date(Math.min(...at) - 1000).toISOString(), new Date(Math.max(...at) + 1000).toISOString()]
+    : ['-infinity', 'infinity'];
+  return explainStatement(c, MARK_DONE, [claims.map((m) => m.id), claims.map((m) => m.claimId), claims.map(() => null), from, to], {
+    analyze,
+  });
+};
 
 describe('the settle connection', () => {
   it('writes a DONE batch by primary-key probes where the statistics say nothing is PENDING', async () => {
@@ -59,6 +72,12 @@ describe('the settle connection', () => {
       const plan = await explainDone(planned, claimed, true);
       expect(plan).toMatch(/Index Scan using outbox_\w+_pkey on outbox_\w+ o_\d+ \(actual [^)]*loops=1600\)/);
       expect(plan).not.toMatch(/Seq Scan|Bitmap|Hash|Materialize|Memoize|Sort/);
+      // Every day in sight is probed for each id without the batch's span of created_at, and with
+      // it only today's: the week of days made ahead (tomorrow's included) is left out.
+      const probedDays = (p: string) =>
+        (p.match(/Index Scan using outbox_\w+_pkey on outbox_\w+ o_\d+ \(actual [^)]*loops=1600\)/g) ?? []).length;
+      expect(probedDays(plan)).toBeGreaterThan(1);
+      expect(probedDays(await explainDone(planned, claimed, true, true))).toBe(1);
       const held = await markDoneManyOn(
         planned,
         claimed.map((m) => ({ id: m.id, claimId: m.claimId, lastHandler: null })),
