@@ -29,7 +29,8 @@ const BOOKING_LOCK_NAMESPACE = 0x5b00c;
  * first), 'no-notify' (the row alone), 'given-turn' (the row alone with a constant for its
  * turn: the same index entries without outbox_turn's three probes). 'wal-message' is the other way
  * the product writes (OUTBOX_WRITES=wal): no row, the message in a transactional logical-decoding
- * message, as src/outbox/wal-messages.ts writes it, and the wake-up after the commit.
+ * message, as src/outbox/wal-messages.ts writes it, and no wake-up: the worker that makes its row
+ * sends that (src/outbox/enqueue.ts).
  * Each client numbers its own stays (k), interleaved by client_id, so no two ever overlap.
  *
  * `fanOutTo`: the outbox written one row per subscription instead of one per message, as a queue
@@ -74,7 +75,7 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
   } else if (variant === 'wal-message') {
     // OUTBOX_WRITES=wal, as the service writes it (src/outbox/wal-messages.ts walMessageSql): the
     // message in the WAL only, gone with a rollback, read back in commit order through a
-    // replication slot by the worker (ADR 0056); the wake-up after the commit, as with the row.
+    // replication slot by the worker (ADR 0056), which sends the wake-up once the row is made.
     const message =
       `json_build_object('topic', 'booking.created', 'payload', ${payloadText}::json, 'key', b.public_id, 'priority', ${BOOKING_PRIORITY}, ` +
       `'group', ${who[0]}, 'owner', ${who[1]}, 'at', now())`;
@@ -106,7 +107,7 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     );
   }
   lines.push('END;');
-  if (variant === 'notify-after-commit' || variant === 'wal-message') lines.push("SELECT pg_notify('outbox', 'booking.created');");
+  if (variant === 'notify-after-commit') lines.push("SELECT pg_notify('outbox', 'booking.created');");
   return lines.join('\n') + '\n';
 }
 

@@ -62,6 +62,9 @@ export interface EnqueuedMessage {
  *   commit and its WAL flush, so notifying transactions commit one at a time
  *   (docs/adr/0002-notify-after-commit.md has the measurement); one at a time per process keeps
  *   them off that queue.
+ * - **None, with OUTBOX_WRITES=wal.** The message is not yet a row when its commit returns, so a
+ *   claim it woke would find nothing: the worker that streams the slot makes the row and sends the
+ *   wake-up itself (outbox_make_rows, src/outbox/wal-stream.ts).
  * Either way the outbox row is atomic with the business change and a rolled-back transaction
  * wakes nobody. If the process dies between a COMMIT and its after-commit notify, the worker's
  * POLL_INTERVAL_MS poll finds the row. A transaction not started by `withTransaction` (which runs
@@ -73,14 +76,13 @@ export interface EnqueuedMessage {
  */
 export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: EnqueueOptions = {}): Promise<EnqueuedMessage> {
   const snapshot = JSON.stringify(payload);
-  const notifyInside = wakesInside(tx, topic);
+  const toWal = outboxWrites() === 'wal';
   const trace = activeTraceContext();
   const values = [topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
   if (trace) values.push(trace.traceparent, trace.tracestate);
-  const toWal = outboxWrites() === 'wal';
   const [row] = await run<{ id: string | null; public_id: string | null; topic: string }>(
     executorOf(tx),
-    toWal ? walEnqueueStatement(notifyInside, trace !== null) : enqueueStatement(notifyInside, trace !== null),
+    toWal ? walEnqueueStatement(trace !== null) : enqueueStatement(wakesInside(tx, topic), trace !== null),
     values,
   );
   return { id: row!.id === null ? null : Number(row!.id), publicId: row!.public_id, topic: row!.topic };
@@ -88,17 +90,13 @@ export async function enqueue(tx: Tx, topic: string, payload: unknown, opts: Enq
 
 /**
  * enqueue's message written to the WAL (src/outbox/wal-messages.ts): no row yet, so no id to return;
- * the worker makes the row, and its ids, from the message.
+ * the worker makes the row, and its ids, from the message. No wake-up: see enqueue.
  */
-function walEnqueueStatement(notifyInside: boolean, traced: boolean): Statement {
-  const name = `outbox-enqueue-wal${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
+function walEnqueueStatement(traced: boolean): Statement {
+  const name = `outbox-enqueue-wal${traced ? '-traced' : ''}`;
   let s = enqueueStatements.get(name);
   if (!s) {
-    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', $1)` : '';
-    s = statement(
-      name,
-      `select null::bigint as id, null::uuid as public_id, $1::text as topic, ${walMessageSql(1, traced)} as written${notify}`,
-    );
+    s = statement(name, `select null::bigint as id, null::uuid as public_id, $1::text as topic, ${walMessageSql(1, traced)} as written`);
     enqueueStatements.set(name, s);
   }
   return s;
@@ -162,11 +160,12 @@ export async function insertWithEvent(
   opts: EnqueueOptions = {},
 ): Promise<Record<string, any> | undefined> {
   const snapshot = JSON.stringify(payload);
-  const notifyInside = wakesInside(tx, topic);
+  const toWal = outboxWrites() === 'wal';
+  const notifyInside = !toWal && wakesInside(tx, topic);
   const trace = activeTraceContext();
   const values = [...insert.values, topic, snapshot, opts.key ?? null, opts.priority ?? 0, opts.group ?? null, ownerOf(opts)];
   if (trace) values.push(trace.traceparent, trace.tracestate);
-  const [row] = await run<Record<string, any>>(executorOf(tx), withEventStatement(insert, notifyInside, trace !== null), values);
+  const [row] = await run<Record<string, any>>(executorOf(tx), withEventStatement(insert, toWal, notifyInside, trace !== null), values);
   return row;
 }
 
@@ -181,16 +180,15 @@ const withEventStatements = new Map<string, Statement>();
  * The row's INSERT wrapped with the outbox's, built once per insert statement, notify variant and
  * trace variant (traced: two more parameters, the trace context; untraced: the statement as before tracing).
  */
-function withEventStatement(insert: RowInsert, notifyInside: boolean, traced: boolean): Statement {
-  const toWal = outboxWrites() === 'wal';
+function withEventStatement(insert: RowInsert, toWal: boolean, notifyInside: boolean, traced: boolean): Statement {
   const name = `${insert.name}+outbox${toWal ? '-wal' : ''}${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
   let s = withEventStatements.get(name);
   if (!s && toWal) {
     // The message written to the WAL once per row the insert returned, in the select's own list:
-    // no second CTE for the planner to plan on every execution behind a transaction pooler.
+    // no second CTE for the planner to plan on every execution behind a transaction pooler. No
+    // wake-up (WAL_WAKES_NOBODY).
     const n = insert.values.length;
-    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', $${n + 1}) as notified` : '';
-    s = statement(name, `with r as (${insert.text}) select r.*, ${walMessageSql(n + 1, traced)} as written${notify} from r`);
+    s = statement(name, `with r as (${insert.text}) select r.*, ${walMessageSql(n + 1, traced)} as written from r`);
     withEventStatements.set(name, s);
   }
   if (!s) {

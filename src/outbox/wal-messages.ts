@@ -52,8 +52,8 @@ export function outboxWrites(): OutboxWrites {
 export function walMessageSql(first: number, traced: boolean): string {
   const p = (i: number) => `$${first + i}`;
   const trace = traced ? `, 'traceparent', ${p(6)}::text, 'tracestate', ${p(7)}::text` : '';
-  // The commit is flushed before it returns, whatever the session's setting: the slot reads only
-  // flushed WAL, and the wake-up the commit sends must find the message there.
+  // The commit is flushed before it returns, whatever the session's setting: the slot is read only
+  // up to the flushed WAL, so an unflushed commit would wait for the WAL writer to reach the worker.
   return `set_config('synchronous_commit', 'on', true) is not null and pg_logical_emit_message(true, '${WAL_MESSAGE_PREFIX}', json_build_object(
             'topic', ${p(0)}::text, 'payload', ${p(1)}::json, 'key', ${p(2)}::text,
             'priority', ${p(3)}::int, 'group', ${p(4)}::text, 'owner', ${p(5)}::text, 'at', now()${trace})::text) is not null`;

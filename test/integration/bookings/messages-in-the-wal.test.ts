@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ensureWalSlot, materialize, setOutboxWrites } from '../../../src/outbox/index.ts';
+import { ensureWalSlot, materialize, OUTBOX_CHANNEL, setOutboxWrites } from '../../../src/outbox/index.ts';
 import { book, buildTestApp, listProperty, signUp, type TestApp } from '../../helpers/app.ts';
 import type { TestDatabase } from '../../helpers/db.ts';
 import { logicalTestDatabase } from '../../helpers/logical-database.ts';
@@ -54,6 +55,13 @@ describe('bookings with their messages in the WAL', () => {
     const host = await signUp(t.app, 'host');
     const guest = await signUp(t.app, 'guest');
     const property = await listProperty(t.app, host);
+    // The worker's channel: the API wakes nobody for a message that is not yet a row; making the
+    // rows does (outbox_make_rows).
+    const listener = new pg.Client({ connectionString: t.db.url });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    await listener.query(`listen ${OUTBOX_CHANNEL}`);
 
     const booked = await book(t.app, guest, { propertyId: property.id, inDays: 10, nights: 2 });
     expect(booked.statusCode, booked.body).toBe(201);
@@ -64,6 +72,9 @@ describe('bookings with their messages in the WAL', () => {
     const cancelled = await t.app.inject({ method: 'POST', url: `/bookings/${id}/cancel`, headers: host.auth });
     expect(cancelled.statusCode).toBe(200);
     expect(await messagesOf(id)).toEqual([]);
+    // Long enough for a wake-up sent after the commit to arrive (a notification is sent at its commit).
+    await new Promise((r) => setTimeout(r, 300));
+    expect(heard).toEqual([]);
 
     let moveTo: string | null = null;
     for (;;) {
@@ -75,6 +86,9 @@ describe('bookings with their messages in the WAL', () => {
       { topic: 'booking.created', group_id: host.user.id, owner_id: guest.user.id, has_turn: true, booking: id },
       { topic: 'booking.cancelled', group_id: host.user.id, owner_id: host.user.id, has_turn: true, booking: id },
     ]);
+    await waitFor(async () => heard.includes('booking.cancelled') || undefined, 5_000, 'the wake-ups of the rows made');
+    expect(heard).toContain('booking.created');
+    await listener.end();
   });
 
   it('switched on while bookings arrive: rows written before and messages after are each handled once', async () => {
