@@ -5,8 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { expect } from 'vitest';
 import { countNotDone, statusCounts } from '../../src/outbox/testing.ts';
-import type { Answer, HttpApi } from './http.ts';
-import { pollApi } from './http.ts';
+import { bookAStay, httpApi, pollApi, type Answer, type HttpApi } from './http.ts';
 import { watchRun, type NpmRun } from './npm-run.ts';
 import type { TestSmtpServer } from './smtp.ts';
 import { waitFor } from './wait.ts';
@@ -123,6 +122,30 @@ export function bookingLoad(first: { api: HttpApi; guestToken: string; propertyI
     /** Answers other than a booking made or a cancellation done: a 5xx, a 409, an unanswered request. */
     unexpected: () => answers.filter((a) => !(a.status === 201 || (a.what === 'cancel' && a.status === 200))),
   };
+}
+
+/**
+ * A first session on the API at `port` (bookAStay, every answer a 201: one booking), then the
+ * booking clients on its guest and flat.
+ */
+export async function firstSessionThenLoad(port: number) {
+  const api = httpApi(`http://127.0.0.1:${port}`);
+  const { guest, property, booking } = await bookAStay(api);
+  expect([guest.status, property.status, booking.status]).toEqual([201, 201, 201]);
+  const load = bookingLoad({ api, guestToken: guest.body.token, propertyId: property.body.id });
+  load.answers.push({ status: booking.status, what: 'book' });
+  return load;
+}
+
+/**
+ * The drill's verdict, once the load is stopped: every answer a booking made or a cancellation
+ * done (no 5xx, none unanswered), at least `atLeast` bookings, and everyMessageDoneOnce.
+ */
+export async function nothingLostNorDoubled(load: ReturnType<typeof bookingLoad>, url: string, smtp: TestSmtpServer, atLeast: number) {
+  await load.stop();
+  expect(load.unexpected()).toEqual([]);
+  expect(load.created()).toBeGreaterThanOrEqual(atLeast);
+  await everyMessageDoneOnce(url, smtp, { bookings: load.created(), cancellations: load.cancelled() });
 }
 
 /**
