@@ -186,7 +186,7 @@ function withEventStatement(insert: RowInsert, toWal: boolean, notifyInside: boo
   if (!s && toWal) {
     // The message written to the WAL once per row the insert returned, in the select's own list:
     // no second CTE for the planner to plan on every execution behind a transaction pooler. No
-    // wake-up (WAL_WAKES_NOBODY).
+    // wake-up: see enqueue.
     const n = insert.values.length;
     s = statement(name, `with r as (${insert.text}) select r.*, ${walMessageSql(n + 1, traced)} as written from r`);
     withEventStatements.set(name, s);

@@ -51,27 +51,38 @@ export async function createTestDatabase(prefix = 't', opts: TestDatabaseOptions
   const url = urlFor(name);
   const poolUrl = new URL(url);
   if (opts.lockTimeoutMs !== undefined) poolUrl.searchParams.set('options', `-c lock_timeout=${opts.lockTimeoutMs}`);
-  const database = createDatabase(poolUrl.toString(), { max: 10, applicationName: 'stayhub-test' });
+  return testDatabaseOn(url, name, poolUrl.toString(), () =>
+    admin(async (c) => {
+      // Give connections closed a moment ago time to leave pg_stat_activity (a killed process's
+      // backend finishes its statement first, which a loaded machine makes slow).
+      for (const until = Date.now() + 30_000; Date.now() < until;) {
+        const { rows } = await c.query('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
+        if (rows[0].n === 0) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const { rows } = await c.query('select application_name, state, query from pg_stat_activity where datname = $1', [name]);
+      if (rows.length) {
+        throw new Error(`test database ${name} still has ${rows.length} connection(s) open: ${JSON.stringify(rows)}`);
+      }
+      await c.query(`drop database ${name}`);
+    }),
+  );
+}
+
+/**
+ * The tests' pool (10 connections, named stayhub-test) on the database `name` at `url`, as a
+ * TestDatabase whose `drop` closes the pool, then runs `dropped` (drop the database, or stop the
+ * server it has to itself). `poolUrl`: the pool's connection string, when it carries options.
+ */
+export function testDatabaseOn(url: string, name: string, poolUrl: string, dropped: () => Promise<void>): TestDatabase {
+  const database = createDatabase(poolUrl, { max: 10, applicationName: 'stayhub-test' });
   return {
     ...database,
     name,
     url,
     async drop() {
       await database.close();
-      await admin(async (c) => {
-        // Give connections closed a moment ago time to leave pg_stat_activity (a killed process's
-        // backend finishes its statement first, which a loaded machine makes slow).
-        for (const until = Date.now() + 30_000; Date.now() < until;) {
-          const { rows } = await c.query('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
-          if (rows[0].n === 0) break;
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        const { rows } = await c.query('select application_name, state, query from pg_stat_activity where datname = $1', [name]);
-        if (rows.length) {
-          throw new Error(`test database ${name} still has ${rows.length} connection(s) open: ${JSON.stringify(rows)}`);
-        }
-        await c.query(`drop database ${name}`);
-      });
+      await dropped();
     },
   };
 }

@@ -2,12 +2,11 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { createDatabase } from '../../src/db/client.ts';
 import { EmbeddedPostgres } from '../../src/db/embedded.ts';
 import { runMigrations } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/net/free-port.ts';
 import { registerOutboxHooks } from '../../src/outbox/index.ts';
-import type { TestDatabase } from './db.ts';
+import { testDatabaseOn, type TestDatabase } from './db.ts';
 
 /**
  * A migrated database on a PostgreSQL of its own at `wal_level = logical`, for the tests of
@@ -33,15 +32,8 @@ export async function logicalTestDatabase(name: string): Promise<TestDatabase> {
   await admin.end();
   const url = server.urlFor(name);
   await runMigrations(url);
-  const database = createDatabase(url, { max: 10, applicationName: 'stayhub-test' });
-  return {
-    ...database,
-    name,
-    url,
-    async drop() {
-      await database.close();
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return testDatabaseOn(url, name, url, async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
 }
