@@ -103,7 +103,7 @@ export function bookingScript(variant: OutboxVariant, fanOutTo: readonly string[
     lines.push(
       `WITH b AS (${insertBooking}), ` +
         `o AS (INSERT INTO outbox (topic, key, payload${columns}) SELECT 'booking.created', ${key}, ${payload}${values} ${from} ` +
-        `RETURNING topic) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.topic) FROM o)" : ''} FROM b;`,
+        `RETURNING public_id) SELECT b.*${variant === 'in-transaction' ? ", (SELECT pg_notify('outbox', o.public_id::text) FROM o)" : ''} FROM b;`,
     );
   }
   lines.push('END;');

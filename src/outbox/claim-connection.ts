@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
-import { CLAIM, claimOn, laterOfKeys, type ClaimedMessage, type ClaimOptions } from './claim.ts';
+import { CLAIM, claimIdsOn, claimOn, laterOfKeys, type ClaimedMessage, type ClaimOptions, type NotifiedMessage } from './claim.ts';
 import { applyPlannedSettings, explainStatement, PlannedConnection } from './planned-connection.ts';
 import { materialize } from './wal-messages.ts';
 
@@ -72,6 +72,15 @@ export class ClaimConnection extends PlannedConnection {
       }
       return claimOn(client, opts);
     });
+  }
+
+  /**
+   * Claims the messages the worker was told about, those of them that are due (src/outbox/claim.ts
+   * claimIdsOn). Only a worker that streams its slot, or has none, asks: a drain's claim first
+   * reads the slot, which only the walk does.
+   */
+  claimIds(messages: readonly NotifiedMessage[], opts: Omit<ClaimOptions, 'limit'>): Promise<ClaimedMessage[]> {
+    return this.use((client) => claimIdsOn(client, messages, opts));
   }
 
   /** The running worker streams the slot (src/outbox/wal-stream.ts): its claims no longer read it. */

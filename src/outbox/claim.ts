@@ -1,6 +1,6 @@
 import { run, runArrays, statement, type Executor } from './executor.ts';
 import { dueNow, takeLease } from './lease/leased-table.ts';
-import { notAhead, textArray } from './sql.ts';
+import { intArray, notAhead, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
 
 /**
@@ -148,30 +148,16 @@ const keyIsFree = (alias: string) => `not exists (
                 and ${notAhead('e')}
              offset 0)`;
 
-export const CLAIM_SQL = `
-  with aged as (
-    select o.id
-      from outbox o
-     where ${dueNow(OUTBOX, 'o')} and o.turn is null
-       and ${notAhead('o')}
-       and ${keyIsFree('o')}
-     order by o.available_at, o.id
-     limit $1
-       for update skip locked
-  ), turns as (
-    select o.id
-      from outbox o
-     where ${dueNow(OUTBOX, 'o')} and o.turn is not null
-       and ${notAhead('o')}
-       and ${keyIsFree('o')}
-     order by o.priority desc nulls last, o.turn, o.id
-     limit $1 - (select count(*) from aged)
-       for update skip locked
-  ), claimed as (
+/**
+ * What follows the choice, for both claims: the lease taken on the chosen rows (`chosen`, a
+ * subquery of ids; `where`, more conditions on the row, the days it may be in), and the rows
+ * returned in claim order with the lanes their work queues behind.
+ */
+const leaseAndReturn = (chosen: string, where: string) => `claimed as (
     update outbox
        set ${takeLease(OUTBOX, 'outbox', '$2::uuid', '$3::float8')}, claimed_at = now()
-     where outbox.id = any(array(select id from aged union all select id from turns))
-       and ${notAhead('outbox')}
+     where outbox.id = any(array(${chosen}))
+       and ${notAhead('outbox')}${where}
     returning outbox.id, outbox.public_id, outbox.topic, outbox.key, outbox.payload, outbox.attempts,
               outbox.handlers_done, outbox.created_at, outbox.lane, outbox.origin_id, outbox.traceparent, outbox.tracestate,
               outbox.priority, outbox.turn
@@ -195,9 +181,52 @@ export const CLAIM_SQL = `
     from claimed c
    order by c.priority desc, c.turn nulls first, c.id`;
 
+export const CLAIM_SQL = `
+  with aged as (
+    select o.id
+      from outbox o
+     where ${dueNow(OUTBOX, 'o')} and o.turn is null
+       and ${notAhead('o')}
+       and ${keyIsFree('o')}
+     order by o.available_at, o.id
+     limit $1
+       for update skip locked
+  ), turns as (
+    select o.id
+      from outbox o
+     where ${dueNow(OUTBOX, 'o')} and o.turn is not null
+       and ${notAhead('o')}
+       and ${keyIsFree('o')}
+     order by o.priority desc nulls last, o.turn, o.id
+     limit $1 - (select count(*) from aged)
+       for update skip locked
+  ), ${leaseAndReturn('select id from aged union all select id from turns', '')}`;
+
 /** Its name as a prepared statement (node-postgres prepares it once per connection). */
 export const CLAIM_STATEMENT = 'outbox-claim-v9';
 export const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
+
+/*
+ * The claim of messages the worker was told about: the rows whose commits notified it, by id
+ * (src/outbox/runner/waits.ts keeps them; src/outbox/wake-up.ts says what a notification carries).
+ * Each is one probe of its day's primary key, pruned to the days between the oldest and the newest
+ * given (a second wider each way), then the same checks as a walk's row (due, not held, no older
+ * message of its key live) and the same lease. It reads no pending index, so its cost does not
+ * grow with what a snapshot held open keeps there (ADR 0058). It takes only the rows given: the
+ * loop asks for it only when everything else due was taken by the walk before (loop.ts).
+ */
+const CLAIM_IDS_SQL = `
+  with chosen as (
+    select o.id
+      from outbox o
+     where o.id = any($1::bigint[]) and o.created_at between $5::timestamptz and $6::timestamptz
+       and ${dueNow(OUTBOX, 'o')}
+       and ${notAhead('o')}
+       and ${keyIsFree('o')}
+       for update skip locked
+  ), ${leaseAndReturn('select id from chosen', ' and outbox.created_at between $5::timestamptz and $6::timestamptz')}`;
+
+export const CLAIM_IDS = statement('outbox-claim-ids-v1', CLAIM_IDS_SQL);
 
 /*
  * Whether any of these keys has a message still live: after its messages were settled, the next
@@ -245,11 +274,53 @@ export interface ClaimOptions {
  */
 export async function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
   if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
-  if (!Number.isFinite(opts.leaseSeconds) || opts.leaseSeconds <= 0) {
-    throw new Error(`lease must be a positive number of seconds, got ${opts.leaseSeconds}`);
-  }
-  const leaseUntilMs = Date.now() + opts.leaseSeconds * 1000;
+  const leaseUntilMs = leaseFrom(opts.leaseSeconds);
   const rows = await runArrays(q, CLAIM, [opts.limit, opts.claimId, opts.leaseSeconds, textArray(opts.lanes ?? NONE)]);
+  return claimedFrom(rows, opts.claimId, leaseUntilMs);
+}
+
+/** A message the worker was told about: its id and its created_at (epoch ms), from its public id. */
+export interface NotifiedMessage {
+  id: number;
+  createdAtMs: number;
+}
+
+/**
+ * Claims the given messages that are due (CLAIM_IDS above), on `q` as claimOn does; the rest are
+ * left as they are. At most as many as given, in claim order.
+ */
+export async function claimIdsOn(
+  q: Executor,
+  messages: readonly NotifiedMessage[],
+  opts: Omit<ClaimOptions, 'limit'>,
+): Promise<ClaimedMessage[]> {
+  if (messages.length === 0) return [];
+  const leaseUntilMs = leaseFrom(opts.leaseSeconds);
+  let oldest = Infinity;
+  let newest = -Infinity;
+  for (const m of messages) {
+    oldest = Math.min(oldest, m.createdAtMs);
+    newest = Math.max(newest, m.createdAtMs);
+  }
+  const rows = await runArrays(q, CLAIM_IDS, [
+    intArray(messages.map((m) => m.id)),
+    opts.claimId,
+    opts.leaseSeconds,
+    textArray(opts.lanes ?? NONE),
+    new Date(oldest - 1000).toISOString(),
+    new Date(newest + 1000).toISOString(),
+  ]);
+  return claimedFrom(rows, opts.claimId, leaseUntilMs);
+}
+
+/** The claim's local deadline, counted from now (before the claim is sent). */
+function leaseFrom(leaseSeconds: number): number {
+  if (!Number.isFinite(leaseSeconds) || leaseSeconds <= 0)
+    throw new Error(`lease must be a positive number of seconds, got ${leaseSeconds}`);
+  return Date.now() + leaseSeconds * 1000;
+}
+
+function claimedFrom(rows: unknown[][], claimId: string, leaseUntilMs: number): ClaimedMessage[] {
   const out = new Array<ClaimedMessage>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;
@@ -261,7 +332,7 @@ export async function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedM
       r[4],
       r[5] as number,
       (r[6] as string[] | null) ?? NONE,
-      opts.claimId,
+      claimId,
       leaseUntilMs,
       r[7] as number,
       (r[9] as string | null) ?? (r[1] as string),

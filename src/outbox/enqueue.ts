@@ -1,6 +1,6 @@
 import { runAfterCommit, runAtEnd, type Tx } from '../db/transaction.ts';
 import { activeTraceContext } from '../telemetry/tracing.ts';
-import { OUTBOX_CHANNEL } from './channel.ts';
+import { wakeUpNaming } from './channel.ts';
 import { executorOf, run, statement, type Statement } from './executor.ts';
 import { outboxWrites, walMessageSql } from './wal-messages.ts';
 import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
@@ -53,10 +53,11 @@ export interface EnqueuedMessage {
  * application validates the payload against its topic's schema before it calls this (its typed
  * wrapper, src/messages/enqueue.ts), and the worker checks it again with the schemas it was given.
  *
- * The worker's wake-up (`pg_notify('outbox', topic)`) takes one of two paths (outbox/wake-up.ts):
+ * The worker's wake-up (`pg_notify('outbox', …)`) takes one of two paths (outbox/wake-up.ts):
  * - **Inside the transaction**, delivered by the COMMIT with no round trip of its own, when no
  *   other transaction of this process carries one: the fastest wake-up, for the common case of a
- *   producer that is not busy.
+ *   producer that is not busy. It names the message (its public id, src/outbox/channel.ts), so an
+ *   idle worker claims it by id.
  * - **Right after the COMMIT**, coalesced with the other commits of the moment, under load. A
  *   NOTIFY inside a transaction holds PostgreSQL's cluster-wide notification lock through the
  *   commit and its WAL flush, so notifying transactions commit one at a time
@@ -113,7 +114,7 @@ function enqueueStatement(notifyInside: boolean, traced: boolean): Statement {
   const name = `outbox-enqueue${notifyInside ? '-notify' : ''}${traced ? '-traced' : ''}`;
   let s = enqueueStatements.get(name);
   if (!s) {
-    const notify = notifyInside ? `, pg_notify('${OUTBOX_CHANNEL}', topic)` : '';
+    const notify = notifyInside ? `, ${wakeUpNaming('public_id')}` : '';
     const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', ', $7, $8'] : ['', ''];
     s = statement(
       name,
@@ -193,7 +194,7 @@ function withEventStatement(insert: RowInsert, toWal: boolean, notifyInside: boo
   }
   if (!s) {
     const n = insert.values.length;
-    const notify = notifyInside ? `, (select pg_notify('${OUTBOX_CHANNEL}', e.topic) from e) as notified` : '';
+    const notify = notifyInside ? `, (select ${wakeUpNaming('e.public_id')} from e) as notified` : '';
     const [traceColumns, traceValues] = traced ? [', traceparent, tracestate', `, $${n + 7}, $${n + 8}`] : ['', ''];
     s = statement(
       name,
@@ -201,7 +202,7 @@ function withEventStatement(insert: RowInsert, toWal: boolean, notifyInside: boo
             e as (insert into outbox (topic, payload, key, priority, group_id, owner_id, turn${traceColumns})
                   select $${n + 1}, $${n + 2}::jsonb, $${n + 3}, $${n + 4}::int, $${n + 5}::text, $${n + 6}::text,
                          outbox_turn($${n + 5}::text, $${n + 6}::text, $${n + 4}::int)${traceValues} from r
-                  returning topic)
+                  returning public_id)
        select r.*${notify} from r`,
     );
     withEventStatements.set(name, s);
@@ -219,7 +220,7 @@ function wakesInside(tx: Tx, topic: string): boolean {
 
 /**
  * Asks for the worker's wake-up after `tx` commits. False when `tx` was not started by
- * `withTransaction`: the caller must then send `pg_notify(OUTBOX_CHANNEL, topic)` inside it.
+ * `withTransaction`: the statement that writes the message must then carry the wake-up itself.
  */
 function wakeWorkerAfterCommit(tx: Tx, topic: string): boolean {
   // Coalesced across concurrent commits (outbox/wake-up.ts): still a notify after this commit. Not

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Db } from '../db/client.ts';
 import { execute, executorOf, run, statement, unnamed, type Executor } from './executor.ts';
+import { wakeUpNaming } from './channel.ts';
 import { deferToLanes as deferToLanesOn } from './lanes.ts';
 import { extendLeases as extendLeasesOn, handBack as handBackOn } from './lease.ts';
 import { ensureOutboxPartitions, listOutboxPartitions } from './partitions.ts';
@@ -225,8 +226,8 @@ export async function fillWarmUp(c: Executor, topic: string, count: number): Pro
 /** One message `{ id }`; with `wakeUp`, its pg_notify in the same statement, delivered by the COMMIT (what enqueue does alone). */
 const INSERT_ONE_WAKING = statement(
   'outbox-testing-insert-one-waking',
-  `with ins as (insert into outbox (topic, key, payload) values ($1, outbox_uuid_v7()::text, jsonb_build_object('id', $2::int)) returning topic)
-   select pg_notify('outbox', topic) from ins`,
+  `with ins as (insert into outbox (topic, key, payload) values ($1, outbox_uuid_v7()::text, jsonb_build_object('id', $2::int)) returning public_id)
+   select ${wakeUpNaming('public_id')} from ins`,
 );
 const INSERT_ONE = statement(
   'outbox-testing-insert-one',
@@ -446,12 +447,12 @@ const EVENT_ROW_WITH_TURN = statement(
   `with ins as (insert into outbox (topic, key, payload, priority, group_id, turn)
                 values ($4, outbox_uuid_v7()::text, $1::jsonb, $2, $3, outbox_turn($3, $2))
                 returning public_id, topic)
-   select public_id, pg_notify('outbox', topic) from ins`,
+   select public_id, ${wakeUpNaming('public_id')} from ins`,
 );
 const EVENT_ROW = statement(
   'outbox-testing-event-row',
   `with ins as (insert into outbox (topic, key, payload) values ($2, outbox_uuid_v7()::text, $1::jsonb) returning public_id, topic)
-   select public_id, pg_notify('outbox', topic) from ins`,
+   select public_id, ${wakeUpNaming('public_id')} from ins`,
 );
 
 /**
@@ -482,7 +483,9 @@ export { ClaimSize } from './runner/claim-size.ts';
 // ---------------------------------------------------------------------------------------------
 // The store's statements, called one at a time by tests that check their SQL (fences, order, plans).
 
-export { CLAIM_SQL, CLAIM_STATEMENT } from './claim.ts';
+export { CLAIM, CLAIM_IDS, CLAIM_SQL, CLAIM_STATEMENT } from './claim.ts';
+export { notifiedBy } from './channel.ts';
+export { LoopWaits } from './runner/waits.ts';
 export { ClaimConnection } from './claim-connection.ts';
 export {
   applyPlannedSettings,

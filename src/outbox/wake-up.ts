@@ -5,7 +5,8 @@ import { run, statement } from './executor.ts';
 /*
  * The worker's wake-up after a commit (`pg_notify('outbox', topic)`), coalesced.
  *
- * A wake-up carries no data: it only says "look at the outbox now". So when many transactions
+ * This wake-up names no message (the one sent inside a transaction does: src/outbox/channel.ts):
+ * it only says "look at the outbox now". So when many transactions
  * commit at once, one notify sent AFTER all of their commits wakes the worker for all of them, and
  * the rest are round trips (and a pool checkout each) for nothing: under load they were one of the
  * hottest write path's five round trips.

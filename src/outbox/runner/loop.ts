@@ -3,14 +3,14 @@ import type { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import { backoffDelaySeconds } from '../backoff.ts';
-import type { ClaimedMessage } from '../claim.ts';
+import type { ClaimedMessage, NotifiedMessage } from '../claim.ts';
 import { ClaimConnection } from '../claim-connection.ts';
 import { PlannedConnection } from '../planned-connection.ts';
 import { executorOf } from '../executor.ts';
 import { extendLeases, handBack } from '../lease.ts';
 import { HandBacks } from '../lease/hand-backs.ts';
 import { Settler, type MessageOutcome } from '../settle.ts';
-import { OUTBOX_CHANNEL } from '../channel.ts';
+import { notifiedBy, OUTBOX_CHANNEL } from '../channel.ts';
 import { ClaimSize } from './claim-size.ts';
 import { dispatch, failureRules, type DispatchContext } from './dispatch.ts';
 import { Heartbeat } from './heartbeat.ts';
@@ -106,6 +106,10 @@ class OutboxWorker implements Worker {
   private progress: ProgressLog | undefined;
   /** Wake-ups and waiters: a notification or a settled message, a slot come free (./waits.ts). */
   private readonly waits = new LoopWaits();
+  /** The next claim takes these messages, which wake-ups named, instead of walking (untilDue). */
+  private nextNotified: NotifiedMessage[] | null = null;
+  /** When the last walk was sent: the poll walks at the latest a poll interval after it (untilDue). */
+  private lastWalkAt = 0;
   private readonly unknownWarnedAt = new Map<string, number>();
 
   constructor(private readonly opts: WorkerOptions) {
@@ -124,6 +128,7 @@ class OutboxWorker implements Worker {
     );
     this.claimer = opts.claimConnection ?? new ClaimConnection(opts.db, opts.walSlot === undefined ? {} : { walSlot: opts.walSlot });
     this.lanes = opts.registry.ownLanes();
+    this.waits.maxNotified = this.claimSize.max;
     const handBacks = new HandBacks<ClaimedMessage>({
       write: (msgs) => settleOn.use((client) => handBack(client, msgs)),
       done: (msgs, n) => {
@@ -207,17 +212,24 @@ class OutboxWorker implements Worker {
   }
 
   private async claimNow(): Promise<number> {
+    const notified = this.nextNotified;
+    this.nextNotified = null;
     const limit = this.claimSize.next;
     const sentAt = Date.now();
-    const batch = await this.claimer.claimBatch({
-      limit,
-      leaseSeconds: this.opts.leaseSeconds,
-      claimId: randomUUID(),
-      lanes: this.lanes,
-    });
+    let batch: ClaimedMessage[];
+    if (notified !== null) {
+      // The messages the wake-ups named, by id: everything else due was taken by the walk before
+      // (untilDue), so this one takes all that is due, and tells nothing of a backlog.
+      batch = await this.claimer.claimIds(notified, { leaseSeconds: this.opts.leaseSeconds, claimId: randomUUID(), lanes: this.lanes });
+      this.tookAllDue = true;
+    } else {
+      this.waits.claimBegins();
+      this.lastWalkAt = sentAt;
+      batch = await this.claimer.claimBatch({ limit, leaseSeconds: this.opts.leaseSeconds, claimId: randomUUID(), lanes: this.lanes });
+      this.tookAllDue = batch.length < limit;
+      this.claimSize.claimed(limit, batch.length, this.inFlight.queued);
+    }
     const n = batch.length;
-    this.tookAllDue = n < limit;
-    this.claimSize.claimed(limit, n, this.inFlight.queued);
     if (n === 0) return 0;
     if (tracingOn()) recordClaim(sentAt, batch, limit);
     this.counts.claimed += n;
@@ -257,7 +269,6 @@ class OutboxWorker implements Worker {
         await this.waits.nextChange();
         continue;
       }
-      this.waits.claimBegins();
       let n: number;
       try {
         n = await this.claim();
@@ -267,6 +278,7 @@ class OutboxWorker implements Worker {
         const retryInMs = backoffDelaySeconds(failures, CLAIM_FAILURE_BACKOFF) * 1000;
         this.log.warn({ err, retryInMs }, 'claim failed');
         this.waits.pending = false;
+        this.nextNotified = null;
         await this.pause(retryInMs);
         continue;
       }
@@ -319,7 +331,12 @@ class OutboxWorker implements Worker {
   async start(): Promise<void> {
     if (this.loopPromise || this.stopping) return;
     if (this.opts.listen !== false) {
-      this.listener = new OutboxListener(this.opts.listenConnectionString, OUTBOX_CHANNEL, () => this.waits.wake(), this.log);
+      this.listener = new OutboxListener(
+        this.opts.listenConnectionString,
+        OUTBOX_CHANNEL,
+        (payload) => this.waits.wake(notifiedBy(payload)),
+        this.log,
+      );
       await this.listener.start();
     }
     if (this.opts.walSlot !== undefined) {
@@ -372,17 +389,27 @@ class OutboxWorker implements Worker {
    * due now. A settled message whose key has nothing behind it makes nothing due, and the claim it
    * used to start walked the claim's indexes to find nothing (ADR 0057); asking costs a probe of
    * outbox_key_idx per key. A failed probe claims: the claim has its own backoff.
+   *
+   * Woken only by notifications that each named their message (src/outbox/channel.ts), the next
+   * claim takes those messages by id instead of walking (ADR 0058): nothing else can have become
+   * due since the walk before, except by time (a backoff, a lease ending), which the poll's walk
+   * takes. So the poll counts from the last walk, not from the last claim: a steady stream of
+   * named messages must not put it off for good. Any other reason walks.
    */
   private async untilDue(ms: number): Promise<void> {
-    const until = Date.now() + ms;
+    const until = this.lastWalkAt + ms;
     for (;;) {
       await this.pause(until - Date.now());
-      if (this.stopping || this.waits.pending || Date.now() >= until) return;
+      if (this.stopping || Date.now() >= until) return;
+      if (this.waits.pending) {
+        // Named messages first; the settled keys are kept, and asked about once they are claimed.
+        this.nextNotified = this.waits.takeNotified(this.claimSize.next);
+        return;
+      }
       const keys = this.waits.takeSettledKeys();
       if (keys === null) return;
       if (keys.length === 0) continue;
-      const later = await this.claimer.laterOfKeys(keys).catch(() => true);
-      if (later) return;
+      if (await this.claimer.laterOfKeys(keys).catch(() => true)) return;
     }
   }
 

@@ -1,3 +1,5 @@
+import type { NotifiedMessage } from '../claim.ts';
+
 /**
  * The loop's two ways of waiting (./loop.ts), and what ends each:
  * - a pause (the poll interval, a failed claim's backoff), ended early by a wake-up (a
@@ -9,6 +11,14 @@
 export class LoopWaits {
   /** Set by a wake-up that arrived since the loop last cleared it (as a claim begins). */
   pending = false;
+  /**
+   * The messages the wake-ups since then were about, when every one of them named its message
+   * (src/outbox/wake-up.ts); null once one did not (a wake-up after a commit, a reconnect, stop())
+   * or there are more than a claim takes: the loop then walks.
+   */
+  private notified: NotifiedMessage[] | null = [];
+  /** How many notified messages the loop still claims by id (the claim's size). */
+  maxNotified = 1000;
   /** Set by every message settled since then, with a key or without. */
   settledAny = false;
   /** The keys of the messages settled since then; null once there are too many to ask about. */
@@ -18,9 +28,25 @@ export class LoopWaits {
   private wakeUp: (() => void) | undefined;
   private waiters: (() => void)[] = [];
 
-  wake(): void {
+  /** A wake-up; `about` is the message it names, if it names one. */
+  wake(about?: NotifiedMessage | null): void {
     this.pending = true;
+    if (about == null || (this.notified !== null && this.notified.length >= this.maxNotified)) this.notified = null;
+    else this.notified?.push(about);
     this.wakeUp?.();
+  }
+
+  /**
+   * The messages named by the wake-ups since the last claim began, taken, when each wake-up named
+   * one and they are at most `limit`; the wake-ups are then answered (`pending` cleared) and the
+   * settled keys kept. Null otherwise, nothing changed: the loop walks.
+   */
+  takeNotified(limit: number): NotifiedMessage[] | null {
+    const about = this.notified;
+    if (!this.pending || about === null || about.length === 0 || about.length > limit) return null;
+    this.pending = false;
+    this.notified = [];
+    return about;
   }
 
   /**
@@ -41,6 +67,7 @@ export class LoopWaits {
   /** A claim begins: it sees whatever the wake-ups and settled messages so far were about. */
   claimBegins(): void {
     this.pending = false;
+    this.notified = [];
     this.settledAny = false;
     this.keys = new Set();
   }

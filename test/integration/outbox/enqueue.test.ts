@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../../src/db/client.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
-import { OUTBOX_CHANNEL } from '../../../src/outbox/index.ts';
+import { OUTBOX_CHANNEL, type EnqueuedMessage } from '../../../src/outbox/index.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
 import { recordStatements, type LoggedStatement, type StatementLog } from '../../helpers/statement-log.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -66,17 +66,19 @@ const commitOf = () => {
 describe('enqueue', () => {
   it('writes the rows in the caller’s transaction; alone, it carries the wake-up inside it (delivered at COMMIT)', async () => {
     const before = await count();
+    let a!: EnqueuedMessage;
+    let b!: EnqueuedMessage;
     await withTransaction(traced.db, async (tx) => {
-      const a = await enqueueTopic(tx, 'property.changed', payload());
-      const b = await enqueueTopic(tx, 'property.changed', payload());
+      a = await enqueueTopic(tx, 'property.changed', payload());
+      b = await enqueueTopic(tx, 'property.changed', payload());
       expect(b.id!).toBeGreaterThan(a.id!);
       // Not committed yet: nobody else sees the rows, and nobody has been woken.
       expect(await count()).toBe(before);
       expect(await heardUpToNow()).toEqual([]);
     });
     expect(await count()).toBe(before + 2);
-    // PostgreSQL merges a transaction's equal notifications: one wake-up for the two rows.
-    expect(await heardUpToNow()).toEqual(['property.changed']);
+    // Each wake-up names its message (its public id), so an idle worker claims both by id.
+    expect(await heardUpToNow()).toEqual([a.publicId, b.publicId]);
 
     // No other transaction of the process carried one: the notify rode in the inserts, and no
     // statement was spent on it after the COMMIT.
@@ -96,8 +98,9 @@ describe('enqueue', () => {
     let carrying!: () => void;
     const carried = new Promise<void>((r) => (carrying = r));
     // The carrier: its insert (with the notify) is sent, then it waits, uncommitted.
+    let carried1!: EnqueuedMessage;
     const carrier = withTransaction(traced.db, async (tx) => {
-      await enqueueTopic(tx, 'property.changed', payload());
+      carried1 = await enqueueTopic(tx, 'property.changed', payload());
       carrying();
       await held;
     });
@@ -108,7 +111,8 @@ describe('enqueue', () => {
     await waitFor(async () => heard.includes('property.changed'), 10_000, 'the after-commit wake-up');
     release();
     await carrier;
-    expect(await heardUpToNow()).toEqual(['property.changed', 'property.changed']);
+    // The carrier's names its message; the one after a COMMIT, shared by every commit of its moment, only its topic.
+    expect(await heardUpToNow()).toEqual(['property.changed', carried1.publicId]);
 
     const [carrierInsert, otherInsert] = log.statements.filter((s) => /insert into outbox/i.test(s.text));
     expect(carrierInsert!.text).toMatch(/pg_notify/i);
@@ -122,9 +126,9 @@ describe('enqueue', () => {
 
     // The carrier has ended: the next transaction carries its wake-up inside again.
     log.clear();
-    await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
+    const third = await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
-    expect(await heardUpToNow()).toEqual(['property.changed', 'property.changed', 'property.changed']);
+    expect(await heardUpToNow()).toEqual(['property.changed', carried1.publicId, third.publicId]);
   });
 
   it('a rolled-back transaction leaves no row and wakes nobody', async () => {
@@ -143,16 +147,14 @@ describe('enqueue', () => {
 
     // The rollback ended the carrier too: the next transaction carries its wake-up inside.
     log.clear();
-    await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
+    const next = await withTransaction(traced.db, (tx) => enqueueTopic(tx, 'property.changed', payload()));
     expect(log.statements.filter((s) => /insert into outbox/i.test(s.text))[0]!.text).toMatch(/pg_notify/i);
-    expect(await heardUpToNow()).toEqual(['property.changed']);
+    expect(await heardUpToNow()).toEqual([next.publicId]);
   });
 
   it('inside a transaction it did not start, the notify goes in the transaction (delivered at COMMIT)', async () => {
-    await traced.db.transaction(async (tx) => {
-      await enqueueTopic(tx, 'property.changed', payload());
-    });
-    expect(await heardUpToNow()).toEqual(['property.changed']);
+    const m = await traced.db.transaction((tx) => enqueueTopic(tx, 'property.changed', payload()));
+    expect(await heardUpToNow()).toEqual([m.publicId]);
     // No after-commit hook to run it: the notify is sent inside the transaction, before the COMMIT.
     const sent = notifies();
     expect(sent).toHaveLength(1);

@@ -40,20 +40,22 @@ async function enqueueBooking() {
   return { payload };
 }
 
-/** The worker's claim query (FOR UPDATE SKIP LOCKED), recognised in a statement log. */
+/** The worker's claim queries (FOR UPDATE SKIP LOCKED), recognised in a statement log. */
 const isClaim = (s: LoggedStatement) => /skip locked/i.test(s.text);
+/** The claim of the messages its wake-ups named, by id (src/outbox/claim.ts claimIdsOn), not a walk. */
+const isClaimByIds = (s: LoggedStatement) => /o\.id = any\(\$1::bigint\[\]\)/i.test(s.text);
 
 /**
  * A worker, its poll a minute away, on a pool of its own whose statements are logged (its claim
  * connection's too); it passes the booking id of each message it handles to `handled`.
  */
-function loggedWorker(handled: (bookingId: string) => void, logger: Logger) {
+function loggedWorker(handled: (bookingId: string) => void, logger: Logger, pollMs = 60_000) {
   const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
   const log = recordStatements(traced.pool);
   const worker = createConfiguredWorker({
     db: traced.db,
     claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
-    config: workerConfig(tdb, { POLL_INTERVAL_MS: '60000' }),
+    config: workerConfig(tdb, { POLL_INTERVAL_MS: String(pollMs) }),
     registry: new HandlerRegistry([
       testHandler('record', 'booking.created', async ({ payload }) => handled((payload as { bookingId: string }).bookingId)),
     ]),
@@ -154,14 +156,21 @@ describe("an idle worker's claims", () => {
   /** The worker's probe for a later message of the keys it just settled (src/outbox/claim.ts laterOfKeys). */
   const isProbe = (s: LoggedStatement) => /e\.key = any\(/i.test(s.text) && !isClaim(s);
 
-  /** A logged worker started and asleep, and what it sent since a mark: each claim with how many messages it took, and each probe. */
-  async function idleWorker(handled: string[]) {
-    const { log, worker, close } = loggedWorker((id) => handled.push(id), pino({ level: 'silent' }));
+  /**
+   * A logged worker started and asleep, and what it sent since a mark: each claim (a walk, or by
+   * the ids its wake-ups named) with how many messages it took, and each probe.
+   */
+  async function idleWorker(handled: string[], pollMs?: number) {
+    const { log, worker, close } = loggedWorker((id) => handled.push(id), pino({ level: 'silent' }), pollMs);
     await worker.start();
     const since = (mark: number) =>
       log.statements
         .filter((s) => s.startSeq > mark && (isClaim(s) || isProbe(s)))
-        .map((s) => (isClaim(s) ? `claim ${s.rowCount ?? 'running'}` : `probe${s.endSeq === undefined ? ' running' : ''}`));
+        .map((s) =>
+          isClaim(s)
+            ? `${isClaimByIds(s) ? 'claim by id' : 'claim'} ${s.rowCount ?? 'running'}`
+            : `probe${s.endSeq === undefined ? ' running' : ''}`,
+        );
     // Asleep: the first claim came back empty, and nothing is in flight.
     await waitFor(async () => since(0)[0] === 'claim 0' && log.inFlight() === 0, 20_000, 'the worker asleep');
     return {
@@ -174,7 +183,7 @@ describe("an idle worker's claims", () => {
     };
   }
 
-  it('a message alone costs one claim: the claim took everything due, and settling it finds no later message of its key', async () => {
+  it('a message alone costs one claim, by the id its wake-up named: the claim before took everything due, and settling it finds no later message of its key', async () => {
     const handled: string[] = [];
     const w = await idleWorker(handled);
     try {
@@ -184,7 +193,7 @@ describe("an idle worker's claims", () => {
       expect(handled).toEqual([payload.bookingId]);
       // Nothing woke it since: a claim now would be one walk of the claim's indexes for nothing.
       await new Promise((r) => setTimeout(r, 300));
-      expect(w.since(mark)).toEqual(['claim 1', 'probe']);
+      expect(w.since(mark)).toEqual(['claim by id 1', 'probe']);
     } finally {
       await w.stop();
     }
@@ -198,7 +207,8 @@ describe("an idle worker's claims", () => {
       const first = bookingPayload();
       const second = bookingPayload();
       const mark = w.mark();
-      // One transaction, one wake-up: the first claim takes the first message, the second waits for it.
+      // One transaction, a wake-up naming each message: the claim of both ids takes the first, the
+      // second waits for it; settling the first finds the second, and the walk takes it.
       await withTransaction(tdb.db, async (tx) => {
         await enqueueTopic(tx, 'booking.created', first, { key });
         await enqueueTopic(tx, 'booking.created', second, { key });
@@ -206,8 +216,38 @@ describe("an idle worker's claims", () => {
       await waitFor(async () => handled.length === 2, 20_000, 'both messages handled');
       expect(handled).toEqual([first.bookingId, second.bookingId]);
       await waitFor(async () => w.since(mark).filter((s) => s === 'probe').length === 2, 20_000, 'the second settle asked about');
-      expect(w.since(mark)).toEqual(['claim 1', 'probe', 'claim 1', 'probe']);
+      expect(w.since(mark)).toEqual(['claim by id 1', 'probe', 'claim 1', 'probe']);
     } finally {
+      await w.stop();
+    }
+  });
+
+  it('a message made due by time is taken by the poll, though named messages keep the worker claiming by id', async () => {
+    const handled: string[] = [];
+    const w = await idleWorker(handled, 500);
+    let streaming = true;
+    try {
+      // A message not yet due (as a retry waits out its backoff), then one named message every 50 ms.
+      const later = bookingPayload();
+      await withTransaction(tdb.db, async (tx) => {
+        const m = await enqueueTopic(tx, 'booking.created', later, { key: later.bookingId });
+        await tx.execute(sql`update outbox set available_at = now() + interval '300 milliseconds' where public_id = ${m.publicId}`);
+      });
+      const stream = (async () => {
+        const end = Date.now() + 4_000;
+        while (Date.now() < end) {
+          await enqueueBooking();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        streaming = false;
+      })();
+      // Each named message resets nothing: the poll counts from the last walk, which takes it.
+      await waitFor(async () => handled.includes(later.bookingId) || !streaming, 10_000, 'the message due by time');
+      expect(handled, 'taken while named messages were still arriving').toContain(later.bookingId);
+      await stream;
+      expect(w.since(0).filter((c) => c.startsWith('claim by id')).length).toBeGreaterThan(10);
+    } finally {
+      streaming = false;
       await w.stop();
     }
   });
