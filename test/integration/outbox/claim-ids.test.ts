@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import {
   CLAIM,
@@ -12,9 +12,10 @@ import {
   markDoneMany,
   notifiedBy,
   type MessageRow,
+  type NotifiedMessage,
 } from '../../../src/outbox/testing.ts';
-import type { NotifiedMessage } from '../../../src/outbox/claim.ts';
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import type { TestDatabase } from '../../helpers/db.ts';
+import { claimTestDatabase } from '../../helpers/claim-fixture.ts';
 import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 
 /*
@@ -25,17 +26,7 @@ import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 
 let tdb: TestDatabase;
 let claimer: ClaimConnection;
-beforeAll(async () => {
-  tdb = await createTestDatabase('wclaimids', { lockTimeoutMs: 5_000 });
-  claimer = new ClaimConnection(tdb.db);
-});
-afterAll(async () => {
-  await claimer?.close();
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+claimTestDatabase('wclaimids', 5_000, (f) => ({ tdb, claimer } = f));
 
 /** What a wake-up naming the row says (src/outbox/channel.ts): its id and created_at, from its public id. */
 const named = (row: MessageRow): NotifiedMessage => notifiedBy(row.public_id)!;

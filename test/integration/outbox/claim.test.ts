@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import {
   CLAIM_STATEMENT,
@@ -22,6 +22,7 @@ import {
   handBack,
 } from '../../../src/outbox/testing.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import { claimTestDatabase } from '../../helpers/claim-fixture.ts';
 import { getMessage, getMessages, insertMessage, insertMessages, makeDue } from '../../helpers/outbox-rows.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
@@ -40,17 +41,7 @@ const LOCK_TIMEOUT_MS = 5_000;
 
 let tdb: TestDatabase;
 let claimer: ClaimConnection;
-beforeAll(async () => {
-  tdb = await createTestDatabase('wclaim', { lockTimeoutMs: LOCK_TIMEOUT_MS });
-  claimer = new ClaimConnection(tdb.db);
-});
-afterAll(async () => {
-  await claimer?.close();
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+claimTestDatabase('wclaim', LOCK_TIMEOUT_MS, (f) => ({ tdb, claimer } = f));
 
 const claim = (limit = 10, leaseSeconds = 60) => claimer.claimBatch({ limit, leaseSeconds, claimId: randomUUID() });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { HandlerRegistry } from '../../../src/outbox/index.ts';
 import {
@@ -16,7 +16,8 @@ import {
 } from '../../../src/outbox/testing.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import type { TestDatabase } from '../../helpers/db.ts';
+import { claimTestDatabase } from '../../helpers/claim-fixture.ts';
 import { workerConfig } from '../../helpers/worker-config.ts';
 import { captureLogger } from '../../helpers/capture-logger.ts';
 import { bookingPayload } from '../../../scripts/lib/booking-payload.ts';
@@ -37,17 +38,7 @@ import { sleep } from '../../helpers/wait.ts';
 
 let tdb: TestDatabase;
 let claimer: ClaimConnection;
-beforeAll(async () => {
-  tdb = await createTestDatabase('fairorder', { lockTimeoutMs: 5_000 });
-  claimer = new ClaimConnection(tdb.db);
-});
-afterAll(async () => {
-  await claimer?.close();
-  await tdb?.drop();
-});
-beforeEach(async () => {
-  await tdb.db.execute(sql`truncate outbox`);
-});
+claimTestDatabase('fairorder', 5_000, (f) => ({ tdb, claimer } = f));
 
 const claim = (limit: number) => claimer.claimBatch({ limit, leaseSeconds: 60, claimId: randomUUID() });
 const done = (batch: readonly ClaimedMessage[]) =>
