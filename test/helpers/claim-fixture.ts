@@ -1,6 +1,5 @@
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import { ClaimConnection } from '../../src/outbox/testing.ts';
+import { ClaimConnection, emptyOutbox } from '../../src/outbox/testing.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 
 /**
@@ -26,6 +25,6 @@ export function claimTestDatabase(
     await tdb?.drop();
   });
   beforeEach(async () => {
-    await tdb!.db.execute(sql`truncate outbox`);
+    await emptyOutbox(tdb!.pool);
   });
 }
