@@ -208,7 +208,7 @@ export const CLAIM = statement(CLAIM_STATEMENT, CLAIM_SQL);
 
 /*
  * The claim of messages the worker was told about: the rows whose commits notified it, by id
- * (src/outbox/runner/waits.ts keeps them; src/outbox/wake-up.ts says what a notification carries).
+ * (src/outbox/runner/waits.ts keeps them; src/outbox/channel.ts says what a notification carries).
  * Each is one probe of its day's primary key, pruned to the days between the oldest and the newest
  * given (a second wider each way), then the same checks as a walk's row (due, not held, no older
  * message of its key live) and the same lease. It reads no pending index, so its cost does not

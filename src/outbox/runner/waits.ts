@@ -13,7 +13,7 @@ export class LoopWaits {
   pending = false;
   /**
    * The messages the wake-ups since then were about, when every one of them named its message
-   * (src/outbox/wake-up.ts); null once one did not (a wake-up after a commit, a reconnect, stop())
+   * (src/outbox/channel.ts); null once one did not (a wake-up after a commit, a reconnect, stop())
    * or there are more than a claim takes: the loop then walks.
    */
   private notified: NotifiedMessage[] | null = [];
