@@ -1,6 +1,6 @@
 import { run, runArrays, statement, type Executor } from './executor.ts';
 import { dueNow, takeLease } from './lease/leased-table.ts';
-import { intArray, notAhead, textArray } from './sql.ts';
+import { intArray, notAfter, notAhead, notBefore, textArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
 
 /**
@@ -307,8 +307,8 @@ export async function claimIdsOn(
     opts.claimId,
     opts.leaseSeconds,
     textArray(opts.lanes ?? NONE),
-    new Date(oldest - 1000).toISOString(),
-    new Date(newest + 1000).toISOString(),
+    notBefore(oldest),
+    notAfter(newest),
   ]);
   return claimedFrom(rows, opts.claimId, leaseUntilMs);
 }

@@ -8,7 +8,7 @@ import { DoneBatcher } from './done-batch.ts';
 import { deferToLanes } from './lanes.ts';
 import { retryWrite } from './retry-write.ts';
 import { batchFence, fence, release } from './lease/leased-table.ts';
-import { ASYNC_COMMIT, intArray, textArray, uuidArray } from './sql.ts';
+import { ASYNC_COMMIT, intArray, notAfter, notBefore, textArray, uuidArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
 import type { LaneDeferral, OutcomeSink, Verdict } from './types.ts';
 
@@ -109,22 +109,6 @@ export async function markDoneMany(q: Executor, items: readonly DoneItem[]): Pro
   const held = new Array<boolean>(n).fill(false);
   for (const r of res.rows) held[Number(r.n) - 1] = true;
   return held;
-}
-
-/**
- * The oldest and newest created_at of a batch as bounds for `created_at between`: the outbox is
- * partitioned by day of created_at (src/outbox/partitions.ts), and the bounds let the UPDATE skip
- * the partitions outside them instead of probing each one's primary key for every id: the older
- * days (all DONE), and the days made ahead (empty; tomorrow's is always there, so without the upper
- * bound every id was probed twice). A second wider each way, so a millisecond rounded either way
- * never excludes the row; unknown, no bound.
- */
-function notBefore(createdAtMs: number): string {
-  return Number.isFinite(createdAtMs) ? new Date(createdAtMs - 1000).toISOString() : '-infinity';
-}
-
-function notAfter(createdAtMs: number): string {
-  return Number.isFinite(createdAtMs) ? new Date(createdAtMs + 1000).toISOString() : 'infinity';
 }
 
 /** Every handler has succeeded: one message, one fenced write. */

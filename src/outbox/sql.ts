@@ -44,6 +44,23 @@ export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', tru
  */
 export const notAhead = (alias?: string) => `${alias ? `${alias}.` : ''}created_at < now() + interval '1 day'`;
 
+/**
+ * The oldest and newest created_at of a batch as bounds for `created_at between` (the DONE write,
+ * src/outbox/settle.ts; the claim by id, src/outbox/claim.ts): the outbox is
+ * partitioned by day of created_at (src/outbox/partitions.ts), and the bounds let the UPDATE skip
+ * the partitions outside them instead of probing each one's primary key for every id: the older
+ * days (all DONE), and the days made ahead (empty; tomorrow's is always there, so without the upper
+ * bound every id was probed twice). A second wider each way, so a millisecond rounded either way
+ * never excludes the row; unknown, no bound.
+ */
+export function notBefore(createdAtMs: number): string {
+  return Number.isFinite(createdAtMs) ? new Date(createdAtMs - 1000).toISOString() : '-infinity';
+}
+
+export function notAfter(createdAtMs: number): string {
+  return Number.isFinite(createdAtMs) ? new Date(createdAtMs + 1000).toISOString() : 'infinity';
+}
+
 /*
  * Array parameters as PostgreSQL array literals, built in one pass: node-postgres would convert
  * each element on its own (prepareValue, a regex escape per string), a cost per message in every
