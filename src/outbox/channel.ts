@@ -8,9 +8,9 @@ export const OUTBOX_CHANNEL = 'outbox';
  * What a wake-up says. Sent by the statement that writes the message (inside its transaction), it
  * names the message: its public id, which holds its id and its created_at (src/outbox/public-id.ts),
  * so an idle worker claims it by its primary key instead of walking the claim's indexes (ADR
- * 0058). Every other wake-up (after a commit, coalesced with others; a requeue; the rows made from
- * the WAL) says only "look": its payload is a topic or nothing, and the worker walks. Workers of
- * the release before read no payload, so both kinds wake every worker.
+ * 0058). Every other wake-up (after a commit, coalesced with others; a requeue; a hand-back; the
+ * rows made from the WAL) says only "look": its payload is a topic or a word, and the worker walks.
+ * Workers of the release before read no payload, so both kinds wake every worker.
  */
 
 /** The wake-up naming its message, as SQL: `publicId` is the row's public_id column. */

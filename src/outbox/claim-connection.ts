@@ -1,6 +1,15 @@
 import pg from 'pg';
 import type { Db } from '../db/client.ts';
-import { CLAIM, claimIdsOn, claimOn, laterOfKeys, type ClaimedMessage, type ClaimOptions, type NotifiedMessage } from './claim.ts';
+import {
+  CLAIM,
+  claimAgedOn,
+  claimIdsOn,
+  claimOn,
+  laterOfKeys,
+  type ClaimedMessage,
+  type ClaimOptions,
+  type NotifiedMessage,
+} from './claim.ts';
 import { applyPlannedSettings, explainStatement, PlannedConnection } from './planned-connection.ts';
 import { materialize } from './wal-messages.ts';
 
@@ -81,6 +90,14 @@ export class ClaimConnection extends PlannedConnection {
    */
   claimIds(messages: readonly NotifiedMessage[], opts: Omit<ClaimOptions, 'limit'>): Promise<ClaimedMessage[]> {
     return this.use((client) => claimIdsOn(client, messages, opts));
+  }
+
+  /**
+   * The poll's walk of messages without a turn alone (src/outbox/claim.ts CLAIM_AGED), between its
+   * full walks. Only the running worker asks, and it reads no slot: it streams it, or has none.
+   */
+  claimAged(opts: ClaimOptions): Promise<ClaimedMessage[]> {
+    return this.use((client) => claimAgedOn(client, opts));
   }
 
   /** The running worker streams the slot (src/outbox/wal-stream.ts): its claims no longer read it. */

@@ -181,8 +181,8 @@ const leaseAndReturn = (chosen: string, where: string) => `claimed as (
     from claimed c
    order by c.priority desc, c.turn nulls first, c.id`;
 
-export const CLAIM_SQL = `
-  with aged as (
+/** The walk of messages without a turn, oldest first, the claim's first (above). */
+const AGED = `aged as (
     select o.id
       from outbox o
      where ${dueNow(OUTBOX, 'o')} and o.turn is null
@@ -191,7 +191,10 @@ export const CLAIM_SQL = `
      order by o.available_at, o.id
      limit $1
        for update skip locked
-  ), turns as (
+  )`;
+
+export const CLAIM_SQL = `
+  with ${AGED}, turns as (
     select o.id
       from outbox o
      where ${dueNow(OUTBOX, 'o')} and o.turn is not null
@@ -227,6 +230,19 @@ const CLAIM_IDS_SQL = `
   ), ${leaseAndReturn('select id from chosen', ' and outbox.created_at between $5::timestamptz and $6::timestamptz')}`;
 
 export const CLAIM_IDS = statement('outbox-claim-ids-v1', CLAIM_IDS_SQL);
+
+/*
+ * The poll's claim between its full walks (src/outbox/runner/poll-walks.ts, ADR 0059): the first
+ * walk alone, through outbox_pending_available_idx. What time makes due without a wake-up is
+ * there: a retry whose backoff ended, a postponed message, lane work. Its index range ends at now()
+ * and holds no first delivery, so the entries a snapshot held open keeps for the messages finished
+ * under it are not in its way; the second walk's index holds them all.
+ */
+export const CLAIM_AGED = statement(
+  'outbox-claim-aged-v1',
+  `
+  with ${AGED}, ${leaseAndReturn('select id from aged', '')}`,
+);
 
 /*
  * Whether any of these keys has a message still live: after its messages were settled, the next
@@ -272,10 +288,19 @@ export interface ClaimOptions {
  * claimOn claims up to `limit` due messages on `q`, a connection with those settings (or a pool
  * of them).
  */
-export async function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
+export function claimOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
+  return walkOn(q, CLAIM, opts);
+}
+
+/** Claims up to `limit` due messages without a turn (CLAIM_AGED above), on `q` as claimOn does. */
+export function claimAgedOn(q: Executor, opts: ClaimOptions): Promise<ClaimedMessage[]> {
+  return walkOn(q, CLAIM_AGED, opts);
+}
+
+async function walkOn(q: Executor, walk: typeof CLAIM, opts: ClaimOptions): Promise<ClaimedMessage[]> {
   if (!Number.isInteger(opts.limit) || opts.limit < 1) throw new Error(`claim limit must be a positive integer, got ${opts.limit}`);
   const leaseUntilMs = leaseFrom(opts.leaseSeconds);
-  const rows = await runArrays(q, CLAIM, [opts.limit, opts.claimId, opts.leaseSeconds, textArray(opts.lanes ?? NONE)]);
+  const rows = await runArrays(q, walk, [opts.limit, opts.claimId, opts.leaseSeconds, textArray(opts.lanes ?? NONE)]);
   return claimedFrom(rows, opts.claimId, leaseUntilMs);
 }
 

@@ -483,9 +483,10 @@ export { ClaimSize } from './runner/claim-size.ts';
 // ---------------------------------------------------------------------------------------------
 // The store's statements, called one at a time by tests that check their SQL (fences, order, plans).
 
-export { CLAIM, CLAIM_IDS, CLAIM_SQL, CLAIM_STATEMENT, type NotifiedMessage } from './claim.ts';
+export { CLAIM, CLAIM_AGED, CLAIM_IDS, CLAIM_SQL, CLAIM_STATEMENT, type NotifiedMessage } from './claim.ts';
 export { notifiedBy } from './channel.ts';
 export { LoopWaits } from './runner/waits.ts';
+export { PollWalks } from './runner/poll-walks.ts';
 export { ClaimConnection } from './claim-connection.ts';
 export {
   applyPlannedSettings,

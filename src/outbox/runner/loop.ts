@@ -22,6 +22,7 @@ import type { WorkerEvents } from '../types.ts';
 import { emptySummary, OutcomeReporter, ProgressLog, type WorkerSummary } from './outcomes.ts';
 import type { WorkerOptions } from './options.ts';
 import { handleInSpan, recordClaim, tracingOn } from './tracing.ts';
+import { PollWalks } from './poll-walks.ts';
 import { LoopWaits } from './waits.ts';
 
 /**
@@ -110,12 +111,17 @@ class OutboxWorker implements Worker {
   private nextNotified: NotifiedMessage[] | null = null;
   /** When the last walk was sent: the poll walks at the latest a poll interval after it (untilDue). */
   private lastWalkAt = 0;
+  /** Which walk the poll makes, both indexes or the first alone (./poll-walks.ts). */
+  private readonly pollWalks: PollWalks;
+  /** The next claim is the poll's walk of the first index alone (untilDue). */
+  private agedOnly = false;
   private readonly unknownWarnedAt = new Map<string, number>();
 
   constructor(private readonly opts: WorkerOptions) {
     this.pool = executorOf(opts.db);
     this.log = opts.logger;
     this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
+    this.pollWalks = new PollWalks(opts.pollIntervalMs);
     this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
     this.settleConnection = new PlannedConnection(opts.db, { role: 'settle' });
@@ -214,18 +220,28 @@ class OutboxWorker implements Worker {
   private async claimNow(): Promise<number> {
     const notified = this.nextNotified;
     this.nextNotified = null;
+    const agedOnly = this.agedOnly;
+    this.agedOnly = false;
     const limit = this.claimSize.next;
     const sentAt = Date.now();
+    const opts = { limit, leaseSeconds: this.opts.leaseSeconds, claimId: randomUUID(), lanes: this.lanes };
     let batch: ClaimedMessage[];
     if (notified !== null) {
       // The messages the wake-ups named, by id: everything else due was taken by the walk before
       // (untilDue), so this one takes all that is due, and tells nothing of a backlog.
-      batch = await this.claimer.claimIds(notified, { leaseSeconds: this.opts.leaseSeconds, claimId: randomUUID(), lanes: this.lanes });
+      batch = await this.claimer.claimIds(notified, opts);
       this.tookAllDue = true;
     } else {
-      this.waits.claimBegins();
       this.lastWalkAt = sentAt;
-      batch = await this.claimer.claimBatch({ limit, leaseSeconds: this.opts.leaseSeconds, claimId: randomUUID(), lanes: this.lanes });
+      if (agedOnly) {
+        // The poll between full walks sees no first delivery: the wake-ups and settled keys since
+        // the last full walk stay to be answered.
+        batch = await this.claimer.claimAged(opts);
+      } else {
+        this.waits.claimBegins();
+        batch = await this.claimer.claimBatch(opts);
+        this.pollWalks.walked(sentAt, Date.now() - sentAt, batch.length);
+      }
       this.tookAllDue = batch.length < limit;
       this.claimSize.claimed(limit, batch.length, this.inFlight.queued);
     }
@@ -394,13 +410,18 @@ class OutboxWorker implements Worker {
    * claim takes those messages by id instead of walking (ADR 0058): nothing else can have become
    * due since the walk before, except by time (a backoff, a lease ending), which the poll's walk
    * takes. So the poll counts from the last walk, not from the last claim: a steady stream of
-   * named messages must not put it off for good. Any other reason walks.
+   * named messages must not put it off for good. Any other reason walks. The poll walks the first
+   * index alone between full walks while full walks are dear (./poll-walks.ts, ADR 0059).
    */
   private async untilDue(ms: number): Promise<void> {
     const until = this.lastWalkAt + ms;
     for (;;) {
       await this.pause(until - Date.now());
-      if (this.stopping || Date.now() >= until) return;
+      if (this.stopping) return;
+      if (Date.now() >= until) {
+        this.agedOnly = !this.waits.pending && !this.pollWalks.fullAt(Date.now());
+        return;
+      }
       if (this.waits.pending) {
         // Named messages first; the settled keys are kept, and asked about once they are claimed.
         this.nextNotified = this.waits.takeNotified(this.claimSize.next);

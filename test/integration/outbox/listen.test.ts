@@ -7,7 +7,7 @@ import { createDatabase } from '../../../src/db/client.ts';
 import { withTransaction } from '../../../src/db/transaction.ts';
 import { enqueueTopic } from '../../../src/messages/enqueue.ts';
 import { purgeDone, HandlerRegistry } from '../../../src/outbox/index.ts';
-import { ClaimConnection } from '../../../src/outbox/testing.ts';
+import { ClaimConnection, handBack } from '../../../src/outbox/testing.ts';
 import { layOutPastDays } from '../../helpers/outbox-partitions.ts';
 import { createConfiguredWorker } from '../../../src/worker/outbox-worker.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
@@ -44,18 +44,52 @@ async function enqueueBooking() {
 const isClaim = (s: LoggedStatement) => /skip locked/i.test(s.text);
 /** The claim of the messages its wake-ups named, by id (src/outbox/claim.ts claimIdsOn), not a walk. */
 const isClaimByIds = (s: LoggedStatement) => /o\.id = any\(\$1::bigint\[\]\)/i.test(s.text);
+/** The poll's walk of the messages without a turn alone (src/outbox/claim.ts CLAIM_AGED). */
+const isClaimAged = (s: LoggedStatement) => /o\.turn is null/i.test(s.text) && !/turns as/i.test(s.text);
+
+/**
+ * A claim connection whose walks that find nothing take `ms` longer, as a snapshot held open makes
+ * them take (src/outbox/runner/poll-walks.ts): the worker then spaces its full walks out.
+ */
+class DearWalks extends ClaimConnection {
+  constructor(
+    db: ConstructorParameters<typeof ClaimConnection>[0],
+    opts: ConstructorParameters<typeof ClaimConnection>[1],
+    private readonly ms: number,
+  ) {
+    super(db, opts);
+  }
+
+  override async claimBatch(opts: Parameters<ClaimConnection['claimBatch']>[0]) {
+    const found = await super.claimBatch(opts);
+    if (found.length === 0) await new Promise((r) => setTimeout(r, this.ms));
+    return found;
+  }
+}
+
+interface LoggedWorkerOptions {
+  /** The fallback poll; a minute by default. */
+  pollMs?: number;
+  /** Each walk that finds nothing takes this much longer (DearWalks). */
+  dearWalksMs?: number;
+  /** Whether it LISTENs; it does by default. */
+  listen?: boolean;
+}
 
 /**
  * A worker, its poll a minute away, on a pool of its own whose statements are logged (its claim
  * connection's too); it passes the booking id of each message it handles to `handled`.
  */
-function loggedWorker(handled: (bookingId: string) => void, logger: Logger, pollMs = 60_000) {
+function loggedWorker(handled: (bookingId: string) => void, logger: Logger, opts: LoggedWorkerOptions = {}) {
   const traced = createDatabase(tdb.url, { max: 4, applicationName: 'stayhub-test-worker' });
   const log = recordStatements(traced.pool);
+  const logged = { onOpen: (pool: Parameters<typeof log.attach>[0]) => log.attach(pool) };
   const worker = createConfiguredWorker({
     db: traced.db,
-    claimConnection: new ClaimConnection(traced.db, { onOpen: (pool) => log.attach(pool) }),
-    config: workerConfig(tdb, { POLL_INTERVAL_MS: String(pollMs) }),
+    claimConnection:
+      opts.dearWalksMs === undefined ? new ClaimConnection(traced.db, logged) : new DearWalks(traced.db, logged, opts.dearWalksMs),
+    config: workerConfig(tdb, { POLL_INTERVAL_MS: String(opts.pollMs ?? 60_000) }),
+    ...(opts.listen === false ? { listen: false } : {}),
     registry: new HandlerRegistry([
       testHandler('record', 'booking.created', async ({ payload }) => handled((payload as { bookingId: string }).bookingId)),
     ]),
@@ -160,15 +194,15 @@ describe("an idle worker's claims", () => {
    * A logged worker started and asleep, and what it sent since a mark: each claim (a walk, or by
    * the ids its wake-ups named) with how many messages it took, and each probe.
    */
-  async function idleWorker(handled: string[], pollMs?: number) {
-    const { log, worker, close } = loggedWorker((id) => handled.push(id), pino({ level: 'silent' }), pollMs);
+  async function idleWorker(handled: string[], opts: LoggedWorkerOptions = {}) {
+    const { log, worker, close } = loggedWorker((id) => handled.push(id), pino({ level: 'silent' }), opts);
     await worker.start();
     const since = (mark: number) =>
       log.statements
         .filter((s) => s.startSeq > mark && (isClaim(s) || isProbe(s)))
         .map((s) =>
           isClaim(s)
-            ? `${isClaimByIds(s) ? 'claim by id' : 'claim'} ${s.rowCount ?? 'running'}`
+            ? `${isClaimByIds(s) ? 'claim by id' : isClaimAged(s) ? 'claim aged' : 'claim'} ${s.rowCount ?? 'running'}`
             : `probe${s.endSeq === undefined ? ' running' : ''}`,
         );
     // Asleep: the first claim came back empty, and nothing is in flight.
@@ -224,14 +258,16 @@ describe("an idle worker's claims", () => {
 
   it('a message made due by time is taken by the poll, though named messages keep the worker claiming by id', async () => {
     const handled: string[] = [];
-    const w = await idleWorker(handled, 500);
+    const w = await idleWorker(handled, { pollMs: 500 });
     let streaming = true;
     try {
       // A message not yet due (as a retry waits out its backoff), then one named message every 50 ms.
       const later = bookingPayload();
       await withTransaction(tdb.db, async (tx) => {
         const m = await enqueueTopic(tx, 'booking.created', later, { key: later.bookingId });
-        await tx.execute(sql`update outbox set available_at = now() + interval '300 milliseconds' where public_id = ${m.publicId}`);
+        await tx.execute(
+          sql`update outbox set turn = null, available_at = now() + interval '300 milliseconds' where public_id = ${m.publicId}`,
+        );
       });
       const stream = (async () => {
         const end = Date.now() + 4_000;
@@ -248,6 +284,79 @@ describe("an idle worker's claims", () => {
       expect(w.since(0).filter((c) => c.startsWith('claim by id')).length).toBeGreaterThan(10);
     } finally {
       streaming = false;
+      await w.stop();
+    }
+  });
+
+  it('while its walks are dear, the poll walks the messages without a turn alone between full walks, and takes a retry due by time there', async () => {
+    const handled: string[] = [];
+    // Its first three walks found nothing in 40 ms or more each: from the third on, the next full
+    // walk is 20 s away at the soonest.
+    const w = await idleWorker(handled, { pollMs: 100, dearWalksMs: 40 });
+    try {
+      await waitFor(async () => w.since(0).includes('claim aged 0'), 20_000, 'the first walk of the first index alone');
+      const mark = w.mark();
+      const retry = bookingPayload();
+      await withTransaction(tdb.db, async (tx) => {
+        const m = await enqueueTopic(tx, 'booking.created', retry, { key: retry.bookingId });
+        // As a failed delivery waits out its backoff: no turn, due in 300 ms.
+        await tx.execute(
+          sql`update outbox set turn = null, available_at = now() + interval '300 milliseconds' where public_id = ${m.publicId}`,
+        );
+      });
+      await waitFor(async () => handled.includes(retry.bookingId), 10_000, 'the retry');
+      const claims = w.since(mark).filter((c) => c.startsWith('claim'));
+      // Named but not yet due; then the polls' walks of the first index, the last of which took it.
+      expect(claims[0]).toBe('claim by id 0');
+      expect(claims.slice(1)).toContain('claim aged 1');
+      expect(claims.slice(1).every((c) => c.startsWith('claim aged'))).toBe(true);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('while its walks are dear, a first delivery nobody was told about is taken by the next full walk, which the poll still makes', async () => {
+    const handled: string[] = [];
+    // Not listening: only the poll finds the message. Its first three walks found nothing in 4 ms
+    // or more each, so the poll walks both indexes again 2 s after the third at the soonest, the
+    // first index alone until then.
+    const w = await idleWorker(handled, { pollMs: 100, dearWalksMs: 4, listen: false });
+    try {
+      await waitFor(async () => w.since(0).includes('claim aged 0'), 20_000, 'the first walk of the first index alone');
+      const mark = w.mark();
+      const { payload } = await enqueueBooking();
+      await waitFor(async () => handled.includes(payload.bookingId), 40_000, 'the first delivery');
+      const claims = w.since(mark).filter((c) => c.startsWith('claim'));
+      const taking = claims.indexOf('claim 1');
+      expect(taking, claims.join(', ')).toBeGreaterThan(5);
+      expect(claims.slice(0, taking).every((c) => c === 'claim aged 0' || c === 'claim 0')).toBe(true);
+      expect(claims.slice(0, taking).filter((c) => c === 'claim aged 0').length).toBeGreaterThan(5);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('a hand-back wakes the other workers, whose walk takes its messages at once, though the poll is a minute away and the lease as long', async () => {
+    const handled: string[] = [];
+    const w = await idleWorker(handled);
+    try {
+      const mark = w.mark();
+      const payload = bookingPayload();
+      const claimId = randomUUID();
+      // Held by another worker's claim when it commits, as a prefetched message is before its hand-back.
+      const id = await withTransaction(tdb.db, async (tx) => {
+        const m = await enqueueTopic(tx, 'booking.created', payload, { key: payload.bookingId });
+        const { rows } = await tx.execute<{ id: string }>(
+          sql`update outbox set claim_id = ${claimId}, leased_until = now() + interval '60 seconds', attempts = 1
+               where public_id = ${m.publicId} returning id`,
+        );
+        return Number(rows[0]!.id);
+      });
+      await waitFor(async () => w.since(mark).includes('claim by id 0'), 20_000, 'the named message found held');
+      expect(await handBack(tdb.db, [{ id, claimId }])).toBe(1);
+      await waitFor(async () => handled.includes(payload.bookingId), 20_000, 'the handed-back message');
+      expect(w.since(mark).filter((c) => c.startsWith('claim'))).toEqual(['claim by id 0', 'claim 1']);
+    } finally {
       await w.stop();
     }
   });
