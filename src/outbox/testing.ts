@@ -223,16 +223,19 @@ export async function fillWarmUp(c: Executor, topic: string, count: number): Pro
   await wakeUp(c, topic);
 }
 
-/** One message `{ id }`; with `wakeUp`, its pg_notify in the same statement, delivered by the COMMIT (what enqueue does alone). */
+/**
+ * One message `{ id }` as enqueue writes it without a group (src/outbox/enqueue.ts): its turn from
+ * outbox_turn, so it waits in the claim's index of first deliveries, where the product's messages
+ * do. With `wakeUp`, its pg_notify in the same statement, delivered by the COMMIT (what enqueue
+ * does alone).
+ */
+const ONE_ROW = `insert into outbox (topic, key, payload, turn)
+   values ($1, outbox_uuid_v7()::text, jsonb_build_object('id', $2::int), outbox_turn(null::text, null::text, 0))`;
 const INSERT_ONE_WAKING = statement(
-  'outbox-testing-insert-one-waking',
-  `with ins as (insert into outbox (topic, key, payload) values ($1, outbox_uuid_v7()::text, jsonb_build_object('id', $2::int)) returning public_id)
-   select ${wakeUpNaming('public_id')} from ins`,
+  'outbox-testing-insert-one-waking-v2',
+  `with ins as (${ONE_ROW} returning public_id) select ${wakeUpNaming('public_id')} from ins`,
 );
-const INSERT_ONE = statement(
-  'outbox-testing-insert-one',
-  `insert into outbox (topic, key, payload) values ($1, outbox_uuid_v7()::text, jsonb_build_object('id', $2::int))`,
-);
+const INSERT_ONE = statement('outbox-testing-insert-one-v2', ONE_ROW);
 
 export async function insertOne(c: Executor, topic: string, id: number, opts: { wakeUp: boolean }): Promise<void> {
   await execute(c, opts.wakeUp ? INSERT_ONE_WAKING : INSERT_ONE, [topic, id]);
