@@ -25,3 +25,15 @@ export async function plansOf(url: string, naming: RegExp, work: (db: Database) 
 
 /** The plans of the statements that name the outbox. */
 export const outboxPlansOf = (url: string, work: (db: Database) => Promise<unknown>) => plansOf(url, /\boutbox/, work);
+
+/**
+ * The pages an EXPLAIN (ANALYZE, BUFFERS) says its statement read, the whole statement's (its first
+ * Buffers line), with the plan's text; the statement must have returned one row.
+ */
+export async function pagesReadForOne(plan: Promise<string>): Promise<{ text: string; pages: number }> {
+  const text = await plan;
+  if (!/rows=1(\.00)? loops=1\)$/.test(text.split('\n')[0]!)) throw new Error(`expected one row:\n${text}`);
+  const m = /Buffers: shared hit=(\d+)(?: read=(\d+))?/.exec(text);
+  if (!m) throw new Error(`no Buffers line:\n${text}`);
+  return { text, pages: Number(m[1]) + Number(m[2] ?? 0) };
+}

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { CLAIM, CLAIM_AGED, ClaimConnection, connectClaimClient, explainStatement, markDoneMany } from '../../../src/outbox/testing.ts';
 import type { TestDatabase } from '../../helpers/db.ts';
 import { claimTestDatabase } from '../../helpers/claim-fixture.ts';
+import { holdSnapshot } from '../../helpers/held-snapshot.ts';
+import { pagesReadForOne } from '../../helpers/statement-plans.ts';
 import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 
 /*
@@ -49,28 +50,19 @@ describe("the poll's walk of the messages without a turn", () => {
   it('costs the same under a snapshot held open, where the full walk passes every first delivery finished since it began', async () => {
     const finished = 2_000;
     const client = await connectClaimClient({ connectionString: tdb.url });
-    const holder = new pg.Client({ connectionString: tdb.url });
-    await holder.connect();
     /** Pages read by each walk, explained and rolled back (explainStatement), each finding one retry. */
     const pagesToClaimOne = async () => {
       await insertMessages(tdb.db, [{ topic: 't.retry', key: randomUUID() }]);
-      const pages = async (plan: Promise<string>) => {
-        const text = await plan;
-        expect(text.split('\n')[0]).toMatch(/rows=1(\.00)? loops=1\)$/);
-        const m = /Buffers: shared hit=(\d+)(?: read=(\d+))?/.exec(text)!;
-        return { text, pages: Number(m[1]) + Number(m[2] ?? 0) };
-      };
       const how = { analyze: true, buffers: true };
       // Each may take two: the retry, then nothing, so each reads its indexes to their end.
-      const aged = await pages(explainStatement(client, CLAIM_AGED, [2, randomUUID(), 60, '{}'], how));
-      const walk = await pages(explainStatement(client, CLAIM, [2, randomUUID(), 60, '{}'], how));
+      const aged = await pagesReadForOne(explainStatement(client, CLAIM_AGED, [2, randomUUID(), 60, '{}'], how));
+      const walk = await pagesReadForOne(explainStatement(client, CLAIM, [2, randomUUID(), 60, '{}'], how));
       const [taken] = await claimAged(1);
       await markDoneMany(tdb.db, [{ id: taken!.id, claimId: taken!.claimId, lastHandler: null, createdAtMs: taken!.createdAtMs }]);
       return { aged, walk };
     };
+    const held = await holdSnapshot(tdb.url);
     try {
-      await holder.query('begin isolation level repeatable read');
-      await holder.query('select 1 from pg_class limit 1');
       const before = await pagesToClaimOne();
       // First deliveries written (with their turn, as enqueue writes them), claimed and finished
       // while the snapshot is held: their entries in the second walk's index stay, and so do their
@@ -93,8 +85,7 @@ describe("the poll's walk of the messages without a turn", () => {
       expect(after.aged.text).not.toMatch(/priority_turn_id_idx/);
       expect(after.walk.text).toMatch(/priority_turn_id_idx/);
     } finally {
-      await holder.query('rollback').catch(() => undefined);
-      await holder.end();
+      await held.release();
       await client.end();
     }
   });

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import {
@@ -16,6 +15,8 @@ import {
 } from '../../../src/outbox/testing.ts';
 import type { TestDatabase } from '../../helpers/db.ts';
 import { claimTestDatabase } from '../../helpers/claim-fixture.ts';
+import { holdSnapshot } from '../../helpers/held-snapshot.ts';
+import { pagesReadForOne } from '../../helpers/statement-plans.ts';
 import { getMessages, insertMessages } from '../../helpers/outbox-rows.ts';
 
 /*
@@ -77,31 +78,21 @@ describe('the claim of named messages', () => {
   it('costs the same under a snapshot held open, where a walk passes every message finished since it began', async () => {
     const finished = 2_000;
     const client = await connectClaimClient({ connectionString: tdb.url });
-    const holder = new pg.Client({ connectionString: tdb.url });
-    await holder.connect();
     /** Pages read by each claim of one new message, explained and rolled back (explainStatement). */
     const pagesToClaimOne = async () => {
       const [fresh] = await insertMessages(tdb.db, [{ topic: 't.fresh', key: randomUUID() }]);
       const n = named(fresh!);
-      const pages = async (plan: Promise<string>) => {
-        const text = await plan;
-        // Each takes one message, and the page count is the whole statement's (its first Buffers line).
-        expect(text.split('\n')[0]).toMatch(/rows=1(\.00)? loops=1\)$/);
-        const m = /Buffers: shared hit=(\d+)(?: read=(\d+))?/.exec(text)!;
-        return { text, pages: Number(m[1]) + Number(m[2] ?? 0) };
-      };
       const how = { analyze: true, buffers: true };
       const window = [new Date(n.createdAtMs - 1000).toISOString(), new Date(n.createdAtMs + 1000).toISOString()];
-      const byId = await pages(explainStatement(client, CLAIM_IDS, [intArray([n.id]), randomUUID(), 60, '{}', ...window], how));
+      const byId = await pagesReadForOne(explainStatement(client, CLAIM_IDS, [intArray([n.id]), randomUUID(), 60, '{}', ...window], how));
       // The walk takes the oldest due: the message before this one is made DONE first.
-      const walk = await pages(explainStatement(client, CLAIM, [1, randomUUID(), 60, '{}'], how));
+      const walk = await pagesReadForOne(explainStatement(client, CLAIM, [1, randomUUID(), 60, '{}'], how));
       const [taken] = await claimer.claimIds([n], { leaseSeconds: 60, claimId: randomUUID() });
       await markDoneMany(tdb.db, [{ id: taken!.id, claimId: taken!.claimId, lastHandler: null, createdAtMs: taken!.createdAtMs }]);
       return { byId, walk };
     };
+    const held = await holdSnapshot(tdb.url);
     try {
-      await holder.query('begin isolation level repeatable read');
-      await holder.query('select 1 from pg_class limit 1');
       const before = await pagesToClaimOne();
       // Messages written, claimed and finished while the snapshot is held: their entries in the
       // claim's index stay, and so do their rows' old versions.
@@ -126,8 +117,7 @@ describe('the claim of named messages', () => {
       expect(after.byId.text).toMatch(/_pkey/);
       expect(after.byId.text).not.toMatch(/available_at_id_idx|turn_id_idx|pending/);
     } finally {
-      await holder.query('rollback').catch(() => undefined);
-      await holder.end();
+      await held.release();
       await client.end();
     }
   });
