@@ -121,7 +121,7 @@ class OutboxWorker implements Worker {
     this.pool = executorOf(opts.db);
     this.log = opts.logger;
     this.claimSize = new ClaimSize(opts.batchSize, opts.maxBatchSize, opts.leaseSeconds);
-    this.pollWalks = new PollWalks(opts.pollIntervalMs);
+    this.pollWalks = new PollWalks(opts.pollIntervalMs, opts.leaseSeconds);
     this.concurrency = opts.concurrency;
     this.reporter = new OutcomeReporter(this.log);
     this.settleConnection = new PlannedConnection(opts.db, { role: 'settle' });

@@ -13,7 +13,8 @@
  * So the poll walks both indexes only when the full walk's own cost allows: at most one
  * COST_SHARE-th of the time between two of them. While full walks take under 2 ms (no snapshot
  * held, no pile of blocked messages) that is every poll, as before; at 12 ms, every 6 s; never
- * less often than MAX_GAP_MS (or the poll, if longer). The polls between walk the first index
+ * less often than half a lease, nor than MAX_GAP_MS (or the poll, if longer): a dead worker's
+ * messages wait at most half a lease more than they did. The polls between walk the first index
  * alone. The cost is the cheapest of the last three full walks that found nothing, so one walk
  * slowed by the machine does not space them out, nor do a new connection's first walks.
  */
@@ -29,7 +30,14 @@ export class PollWalks {
   private lastFullAt = Number.NEGATIVE_INFINITY;
   private readonly costs: number[] = [];
 
-  constructor(private readonly pollMs: number) {}
+  private readonly maxGapMs: number;
+
+  constructor(
+    private readonly pollMs: number,
+    leaseSeconds: number,
+  ) {
+    this.maxGapMs = Math.min(MAX_GAP_MS, (leaseSeconds * 1000) / 2);
+  }
 
   /**
    * A full walk was sent at `at` (epoch ms), took `ms` and claimed `found` messages. Only a walk
@@ -47,7 +55,7 @@ export class PollWalks {
   gapMs(): number {
     // Until three are known, none: a connection's first walks also make its plans and fill its caches.
     const cost = this.costs.length < REMEMBERED ? 0 : Math.min(...this.costs);
-    return Math.max(this.pollMs, Math.min(COST_SHARE * cost, MAX_GAP_MS));
+    return Math.max(this.pollMs, Math.min(COST_SHARE * cost, this.maxGapMs));
   }
 
   /** Whether the poll at `now` walks both indexes (true) or the first alone. */

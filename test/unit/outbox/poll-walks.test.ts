@@ -4,7 +4,7 @@ import { PollWalks } from '../../../src/outbox/testing.ts';
 /*
  * Which walk the idle worker's poll makes (src/outbox/runner/poll-walks.ts): both indexes every
  * poll while a walk that finds nothing is cheap, spaced out by its cost once it is dear, never
- * further apart than 30 s, and one slow walk does not space them.
+ * further apart than 30 s or half a lease, and one slow walk does not space them.
  */
 
 describe('PollWalks', () => {
@@ -14,7 +14,7 @@ describe('PollWalks', () => {
   };
 
   it('walks both indexes at every poll before any walk, and while a walk that finds nothing costs at most a 500th of the poll', () => {
-    const walks = new PollWalks(1000);
+    const walks = new PollWalks(1000, 60);
     expect(walks.fullAt(0)).toBe(true);
     walkedThrice(walks, 10_000, 2);
     expect(walks.gapMs()).toBe(1000);
@@ -23,18 +23,24 @@ describe('PollWalks', () => {
   });
 
   it('spaces full walks by 500 times the cost of one that found nothing, at most 30 s apart', () => {
-    const walks = new PollWalks(1000);
+    const walks = new PollWalks(1000, 60);
     walkedThrice(walks, 0, 12);
     expect(walks.gapMs()).toBe(6000);
     expect(walks.fullAt(5999)).toBe(false);
     expect(walks.fullAt(6000)).toBe(true);
-    const dear = new PollWalks(1000);
+    const dear = new PollWalks(1000, 60);
     walkedThrice(dear, 0, 400);
     expect(dear.gapMs()).toBe(30_000);
   });
 
+  it('never spaces them by more than half a lease: a dead worker’s messages wait at most that much longer', () => {
+    const walks = new PollWalks(250, 5);
+    walkedThrice(walks, 0, 12);
+    expect(walks.gapMs()).toBe(2500);
+  });
+
   it("does not space them on a connection's first walks, which also make its plans", () => {
-    const walks = new PollWalks(1000);
+    const walks = new PollWalks(1000, 60);
     walks.walked(0, 60, 0);
     walks.walked(1000, 40, 0);
     expect(walks.gapMs()).toBe(1000);
@@ -43,7 +49,7 @@ describe('PollWalks', () => {
   });
 
   it('takes the cheapest of the last three walks that found nothing: one slowed by the machine does not space them', () => {
-    const walks = new PollWalks(1000);
+    const walks = new PollWalks(1000, 60);
     walks.walked(0, 1, 0);
     walks.walked(1000, 50, 0);
     walks.walked(2000, 12, 0);
@@ -53,7 +59,7 @@ describe('PollWalks', () => {
   });
 
   it('counts a walk that claimed messages as a full walk, not its cost: leasing a batch says nothing of the entries passed', () => {
-    const walks = new PollWalks(1000);
+    const walks = new PollWalks(1000, 60);
     walkedThrice(walks, 0, 12);
     walks.walked(3000, 200, 500);
     expect(walks.gapMs()).toBe(6000);
@@ -62,7 +68,7 @@ describe('PollWalks', () => {
   });
 
   it('never walks both indexes more often than the poll, however long the poll', () => {
-    const walks = new PollWalks(60_000);
+    const walks = new PollWalks(60_000, 60);
     walkedThrice(walks, 0, 400);
     expect(walks.gapMs()).toBe(60_000);
   });
