@@ -2,7 +2,7 @@ import { execute, statement, type Executor } from './executor.ts';
 import { extendStatement, handBackStatement } from './lease/leased-table.ts';
 import { intArray, uuidArray } from './sql.ts';
 import { OUTBOX } from './lease/outbox-table.ts';
-import { OUTBOX_CHANNEL } from './channel.ts';
+import { wakeUpSaying } from './wake-up.ts';
 
 /*
  * The lease verbs: keeping a claim alive while its handlers run, and giving back claims that were
@@ -46,13 +46,6 @@ export async function extendLeases(q: Executor, claims: readonly Claim[], leaseS
 }
 
 const HAND_BACK = statement('outbox-hand-back', handBackStatement(OUTBOX));
-/**
- * The wake-up after a hand-back. Its messages are due again at once, and nothing else would tell
- * the other workers: an idle worker's poll walks only the messages without a turn while its full
- * walks are dear (src/outbox/runner/poll-walks.ts), and a first delivery has one. It names nothing,
- * so every worker woken walks.
- */
-const NOTIFY_HAND_BACK = statement('outbox-notify-hand-back', `select pg_notify($1, 'hand-back')`);
 
 /**
  * Messages claimed but never started go back as they were (attempt not counted, due at once, in
@@ -66,6 +59,9 @@ export async function handBack(q: Executor, claims: readonly Claim[]): Promise<n
   const [ids, tokens] = arrays(claims);
   const res = await execute(q, HAND_BACK, [ids, tokens]);
   const handedBack = res.rowCount ?? 0;
-  if (handedBack > 0) await execute(q, NOTIFY_HAND_BACK, [OUTBOX_CHANNEL]);
+  // The wake-up after it: its messages are due again at once, and nothing else would tell the
+  // other workers, whose poll walks only the messages without a turn while full walks are dear
+  // (src/outbox/runner/poll-walks.ts). It names nothing, so every worker woken walks.
+  if (handedBack > 0) await wakeUpSaying(q, 'hand-back');
   return handedBack;
 }

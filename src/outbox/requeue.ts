@@ -1,6 +1,6 @@
 import type { Db } from '../db/client.ts';
 import { runAfterCommit, withTransaction } from '../db/transaction.ts';
-import { OUTBOX_CHANNEL } from './channel.ts';
+import { wakeUpSaying } from './wake-up.ts';
 import { executorOf, run, statement, type Statement } from './executor.ts';
 
 export type RequeueCriteria = { ids: string[] } | { topic: string } | { allDead: true };
@@ -33,8 +33,6 @@ const RECORD = statement(
    values ($1, $2, $3, $4::jsonb, $5, $6::uuid[])`,
 );
 
-const NOTIFY_REQUEUE = statement('outbox-notify-requeue', `select pg_notify($1, 'requeue')`);
-
 /**
  * Puts DEAD messages back to PENDING with attempts reset, so they get a full set of retries, and
  * records who did it in outbox_audit, all in one transaction: either the replay and its record
@@ -55,7 +53,7 @@ export async function requeueDead(db: Db, criteria: RequeueCriteria, actor: { us
     const messageIds = rows.map((r) => r.public_id);
     await run(q, RECORD, [actor.userId ?? null, actor.label, 'requeue', JSON.stringify(criteria), messageIds.length, messageIds]);
     if (messageIds.length) {
-      runAfterCommit(tx, 'outbox-notify:requeue', (after) => run(executorOf(after), NOTIFY_REQUEUE, [OUTBOX_CHANNEL]));
+      runAfterCommit(tx, 'outbox-notify:requeue', (after) => wakeUpSaying(executorOf(after), 'requeue'));
     }
     return { affected: messageIds.length, messageIds };
   });

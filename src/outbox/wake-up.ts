@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { OUTBOX_CHANNEL } from './channel.ts';
-import { run, statement } from './executor.ts';
+import { run, statement, type Executor } from './executor.ts';
 
 /*
  * The worker's wake-up after a commit (`pg_notify('outbox', topic)`), coalesced.
@@ -18,6 +18,11 @@ import { run, statement } from './executor.ts';
  * and at most one is waiting. A failed notify changes nothing: the worker's poll finds the rows.
  */
 const NOTIFY = statement('outbox-notify-v1', 'select pg_notify($1, $2)');
+
+/** A wake-up that names no message, sent now on `q`: `says` is why (a topic, 'requeue', 'hand-back'). */
+export async function wakeUpSaying(q: Executor, says: string): Promise<void> {
+  await run(q, NOTIFY, [OUTBOX_CHANNEL, says]);
+}
 
 export class CoalescedWakeUp {
   private inFlight: Promise<void> | null = null;
@@ -59,7 +64,7 @@ export function wakeUpFor(pool: pg.Pool, topic: string): CoalescedWakeUp {
   let topics = byPool.get(pool);
   if (!topics) byPool.set(pool, (topics = new Map<string, CoalescedWakeUp>()));
   let w = topics.get(topic);
-  if (!w) topics.set(topic, (w = new CoalescedWakeUp(() => run(pool, NOTIFY, [OUTBOX_CHANNEL, topic]))));
+  if (!w) topics.set(topic, (w = new CoalescedWakeUp(() => wakeUpSaying(pool, topic))));
   return w;
 }
 
