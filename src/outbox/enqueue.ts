@@ -19,11 +19,11 @@ import { carriesWakeUpInside, wakeUpFor } from './wake-up.ts';
  *   account acting on 2,400 others' groups) does not hold back another owner's messages (ADR 0039).
  *   Not given: the group is its own owner, as before owners existed.
  * - `turn`, not an option: outbox_turn(group, owner, priority)
- *   (src/outbox/migrations/0004_turns_from_cached_plans.sql), in the same statement as the INSERT:
+ *   (src/outbox/migrations/0006_head_from_where_it_was.sql), in the same statement as the INSERT:
  *   the latest of the head of the priority's queue, the group's latest turn + 1 and the owner's
- *   latest turn + 1. Three index probes from plans made once per connection (ADR 0055), no lock, no
- *   counter row that writers would queue on: a producer never waits for another, nor for itself
- *   beyond its own transaction.
+ *   latest turn + 1. Three index probes from plans made once per connection (ADR 0055), the head's
+ *   from where the connection last found it (ADR 0060), no lock, no counter row that writers would
+ *   queue on: a producer never waits for another, nor for itself beyond its own transaction.
  *
  * Rows written without a turn (the bench's and tests' bulk inserts, lane messages, anything written
  * by SQL of its own) are claimed oldest first beside the turns, as every message was before.
