@@ -377,6 +377,21 @@ export async function storeTraceContext(c: Executor, flags: '-00' | '-01'): Prom
   await execute(c, STORE_TRACE_CONTEXT, [flags]);
 }
 
+/**
+ * Index entries read so far from the PENDING turns' index (outbox_pending_turn_idx), every day of
+ * it, with `c`'s own reads flushed to the statistics first: what outbox_turn's head probe and the
+ * claim's walk of first deliveries pass, dead entries included.
+ */
+export async function pendingTurnIndexReads(c: pg.Client): Promise<number> {
+  await c.query('select pg_stat_force_next_flush()');
+  const { rows } = await c.query<{ n: number }>(
+    `select coalesce(sum(s.idx_tup_read), 0)::int as n
+       from pg_stat_user_indexes s join pg_inherits i on i.inhrelid = s.indexrelid
+      where i.inhparent = 'outbox_pending_turn_idx'::regclass`,
+  );
+  return rows[0]!.n;
+}
+
 const FILL_DONE_HISTORY = statement(
   'outbox-testing-fill-done-history',
   `insert into outbox (topic, key, payload, status, attempts, available_at, processed_at, created_at, handlers_done)

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import { pendingTurnIndexReads } from '../../../src/outbox/testing.ts';
 import { holdSnapshot } from '../../helpers/held-snapshot.ts';
 
 /*
@@ -56,22 +57,11 @@ async function finish(ids?: number[]): Promise<void> {
   );
 }
 
-/** Index entries read so far from the PENDING turns' index, every day of it, with `c`'s own reads flushed first. */
-async function pendingTurnReads(c: pg.Client): Promise<number> {
-  await c.query('select pg_stat_force_next_flush()');
-  const { rows } = await c.query<{ n: number }>(
-    `select coalesce(sum(s.idx_tup_read), 0)::int as n
-       from pg_stat_user_indexes s join pg_inherits i on i.inhrelid = s.indexrelid
-      where i.inhparent = 'outbox_pending_turn_idx'::regclass`,
-  );
-  return rows[0]!.n;
-}
-
 /** The head `c` reads, and how many entries of the PENDING turns' index that read walked. */
 async function headAndReads(c: pg.Client): Promise<{ head: number; read: number }> {
-  const before = await pendingTurnReads(c);
+  const before = await pendingTurnIndexReads(c);
   const head = await headOn(c);
-  return { head, read: (await pendingTurnReads(c)) - before };
+  return { head, read: (await pendingTurnIndexReads(c)) - before };
 }
 
 describe("outbox_turn's head, from where the connection last found it", () => {

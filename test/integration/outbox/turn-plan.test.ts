@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.ts';
+import { pendingTurnIndexReads } from '../../../src/outbox/testing.ts';
 
 /*
  * outbox_turn (src/outbox/migrations/0004_turns_from_cached_plans.sql) runs its three probes from
@@ -24,30 +25,19 @@ afterAll(async () => {
   await tdb?.drop();
 });
 
-/** Index tuples read so far from the PENDING turns' index, every day of it, with `c`'s own reads flushed first. */
-async function pendingTurnReads(c: pg.Client): Promise<number> {
-  await c.query('select pg_stat_force_next_flush()');
-  const { rows } = await c.query<{ n: number }>(
-    `select coalesce(sum(s.idx_tup_read), 0)::int as n
-       from pg_stat_user_indexes s join pg_inherits i on i.inhrelid = s.indexrelid
-      where i.inhparent = 'outbox_pending_turn_idx'::regclass`,
-  );
-  return rows[0]!.n;
-}
-
 describe('outbox_turn from cached plans', () => {
   it('probes a group and an owner it has never seen by their own indexes, not the priority’s whole queue', async () => {
     // A new connection: its plans are made now, from the statistics above.
     const c = new pg.Client({ connectionString: tdb.url });
     await c.connect();
     try {
-      const before = await pendingTurnReads(c);
+      const before = await pendingTurnIndexReads(c);
       const { rows } = await c.query<{ turn: string }>(
         `select outbox_turn('new-' || i, 'owner-' || i, 0) as turn from generate_series(1, 10) i`,
       );
       // Nothing of theirs is PENDING: each gets the head of the queue.
       expect(rows.map((r) => Number(r.turn))).toEqual(Array(10).fill(1));
-      const read = (await pendingTurnReads(c)) - before;
+      const read = (await pendingTurnIndexReads(c)) - before;
       // The head's probe reads the first entry of each day; the misplanned group probe read all
       // 20,000 PENDING turns for each call.
       expect(read).toBeGreaterThan(0);
